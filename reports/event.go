@@ -1,0 +1,149 @@
+package reports
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Outcome is the terminal classification of one request. Every request ends in exactly
+// one outcome (see DESIGN.md, "Outcomes").
+type Outcome string
+
+// The outcome taxonomy.
+const (
+	OutcomeOK               Outcome = "ok"                // complete response with a terminal marker
+	OutcomeRejected         Outcome = "rejected"          // 429 or 503: explicit refusal
+	OutcomeHTTPError        Outcome = "http_error"        // any other error status
+	OutcomeStreamError      Outcome = "stream_error"      // an error event inside the stream
+	OutcomeTransportError   Outcome = "transport_error"   // refused or reset before any response
+	OutcomeTruncated        Outcome = "truncated"         // ended without [DONE]/finish_reason, or short body
+	OutcomeInvalid          Outcome = "invalid"           // success status, unparseable body
+	OutcomeStalled          Outcome = "stalled"           // silent longer than the stall deadline
+	OutcomeDeadlineExceeded Outcome = "deadline_exceeded" // no terminal outcome by the total deadline
+	OutcomeCancelled        Outcome = "cancelled"         // the harness cancelled it on purpose
+)
+
+// Outcomes lists the whole taxonomy in report order.
+var Outcomes = []Outcome{
+	OutcomeOK, OutcomeRejected, OutcomeHTTPError, OutcomeStreamError, OutcomeTransportError,
+	OutcomeTruncated, OutcomeInvalid, OutcomeStalled, OutcomeDeadlineExceeded, OutcomeCancelled,
+}
+
+// Valid reports whether o is part of the taxonomy.
+func (o Outcome) Valid() bool {
+	for _, k := range Outcomes {
+		if k == o {
+			return true
+		}
+	}
+	return false
+}
+
+// SilentDrop reports whether o counts as a silent drop (stalled or deadline_exceeded).
+func (o Outcome) SilentDrop() bool {
+	return o == OutcomeStalled || o == OutcomeDeadlineExceeded
+}
+
+// Phase is where a request was when it stalled or ran out of time.
+type Phase string
+
+// Phases.
+const (
+	PhaseConnect          Phase = "connect"            // dialing / writing the request
+	PhaseBeforeHeaders    Phase = "before_headers"     // sent, no response headers yet
+	PhaseBeforeFirstToken Phase = "before_first_token" // headers received, no content token yet
+	PhaseMidStream        Phase = "mid_stream"         // at least one token received
+)
+
+// EventType is the kind of a ledger line.
+type EventType string
+
+// Event types.
+const (
+	EventRunStart      EventType = "run_start"      // Scenario, Seed, Target
+	EventRunEnd        EventType = "run_end"        // Error set when the run failed
+	EventScheduled     EventType = "scheduled"      // a request's intended send time (Time)
+	EventSent          EventType = "sent"           // request written (Lag = sent - scheduled)
+	EventHeaders       EventType = "headers"        // response headers received (Status)
+	EventFirstToken    EventType = "first_token"    // first content token (TTFT)
+	EventDone          EventType = "done"           // terminal: Outcome, Phase, TTFT/ITL/E2E...
+	EventFaultStart    EventType = "fault_start"    // Fault, FaultType, Target
+	EventFaultStop     EventType = "fault_stop"     // Fault reverted
+	EventFaultVerified EventType = "fault_verified" // Passed: whether the fault took effect
+	EventSample        EventType = "sample"         // server gauges scraped (Metrics)
+	EventDrain         EventType = "drain"          // drain finished (InFlight left, Passed)
+	EventLeakCheck     EventType = "leak_check"     // Passed, Metrics (residual gauges)
+	EventSelfCheck     EventType = "self_check"     // Passed, LagP99, LagMax
+	EventLog           EventType = "log"            // free-form note (Message)
+)
+
+// Event is one line of events.jsonl. Only the fields relevant to Type are set.
+// Durations are in seconds. Sessions and turns are 1-based (0: not applicable).
+type Event struct {
+	Time time.Time `json:"time"`
+	Type EventType `json:"type"`
+
+	// Request fields.
+	RequestID string `json:"request_id,omitempty"`
+	Workload  string `json:"workload,omitempty"`
+	Session   int    `json:"session,omitempty"`
+	Turn      int    `json:"turn,omitempty"`
+	Endpoint  string `json:"endpoint,omitempty"`
+	// Scheduled is the intended send time (on sent and done events), so latencies can be
+	// measured from the schedule rather than from the actual send (coordinated omission).
+	Scheduled    *time.Time `json:"scheduled,omitempty"`
+	PromptTokens int        `json:"prompt_tokens,omitempty"`
+	PromptBytes  int        `json:"prompt_bytes,omitempty"`
+
+	// Terminal fields (done).
+	Outcome Outcome `json:"outcome,omitempty"`
+	Phase   Phase   `json:"phase,omitempty"`
+	Status  int     `json:"status,omitempty"`
+	Error   string  `json:"error,omitempty"`
+	// TTFT is first content token minus sent; E2E is done minus sent (seconds).
+	TTFT float64 `json:"ttft,omitempty"`
+	E2E  float64 `json:"e2e,omitempty"`
+	// ITL holds the inter-token (inter-chunk) gaps of the request in seconds.
+	ITL []float64 `json:"itl,omitempty"`
+	// Age is how long the request had been outstanding when it was classified (seconds);
+	// set for silent drops.
+	Age              float64 `json:"age,omitempty"`
+	CompletionTokens int     `json:"completion_tokens,omitempty"`
+	Chunks           int     `json:"chunks,omitempty"`
+	Bytes            int64   `json:"bytes,omitempty"`
+	FinishReason     string  `json:"finish_reason,omitempty"`
+	// Lag is the harness's own scheduling lag (sent - scheduled) in seconds (sent events).
+	Lag float64 `json:"lag,omitempty"`
+	// ServerDebug is what the target's /debug/requests said about this request when the
+	// harness noticed the drop (raw JSON, absent when the target has no such endpoint).
+	ServerDebug json.RawMessage `json:"server_debug,omitempty"`
+
+	// Fault fields.
+	Fault     string         `json:"fault,omitempty"`
+	FaultType string         `json:"fault_type,omitempty"`
+	Target    string         `json:"target,omitempty"`
+	Params    map[string]any `json:"params,omitempty"`
+
+	// Check fields (fault_verified, drain, leak_check, self_check).
+	Passed *bool  `json:"passed,omitempty"`
+	Detail string `json:"detail,omitempty"`
+
+	// Sample fields (sample, leak_check): gauge name -> value.
+	Source  string             `json:"source,omitempty"`
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+
+	// Drain / self-check fields.
+	InFlight int     `json:"in_flight,omitempty"`
+	LagP99   float64 `json:"lag_p99,omitempty"`
+	LagMax   float64 `json:"lag_max,omitempty"`
+
+	// Run fields (run_start).
+	Scenario string `json:"scenario,omitempty"`
+	Seed     int64  `json:"seed,omitempty"`
+	URL      string `json:"url,omitempty"`
+
+	Message string `json:"message,omitempty"`
+}
+
+// Bool returns a pointer to b, for Event.Passed.
+func Bool(b bool) *bool { return &b }

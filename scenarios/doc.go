@@ -1,0 +1,15 @@
+// Package scenarios holds the YAML scenarios the harness runs and their loader.
+//
+// A scenario is configuration, not the runtime object. Loading is strict and happens in
+// three explicit steps, none of which starts anything:
+//
+//	sc, err := scenarios.Load("smoke", scenarios.WithFaultTypes(chaos.Kinds()))
+//	// Load = decode strictly (unknown keys are errors, with file:line and field path)
+//	//      + sc.ApplyDefaults()
+//	//      + sc.Validate(...)   (every problem at once, as Problems)
+//	plan := scenarios.Plan(sc) // pure: workload windows and fault start/stop times
+//	for _, step := range plan.Steps { fmt.Println(step) }
+//
+// The embedded scenarios (the *.yaml files of this directory) are addressable by name;
+// List returns them. scenario.schema.json describes the format for editors.
+package scenarios

@@ -1,0 +1,251 @@
+package scenarios
+
+// Scenario is a decoded scenario file: what to run, against what, for how long, which
+// faults to inject and what must hold. It is configuration, not the runtime object: the
+// harness turns it into a Plan (see Plan) before anything runs.
+//
+// The YAML keys are part of the user-facing contract (issue 4); add fields, never rename.
+type Scenario struct {
+	// Name identifies the scenario in reports and in the default output directory.
+	// Defaults to the file name without extension.
+	Name string `yaml:"name" json:"name"`
+	// Description is free text shown by `harness list`.
+	Description string `yaml:"description,omitempty" json:"description,omitempty"`
+	// Seed seeds every random choice of the run (prompts, arrivals, jitter). Default 1.
+	Seed int64 `yaml:"seed" json:"seed"`
+	// Duration is how long load is generated. Default 30s.
+	Duration Duration `yaml:"duration" json:"duration"`
+	// Target is the endpoint under test; empty URL means the embedded reference server.
+	Target Target `yaml:"target" json:"target"`
+	// Reference configures the embedded reference PD topology (used when Target.URL is empty).
+	Reference Reference `yaml:"reference" json:"reference"`
+	// Workloads run concurrently, each in its own time window.
+	Workloads []Workload `yaml:"workloads" json:"workloads"`
+	// Deadlines bound every request.
+	Deadlines Deadlines `yaml:"deadlines" json:"deadlines"`
+	// Drain bounds the wait for in-flight requests and gauges after load stops.
+	Drain Drain `yaml:"drain" json:"drain"`
+	// Recovery parameterises the `recovery` assertion.
+	Recovery Recovery `yaml:"recovery" json:"recovery"`
+	// SelfCheck bounds the harness's own scheduling lag; beyond it the run is invalid.
+	SelfCheck SelfCheck `yaml:"self_check" json:"self_check"`
+	// Assertions are names (no_silent_drops, valid_responses, no_leaks, recovery) or
+	// threshold expressions such as "p99(ttft) < 2s" or "rate(rejected) < 0.1".
+	// Default: [no_silent_drops, valid_responses], plus no_leaks when metrics are known,
+	// plus recovery when faults are present.
+	Assertions []string `yaml:"assertions" json:"assertions"`
+	// Faults are injected on the timeline, relative to the start of load.
+	Faults []Fault `yaml:"faults" json:"faults"`
+
+	// File is the path (or embedded name) the scenario was loaded from.
+	File string `yaml:"-" json:"-"`
+	// pos maps field paths ("workloads[0].agents") to 1-based source lines.
+	pos map[string]int
+	// set records which field paths were present in the source (for defaults).
+	set map[string]bool
+}
+
+// Target is the endpoint under test.
+type Target struct {
+	// URL is the base URL of an OpenAI-compatible server (http://host:port). Empty: start
+	// the embedded reference server (or the processes of Launch) and use its address.
+	URL string `yaml:"url" json:"url,omitempty"`
+	// Model is the model name sent in requests. Default "ref".
+	Model string `yaml:"model" json:"model,omitempty"`
+	// MetricsURL is a Prometheus endpoint; it enables no_leaks. For the embedded server it
+	// defaults to the router's /metrics.
+	MetricsURL string `yaml:"metrics_url" json:"metrics_url,omitempty"`
+	// DebugURL is the server's /debug/requests endpoint, consulted when a silent drop is
+	// noticed. Optional; defaults to <url>/debug/requests for the embedded server.
+	DebugURL string `yaml:"debug_url" json:"debug_url,omitempty"`
+	// Launch lists external processes (SGLang, vLLM, ...) the harness starts, supervises
+	// and stops; process faults apply to them by name.
+	Launch []Launch `yaml:"launch" json:"launch,omitempty"`
+}
+
+// Launch is one external process of the target topology.
+type Launch struct {
+	// Name identifies the process in fault targets ("decode", "sglang-router").
+	Name string `yaml:"name" json:"name"`
+	// Role is router, prefill, decode or colocated.
+	Role string `yaml:"role" json:"role"`
+	// Command is argv; the first element is the program.
+	Command []string `yaml:"command" json:"command"`
+	// HealthURL is polled until it answers 200 before load starts.
+	HealthURL string `yaml:"health_url" json:"health_url,omitempty"`
+	// Env holds extra environment variables (KEY: value).
+	Env map[string]string `yaml:"env" json:"env,omitempty"`
+	// StartTimeout bounds the wait for health. Default 120s.
+	StartTimeout Duration `yaml:"start_timeout" json:"start_timeout,omitempty"`
+}
+
+// Reference configures the embedded reference PD topology.
+type Reference struct {
+	// Prefill and Decode are the worker counts. Default 1 each. Both 0 means colocated.
+	Prefill int `yaml:"prefill" json:"prefill"`
+	Decode  int `yaml:"decode" json:"decode"`
+	// Backend is tinyref, simtime or paced. Default tinyref.
+	Backend string `yaml:"backend" json:"backend"`
+	// Semantics is strict or sglang. Default strict.
+	Semantics string `yaml:"semantics" json:"semantics"`
+	// Profile names a simtime/paced timing profile (optional).
+	Profile string `yaml:"profile" json:"profile,omitempty"`
+	// Args are passed to every process; the role-specific lists come after them.
+	Args        []string `yaml:"args" json:"args,omitempty"`
+	PrefillArgs []string `yaml:"prefill_args" json:"prefill_args,omitempty"`
+	DecodeArgs  []string `yaml:"decode_args" json:"decode_args,omitempty"`
+	RouterArgs  []string `yaml:"router_args" json:"router_args,omitempty"`
+	// Proxies puts a TCP fault proxy on every link (router→prefill, router→decode,
+	// prefill→decode KV). Default: true when a fault targets a link.
+	Proxies bool `yaml:"proxies" json:"proxies"`
+	// FaultInjection starts the workers with --enable-fault-injection. Default: true when
+	// the scenario has faults.
+	FaultInjection bool `yaml:"fault_injection" json:"fault_injection"`
+	// StartTimeout bounds the wait for the topology to become healthy. Default 60s.
+	StartTimeout Duration `yaml:"start_timeout" json:"start_timeout,omitempty"`
+}
+
+// Workload types.
+const (
+	WorkloadAgents   = "agents"
+	WorkloadOpenLoop = "open_loop"
+	WorkloadBurst    = "burst"
+)
+
+// Endpoints.
+const (
+	EndpointChat        = "chat"        // /v1/chat/completions
+	EndpointCompletions = "completions" // /v1/completions
+)
+
+// Pacer types (open_loop).
+const (
+	PacerConstant = "constant"
+	PacerLinear   = "linear"
+	PacerSine     = "sine"
+	PacerPoisson  = "poisson"
+)
+
+// Workload is one source of load.
+type Workload struct {
+	// Name identifies the workload in events and fault targets. Default "<type>-<index>".
+	Name string `yaml:"name" json:"name"`
+	// Type is agents, open_loop or burst.
+	Type string `yaml:"type" json:"type"`
+	// Endpoint is chat (default) or completions.
+	Endpoint string `yaml:"endpoint" json:"endpoint"`
+	// Stream requests SSE streaming (default true).
+	Stream bool `yaml:"stream" json:"stream"`
+	// MaxTokens per request. Default 16.
+	MaxTokens int `yaml:"max_tokens" json:"max_tokens"`
+	// Temperature for sampling; 0 (default) is greedy.
+	Temperature float64 `yaml:"temperature" json:"temperature,omitempty"`
+
+	// Agents is the number of concurrent sessions (agents). Default 30.
+	Agents int `yaml:"agents" json:"agents,omitempty"`
+	// Turns per session (agents); 0 with a duration means until the window ends. Default 4.
+	Turns int `yaml:"turns" json:"turns,omitempty"`
+	// ToolResultBytes is the size of each simulated tool result appended per turn. Default 256.
+	ToolResultBytes int `yaml:"tool_result_bytes" json:"tool_result_bytes,omitempty"`
+	// ToolLatency is how long each simulated tool call takes. Default 0.
+	ToolLatency Duration `yaml:"tool_latency" json:"tool_latency,omitempty"`
+	// ThinkTime is a pause between turns. Default 0.
+	ThinkTime Duration `yaml:"think_time" json:"think_time,omitempty"`
+
+	// PromptTokens is the approximate prompt size (open_loop, burst, and the agents'
+	// initial system prompt). Default 32.
+	PromptTokens int `yaml:"prompt_tokens" json:"prompt_tokens,omitempty"`
+	// Pacer sets the arrival rate (open_loop).
+	Pacer *Pacer `yaml:"pacer" json:"pacer,omitempty"`
+	// MaxInFlight caps concurrent requests of an open_loop workload (0: unbounded up to
+	// the harness's limit).
+	MaxInFlight int `yaml:"max_in_flight" json:"max_in_flight,omitempty"`
+	// Count is the number of requests (burst; also an optional cap for open_loop).
+	Count int `yaml:"count" json:"count,omitempty"`
+
+	// Start is the offset from the start of load. Default 0.
+	Start Duration `yaml:"start" json:"start,omitempty"`
+	// Duration is the window length; default: until the scenario's duration ends.
+	Duration Duration `yaml:"duration" json:"duration,omitempty"`
+}
+
+// Pacer describes open-loop arrivals. Rates are requests per second.
+type Pacer struct {
+	// Type is constant, linear, sine or poisson.
+	Type string `yaml:"type" json:"type"`
+	// Rate is the (mean, or starting for linear) arrival rate in requests per second.
+	Rate float64 `yaml:"rate" json:"rate"`
+	// Slope is the rate increase per second (linear).
+	Slope float64 `yaml:"slope" json:"slope,omitempty"`
+	// Amplitude is the sine's amplitude in requests per second (sine).
+	Amplitude float64 `yaml:"amplitude" json:"amplitude,omitempty"`
+	// Period is the sine's period (sine).
+	Period Duration `yaml:"period" json:"period,omitempty"`
+}
+
+// Deadlines bound every request. Defaults: connect 2s, first_token 10s, stall 5s, total 30s.
+type Deadlines struct {
+	// Connect bounds dialing and writing the request.
+	Connect Duration `yaml:"connect" json:"connect"`
+	// FirstToken bounds the time from sending to the first content token.
+	FirstToken Duration `yaml:"first_token" json:"first_token"`
+	// Stall bounds the silence between two chunks that carry progress (SSE comments and
+	// keep-alives are not progress).
+	Stall Duration `yaml:"stall" json:"stall"`
+	// Total bounds the whole request.
+	Total Duration `yaml:"total" json:"total"`
+}
+
+// Drain bounds what happens after load stops. Defaults: timeout = deadlines.total + 5s,
+// leak_timeout 15s.
+type Drain struct {
+	// Timeout bounds the wait for in-flight requests to resolve.
+	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// LeakTimeout bounds the wait for running/queued gauges to return to 0 (no_leaks).
+	LeakTimeout Duration `yaml:"leak_timeout" json:"leak_timeout"`
+}
+
+// Recovery parameterises the recovery assertion: after each fault stops, the success
+// rate over a sliding Window must return to at least Threshold within Within.
+// Defaults: window 5s, threshold 0.9, within 30s.
+type Recovery struct {
+	Window    Duration `yaml:"window" json:"window"`
+	Threshold float64  `yaml:"threshold" json:"threshold"`
+	Within    Duration `yaml:"within" json:"within"`
+}
+
+// SelfCheck bounds the harness's own scheduling lag (how late it sends a request
+// relative to its schedule). Beyond MaxLag at the p99, the run is invalid. Default 250ms.
+type SelfCheck struct {
+	MaxLag Duration `yaml:"max_lag" json:"max_lag"`
+}
+
+// Fault is one scheduled fault: applied at At (from the start of load), verified,
+// reverted after For (0: held until the end of load).
+type Fault struct {
+	// Name identifies the fault in events. Default "<type>-<index>".
+	Name string `yaml:"name" json:"name"`
+	// Type is a fault type registered by the chaos package.
+	Type string `yaml:"type" json:"type"`
+	// Target is a process ("decode-0", "prefill", a target.launch name), a link
+	// ("router->decode-0", "prefill-0->decode-0"), a workload name, or "client".
+	Target string `yaml:"target" json:"target"`
+	At     Duration `yaml:"at" json:"at"`
+	For    Duration `yaml:"for" json:"for"`
+	// Params are type-specific; the chaos package interprets them.
+	Params map[string]any `yaml:"params" json:"params,omitempty"`
+}
+
+// Line returns the 1-based source line of a field path such as "workloads[0].agents",
+// or 0 when unknown (for example for a scenario built in Go).
+func (sc *Scenario) Line(path string) int {
+	if sc == nil || sc.pos == nil {
+		return 0
+	}
+	return sc.pos[path]
+}
+
+// IsSet reports whether a field path was present in the source.
+func (sc *Scenario) IsSet(path string) bool {
+	return sc != nil && sc.set[path]
+}
