@@ -229,7 +229,7 @@ type Fault struct {
 	Type string `yaml:"type" json:"type"`
 	// Target is a process ("decode-0", "prefill", a target.launch name), a link
 	// ("router->decode-0", "prefill-0->decode-0"), a workload name, or "client".
-	Target string `yaml:"target" json:"target"`
+	Target string   `yaml:"target" json:"target"`
 	At     Duration `yaml:"at" json:"at"`
 	For    Duration `yaml:"for" json:"for"`
 	// Params are type-specific; the chaos package interprets them.
