@@ -1,0 +1,234 @@
+package kernels
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Profile is a calibrated step-time model of a real model on real hardware:
+//
+//	step = Beta0 + Beta1·prefill_tokens + Beta2·decode_tokens
+//
+// The figures are first-order estimates from weight bytes over memory bandwidth (Beta0),
+// FLOPs per prompt token over achievable throughput (Beta1) and per-sequence attention and
+// sampling cost (Beta2); they give the right orders of magnitude for queueing behaviour,
+// not benchmark numbers.
+type Profile struct {
+	Name        string
+	Description string
+	Beta0       time.Duration // fixed cost of a step (weights streamed once)
+	Beta1       time.Duration // per prefill token
+	Beta2       time.Duration // per decode token (one per running sequence)
+	// ModelKVBytesPerToken is the modelled model's KV footprint per token, all layers.
+	ModelKVBytesPerToken int64
+}
+
+var profiles = []Profile{
+	{
+		Name:        "llama3-8b-h100",
+		Description: "Llama-3-8B bf16 on one H100 SXM (32 layers, 8 KV heads × 128, bf16 KV)",
+		Beta0:       7 * time.Millisecond, Beta1: 25 * time.Microsecond, Beta2: 60 * time.Microsecond,
+		ModelKVBytesPerToken: 131072,
+	},
+	{
+		Name:        "llama3-70b-h100x4",
+		Description: "Llama-3-70B bf16 on four H100 SXM with tensor parallelism (80 layers, 8 KV heads × 128)",
+		Beta0:       14 * time.Millisecond, Beta1: 70 * time.Microsecond, Beta2: 120 * time.Microsecond,
+		ModelKVBytesPerToken: 327680,
+	},
+	{
+		Name:        "qwen2.5-7b-l40s",
+		Description: "Qwen2.5-7B bf16 on one L40S (28 layers, 4 KV heads × 128)",
+		Beta0:       20 * time.Millisecond, Beta1: 85 * time.Microsecond, Beta2: 80 * time.Microsecond,
+		ModelKVBytesPerToken: 57344,
+	},
+	{
+		Name:        "tiny-cpu",
+		Description: "the default tinyref model on one CPU core (2 layers, 2 KV heads × 32, fp32 KV)",
+		Beta0:       200 * time.Microsecond, Beta1: 5 * time.Microsecond, Beta2: 20 * time.Microsecond,
+		ModelKVBytesPerToken: 1024,
+	},
+}
+
+// Profiles returns the named timing profiles, sorted by name.
+func Profiles() []Profile {
+	p := slices.Clone(profiles)
+	slices.SortFunc(p, func(a, b Profile) int { return strings.Compare(a.Name, b.Name) })
+	return p
+}
+
+// LookupProfile returns the profile with this name; the error lists the valid names.
+func LookupProfile(name string) (Profile, error) {
+	for _, p := range profiles {
+		if p.Name == name {
+			return p, nil
+		}
+	}
+	names := make([]string, 0, len(profiles))
+	for _, p := range Profiles() {
+		names = append(names, p.Name)
+	}
+	return Profile{}, fmt.Errorf("kernels: unknown profile %q (valid: %s)", name, strings.Join(names, ", "))
+}
+
+// StepTime is the profile's step time without jitter.
+func (p Profile) StepTime(prefillTokens, decodeTokens int) time.Duration {
+	if prefillTokens <= 0 && decodeTokens <= 0 {
+		return 0
+	}
+	return p.Beta0 + time.Duration(max(prefillTokens, 0))*p.Beta1 + time.Duration(max(decodeTokens, 0))*p.Beta2
+}
+
+// stepClock adds seeded jitter to a profile: the n-th non-empty step is scaled by
+// 1 + Jitter·u with u uniform in [-1, 1) drawn from (Seed, n).
+type stepClock struct {
+	profile Profile
+	seed    uint64
+	jitter  float64
+	steps   uint64
+}
+
+func newStepClock(cfg Config, p Profile) *stepClock {
+	return &stepClock{profile: p, seed: cfg.Seed, jitter: cfg.Jitter}
+}
+
+func (c *stepClock) StepTime(prefillTokens, decodeTokens int) time.Duration {
+	base := c.profile.StepTime(prefillTokens, decodeTokens)
+	if base == 0 {
+		return 0
+	}
+	n := c.steps
+	c.steps++
+	u := unitFloat(hash3(c.seed, n, 0x6a6974746572))*2 - 1 // "jitter"
+	return time.Duration(float64(base) * (1 + c.jitter*u))
+}
+
+// SimTime is the timing-model backend. It moves real (small) KV bytes so that transfer,
+// checksums and page accounting are exercised, but computes no model:
+//
+//   - Forward writes, for each input token at position p, SimKVBytesPerTokenPerLayer
+//     bytes per layer that are a hash of (token, p, layer, word index);
+//   - the sampled next token is a hash of every KV byte of the sequence (positions 0 up to
+//     the last input token, every layer), so a page corrupted in transfer changes the
+//     output, and of the sampling seed when Temperature > 0. Tokens are mostly lowercase
+//     letters and spaces with some punctuation, and EOS about once in 400 tokens.
+//
+// Reading all of a sequence's KV costs about 1 ns per 8 bytes, as attention would.
+type SimTime struct {
+	info  ModelInfo
+	kv    *KVStore
+	clock *stepClock
+	vocab int
+}
+
+func newSimTime(cfg Config, info ModelInfo, kv *KVStore, p Profile) *SimTime {
+	return &SimTime{info: info, kv: kv, clock: newStepClock(cfg, p), vocab: cfg.Vocab}
+}
+
+// Info implements Backend.
+func (s *SimTime) Info() ModelInfo { return s.info }
+
+// KV implements Backend.
+func (s *SimTime) KV() *KVStore { return s.kv }
+
+// StepTime implements Backend.
+func (s *SimTime) StepTime(prefillTokens, decodeTokens int) time.Duration {
+	return s.clock.StepTime(prefillTokens, decodeTokens)
+}
+
+// Forward implements Backend.
+func (s *SimTime) Forward(batch []SeqInput, out []int) error {
+	if err := checkBatch("simtime", s.kv, s.vocab, batch, out); err != nil {
+		return err
+	}
+	ps, per := s.kv.PageSize, s.kv.BytesPerToken
+	for i, sq := range batch {
+		for t, tok := range sq.Tokens {
+			p := sq.Pos + t
+			for l := 0; l < s.kv.Layers; l++ {
+				b := s.kv.LayerBytes(sq.Pages[p/ps], l)[(p%ps)*per : (p%ps+1)*per]
+				simKVFill(b, tok, p, l)
+			}
+		}
+		out[i] = -1
+		if !sq.Sample {
+			continue
+		}
+		h := s.digest(sq)
+		pos := sq.Pos + len(sq.Tokens)
+		if sq.Sampling.Temperature > 0 {
+			h = hash2(h, hash2(sq.Sampling.Seed, uint64(pos)))
+		}
+		out[i] = simToken(h)
+	}
+	return nil
+}
+
+// simKVFill writes the deterministic KV bytes of one token at one position and layer.
+func simKVFill(b []byte, tok, pos, layer int) {
+	base := hash3(uint64(tok), uint64(pos), uint64(layer))
+	for w := 0; w+8 <= len(b); w += 8 {
+		binary.LittleEndian.PutUint64(b[w:], mix64(base+uint64(w)))
+	}
+}
+
+// digest folds every KV word of positions [0, Pos+len(Tokens)) of the sequence, layer by
+// layer, in four independent lanes.
+func (s *SimTime) digest(sq SeqInput) uint64 {
+	ps, per := s.kv.PageSize, s.kv.BytesPerToken
+	n := sq.Pos + len(sq.Tokens)
+	var h [4]uint64
+	const k = 0x9fb21c651e98df25
+	for l := 0; l < s.kv.Layers; l++ {
+		for j := 0; j < n; j += ps {
+			b := s.kv.LayerBytes(sq.Pages[j/ps], l)[:min(ps, n-j)*per]
+			for len(b) >= 32 {
+				h[0] = bits.RotateLeft64(h[0]^binary.LittleEndian.Uint64(b[0:]), 29) * k
+				h[1] = bits.RotateLeft64(h[1]^binary.LittleEndian.Uint64(b[8:]), 29) * k
+				h[2] = bits.RotateLeft64(h[2]^binary.LittleEndian.Uint64(b[16:]), 29) * k
+				h[3] = bits.RotateLeft64(h[3]^binary.LittleEndian.Uint64(b[24:]), 29) * k
+				b = b[32:]
+			}
+			for len(b) >= 8 {
+				h[0] = bits.RotateLeft64(h[0]^binary.LittleEndian.Uint64(b), 29) * k
+				b = b[8:]
+			}
+		}
+	}
+	return hash3(h[0]^h[1], h[2]^h[3], uint64(n))
+}
+
+// simAlphabet is what simtime writes: letters in rough English proportions and spaces.
+const simAlphabet = "eeeeeeeeeeeetttttttttaaaaaaaaoooooooiiiiiiinnnnnnnsssssshhhhhhrrrrrrddddlllluuucccmmmwwffggyyppbbvk" +
+	"                    "
+
+// simToken maps a digest to a token: EOS about once in 400, a period or comma now and
+// then, otherwise a letter or a space.
+func simToken(h uint64) int {
+	switch r := h % 400; {
+	case r == 0:
+		return TokenEOS
+	case r < 8:
+		return '.'
+	case r < 16:
+		return ','
+	}
+	return int(simAlphabet[(h>>16)%uint64(len(simAlphabet))])
+}
+
+// Paced is tinyref compute held to a simtime profile's step time: real bytes and real
+// tokens at GPU-like speed. Info().ModelKVBytesPerToken is the profile's, so the pool is
+// sized as for the modelled model.
+type Paced struct {
+	*TinyRef
+	clock *stepClock
+}
+
+// StepTime implements Backend with the profile's jittered step time.
+func (p *Paced) StepTime(prefillTokens, decodeTokens int) time.Duration {
+	return p.clock.StepTime(prefillTokens, decodeTokens)
+}
