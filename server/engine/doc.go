@@ -1,0 +1,31 @@
+// Package engine drives one worker of the reference server: a colocated, prefill or decode
+// engine. It owns a kernels.Backend and a scheduler.Scheduler and runs them on a single
+// goroutine; HTTP handlers reach it through gen.Generator and gen.Inspector.
+//
+// The loop (one goroutine, the only one that touches the scheduler, the pool and the
+// backend):
+//
+//	for {
+//		drain the inbox: arrivals, aborts (ctx cancelled), transfer events
+//		sched.Tick(now)                       // stage bounds, watchdog
+//		rd := sched.Ready(now)                // decisions as data
+//		deliver rd.Emits / rd.Finished to request channels (never blocking)
+//		start rd.Transfers / rd.Sends, cancel rd.Cancels
+//		if rd.Batch != nil {
+//			failpoint "engine/step"
+//			backend.Forward(rd.Batch, out); wait backend.StepTime(...)
+//			sched.StepDone(now, out)
+//		} else { wait for the inbox or the next tick }
+//	}
+//
+// Use:
+//
+//	e, err := engine.New(backend, engine.DefaultConfig(), engine.WithRegisterer(reg))
+//	e.Start()
+//	ch, err := e.Generate(ctx, &gen.Request{...}) // err wraps gen.ErrOverloaded, ...
+//	for ev := range ch { ... }
+//	e.Shutdown(ctx)
+//
+// Overlap scheduling (--disable-overlap-schedule) is not modelled: the engine always plans
+// the next step after the previous one completed.
+package engine
