@@ -1,0 +1,161 @@
+package reports
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Built-in assertion names.
+const (
+	AssertNoSilentDrops  = "no_silent_drops" // no request ended stalled or deadline_exceeded
+	AssertValidResponses = "valid_responses" // no request ended invalid or truncated
+	AssertNoLeaks        = "no_leaks"        // the leak check after drain passed
+	AssertRecovery       = "recovery"        // success rate recovered after every fault
+)
+
+// Builtins lists the built-in assertion names.
+var Builtins = []string{AssertNoSilentDrops, AssertValidResponses, AssertNoLeaks, AssertRecovery}
+
+// Assertion is a parsed assertion: a built-in name, or a threshold expression
+// FUNC(ARG) OP VALUE where
+//
+//	FUNC(ARG)   p50|p90|p99|max|mean ( ttft|itl|e2e )   VALUE a duration (2s, 250ms) or seconds
+//	            rate ( OUTCOME|silent_drops )            VALUE a fraction of all requests
+//	            count ( OUTCOME|silent_drops )           VALUE a whole number
+//	OP          < <= > >= == !=
+type Assertion struct {
+	Raw   string
+	Name  string  // the built-in name, or the normalised expression
+	Func  string  // p50, p90, p99, max, mean, rate, count; empty for built-ins
+	Arg   string  // ttft, itl, e2e, or an outcome / silent_drops
+	Op    string  // comparison operator
+	Value float64 // seconds for latencies, a fraction for rate, a count for count
+}
+
+// Builtin reports whether a is a built-in name rather than a threshold expression.
+func (a Assertion) Builtin() bool { return a.Func == "" }
+
+// Compare applies the operator to (got, a.Value).
+func (a Assertion) Compare(got float64) bool {
+	switch a.Op {
+	case "<":
+		return got < a.Value
+	case "<=":
+		return got <= a.Value
+	case ">":
+		return got > a.Value
+	case ">=":
+		return got >= a.Value
+	case "==":
+		return got == a.Value
+	case "!=":
+		return got != a.Value
+	}
+	return false
+}
+
+var latencyFuncs = map[string]bool{"p50": true, "p90": true, "p99": true, "max": true, "mean": true}
+var latencyArgs = map[string]bool{"ttft": true, "itl": true, "e2e": true}
+
+// ParseAssertion parses a built-in name or a threshold expression.
+func ParseAssertion(s string) (Assertion, error) {
+	raw := s
+	s = strings.TrimSpace(s)
+	for _, b := range Builtins {
+		if s == b {
+			return Assertion{Raw: raw, Name: b}, nil
+		}
+	}
+	open := strings.IndexByte(s, '(')
+	if open < 0 {
+		return Assertion{}, fmt.Errorf("reports: unknown assertion %q (built-ins: %s; or an expression such as \"p99(ttft) < 2s\")", s, strings.Join(Builtins, ", "))
+	}
+	fn := strings.TrimSpace(s[:open])
+	closing := strings.IndexByte(s, ')')
+	if closing < open {
+		return Assertion{}, fmt.Errorf("reports: assertion %q: missing ')'", s)
+	}
+	arg := strings.TrimSpace(s[open+1 : closing])
+	rest := strings.TrimSpace(s[closing+1:])
+	op := ""
+	for _, o := range []string{"<=", ">=", "==", "!=", "<", ">"} {
+		if strings.HasPrefix(rest, o) {
+			op = o
+			break
+		}
+	}
+	if op == "" {
+		return Assertion{}, fmt.Errorf("reports: assertion %q: want an operator (< <= > >= == !=) after %s(%s)", s, fn, arg)
+	}
+	val := strings.TrimSpace(rest[len(op):])
+	if val == "" {
+		return Assertion{}, fmt.Errorf("reports: assertion %q: missing value after %s", s, op)
+	}
+	a := Assertion{Raw: raw, Func: fn, Arg: arg, Op: op}
+	switch {
+	case latencyFuncs[fn]:
+		if !latencyArgs[arg] {
+			return Assertion{}, fmt.Errorf("reports: assertion %q: %s() takes ttft, itl or e2e, not %q", s, fn, arg)
+		}
+		v, err := parseSeconds(val)
+		if err != nil {
+			return Assertion{}, fmt.Errorf("reports: assertion %q: %w", s, err)
+		}
+		a.Value = v
+	case fn == "rate" || fn == "count":
+		if arg != "silent_drops" && !Outcome(arg).Valid() {
+			return Assertion{}, fmt.Errorf("reports: assertion %q: %s() takes an outcome (%s) or silent_drops, not %q", s, fn, outcomeList(), arg)
+		}
+		v, err := strconv.ParseFloat(val, 64)
+		if err != nil || v != v {
+			return Assertion{}, fmt.Errorf("reports: assertion %q: %q is not a number", s, val)
+		}
+		if fn == "rate" && (v < 0 || v > 1) {
+			return Assertion{}, fmt.Errorf("reports: assertion %q: a rate is a fraction between 0 and 1", s)
+		}
+		if fn == "count" && (v < 0 || v != float64(int64(v))) {
+			return Assertion{}, fmt.Errorf("reports: assertion %q: a count is a whole number ≥ 0", s)
+		}
+		a.Value = v
+	default:
+		return Assertion{}, fmt.Errorf("reports: assertion %q: unknown function %q (want p50, p90, p99, max, mean, rate or count)", s, fn)
+	}
+	a.Name = a.String()
+	return a, nil
+}
+
+// String is the normalised expression, e.g. "p99(ttft) < 2s".
+func (a Assertion) String() string {
+	if a.Builtin() {
+		return a.Name
+	}
+	v := strconv.FormatFloat(a.Value, 'g', -1, 64)
+	if latencyFuncs[a.Func] {
+		v = time.Duration(a.Value * float64(time.Second)).String()
+	}
+	return fmt.Sprintf("%s(%s) %s %s", a.Func, a.Arg, a.Op, v)
+}
+
+func parseSeconds(v string) (float64, error) {
+	if d, err := time.ParseDuration(v); err == nil {
+		if d < 0 {
+			return 0, fmt.Errorf("negative duration %q", v)
+		}
+		return d.Seconds(), nil
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f != f || f < 0 || f > 1e9 {
+		return 0, fmt.Errorf("%q is not a duration (2s, 250ms) or a number of seconds", v)
+	}
+	return f, nil
+}
+
+func outcomeList() string {
+	s := make([]string, len(Outcomes))
+	for i, o := range Outcomes {
+		s[i] = string(o)
+	}
+	return strings.Join(s, ", ")
+}

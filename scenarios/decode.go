@@ -1,0 +1,294 @@
+package scenarios
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Decode parses a scenario strictly, without applying defaults or validating. Unknown
+// keys, duplicate keys and values of the wrong type are errors; every one is reported,
+// each with its file, line and field path, as Problems. file names the source in problems.
+func Decode(file string, data []byte) (*Scenario, error) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, Problems{{File: file, Msg: "empty scenario"}}
+		}
+		return nil, Problems{syntaxProblem(file, err)}
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, Problems{{File: file, Line: extra.Line, Msg: "more than one YAML document; a scenario is one document"}}
+	} else if !errors.Is(err, io.EOF) {
+		return nil, Problems{syntaxProblem(file, err)}
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if root.Kind != yaml.MappingNode {
+		return nil, Problems{{File: file, Line: root.Line, Msg: "a scenario must be a YAML mapping (name: ..., workloads: ...)"}}
+	}
+	w := &walker{file: file, pos: map[string]int{}, set: map[string]bool{}}
+	w.walk(root, reflect.TypeFor[Scenario](), "")
+	if len(w.problems) > 0 {
+		return nil, w.problems.sorted()
+	}
+	sc := &Scenario{}
+	if err := root.Decode(sc); err != nil {
+		// The walker checks everything Decode checks; this is a safety net.
+		return nil, Problems{{File: file, Line: root.Line, Msg: fmt.Sprintf("decode: %v", err)}}
+	}
+	sc.File = file
+	sc.pos = w.pos
+	sc.set = w.set
+	return sc, nil
+}
+
+func syntaxProblem(file string, err error) Problem {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	line := 0
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if i := strings.Index(rest, ":"); i > 0 {
+			if n, err := strconv.Atoi(rest[:i]); err == nil {
+				line = n
+				msg = strings.TrimSpace(rest[i+1:])
+			}
+		}
+	}
+	return Problem{File: file, Line: line, Msg: "YAML syntax: " + msg}
+}
+
+// walker checks a YAML node tree against the Go types, records the line of every field
+// path and collects every problem instead of stopping at the first.
+type walker struct {
+	file     string
+	pos      map[string]int
+	set      map[string]bool
+	problems Problems
+	depth    int
+}
+
+var durationType = reflect.TypeFor[Duration]()
+
+func (w *walker) add(n *yaml.Node, path, format string, args ...any) {
+	w.problems = append(w.problems, Problem{File: w.file, Line: n.Line, Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
+	w.depth++
+	defer func() { w.depth-- }()
+	if w.depth > 64 {
+		w.add(n, path, "nesting too deep")
+		return
+	}
+	if n.Kind == yaml.AliasNode {
+		if n.Alias == nil {
+			w.add(n, path, "unresolved alias")
+			return
+		}
+		n = n.Alias
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return // explicit null: leaves the zero value
+	}
+	if t == durationType {
+		if n.Kind != yaml.ScalarNode {
+			w.add(n, path, "must be a duration such as 5s or 1m30s")
+			return
+		}
+		if _, err := ParseDuration(n.Value); err != nil {
+			w.add(n, path, "invalid duration %q (want e.g. 5s, 1m30s, 250ms)", n.Value)
+		}
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		w.walkStruct(n, t, path)
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			w.add(n, path, "must be a list")
+			return
+		}
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			w.pos[p] = c.Line
+			w.set[p] = true
+			w.walk(c, t.Elem(), p)
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			w.add(n, path, "must be a mapping")
+			return
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode {
+				w.add(k, path, "keys must be strings")
+				continue
+			}
+			p := join(path, k.Value)
+			if seen[k.Value] {
+				w.add(k, p, "duplicate key")
+				continue
+			}
+			seen[k.Value] = true
+			w.pos[p] = k.Line
+			w.set[p] = true
+			w.walk(v, t.Elem(), p)
+		}
+	case reflect.Interface:
+		// Free-form (fault params): anything YAML can hold.
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode {
+			w.add(n, path, "must be a string")
+		}
+	case reflect.Bool:
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
+			w.add(n, path, "must be true or false, got %s", describe(n))
+		}
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+			w.add(n, path, "must be an integer, got %s", describe(n))
+			return
+		}
+		var v int64
+		if err := n.Decode(&v); err != nil {
+			w.add(n, path, "integer out of range: %s", n.Value)
+		}
+	case reflect.Float64, reflect.Float32:
+		if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
+			w.add(n, path, "must be a number, got %s", describe(n))
+		}
+	default:
+		w.add(n, path, "unsupported field type %s", t)
+	}
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	v := n.Value
+	if len(v) > 40 {
+		v = v[:40] + "..."
+	}
+	return strconv.Quote(v)
+}
+
+func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, path string) {
+	if n.Kind != yaml.MappingNode {
+		w.add(n, path, "must be a mapping, got %s", describe(n))
+		return
+	}
+	fields := yamlFields(t)
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			w.add(k, path, "keys must be strings")
+			continue
+		}
+		p := join(path, k.Value)
+		f, ok := fields[k.Value]
+		if !ok {
+			msg := "unknown field"
+			if s := suggest(k.Value, fields); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			w.add(k, p, "%s", msg)
+			continue
+		}
+		if seen[k.Value] {
+			w.add(k, p, "duplicate key")
+			continue
+		}
+		seen[k.Value] = true
+		w.pos[p] = k.Line
+		w.set[p] = true
+		w.walk(v, f.Type, p)
+	}
+}
+
+// yamlFields maps the YAML keys of a struct type to its fields.
+func yamlFields(t reflect.Type) map[string]reflect.StructField {
+	out := map[string]reflect.StructField{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = f
+	}
+	return out
+}
+
+// suggest returns the known key closest to k, if it is close enough to be a typo.
+func suggest(k string, fields map[string]reflect.StructField) string {
+	names := make([]string, 0, len(fields))
+	for n := range fields {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := editDistance(k, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 99
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

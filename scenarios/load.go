@@ -1,0 +1,117 @@
+package scenarios
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+)
+
+//go:embed *.yaml
+var embedded embed.FS
+
+// ErrNotFound is returned (wrapped) by Load when a name is neither a file nor an
+// embedded scenario.
+var ErrNotFound = errors.New("scenario not found")
+
+// Info describes an embedded scenario.
+type Info struct {
+	Name    string // the name Load accepts, e.g. "smoke"
+	File    string // e.g. "smoke.yaml"
+	Summary string // the first line of the header comment
+}
+
+// List returns the embedded scenarios, sorted by name.
+func List() []Info {
+	ents, err := fs.ReadDir(embedded, ".")
+	if err != nil {
+		return nil
+	}
+	var out []Info
+	for _, e := range ents {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".yaml") {
+			continue
+		}
+		data, err := embedded.ReadFile(e.Name())
+		if err != nil {
+			continue
+		}
+		out = append(out, Info{Name: strings.TrimSuffix(e.Name(), ".yaml"), File: e.Name(), Summary: headerSummary(data)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Embedded returns the bytes of an embedded scenario by name ("smoke" or "smoke.yaml").
+func Embedded(name string) ([]byte, bool) {
+	if strings.ContainsAny(name, "/\\") {
+		return nil, false
+	}
+	file := name
+	if !strings.HasSuffix(file, ".yaml") {
+		file += ".yaml"
+	}
+	data, err := embedded.ReadFile(file)
+	return data, err == nil
+}
+
+// headerSummary returns the first comment line of a scenario, minus the "# name:" prefix.
+func headerSummary(data []byte) string {
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		line = strings.TrimSpace(strings.TrimPrefix(line, "#"))
+		if line == "" {
+			continue
+		}
+		if _, rest, ok := strings.Cut(line, ": "); ok && !strings.Contains(line[:strings.Index(line, ": ")], " ") {
+			return rest
+		}
+		return line
+	}
+	return ""
+}
+
+// Load reads a scenario from a file path, or else an embedded scenario by name, decodes it
+// strictly, applies defaults and validates it. A bad scenario yields Problems; a name
+// that is neither a file nor embedded yields an error wrapping ErrNotFound.
+func Load(nameOrPath string, opts ...Option) (*Scenario, error) {
+	data, err := os.ReadFile(nameOrPath)
+	file := nameOrPath
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("scenarios: read %s: %w", nameOrPath, err)
+		}
+		var ok bool
+		data, ok = Embedded(nameOrPath)
+		if !ok {
+			names := make([]string, 0)
+			for _, i := range List() {
+				names = append(names, i.Name)
+			}
+			return nil, fmt.Errorf("scenarios: %q is neither a file nor an embedded scenario (embedded: %s): %w",
+				nameOrPath, strings.Join(names, ", "), ErrNotFound)
+		}
+		file = path.Base(strings.TrimSuffix(nameOrPath, ".yaml") + ".yaml")
+	}
+	return Parse(file, data, opts...)
+}
+
+// Parse decodes a scenario strictly, applies defaults and validates it.
+func Parse(file string, data []byte, opts ...Option) (*Scenario, error) {
+	sc, err := Decode(file, data)
+	if err != nil {
+		return nil, err
+	}
+	sc.ApplyDefaults()
+	if err := sc.Validate(opts...); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}

@@ -1,0 +1,428 @@
+package scenarios
+
+import (
+	"fmt"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+
+	"pdsoak/reports"
+)
+
+// FaultType describes a fault type known to the chaos package, for validation.
+type FaultType struct {
+	// Targets are the kinds of target the fault accepts (0: any).
+	Targets TargetKind
+	// Check validates the fault's params (optional). Its error message is reported at
+	// the fault's line under faults[i].params.
+	Check func(Fault) error
+}
+
+// Option configures Load, Parse and Validate.
+type Option func(*options)
+
+type options struct {
+	faultTypes map[string]FaultType
+}
+
+// WithFaultTypes sets the fault types a scenario may use (the chaos registry). Without
+// it, fault types are not checked against a list; targets still are.
+func WithFaultTypes(types map[string]FaultType) Option {
+	return func(o *options) { o.faultTypes = types }
+}
+
+// WithKnownFaults is WithFaultTypes for a plain list of names accepting any target.
+func WithKnownFaults(names ...string) Option {
+	m := make(map[string]FaultType, len(names))
+	for _, n := range names {
+		m[n] = FaultType{}
+	}
+	return WithFaultTypes(m)
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// Validate checks the scenario (after ApplyDefaults) and reports every problem at once
+// as Problems, each with file, line and field path. It returns nil when all is well.
+func (sc *Scenario) Validate(opts ...Option) error {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	v := &validator{sc: sc}
+	v.check(o)
+	if len(v.problems) == 0 {
+		return nil
+	}
+	sort.SliceStable(v.problems, func(i, j int) bool { return v.problems[i].Line < v.problems[j].Line })
+	return v.problems
+}
+
+type validator struct {
+	sc       *Scenario
+	problems Problems
+}
+
+// line finds the line of path, or of its closest ancestor present in the source.
+func (v *validator) line(path string) int {
+	for p := path; p != ""; {
+		if l := v.sc.Line(p); l > 0 {
+			return l
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return 0
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	v.problems = append(v.problems, Problem{File: v.sc.File, Line: v.line(path), Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) checkURL(path, s string) {
+	if s == "" {
+		return
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.add(path, "must be an http:// or https:// URL with a host, got %q", s)
+	}
+}
+
+func (v *validator) check(o options) {
+	sc := v.sc
+	if sc.Name == "" {
+		v.add("name", "must be set")
+	} else if !nameRE.MatchString(sc.Name) || len(sc.Name) > 100 {
+		v.add("name", "must be letters, digits, '.', '_' or '-' (it names the output directory), got %q", sc.Name)
+	}
+	if sc.Duration <= 0 {
+		v.add("duration", "must be > 0")
+	}
+
+	// Target.
+	v.checkURL("target.url", sc.Target.URL)
+	v.checkURL("target.metrics_url", sc.Target.MetricsURL)
+	v.checkURL("target.debug_url", sc.Target.DebugURL)
+	if sc.Target.Model == "" {
+		v.add("target.model", "must be set")
+	}
+	if len(sc.Target.Launch) > 0 && sc.Target.URL == "" {
+		v.add("target.launch", "needs target.url: the address where the launched processes serve the API")
+	}
+	names := map[string]bool{}
+	for i, l := range sc.Target.Launch {
+		p := fmt.Sprintf("target.launch[%d]", i)
+		switch {
+		case l.Name == "":
+			v.add(p+".name", "must be set")
+		case !nameRE.MatchString(l.Name):
+			v.add(p+".name", "must be letters, digits, '.', '_' or '-', got %q", l.Name)
+		case names[l.Name]:
+			v.add(p+".name", "duplicate process name %q", l.Name)
+		}
+		names[l.Name] = true
+		switch l.Role {
+		case "router", "prefill", "decode", "colocated":
+		default:
+			v.add(p+".role", "must be router, prefill, decode or colocated, got %q", l.Role)
+		}
+		if len(l.Command) == 0 || l.Command[0] == "" {
+			v.add(p+".command", "must name a program: [program, arg, ...]")
+		}
+		v.checkURL(p+".health_url", l.HealthURL)
+		if l.StartTimeout < 0 {
+			v.add(p+".start_timeout", "must be ≥ 0")
+		}
+	}
+
+	// Reference.
+	ref := sc.Reference
+	if ref.Prefill < 0 {
+		v.add("reference.prefill", "must be ≥ 0")
+	}
+	if ref.Decode < 0 {
+		v.add("reference.decode", "must be ≥ 0")
+	}
+	if (ref.Prefill == 0) != (ref.Decode == 0) {
+		v.add("reference", "prefill and decode must both be ≥ 1 (PD) or both 0 (colocated), got %d and %d", ref.Prefill, ref.Decode)
+	}
+	if ref.Prefill > 16 || ref.Decode > 16 {
+		v.add("reference", "at most 16 prefill and 16 decode workers")
+	}
+	switch ref.Backend {
+	case "tinyref", "simtime", "paced":
+	default:
+		v.add("reference.backend", "must be tinyref, simtime or paced, got %q", ref.Backend)
+	}
+	switch ref.Semantics {
+	case "strict", "sglang":
+	default:
+		v.add("reference.semantics", "must be strict or sglang, got %q", ref.Semantics)
+	}
+	if ref.StartTimeout < 0 {
+		v.add("reference.start_timeout", "must be ≥ 0")
+	}
+
+	// Workloads.
+	if len(sc.Workloads) == 0 {
+		v.add("workloads", "at least one workload is required")
+	}
+	wnames := map[string]bool{}
+	for i, w := range sc.Workloads {
+		v.checkWorkload(i, w, wnames)
+	}
+
+	// Deadlines.
+	d := sc.Deadlines
+	for _, f := range []struct {
+		name string
+		val  Duration
+	}{{"connect", d.Connect}, {"first_token", d.FirstToken}, {"stall", d.Stall}, {"total", d.Total}} {
+		if f.val <= 0 {
+			v.add("deadlines."+f.name, "must be > 0")
+		} else if f.name != "total" && d.Total > 0 && f.val > d.Total {
+			v.add("deadlines."+f.name, "(%s) must not exceed deadlines.total (%s)", f.val, d.Total)
+		}
+	}
+	if sc.Drain.Timeout <= 0 {
+		v.add("drain.timeout", "must be > 0")
+	}
+	if sc.Drain.LeakTimeout <= 0 {
+		v.add("drain.leak_timeout", "must be > 0")
+	}
+	if r := sc.Recovery; r.Window <= 0 {
+		v.add("recovery.window", "must be > 0")
+	}
+	if r := sc.Recovery; r.Within <= 0 {
+		v.add("recovery.within", "must be > 0")
+	}
+	if r := sc.Recovery; r.Threshold <= 0 || r.Threshold > 1 {
+		v.add("recovery.threshold", "must be a fraction in (0, 1], got %g", r.Threshold)
+	}
+	if sc.SelfCheck.MaxLag <= 0 {
+		v.add("self_check.max_lag", "must be > 0")
+	}
+
+	// Assertions.
+	seen := map[string]bool{}
+	for i, a := range sc.Assertions {
+		p := fmt.Sprintf("assertions[%d]", i)
+		pa, err := reports.ParseAssertion(a)
+		if err != nil {
+			v.add(p, "%s", strings.TrimPrefix(err.Error(), "reports: "))
+			continue
+		}
+		if seen[pa.Name] {
+			v.add(p, "duplicate assertion %q", pa.Name)
+		}
+		seen[pa.Name] = true
+		if pa.Name == reports.AssertNoLeaks && !sc.HasMetrics() {
+			v.add(p, "no_leaks needs target.metrics_url for an external target")
+		}
+	}
+
+	// Faults.
+	topo := sc.Topology()
+	fnames := map[string]bool{}
+	for i, f := range sc.Faults {
+		v.checkFault(i, f, topo, fnames, o)
+	}
+}
+
+func (v *validator) checkWorkload(i int, w Workload, names map[string]bool) {
+	sc := v.sc
+	p := fmt.Sprintf("workloads[%d]", i)
+	switch {
+	case w.Name == "":
+		v.add(p+".name", "must be set")
+	case !nameRE.MatchString(w.Name):
+		v.add(p+".name", "must be letters, digits, '.', '_' or '-', got %q", w.Name)
+	case w.Name == "client":
+		v.add(p+".name", `"client" is reserved (it names every workload in fault targets)`)
+	case names[w.Name]:
+		v.add(p+".name", "duplicate workload name %q", w.Name)
+	}
+	names[w.Name] = true
+	switch w.Type {
+	case WorkloadAgents, WorkloadOpenLoop, WorkloadBurst:
+	case "":
+		v.add(p+".type", "must be set: agents, open_loop or burst")
+	default:
+		v.add(p+".type", "must be agents, open_loop or burst, got %q", w.Type)
+	}
+	switch w.Endpoint {
+	case EndpointChat, EndpointCompletions:
+	default:
+		v.add(p+".endpoint", "must be chat or completions, got %q", w.Endpoint)
+	}
+	if w.MaxTokens < 1 {
+		v.add(p+".max_tokens", "must be ≥ 1")
+	}
+	if w.PromptTokens < 1 {
+		v.add(p+".prompt_tokens", "must be ≥ 1")
+	}
+	if w.Temperature < 0 || w.Temperature > 2 {
+		v.add(p+".temperature", "must be between 0 and 2")
+	}
+	// Fields that only apply to some types: a set field on the wrong type is a mistake.
+	only := func(field, typ string) {
+		if w.Type != typ && w.Type != "" && sc.IsSet(p+"."+field) {
+			v.add(p+"."+field, "only applies to type %s, not %s", typ, w.Type)
+		}
+	}
+	for _, f := range []string{"agents", "turns", "tool_result_bytes", "tool_latency", "think_time"} {
+		only(f, WorkloadAgents)
+	}
+	only("pacer", WorkloadOpenLoop)
+	only("max_in_flight", WorkloadOpenLoop)
+	if w.Type == WorkloadAgents && sc.IsSet(p+".count") {
+		v.add(p+".count", "only applies to types burst and open_loop")
+	}
+	switch w.Type {
+	case WorkloadAgents:
+		if w.Agents < 1 {
+			v.add(p+".agents", "must be ≥ 1")
+		} else if w.Agents > 10000 {
+			v.add(p+".agents", "must be ≤ 10000")
+		}
+		if w.Turns < 0 {
+			v.add(p+".turns", "must be ≥ 0 (0: until the window ends)")
+		}
+		if w.ToolResultBytes < 0 {
+			v.add(p+".tool_result_bytes", "must be ≥ 0")
+		}
+		if w.ToolLatency < 0 {
+			v.add(p+".tool_latency", "must be ≥ 0")
+		}
+		if w.ThinkTime < 0 {
+			v.add(p+".think_time", "must be ≥ 0")
+		}
+	case WorkloadOpenLoop:
+		v.checkPacer(p+".pacer", w.Pacer)
+		if w.Count < 0 {
+			v.add(p+".count", "must be ≥ 0 (0: no cap)")
+		}
+		if w.MaxInFlight < 0 {
+			v.add(p+".max_in_flight", "must be ≥ 0 (0: no cap)")
+		}
+	case WorkloadBurst:
+		if w.Count < 1 {
+			v.add(p+".count", "must be ≥ 1")
+		} else if w.Count > 100000 {
+			v.add(p+".count", "must be ≤ 100000")
+		}
+	}
+	if w.Start < 0 {
+		v.add(p+".start", "must be ≥ 0")
+	} else if w.Start >= sc.Duration && sc.Duration > 0 {
+		v.add(p+".start", "(%s) must be before the end of the scenario (duration %s)", w.Start, sc.Duration)
+	}
+	if w.Duration < 0 {
+		v.add(p+".duration", "must be ≥ 0")
+	} else if sc.Duration > 0 && w.Start >= 0 && w.Start+w.Duration > sc.Duration {
+		v.add(p+".duration", "start + duration (%s) exceeds the scenario's duration (%s)", w.Start+w.Duration, sc.Duration)
+	}
+}
+
+func (v *validator) checkPacer(p string, pc *Pacer) {
+	if pc == nil {
+		v.add(p, "open_loop needs a pacer: {type: constant|linear|sine|poisson, rate: N}")
+		return
+	}
+	switch pc.Type {
+	case PacerConstant, PacerPoisson:
+		if pc.Rate <= 0 {
+			v.add(p+".rate", "must be > 0 requests per second")
+		}
+	case PacerLinear:
+		if pc.Rate < 0 {
+			v.add(p+".rate", "must be ≥ 0 requests per second")
+		}
+		if pc.Slope == 0 {
+			v.add(p+".slope", "must be set for a linear pacer (requests per second, per second)")
+		}
+	case PacerSine:
+		if pc.Rate <= 0 {
+			v.add(p+".rate", "must be > 0 requests per second")
+		}
+		if pc.Period <= 0 {
+			v.add(p+".period", "must be > 0 for a sine pacer")
+		}
+		if pc.Amplitude < 0 || pc.Amplitude > pc.Rate {
+			v.add(p+".amplitude", "must be between 0 and rate (%g)", pc.Rate)
+		}
+	default:
+		v.add(p+".type", "must be constant, linear, sine or poisson, got %q", pc.Type)
+	}
+	if pc.Rate > 100000 {
+		v.add(p+".rate", "must be ≤ 100000 requests per second")
+	}
+}
+
+func (v *validator) checkFault(i int, f Fault, topo Topology, names map[string]bool, o options) {
+	sc := v.sc
+	p := fmt.Sprintf("faults[%d]", i)
+	switch {
+	case f.Name == "":
+		v.add(p+".name", "must be set")
+	case names[f.Name]:
+		v.add(p+".name", "duplicate fault name %q", f.Name)
+	}
+	names[f.Name] = true
+	var ft FaultType
+	known := true
+	if f.Type == "" {
+		v.add(p+".type", "must be set")
+		known = false
+	} else if o.faultTypes != nil {
+		ft, known = o.faultTypes[f.Type]
+		if !known {
+			list := make([]string, 0, len(o.faultTypes))
+			for n := range o.faultTypes {
+				list = append(list, n)
+			}
+			sort.Strings(list)
+			v.add(p+".type", "unknown fault type %q (known: %s)", f.Type, strings.Join(list, ", "))
+		}
+	}
+	kind, ok := topo.Resolve(f.Target)
+	switch {
+	case f.Target == "":
+		v.add(p+".target", "must be set (%s)", describeTargets(topo, ft.Targets))
+	case !ok:
+		v.add(p+".target", "%q does not exist in this topology (%s)", f.Target, describeTargets(topo, ft.Targets))
+	case known && ft.Targets != 0 && ft.Targets&kind == 0:
+		v.add(p+".target", "fault type %s needs a %s target, and %q is a %s (%s)", f.Type, ft.Targets, f.Target, kind, describeTargets(topo, ft.Targets))
+	}
+	if f.At < 0 {
+		v.add(p+".at", "must be ≥ 0")
+	} else if sc.Duration > 0 && f.At >= sc.Duration {
+		v.add(p+".at", "(%s) must be before the end of load (duration %s)", f.At, sc.Duration)
+	}
+	if f.For < 0 {
+		v.add(p+".for", "must be ≥ 0 (0: until the end of load)")
+	} else if f.For > 0 && sc.Duration > 0 && f.At >= 0 && f.At < sc.Duration && f.At+f.For > sc.Duration {
+		v.add(p+".for", "at + for (%s) exceeds the scenario's duration (%s)", f.At+f.For, sc.Duration)
+	}
+	if known && ft.Check != nil {
+		if err := ft.Check(f); err != nil {
+			v.add(p+".params", "%v", err)
+		}
+	}
+}
+
+func describeTargets(topo Topology, kind TargetKind) string {
+	if kind == 0 {
+		kind = TargetAny
+	}
+	names := topo.Names(kind)
+	if len(names) == 0 {
+		return "this topology has no " + kind.String() + " targets"
+	}
+	return "valid targets: " + strings.Join(names, ", ")
+}
