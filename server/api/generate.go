@@ -1,0 +1,373 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"pdsoak/server/gen"
+)
+
+// Usage is the token accounting of a response.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// CompletionResponse is a /v1/completions response or stream chunk.
+type CompletionResponse struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []CompletionChoice `json:"choices"`
+	Usage   *Usage             `json:"usage,omitempty"`
+}
+
+// CompletionChoice is one choice of a CompletionResponse.
+type CompletionChoice struct {
+	Index        int     `json:"index"`
+	Text         string  `json:"text"`
+	Logprobs     any     `json:"logprobs"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+// ChatResponse is a /v1/chat/completions response or stream chunk.
+type ChatResponse struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []ChatChoice `json:"choices"`
+	Usage   *Usage       `json:"usage,omitempty"`
+}
+
+// ChatChoice is one choice: Message in a response, Delta in a stream chunk.
+type ChatChoice struct {
+	Index        int          `json:"index"`
+	Message      *ChatContent `json:"message,omitempty"`
+	Delta        *ChatDelta   `json:"delta,omitempty"`
+	Logprobs     any          `json:"logprobs"`
+	FinishReason *string      `json:"finish_reason"`
+}
+
+// ChatContent is a complete assistant message.
+type ChatContent struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// ChatDelta is the part of a message one stream chunk adds.
+type ChatDelta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+func (h *Handler) serveCompletions(w http.ResponseWriter, r *http.Request) {
+	h.serveOpenAI(w, r, h.parseCompletion)
+}
+
+func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request) {
+	h.serveOpenAI(w, r, h.parseChat)
+}
+
+func (h *Handler) serveOpenAI(w http.ResponseWriter, r *http.Request, parse func([]byte) (*job, *apiError)) {
+	rid := ridOf(r)
+	log := h.log.With("rid", rid, "path", r.URL.Path)
+	body, e := h.readBody(w, r)
+	if e == nil {
+		var j *job
+		if j, e = parse(body); e == nil {
+			j.req.ID = rid
+			if h.reqTimeout > 0 {
+				j.req.Deadline = time.Now().Add(h.reqTimeout)
+			}
+			h.runOpenAI(w, r, j, log)
+			return
+		}
+	}
+	log.Info("request rejected", "status", e.status, "kind", e.kind, "param", e.param, "err", e.msg)
+	writeError(w, e)
+}
+
+// admit runs the common start of a generation: it refuses while draining, derives the
+// request context (cancelled by the client going away or by Abort) and calls Generate.
+// On success the caller must call done (idempotent: it cancels the context) and then
+// h.inFlight.Add(-1) when the request is over.
+func (h *Handler) admit(r *http.Request, req *gen.Request, log *slog.Logger) (context.Context, func(), <-chan gen.Event, *apiError) {
+	if h.draining.Load() {
+		return nil, nil, nil, fromGen(fmt.Errorf("api: server is shutting down: %w", gen.ErrUnavailable))
+	}
+	h.inFlight.Add(1)
+	ctx, cancel := context.WithCancel(r.Context())
+	stopAfter := context.AfterFunc(h.abortCtx, cancel)
+	done := sync.OnceFunc(func() { stopAfter(); cancel() })
+	log.Info("request received", "prompt_tokens", len(req.Prompt), "max_tokens", req.MaxTokens,
+		"temperature", req.Sampling.Temperature, "bootstrap", req.Bootstrap != nil)
+	ch, err := h.gen.Generate(ctx, req)
+	if err != nil {
+		done()
+		h.inFlight.Add(-1)
+		return nil, nil, nil, h.explain(r, err)
+	}
+	return ctx, done, ch, nil
+}
+
+// explain turns a generator error into the client's error; an abort caused by shutdown
+// becomes "unavailable".
+func (h *Handler) explain(r *http.Request, err error) *apiError {
+	if errors.Is(err, gen.ErrAborted) && h.abortCtx.Err() != nil && r.Context().Err() == nil {
+		err = fmt.Errorf("api: server shut down before the request finished: %w", gen.ErrUnavailable)
+	}
+	return fromGen(err)
+}
+
+// recv returns the generator's next event. After ctx is cancelled the generator has
+// abortGrace to send its final event; if it does not, recv gives up with ErrInternal and
+// drains the channel in the background. A channel closed without a Done event is an
+// internal error too.
+func (h *Handler) recv(ctx context.Context, ch <-chan gen.Event) gen.Event {
+	var ev gen.Event
+	var ok bool
+	select {
+	case ev, ok = <-ch:
+	case <-ctx.Done():
+		t := time.NewTimer(h.abortGrace)
+		select {
+		case ev, ok = <-ch:
+			t.Stop()
+		case <-t.C:
+			go func() {
+				for range ch {
+				}
+			}()
+			return gen.Event{Done: true, Err: fmt.Errorf("api: generator did not end the request within %s of its cancellation: %w", h.abortGrace, gen.ErrInternal)}
+		}
+	}
+	if !ok {
+		return gen.Event{Done: true, Err: fmt.Errorf("api: generator closed the stream without a final event: %w", gen.ErrInternal)}
+	}
+	return ev
+}
+
+// drain consumes events until the final one (after a cancel).
+func (h *Handler) drain(ctx context.Context, ch <-chan gen.Event) {
+	for !h.recv(ctx, ch).Done {
+	}
+}
+
+func (h *Handler) runOpenAI(w http.ResponseWriter, r *http.Request, j *job, log *slog.Logger) {
+	start := time.Now()
+	ctx, done, ch, e := h.admit(r, &j.req, log)
+	if e != nil {
+		log.Info("request refused", "status", e.status, "kind", e.kind, "err", e.msg)
+		writeError(w, e)
+		return
+	}
+	defer h.inFlight.Add(-1)
+	defer done()
+	out := &openaiOut{w: w, rc: http.NewResponseController(w), j: j, model: h.model, created: time.Now().Unix()}
+	if j.chat {
+		out.id = "chatcmpl-" + j.req.ID
+	} else {
+		out.id = "cmpl-" + j.req.ID
+	}
+	dec := h.tok.NewStreamDecoder()
+	sm := &stopMatcher{stops: j.stop}
+	count, firstSeen := 0, false
+	var finish string
+	var usage Usage
+	for {
+		ev := h.recv(ctx, ch)
+		if ev.Err != nil {
+			if r.Context().Err() != nil {
+				log.Info("client disconnected", "completion_tokens", count, "elapsed", time.Since(start))
+				return
+			}
+			e := h.explain(r, ev.Err)
+			if out.started {
+				log.Warn("request failed mid-stream", "kind", e.kind, "stage", e.stage, "completion_tokens", count, "err", ev.Err)
+				out.streamError(e)
+			} else {
+				log.Warn("request failed", "status", e.status, "kind", e.kind, "stage", e.stage, "err", ev.Err)
+				writeError(w, e)
+			}
+			return
+		}
+		if !firstSeen && len(ev.Tokens) > 0 {
+			firstSeen = true
+			log.Info("first token", "ttft", time.Since(start))
+		}
+		count += len(ev.Tokens)
+		var text strings.Builder
+		for _, id := range ev.Tokens {
+			text.WriteString(dec.Push(id))
+		}
+		if ev.Done {
+			text.WriteString(dec.Flush())
+		}
+		piece, matched := sm.push(text.String())
+		if ev.Done && !matched {
+			piece += sm.flush()
+		}
+		out.text(piece)
+		if out.err != nil {
+			log.Info("client disconnected", "completion_tokens", count, "err", out.err)
+			done() // cancels the generation before waiting for its end
+			h.drain(ctx, ch)
+			return
+		}
+		if matched {
+			log.Info("stop string matched", "completion_tokens", count)
+			done()
+			h.drain(ctx, ch)
+			finish = "stop"
+			usage = Usage{PromptTokens: len(j.req.Prompt), CompletionTokens: count}
+			break
+		}
+		if ev.Done {
+			finish = ev.Finish
+			if finish == "" {
+				finish = "stop"
+				if count >= j.req.MaxTokens {
+					finish = "length"
+				}
+			}
+			usage = Usage{PromptTokens: ev.PromptTokens, CompletionTokens: ev.CompletionTokens}
+			if usage.PromptTokens == 0 {
+				usage.PromptTokens = len(j.req.Prompt)
+			}
+			if usage.CompletionTokens == 0 {
+				usage.CompletionTokens = count
+			}
+			break
+		}
+	}
+	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
+	out.finish(finish, usage)
+	log.Info("request finished", "finish_reason", finish, "prompt_tokens", usage.PromptTokens,
+		"completion_tokens", usage.CompletionTokens, "elapsed", time.Since(start), "write_err", out.err)
+}
+
+// openaiOut writes a completion or chat response, streamed or whole.
+type openaiOut struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	j       *job
+	id      string
+	model   string
+	created int64
+	started bool
+	buf     strings.Builder
+	err     error // the first write error (the client went away)
+}
+
+func (o *openaiOut) send(v any) {
+	if o.err != nil {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		o.err = fmt.Errorf("api: encoding a chunk: %w", err)
+		return
+	}
+	o.raw(append(append([]byte("data: "), b...), '\n', '\n'))
+}
+
+func (o *openaiOut) raw(b []byte) {
+	if o.err != nil {
+		return
+	}
+	if _, err := o.w.Write(b); err != nil {
+		o.err = err
+		return
+	}
+	if err := o.rc.Flush(); err != nil {
+		o.err = err
+	}
+}
+
+// begin sends the stream headers (and the chat role chunk) once the generation runs.
+func (o *openaiOut) begin() {
+	if o.started || !o.j.stream {
+		return
+	}
+	o.started = true
+	hd := o.w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("X-Accel-Buffering", "no")
+	o.w.WriteHeader(http.StatusOK)
+	if o.j.chat {
+		empty := ""
+		o.send(o.chatChunk(&ChatDelta{Role: "assistant", Content: &empty}, nil))
+	} else if err := o.rc.Flush(); err != nil {
+		o.err = err
+	}
+}
+
+func (o *openaiOut) chatChunk(d *ChatDelta, finish *string) ChatResponse {
+	return ChatResponse{ID: o.id, Object: "chat.completion.chunk", Created: o.created, Model: o.model,
+		Choices: []ChatChoice{{Delta: d, FinishReason: finish}}}
+}
+
+func (o *openaiOut) text(s string) {
+	if !o.j.stream {
+		o.buf.WriteString(s)
+		return
+	}
+	o.begin()
+	if s == "" {
+		return
+	}
+	if o.j.chat {
+		o.send(o.chatChunk(&ChatDelta{Content: &s}, nil))
+	} else {
+		o.send(CompletionResponse{ID: o.id, Object: "text_completion", Created: o.created, Model: o.model,
+			Choices: []CompletionChoice{{Text: s}}})
+	}
+}
+
+func (o *openaiOut) finish(reason string, u Usage) {
+	if !o.j.stream {
+		o.w.Header().Set("Content-Type", "application/json")
+		if o.j.chat {
+			writeJSON(o.w, http.StatusOK, ChatResponse{ID: o.id, Object: "chat.completion", Created: o.created, Model: o.model,
+				Choices: []ChatChoice{{Message: &ChatContent{Role: "assistant", Content: o.buf.String()}, FinishReason: &reason}},
+				Usage:   &u})
+		} else {
+			writeJSON(o.w, http.StatusOK, CompletionResponse{ID: o.id, Object: "text_completion", Created: o.created, Model: o.model,
+				Choices: []CompletionChoice{{Text: o.buf.String(), FinishReason: &reason}}, Usage: &u})
+		}
+		return
+	}
+	o.begin()
+	if o.j.chat {
+		o.send(o.chatChunk(&ChatDelta{}, &reason))
+		if o.j.includeUsage {
+			o.send(ChatResponse{ID: o.id, Object: "chat.completion.chunk", Created: o.created, Model: o.model,
+				Choices: []ChatChoice{}, Usage: &u})
+		}
+	} else {
+		o.send(CompletionResponse{ID: o.id, Object: "text_completion", Created: o.created, Model: o.model,
+			Choices: []CompletionChoice{{FinishReason: &reason}}})
+		if o.j.includeUsage {
+			o.send(CompletionResponse{ID: o.id, Object: "text_completion", Created: o.created, Model: o.model,
+				Choices: []CompletionChoice{}, Usage: &u})
+		}
+	}
+	o.raw([]byte("data: [DONE]\n\n"))
+}
+
+// streamError ends a started stream with an error event and no [DONE], so the client
+// sees a failure rather than a truncated success.
+func (o *openaiOut) streamError(e *apiError) {
+	o.send(e.body())
+}

@@ -1,0 +1,367 @@
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"pdsoak/kernels"
+	"pdsoak/server/gen"
+)
+
+// Defaults of the Handler options.
+const (
+	DefaultModelName = kernels.DefaultModel
+	// DefaultMaxBodyBytes bounds a request body (413 above it).
+	DefaultMaxBodyBytes = 4 << 20
+	// DefaultCompletionMaxTokens is max_tokens of /v1/completions when the client sends
+	// none (OpenAI's default for that endpoint).
+	DefaultCompletionMaxTokens = 16
+	// DefaultChatMaxTokens is max_tokens of /v1/chat/completions when the client sends
+	// none; it is cut to what the context length leaves after the prompt.
+	DefaultChatMaxTokens = 256
+	// AbsurdMaxTokens rejects max_tokens above it when no context length is configured.
+	AbsurdMaxTokens = 1 << 20
+	// DefaultAbortGrace is how long the handler waits for the generator's final event
+	// after cancelling a request before it gives up on it.
+	DefaultAbortGrace = 5 * time.Second
+	// MaxStopStrings and MaxStopLen bound the stop parameter.
+	MaxStopStrings = 16
+	MaxStopLen     = 256
+	maxRequestID   = 128
+)
+
+// Tokenizer is what the handler needs from a tokenizer; kernels.Tokenizer implements it.
+type Tokenizer interface {
+	// EncodeWithBOS returns BOS followed by the ids of s.
+	EncodeWithBOS(s string) []int
+	// NewStreamDecoder returns a decoder that turns ids into complete UTF-8 pieces.
+	NewStreamDecoder() *kernels.StreamDecoder
+}
+
+// Option configures a Handler.
+type Option func(*Handler)
+
+// WithModelName sets the model id served on /v1/models and required in requests.
+func WithModelName(name string) Option { return func(h *Handler) { h.model = name } }
+
+// WithTokenizer replaces the default byte-level tokenizer.
+func WithTokenizer(t Tokenizer) Option { return func(h *Handler) { h.tok = t } }
+
+// WithContextLength enables early validation: prompt + max_tokens must fit in n tokens.
+func WithContextLength(n int) Option { return func(h *Handler) { h.contextLen = n } }
+
+// WithVocabSize makes /generate reject token ids outside [0, n).
+func WithVocabSize(n int) Option { return func(h *Handler) { h.vocab = n } }
+
+// WithInspector serves /health and /debug/requests from in (nil: always healthy, no list).
+func WithInspector(in gen.Inspector) Option { return func(h *Handler) { h.insp = in } }
+
+// WithGatherer serves /metrics from g.
+func WithGatherer(g prometheus.Gatherer) Option { return func(h *Handler) { h.gatherer = g } }
+
+// WithLogger sets the structured logger (default: slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.log = l } }
+
+// WithMaxBodyBytes bounds request bodies (default DefaultMaxBodyBytes).
+func WithMaxBodyBytes(n int64) Option { return func(h *Handler) { h.maxBody = n } }
+
+// WithRole names the process role ("colocated", "prefill", "decode", "router") shown on
+// /debug/requests and /server_info.
+func WithRole(role string) Option { return func(h *Handler) { h.role = role } }
+
+// WithServerInfo adds fields to /server_info (semantics, bootstrap_addr, page size, ...).
+func WithServerInfo(info map[string]any) Option {
+	return func(h *Handler) {
+		for k, v := range info {
+			h.info[k] = v
+		}
+	}
+}
+
+// WithRequestTimeout bounds every generation: gen.Request.Deadline is set to arrival + d
+// unless the caller (a /generate body) carries its own. 0 leaves it to the generator.
+func WithRequestTimeout(d time.Duration) Option { return func(h *Handler) { h.reqTimeout = d } }
+
+// WithAbortGrace sets how long to wait for the final event after cancelling a generation.
+func WithAbortGrace(d time.Duration) Option { return func(h *Handler) { h.abortGrace = d } }
+
+// WithSeedSource sets where the sampling seed of requests that send none comes from
+// (default: crypto/rand).
+func WithSeedSource(f func() uint64) Option { return func(h *Handler) { h.seed = f } }
+
+// WithAdminHandler mounts a under /admin/, reachable from loopback addresses only (the
+// failpoint admin API). Without it /admin/ does not exist.
+func WithAdminHandler(a http.Handler) Option { return func(h *Handler) { h.admin = a } }
+
+// Handler is the HTTP front end of a generator: the OpenAI API, the worker /generate
+// endpoint and the operational endpoints. It is safe for concurrent use.
+type Handler struct {
+	gen        gen.Generator
+	insp       gen.Inspector
+	tok        Tokenizer
+	model      string
+	role       string
+	contextLen int
+	vocab      int
+	maxBody    int64
+	reqTimeout time.Duration
+	abortGrace time.Duration
+	gatherer   prometheus.Gatherer
+	log        *slog.Logger
+	seed       func() uint64
+	admin      http.Handler
+	info       map[string]any
+	created    int64
+
+	routes map[string]route
+	// draining refuses new generations and fails /health; abortCtx is cancelled to abort
+	// every in-flight generation (shutdown).
+	draining atomic.Bool
+	abortCtx context.Context
+	abortAll context.CancelFunc
+	inFlight atomic.Int64
+}
+
+type route struct {
+	methods []string
+	fn      http.HandlerFunc
+}
+
+// New returns the handler of g. If g also implements gen.Inspector and WithInspector is
+// not given, g is used as the inspector.
+func New(g gen.Generator, opts ...Option) *Handler {
+	h := &Handler{
+		gen: g, tok: kernels.Tokenizer{}, model: DefaultModelName, role: "colocated",
+		maxBody: DefaultMaxBodyBytes, abortGrace: DefaultAbortGrace, log: slog.Default(),
+		seed: randomSeed, info: map[string]any{}, created: time.Now().Unix(),
+	}
+	if in, ok := g.(gen.Inspector); ok {
+		h.insp = in
+	}
+	for _, o := range opts {
+		o(h)
+	}
+	h.abortCtx, h.abortAll = context.WithCancel(context.Background())
+	get := []string{http.MethodGet, http.MethodHead}
+	h.routes = map[string]route{
+		"/v1/completions":      {[]string{http.MethodPost}, h.serveCompletions},
+		"/v1/chat/completions": {[]string{http.MethodPost}, h.serveChat},
+		"/generate":            {[]string{http.MethodPost}, h.serveGenerate},
+		"/v1/models":           {get, h.serveModels},
+		"/health":              {get, h.serveHealth},
+		"/metrics":             {get, h.serveMetrics},
+		"/debug/requests":      {get, h.serveDebugRequests},
+		"/server_info":         {get, h.serveServerInfo},
+	}
+	return h
+}
+
+func randomSeed() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// Drain makes the handler refuse new generations with 503 and report /health 503, while
+// in-flight requests continue. Used by Server.Shutdown.
+func (h *Handler) Drain() { h.draining.Store(true) }
+
+// Abort cancels every in-flight generation; each client receives an explicit error
+// (503 before headers, an SSE error event after). Used when the shutdown grace expires.
+func (h *Handler) Abort() { h.Drain(); h.abortAll() }
+
+// InFlight is the number of generations being served.
+func (h *Handler) InFlight() int64 { return h.inFlight.Load() }
+
+// ServeHTTP routes a request. Every response carries X-Request-ID.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rid := requestID(r.Header.Get("X-Request-ID"))
+	w.Header().Set("X-Request-ID", rid)
+	r = r.WithContext(context.WithValue(r.Context(), ridKey{}, rid))
+	path := r.URL.Path
+	switch {
+	case path == "/debug/pprof" || strings.HasPrefix(path, "/debug/pprof/"):
+		h.servePprof(w, r)
+		return
+	case h.admin != nil && (path == "/admin" || strings.HasPrefix(path, "/admin/")):
+		if !isLoopback(r.RemoteAddr) {
+			writeError(w, &apiError{status: http.StatusForbidden, kind: "invalid_request", code: "forbidden",
+				msg: "the admin API is reachable from loopback only"})
+			return
+		}
+		h.admin.ServeHTTP(w, r)
+		return
+	}
+	rt, ok := h.routes[path]
+	if !ok {
+		writeError(w, &apiError{status: http.StatusNotFound, kind: "invalid_request", code: "not_found",
+			msg: fmt.Sprintf("no route for %s", path)})
+		return
+	}
+	for _, m := range rt.methods {
+		if r.Method == m {
+			rt.fn(w, r)
+			return
+		}
+	}
+	w.Header().Set("Allow", strings.Join(rt.methods, ", "))
+	writeError(w, &apiError{status: http.StatusMethodNotAllowed, kind: "invalid_request", code: "method_not_allowed",
+		msg: fmt.Sprintf("%s does not allow %s", path, r.Method)})
+}
+
+type ridKey struct{}
+
+func ridOf(r *http.Request) string {
+	s, _ := r.Context().Value(ridKey{}).(string)
+	return s
+}
+
+// requestID returns the client's id when it is usable (1..128 visible ASCII characters)
+// and a fresh random one otherwise.
+func requestID(s string) string {
+	if s != "" && len(s) <= maxRequestID {
+		ok := true
+		for i := 0; i < len(s); i++ {
+			if s[i] <= ' ' || s[i] > '~' {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return s
+		}
+	}
+	return strings.ToLower(rand.Text())
+}
+
+func isLoopback(remote string) bool {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// readBody reads a bounded request body; a body over the limit is a 413.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &apiError{status: http.StatusRequestEntityTooLarge, kind: "invalid_request",
+				code: "request_too_large", msg: fmt.Sprintf("request body is larger than %d bytes", h.maxBody)}
+		}
+		return nil, invalid("", fmt.Sprintf("reading request body: %v", err))
+	}
+	return body, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte(`{}`)
+	}
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
+	m := map[string]any{"id": h.model, "object": "model", "created": h.created, "owned_by": "pdsoak", "root": h.model}
+	if h.contextLen > 0 {
+		m["max_model_len"] = h.contextLen
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{m}})
+}
+
+func (h *Handler) serveHealth(w http.ResponseWriter, r *http.Request) {
+	var err error
+	switch {
+	case h.draining.Load():
+		err = errors.New("server is shutting down")
+	case h.insp != nil:
+		err = h.insp.Healthy()
+	}
+	if err != nil {
+		writeError(w, &apiError{status: http.StatusServiceUnavailable, kind: gen.ErrorKind(gen.ErrUnavailable),
+			code: "unhealthy", msg: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "role": h.role})
+}
+
+func (h *Handler) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	g := h.gatherer
+	if g == nil {
+		g = prometheus.NewRegistry()
+	}
+	promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
+}
+
+// DebugRequests is the body of GET /debug/requests.
+type DebugRequests struct {
+	Role     string            `json:"role"`
+	Count    int               `json:"count"`
+	Requests []gen.RequestInfo `json:"requests"`
+}
+
+func (h *Handler) serveDebugRequests(w http.ResponseWriter, r *http.Request) {
+	out := DebugRequests{Role: h.role, Requests: []gen.RequestInfo{}}
+	if h.insp != nil {
+		if reqs := h.insp.Requests(); reqs != nil {
+			out.Requests = reqs
+		}
+	}
+	sort.SliceStable(out.Requests, func(i, j int) bool { return out.Requests[i].AgeSeconds > out.Requests[j].AgeSeconds })
+	out.Count = len(out.Requests)
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) serveServerInfo(w http.ResponseWriter, r *http.Request) {
+	out := make(map[string]any, len(h.info)+3)
+	for k, v := range h.info {
+		out[k] = v
+	}
+	out["role"] = h.role
+	out["model"] = h.model
+	if h.contextLen > 0 {
+		out["context_length"] = h.contextLen
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) servePprof(w http.ResponseWriter, r *http.Request) {
+	switch strings.TrimPrefix(r.URL.Path, "/debug/pprof/") {
+	case "cmdline":
+		pprof.Cmdline(w, r)
+	case "profile":
+		pprof.Profile(w, r)
+	case "symbol":
+		pprof.Symbol(w, r)
+	case "trace":
+		pprof.Trace(w, r)
+	default:
+		if r.URL.Path == "/debug/pprof" {
+			http.Redirect(w, r, "/debug/pprof/", http.StatusMovedPermanently)
+			return
+		}
+		pprof.Index(w, r)
+	}
+}
