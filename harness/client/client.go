@@ -1,0 +1,604 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"pdsoak/harness/sse"
+	"pdsoak/reports"
+)
+
+// Endpoints.
+const (
+	EndpointChat        = "chat"        // POST /v1/chat/completions
+	EndpointCompletions = "completions" // POST /v1/completions
+)
+
+// Exported defaults for the options of New.
+var (
+	// DefaultConnectTimeout bounds one dial when the request sets no connect deadline.
+	DefaultConnectTimeout = 5 * time.Second
+	// DefaultMaxBody bounds a non-stream response body and an error body.
+	DefaultMaxBody int64 = 16 << 20
+	// DefaultMaxIdleConns is the idle connection pool size per host.
+	DefaultMaxIdleConns = 10000
+)
+
+// Deadline causes. They tell the classifier which bound fired.
+var (
+	ErrConnectDeadline    = errors.New("client: connect deadline exceeded")
+	ErrFirstTokenDeadline = errors.New("client: first-token deadline exceeded")
+	ErrStallDeadline      = errors.New("client: stall deadline exceeded")
+	ErrTotalDeadline      = errors.New("client: total deadline exceeded")
+	ErrClientCancel       = errors.New("client: cancelled on purpose after k tokens")
+)
+
+// Deadlines bound one request. Zero disables a bound; Total should always be set.
+type Deadlines struct {
+	Connect    time.Duration // dial and write the request
+	FirstToken time.Duration // from send to the first content token (streaming only)
+	Stall      time.Duration // silence between progress chunks, from headers on (streaming only)
+	Total      time.Duration // the whole request, from send
+}
+
+// Message is one chat message.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Request is one request to send.
+type Request struct {
+	ID          string
+	Endpoint    string // EndpointChat (default) or EndpointCompletions
+	Model       string
+	Messages    []Message // chat
+	Prompt      string    // completions
+	MaxTokens   int
+	Temperature float64
+	Stream      bool
+	// Scheduled is when the request should have been sent; zero means now.
+	Scheduled time.Time
+	Deadlines Deadlines
+	// CancelAfterTokens > 0 makes the client disconnect after that many content
+	// chunks (a client-abort fault); the outcome is cancelled.
+	CancelAfterTokens int
+	// Header holds extra request headers.
+	Header http.Header
+}
+
+// Result is the classified end of one request.
+type Result struct {
+	ID      string
+	Outcome reports.Outcome
+	// Phase is set for stalled, deadline_exceeded and cancelled outcomes.
+	Phase reports.Phase
+	// Deadline names the bound that fired: connect, first_token, stall or total.
+	Deadline string
+	Status   int
+	// Err explains any outcome other than ok.
+	Err        string
+	RetryAfter string
+	// Times; zero when the event did not happen.
+	Scheduled, Sent, Headers, FirstToken, End time.Time
+	// ITL holds the gaps between consecutive content chunks.
+	ITL              []time.Duration
+	Chunks           int
+	Text             string
+	FinishReason     string
+	PromptTokens     int
+	CompletionTokens int
+	Bytes            int64
+}
+
+// TTFT is the first content token's time from the schedule (0 when none).
+func (r *Result) TTFT() time.Duration {
+	if r.FirstToken.IsZero() {
+		return 0
+	}
+	return r.FirstToken.Sub(r.Scheduled)
+}
+
+// E2E is the end's time from the schedule.
+func (r *Result) E2E() time.Duration { return r.End.Sub(r.Scheduled) }
+
+// Lag is how late the request was sent relative to its schedule.
+func (r *Result) Lag() time.Duration { return r.Sent.Sub(r.Scheduled) }
+
+// Age is how long the request had been outstanding (from send) when it ended.
+func (r *Result) Age() time.Duration { return r.End.Sub(r.Sent) }
+
+// Observer hears a request's progress. Calls come from the goroutine running Do,
+// except none; implementations must be cheap. A nil Observer is allowed.
+type Observer interface {
+	Sent(req *Request, at time.Time)
+	Headers(req *Request, at time.Time, status int)
+	FirstToken(req *Request, at time.Time)
+}
+
+// Client sends requests to one base URL.
+type Client struct {
+	base      string
+	transport *http.Transport
+	hc        *http.Client
+	maxBody   int64
+	now       func() time.Time
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithTransport replaces the transport (tests, benchmarks).
+func WithTransport(t *http.Transport) Option { return func(c *Client) { c.transport = t } }
+
+// WithMaxBody bounds non-stream and error bodies.
+func WithMaxBody(n int64) Option { return func(c *Client) { c.maxBody = n } }
+
+// WithConnectTimeout sets the dial timeout of the default transport.
+func WithConnectTimeout(d time.Duration) Option {
+	return func(c *Client) {
+		if c.transport != nil && d > 0 {
+			c.transport.DialContext = (&net.Dialer{Timeout: d, KeepAlive: 30 * time.Second}).DialContext
+		}
+	}
+}
+
+// NewTransport returns the transport the client uses by default: a dial timeout, no
+// global timeouts, no proxy, no compression (it would buffer streams), HTTP/1.1.
+func NewTransport(connectTimeout time.Duration) *http.Transport {
+	if connectTimeout <= 0 {
+		connectTimeout = DefaultConnectTimeout
+	}
+	return &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: DefaultMaxIdleConns,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+		WriteBufferSize:     8 << 10,
+		ReadBufferSize:      4 << 10,
+	}
+}
+
+// New returns a Client for baseURL (scheme://host:port, optionally with a path
+// prefix; "/v1/..." is appended).
+func New(baseURL string, opts ...Option) (*Client, error) {
+	if !strings.HasPrefix(baseURL, "http://") && !strings.HasPrefix(baseURL, "https://") {
+		return nil, fmt.Errorf("client: base URL %q must start with http:// or https://", baseURL)
+	}
+	c := &Client{
+		base:      strings.TrimRight(baseURL, "/"),
+		transport: NewTransport(DefaultConnectTimeout),
+		maxBody:   DefaultMaxBody,
+		now:       time.Now,
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	c.hc = &http.Client{
+		Transport: c.transport,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+	return c, nil
+}
+
+// BaseURL returns the target's base URL.
+func (c *Client) BaseURL() string { return c.base }
+
+// HTTPClient returns the underlying client (for auxiliary GETs such as /debug/requests).
+func (c *Client) HTTPClient() *http.Client { return c.hc }
+
+// CloseIdleConnections closes pooled idle connections.
+func (c *Client) CloseIdleConnections() { c.transport.CloseIdleConnections() }
+
+type chatBody struct {
+	Model         string         `json:"model"`
+	Messages      []Message      `json:"messages,omitempty"`
+	Prompt        *string        `json:"prompt,omitempty"`
+	MaxTokens     int            `json:"max_tokens,omitempty"`
+	Temperature   float64        `json:"temperature"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+}
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// Body returns the JSON request body and the URL path for req.
+func Body(req *Request) ([]byte, string, error) {
+	b := chatBody{Model: req.Model, MaxTokens: req.MaxTokens, Temperature: req.Temperature, Stream: req.Stream}
+	if req.Stream {
+		b.StreamOptions = &streamOptions{IncludeUsage: true}
+	}
+	path := "/v1/chat/completions"
+	switch req.Endpoint {
+	case EndpointChat, "":
+		b.Messages = req.Messages
+	case EndpointCompletions:
+		path = "/v1/completions"
+		p := req.Prompt
+		b.Prompt = &p
+	default:
+		return nil, "", fmt.Errorf("client: unknown endpoint %q", req.Endpoint)
+	}
+	data, err := json.Marshal(b)
+	return data, path, err
+}
+
+// reqState tracks one request's progress for the deadline timers and the classifier.
+type reqState struct {
+	wrote   atomic.Bool
+	cancel  context.CancelCauseFunc
+	stall   *time.Timer
+	first   *time.Timer
+	connect *time.Timer
+}
+
+func (s *reqState) stop() {
+	for _, t := range []*time.Timer{s.stall, s.first, s.connect} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+}
+
+// Do sends req and returns its classified result. It never panics on a bad server
+// and returns by the total deadline (plus scheduling noise) at the latest; a
+// cancelled ctx ends the request as cancelled.
+func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
+	res := &Result{ID: req.ID, Scheduled: req.Scheduled}
+	now := c.now()
+	if res.Scheduled.IsZero() {
+		res.Scheduled = now
+	}
+	res.Sent = now
+	if obs != nil {
+		obs.Sent(req, now)
+	}
+	body, path, err := Body(req)
+	if err != nil {
+		return c.finish(res, reports.OutcomeInvalid, "", err)
+	}
+
+	st := &reqState{}
+	rctx, cancel := context.WithCancelCause(ctx)
+	st.cancel = cancel
+	defer cancel(nil)
+	dl := req.Deadlines
+	if dl.Total > 0 {
+		var cancelT context.CancelFunc
+		rctx, cancelT = context.WithDeadlineCause(rctx, now.Add(dl.Total), ErrTotalDeadline)
+		defer cancelT()
+	}
+	if dl.Connect > 0 {
+		st.connect = time.AfterFunc(dl.Connect, func() {
+			if !st.wrote.Load() {
+				cancel(ErrConnectDeadline)
+			}
+		})
+	}
+	if req.Stream && dl.FirstToken > 0 {
+		st.first = time.AfterFunc(dl.FirstToken, func() { cancel(ErrFirstTokenDeadline) })
+	}
+	defer st.stop()
+
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
+		st.wrote.Store(true)
+		if st.connect != nil {
+			st.connect.Stop()
+		}
+	}}
+	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(rctx, trace), http.MethodPost, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return c.finish(res, reports.OutcomeInvalid, "", fmt.Errorf("client: build request: %w", err))
+	}
+	for k, v := range req.Header {
+		hreq.Header[k] = v
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("X-Request-ID", req.ID)
+	if req.Stream {
+		hreq.Header.Set("Accept", "text/event-stream")
+	} else {
+		hreq.Header.Set("Accept", "application/json")
+	}
+
+	resp, err := c.hc.Do(hreq)
+	if err != nil {
+		return c.classifyErr(rctx, res, st, err)
+	}
+	defer resp.Body.Close()
+	res.Headers = c.now()
+	res.Status = resp.StatusCode
+	if obs != nil {
+		obs.Headers(req, res.Headers, resp.StatusCode)
+	}
+	cb := &countingReader{r: resp.Body}
+	defer func() { res.Bytes = cb.n }()
+
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
+		res.RetryAfter = resp.Header.Get("Retry-After")
+		msg := c.readError(cb)
+		return c.finish(res, reports.OutcomeRejected, "", fmt.Errorf("client: status %d: %s", resp.StatusCode, msg))
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		msg := c.readError(cb)
+		return c.finish(res, reports.OutcomeHTTPError, "", fmt.Errorf("client: status %d: %s", resp.StatusCode, msg))
+	}
+
+	isSSE := strings.Contains(strings.ToLower(resp.Header.Get("Content-Type")), "text/event-stream")
+	if req.Stream && isSSE {
+		if st.connect != nil {
+			st.connect.Stop()
+		}
+		if dl.Stall > 0 {
+			st.stall = time.AfterFunc(dl.Stall, func() { cancel(ErrStallDeadline) })
+		}
+		return c.readStream(rctx, req, res, st, cb, obs)
+	}
+	return c.readWhole(rctx, req, res, st, cb, obs)
+}
+
+func (c *Client) readError(r io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(r, 64<<10))
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
+		return e.Error.Message
+	}
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}
+
+// chunk is the union of chat and completions stream chunks and full responses.
+type chunk struct {
+	Choices []struct {
+		Delta *struct {
+			Content string `json:"content"`
+		} `json:"delta"`
+		Message *struct {
+			Content string `json:"content"`
+		} `json:"message"`
+		Text         string  `json:"text"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+	Error json.RawMessage `json:"error"`
+}
+
+func (ch *chunk) hasError() bool {
+	return len(ch.Error) > 0 && !bytes.Equal(ch.Error, []byte("null"))
+}
+
+func (ch *chunk) errText() string {
+	var e struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(ch.Error, &e) == nil && e.Message != "" {
+		return e.Message
+	}
+	return string(ch.Error)
+}
+
+func (ch *chunk) apply(res *Result) (content string) {
+	if ch.Usage != nil {
+		res.PromptTokens = ch.Usage.PromptTokens
+		res.CompletionTokens = ch.Usage.CompletionTokens
+	}
+	for _, c := range ch.Choices {
+		switch {
+		case c.Delta != nil:
+			content += c.Delta.Content
+		case c.Message != nil:
+			content += c.Message.Content
+		}
+		content += c.Text
+		if c.FinishReason != nil && *c.FinishReason != "" {
+			res.FinishReason = *c.FinishReason
+		}
+	}
+	return content
+}
+
+func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *reqState, body io.Reader, obs Observer) *Result {
+	r := sse.NewReader(body, sse.WithMaxLine(int(min(c.maxBody, int64(sse.DefaultMaxLine)))))
+	var text strings.Builder
+	var last time.Time
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			res.Text = text.String()
+			if ctx.Err() != nil {
+				return c.classifyErr(ctx, res, st, err)
+			}
+			if errors.Is(err, io.EOF) && res.FinishReason != "" {
+				return c.finish(res, reports.OutcomeOK, "", nil)
+			}
+			if errors.Is(err, sse.ErrLineTooLong) {
+				return c.finish(res, reports.OutcomeInvalid, "", err)
+			}
+			return c.finish(res, reports.OutcomeTruncated, "", fmt.Errorf("client: stream ended without [DONE] or finish_reason: %w", err))
+		}
+		if ev.Comment {
+			continue // keep-alives are not progress
+		}
+		if st.stall != nil {
+			st.stall.Reset(req.Deadlines.Stall)
+		}
+		if strings.TrimSpace(ev.Data) == "[DONE]" {
+			res.Text = text.String()
+			return c.finish(res, reports.OutcomeOK, "", nil)
+		}
+		var ch chunk
+		if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil {
+			res.Text = text.String()
+			if ev.Type == "error" {
+				return c.finish(res, reports.OutcomeStreamError, "", fmt.Errorf("client: error event: %s", trim(ev.Data)))
+			}
+			return c.finish(res, reports.OutcomeInvalid, "", fmt.Errorf("client: unparseable chunk %q: %w", trim(ev.Data), err))
+		}
+		if ev.Type == "error" || ch.hasError() {
+			res.Text = text.String()
+			msg := trim(ev.Data)
+			if ch.hasError() {
+				msg = ch.errText()
+			}
+			return c.finish(res, reports.OutcomeStreamError, "", fmt.Errorf("client: error event: %s", msg))
+		}
+		content := ch.apply(res)
+		if content == "" {
+			continue
+		}
+		now := c.now()
+		res.Chunks++
+		text.WriteString(content)
+		if res.FirstToken.IsZero() {
+			res.FirstToken = now
+			if st.first != nil {
+				st.first.Stop()
+			}
+			if obs != nil {
+				obs.FirstToken(req, now)
+			}
+		} else {
+			res.ITL = append(res.ITL, now.Sub(last))
+		}
+		last = now
+		if req.CancelAfterTokens > 0 && res.Chunks >= req.CancelAfterTokens {
+			st.cancel(ErrClientCancel)
+			res.Text = text.String()
+			return c.classifyErr(ctx, res, st, ErrClientCancel)
+		}
+	}
+}
+
+func (c *Client) readWhole(ctx context.Context, req *Request, res *Result, st *reqState, body io.Reader, obs Observer) *Result {
+	data, err := io.ReadAll(io.LimitReader(body, c.maxBody+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return c.classifyErr(ctx, res, st, err)
+		}
+		return c.finish(res, reports.OutcomeTruncated, "", fmt.Errorf("client: short body: %w", err))
+	}
+	if int64(len(data)) > c.maxBody {
+		return c.finish(res, reports.OutcomeInvalid, "", fmt.Errorf("client: body over %d bytes", c.maxBody))
+	}
+	var ch chunk
+	if err := json.Unmarshal(data, &ch); err != nil {
+		return c.finish(res, reports.OutcomeInvalid, "", fmt.Errorf("client: unparseable body %q: %w", trim(string(data)), err))
+	}
+	if ch.hasError() {
+		return c.finish(res, reports.OutcomeStreamError, "", fmt.Errorf("client: error in body: %s", ch.errText()))
+	}
+	if len(ch.Choices) == 0 {
+		return c.finish(res, reports.OutcomeInvalid, "", errors.New("client: body has no choices"))
+	}
+	res.Text = ch.apply(res)
+	now := c.now()
+	res.FirstToken = now
+	res.Chunks = 1
+	if obs != nil {
+		obs.FirstToken(req, now)
+	}
+	if res.FinishReason == "" {
+		return c.finish(res, reports.OutcomeTruncated, "", errors.New("client: body has no finish_reason"))
+	}
+	return c.finish(res, reports.OutcomeOK, "", nil)
+}
+
+// classifyErr turns a transport or read error into an outcome, preferring the
+// deadline that fired over the error it caused.
+func (c *Client) classifyErr(ctx context.Context, res *Result, st *reqState, err error) *Result {
+	cause := context.Cause(ctx)
+	phase := c.phase(res, st)
+	switch {
+	case errors.Is(cause, ErrClientCancel):
+		res.Phase = phase
+		return c.finish(res, reports.OutcomeCancelled, "", cause)
+	case errors.Is(cause, ErrStallDeadline):
+		res.Phase = phase
+		return c.finish(res, reports.OutcomeStalled, "stall", cause)
+	case errors.Is(cause, ErrFirstTokenDeadline):
+		res.Phase = phase
+		return c.finish(res, reports.OutcomeDeadlineExceeded, "first_token", cause)
+	case errors.Is(cause, ErrConnectDeadline):
+		res.Phase = reports.PhaseConnect
+		return c.finish(res, reports.OutcomeDeadlineExceeded, "connect", cause)
+	case errors.Is(cause, ErrTotalDeadline):
+		res.Phase = phase
+		return c.finish(res, reports.OutcomeDeadlineExceeded, "total", cause)
+	case ctx.Err() != nil:
+		res.Phase = phase
+		return c.finish(res, reports.OutcomeCancelled, "", fmt.Errorf("client: cancelled: %w", cause))
+	}
+	if res.Headers.IsZero() {
+		return c.finish(res, reports.OutcomeTransportError, "", fmt.Errorf("client: %w", err))
+	}
+	return c.finish(res, reports.OutcomeTruncated, "", fmt.Errorf("client: %w", err))
+}
+
+func (c *Client) phase(res *Result, st *reqState) reports.Phase {
+	switch {
+	case !res.FirstToken.IsZero():
+		return reports.PhaseMidStream
+	case !res.Headers.IsZero():
+		return reports.PhaseBeforeFirstToken
+	case st.wrote.Load():
+		return reports.PhaseBeforeHeaders
+	default:
+		return reports.PhaseConnect
+	}
+}
+
+func (c *Client) finish(res *Result, o reports.Outcome, deadline string, err error) *Result {
+	res.Outcome = o
+	res.Deadline = deadline
+	if err != nil {
+		res.Err = err.Error()
+	}
+	res.End = c.now()
+	return res
+}
+
+func trim(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}
+
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}

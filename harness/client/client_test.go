@@ -1,0 +1,422 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"pdsoak/reports"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fake is a hand-written OpenAI-ish server whose handler is chosen per test. Handlers
+// that hang wait on the request context or on stop, so Close never blocks.
+type fake struct {
+	srv   *httptest.Server
+	stop  chan struct{}
+	mu    sync.Mutex
+	ids   []string
+	close sync.Once
+}
+
+func newFake(t *testing.T, h func(f *fake, w http.ResponseWriter, r *http.Request)) *fake {
+	t.Helper()
+	f := &fake{stop: make(chan struct{})}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.ids = append(f.ids, r.Header.Get("X-Request-ID"))
+		f.mu.Unlock()
+		h(f, w, r)
+	}))
+	t.Cleanup(func() {
+		f.close.Do(func() { close(f.stop) })
+		f.srv.CloseClientConnections()
+		f.srv.Close()
+	})
+	return f
+}
+
+// hang blocks until the client goes away or the test ends.
+func (f *fake) hang(r *http.Request) {
+	select {
+	case <-r.Context().Done():
+	case <-f.stop:
+	}
+}
+
+// sleep waits d, or less if the client goes away.
+func (f *fake) sleep(r *http.Request, d time.Duration) bool {
+	select {
+	case <-time.After(d):
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-f.stop:
+		return false
+	}
+}
+
+func sseHeaders(w http.ResponseWriter) http.Flusher {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	fl := w.(http.Flusher)
+	fl.Flush()
+	return fl
+}
+
+func chatChunk(content string, finish string) string {
+	fr := "null"
+	if finish != "" {
+		fr = fmt.Sprintf("%q", finish)
+	}
+	return fmt.Sprintf(`data: {"choices":[{"index":0,"delta":{"content":%q},"finish_reason":%s}]}`+"\n\n", content, fr)
+}
+
+func writeTokens(w http.ResponseWriter, fl http.Flusher, n int) {
+	for i := 0; i < n; i++ {
+		fmt.Fprint(w, chatChunk(fmt.Sprintf("t%d ", i), ""))
+		fl.Flush()
+	}
+}
+
+func okStream(f *fake, w http.ResponseWriter, r *http.Request) {
+	fl := sseHeaders(w)
+	fmt.Fprint(w, `data: {"choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}`+"\n\n")
+	writeTokens(w, fl, 3)
+	fmt.Fprint(w, chatChunk("", "stop"))
+	fmt.Fprint(w, `data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3}}`+"\n\n")
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+// Deadlines are far apart (x2.5 or more) so the bound a test expects fires first even
+// on a loaded machine.
+var dl = Deadlines{Connect: 3 * time.Second, FirstToken: 1200 * time.Millisecond, Stall: 450 * time.Millisecond, Total: 3 * time.Second}
+
+func TestClassification(t *testing.T) {
+	tests := []struct {
+		name     string
+		handler  func(f *fake, w http.ResponseWriter, r *http.Request)
+		stream   bool
+		endpoint string
+		deadline Deadlines
+		want     reports.Outcome
+		phase    reports.Phase
+		fired    string
+	}{
+		{name: "ok stream", stream: true, handler: okStream, want: reports.OutcomeOK},
+		{name: "ok stream finish_reason then EOF", stream: true, want: reports.OutcomeOK,
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				fl := sseHeaders(w)
+				writeTokens(w, fl, 2)
+				fmt.Fprint(w, chatChunk("", "length"))
+			}},
+		{name: "ok non-stream", handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"choices":[{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+		}, want: reports.OutcomeOK},
+		{name: "ok completions stream", stream: true, endpoint: EndpointCompletions, want: reports.OutcomeOK,
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/v1/completions" {
+					http.Error(w, "wrong path", 404)
+					return
+				}
+				sseHeaders(w)
+				fmt.Fprint(w, `data: {"choices":[{"text":"a","finish_reason":null}]}`+"\n\n")
+				fmt.Fprint(w, `data: {"choices":[{"text":"b","finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+			}},
+		{name: "never answers (stream)", stream: true, want: reports.OutcomeDeadlineExceeded,
+			phase: reports.PhaseBeforeHeaders, fired: "first_token",
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) { f.hang(r) }},
+		{name: "never answers (non-stream)", want: reports.OutcomeDeadlineExceeded,
+			phase: reports.PhaseBeforeHeaders, fired: "total",
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) { f.hang(r) }},
+		{name: "headers then nothing", stream: true, want: reports.OutcomeStalled,
+			phase: reports.PhaseBeforeFirstToken, fired: "stall",
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) { sseHeaders(w); f.hang(r) }},
+		{name: "headers then nothing, no stall bound", stream: true, want: reports.OutcomeDeadlineExceeded,
+			phase: reports.PhaseBeforeFirstToken, fired: "first_token",
+			deadline: Deadlines{FirstToken: 400 * time.Millisecond, Total: 3 * time.Second},
+			handler:  func(f *fake, w http.ResponseWriter, r *http.Request) { sseHeaders(w); f.hang(r) }},
+		{name: "stalls mid-stream", stream: true, want: reports.OutcomeStalled,
+			phase: reports.PhaseMidStream, fired: "stall",
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				fl := sseHeaders(w)
+				writeTokens(w, fl, 2)
+				f.hang(r)
+			}},
+		{name: "slow mid-stream hits total", stream: true, want: reports.OutcomeDeadlineExceeded,
+			phase: reports.PhaseMidStream, fired: "total",
+			deadline: Deadlines{FirstToken: 3 * time.Second, Stall: 2 * time.Second, Total: 800 * time.Millisecond},
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				fl := sseHeaders(w)
+				for i := 0; i < 100 && f.sleep(r, 100*time.Millisecond); i++ {
+					writeTokens(w, fl, 1)
+				}
+			}},
+		{name: "keep-alive comments forever", stream: true, want: reports.OutcomeStalled,
+			phase: reports.PhaseBeforeFirstToken, fired: "stall",
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				fl := sseHeaders(w)
+				for i := 0; i < 100 && f.sleep(r, 40*time.Millisecond); i++ {
+					fmt.Fprint(w, ": keep-alive\n\n")
+					fl.Flush()
+				}
+			}},
+		{name: "keep-alive comments mid-stream", stream: true, want: reports.OutcomeStalled,
+			phase: reports.PhaseMidStream, fired: "stall",
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				fl := sseHeaders(w)
+				writeTokens(w, fl, 1)
+				for i := 0; i < 100 && f.sleep(r, 40*time.Millisecond); i++ {
+					fmt.Fprint(w, ":\n")
+					fl.Flush()
+				}
+			}},
+		{name: "closes without [DONE]", stream: true, want: reports.OutcomeTruncated,
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				fl := sseHeaders(w)
+				writeTokens(w, fl, 2)
+			}},
+		{name: "reset mid-stream", stream: true, want: reports.OutcomeTruncated,
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				fl := sseHeaders(w)
+				writeTokens(w, fl, 2)
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err == nil {
+					conn.(*net.TCPConn).SetLinger(0)
+					conn.Close()
+				}
+			}},
+		{name: "200 with invalid JSON", want: reports.OutcomeInvalid,
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprint(w, `{"choices": [`+"\x00")
+			}},
+		{name: "200 without choices", want: reports.OutcomeInvalid,
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"id":"x"}`) }},
+		{name: "invalid chunk in stream", stream: true, want: reports.OutcomeInvalid,
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				fl := sseHeaders(w)
+				writeTokens(w, fl, 1)
+				fmt.Fprint(w, "data: {not json\n\n")
+			}},
+		{name: "short non-stream body", want: reports.OutcomeTruncated,
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Length", "500")
+				fmt.Fprint(w, `{"choices":[{"message":{"content":"hi"}`)
+			}},
+		{name: "non-stream without finish_reason", want: reports.OutcomeTruncated,
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				fmt.Fprint(w, `{"choices":[{"message":{"content":"hi"}}]}`)
+			}},
+		{name: "answers after the deadline", want: reports.OutcomeDeadlineExceeded,
+			phase: reports.PhaseBeforeHeaders, fired: "total",
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				f.sleep(r, 6*time.Second)
+				fmt.Fprint(w, `{"choices":[{"message":{"content":"late"},"finish_reason":"stop"}]}`)
+			}},
+		{name: "503", stream: true, want: reports.OutcomeRejected,
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader(503)
+				fmt.Fprint(w, `{"error":{"message":"overloaded","type":"overloaded"}}`)
+			}},
+		{name: "429", want: reports.OutcomeRejected,
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) { w.WriteHeader(429) }},
+		{name: "500", stream: true, want: reports.OutcomeHTTPError,
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) }},
+		{name: "400", want: reports.OutcomeHTTPError,
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) { http.Error(w, "bad", 400) }},
+		{name: "error event in stream", stream: true, want: reports.OutcomeStreamError,
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				fl := sseHeaders(w)
+				writeTokens(w, fl, 1)
+				fmt.Fprint(w, `data: {"error":{"message":"kv transfer failed","type":"kv_transfer_failed"}}`+"\n\n")
+			}},
+		{name: "typed error event", stream: true, want: reports.OutcomeStreamError,
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				sseHeaders(w)
+				fmt.Fprint(w, "event: error\ndata: upstream died\n\n")
+			}},
+		{name: "200 with error body", want: reports.OutcomeStreamError,
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				fmt.Fprint(w, `{"error":{"message":"nope"}}`)
+			}},
+		{name: "closed before headers", stream: true, want: reports.OutcomeTransportError,
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err == nil {
+					conn.(*net.TCPConn).SetLinger(0)
+					conn.Close()
+				}
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(t, tt.handler)
+			c, err := New(f.srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.CloseIdleConnections()
+			d := dl
+			if tt.deadline != (Deadlines{}) {
+				d = tt.deadline
+			}
+			req := &Request{ID: "req-" + strings.ReplaceAll(tt.name, " ", "-"), Endpoint: tt.endpoint, Model: "ref",
+				Messages: []Message{{Role: "user", Content: "hello"}}, Prompt: "hello",
+				MaxTokens: 4, Stream: tt.stream, Deadlines: d}
+			start := time.Now()
+			res := c.Do(context.Background(), req, nil)
+			if res.Outcome != tt.want || res.Phase != tt.phase || res.Deadline != tt.fired {
+				t.Fatalf("got outcome=%s phase=%q deadline=%q err=%q; want %s %q %q",
+					res.Outcome, res.Phase, res.Deadline, res.Err, tt.want, tt.phase, tt.fired)
+			}
+			if el := time.Since(start); el > d.Total+5*time.Second {
+				t.Fatalf("took %v, beyond the total deadline", el)
+			}
+			if res.Outcome != reports.OutcomeOK && res.Err == "" {
+				t.Fatal("non-ok outcome without an error text")
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if len(f.ids) != 1 || f.ids[0] != req.ID {
+				t.Fatalf("server saw X-Request-ID %v, want [%s]", f.ids, req.ID)
+			}
+		})
+	}
+}
+
+func TestOKMetrics(t *testing.T) {
+	f := newFake(t, okStream)
+	c, _ := New(f.srv.URL)
+	defer c.CloseIdleConnections()
+	sched := time.Now().Add(-time.Second)
+	obs := &recObs{}
+	res := c.Do(context.Background(), &Request{ID: "m", Model: "ref", Stream: true, MaxTokens: 3,
+		Messages: []Message{{Role: "user", Content: "x"}}, Scheduled: sched, Deadlines: dl}, obs)
+	if res.Outcome != reports.OutcomeOK {
+		t.Fatalf("outcome %s: %s", res.Outcome, res.Err)
+	}
+	if res.Text != "t0 t1 t2 " || res.Chunks != 3 || len(res.ITL) != 2 {
+		t.Fatalf("text %q chunks %d itl %v", res.Text, res.Chunks, res.ITL)
+	}
+	if res.TTFT() < time.Second || res.E2E() < res.TTFT() || res.Lag() < time.Second {
+		t.Fatalf("latencies must count from the schedule: ttft %v e2e %v lag %v", res.TTFT(), res.E2E(), res.Lag())
+	}
+	if res.FinishReason != "stop" || res.PromptTokens != 5 || res.CompletionTokens != 3 || res.Bytes == 0 {
+		t.Fatalf("finish %q usage %d/%d bytes %d", res.FinishReason, res.PromptTokens, res.CompletionTokens, res.Bytes)
+	}
+	if got := strings.Join(obs.calls, ","); got != "sent,headers:200,first_token" {
+		t.Fatalf("observer calls %s", got)
+	}
+}
+
+type recObs struct{ calls []string }
+
+func (o *recObs) Sent(*Request, time.Time) { o.calls = append(o.calls, "sent") }
+func (o *recObs) Headers(_ *Request, _ time.Time, s int) {
+	o.calls = append(o.calls, fmt.Sprintf("headers:%d", s))
+}
+func (o *recObs) FirstToken(*Request, time.Time) { o.calls = append(o.calls, "first_token") }
+
+func TestRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c, _ := New("http://" + addr)
+	res := c.Do(context.Background(), &Request{ID: "r", Model: "ref", Deadlines: dl}, nil)
+	if res.Outcome != reports.OutcomeTransportError {
+		t.Fatalf("outcome %s (%s), want transport_error", res.Outcome, res.Err)
+	}
+}
+
+func TestConnectDeadline(t *testing.T) {
+	tr := NewTransport(time.Minute)
+	dialDone := make(chan struct{})
+	defer func() { <-dialDone }()
+	tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		// A dial that does not complete in time (full accept backlog, black hole).
+		// net/http detaches dials from the request, so bound it here as a real
+		// dialer's timeout would.
+		defer close(dialDone)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+			return nil, fmt.Errorf("dial timeout")
+		}
+	}
+	c, _ := New("http://127.0.0.1:1", WithTransport(tr))
+	res := c.Do(context.Background(), &Request{ID: "c", Model: "ref", Stream: true,
+		Deadlines: Deadlines{Connect: 100 * time.Millisecond, FirstToken: 2 * time.Second, Total: 3 * time.Second}}, nil)
+	if res.Outcome != reports.OutcomeDeadlineExceeded || res.Phase != reports.PhaseConnect || res.Deadline != "connect" {
+		t.Fatalf("got %s %s %s (%s)", res.Outcome, res.Phase, res.Deadline, res.Err)
+	}
+}
+
+func TestCancelled(t *testing.T) {
+	t.Run("harness cancels mid-stream", func(t *testing.T) {
+		f := newFake(t, func(f *fake, w http.ResponseWriter, r *http.Request) {
+			fl := sseHeaders(w)
+			writeTokens(w, fl, 1)
+			f.hang(r)
+		})
+		c, _ := New(f.srv.URL)
+		defer c.CloseIdleConnections()
+		ctx, cancel := context.WithCancel(context.Background())
+		obs := &cancelOnFirst{cancel: cancel}
+		res := c.Do(ctx, &Request{ID: "x", Model: "ref", Stream: true, Deadlines: Deadlines{Total: 5 * time.Second}}, obs)
+		if res.Outcome != reports.OutcomeCancelled || res.Phase != reports.PhaseMidStream {
+			t.Fatalf("got %s %s (%s)", res.Outcome, res.Phase, res.Err)
+		}
+	})
+	t.Run("cancel after k tokens", func(t *testing.T) {
+		f := newFake(t, func(f *fake, w http.ResponseWriter, r *http.Request) {
+			fl := sseHeaders(w)
+			writeTokens(w, fl, 3)
+			f.hang(r)
+		})
+		c, _ := New(f.srv.URL)
+		defer c.CloseIdleConnections()
+		res := c.Do(context.Background(), &Request{ID: "k", Model: "ref", Stream: true, CancelAfterTokens: 2,
+			Deadlines: Deadlines{Total: 5 * time.Second}}, nil)
+		if res.Outcome != reports.OutcomeCancelled || res.Chunks != 2 {
+			t.Fatalf("got %s chunks %d (%s)", res.Outcome, res.Chunks, res.Err)
+		}
+	})
+	t.Run("already cancelled", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		c, _ := New("http://127.0.0.1:1")
+		res := c.Do(ctx, &Request{ID: "z", Model: "ref", Deadlines: dl}, nil)
+		if res.Outcome != reports.OutcomeCancelled {
+			t.Fatalf("got %s (%s)", res.Outcome, res.Err)
+		}
+	})
+}
+
+type cancelOnFirst struct{ cancel context.CancelFunc }
+
+func (o *cancelOnFirst) Sent(*Request, time.Time)         {}
+func (o *cancelOnFirst) Headers(*Request, time.Time, int) {}
+func (o *cancelOnFirst) FirstToken(*Request, time.Time)   { o.cancel() }
+
+func TestNewRejectsBadURL(t *testing.T) {
+	if _, err := New("127.0.0.1:80"); err == nil {
+		t.Fatal("want error for a URL without scheme")
+	}
+}

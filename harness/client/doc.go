@@ -1,0 +1,27 @@
+// Package client is the harness's HTTP client for OpenAI-compatible endpoints. It sends
+// one chat or completions request (streaming or not) under four deadlines — connect,
+// first token, stall between progress chunks, total — enforced with context causes,
+// and classifies the result into exactly one outcome of the taxonomy in
+// pdsoak/reports (ok, rejected, http_error, stream_error, transport_error, truncated,
+// invalid, stalled, deadline_exceeded, cancelled), with the phase a silent drop
+// happened in. SSE comments and keep-alives are not progress.
+//
+// It has its own net/http Transport (dial timeout, no global timeouts, no proxy, no
+// compression) so nothing else in the process can change its behaviour, and every
+// request carries an X-Request-ID. Timers are time.AfterFunc, so a waiting request
+// costs no extra goroutine.
+//
+// Latencies are measured from Request.Scheduled (the intended send time), not from
+// the actual send, so a late harness cannot hide queueing (coordinated omission).
+// Deadlines are counted from the actual send.
+//
+// Main loop:
+//
+//	c, _ := client.New("http://127.0.0.1:8080")
+//	res := c.Do(ctx, &client.Request{
+//		ID: "r-1", Endpoint: client.EndpointChat, Model: "ref", Stream: true,
+//		Messages: []client.Message{{Role: "user", Content: "hi"}}, MaxTokens: 16,
+//		Scheduled: time.Now(), Deadlines: client.Deadlines{Total: 10 * time.Second},
+//	}, nil)
+//	fmt.Println(res.Outcome, res.Phase, res.TTFT())
+package client

@@ -1,0 +1,166 @@
+package sse
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"testing/iotest"
+)
+
+func parseAll(t testing.TB, r io.Reader) ([]Event, error) {
+	t.Helper()
+	p := NewReader(r)
+	var out []Event
+	for i := 0; i < 100000; i++ {
+		ev, err := p.Next()
+		if err != nil {
+			return out, err
+		}
+		out = append(out, ev)
+	}
+	t.Fatal("parser did not terminate")
+	return nil, nil
+}
+
+func TestReader(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    []Event
+		wantErr error
+	}{
+		{name: "openai chunks", in: "data: {\"a\":1}\n\ndata: [DONE]\n\n",
+			want: []Event{{Data: `{"a":1}`, Retry: -1}, {Data: "[DONE]", Retry: -1}}, wantErr: io.EOF},
+		{name: "comment is its own item", in: ": ping\n\ndata: x\n\n",
+			want: []Event{{Comment: true, Text: "ping", Retry: -1}, {Data: "x", Retry: -1}}, wantErr: io.EOF},
+		{name: "bare colon comment", in: ":\n",
+			want: []Event{{Comment: true, Retry: -1}}, wantErr: io.EOF},
+		{name: "crlf", in: "data: a\r\n\r\ndata: b\r\n\r\n",
+			want: []Event{{Data: "a", Retry: -1}, {Data: "b", Retry: -1}}, wantErr: io.EOF},
+		{name: "lone cr", in: "data: a\r\rdata: b\r\r",
+			want: []Event{{Data: "a", Retry: -1}, {Data: "b", Retry: -1}}, wantErr: io.EOF},
+		{name: "multi-line data", in: "data: a\ndata: b\ndata\n\n",
+			want: []Event{{Data: "a\nb\n", Retry: -1}}, wantErr: io.EOF},
+		{name: "event type id retry", in: "event: error\nid: 7\nretry: 100\ndata: {}\n\n",
+			want: []Event{{Type: "error", ID: "7", Retry: 100, Data: "{}"}}, wantErr: io.EOF},
+		{name: "invalid retry ignored", in: "retry: 1x\ndata: z\n\n",
+			want: []Event{{Data: "z", Retry: -1}}, wantErr: io.EOF},
+		{name: "no space after colon", in: "data:x\n\n",
+			want: []Event{{Data: "x", Retry: -1}}, wantErr: io.EOF},
+		{name: "event without data not dispatched", in: "event: foo\n\ndata: y\n\n",
+			want: []Event{{Data: "y", Retry: -1}}, wantErr: io.EOF},
+		{name: "unknown fields ignored", in: "foo: bar\ndata: y\n\n",
+			want: []Event{{Data: "y", Retry: -1}}, wantErr: io.EOF},
+		{name: "bom stripped", in: "\xef\xbb\xbfdata: y\n\n",
+			want: []Event{{Data: "y", Retry: -1}}, wantErr: io.EOF},
+		{name: "unterminated event", in: "data: {\"a\":",
+			wantErr: ErrUnexpectedEOF},
+		{name: "event missing blank line", in: "data: x\n",
+			wantErr: ErrUnexpectedEOF},
+		{name: "empty", in: "", wantErr: io.EOF},
+		{name: "blank lines only", in: "\n\n\r\n", wantErr: io.EOF},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, mode := range []string{"whole", "bytewise"} {
+				var src io.Reader = strings.NewReader(tt.in)
+				if mode == "bytewise" {
+					src = iotest.OneByteReader(src)
+				}
+				got, err := parseAll(t, src)
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("%s: err = %v, want %v", mode, err, tt.wantErr)
+				}
+				if !equalEvents(got, tt.want) {
+					t.Fatalf("%s: got %+v\nwant %+v", mode, got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+func TestLineTooLong(t *testing.T) {
+	in := "data: " + strings.Repeat("x", 100) + "\n\n"
+	p := NewReader(strings.NewReader(in), WithMaxLine(32))
+	_, err := p.Next()
+	if !errors.Is(err, ErrLineTooLong) {
+		t.Fatalf("err = %v, want ErrLineTooLong", err)
+	}
+	p = NewReader(strings.NewReader(strings.Repeat("data: abcdefgh\n", 10)+"\n"), WithMaxLine(32))
+	if _, err = p.Next(); !errors.Is(err, ErrLineTooLong) {
+		t.Fatalf("data accumulation: err = %v, want ErrLineTooLong", err)
+	}
+}
+
+// A lone CR must end the line without waiting for the next byte: the event is
+// dispatched even though the writer has not closed the stream.
+func TestLoneCRDoesNotBlock(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	go func() { _, _ = pw.Write([]byte("data: a\r\r")) }()
+	p := NewReader(pr)
+	ev, err := p.Next()
+	if err != nil || ev.Data != "a" {
+		t.Fatalf("got %+v, %v", ev, err)
+	}
+}
+
+func TestReadErrorPropagates(t *testing.T) {
+	boom := errors.New("boom")
+	p := NewReader(io.MultiReader(strings.NewReader("data: a\n\n"), iotest.ErrReader(boom)))
+	if ev, err := p.Next(); err != nil || ev.Data != "a" {
+		t.Fatalf("first: %+v %v", ev, err)
+	}
+	if _, err := p.Next(); !errors.Is(err, boom) {
+		t.Fatalf("err = %v, want boom", err)
+	}
+}
+
+func equalEvents(a, b []Event) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzSSE checks that the parser never panics or loops, that chunking does not
+// change the result, and that encoded events parse back to themselves.
+func FuzzSSE(f *testing.F) {
+	for _, s := range []string{
+		"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n",
+		": keep-alive\n\n", "event: error\ndata: {\"error\":{}}\n\n", "data: a\r\rdata: b\r\n\r\n",
+		"\xef\xbb\xbfdata:x\n\n", "retry: 10\nid: 1\ndata\n\n", "data: x", "\r\n\r\n:",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		whole, errWhole := parseAll(t, bytes.NewReader(in))
+		bytewise, errByte := parseAll(t, iotest.OneByteReader(bytes.NewReader(in)))
+		if !equalEvents(whole, bytewise) || !errors.Is(errWhole, errByte) && errWhole.Error() != errByte.Error() {
+			t.Fatalf("chunking changed the result:\nwhole %+v %v\nbytes %+v %v", whole, errWhole, bytewise, errByte)
+		}
+		// Round trip: an event made from the input's text survives encoding.
+		text := strings.Map(func(r rune) rune {
+			if r == '\r' || r == '\n' || r == 0 {
+				return 'x'
+			}
+			return r
+		}, string(in))
+		ev := Event{Type: "t", Data: text + "\n" + text, ID: "1", Retry: 5}
+		var buf bytes.Buffer
+		if err := Encode(&buf, ev); err != nil {
+			t.Fatal(err)
+		}
+		got, err := parseAll(t, &buf)
+		if err != io.EOF || len(got) != 1 || got[0] != ev {
+			t.Fatalf("round trip of %+v: got %+v, %v", ev, got, err)
+		}
+	})
+}
