@@ -28,6 +28,7 @@ import (
 type TinyRef struct {
 	info ModelInfo
 	kv   *KVStore
+	seed uint64
 
 	dim, heads, kvHeads, headDim, kvDim, ffn, vocab, layers int
 
@@ -36,6 +37,7 @@ type TinyRef struct {
 	finalNorm []float32 // dim
 	head      []float32 // vocab × dim
 	headBias  []float32 // vocab: steers the untrained model toward readable text
+	bigram    []float32 // NumByteTokens+1 rows × vocab: bias by previous token (row 256: BOS/other)
 	invFreq   []float64 // headDim/2 RoPE frequencies
 
 	buf tinyScratch
@@ -75,7 +77,7 @@ const (
 
 func newTinyRef(cfg Config, info ModelInfo, kv *KVStore) *TinyRef {
 	m := &TinyRef{
-		info: info, kv: kv,
+		info: info, kv: kv, seed: cfg.Seed,
 		dim: cfg.Dim, heads: cfg.Heads, kvHeads: cfg.KVHeads, headDim: cfg.Dim / cfg.Heads,
 		ffn: cfg.FFN, vocab: cfg.Vocab, layers: cfg.Layers,
 	}
@@ -96,6 +98,7 @@ func newTinyRef(cfg Config, info ModelInfo, kv *KVStore) *TinyRef {
 	m.finalNorm = ones(m.dim)
 	m.head = randMatrix(seed, tensorHead, 0, m.vocab*m.dim, headScale*math.Sqrt(3/float64(m.dim)))
 	m.headBias = outputBias(m.vocab)
+	m.bigram = bigramBias(m.vocab)
 	m.invFreq = make([]float64, m.headDim/2)
 	for i := range m.invFreq {
 		m.invFreq[i] = math.Pow(ropeTheta, -float64(2*i)/float64(m.headDim))
@@ -123,40 +126,31 @@ func ones(n int) []float32 {
 }
 
 // headScale is the standard deviation of the head's logits for a unit-RMS hidden state.
-const headScale = 2.0
+const headScale = 0.8
 
-// outputBias makes the untrained model write text: spaces and common lowercase letters
-// are favoured, capitals, digits and punctuation appear now and then, control bytes and
-// non-ASCII bytes essentially never, EOS rarely, BOS and padding never.
-func outputBias(vocab int) []float32 {
-	bias := make([]float32, vocab)
-	for i := range bias {
-		bias[i] = -12
+// addTextBias turns the model's raw logits for the token at position pos (after token
+// prev) into the logits that are sampled: it adds the unigram and bigram biases (see
+// textbias.go) and a context bias — for each id, a fixed offset drawn from (Seed, pos,
+// prev, the raw logits' argmax). The context bias plays the part of what training would
+// teach: it keeps greedy decoding out of short loops, lets different prompts drift apart,
+// and makes EOS reachable. It is a pure function of the sequence, like the logits.
+func (m *TinyRef) addTextBias(logits []float32, prev, pos int) {
+	top := 0
+	for id, v := range logits {
+		if v > logits[top] {
+			top = id
+		}
 	}
-	// Approximate English letter frequencies (percent).
-	freq := [26]float64{8.2, 1.5, 2.8, 4.3, 12.7, 2.2, 2.0, 6.1, 7.0, 0.15, 0.77, 4.0, 2.4,
-		6.7, 7.5, 1.9, 0.1, 6.0, 6.3, 9.1, 2.8, 0.98, 2.4, 0.15, 2.0, 0.07}
-	for i, f := range freq {
-		bias['a'+i] = float32(0.6 * math.Log(f))
-		bias['A'+i] = float32(0.6*math.Log(f)) - 3
+	addInto(logits, m.headBias)
+	addInto(logits, m.bigramRow(prev))
+	base := hash3(hash2(m.seed, uint64(pos)), uint64(prev), uint64(top))
+	for id := range logits {
+		logits[id] += signedUnit(hash2(base, uint64(id))) * contextBias
 	}
-	bias[' '] = 2.2
-	for c := '0'; c <= '9'; c++ {
-		bias[c] = -2.5
-	}
-	for _, c := range ".,'-?!:;\"()" {
-		bias[c] = -1.5
-	}
-	bias['.'] = -0.5
-	bias[','] = -0.5
-	bias['\n'] = -2.5
-	bias[TokenEOS] = eosBias
-	return bias
 }
 
-// eosBias is tuned so that greedy decoding ends with EOS after a few hundred tokens on
-// average: rare, but reachable.
-const eosBias = -1.2
+// contextBias is the half-width of the context bias.
+const contextBias = 2.0
 
 // Info implements Backend.
 func (m *TinyRef) Info() ModelInfo { return m.info }
@@ -257,7 +251,7 @@ func (m *TinyRef) Forward(batch []SeqInput, out []int) error {
 			continue
 		}
 		lg := b.logits[k*m.vocab : (k+1)*m.vocab]
-		addInto(lg, m.headBias)
+		m.addTextBias(lg, s.Tokens[len(s.Tokens)-1], s.Pos+len(s.Tokens))
 		out[i] = sampleToken(lg, s.Sampling, s.Pos+len(s.Tokens))
 		k++
 	}
