@@ -1,0 +1,255 @@
+package scenarios
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// StepKind is the kind of a timeline step.
+type StepKind string
+
+// Timeline step kinds.
+const (
+	StepWorkloadStart StepKind = "workload_start"
+	StepWorkloadStop  StepKind = "workload_stop"
+	StepFaultStart    StepKind = "fault_start"
+	StepFaultStop     StepKind = "fault_stop"
+	StepLoadEnd       StepKind = "load_end"
+	StepDrainEnd      StepKind = "drain_deadline"
+)
+
+// Step is one point on the timeline, relative to the start of load.
+type Step struct {
+	At     time.Duration
+	Kind   StepKind
+	Name   string // workload or fault name
+	Detail string
+}
+
+// WorkloadWindow is when a workload runs and roughly how many requests it sends.
+type WorkloadWindow struct {
+	Name     string
+	Type     string
+	Start    time.Duration
+	Stop     time.Duration
+	Requests int  // expected request count (upper bound for agents)
+	Open     bool // request count depends on the server (agents without a turn limit)
+}
+
+// FaultWindow is when a fault is applied and reverted.
+type FaultWindow struct {
+	Name    string
+	Type    string
+	Target  string
+	Members []string // concrete processes or links the target expands to
+	Start   time.Duration
+	Stop    time.Duration // the end of load when the fault has no `for`
+	Params  map[string]any
+}
+
+// Timeline is the pure plan of a run, computed before anything starts.
+type Timeline struct {
+	Scenario  string
+	Seed      int64
+	Target    string // the URL, or "embedded reference (1 prefill + 1 decode, tinyref, strict)"
+	Load      time.Duration
+	Drain     time.Duration
+	Workloads []WorkloadWindow
+	Faults    []FaultWindow
+	Steps     []Step // sorted by time, then start before stop
+	Requests  int    // expected total
+}
+
+// Plan computes the timeline of a scenario (after ApplyDefaults). It is pure: it starts,
+// reads and randomises nothing.
+func Plan(sc *Scenario) Timeline {
+	tl := Timeline{
+		Scenario: sc.Name,
+		Seed:     sc.Seed,
+		Target:   describeTarget(sc),
+		Load:     sc.Duration.D(),
+		Drain:    sc.Drain.Timeout.D(),
+	}
+	for _, w := range sc.Workloads {
+		start := w.Start.D()
+		stop := start + w.Duration.D()
+		if w.Duration == 0 || stop > tl.Load {
+			stop = tl.Load
+		}
+		ww := WorkloadWindow{Name: w.Name, Type: w.Type, Start: start, Stop: stop}
+		ww.Requests, ww.Open = expectedRequests(w, stop-start)
+		tl.Requests += ww.Requests
+		tl.Workloads = append(tl.Workloads, ww)
+		tl.Steps = append(tl.Steps,
+			Step{At: start, Kind: StepWorkloadStart, Name: w.Name, Detail: describeWorkload(w, ww)},
+			Step{At: stop, Kind: StepWorkloadStop, Name: w.Name})
+	}
+	topo := sc.Topology()
+	for _, f := range sc.Faults {
+		start := f.At.D()
+		stop := start + f.For.D()
+		if f.For == 0 || stop > tl.Load {
+			stop = tl.Load
+		}
+		fw := FaultWindow{Name: f.Name, Type: f.Type, Target: f.Target, Members: topo.Members(f.Target),
+			Start: start, Stop: stop, Params: f.Params}
+		tl.Faults = append(tl.Faults, fw)
+		detail := fmt.Sprintf("%s on %s", f.Type, f.Target)
+		if len(fw.Members) > 1 || (len(fw.Members) == 1 && fw.Members[0] != f.Target) {
+			detail += " (" + strings.Join(fw.Members, ", ") + ")"
+		}
+		if p := formatParams(f.Params); p != "" {
+			detail += " " + p
+		}
+		tl.Steps = append(tl.Steps,
+			Step{At: start, Kind: StepFaultStart, Name: f.Name, Detail: detail},
+			Step{At: stop, Kind: StepFaultStop, Name: f.Name, Detail: "revert"})
+	}
+	tl.Steps = append(tl.Steps,
+		Step{At: tl.Load, Kind: StepLoadEnd, Detail: "stop sending; drain in-flight requests"},
+		Step{At: tl.Load + tl.Drain, Kind: StepDrainEnd, Detail: "anything unresolved is a silent drop; leak check"})
+	order := map[StepKind]int{StepFaultStop: 0, StepWorkloadStop: 1, StepLoadEnd: 2, StepWorkloadStart: 3, StepFaultStart: 4, StepDrainEnd: 5}
+	sort.SliceStable(tl.Steps, func(i, j int) bool {
+		a, b := tl.Steps[i], tl.Steps[j]
+		if a.At != b.At {
+			return a.At < b.At
+		}
+		return order[a.Kind] < order[b.Kind]
+	})
+	return tl
+}
+
+func describeTarget(sc *Scenario) string {
+	if sc.Target.URL != "" {
+		if len(sc.Target.Launch) > 0 {
+			names := make([]string, len(sc.Target.Launch))
+			for i, l := range sc.Target.Launch {
+				names[i] = l.Name
+			}
+			return fmt.Sprintf("%s (launched: %s)", sc.Target.URL, strings.Join(names, ", "))
+		}
+		return sc.Target.URL
+	}
+	r := sc.Reference
+	if r.Prefill == 0 && r.Decode == 0 {
+		return fmt.Sprintf("embedded reference (colocated, %s, %s)", r.Backend, r.Semantics)
+	}
+	return fmt.Sprintf("embedded reference (%d prefill + %d decode, %s, %s)", r.Prefill, r.Decode, r.Backend, r.Semantics)
+}
+
+// expectedRequests estimates how many requests a workload sends in its window.
+func expectedRequests(w Workload, window time.Duration) (int, bool) {
+	secs := window.Seconds()
+	switch w.Type {
+	case WorkloadAgents:
+		if w.Turns == 0 {
+			return 0, true
+		}
+		return w.Agents * w.Turns, false
+	case WorkloadBurst:
+		return w.Count, false
+	case WorkloadOpenLoop:
+		if w.Pacer == nil {
+			return 0, false
+		}
+		p := w.Pacer
+		var n float64
+		switch p.Type {
+		case PacerLinear:
+			n = p.Rate*secs + p.Slope*secs*secs/2
+		case PacerSine:
+			// The mean over whole periods is Rate; add the partial period's share.
+			per := p.Period.Seconds()
+			if per > 0 {
+				n = p.Rate*secs + p.Amplitude*per/(2*math.Pi)*(1-math.Cos(2*math.Pi*secs/per))
+			}
+		default:
+			n = p.Rate * secs
+		}
+		if n < 0 {
+			n = 0
+		}
+		c := int(math.Round(n))
+		if w.Count > 0 && c > w.Count {
+			c = w.Count
+		}
+		return c, false
+	}
+	return 0, false
+}
+
+func describeWorkload(w Workload, ww WorkloadWindow) string {
+	stream := "stream"
+	if !w.Stream {
+		stream = "no-stream"
+	}
+	var s string
+	switch w.Type {
+	case WorkloadAgents:
+		turns := fmt.Sprintf("%d turns", w.Turns)
+		if w.Turns == 0 {
+			turns = "turns until the window ends"
+		}
+		s = fmt.Sprintf("agents: %d sessions × %s, tool result %dB", w.Agents, turns, w.ToolResultBytes)
+	case WorkloadOpenLoop:
+		if w.Pacer != nil {
+			s = fmt.Sprintf("open_loop: %s pacer at %g req/s", w.Pacer.Type, w.Pacer.Rate)
+			switch w.Pacer.Type {
+			case PacerLinear:
+				s += fmt.Sprintf(" %+g req/s²", w.Pacer.Slope)
+			case PacerSine:
+				s += fmt.Sprintf(" ± %g over %s", w.Pacer.Amplitude, w.Pacer.Period)
+			}
+		}
+	case WorkloadBurst:
+		s = fmt.Sprintf("burst: %d requests at once", w.Count)
+	}
+	s += fmt.Sprintf(", %s %s, max_tokens %d", w.Endpoint, stream, w.MaxTokens)
+	if !ww.Open {
+		s += fmt.Sprintf(", ~%d requests", ww.Requests)
+	}
+	return s
+}
+
+func formatParams(p map[string]any) string {
+	if len(p) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(p))
+	for k := range p {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%v", k, p[k])
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}
+
+// Write prints the timeline as text: a header and one line per step.
+func (tl Timeline) Write(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "scenario  %s\nseed      %d\ntarget    %s\nload      %s, then drain up to %s\n",
+		tl.Scenario, tl.Seed, tl.Target, tl.Load, tl.Drain)
+	fmt.Fprintf(&b, "requests  ~%d expected\n\n", tl.Requests)
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tEVENT\tNAME\tDETAIL")
+	for _, s := range tl.Steps {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", fmtOffset(s.At), s.Kind, s.Name, s.Detail)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func fmtOffset(d time.Duration) string {
+	return "+" + d.Round(time.Millisecond).String()
+}
