@@ -1,0 +1,349 @@
+package netproxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// echoServer is a real loopback echo server.
+type echoServer struct {
+	ln net.Listener
+	wg sync.WaitGroup
+	mu sync.Mutex
+	cs []net.Conn
+}
+
+func newEcho(t *testing.T) *echoServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &echoServer{ln: ln}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			e.mu.Lock()
+			e.cs = append(e.cs, c)
+			e.mu.Unlock()
+			e.wg.Add(1)
+			go func() {
+				defer e.wg.Done()
+				_, _ = io.Copy(c, c)
+				c.Close()
+			}()
+		}
+	}()
+	t.Cleanup(e.close)
+	return e
+}
+
+func (e *echoServer) close() {
+	e.ln.Close()
+	e.mu.Lock()
+	for _, c := range e.cs {
+		c.Close()
+	}
+	e.mu.Unlock()
+	e.wg.Wait()
+}
+
+func (e *echoServer) addr() string { return e.ln.Addr().String() }
+
+func newLinks(t *testing.T) *Links {
+	t.Helper()
+	l := New()
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// roundTrip writes a line and reads it back, bounded by 5 s.
+func roundTrip(t *testing.T, c net.Conn, msg string) (string, time.Duration) {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	if _, err := io.WriteString(c, msg+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	return strings.TrimSuffix(line, "\n"), time.Since(start)
+}
+
+func TestPassThroughAndCounters(t *testing.T) {
+	e := newEcho(t)
+	l := newLinks(t)
+	addr, err := l.Hook("router->decode-0", e.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr == e.addr() || !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Fatalf("proxy addr %q", addr)
+	}
+	c := dial(t, addr)
+	if got, _ := roundTrip(t, c, "hello"); got != "hello" {
+		t.Fatalf("echo = %q", got)
+	}
+	k, err := l.Link("router->decode-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := k.Counters()
+	if cs.UpBytes != 6 || cs.DownBytes != 6 || cs.Conns != 1 {
+		t.Fatalf("counters = %+v, want 6/6/1", cs)
+	}
+	if _, err := l.Link("nope"); !errors.Is(err, ErrUnknownLink) {
+		t.Fatalf("unknown link: %v", err)
+	}
+	if got := l.Names(); len(got) != 1 || got[0] != "router->decode-0" {
+		t.Fatalf("Names = %v", got)
+	}
+	// Same upstream again: same address.
+	if again, _ := l.Hook("router->decode-0", e.addr()); again != addr {
+		t.Fatalf("second Hook moved the proxy: %s vs %s", again, addr)
+	}
+}
+
+func TestLatencyObservable(t *testing.T) {
+	e := newEcho(t)
+	l := newLinks(t)
+	k, err := l.Add("a->b", e.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.AddToxic(Toxic{Type: ToxicLatency, Attributes: map[string]any{"latency": 300}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := k.Toxics(); len(got) != 1 || got[0] != "latency_downstream" {
+		t.Fatalf("Toxics = %v", got)
+	}
+	c := dial(t, k.Addr())
+	// A lower bound only: the toxic guarantees at least 300 ms, a loaded machine only adds.
+	if got, d := roundTrip(t, c, "slow"); got != "slow" || d < 250*time.Millisecond {
+		t.Fatalf("with latency: %q after %s, want ≥ 300ms", got, d)
+	}
+	if err := k.RemoveToxic(context.Background(), "latency_downstream"); err != nil {
+		t.Fatal(err)
+	}
+	if len(k.Toxics()) != 0 {
+		t.Fatalf("toxics left: %v", k.Toxics())
+	}
+	if got, _ := roundTrip(t, c, "fast"); got != "fast" {
+		t.Fatalf("after removal: %q", got)
+	}
+	if err := k.RemoveToxic(context.Background(), "latency_downstream"); err == nil {
+		t.Fatal("removing a missing toxic succeeded")
+	}
+}
+
+func TestDownClosesConnectionsAndUpRestores(t *testing.T) {
+	e := newEcho(t)
+	l := newLinks(t)
+	k, err := l.Add("prefill-0->decode-0", e.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := k.Addr()
+	c := dial(t, addr)
+	roundTrip(t, c, "x")
+	if err := k.Down(); err != nil {
+		t.Fatal(err)
+	}
+	if k.IsUp() {
+		t.Fatal("IsUp after Down")
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("open connection survived Down")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("open connection not closed by Down (read timed out)")
+	}
+	if c2, err := net.DialTimeout("tcp", addr, 2*time.Second); err == nil {
+		c2.Close()
+		t.Fatal("dial succeeded while the link is down")
+	}
+	if err := k.Up(); err != nil {
+		t.Fatal(err)
+	}
+	if k.Addr() != addr {
+		t.Fatalf("Up moved the address: %s → %s", addr, k.Addr())
+	}
+	if got, _ := roundTrip(t, dial(t, addr), "back"); got != "back" {
+		t.Fatalf("after Up: %q", got)
+	}
+}
+
+func TestToxics(t *testing.T) {
+	tests := []struct {
+		name  string
+		toxic Toxic
+		check func(t *testing.T, c net.Conn)
+	}{
+		{"timeout black-holes", Toxic{Type: ToxicTimeout, Attributes: map[string]any{"timeout": 0}}, func(t *testing.T, c net.Conn) {
+			_, _ = io.WriteString(c, "lost\n")
+			_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			_, err := c.Read(make([]byte, 8))
+			var ne net.Error
+			if !errors.As(err, &ne) || !ne.Timeout() {
+				t.Fatalf("read through a black hole = %v, want a timeout", err)
+			}
+		}},
+		{"reset_peer resets", Toxic{Type: ToxicResetPeer, Stream: Upstream, Attributes: map[string]any{"timeout": 0}}, func(t *testing.T, c net.Conn) {
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			_, _ = io.WriteString(c, "x\n")
+			if _, err := c.Read(make([]byte, 8)); err == nil {
+				t.Fatal("read succeeded through reset_peer")
+			}
+		}},
+		{"limit_data closes", Toxic{Type: ToxicLimitData, Attributes: map[string]any{"bytes": 4}}, func(t *testing.T, c net.Conn) {
+			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			_, _ = io.WriteString(c, "0123456789\n")
+			got, err := io.ReadAll(c)
+			if err != nil && !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "reset") {
+				t.Fatalf("read: %v", err)
+			}
+			if len(got) > 4 {
+				t.Fatalf("read %q past a 4-byte limit", got)
+			}
+		}},
+		{"slicer keeps bytes", Toxic{Type: ToxicSlicer, Attributes: map[string]any{"average_size": 2, "delay": 10}}, func(t *testing.T, c net.Conn) {
+			if got, _ := roundTrip(t, c, "sliced-message"); got != "sliced-message" {
+				t.Fatalf("slicer changed data: %q", got)
+			}
+		}},
+		{"bandwidth passes data", Toxic{Type: ToxicBandwidth, Attributes: map[string]any{"rate": 1000}}, func(t *testing.T, c net.Conn) {
+			if got, _ := roundTrip(t, c, "narrow"); got != "narrow" {
+				t.Fatalf("bandwidth changed data: %q", got)
+			}
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEcho(t)
+			l := newLinks(t)
+			k, err := l.Add("l", e.addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := k.AddToxic(tc.toxic); err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, dial(t, k.Addr()))
+			if k.Counters().UpBytes == 0 {
+				t.Error("upstream counter did not move")
+			}
+			k.ResetToxics(context.Background())
+			if len(k.Toxics()) != 0 {
+				t.Errorf("toxics after reset: %v", k.Toxics())
+			}
+		})
+	}
+}
+
+func TestAddToxicErrors(t *testing.T) {
+	e := newEcho(t)
+	l := newLinks(t)
+	k, err := l.Add("l", e.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tx := range map[string]Toxic{
+		"unknown type": {Type: "explode"},
+		"bad stream":   {Type: ToxicLatency, Stream: "sideways"},
+		"reserved":     {Type: ToxicLatency, Name: "pdsoak_counter_x"},
+		"bad attrs":    {Type: ToxicLatency, Attributes: map[string]any{"latency": "slow"}},
+	} {
+		if err := k.AddToxic(tx); err == nil {
+			t.Errorf("%s: AddToxic succeeded", name)
+		}
+	}
+	if err := k.AddToxic(Toxic{Type: ToxicLatency}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.AddToxic(Toxic{Type: ToxicLatency}); err == nil {
+		t.Error("duplicate toxic accepted")
+	}
+	if _, err := l.Add("bad name", e.addr()); err == nil {
+		t.Error("link name with a space accepted")
+	}
+	if _, err := l.Add("x", "nohostport"); err == nil {
+		t.Error("bad upstream accepted")
+	}
+}
+
+func TestRetargetKeepsAddress(t *testing.T) {
+	e1, e2 := newEcho(t), newEcho(t)
+	l := newLinks(t)
+	addr, err := l.Hook("router->prefill-0", e1.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr2, err := l.Hook("router->prefill-0", e2.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr2 != addr {
+		t.Fatalf("re-target moved the proxy: %s → %s", addr, addr2)
+	}
+	k, _ := l.Link("router->prefill-0")
+	if k.Upstream() != e2.addr() {
+		t.Fatalf("upstream = %s", k.Upstream())
+	}
+	if got, _ := roundTrip(t, dial(t, addr), "moved"); got != "moved" {
+		t.Fatalf("through re-targeted proxy: %q", got)
+	}
+}
+
+func TestHealAndClose(t *testing.T) {
+	e := newEcho(t)
+	l := New()
+	k, err := l.Add("l", e.addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = k.AddToxic(Toxic{Type: ToxicLatency, Attributes: map[string]any{"latency": 1}})
+	_ = k.Down()
+	if err := l.Heal(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !k.IsUp() || len(k.Toxics()) != 0 {
+		t.Fatalf("after Heal: up=%v toxics=%v", k.IsUp(), k.Toxics())
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Add("m", e.addr()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Add after Close = %v", err)
+	}
+}
