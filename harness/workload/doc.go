@@ -1,0 +1,22 @@
+// Package workload generates the harness's load: agent sessions, open-loop arrivals
+// paced by vegeta, and bursts. Every request is built from the scenario seed alone, so
+// the same scenario and seed send the same requests with the same ids.
+//
+// A workload only decides what to send and when; a Sender (the runner's executor)
+// sends it, records the ledger events and returns the classified result. A failed
+// request is a field of its result, never a reason to stop.
+//
+//   - agents: N sessions; each turn sends the whole growing conversation, appends the
+//     reply and a simulated tool result (write, then save) of configurable size after a
+//     configurable latency. A stuck request blocks its session, as in the incident.
+//   - open_loop: a vegeta Attacker per window whose http.Client round-trips through the
+//     Sender, so TTFT and stalls are observed; pacers constant, linear, sine and a
+//     seeded Poisson pacer. Latency is measured from each hit's ideal time in the
+//     pacer's schedule, not from when vegeta got round to it (coordinated omission).
+//   - burst: Count requests scheduled at the same instant.
+//
+// Main loop (the runner):
+//
+//	w, _ := workload.New(sc, i)
+//	w.Run(loadCtx, t0, sender) // returns when its window is over and its requests ended
+package workload

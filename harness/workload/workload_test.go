@@ -1,0 +1,315 @@
+package workload
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"pdsoak/harness/client"
+	"pdsoak/reports"
+	"pdsoak/scenarios"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeSender records requests and answers ok at once (or blocks when told to).
+type fakeSender struct {
+	mu    sync.Mutex
+	reqs  []*Req
+	block func(r *Req) <-chan struct{}
+}
+
+func (f *fakeSender) Send(ctx context.Context, r *Req) *client.Result {
+	f.mu.Lock()
+	f.reqs = append(f.reqs, r)
+	f.mu.Unlock()
+	if f.block != nil {
+		if ch := f.block(r); ch != nil {
+			<-ch
+		}
+	}
+	return &client.Result{ID: r.ID, Outcome: reports.OutcomeOK, Text: "reply to " + r.ID, Scheduled: r.Scheduled, Sent: time.Now()}
+}
+
+func (f *fakeSender) sorted() []*Req {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := append([]*Req(nil), f.reqs...)
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func scenario(seed int64, ws ...scenarios.Workload) *scenarios.Scenario {
+	sc := &scenarios.Scenario{Name: "t", Seed: seed, Duration: scenarios.Duration(5 * time.Second),
+		Target: scenarios.Target{URL: "http://127.0.0.1:1"}, Workloads: ws}
+	sc.ApplyDefaults()
+	return sc
+}
+
+func fingerprint(t *testing.T, reqs []*Req) string {
+	t.Helper()
+	var b strings.Builder
+	for _, r := range reqs {
+		body, _, err := client.Body(&r.Request)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s %d %d %s\n", r.ID, r.Session, r.Turn, body)
+	}
+	return b.String()
+}
+
+func runAll(t *testing.T, sc *scenarios.Scenario, s Sender) {
+	t.Helper()
+	for i := range sc.Workloads {
+		w, err := New(sc, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Run(context.Background(), time.Now(), s)
+	}
+}
+
+func TestAgentsConversationGrows(t *testing.T) {
+	sc := scenario(7, scenarios.Workload{Name: "ag", Type: "agents", Agents: 3, Turns: 3, Stream: true,
+		ToolResultBytes: 40, PromptTokens: 20, ToolLatency: scenarios.Duration(time.Millisecond)})
+	f := &fakeSender{}
+	runAll(t, sc, f)
+	reqs := f.sorted()
+	if len(reqs) != 9 {
+		t.Fatalf("got %d requests, want 9", len(reqs))
+	}
+	for _, r := range reqs {
+		if want := fmt.Sprintf("ag-s%03d-t%03d", r.Session, r.Turn); r.ID != want {
+			t.Fatalf("id %s, want %s", r.ID, want)
+		}
+		// system + task, then per earlier turn: assistant reply + tool result.
+		if want := 2 + 2*(r.Turn-1); len(r.Messages) != want {
+			t.Fatalf("%s has %d messages, want %d", r.ID, len(r.Messages), want)
+		}
+		if r.Turn > 1 {
+			prevReply := r.Messages[len(r.Messages)-2]
+			if prevReply.Role != "assistant" || !strings.HasPrefix(prevReply.Content, fmt.Sprintf("reply to ag-s%03d-t%03d", r.Session, r.Turn-1)) {
+				t.Fatalf("%s: previous reply not appended: %+v", r.ID, prevReply)
+			}
+			tool := r.Messages[len(r.Messages)-1].Content
+			wantTool := toolNames[(r.Turn-2)%2]
+			if !strings.HasPrefix(tool, "tool "+wantTool+" result: ") || len(tool) < 40 {
+				t.Fatalf("%s: tool result %q", r.ID, tool)
+			}
+		}
+		if !r.Stream || r.Model != "ref" || r.MaxTokens != 16 {
+			t.Fatalf("request fields: %+v", r.Request)
+		}
+	}
+}
+
+func TestSameSeedSameRequests(t *testing.T) {
+	mk := func(seed int64) *scenarios.Scenario {
+		return scenario(seed,
+			scenarios.Workload{Name: "ag", Type: "agents", Agents: 4, Turns: 2},
+			scenarios.Workload{Name: "ol", Type: "open_loop", Count: 15,
+				Pacer: &scenarios.Pacer{Type: "poisson", Rate: 200}},
+			scenarios.Workload{Name: "b", Type: "burst", Count: 5, Endpoint: "completions"})
+	}
+	var prints []string
+	for _, seed := range []int64{3, 3, 4} {
+		f := &fakeSender{}
+		runAll(t, mk(seed), f)
+		prints = append(prints, fingerprint(t, f.sorted()))
+	}
+	if prints[0] != prints[1] {
+		t.Fatal("same seed produced different requests")
+	}
+	if prints[0] == prints[2] {
+		t.Fatal("different seeds produced identical requests")
+	}
+	if n := strings.Count(prints[0], "\n"); n != 4*2+15+5 {
+		t.Fatalf("got %d requests, want 28", n)
+	}
+}
+
+// A stuck request blocks its own session and no other.
+func TestAgentsStuckRequestBlocksSession(t *testing.T) {
+	sc := scenario(1, scenarios.Workload{Name: "ag", Type: "agents", Agents: 3, Turns: 3})
+	release := make(chan struct{})
+	othersDone := make(chan struct{})
+	var mu sync.Mutex
+	done := 0
+	f := &fakeSender{block: func(r *Req) <-chan struct{} {
+		if r.Session == 2 && r.Turn == 1 {
+			return release
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if done++; done == 6 {
+			close(othersDone)
+		}
+		return nil
+	}}
+	w, _ := New(sc, 0)
+	finished := make(chan struct{})
+	go func() { w.Run(context.Background(), time.Now(), f); close(finished) }()
+	select {
+	case <-othersDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("other sessions did not finish")
+	}
+	for _, r := range f.sorted() {
+		if r.Session == 2 && r.Turn > 1 {
+			t.Fatalf("session 2 sent turn %d while turn 1 was stuck", r.Turn)
+		}
+	}
+	close(release)
+	select {
+	case <-finished:
+	case <-time.After(10 * time.Second):
+		t.Fatal("workload did not finish after release")
+	}
+	if n := len(f.sorted()); n != 9 {
+		t.Fatalf("got %d requests, want 9", n)
+	}
+}
+
+func TestOpenLoopScheduledTimes(t *testing.T) {
+	sc := scenario(1, scenarios.Workload{Name: "ol", Type: "open_loop", Stream: true,
+		Duration: scenarios.Duration(400 * time.Millisecond), Pacer: &scenarios.Pacer{Type: "constant", Rate: 50}})
+	f := &fakeSender{}
+	start := time.Now()
+	w, err := New(sc, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := w.Run(context.Background(), start, f)
+	reqs := f.sorted()
+	if len(reqs) != 20 || st.Requests != 20 {
+		t.Fatalf("got %d requests (stats %d), want 20", len(reqs), st.Requests)
+	}
+	var ids []string
+	for _, r := range reqs {
+		ids = append(ids, r.ID)
+		off := r.Scheduled.Sub(start)
+		if off < 0 || off > 2*time.Second {
+			t.Fatalf("%s scheduled at %v from start", r.ID, off)
+		}
+	}
+	if ids[0] != "ol-000000" || ids[19] != "ol-000019" {
+		t.Fatalf("ids %v", ids)
+	}
+}
+
+func TestOpenLoopStopsOnCancel(t *testing.T) {
+	sc := scenario(1, scenarios.Workload{Name: "ol", Type: "open_loop",
+		Duration: scenarios.Duration(time.Minute), Pacer: &scenarios.Pacer{Type: "constant", Rate: 20}})
+	w, _ := New(sc, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	f := &fakeSender{}
+	done := make(chan Stats)
+	go func() { done <- w.Run(ctx, time.Now(), f) }()
+	select {
+	case st := <-done:
+		if st.Requests == 0 || st.Requests > 20 {
+			t.Fatalf("sent %d", st.Requests)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("open loop did not stop on cancel")
+	}
+}
+
+func TestBurst(t *testing.T) {
+	sc := scenario(1, scenarios.Workload{Name: "b", Type: "burst", Count: 12})
+	f := &fakeSender{}
+	runAll(t, sc, f)
+	reqs := f.sorted()
+	if len(reqs) != 12 {
+		t.Fatalf("got %d", len(reqs))
+	}
+	for _, r := range reqs {
+		if !r.Scheduled.Equal(reqs[0].Scheduled) {
+			t.Fatal("burst requests must share one scheduled instant")
+		}
+	}
+}
+
+func TestSchedule(t *testing.T) {
+	rng := func() *rand.Rand { return rand.New(rand.NewPCG(1, 2)) }
+	tests := []struct {
+		name    string
+		pacer   scenarios.Pacer
+		du      time.Duration
+		minHits int
+		maxHits int
+	}{
+		{"constant 10/s for 1s", scenarios.Pacer{Type: "constant", Rate: 10}, time.Second, 10, 10},
+		{"fractional 0.5/s for 4s", scenarios.Pacer{Type: "constant", Rate: 0.5}, 4 * time.Second, 2, 2},
+		{"linear 10/s +10/s² for 2s", scenarios.Pacer{Type: "linear", Rate: 10, Slope: 10}, 2 * time.Second, 38, 42},
+		{"sine 20±10 over 1s for 2s", scenarios.Pacer{Type: "sine", Rate: 20, Amplitude: 10, Period: scenarios.Duration(time.Second)}, 2 * time.Second, 38, 42},
+		{"poisson 1000/s for 10s", scenarios.Pacer{Type: "poisson", Rate: 1000}, 10 * time.Second, 9700, 10300},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := NewPacer(&tt.pacer, rng(), tt.du)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := Schedule(p, tt.du, 0)
+			if len(s) < tt.minHits || len(s) > tt.maxHits {
+				t.Fatalf("%d hits, want [%d, %d]", len(s), tt.minHits, tt.maxHits)
+			}
+			for i := 1; i < len(s); i++ {
+				if s[i] < s[i-1] {
+					t.Fatalf("schedule not monotonic at %d", i)
+				}
+			}
+			if s[len(s)-1] > tt.du {
+				t.Fatalf("last hit at %v beyond %v", s[len(s)-1], tt.du)
+			}
+		})
+	}
+}
+
+func TestPoissonDeterministicAndExponential(t *testing.T) {
+	a := NewPoisson(100, rand.New(rand.NewPCG(9, 9)))
+	b := NewPoisson(100, rand.New(rand.NewPCG(9, 9)))
+	// Query b out of order: memoisation makes Pace a pure function of (elapsed, hits).
+	if b.Arrival(500) != a.Arrival(500) || a.Arrival(3) != b.Arrival(3) {
+		t.Fatal("same seed, different arrivals")
+	}
+	// Gaps of a Poisson process: mean 1/λ and coefficient of variation 1.
+	n := 20000
+	var sum, sumSq float64
+	for i := 1; i < n; i++ {
+		g := (a.Arrival(uint64(i)) - a.Arrival(uint64(i-1))).Seconds()
+		sum += g
+		sumSq += g * g
+	}
+	mean := sum / float64(n-1)
+	cv := (sumSq/float64(n-1) - mean*mean) / (mean * mean)
+	if mean < 0.0095 || mean > 0.0105 || cv < 0.9 || cv > 1.1 {
+		t.Fatalf("mean gap %v (want 0.01), squared CV %v (want 1)", mean, cv)
+	}
+	if w, stop := a.Pace(0, 0); stop || w != a.Arrival(0) {
+		t.Fatalf("Pace(0,0) = %v %v", w, stop)
+	}
+	if a.Rate(time.Hour) != 100 {
+		t.Fatal("rate")
+	}
+}
+
+func TestNewPacerErrors(t *testing.T) {
+	for _, p := range []*scenarios.Pacer{nil, {Type: "constant"}, {Type: "sine", Rate: 5}, {Type: "sine", Rate: 5, Amplitude: 9, Period: scenarios.Duration(time.Second)}, {Type: "weird", Rate: 1}} {
+		if _, err := NewPacer(p, rand.New(rand.NewPCG(1, 1)), time.Second); err == nil {
+			b, _ := json.Marshal(p)
+			t.Fatalf("pacer %s: want error", b)
+		}
+	}
+}
