@@ -166,6 +166,25 @@ func (m *TinyRef) Forward(batch []SeqInput, out []int) error {
 	if err := checkBatch("tinyref", m.kv, m.vocab, batch, out); err != nil {
 		return err
 	}
+	m.forward(batch)
+	k := 0
+	for i, s := range batch {
+		out[i] = -1
+		if !s.Sample {
+			continue
+		}
+		lg := m.buf.logits[k*m.vocab : (k+1)*m.vocab]
+		m.addTextBias(lg, s.Tokens[len(s.Tokens)-1], s.Pos+len(s.Tokens))
+		out[i] = sampleToken(lg, s.Sampling, s.Pos+len(s.Tokens))
+		k++
+	}
+	return nil
+}
+
+// forward runs the transformer over a checked batch: it writes every input token's K/V
+// into the cache and leaves in m.buf.logits the raw head logits (no text bias) of the
+// last token of each sequence with Sample set, one row per such sequence in batch order.
+func (m *TinyRef) forward(batch []SeqInput) {
 	T := 0
 	for _, s := range batch {
 		T += len(s.Tokens)
@@ -227,15 +246,15 @@ func (m *TinyRef) Forward(batch []SeqInput, out []int) error {
 	// Output head, only for the rows that are sampled.
 	b.rows = b.rows[:0]
 	r = 0
-	for i, s := range batch {
+	for _, s := range batch {
 		r += len(s.Tokens)
-		out[i] = -1
 		if s.Sample {
 			b.rows = append(b.rows, r-1)
 		}
 	}
 	if len(b.rows) == 0 {
-		return nil
+		b.logits = b.logits[:0]
+		return
 	}
 	n := len(b.rows)
 	b.hs = grow(b.hs, n*dim)
@@ -245,28 +264,6 @@ func (m *TinyRef) Forward(batch []SeqInput, out []int) error {
 	rmsNormRows(b.hs, b.hs, m.finalNorm, n, dim)
 	b.logits = grow(b.logits, n*m.vocab)
 	MatMulT(b.logits, b.hs, m.head, n, m.vocab, dim)
-	k := 0
-	for i, s := range batch {
-		if !s.Sample {
-			continue
-		}
-		lg := b.logits[k*m.vocab : (k+1)*m.vocab]
-		m.addTextBias(lg, s.Tokens[len(s.Tokens)-1], s.Pos+len(s.Tokens))
-		out[i] = sampleToken(lg, s.Sampling, s.Pos+len(s.Tokens))
-		k++
-	}
-	return nil
-}
-
-// logitsFor runs the model on one sequence and returns its last row's logits (bias
-// included); used by tests and benchmarks.
-func (m *TinyRef) logitsFor(s SeqInput) ([]float32, error) {
-	s.Sample = true
-	out := []int{0}
-	if err := m.Forward([]SeqInput{s}, out); err != nil {
-		return nil, err
-	}
-	return append([]float32(nil), m.buf.logits[:m.vocab]...), nil
 }
 
 // rope rotates each head's consecutive pairs (2i, 2i+1) by pos·invFreq[i].
