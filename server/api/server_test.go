@@ -1,0 +1,209 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"pdsoak/server/gen"
+)
+
+// runServer serves h with opts on a loopback listener; stop shuts it down and waits.
+func runServer(t *testing.T, h http.Handler, opts ...ServerOption) (url string, srv *Server, wait func() error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv = NewServer(h, append([]ServerOption{WithServerLogger(discardLogger())}, opts...)...)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), srv, func() error { return <-errc }
+}
+
+func TestSlowLorisIsCut(t *testing.T) {
+	f := &fakeGen{script: textScript("ok", "stop")}
+	h := New(f, WithLogger(discardLogger()))
+	url, srv, wait := runServer(t, h, WithReadHeaderTimeout(200*time.Millisecond))
+	defer func() {
+		_ = srv.Shutdown(context.Background())
+		_ = wait()
+	}()
+
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Dribble a header one byte every 20 ms for up to 20 s; the server must hang up long
+	// before the request is complete.
+	header := "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: " + strings.Repeat("a", 1000) + "\r\n\r\n"
+	closed := make(chan error, 1)
+	go func() {
+		_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+		_, err := io.ReadAll(conn)
+		closed <- err
+	}()
+	sent := 0
+	for ; sent < len(header); sent++ {
+		if _, err := conn.Write([]byte{header[sent]}); err != nil {
+			break
+		}
+		select {
+		case err := <-closed:
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatalf("client read timed out: the server never closed the slow connection")
+			}
+			if sent >= len(header)-1 {
+				t.Fatal("the whole header got through")
+			}
+			// Still serving normal clients.
+			if r := do(t, "GET", url+"/health", "", nil); r.status != 200 {
+				t.Fatalf("health after slow loris: %d", r.status)
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("connection still open after %d of %d header bytes", sent, len(header))
+}
+
+func TestShutdownLetsRequestsFinish(t *testing.T) {
+	release := make(chan struct{})
+	f := &fakeGen{started: make(chan struct{}, 1), script: func(e *emitter) {
+		if !e.send(gen.Event{Tokens: []int{'a'}}) {
+			return
+		}
+		select {
+		case <-release:
+		case <-e.ctx.Done():
+			e.abort()
+			return
+		}
+		e.send(gen.Event{Tokens: []int{'b'}})
+		e.send(gen.Event{Done: true, Finish: "stop"})
+	}}
+	h := New(f, WithLogger(discardLogger()))
+	url, srv, wait := runServer(t, h, WithShutdownGrace(20*time.Second))
+
+	got := make(chan response, 1)
+	go func() { got <- post(t, url+"/v1/completions", `{"prompt":"x","stream":true}`) }()
+	<-f.started
+	shutdownDone := make(chan error, 1)
+	go func() { shutdownDone <- srv.Shutdown(context.Background()) }()
+	// New connections are refused once shutdown began (poll: Shutdown runs concurrently).
+	refused := false
+	for i := 0; i < 500 && !refused; i++ {
+		c, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "http://"), time.Second)
+		if err != nil {
+			refused = true
+		} else {
+			c.Close()
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	if !refused {
+		t.Fatal("listener still accepting during shutdown")
+	}
+	close(release)
+	r := <-got
+	events := readSSE(t, r.body)
+	if events[len(events)-1] != "[DONE]" {
+		t.Fatalf("in-flight request did not finish: %v", events)
+	}
+	if err := <-shutdownDone; err != nil {
+		t.Fatal(err)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	f.wg.Wait()
+}
+
+func TestShutdownAbortsStuckRequests(t *testing.T) {
+	f := &fakeGen{started: make(chan struct{}, 2), script: func(e *emitter) {
+		if e.req.MaxTokens == 2 { // the streaming one starts, then hangs
+			if !e.send(gen.Event{Tokens: []int{'a'}}) {
+				return
+			}
+		}
+		e.hang()
+	}}
+	h := New(f, WithLogger(discardLogger()))
+	url, srv, wait := runServer(t, h, WithShutdownGrace(100*time.Millisecond), WithAbortWait(10*time.Second))
+
+	streamed := make(chan response, 1)
+	whole := make(chan response, 1)
+	go func() { streamed <- post(t, url+"/v1/completions", `{"prompt":"x","stream":true,"max_tokens":2}`) }()
+	go func() { whole <- post(t, url+"/v1/completions", `{"prompt":"x","max_tokens":3}`) }()
+	<-f.started
+	<-f.started
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := <-streamed
+	events := readSSE(t, r.body)
+	var er ErrorResponse
+	if last := events[len(events)-1]; json.Unmarshal([]byte(last), &er) != nil || er.Error.Type != "unavailable" {
+		t.Fatalf("aborted stream should end with an unavailable error event: %v", events)
+	}
+	r = <-whole
+	if r.status != 503 || errorOf(t, r).Type != "unavailable" {
+		t.Fatalf("aborted request before headers: %d %s", r.status, r.body)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	f.wg.Wait()
+}
+
+func TestServeStopsWithContext(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Serve(ctx, ln, New(&fakeGen{}, WithLogger(discardLogger())), WithServerLogger(discardLogger()))
+	}()
+	if r := do(t, "GET", "http://"+ln.Addr().String()+"/health", "", nil); r.status != 200 {
+		t.Fatalf("health: %d", r.status)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after its context ended")
+	}
+}
+
+func TestGeneratorThatIgnoresCancel(t *testing.T) {
+	stuck := make(chan struct{})
+	f := &fakeGen{started: make(chan struct{}, 1), script: func(e *emitter) {
+		e.send(gen.Event{Tokens: []int{'a'}})
+		<-stuck // never honours ctx: the handler must still end the request
+		e.ch <- gen.Event{Done: true, Err: gen.ErrAborted}
+	}}
+	srv, h := startServer(t, f, WithAbortGrace(50*time.Millisecond))
+	got := make(chan response, 1)
+	go func() { got <- post(t, srv.URL+"/v1/completions", `{"prompt":"x","stream":true}`) }()
+	<-f.started
+	h.Abort()
+	r := <-got
+	if strings.Contains(string(r.body), "[DONE]") || !strings.Contains(string(r.body), "internal_error") {
+		t.Fatalf("want an internal error event: %s", r.body)
+	}
+	close(stuck)
+}
