@@ -1,0 +1,196 @@
+package scheduler
+
+import (
+	"time"
+
+	"pdsoak/kernels"
+	"pdsoak/server/kvpool"
+)
+
+// Ready returns the decisions since the previous call. When no batch is in flight it
+// first moves queues (resume retracted, preallocate, admit) and plans the next batch.
+func (s *Scheduler) Ready(now time.Time) Ready {
+	s.touch(now)
+	if s.batch == nil {
+		s.plan(now)
+	}
+	if s.strict() && s.statsDue {
+		st := s.Stats()
+		s.out.Stats = &st
+	}
+	s.statsDue = false
+	rd := s.out
+	s.out = Ready{}
+	return rd
+}
+
+func (s *Scheduler) alloc(r *request, tokens int) bool {
+	need := s.pagesFor(tokens) - len(r.pages)
+	if need <= 0 {
+		return true
+	}
+	got, ok := s.pool.Alloc(kvpool.Owner(r.seq), need)
+	if !ok {
+		return false
+	}
+	r.pages = append(r.pages, got...)
+	return true
+}
+
+func (s *Scheduler) plan(now time.Time) {
+	if s.cfg.Role == RoleDecode {
+		s.resumeRetracted(now)
+		s.preallocate(now)
+	}
+	var batch []*request
+	if s.cfg.Role != RolePrefill {
+		batch = s.growRunning(now)
+	}
+	batch = append(batch, s.admit(now)...)
+	if len(batch) == 0 {
+		return
+	}
+	s.batch, s.batchStart = batch, now
+	rd := &s.out
+	rd.Batch = make([]kernels.SeqInput, len(batch))
+	rd.BatchSeqs = make([]uint64, len(batch))
+	for i, r := range batch {
+		r.inBatch = true
+		in := r.tokens[r.cached:]
+		rd.Batch[i] = kernels.SeqInput{Tokens: in, Pos: r.cached, Pages: r.pages, Sample: true, Sampling: r.req.Sampling}
+		rd.BatchSeqs[i] = r.seq
+		if len(in) == 1 && r.cached > 0 {
+			rd.DecodeTokens++
+		} else {
+			rd.PrefillTokens += len(in)
+		}
+	}
+}
+
+// growRunning makes sure every running request has a page for its next token,
+// retracting the youngest running requests when the pool runs out. It returns the
+// running requests, oldest first.
+func (s *Scheduler) growRunning(now time.Time) []*request {
+	for i := 0; i < len(s.running); i++ {
+		r := s.running[i]
+		for !s.alloc(r, len(r.tokens)) {
+			victim := s.running[len(s.running)-1] // youngest admitted
+			s.retract(now, victim)
+			if victim == r {
+				break
+			}
+		}
+	}
+	return append([]*request(nil), s.running...)
+}
+
+func (s *Scheduler) retract(now time.Time, r *request) {
+	s.release(r)
+	s.out.Retracted = append(s.out.Retracted, r.seq)
+	if s.cfg.Role == RoleDecode {
+		s.moveTo(now, r, StageRetracted, false)
+	} else {
+		s.moveTo(now, r, StageWaiting, true)
+	}
+}
+
+// admit moves waiting requests into the batch: FIFO, bounded by the running limit, the
+// prefill token budget and free pages.
+func (s *Scheduler) admit(now time.Time) []*request {
+	var admitted []*request
+	budget := s.cfg.MaxPrefillTokens
+	for len(s.waiting) > 0 {
+		r := s.waiting[0]
+		if len(s.running) >= s.runLimit() {
+			break
+		}
+		newTokens := len(r.tokens) - r.cached
+		if newTokens > 1 || r.cached == 0 { // a prefill (or a recompute)
+			if newTokens > budget && len(admitted) > 0 {
+				break
+			}
+			budget -= newTokens
+		}
+		if !s.alloc(r, len(r.tokens)) {
+			break
+		}
+		st := StageRunning
+		if s.cfg.Role == RolePrefill {
+			st = StageForward
+		}
+		s.moveTo(now, r, st, false)
+		admitted = append(admitted, r)
+	}
+	return admitted
+}
+
+// resumeRetracted gives retracted decode requests their pages back, oldest first.
+func (s *Scheduler) resumeRetracted(now time.Time) {
+	for len(s.retracted) > 0 {
+		r := s.retracted[0]
+		need := len(r.tokens)
+		if !s.strict() && s.allocatableTokens(false) < need+s.cfg.ReservedDecodeTokens {
+			return
+		}
+		if !s.alloc(r, need) {
+			return
+		}
+		s.moveTo(now, r, StageWaiting, true)
+	}
+}
+
+// allocatableTokens is SGLang's DecodePreallocQueue._allocatable_tokens: free tokens
+// minus the headroom reserved for requests already past prealloc and for retracted ones.
+func (s *Scheduler) allocatableTokens(countRetracted bool) int {
+	free := s.pool.FreePages() * s.cfg.PageSize
+	free -= s.cfg.ReservedDecodeTokens * (len(s.running) + len(s.transfer) + len(s.waiting))
+	if countRetracted {
+		for _, r := range s.retracted {
+			free -= len(r.tokens) + s.cfg.ReservedDecodeTokens
+		}
+	}
+	return free
+}
+
+// preallocate reserves pages for the prompt of prealloc requests and starts their
+// transfers. SGLang: FIFO, stops at the first request that does not fit, nothing while a
+// request is retracted, at most MaxRunningRequests requests past prealloc. Strict: skips
+// requests that do not fit (each is bounded by PreallocTimeout) and keeps the pages the
+// oldest retracted request needs.
+func (s *Scheduler) preallocate(now time.Time) {
+	if !s.strict() {
+		if len(s.retracted) > 0 {
+			return
+		}
+		for len(s.prealloc) > 0 {
+			r := s.prealloc[0]
+			if len(s.running)+len(s.waiting)+len(s.transfer) >= s.cfg.MaxRunningRequests {
+				return
+			}
+			if r.nPrompt+s.cfg.ReservedDecodeTokens > s.allocatableTokens(true) || !s.alloc(r, r.nPrompt) {
+				return // head-of-line: the queue waits for its head
+			}
+			s.startTransfer(now, r)
+		}
+		return
+	}
+	keep := 0
+	if len(s.retracted) > 0 {
+		keep = s.pagesFor(len(s.retracted[0].tokens) + 1)
+	}
+	for i := 0; i < len(s.prealloc); {
+		r := s.prealloc[i]
+		if s.pool.FreePages()-s.pagesFor(r.nPrompt) < keep || !s.alloc(r, r.nPrompt) {
+			i++
+			continue
+		}
+		s.startTransfer(now, r) // removes r from s.prealloc
+	}
+}
+
+func (s *Scheduler) startTransfer(now time.Time, r *request) {
+	s.moveTo(now, r, StageTransfer, false)
+	r.transferStarted = true
+	s.out.Transfers = append(s.out.Transfers, Transfer{Seq: r.seq, ID: r.id, Room: r.room, Addr: r.req.Bootstrap.Addr,
+		Pages: append([]int32(nil), r.pages...)})
+}
