@@ -240,22 +240,85 @@ func Body(req *Request) ([]byte, string, error) {
 	return data, path, err
 }
 
+// Phases as stored in reqState.phase.
+const (
+	phConnect int32 = iota
+	phBeforeHeaders
+	phBeforeFirstToken
+	phMidStream
+)
+
+var phaseNames = [...]reports.Phase{reports.PhaseConnect, reports.PhaseBeforeHeaders, reports.PhaseBeforeFirstToken, reports.PhaseMidStream}
+
+// fired records the first deadline that fired and the phase the request was in then.
+type fired struct {
+	cause error
+	name  string
+	phase reports.Phase
+}
+
 // reqState tracks one request's progress for the deadline timers and the classifier.
+// The timers run on their own goroutines, so everything they read is atomic.
 type reqState struct {
-	wrote   atomic.Bool
+	phase   atomic.Int32
+	fired   atomic.Pointer[fired]
 	cancel  context.CancelCauseFunc
 	stall   *time.Timer
 	first   *time.Timer
 	connect *time.Timer
+	total   *time.Timer
 }
 
 func (s *reqState) stop() {
-	for _, t := range []*time.Timer{s.stall, s.first, s.connect} {
+	for _, t := range []*time.Timer{s.stall, s.first, s.connect, s.total} {
 		if t != nil {
 			t.Stop()
 		}
 	}
 }
+
+// advance moves the phase forward (never back).
+func (s *reqState) advance(p int32) {
+	for {
+		cur := s.phase.Load()
+		if cur >= p || s.phase.CompareAndSwap(cur, p) {
+			return
+		}
+	}
+}
+
+// DeadlineObserver is an optional extension of Observer: BeforeDeadline is called
+// when a deadline fires, before the request is cancelled, so the caller can ask the
+// server what it knows about the request while the server still holds it. It runs on
+// a timer goroutine and must return promptly (it delays the cancellation, not the
+// classification: the request is classified by the deadline that fired first).
+type DeadlineObserver interface {
+	BeforeDeadline(req *Request, deadline string, phase reports.Phase)
+}
+
+// fire returns the timer callback for a deadline.
+func (c *Client) fire(req *Request, st *reqState, obs Observer, cause error, name string, cond func() bool) func() {
+	return func() {
+		if cond != nil && !cond() {
+			return
+		}
+		f := &fired{cause: cause, name: name, phase: phaseNames[st.phase.Load()]}
+		if cause == ErrConnectDeadline {
+			f.phase = reports.PhaseConnect
+		}
+		if !st.fired.CompareAndSwap(nil, f) {
+			return
+		}
+		if do, ok := obs.(DeadlineObserver); ok {
+			do.BeforeDeadline(req, name, f.phase)
+		}
+		st.cancel(cause)
+	}
+}
+
+// DefaultInspectGrace is how long past the total deadline the hard context deadline
+// sits, leaving a DeadlineObserver time to inspect the server before cancellation.
+var DefaultInspectGrace = 3 * time.Second
 
 // Do sends req and returns its classified result. It never panics on a bad server
 // and returns by the total deadline (plus scheduling noise) at the latest; a
@@ -281,24 +344,23 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 	defer cancel(nil)
 	dl := req.Deadlines
 	if dl.Total > 0 {
+		st.total = time.AfterFunc(dl.Total, c.fire(req, st, obs, ErrTotalDeadline, "total", nil))
+		// Backstop: even if an observer hangs, the request ends.
 		var cancelT context.CancelFunc
-		rctx, cancelT = context.WithDeadlineCause(rctx, now.Add(dl.Total), ErrTotalDeadline)
+		rctx, cancelT = context.WithDeadlineCause(rctx, now.Add(dl.Total+DefaultInspectGrace), ErrTotalDeadline)
 		defer cancelT()
 	}
 	if dl.Connect > 0 {
-		st.connect = time.AfterFunc(dl.Connect, func() {
-			if !st.wrote.Load() {
-				cancel(ErrConnectDeadline)
-			}
-		})
+		st.connect = time.AfterFunc(dl.Connect, c.fire(req, st, obs, ErrConnectDeadline, "connect",
+			func() bool { return st.phase.Load() == phConnect }))
 	}
 	if req.Stream && dl.FirstToken > 0 {
-		st.first = time.AfterFunc(dl.FirstToken, func() { cancel(ErrFirstTokenDeadline) })
+		st.first = time.AfterFunc(dl.FirstToken, c.fire(req, st, obs, ErrFirstTokenDeadline, "first_token", nil))
 	}
 	defer st.stop()
 
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
-		st.wrote.Store(true)
+		st.advance(phBeforeHeaders)
 		if st.connect != nil {
 			st.connect.Stop()
 		}
@@ -323,6 +385,7 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 		return c.classifyErr(rctx, res, st, err)
 	}
 	defer resp.Body.Close()
+	st.advance(phBeforeFirstToken)
 	res.Headers = c.now()
 	res.Status = resp.StatusCode
 	if obs != nil {
@@ -347,7 +410,7 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 			st.connect.Stop()
 		}
 		if dl.Stall > 0 {
-			st.stall = time.AfterFunc(dl.Stall, func() { cancel(ErrStallDeadline) })
+			st.stall = time.AfterFunc(dl.Stall, c.fire(req, st, obs, ErrStallDeadline, "stall", nil))
 		}
 		return c.readStream(rctx, req, res, st, cb, obs)
 	}
@@ -437,7 +500,7 @@ func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *
 				return c.classifyErr(ctx, res, st, err)
 			}
 			if errors.Is(err, io.EOF) && res.FinishReason != "" {
-				return c.finish(res, reports.OutcomeOK, "", nil)
+				return c.success(res, st)
 			}
 			if errors.Is(err, sse.ErrLineTooLong) {
 				return c.finish(res, reports.OutcomeInvalid, "", err)
@@ -452,7 +515,7 @@ func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *
 		}
 		if strings.TrimSpace(ev.Data) == "[DONE]" {
 			res.Text = text.String()
-			return c.finish(res, reports.OutcomeOK, "", nil)
+			return c.success(res, st)
 		}
 		var ch chunk
 		if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil {
@@ -479,6 +542,7 @@ func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *
 		text.WriteString(content)
 		if res.FirstToken.IsZero() {
 			res.FirstToken = now
+			st.advance(phMidStream)
 			if st.first != nil {
 				st.first.Stop()
 			}
@@ -528,27 +592,21 @@ func (c *Client) readWhole(ctx context.Context, req *Request, res *Result, st *r
 	if res.FinishReason == "" {
 		return c.finish(res, reports.OutcomeTruncated, "", errors.New("client: body has no finish_reason"))
 	}
-	return c.finish(res, reports.OutcomeOK, "", nil)
+	return c.success(res, st)
 }
 
 // classifyErr turns a transport or read error into an outcome, preferring the
 // deadline that fired over the error it caused.
 func (c *Client) classifyErr(ctx context.Context, res *Result, st *reqState, err error) *Result {
+	if f := st.fired.Load(); f != nil {
+		return c.deadline(res, f)
+	}
 	cause := context.Cause(ctx)
-	phase := c.phase(res, st)
+	phase := phaseNames[st.phase.Load()]
 	switch {
 	case errors.Is(cause, ErrClientCancel):
 		res.Phase = phase
 		return c.finish(res, reports.OutcomeCancelled, "", cause)
-	case errors.Is(cause, ErrStallDeadline):
-		res.Phase = phase
-		return c.finish(res, reports.OutcomeStalled, "stall", cause)
-	case errors.Is(cause, ErrFirstTokenDeadline):
-		res.Phase = phase
-		return c.finish(res, reports.OutcomeDeadlineExceeded, "first_token", cause)
-	case errors.Is(cause, ErrConnectDeadline):
-		res.Phase = reports.PhaseConnect
-		return c.finish(res, reports.OutcomeDeadlineExceeded, "connect", cause)
 	case errors.Is(cause, ErrTotalDeadline):
 		res.Phase = phase
 		return c.finish(res, reports.OutcomeDeadlineExceeded, "total", cause)
@@ -562,17 +620,23 @@ func (c *Client) classifyErr(ctx context.Context, res *Result, st *reqState, err
 	return c.finish(res, reports.OutcomeTruncated, "", fmt.Errorf("client: %w", err))
 }
 
-func (c *Client) phase(res *Result, st *reqState) reports.Phase {
-	switch {
-	case !res.FirstToken.IsZero():
-		return reports.PhaseMidStream
-	case !res.Headers.IsZero():
-		return reports.PhaseBeforeFirstToken
-	case st.wrote.Load():
-		return reports.PhaseBeforeHeaders
-	default:
-		return reports.PhaseConnect
+// deadline classifies a request whose deadline fired: stalled for the stall bound,
+// deadline_exceeded for the others, with the phase at the moment it fired.
+func (c *Client) deadline(res *Result, f *fired) *Result {
+	res.Phase = f.phase
+	if f.cause == ErrStallDeadline {
+		return c.finish(res, reports.OutcomeStalled, f.name, f.cause)
 	}
+	return c.finish(res, reports.OutcomeDeadlineExceeded, f.name, f.cause)
+}
+
+// success ends a request that completed, unless a deadline fired first (a reply that
+// arrives while the observer inspects the server is still late).
+func (c *Client) success(res *Result, st *reqState) *Result {
+	if f := st.fired.Load(); f != nil {
+		return c.deadline(res, f)
+	}
+	return c.finish(res, reports.OutcomeOK, "", nil)
 }
 
 func (c *Client) finish(res *Result, o reports.Outcome, deadline string, err error) *Result {

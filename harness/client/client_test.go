@@ -420,3 +420,69 @@ func TestNewRejectsBadURL(t *testing.T) {
 		t.Fatal("want error for a URL without scheme")
 	}
 }
+
+// inspectObs checks the server still holds the request when BeforeDeadline runs.
+type inspectObs struct {
+	recObs
+	held    func() bool
+	mu      sync.Mutex
+	calls   []string
+	wasHeld bool
+	sleep   time.Duration
+}
+
+func (o *inspectObs) BeforeDeadline(req *Request, deadline string, phase reports.Phase) {
+	o.mu.Lock()
+	o.calls = append(o.calls, deadline+":"+string(phase))
+	o.wasHeld = o.held()
+	o.mu.Unlock()
+	time.Sleep(o.sleep)
+}
+
+func TestBeforeDeadlineRunsWhileServerHoldsRequest(t *testing.T) {
+	var mu sync.Mutex
+	open := false
+	f := newFake(t, func(f *fake, w http.ResponseWriter, r *http.Request) {
+		fl := sseHeaders(w)
+		writeTokens(w, fl, 1)
+		mu.Lock()
+		open = true
+		mu.Unlock()
+		f.hang(r)
+		mu.Lock()
+		open = false
+		mu.Unlock()
+	})
+	c, _ := New(f.srv.URL)
+	defer c.CloseIdleConnections()
+	obs := &inspectObs{held: func() bool { mu.Lock(); defer mu.Unlock(); return open }}
+	res := c.Do(context.Background(), &Request{ID: "i", Model: "ref", Stream: true, Deadlines: dl}, obs)
+	if res.Outcome != reports.OutcomeStalled || res.Phase != reports.PhaseMidStream {
+		t.Fatalf("got %s %s", res.Outcome, res.Phase)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.calls) != 1 || obs.calls[0] != "stall:mid_stream" || !obs.wasHeld {
+		t.Fatalf("calls %v, held %v", obs.calls, obs.wasHeld)
+	}
+}
+
+// A reply that completes while the observer inspects the server is still late.
+func TestLateReplyDuringInspectionStaysLate(t *testing.T) {
+	f := newFake(t, func(f *fake, w http.ResponseWriter, r *http.Request) {
+		fl := sseHeaders(w)
+		writeTokens(w, fl, 1)
+		if f.sleep(r, 700*time.Millisecond) { // past the stall bound, inside the inspection
+			fmt.Fprint(w, chatChunk("", "stop")+"data: [DONE]\n\n")
+			fl.Flush()
+		}
+	})
+	c, _ := New(f.srv.URL)
+	defer c.CloseIdleConnections()
+	obs := &inspectObs{held: func() bool { return true }, sleep: 800 * time.Millisecond}
+	res := c.Do(context.Background(), &Request{ID: "l", Model: "ref", Stream: true,
+		Deadlines: Deadlines{Stall: 300 * time.Millisecond, Total: 5 * time.Second}}, obs)
+	if res.Outcome != reports.OutcomeStalled {
+		t.Fatalf("got %s (%s), want stalled", res.Outcome, res.Err)
+	}
+}
