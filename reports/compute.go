@@ -1,0 +1,542 @@
+package reports
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Builder accumulates a ledger one event at a time (so a long soak's ledger need not fit
+// in memory as events) and computes Results at the end.
+type Builder struct {
+	cfg       Config
+	start     time.Time
+	end       time.Time
+	scenario  string
+	seed      int64
+	seedSet   bool
+	target    string
+	runErr    string
+	scheduled map[string]bool // request id -> resolved
+	outcomes  map[Outcome]int
+	workloads map[string]int
+	drops     []SilentDrop
+	dropCount int
+	duplicate []string
+	ttft, itl []float64
+	e2e, lag  []float64
+	samples   []sample // for recovery
+	faults    []*faultState
+	faultIdx  map[string]*faultState
+	leak      *CheckResult
+	self      *CheckResult
+	badIDs    map[Outcome][]string
+	notes     []string
+}
+
+type sample struct {
+	at time.Time // scheduled time
+	ok bool
+}
+
+type faultState struct {
+	res   FaultResult
+	start time.Time
+	stop  time.Time
+}
+
+// NewBuilder returns an empty Builder.
+func NewBuilder(cfg Config) *Builder {
+	if cfg.MaxDrops == 0 {
+		cfg.MaxDrops = DefaultMaxDrops
+	}
+	r := &cfg.Recovery
+	if r.Window <= 0 {
+		r.Window = DefaultRecoveryWindow
+	}
+	if r.Within <= 0 {
+		r.Within = DefaultRecoveryWithin
+	}
+	if r.Threshold <= 0 {
+		r.Threshold = DefaultRecoveryThreshold
+	}
+	if r.MinRequests <= 0 {
+		r.MinRequests = DefaultRecoveryMinRequests
+	}
+	return &Builder{
+		cfg:       cfg,
+		scenario:  cfg.Scenario,
+		seed:      cfg.Seed,
+		target:    cfg.Target,
+		scheduled: map[string]bool{},
+		outcomes:  map[Outcome]int{},
+		workloads: map[string]int{},
+		faultIdx:  map[string]*faultState{},
+		badIDs:    map[Outcome][]string{},
+	}
+}
+
+// Compute judges a whole ledger held in memory.
+func Compute(evs []Event, cfg Config) *Results {
+	b := NewBuilder(cfg)
+	for _, e := range evs {
+		b.Add(e)
+	}
+	return b.Results()
+}
+
+// Add folds one event into the builder.
+func (b *Builder) Add(e Event) {
+	if !e.Time.IsZero() {
+		if b.start.IsZero() || e.Time.Before(b.start) {
+			b.start = e.Time
+		}
+		if e.Time.After(b.end) {
+			b.end = e.Time
+		}
+	}
+	switch e.Type {
+	case EventRunStart:
+		b.start = e.Time
+		if e.Scenario != "" {
+			b.scenario = e.Scenario
+		}
+		b.seed, b.seedSet = e.Seed, true
+		if e.URL != "" {
+			b.target = e.URL
+		} else if e.Target != "" {
+			b.target = e.Target
+		}
+	case EventRunEnd:
+		if e.Error != "" {
+			b.runErr = e.Error
+		}
+	case EventScheduled:
+		if e.RequestID != "" {
+			if _, seen := b.scheduled[e.RequestID]; !seen {
+				b.scheduled[e.RequestID] = false
+			}
+		}
+	case EventSent:
+		if e.Lag > 0 || e.Scheduled != nil {
+			b.lag = append(b.lag, e.Lag)
+		}
+	case EventDone:
+		b.addDone(e)
+	case EventFaultStart:
+		f := b.fault(e.Fault)
+		f.start = e.Time
+		if e.FaultType != "" {
+			f.res.Type = e.FaultType
+		}
+		if e.Target != "" {
+			f.res.Target = e.Target
+		}
+	case EventFaultStop:
+		f := b.fault(e.Fault)
+		f.stop = e.Time
+		if e.Error != "" {
+			f.res.Detail = joinDetail(f.res.Detail, "revert: "+e.Error)
+		}
+	case EventFaultVerified:
+		f := b.fault(e.Fault)
+		ok := e.Passed != nil && *e.Passed
+		if f.res.Verified == nil || !ok {
+			f.res.Verified = Bool(ok)
+		}
+		if e.Detail != "" {
+			f.res.Detail = joinDetail(f.res.Detail, e.Detail)
+		}
+	case EventLeakCheck:
+		b.leak = &CheckResult{Passed: e.Passed != nil && *e.Passed, Detail: e.Detail, Metrics: e.Metrics}
+	case EventSelfCheck:
+		b.self = &CheckResult{Passed: e.Passed == nil || *e.Passed, Detail: e.Detail}
+		if e.LagP99 > 0 || e.LagMax > 0 {
+			b.self.Metrics = map[string]float64{"lag_p99": e.LagP99, "lag_max": e.LagMax}
+		}
+	}
+}
+
+func joinDetail(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+func (b *Builder) fault(name string) *faultState {
+	if f, ok := b.faultIdx[name]; ok {
+		return f
+	}
+	f := &faultState{res: FaultResult{Name: name}}
+	b.faultIdx[name] = f
+	b.faults = append(b.faults, f)
+	return f
+}
+
+func (b *Builder) addDone(e Event) {
+	if e.RequestID != "" {
+		if b.scheduled[e.RequestID] {
+			b.duplicate = append(b.duplicate, e.RequestID)
+			return
+		}
+		b.scheduled[e.RequestID] = true
+	}
+	o := e.Outcome
+	if !o.Valid() {
+		b.notes = append(b.notes, fmt.Sprintf("request %s has unknown outcome %q; counted as invalid", e.RequestID, o))
+		o = OutcomeInvalid
+	}
+	b.outcomes[o]++
+	if e.Workload != "" {
+		b.workloads[e.Workload]++
+	}
+	if len(b.badIDs[o]) < 5 && o != OutcomeOK {
+		b.badIDs[o] = append(b.badIDs[o], e.RequestID)
+	}
+	if e.TTFT > 0 {
+		b.ttft = append(b.ttft, e.TTFT)
+	}
+	b.itl = append(b.itl, e.ITL...)
+	b.e2e = append(b.e2e, e.E2E)
+	at := e.Time.Add(-time.Duration(e.E2E * float64(time.Second)))
+	if e.Scheduled != nil {
+		at = *e.Scheduled
+	}
+	b.samples = append(b.samples, sample{at: at, ok: o == OutcomeOK})
+	if o.SilentDrop() {
+		b.dropCount++
+		if len(b.drops) < b.cfg.MaxDrops {
+			b.drops = append(b.drops, SilentDrop{
+				RequestID: e.RequestID, Workload: e.Workload, Session: e.Session, Turn: e.Turn,
+				Outcome: o, Phase: e.Phase, Age: e.Age, ServerDebug: e.ServerDebug,
+				At: e.Time.Sub(b.start).Seconds(),
+			})
+		}
+	}
+}
+
+// Results computes the report. It may be called more than once.
+func (b *Builder) Results() *Results {
+	r := &Results{
+		Scenario: b.scenario, Seed: b.seed, Target: b.target,
+		Start: b.start, End: b.end,
+		Outcomes:  map[Outcome]int{},
+		Drops:     b.drops,
+		Workloads: b.workloads,
+		Leak:      b.leak,
+		SelfCheck: b.self,
+		Notes:     append([]string(nil), b.notes...),
+	}
+	if r.Drops == nil {
+		r.Drops = []SilentDrop{}
+	}
+	for _, o := range Outcomes {
+		r.Outcomes[o] = b.outcomes[o]
+		r.Requests += b.outcomes[o]
+	}
+	r.SilentDrops = b.dropCount
+	if !b.start.IsZero() {
+		r.Duration = b.end.Sub(b.start).Seconds()
+	}
+	if r.Duration > 0 {
+		r.Throughput = float64(r.Requests) / r.Duration
+	}
+	for _, done := range b.scheduled {
+		if !done {
+			r.Unresolved++
+		}
+	}
+	r.TTFT = percentiles(b.ttft)
+	r.ITL = percentiles(b.itl)
+	r.E2E = percentiles(b.e2e)
+	r.Lag = percentiles(b.lag)
+	r.Faults = b.faultResults()
+
+	for _, a := range b.assertions() {
+		r.Assertions = append(r.Assertions, b.evaluate(a, r))
+	}
+
+	// Invalid runs: the evidence cannot be trusted.
+	if b.runErr != "" {
+		r.InvalidReasons = append(r.InvalidReasons, "run failed: "+b.runErr)
+	}
+	if b.self != nil && !b.self.Passed {
+		r.InvalidReasons = append(r.InvalidReasons, "harness self-check failed (the harness was the bottleneck): "+b.self.Detail)
+	}
+	for _, f := range r.Faults {
+		if f.Verified != nil && !*f.Verified {
+			r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("fault %s (%s on %s) did not take effect: %s", f.Name, f.Type, f.Target, f.Detail))
+		}
+	}
+	if r.Unresolved > 0 {
+		r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("%d scheduled requests have no terminal outcome in the ledger", r.Unresolved))
+	}
+	if len(b.duplicate) > 0 {
+		r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("%d requests have more than one terminal outcome (first: %s)", len(b.duplicate), b.duplicate[0]))
+	}
+	if r.Requests == 0 {
+		r.InvalidReasons = append(r.InvalidReasons, "no request reached a terminal outcome")
+	}
+	switch {
+	case len(r.InvalidReasons) > 0:
+		r.Verdict = VerdictInvalid
+	case r.Passed():
+		r.Verdict = VerdictPass
+	default:
+		r.Verdict = VerdictFail
+	}
+	return r
+}
+
+func (b *Builder) assertions() []Assertion {
+	list := b.cfg.Assertions
+	if list == nil {
+		list = []string{AssertNoSilentDrops, AssertValidResponses}
+	}
+	out := make([]Assertion, 0, len(list))
+	for _, s := range list {
+		a, err := ParseAssertion(s)
+		if err != nil {
+			// Scenarios validate assertions before a run; keep a bad one visible as a failure.
+			a = Assertion{Raw: s, Name: s, Op: "invalid: " + err.Error()}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func (b *Builder) evaluate(a Assertion, r *Results) AssertionResult {
+	res := AssertionResult{Name: a.Name}
+	if strings.HasPrefix(a.Op, "invalid: ") {
+		res.Detail = strings.TrimPrefix(a.Op, "invalid: ")
+		return res
+	}
+	switch {
+	case a.Name == AssertNoSilentDrops:
+		res.Passed = r.SilentDrops == 0
+		if res.Passed {
+			res.Detail = fmt.Sprintf("all %d requests resolved within their deadlines", r.Requests)
+		} else {
+			res.Detail = fmt.Sprintf("%d silent drops (%d stalled, %d deadline_exceeded)%s",
+				r.SilentDrops, r.Outcomes[OutcomeStalled], r.Outcomes[OutcomeDeadlineExceeded], b.dropSummary(r))
+		}
+	case a.Name == AssertValidResponses:
+		n := r.Outcomes[OutcomeInvalid] + r.Outcomes[OutcomeTruncated]
+		res.Passed = n == 0
+		if res.Passed {
+			res.Detail = fmt.Sprintf("no invalid or truncated responses among %d (explicit errors are valid)", r.Requests)
+		} else {
+			res.Detail = fmt.Sprintf("%d invalid, %d truncated%s", r.Outcomes[OutcomeInvalid], r.Outcomes[OutcomeTruncated],
+				b.idList(OutcomeInvalid, OutcomeTruncated))
+		}
+	case a.Name == AssertNoLeaks:
+		switch {
+		case b.leak == nil:
+			res.Detail = "no leak check in the ledger (no metrics endpoint, or the run ended before drain)"
+		case b.leak.Passed:
+			res.Passed = true
+			res.Detail = firstNonEmpty(b.leak.Detail, "gauges returned to their idle values after drain")
+		default:
+			res.Detail = firstNonEmpty(b.leak.Detail, "gauges did not return to idle after drain") + formatMetrics(b.leak.Metrics)
+		}
+	case a.Name == AssertRecovery:
+		res.Passed, res.Detail = b.recoveryVerdict(r.Faults)
+	case latencyFuncs[a.Func]:
+		p := map[string]Percentiles{"ttft": r.TTFT, "itl": r.ITL, "e2e": r.E2E}[a.Arg]
+		if p.Count == 0 {
+			res.Detail = fmt.Sprintf("no %s samples", a.Arg)
+			return res
+		}
+		got := map[string]float64{"p50": p.P50, "p90": p.P90, "p99": p.P99, "max": p.Max, "mean": p.Mean}[a.Func]
+		res.Passed = a.Compare(got)
+		res.Detail = fmt.Sprintf("%s(%s) = %s over %d samples", a.Func, a.Arg, fmtSeconds(got), p.Count)
+	case a.Func == "rate" || a.Func == "count":
+		n := r.SilentDrops
+		if a.Arg != "silent_drops" {
+			n = r.Outcomes[Outcome(a.Arg)]
+		}
+		if a.Func == "count" {
+			res.Passed = a.Compare(float64(n))
+			res.Detail = fmt.Sprintf("count(%s) = %d", a.Arg, n)
+			return res
+		}
+		if r.Requests == 0 {
+			res.Detail = "no requests"
+			return res
+		}
+		rate := float64(n) / float64(r.Requests)
+		res.Passed = a.Compare(rate)
+		res.Detail = fmt.Sprintf("rate(%s) = %.4g (%d of %d)", a.Arg, rate, n, r.Requests)
+	}
+	return res
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func formatMetrics(m map[string]float64) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%g", k, m[k])
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+func (b *Builder) dropSummary(r *Results) string {
+	if len(r.Drops) == 0 {
+		return ""
+	}
+	phases := map[Phase]int{}
+	for _, d := range r.Drops {
+		phases[d.Phase]++
+	}
+	keys := make([]string, 0, len(phases))
+	for p := range phases {
+		keys = append(keys, string(p))
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		name := k
+		if name == "" {
+			name = "unknown"
+		}
+		parts[i] = fmt.Sprintf("%s %d", name, phases[Phase(k)])
+	}
+	ids := make([]string, 0, 3)
+	for _, d := range r.Drops[:min(3, len(r.Drops))] {
+		ids = append(ids, d.RequestID)
+	}
+	return fmt.Sprintf("; by phase: %s; e.g. %s", strings.Join(parts, ", "), strings.Join(ids, ", "))
+}
+
+func (b *Builder) idList(os ...Outcome) string {
+	var ids []string
+	for _, o := range os {
+		ids = append(ids, b.badIDs[o]...)
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	return "; e.g. " + strings.Join(ids[:min(5, len(ids))], ", ")
+}
+
+func (b *Builder) faultResults() []FaultResult {
+	sort.SliceStable(b.samples, func(i, j int) bool { return b.samples[i].at.Before(b.samples[j].at) })
+	out := make([]FaultResult, 0, len(b.faults))
+	for _, f := range b.faults {
+		res := f.res
+		if !f.start.IsZero() {
+			res.Start = f.start.Sub(b.start).Seconds()
+		}
+		if !f.stop.IsZero() {
+			res.Stop = Float(f.stop.Sub(b.start).Seconds())
+			res.Recovered, res.TimeToRecover = b.recover(f.stop)
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+// Float returns a pointer to v.
+func Float(v float64) *float64 { return &v }
+
+// recover finds the first window after stop whose success rate reaches the threshold.
+func (b *Builder) recover(stop time.Time) (*bool, *float64) {
+	rc := b.cfg.Recovery
+	i0 := sort.Search(len(b.samples), func(i int) bool { return !b.samples[i].at.Before(stop) })
+	after := b.samples[i0:]
+	if len(after) == 0 {
+		return nil, nil
+	}
+	need := min(rc.MinRequests, len(after))
+	j, ok := 0, 0
+	for i := range after {
+		if after[i].at.Sub(stop) > rc.Within {
+			break
+		}
+		for j < len(after) && after[j].at.Sub(after[i].at) < rc.Window {
+			if after[j].ok {
+				ok++
+			}
+			j++
+		}
+		n := j - i
+		if n >= need && float64(ok)/float64(n) >= rc.Threshold {
+			return Bool(true), Float(after[i].at.Sub(stop).Seconds())
+		}
+		if after[i].ok {
+			ok--
+		}
+	}
+	return Bool(false), nil
+}
+
+func (b *Builder) recoveryVerdict(faults []FaultResult) (bool, string) {
+	if len(faults) == 0 {
+		return true, "no faults were injected"
+	}
+	rc := b.cfg.Recovery
+	passed := true
+	var parts []string
+	for _, f := range faults {
+		switch {
+		case f.Stop == nil:
+			parts = append(parts, f.Name+": never reverted during load (not measurable)")
+		case f.Recovered == nil:
+			parts = append(parts, f.Name+": no requests after it stopped (not measurable)")
+		case *f.Recovered:
+			parts = append(parts, fmt.Sprintf("%s: recovered in %s", f.Name, fmtSeconds(*f.TimeToRecover)))
+		default:
+			passed = false
+			parts = append(parts, fmt.Sprintf("%s: success rate stayed below %g over %s windows for %s", f.Name, rc.Threshold, rc.Window, rc.Within))
+		}
+	}
+	return passed, strings.Join(parts, "; ")
+}
+
+func percentiles(xs []float64) Percentiles {
+	if len(xs) == 0 {
+		return Percentiles{}
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	sum := 0.0
+	for _, x := range s {
+		sum += x
+	}
+	rank := func(p float64) float64 {
+		i := int(math.Ceil(p*float64(len(s)))) - 1
+		return s[max(0, min(i, len(s)-1))]
+	}
+	return Percentiles{
+		Count: len(s),
+		P50:   round(rank(0.50)),
+		P90:   round(rank(0.90)),
+		P99:   round(rank(0.99)),
+		Max:   round(s[len(s)-1]),
+		Mean:  round(sum / float64(len(s))),
+	}
+}
+
+// round keeps microsecond precision so reports are stable across platforms.
+func round(x float64) float64 { return math.Round(x*1e6) / 1e6 }
+
+func fmtSeconds(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
+}

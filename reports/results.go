@@ -1,0 +1,152 @@
+package reports
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Verdict is the overall result of a run.
+type Verdict string
+
+// Verdicts. The CLI maps them to exit codes: pass 0, fail 1, invalid 3.
+const (
+	VerdictPass    Verdict = "pass"
+	VerdictFail    Verdict = "fail"    // an assertion failed
+	VerdictInvalid Verdict = "invalid" // the run cannot be trusted (harness lag, unverified fault, infrastructure)
+)
+
+// Results is everything a report says about a run; results.json is its JSON form.
+type Results struct {
+	Verdict  Verdict   `json:"verdict"`
+	Scenario string    `json:"scenario"`
+	Seed     int64     `json:"seed"`
+	Target   string    `json:"target"`
+	Start    time.Time `json:"start"`
+	End      time.Time `json:"end"`
+	// Duration is End - Start in seconds.
+	Duration float64 `json:"duration"`
+	// Requests counts terminal outcomes; Throughput is Requests per second of Duration.
+	Requests   int     `json:"requests"`
+	Throughput float64 `json:"throughput"`
+	// Outcomes has every outcome of the taxonomy as a key.
+	Outcomes map[Outcome]int `json:"outcomes"`
+	// SilentDrops = stalled + deadline_exceeded.
+	SilentDrops int `json:"silent_drops"`
+	// Drops describes each silent drop (up to Config.MaxDrops).
+	Drops []SilentDrop `json:"drops"`
+	// Unresolved counts requests scheduled with no terminal outcome in the ledger.
+	Unresolved int               `json:"unresolved"`
+	Assertions []AssertionResult `json:"assertions"`
+	TTFT       Percentiles       `json:"ttft"`
+	ITL        Percentiles       `json:"itl"`
+	E2E        Percentiles       `json:"e2e"`
+	Lag        Percentiles       `json:"harness_lag"`
+	Faults     []FaultResult     `json:"faults"`
+	Workloads  map[string]int    `json:"workloads,omitempty"`
+	Leak       *CheckResult      `json:"leak_check,omitempty"`
+	SelfCheck  *CheckResult      `json:"self_check,omitempty"`
+	// InvalidReasons says why the verdict is invalid.
+	InvalidReasons []string `json:"invalid_reasons,omitempty"`
+	Notes          []string `json:"notes,omitempty"`
+}
+
+// Percentiles of a latency in seconds.
+type Percentiles struct {
+	Count int     `json:"count"`
+	P50   float64 `json:"p50"`
+	P90   float64 `json:"p90"`
+	P99   float64 `json:"p99"`
+	Max   float64 `json:"max"`
+	Mean  float64 `json:"mean"`
+}
+
+// SilentDrop is one request that ended stalled or deadline_exceeded.
+type SilentDrop struct {
+	RequestID string  `json:"request_id"`
+	Workload  string  `json:"workload,omitempty"`
+	Session   int     `json:"session,omitempty"`
+	Turn      int     `json:"turn,omitempty"`
+	Outcome   Outcome `json:"outcome"`
+	Phase     Phase   `json:"phase,omitempty"`
+	// Age is how long the request had been outstanding when classified (seconds).
+	Age float64 `json:"age"`
+	// At is the offset from the start of the run when it was classified (seconds).
+	At float64 `json:"at"`
+	// ServerDebug is what the server's /debug/requests said about it, if anything.
+	ServerDebug json.RawMessage `json:"server_debug,omitempty"`
+}
+
+// AssertionResult is one assertion's outcome; junit.xml has one test case per result.
+type AssertionResult struct {
+	Name   string `json:"name"`
+	Passed bool   `json:"passed"`
+	Detail string `json:"detail"`
+}
+
+// FaultResult is one injected fault. Offsets are seconds from the start of the run.
+type FaultResult struct {
+	Name     string   `json:"name"`
+	Type     string   `json:"type"`
+	Target   string   `json:"target"`
+	Start    float64  `json:"start"`
+	Stop     *float64 `json:"stop,omitempty"`
+	Verified *bool    `json:"verified,omitempty"`
+	Detail   string   `json:"detail,omitempty"`
+	// Recovered says whether the success rate came back above the threshold within the
+	// bound; nil when it could not be measured (no requests after the fault stopped).
+	Recovered *bool `json:"recovered,omitempty"`
+	// TimeToRecover is seconds from the fault's stop to the start of the first window
+	// whose success rate reached the threshold.
+	TimeToRecover *float64 `json:"time_to_recover,omitempty"`
+}
+
+// CheckResult is the outcome of a check the harness ran (leak check, self-check).
+type CheckResult struct {
+	Passed  bool               `json:"passed"`
+	Detail  string             `json:"detail,omitempty"`
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+}
+
+// Config says how to judge a ledger.
+type Config struct {
+	// Scenario, Seed and Target are used when the ledger has no run_start event.
+	Scenario string
+	Seed     int64
+	Target   string
+	// Assertions to evaluate (built-in names or threshold expressions). Nil: no_silent_drops
+	// and valid_responses.
+	Assertions []string
+	// Recovery parameterises the recovery assertion (zero fields take the defaults).
+	Recovery RecoveryConfig
+	// MaxDrops bounds the per-drop details kept (default 1000).
+	MaxDrops int
+}
+
+// RecoveryConfig: after a fault stops, the success rate (ok / all) of requests scheduled
+// in some window [t, t+Window) with t - stop ≤ Within must reach Threshold, over at least
+// MinRequests requests (fewer if fewer were sent after the stop).
+type RecoveryConfig struct {
+	Window      time.Duration
+	Within      time.Duration
+	Threshold   float64
+	MinRequests int
+}
+
+// Recovery defaults.
+const (
+	DefaultRecoveryWindow      = 5 * time.Second
+	DefaultRecoveryWithin      = 30 * time.Second
+	DefaultRecoveryThreshold   = 0.9
+	DefaultRecoveryMinRequests = 3
+	DefaultMaxDrops            = 1000
+)
+
+// Passed reports whether every assertion passed.
+func (r *Results) Passed() bool {
+	for _, a := range r.Assertions {
+		if !a.Passed {
+			return false
+		}
+	}
+	return true
+}

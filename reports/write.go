@@ -1,0 +1,321 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// Output file names.
+const (
+	ResultsFile = "results.json"
+	JUnitFile   = "junit.xml"
+	SummaryFile = "summary.md"
+	EventsFile  = "events.jsonl"
+)
+
+// WriteAll writes results.json, junit.xml and summary.md into dir.
+func WriteAll(dir string, r *Results) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("reports: %w", err)
+	}
+	for _, out := range []struct {
+		name  string
+		write func(io.Writer, *Results) error
+	}{{ResultsFile, WriteJSON}, {JUnitFile, WriteJUnit}, {SummaryFile, WriteMarkdown}} {
+		var buf bytes.Buffer
+		if err := out.write(&buf, r); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, out.name), buf.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("reports: %w", err)
+		}
+	}
+	return nil
+}
+
+// WriteJSON writes results.json.
+func WriteJSON(w io.Writer, r *Results) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("reports: write results: %w", err)
+	}
+	return nil
+}
+
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Errors   int          `xml:"errors,attr"`
+	Time     string       `xml:"time,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name       string          `xml:"name,attr"`
+	Tests      int             `xml:"tests,attr"`
+	Failures   int             `xml:"failures,attr"`
+	Errors     int             `xml:"errors,attr"`
+	Time       string          `xml:"time,attr"`
+	Timestamp  string          `xml:"timestamp,attr,omitempty"`
+	Properties []junitProperty `xml:"properties>property"`
+	Cases      []junitCase     `xml:"testcase"`
+	SystemOut  string          `xml:"system-out,omitempty"`
+}
+
+type junitProperty struct {
+	Name  string `xml:"name,attr"`
+	Value string `xml:"value,attr"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"`
+	Failure   *junitProblem `xml:"failure,omitempty"`
+	Error     *junitProblem `xml:"error,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitProblem struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr"`
+	Text    string `xml:",chardata"`
+}
+
+// WriteJUnit writes junit.xml: one test case per assertion, plus a "valid_run" case with
+// an error when the run is invalid.
+func WriteJUnit(w io.Writer, r *Results) error {
+	class := "pdsoak." + r.Scenario
+	secs := fmt.Sprintf("%.3f", r.Duration)
+	s := junitSuite{
+		Name: "pdsoak/" + r.Scenario,
+		Time: secs,
+		Properties: []junitProperty{
+			{"verdict", string(r.Verdict)}, {"seed", fmt.Sprint(r.Seed)}, {"target", r.Target},
+			{"requests", fmt.Sprint(r.Requests)}, {"silent_drops", fmt.Sprint(r.SilentDrops)},
+		},
+	}
+	if !r.Start.IsZero() {
+		s.Timestamp = r.Start.UTC().Format("2006-01-02T15:04:05")
+	}
+	for _, a := range r.Assertions {
+		c := junitCase{Name: a.Name, Classname: class, Time: "0", SystemOut: a.Detail}
+		if !a.Passed {
+			c.Failure = &junitProblem{Message: a.Detail, Type: "AssertionFailed", Text: a.Detail}
+			c.SystemOut = ""
+			s.Failures++
+		}
+		s.Cases = append(s.Cases, c)
+	}
+	if len(r.InvalidReasons) > 0 {
+		msg := strings.Join(r.InvalidReasons, "; ")
+		s.Cases = append(s.Cases, junitCase{Name: "valid_run", Classname: class, Time: "0",
+			Error: &junitProblem{Message: msg, Type: "InvalidRun", Text: msg}})
+		s.Errors++
+	}
+	s.Tests = len(s.Cases)
+	s.SystemOut = outcomeLine(r)
+	doc := junitSuites{Name: "pdsoak", Tests: s.Tests, Failures: s.Failures, Errors: s.Errors, Time: secs, Suites: []junitSuite{s}}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return fmt.Errorf("reports: write junit: %w", err)
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(doc); err != nil {
+		return fmt.Errorf("reports: write junit: %w", err)
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+func outcomeLine(r *Results) string {
+	parts := make([]string, 0, len(Outcomes))
+	for _, o := range Outcomes {
+		parts = append(parts, fmt.Sprintf("%s=%d", o, r.Outcomes[o]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func verdictWord(v Verdict) string {
+	switch v {
+	case VerdictPass:
+		return "PASS"
+	case VerdictFail:
+		return "FAIL"
+	}
+	return "INVALID"
+}
+
+func mark(ok bool) string {
+	if ok {
+		return "pass"
+	}
+	return "FAIL"
+}
+
+// WriteMarkdown writes summary.md.
+func WriteMarkdown(w io.Writer, r *Results) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# %s: %s\n\n", r.Scenario, verdictWord(r.Verdict))
+	fmt.Fprintf(&b, "- target: `%s`\n- seed: %d\n- duration: %.1f s\n- requests: %d (%.2f/s)\n- silent drops: **%d**\n",
+		r.Target, r.Seed, r.Duration, r.Requests, r.Throughput, r.SilentDrops)
+	if len(r.InvalidReasons) > 0 {
+		b.WriteString("\n**The run is invalid:**\n\n")
+		for _, s := range r.InvalidReasons {
+			fmt.Fprintf(&b, "- %s\n", s)
+		}
+	}
+	b.WriteString("\n## Assertions\n\n| assertion | result | detail |\n|---|---|---|\n")
+	for _, a := range r.Assertions {
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", a.Name, mark(a.Passed), mdEscape(a.Detail))
+	}
+	b.WriteString("\n## Outcomes\n\n| outcome | count |\n|---|---:|\n")
+	for _, o := range Outcomes {
+		fmt.Fprintf(&b, "| %s | %d |\n", o, r.Outcomes[o])
+	}
+	b.WriteString("\n## Latency (seconds)\n\n| | count | p50 | p90 | p99 | max | mean |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, l := range []struct {
+		name string
+		p    Percentiles
+	}{{"ttft", r.TTFT}, {"itl", r.ITL}, {"e2e", r.E2E}, {"harness lag", r.Lag}} {
+		fmt.Fprintf(&b, "| %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f |\n", l.name, l.p.Count, l.p.P50, l.p.P90, l.p.P99, l.p.Max, l.p.Mean)
+	}
+	if len(r.Faults) > 0 {
+		b.WriteString("\n## Faults\n\n| fault | type | target | start | stop | verified | time to recover |\n|---|---|---|---:|---:|---|---:|\n")
+		for _, f := range r.Faults {
+			fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %s | %s | %s |\n", f.Name, f.Type, f.Target, f.Start,
+				optSeconds(f.Stop, "%.1f"), optBool(f.Verified), recoveryCell(f))
+		}
+	}
+	if r.SilentDrops > 0 {
+		b.WriteString("\n## Silent drops\n\n| request | workload | phase | age (s) | server said |\n|---|---|---|---:|---|\n")
+		for i, d := range r.Drops {
+			if i == 50 {
+				fmt.Fprintf(&b, "\n… %d more in results.json\n", r.SilentDrops-50)
+				break
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %.1f | %s |\n", d.RequestID, d.Workload, d.Phase, d.Age, debugCell(d.ServerDebug))
+		}
+	}
+	if r.Leak != nil && len(r.Leak.Metrics) > 0 {
+		b.WriteString("\n## Gauges after drain\n\n| gauge | value |\n|---|---:|\n")
+		keys := make([]string, 0, len(r.Leak.Metrics))
+		for k := range r.Leak.Metrics {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, "| `%s` | %g |\n", k, r.Leak.Metrics[k])
+		}
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("\n## Notes\n\n")
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	if err != nil {
+		return fmt.Errorf("reports: write summary: %w", err)
+	}
+	return nil
+}
+
+func optSeconds(p *float64, f string) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf(f, *p)
+}
+
+func optBool(p *bool) string {
+	if p == nil {
+		return "-"
+	}
+	if *p {
+		return "yes"
+	}
+	return "NO"
+}
+
+func recoveryCell(f FaultResult) string {
+	switch {
+	case f.Recovered == nil:
+		return "-"
+	case *f.Recovered:
+		return fmtSeconds(*f.TimeToRecover)
+	}
+	return "not recovered"
+}
+
+func debugCell(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "-"
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil {
+		return "-"
+	}
+	s := compact.String()
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return "`" + strings.ReplaceAll(s, "`", "'") + "`"
+}
+
+func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+// WriteTable prints the end-of-run summary table for a terminal.
+func WriteTable(w io.Writer, r *Results) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%s  %s  (seed %d, target %s)\n", verdictWord(r.Verdict), r.Scenario, r.Seed, r.Target)
+	fmt.Fprintf(&b, "%d requests in %.1fs (%.2f/s), %d silent drops\n\n", r.Requests, r.Duration, r.Throughput, r.SilentDrops)
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "OUTCOME\tCOUNT\t\tLATENCY\tP50\tP90\tP99\tMAX")
+	lat := []struct {
+		name string
+		p    Percentiles
+	}{{"ttft", r.TTFT}, {"itl", r.ITL}, {"e2e", r.E2E}}
+	for i, o := range Outcomes {
+		row := fmt.Sprintf("%s\t%d\t", o, r.Outcomes[o])
+		if i < len(lat) {
+			l := lat[i].p
+			row += fmt.Sprintf("\t%s\t%.3fs\t%.3fs\t%.3fs\t%.3fs", lat[i].name, l.P50, l.P90, l.P99, l.Max)
+		} else {
+			row += "\t\t\t\t\t"
+		}
+		fmt.Fprintln(tw, row)
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "ASSERTION\tRESULT\tDETAIL")
+	for _, a := range r.Assertions {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", a.Name, mark(a.Passed), a.Detail)
+	}
+	if len(r.Faults) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "FAULT\tTYPE\tTARGET\tVERIFIED\tRECOVERY")
+		for _, f := range r.Faults {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.Name, f.Type, f.Target, optBool(f.Verified), recoveryCell(f))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range r.InvalidReasons {
+		fmt.Fprintf(&b, "INVALID: %s\n", s)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
