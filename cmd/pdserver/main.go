@@ -1,0 +1,14 @@
+// Command pdserver runs the reference PD server's processes; see server/cli.
+package main
+
+import (
+	"os"
+
+	"pdsoak/server/cli"
+)
+
+func main() {
+	if err := cli.NewRootCommand().Execute(); err != nil {
+		os.Exit(cli.ExitCode(err))
+	}
+}

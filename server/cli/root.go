@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// extraCommands are added to the root command by other files of this package (router.go
+// and up.go register `router` and `up` from their init functions):
+//
+//	func init() { extraCommands = append(extraCommands, newRouterCommand) }
+var extraCommands []func() *cobra.Command
+
+// NewRootCommand returns the pdserver command: colocated, prefill and decode workers, plus
+// every command registered in extraCommands.
+func NewRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "pdserver",
+		Short: "Reference prefill/decode-disaggregated LLM server (SGLang's PD mode, on loopback)",
+		Long: `pdserver runs the processes of the reference server: a colocated worker (both phases),
+prefill and decode workers of a PD deployment, and the router in front of them. Flags use
+SGLang's names (--max-queued-requests, --context-length, --mem-fraction-static, ...).`,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			_ = cmd.Help()
+			return usageErrorf("pdserver: a command is required")
+		},
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &UsageError{Err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
+	})
+	root.AddCommand(newWorkerCommand(roleColocated), newWorkerCommand(rolePrefill), newWorkerCommand(roleDecode))
+	for _, f := range extraCommands {
+		root.AddCommand(f())
+	}
+	return root
+}
+
+// UsageError is a bad command line: an unknown flag, a bad flag value, a stray argument.
+// ExitCode maps it to 2.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// usageErrorf builds a UsageError.
+func usageErrorf(format string, args ...any) error {
+	return &UsageError{Err: fmt.Errorf(format, args...)}
+}
+
+// noArgs is cobra.NoArgs returning a UsageError.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageErrorf("%s: unexpected argument %q (see %s --help)", cmd.CommandPath(), args[0], cmd.CommandPath())
+	}
+	return nil
+}
+
+// ExitCode is the process exit status for an error returned by Execute: 0 for nil, 2 for
+// a usage error, 1 for anything else.
+func ExitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ue *UsageError
+	if errors.As(err, &ue) {
+		return 2
+	}
+	// Errors cobra makes itself for unknown commands.
+	if msg := err.Error(); strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") ||
+		strings.HasPrefix(msg, "unknown shorthand flag") || strings.Contains(msg, "accepts ") {
+		return 2
+	}
+	return 1
+}
+
+// parseLevel reads --log-level.
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("%q is not a log level (debug, info, warn, error)", s)
+	}
+	return l, nil
+}
+
+// newLogger builds the process logger for --log-level and --log-format.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	l, err := parseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(w, opts)), nil
+}
+
+// ioWriter is where logs go.
+type ioWriter = io.Writer

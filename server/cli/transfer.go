@@ -1,0 +1,247 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"pdsoak/kernels"
+	"pdsoak/server/engine"
+	"pdsoak/server/gen"
+	"pdsoak/server/kvtransfer"
+)
+
+// kvTransfer adapts server/kvtransfer (a Sender on prefill, a Receiver on decode) to the
+// engine.Transfer interface: the engine calls it from its loop and it never blocks on the
+// network; outcomes reach the engine through the TransferSink.
+//
+// Token counts: engine.Transfer passes page lists only, so decode registers
+// len(pages) × page size tokens and prefill sends exactly what decode registered. The
+// tail of the last page may carry KV past the prompt; decode overwrites it when it
+// generates there.
+type kvTransfer struct {
+	role     engine.Role
+	pageSize int
+	log      *slog.Logger
+	sender   *kvtransfer.Sender
+	receiver *kvtransfer.Receiver
+
+	// bootstrapAddr is where decode workers dial this prefill worker.
+	bootstrapAddr string
+
+	mu    sync.Mutex
+	sink  engine.TransferSink
+	rooms map[uint64]*roomOp
+	wg    sync.WaitGroup
+
+	bytes   prometheus.Counter
+	speed   prometheus.Gauge
+	seconds prometheus.Histogram
+}
+
+// roomOp is one room in progress.
+type roomOp struct {
+	cancel context.CancelFunc
+	xfer   *kvtransfer.Transfer // decode
+	done   chan struct{}        // closed when the goroutine carrying the room ends
+}
+
+var _ engine.Transfer = (*kvTransfer)(nil)
+
+func newTransfer(role engine.Role, b kernels.Backend, f *workerFlags, reg prometheus.Registerer, log *slog.Logger) (*kvTransfer, error) {
+	t := &kvTransfer{role: role, pageSize: b.KV().PageSize, log: log, rooms: map[uint64]*roomOp{},
+		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdsoak:kv_transfer_bytes_total",
+			Help: "KV payload bytes moved by finished transfers."}),
+		speed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sglang:kv_transfer_speed_gb_s",
+			Help: "Speed of the last successful KV transfer in GB/s."}),
+		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pdsoak:kv_transfer_seconds",
+			Help:    "Duration of KV transfers.",
+			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}}),
+	}
+	for _, c := range []prometheus.Collector{t.bytes, t.speed, t.seconds} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("cli: registering transfer metrics: %w", err)
+		}
+	}
+	opts := []kvtransfer.Option{kvtransfer.WithLogger(log), kvtransfer.WithOnComplete(t.onComplete)}
+	switch role {
+	case rolePrefill:
+		opts = append(opts,
+			kvtransfer.WithOnRegister(func(r kvtransfer.Registration) {
+				if s := t.getSink(); s != nil {
+					s.Registered(r.Room, len(r.DestPages))
+				}
+			}),
+			kvtransfer.WithOnAbort(func(room uint64, reason string) {
+				// Decode went away while the room waited for prefill: fail the request.
+				if s := t.getSink(); s != nil {
+					s.Sent(room, fmt.Errorf("cli: decode abandoned room %d: %s: %w", room, reason, gen.ErrTransfer))
+				}
+			}))
+		t.sender = kvtransfer.NewSender(b.KV(), opts...)
+		addr := net.JoinHostPort(f.host, strconv.Itoa(f.bootstrapPort))
+		if err := t.sender.Listen(addr); err != nil {
+			return nil, fmt.Errorf("cli: --disaggregation-bootstrap-port %d: %w", f.bootstrapPort, err)
+		}
+		t.bootstrapAddr = t.sender.Addr()
+	case roleDecode:
+		t.receiver = kvtransfer.NewReceiver(b.KV(), opts...)
+	default:
+		return nil, fmt.Errorf("cli: no KV transfer for role %q", role)
+	}
+	return t, nil
+}
+
+func (t *kvTransfer) onComplete(st kvtransfer.Stats) {
+	if st.Err != nil {
+		return
+	}
+	t.bytes.Add(float64(st.Bytes))
+	t.seconds.Observe(st.Duration.Seconds())
+	if s := st.Duration.Seconds(); s > 0 {
+		t.speed.Set(float64(st.Bytes) / s / 1e9)
+	}
+}
+
+func (t *kvTransfer) getSink() engine.TransferSink {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.sink
+}
+
+// Bind implements engine.Transfer.
+func (t *kvTransfer) Bind(sink engine.TransferSink) {
+	t.mu.Lock()
+	t.sink = sink
+	t.mu.Unlock()
+}
+
+// track registers a room's operation; false when the room is already in progress.
+func (t *kvTransfer) track(room uint64, op *roomOp) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, dup := t.rooms[room]; dup {
+		return false
+	}
+	t.rooms[room] = op
+	t.wg.Add(1)
+	return true
+}
+
+func (t *kvTransfer) untrack(room uint64, op *roomOp) {
+	t.mu.Lock()
+	if t.rooms[room] == op {
+		delete(t.rooms, room)
+	}
+	t.mu.Unlock()
+	close(op.done)
+	t.wg.Done()
+}
+
+// StartReceive implements engine.Transfer (decode).
+func (t *kvTransfer) StartReceive(room uint64, addr string, pages []int32) {
+	sink := t.getSink()
+	if t.receiver == nil {
+		sink.Received(room, -1, fmt.Errorf("cli: role %s cannot receive KV: %w", t.role, gen.ErrInternal))
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	op := &roomOp{cancel: cancel, done: make(chan struct{})}
+	if !t.track(room, op) {
+		cancel()
+		sink.Received(room, -1, fmt.Errorf("cli: room %d is already receiving: %w", room, gen.ErrInvalid))
+		return
+	}
+	xfer, err := t.receiver.Start(ctx, addr, room, pages, len(pages)*t.pageSize)
+	if err != nil {
+		t.untrack(room, op)
+		cancel()
+		if !errors.Is(err, gen.ErrTransfer) {
+			err = fmt.Errorf("cli: starting the transfer of room %d: %w (%w)", room, gen.ErrTransfer, err)
+		}
+		sink.Received(room, -1, err)
+		return
+	}
+	op.xfer = xfer
+	go func() {
+		defer cancel()
+		res, ok := <-xfer.Done()
+		t.untrack(room, op)
+		if !ok {
+			res = kvtransfer.Result{FirstToken: -1, Err: fmt.Errorf("cli: room %d ended without a result: %w", room, gen.ErrTransfer)}
+		}
+		sink.Received(room, res.FirstToken, res.Err)
+	}()
+}
+
+// StartSend implements engine.Transfer (prefill).
+func (t *kvTransfer) StartSend(room uint64, pages []int32, firstToken int) {
+	sink := t.getSink()
+	if t.sender == nil {
+		sink.Sent(room, fmt.Errorf("cli: role %s cannot send KV: %w", t.role, gen.ErrInternal))
+		return
+	}
+	numTokens := len(pages) * t.pageSize
+	if reg, ok := t.sender.Registered(room); ok && reg.NumTokens > 0 && reg.NumTokens <= numTokens {
+		numTokens = reg.NumTokens
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	op := &roomOp{cancel: cancel, done: make(chan struct{})}
+	if !t.track(room, op) {
+		cancel()
+		sink.Sent(room, fmt.Errorf("cli: room %d is already sending: %w", room, gen.ErrInvalid))
+		return
+	}
+	src := append([]int32(nil), pages...)
+	go func() {
+		defer cancel()
+		err := t.sender.Send(ctx, room, src, numTokens, firstToken)
+		t.untrack(room, op)
+		sink.Sent(room, err)
+	}()
+}
+
+// Cancel implements engine.Transfer. On prefill it waits until the send stopped reading
+// the source pages (bounded by kvtransfer's frame timeout), as the contract demands.
+func (t *kvTransfer) Cancel(room uint64) {
+	t.mu.Lock()
+	op := t.rooms[room]
+	t.mu.Unlock()
+	if t.sender != nil {
+		t.sender.Fail(room, "cancelled by prefill")
+	}
+	if op == nil {
+		return
+	}
+	if op.xfer != nil {
+		op.xfer.Cancel("cancelled by decode")
+	}
+	op.cancel()
+	if t.sender != nil {
+		<-op.done
+	}
+}
+
+// Close stops the sender or receiver and waits for every room goroutine.
+func (t *kvTransfer) Close() error {
+	var err error
+	t.mu.Lock()
+	for _, op := range t.rooms {
+		op.cancel()
+	}
+	t.mu.Unlock()
+	if t.sender != nil {
+		err = t.sender.Close()
+	}
+	if t.receiver != nil {
+		err = t.receiver.Close()
+	}
+	t.wg.Wait()
+	return err
+}
