@@ -1,0 +1,39 @@
+// Package chaos breaks things on a schedule and proves that it did. A fault is
+// {name, type, target, at, for, params} (scenarios.Fault); its type is registered here by
+// name, one file per type (toxiproxy's toxics), and implements Fault: Apply, Verify
+// (prove it took effect), Revert.
+//
+// Mechanisms, all reached through the Env interface that the harness implements over the
+// launcher topology:
+//   - failpoints inside server processes (server/failpoint admin API, token-protected):
+//     kv_transfer_stall, kv_transfer_drop, kv_transfer_corrupt, bootstrap_stall,
+//     scheduler_stall, failpoint; verified by hit counts read back over the API;
+//   - a TCP fault proxy on each link (chaos/netproxy over toxiproxy): network_latency,
+//     bandwidth_limit, connection_reset, network_toxic, network_partition; verified by
+//     live byte counters (traffic crossed the toxic) or by a refused dial (partition);
+//   - signals to supervised processes: prefill_crash, decode_crash, process_kill
+//     (SIGKILL, restart on revert), process_pause (SIGSTOP/SIGCONT), process_restart;
+//     verified from /proc/<pid>/stat;
+//   - load: queue_saturation, kv_pool_exhaustion (bursts; verified by refusals or the
+//     target's queue/KV gauges) and client_disconnect (client cancels after k tokens;
+//     verified by the cancel count).
+//
+// A fault that does not take effect within the verify timeout fails the run with
+// ErrNotVerified (exit 3): a silent no-op must never look like a pass.
+//
+// Scenario validation uses the registry without importing this package's runtime:
+//
+//	sc.Validate(scenarios.WithFaultTypes(chaos.FaultTypes()))
+//
+// The main loop (the harness runner):
+//
+//	tl, err := chaos.NewTimeline(sc.Faults)        // every bad spec reported at once
+//	...
+//	go func() { faultErr <- tl.Run(loadCtx, env, loadStart) }()
+//	// Run: for each step in time order —
+//	//   apply:  fault.Apply → emit fault_start → poll fault.Verify → emit fault_verified
+//	//   revert: fault.Revert → emit fault_stop
+//	// and on failure or when loadCtx ends: RevertAll (latest first).
+//	...
+//	if err := <-faultErr; err != nil { exit 3 }
+package chaos

@@ -1,0 +1,121 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// burstFault starts a load burst through the Env and proves it by the burst's statistics
+// and, where the target is a process, by its queue and KV gauges.
+type burstFault struct {
+	*base
+	burst Burst
+	// gauges are metric names whose value above a threshold proves the fault; usage is
+	// the threshold for sglang:token_usage (0: not checked).
+	gauges []string
+	usage  float64
+	// sentIsEnough accepts "the whole burst is in flight" as proof (queue saturation).
+	sentIsEnough bool
+
+	run Run
+}
+
+func (f *burstFault) Apply(ctx context.Context, env Env) error {
+	if _, err := f.members(env); err != nil {
+		return err
+	}
+	r, err := env.Load(context.WithoutCancel(ctx), f.spec.Target, f.burst)
+	if err != nil {
+		return f.wrap(err, "start burst")
+	}
+	f.run = r
+	return nil
+}
+
+func (f *burstFault) Verify(ctx context.Context, env Env) error {
+	if f.run == nil {
+		return f.errorf("burst not started")
+	}
+	st := f.run.Stats()
+	if st.Rejected > 0 {
+		f.evidence = fmt.Sprintf("burst %+v: %d of %d sent requests refused explicitly", f.burst, st.Rejected, st.Sent)
+		return nil
+	}
+	var seen []string
+	for _, m := range env.Members(f.spec.Target) {
+		samples, err := env.Scrape(ctx, m)
+		if err != nil {
+			continue // a workload target or no metrics: other evidence must do
+		}
+		if f.usage > 0 && samples["sglang:token_usage"] >= f.usage {
+			seen = append(seen, fmt.Sprintf("%s sglang:token_usage=%.2f", m, samples["sglang:token_usage"]))
+		}
+		for _, g := range f.gauges {
+			if samples[g] > 0 {
+				seen = append(seen, fmt.Sprintf("%s %s=%g", m, g, samples[g]))
+			}
+		}
+	}
+	if len(seen) > 0 {
+		sort.Strings(seen)
+		f.evidence = fmt.Sprintf("burst %+v (sent %d): %s", f.burst, st.Sent, strings.Join(seen, ", "))
+		return nil
+	}
+	if f.sentIsEnough && st.Sent >= int64(f.burst.Requests) && st.Sent > st.Done {
+		f.evidence = fmt.Sprintf("burst of %d sent, %d still in flight", st.Sent, st.Sent-st.Done)
+		return nil
+	}
+	return f.errorf("no evidence yet: burst sent %d/%d, done %d, rejected 0, and no gauge showed pressure", st.Sent, f.burst.Requests, st.Done)
+}
+
+func (f *burstFault) Revert(context.Context, Env) error {
+	if f.run != nil {
+		f.run.Stop()
+		f.run = nil
+	}
+	return nil
+}
+
+// disconnectFault makes the client cancel streams and proves it by the cancel count.
+type disconnectFault struct {
+	*base
+	d   Disconnect
+	run Run
+}
+
+func (f *disconnectFault) Apply(ctx context.Context, env Env) error {
+	if _, err := f.members(env); err != nil {
+		return err
+	}
+	r, err := env.Disconnect(context.WithoutCancel(ctx), f.spec.Target, f.d)
+	if err != nil {
+		return f.wrap(err, "start client disconnects")
+	}
+	f.run = r
+	return nil
+}
+
+func (f *disconnectFault) Verify(context.Context, Env) error {
+	if f.run == nil {
+		return errors.New("chaos: disconnects not started")
+	}
+	st := f.run.Stats()
+	if st.Cancelled == 0 {
+		return f.errorf("no stream cancelled yet (%d eligible seen)", st.Sent)
+	}
+	f.evidence = fmt.Sprintf("%d streams cancelled after %d tokens", st.Cancelled, f.d.AfterTokens)
+	return nil
+}
+
+func (f *disconnectFault) Revert(context.Context, Env) error {
+	if f.run != nil {
+		f.run.Stop()
+		f.run = nil
+	}
+	return nil
+}
+
+var errNothingToCancel = errors.New("params.fraction: 0 with requests 0 cancels nothing")

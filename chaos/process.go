@@ -1,0 +1,250 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"pdsoak/scenarios"
+)
+
+// killFault SIGKILLs every member process and proves it from /proc (the pid is gone or a
+// zombie). Revert restarts them unless restart is false.
+type killFault struct {
+	*base
+	roles   []string
+	restart bool
+
+	killed map[string]int
+	order  []string
+}
+
+func newKillType(name, doc string, roles []string) Type {
+	return Type{
+		Name: name, Doc: doc, Targets: scenarios.TargetProcess,
+		Params: []string{"restart=true: restart the process when the fault is reverted"},
+		New: func(spec scenarios.Fault) (Fault, error) {
+			b, p := newBase(spec)
+			restart := p.Bool("restart", true)
+			if err := p.done(); err != nil {
+				return nil, err
+			}
+			return &killFault{base: b, roles: roles, restart: restart}, nil
+		},
+	}
+}
+
+// processes resolves the members to running processes, checking roles.
+func (b *base) processes(env Env, roles []string) ([]Process, error) {
+	members, err := b.members(env)
+	if err != nil {
+		return nil, err
+	}
+	var out []Process
+	for _, m := range members {
+		p, err := env.Process(m)
+		if err != nil {
+			return nil, b.wrap(err, "process %s", m)
+		}
+		if len(roles) > 0 {
+			ok := false
+			for _, r := range roles {
+				ok = ok || p.Role == r
+			}
+			if !ok {
+				return nil, b.errorf("process %s has role %q; this fault needs %s", m, p.Role, strings.Join(roles, " or "))
+			}
+		}
+		if p.PID <= 0 {
+			return nil, b.errorf("process %s is not running (no pid)", m)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func (f *killFault) Apply(_ context.Context, env Env) error {
+	procs, err := f.processes(env, f.roles)
+	if err != nil {
+		return err
+	}
+	f.killed = map[string]int{}
+	for _, p := range procs {
+		if err := env.Signal(p.Name, syscall.SIGKILL); err != nil {
+			return f.wrap(err, "SIGKILL %s (pid %d)", p.Name, p.PID)
+		}
+		f.killed[p.Name] = p.PID
+		f.order = append(f.order, p.Name)
+	}
+	return nil
+}
+
+func (f *killFault) Verify(_ context.Context, _ Env) error {
+	var dead []string
+	for _, m := range f.order {
+		pid := f.killed[m]
+		ok, st, err := alive(pid)
+		if err != nil {
+			return f.wrap(err, "state of %s", m)
+		}
+		if ok {
+			return f.errorf("%s (pid %d) is still alive after SIGKILL (state %c)", m, pid, st)
+		}
+		dead = append(dead, fmt.Sprintf("%s pid %d", m, pid))
+	}
+	f.evidence = "killed, gone from /proc or zombie: " + strings.Join(dead, ", ")
+	return nil
+}
+
+func (f *killFault) Revert(ctx context.Context, env Env) error {
+	defer func() { f.killed, f.order = nil, nil }()
+	if !f.restart {
+		return nil
+	}
+	var errs []error
+	for _, m := range f.order {
+		if err := env.Restart(ctx, m); err != nil {
+			errs = append(errs, f.wrap(err, "restart %s", m))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pauseFault SIGSTOPs every member and proves state T in /proc; revert SIGCONTs them and
+// waits (bounded) until they leave state T.
+type pauseFault struct {
+	*base
+	stopped map[string]int
+	order   []string
+}
+
+func stoppedState(st byte) bool { return st == 'T' || st == 't' }
+
+func (f *pauseFault) Apply(_ context.Context, env Env) error {
+	procs, err := f.processes(env, nil)
+	if err != nil {
+		return err
+	}
+	f.stopped = map[string]int{}
+	for _, p := range procs {
+		if err := env.Signal(p.Name, syscall.SIGSTOP); err != nil {
+			return f.wrap(err, "SIGSTOP %s (pid %d)", p.Name, p.PID)
+		}
+		f.stopped[p.Name] = p.PID
+		f.order = append(f.order, p.Name)
+	}
+	return nil
+}
+
+func (f *pauseFault) Verify(_ context.Context, _ Env) error {
+	var out []string
+	for _, m := range f.order {
+		pid := f.stopped[m]
+		st, err := ProcState(pid)
+		if err != nil {
+			return f.wrap(err, "state of %s", m)
+		}
+		if !stoppedState(st) {
+			return f.errorf("%s (pid %d) is in state %c, not T (stopped)", m, pid, st)
+		}
+		out = append(out, fmt.Sprintf("%s pid %d", m, pid))
+	}
+	f.evidence = "stopped (state T in /proc): " + strings.Join(out, ", ")
+	return nil
+}
+
+func (f *pauseFault) Revert(ctx context.Context, env Env) error {
+	var errs []error
+	for _, m := range f.order {
+		pid := f.stopped[m]
+		if err := env.Signal(m, syscall.SIGCONT); err != nil {
+			errs = append(errs, f.wrap(err, "SIGCONT %s", m))
+			continue
+		}
+		if err := waitState(ctx, pid, func(st byte, gone bool) bool { return gone || !stoppedState(st) }); err != nil {
+			errs = append(errs, f.wrap(err, "%s (pid %d) did not resume", m, pid))
+		}
+	}
+	f.stopped, f.order = nil, nil
+	return errors.Join(errs...)
+}
+
+// waitState polls /proc until cond holds, for at most 5 s or until ctx ends.
+func waitState(ctx context.Context, pid int, cond func(st byte, gone bool) bool) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := ProcState(pid)
+		gone := errors.Is(err, ErrNoProcess)
+		if err != nil && !gone {
+			return err
+		}
+		if cond(st, gone) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("chaos: pid %d still in state %c", pid, st)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// restartFault restarts every member and proves it by a new, live pid.
+type restartFault struct {
+	*base
+	old   map[string]int
+	order []string
+}
+
+func (f *restartFault) Apply(ctx context.Context, env Env) error {
+	procs, err := f.processes(env, nil)
+	if err != nil {
+		return err
+	}
+	f.old = map[string]int{}
+	for _, p := range procs {
+		f.old[p.Name] = p.PID
+		f.order = append(f.order, p.Name)
+		if err := env.Restart(ctx, p.Name); err != nil {
+			return f.wrap(err, "restart %s", p.Name)
+		}
+	}
+	return nil
+}
+
+func (f *restartFault) Verify(_ context.Context, env Env) error {
+	var out []string
+	for _, m := range f.order {
+		p, err := env.Process(m)
+		if err != nil {
+			return f.wrap(err, "process %s", m)
+		}
+		if p.PID <= 0 || p.PID == f.old[m] {
+			return f.errorf("%s still has pid %d after restart", m, p.PID)
+		}
+		ok, st, err := alive(p.PID)
+		if err != nil {
+			return f.wrap(err, "state of %s", m)
+		}
+		if !ok {
+			return f.errorf("%s restarted as pid %d, which is not alive (state %c)", m, p.PID, st)
+		}
+		out = append(out, fmt.Sprintf("%s pid %d → %d", m, f.old[m], p.PID))
+	}
+	sort.Strings(out)
+	f.evidence = "restarted: " + strings.Join(out, ", ")
+	return nil
+}
+
+// Revert does nothing: a restart cannot be undone.
+func (f *restartFault) Revert(context.Context, Env) error {
+	f.old, f.order = nil, nil
+	return nil
+}

@@ -1,0 +1,33 @@
+package chaos
+
+import "pdsoak/scenarios"
+
+// queue_saturation sends a burst of concurrent requests to fill the queues. Strict
+// semantics must refuse the excess at admission (429/503 with Retry-After); sglang
+// semantics lets it sit in the PD queues. Verified by explicit refusals, a queue gauge of
+// the target process above zero, or the whole burst in flight at once.
+func init() {
+	Register(Type{
+		Name:    "queue_saturation",
+		Doc:     "burst of concurrent requests that saturates the queues",
+		Targets: scenarios.TargetProcess | scenarios.TargetWorkload,
+		Params: []string{"requests=200", "concurrency=0: in flight at once (0: all)",
+			"prompt_tokens=64", "max_tokens=256"},
+		New: func(spec scenarios.Fault) (Fault, error) {
+			b, p := newBase(spec)
+			burst := Burst{
+				Requests:     p.Int("requests", 200, 1, 100000),
+				Concurrency:  p.Int("concurrency", 0, 0, 100000),
+				PromptTokens: p.Int("prompt_tokens", 64, 1, 1<<20),
+				MaxTokens:    p.Int("max_tokens", 256, 1, 1<<20),
+			}
+			if err := p.done(); err != nil {
+				return nil, err
+			}
+			return &burstFault{base: b, burst: burst, sentIsEnough: true, gauges: []string{
+				"sglang:num_queue_reqs", "sglang:num_decode_prealloc_queue_reqs",
+				"sglang:num_decode_transfer_queue_reqs", "sglang:num_prefill_prealloc_queue_reqs",
+			}}, nil
+		},
+	})
+}
