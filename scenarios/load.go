@@ -103,11 +103,18 @@ func Load(nameOrPath string, opts ...Option) (*Scenario, error) {
 	return Parse(file, data, opts...)
 }
 
-// Parse decodes a scenario strictly, applies defaults and validates it.
+// Parse decodes a scenario strictly, applies overrides and defaults, and validates it.
 func Parse(file string, data []byte, opts ...Option) (*Scenario, error) {
 	sc, err := Decode(file, data)
 	if err != nil {
 		return nil, err
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	for _, fn := range o.overrides {
+		fn(sc)
 	}
 	sc.ApplyDefaults()
 	if err := sc.Validate(opts...); err != nil {

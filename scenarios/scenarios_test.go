@@ -455,3 +455,21 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+func TestOverrides(t *testing.T) {
+	sc, err := Parse("o.yaml", []byte(minimal), WithOverrides(func(sc *Scenario) {
+		sc.Duration = Duration(90 * time.Second)
+		sc.Seed = 9
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Seed != 9 || sc.Workloads[0].Duration.D() != 90*time.Second {
+		t.Errorf("seed %d workload duration %s", sc.Seed, sc.Workloads[0].Duration)
+	}
+	_, err = Parse("o.yaml", []byte(minimal+"faults:\n  - {type: decode_crash, target: decode, at: 20s}\n"),
+		WithOverrides(func(sc *Scenario) { sc.Duration = Duration(10 * time.Second) }))
+	if ps := problemsOf(t, err); !strings.Contains(ps.Error(), "faults[0].at: (20s) must be before the end of load") {
+		t.Errorf("override not validated: %v", ps)
+	}
+}

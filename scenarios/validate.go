@@ -24,6 +24,14 @@ type Option func(*options)
 
 type options struct {
 	faultTypes map[string]FaultType
+	overrides  []func(*Scenario)
+}
+
+// WithOverrides runs fn on the decoded scenario before defaults are applied and before
+// validation (Load and Parse only): command-line overrides such as --duration, --seed
+// and --target go here so that derived defaults and validation see them.
+func WithOverrides(fn func(*Scenario)) Option {
+	return func(o *options) { o.overrides = append(o.overrides, fn) }
 }
 
 // WithFaultTypes sets the fault types a scenario may use (the chaos registry). Without

@@ -1,0 +1,13 @@
+// Command harness runs pdsoak scenarios; see harness/cli for everything it does.
+package main
+
+import (
+	"context"
+	"os"
+
+	"pdsoak/harness/cli"
+)
+
+func main() {
+	os.Exit(cli.Execute(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}

@@ -1,0 +1,43 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"pdsoak/chaos"
+	"pdsoak/harness"
+	"pdsoak/reports"
+	"pdsoak/scenarios"
+)
+
+// RunOptions is what the CLI hands a runner (mirrors harness.Options).
+type RunOptions struct {
+	OutDir          string
+	Logger          *slog.Logger
+	OnEvent         func(reports.Event)
+	PDServerCommand []string
+}
+
+// RunFunc runs a validated scenario, writing OutDir/events.jsonl. Its error says the run
+// itself failed (infrastructure); assertion results come from the ledger.
+type RunFunc func(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) error
+
+// harnessRun is the real runner.
+func harnessRun(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) error {
+	return harness.Run(ctx, sc, harness.Options{
+		OutDir:          opts.OutDir,
+		Logger:          opts.Logger,
+		OnEvent:         opts.OnEvent,
+		PDServerCommand: opts.PDServerCommand,
+	})
+}
+
+// faultTypes is the chaos registry in the form scenario validation takes.
+func faultTypes() map[string]scenarios.FaultType { return chaos.FaultTypes() }
+
+// isScenarioError reports whether a run error is the scenario's fault (exit 2) rather than
+// the infrastructure's (exit 3).
+func isScenarioError(err error) bool {
+	return errors.Is(err, chaos.ErrBadSpec) || errors.Is(err, chaos.ErrUnknownType)
+}

@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"pdsoak/reports"
+)
+
+// status follows the ledger through Options.OnEvent and prints progress: a live line
+// rewritten in place on a terminal, a plain line every interval otherwise.
+type status struct {
+	w        io.Writer
+	tty      bool
+	interval time.Duration
+	now      func() time.Time
+
+	mu        sync.Mutex
+	start     time.Time
+	scheduled int
+	done      int
+	outcomes  map[reports.Outcome]int
+	faults    map[string]bool // active faults
+	lastDone  int
+	lastAt    time.Time
+
+	stop    chan struct{}
+	stopped chan struct{}
+	once    sync.Once
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func newStatus(w io.Writer, tty bool, interval time.Duration) *status {
+	now := time.Now
+	return &status{w: w, tty: tty, interval: interval, now: now, start: now(), lastAt: now(),
+		outcomes: map[reports.Outcome]int{}, faults: map[string]bool{},
+		stop: make(chan struct{}), stopped: make(chan struct{})}
+}
+
+// observe is the OnEvent callback; the harness may call it from many goroutines.
+func (s *status) observe(e reports.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch e.Type {
+	case reports.EventRunStart:
+		s.start = s.now()
+	case reports.EventScheduled:
+		s.scheduled++
+	case reports.EventDone:
+		s.done++
+		s.outcomes[e.Outcome]++
+	case reports.EventFaultStart:
+		s.faults[e.Fault] = true
+	case reports.EventFaultStop:
+		delete(s.faults, e.Fault)
+	}
+}
+
+// line renders the current status.
+func (s *status) line() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	elapsed := now.Sub(s.start).Truncate(time.Second)
+	rate := 0.0
+	if dt := now.Sub(s.lastAt).Seconds(); dt > 0 {
+		rate = float64(s.done-s.lastDone) / dt
+	}
+	s.lastDone, s.lastAt = s.done, now
+	inFlight := max(s.scheduled-s.done, 0)
+	drops := s.outcomes[reports.OutcomeStalled] + s.outcomes[reports.OutcomeDeadlineExceeded]
+	errs := s.done - s.outcomes[reports.OutcomeOK] - s.outcomes[reports.OutcomeRejected] - drops
+	var b strings.Builder
+	fmt.Fprintf(&b, "%6s  in flight %d  done %d  ok %d  rejected %d  errors %d  silent drops %d  %.1f req/s",
+		elapsed, inFlight, s.done, s.outcomes[reports.OutcomeOK], s.outcomes[reports.OutcomeRejected], errs, drops, rate)
+	if n := len(s.faults); n > 0 {
+		fmt.Fprintf(&b, "  faults active %d", n)
+	}
+	return b.String()
+}
+
+// run prints until close is called.
+func (s *status) run() {
+	defer close(s.stopped)
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			if s.tty {
+				fmt.Fprintf(s.w, "\r\033[K%s\n", s.line())
+			}
+			return
+		case <-t.C:
+			if s.tty {
+				fmt.Fprintf(s.w, "\r\033[K%s", s.line())
+			} else {
+				fmt.Fprintln(s.w, s.line())
+			}
+		}
+	}
+}
+
+// close stops the printer and waits for it.
+func (s *status) close() {
+	s.once.Do(func() { close(s.stop) })
+	<-s.stopped
+}
