@@ -90,7 +90,8 @@ type Reference struct {
 	Semantics string `yaml:"semantics" json:"semantics"`
 	// Profile names a simtime/paced timing profile (optional).
 	Profile string `yaml:"profile" json:"profile,omitempty"`
-	// Args are passed to every process; the role-specific lists come after them.
+	// Args are passed to every worker (prefill, decode, colocated); PrefillArgs and
+	// DecodeArgs come after them. RouterArgs go to the router only.
 	Args        []string `yaml:"args" json:"args,omitempty"`
 	PrefillArgs []string `yaml:"prefill_args" json:"prefill_args,omitempty"`
 	DecodeArgs  []string `yaml:"decode_args" json:"decode_args,omitempty"`
