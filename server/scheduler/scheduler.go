@@ -819,3 +819,10 @@ func (s *Scheduler) Requests(now time.Time) []gen.RequestInfo {
 	}
 	return out
 }
+
+// LastProgress is when something last moved forward (a step, a transfer, a stage
+// change out of a wait), or when work appeared after an idle period.
+func (s *Scheduler) LastProgress() time.Time { return s.lastProgress }
+
+// LastOutput is when a token was last sampled or received.
+func (s *Scheduler) LastOutput() time.Time { return s.lastOutput }

@@ -1,0 +1,340 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"pdsoak/server/failpoint"
+	"pdsoak/server/gen"
+	"pdsoak/server/scheduler"
+)
+
+// streamBuffer is the per-request channel capacity; a client slower than the engine
+// gets its tokens coalesced into fewer events instead of blocking the loop.
+const streamBuffer = 8
+
+// stream is the engine side of one request's event channel. Only the loop touches it.
+type stream struct {
+	seq     uint64
+	id      string
+	ch      chan gen.Event
+	stop    func() bool
+	arrived time.Time
+	lastTok time.Time
+	first   bool
+}
+
+// send delivers ev without ever blocking: when the buffer is full it takes back the
+// unread events (only the loop sends on ch) and merges their tokens, in order, into ev.
+func (s *stream) send(ev gen.Event) {
+	select {
+	case s.ch <- ev:
+		return
+	default:
+	}
+	var toks []int
+	for drained := false; !drained; {
+		select {
+		case old := <-s.ch:
+			toks = append(toks, old.Tokens...)
+		default:
+			drained = true
+		}
+	}
+	ev.Tokens = append(toks, ev.Tokens...)
+	s.ch <- ev // the buffer is empty and the loop is the only sender
+}
+
+func (e *Engine) loop() {
+	defer close(e.done)
+	drainReq := e.drainReq
+	e.log.Info("engine started", "semantics", string(e.cfg.Semantics), "pages", e.res.pages, "page_size", e.res.pageSize,
+		"max_running", e.cfg.MaxRunningRequests, "max_queued", e.cfg.MaxQueuedRequests, "model", e.info.Name)
+	for {
+		now := e.clock.Now()
+		select {
+		case <-drainReq:
+			e.draining, drainReq = true, nil
+			e.log.Info("engine draining", "live", e.sched.Live())
+		default:
+		}
+		e.handleInbox(now)
+		select {
+		case <-e.forceReq:
+			n := e.sched.AbortAll(now, fmt.Errorf("engine: shut down before the request finished: %w", gen.ErrAborted))
+			e.apply(now, e.sched.Ready(now))
+			e.rejectInbox()
+			e.log.Warn("engine stopped with requests in flight", "aborted", n)
+			return
+		default:
+		}
+		e.sched.Tick(now)
+		rd := e.sched.Ready(now)
+		e.apply(now, rd)
+		if e.draining && e.sched.Live() == 0 && !e.sched.BatchInFlight() {
+			e.rejectInbox()
+			e.log.Info("engine stopped")
+			return
+		}
+		if rd.Batch != nil {
+			e.step(&rd)
+			continue
+		}
+		select {
+		case <-e.wake:
+		case <-e.clock.After(e.tick):
+		case <-drainReq:
+		case <-e.forceReq:
+		}
+	}
+}
+
+// rejectInbox answers arrivals still queued when the loop exits.
+func (e *Engine) rejectInbox() {
+	e.mu.Lock()
+	evs := e.inbox
+	e.inbox = nil
+	e.mu.Unlock()
+	for _, ev := range evs {
+		if a, ok := ev.(*arrival); ok {
+			a.reply <- admitResult{err: fmt.Errorf("engine: shutting down: %w", gen.ErrUnavailable)}
+		}
+	}
+}
+
+func (e *Engine) handleInbox(now time.Time) {
+	e.mu.Lock()
+	evs := e.inbox
+	e.inbox = nil
+	e.mu.Unlock()
+	for _, ev := range evs {
+		switch ev := ev.(type) {
+		case *arrival:
+			e.admit(now, ev)
+		case abortEv:
+			e.sched.Abort(now, ev.seq, ev.cause)
+		case registeredEv:
+			e.sched.Registered(now, ev.room)
+		case receivedEv:
+			if !e.sched.Received(now, ev.room, ev.tok, ev.err) {
+				e.log.Warn("kv received for no request", "room", ev.room, "err", ev.err)
+			}
+		case sentEv:
+			if !e.sched.Sent(now, ev.room, ev.err) {
+				e.log.Debug("kv sent for no request", "room", ev.room, "err", ev.err)
+			}
+		}
+	}
+}
+
+func (e *Engine) admit(now time.Time, a *arrival) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.gone {
+		return
+	}
+	if e.draining {
+		a.reply <- admitResult{err: fmt.Errorf("engine: shutting down: %w", gen.ErrUnavailable)}
+		return
+	}
+	if err := a.ctx.Err(); err != nil {
+		a.reply <- admitResult{err: fmt.Errorf("engine: admission: %w: %w", gen.ErrAborted, err)}
+		return
+	}
+	seq, err := e.sched.Arrive(now, a.req)
+	if err != nil {
+		e.m.refused.WithLabelValues(gen.ErrorKind(err)).Inc()
+		e.log.Info("request refused", "rid", a.req.ID, "err", err)
+		a.reply <- admitResult{err: err}
+		return
+	}
+	st := &stream{seq: seq, id: a.req.ID, ch: make(chan gen.Event, streamBuffer), arrived: now}
+	st.stop = context.AfterFunc(a.ctx, func() {
+		e.post(abortEv{seq: seq, cause: fmt.Errorf("engine: client went away: %w", gen.ErrAborted)})
+	})
+	e.streams[seq] = st
+	attrs := []any{"rid", a.req.ID, "seq", seq, "prompt_tokens", len(a.req.Prompt), "max_tokens", a.req.MaxTokens}
+	if a.req.Bootstrap != nil {
+		attrs = append(attrs, "room", a.req.Bootstrap.Room, "bootstrap_addr", a.req.Bootstrap.Addr)
+	}
+	e.log.Info("request admitted", attrs...)
+	a.reply <- admitResult{seq: seq, ch: st.ch}
+}
+
+// apply carries out the scheduler's decisions.
+func (e *Engine) apply(now time.Time, rd scheduler.Ready) {
+	for _, mv := range rd.Moves {
+		if mv.From != "" && mv.To != "" {
+			e.log.Info("request stage", "rid", mv.ID, "seq", mv.Seq, "from", string(mv.From), "to", string(mv.To))
+		}
+	}
+	// Cancels first: a transfer must stop touching pages before they are reused.
+	for _, c := range rd.Cancels {
+		e.xfer.Cancel(c.Room)
+	}
+	for _, t := range rd.Transfers {
+		e.xfer.StartReceive(t.Room, t.Addr, t.Pages)
+	}
+	for _, s := range rd.Sends {
+		e.xfer.StartSend(s.Room, s.Pages, s.FirstToken)
+	}
+	if n := len(rd.Retracted); n > 0 {
+		e.m.retractions.Add(float64(n))
+		e.log.Warn("kv pool exhausted: requests retracted", "count", n)
+	}
+	for _, em := range rd.Emits {
+		st := e.streams[em.Seq]
+		if st == nil {
+			continue
+		}
+		e.observeTokens(now, st, len(em.Tokens))
+		st.send(gen.Event{Tokens: em.Tokens})
+	}
+	for _, f := range rd.Finished {
+		e.finish(now, f)
+	}
+	e.live.Store(int64(e.sched.Live()))
+	e.progressAt.Store(e.sched.LastProgress().UnixNano())
+	if t := e.sched.LastOutput(); !t.IsZero() {
+		e.outputAt.Store(t.UnixNano())
+	}
+	e.publish(now, rd.Stats)
+}
+
+func (e *Engine) observeTokens(now time.Time, st *stream, n int) {
+	if n == 0 {
+		return
+	}
+	if !st.first {
+		st.first = true
+		e.m.ttft.Observe(now.Sub(st.arrived).Seconds())
+	} else {
+		e.m.itl.Observe(now.Sub(st.lastTok).Seconds())
+	}
+	st.lastTok = now
+	e.m.genTokens.Add(float64(n))
+}
+
+func (e *Engine) finish(now time.Time, f scheduler.Finish) {
+	e.m.requests.Inc()
+	e.m.promptTokens.Add(float64(f.PromptTokens))
+	e.m.e2e.Observe(f.Age.Seconds())
+	outcome := f.Reason
+	if f.Err != nil {
+		outcome = gen.ErrorKind(f.Err)
+		var se *gen.StageError
+		isStage := errors.As(f.Err, &se)
+		switch {
+		case errors.Is(f.Err, gen.ErrAborted):
+			e.m.aborts.Inc()
+		case isStage && errors.Is(f.Err, gen.ErrTimeout):
+			e.m.timeouts.WithLabelValues(se.Stage).Inc()
+		}
+		if errors.Is(f.Err, gen.ErrTransfer) {
+			e.m.transferFailed.Inc()
+		}
+		if f.Stage == scheduler.StageBootstrap && !errors.Is(f.Err, gen.ErrAborted) {
+			e.m.bootstrapFailed.Inc()
+		}
+	}
+	e.m.finished.WithLabelValues(outcome).Inc()
+	level := slog.LevelInfo
+	if f.Err != nil && !errors.Is(f.Err, gen.ErrAborted) {
+		level = slog.LevelWarn
+	}
+	e.log.Log(context.Background(), level, "request finished", "rid", f.ID, "seq", f.Seq, "stage", string(f.Stage),
+		"finish", f.Reason, "err", f.Err, "prompt_tokens", f.PromptTokens, "completion_tokens", f.CompletionTokens,
+		"age", f.Age.Round(time.Millisecond))
+	st := e.streams[f.Seq]
+	if st == nil {
+		return
+	}
+	delete(e.streams, f.Seq)
+	st.stop()
+	st.send(gen.Event{Done: true, Finish: f.Reason, Err: f.Err, PromptTokens: f.PromptTokens, CompletionTokens: f.CompletionTokens})
+	close(st.ch)
+}
+
+// publish refreshes gauges (when the scheduler says so), throughput and the snapshots
+// other goroutines read.
+func (e *Engine) publish(now time.Time, st *scheduler.Stats) {
+	strict := e.cfg.Semantics == SemanticsStrict
+	if st != nil {
+		e.m.setStats(*st)
+	}
+	if (strict || st != nil) && now.Sub(e.lastThruAt) >= time.Second {
+		toks := e.sched.Stats().GeneratedTokens
+		if !e.lastThruAt.IsZero() {
+			e.m.genThroughput.Set(float64(toks-e.lastThruToks) / now.Sub(e.lastThruAt).Seconds())
+		}
+		e.lastThruAt, e.lastThruToks = now, toks
+	}
+	live := e.sched.Live()
+	e.snapMu.Lock()
+	defer e.snapMu.Unlock()
+	if st != nil {
+		e.stats = *st
+	}
+	if now.Sub(e.lastSnapAt) >= 50*time.Millisecond || live != len(e.snap) {
+		e.snap = e.sched.Requests(now)
+		e.snapTime, e.lastSnapAt = now, now
+	}
+	e.schedErr = e.sched.Health(now)
+}
+
+// step runs the planned batch: the engine/step failpoint, Forward, the modelled step
+// time (handling events meanwhile), then StepDone.
+func (e *Engine) step(rd *scheduler.Ready) {
+	start := e.clock.Now()
+	e.stepAt.Store(start.UnixNano())
+	defer e.stepAt.Store(0)
+	var err error
+	if arg, ferr := failpoint.Eval(e.loopCtx, failpoint.EngineStep); ferr != nil {
+		err = fmt.Errorf("engine: step interrupted: %w", ferr)
+	} else if arg != "" {
+		err = fmt.Errorf("engine: failpoint %s: %s", failpoint.EngineStep, arg)
+	}
+	out := make([]int, len(rd.Batch))
+	if err == nil {
+		start = e.clock.Now()
+		err = e.forward(rd, out)
+	}
+	if err == nil {
+		if d := e.b.StepTime(rd.PrefillTokens, rd.DecodeTokens); d > 0 {
+			e.waitUntil(start.Add(d))
+		}
+	}
+	if err != nil {
+		e.log.Error("forward step failed", "batch", len(rd.Batch), "err", err)
+	}
+	e.sched.StepDone(e.clock.Now(), out, err)
+}
+
+func (e *Engine) forward(rd *scheduler.Ready, out []int) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("engine: backend panicked: %v", p)
+		}
+	}()
+	return e.b.Forward(rd.Batch, out)
+}
+
+// waitUntil waits for the modelled step time, handling inbox events meanwhile.
+func (e *Engine) waitUntil(deadline time.Time) {
+	for {
+		now := e.clock.Now()
+		if !now.Before(deadline) {
+			return
+		}
+		select {
+		case <-e.wake:
+			e.handleInbox(now)
+		case <-e.clock.After(deadline.Sub(now)):
+		case <-e.forceReq:
+			return
+		}
+	}
+}
