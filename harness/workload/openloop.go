@@ -27,19 +27,22 @@ type OpenLoop struct {
 
 // schedPacer replays a precomputed schedule: hit i is due at sched[i]; after the last
 // hit it stops, so the number of requests depends only on the scenario and seed.
+// Offsets count from the window's start; vegeta's elapsed counts from its own start,
+// offset later.
 type schedPacer struct {
-	sched []time.Duration
-	rate  func(time.Duration) float64
+	sched  []time.Duration
+	offset time.Duration
+	rate   func(time.Duration) float64
 }
 
 func (p schedPacer) Pace(elapsed time.Duration, hits uint64) (time.Duration, bool) {
 	if hits >= uint64(len(p.sched)) {
 		return 0, true
 	}
-	return max(p.sched[hits]-elapsed, 0), false
+	return max(p.sched[hits]-(elapsed+p.offset), 0), false
 }
 
-func (p schedPacer) Rate(elapsed time.Duration) float64 { return p.rate(elapsed) }
+func (p schedPacer) Rate(elapsed time.Duration) float64 { return p.rate(elapsed + p.offset) }
 
 // Run implements Workload.
 func (o *OpenLoop) Run(ctx context.Context, start time.Time, s Sender) Stats {
@@ -69,8 +72,10 @@ func (o *OpenLoop) Run(ctx context.Context, start time.Time, s Sender) Stats {
 		t.URL = "http://pdsoak.invalid/" + o.Spec.Name
 		return nil
 	}
-	rt.began = time.Now()
-	results := atk.Attack(targeter, schedPacer{sched: sched, rate: o.Pacer.Rate}, 0, o.Spec.Name)
+	// The schedule counts from the window's start, whenever the attack gets going.
+	rt.began = from
+	offset := time.Since(from)
+	results := atk.Attack(targeter, schedPacer{sched: sched, offset: offset, rate: o.Pacer.Rate}, 0, o.Spec.Name)
 	stopTimer := time.AfterFunc(time.Until(until.Add(StopGrace)), func() { atk.Stop() })
 	defer stopTimer.Stop()
 	stop := context.AfterFunc(ctx, func() { atk.Stop() })

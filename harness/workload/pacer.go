@@ -128,8 +128,8 @@ func Schedule(p vegeta.Pacer, du time.Duration, limit int) []time.Duration {
 		if wait > 0 {
 			t += wait
 		}
-		if du > 0 && t > du {
-			break
+		if du > 0 && t >= du {
+			break // hits due at the very end of the window would race its end
 		}
 		out = append(out, t)
 	}

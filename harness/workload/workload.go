@@ -78,6 +78,10 @@ func (c *Common) base(id string, scheduled time.Time) client.Request {
 	}
 }
 
+// Single builds the one-shot request number seq of this workload (as open_loop and
+// burst send them), scheduled at the given time. Load faults use it for extra bursts.
+func (c *Common) Single(seq uint64, scheduled time.Time) *Req { return c.single(seq, scheduled) }
+
 // single builds a one-shot request (open_loop, burst) for sequence number seq.
 func (c *Common) single(seq uint64, scheduled time.Time) *Req {
 	id := fmt.Sprintf("%s-%06d", c.Spec.Name, seq)

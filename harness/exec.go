@@ -1,0 +1,198 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"pdsoak/harness/client"
+	"pdsoak/harness/workload"
+	"pdsoak/reports"
+)
+
+// executor is the workloads' Sender: it runs each request through the client and
+// records its whole life in the ledger — scheduled, sent, headers, first token and
+// exactly one done event with the outcome.
+type executor struct {
+	c      *client.Client
+	led    *ledger
+	log    *slog.Logger
+	probe  *debugProbe
+	lag    *lagRecorder
+	reqCtx context.Context
+
+	inflight atomic.Int64
+	wg       sync.WaitGroup
+	// noLag names workloads whose send lag is throttled on purpose (max_in_flight)
+	// and so says nothing about the harness.
+	noLag map[string]bool
+
+	dmu        sync.RWMutex
+	disconnect map[string]disconnectRule // by workload name, "client" for all
+
+	counts [16]atomic.Int64 // indexed by outcomeIndex
+}
+
+type disconnectRule struct {
+	afterTokens int
+	fraction    float64
+}
+
+var outcomeIndex = func() map[reports.Outcome]int {
+	m := map[reports.Outcome]int{}
+	for i, o := range reports.Outcomes {
+		m[o] = i
+	}
+	return m
+}()
+
+// Send implements workload.Sender. It always returns a result and always writes one
+// done event for the request.
+func (e *executor) Send(_ context.Context, r *workload.Req) *client.Result {
+	e.wg.Add(1)
+	e.inflight.Add(1)
+	defer func() {
+		e.inflight.Add(-1)
+		e.wg.Done()
+	}()
+	if r.Scheduled.IsZero() {
+		r.Scheduled = time.Now()
+	}
+	if k := e.cancelAfter(r); k > 0 {
+		r.CancelAfterTokens = k
+	}
+	sched := r.Scheduled
+	e.led.emit(reports.Event{Time: sched, Type: reports.EventScheduled, RequestID: r.ID, Workload: r.Workload,
+		Session: r.Session, Turn: r.Turn, Endpoint: endpointName(r.Endpoint), PromptBytes: r.PromptBytes})
+	obs := &reqObserver{e: e, r: r}
+	res := e.c.Do(e.reqCtx, &r.Request, obs)
+
+	ev := reports.Event{Time: res.End, Type: reports.EventDone, RequestID: r.ID, Workload: r.Workload,
+		Session: r.Session, Turn: r.Turn, Endpoint: endpointName(r.Endpoint), Scheduled: &sched,
+		Outcome: res.Outcome, Phase: res.Phase, Status: res.Status, Error: res.Err,
+		TTFT: res.TTFT().Seconds(), E2E: res.E2E().Seconds(), PromptTokens: res.PromptTokens,
+		PromptBytes: r.PromptBytes, CompletionTokens: res.CompletionTokens, Chunks: res.Chunks,
+		Bytes: res.Bytes, FinishReason: res.FinishReason}
+	if len(res.ITL) > 0 {
+		ev.ITL = make([]float64, len(res.ITL))
+		for i, d := range res.ITL {
+			ev.ITL[i] = d.Seconds()
+		}
+	}
+	if res.Outcome.SilentDrop() {
+		ev.Age = res.Age().Seconds()
+		if d := obs.debug.Load(); d != nil {
+			ev.ServerDebug = *d
+		}
+		e.log.Warn("silent drop", "request_id", r.ID, "outcome", res.Outcome, "phase", res.Phase,
+			"deadline", res.Deadline, "age", res.Age(), "server", string(ev.ServerDebug))
+	} else {
+		e.log.Debug("done", "request_id", r.ID, "outcome", res.Outcome, "status", res.Status, "e2e", res.E2E(), "err", res.Err)
+	}
+	if i, ok := outcomeIndex[res.Outcome]; ok {
+		e.counts[i].Add(1)
+	}
+	e.led.emit(ev)
+	return res
+}
+
+func endpointName(ep string) string {
+	if ep == "" {
+		return client.EndpointChat
+	}
+	return ep
+}
+
+// cancelAfter applies a client-disconnect fault: streaming requests of the targeted
+// workload are cancelled after k tokens. Which requests is decided by a hash of the
+// request id, so the choice is the same on every run with the same seed.
+func (e *executor) cancelAfter(r *workload.Req) int {
+	if !r.Stream {
+		return 0
+	}
+	e.dmu.RLock()
+	defer e.dmu.RUnlock()
+	rule, ok := e.disconnect[r.Workload]
+	if !ok {
+		rule, ok = e.disconnect["client"]
+	}
+	if !ok || rule.afterTokens <= 0 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(r.ID))
+	if float64(h.Sum32()%10000) >= rule.fraction*10000 {
+		return 0
+	}
+	return rule.afterTokens
+}
+
+// SetDisconnect installs (afterTokens > 0) or removes a client-disconnect rule.
+func (e *executor) SetDisconnect(target string, afterTokens int, fraction float64) {
+	e.dmu.Lock()
+	defer e.dmu.Unlock()
+	if e.disconnect == nil {
+		e.disconnect = map[string]disconnectRule{}
+	}
+	if afterTokens <= 0 {
+		delete(e.disconnect, target)
+		return
+	}
+	if fraction <= 0 || fraction > 1 {
+		fraction = 1
+	}
+	e.disconnect[target] = disconnectRule{afterTokens: afterTokens, fraction: fraction}
+}
+
+// reqObserver turns client progress into ledger events for one request.
+type reqObserver struct {
+	e     *executor
+	r     *workload.Req
+	debug atomic.Pointer[json.RawMessage]
+}
+
+func (o *reqObserver) Sent(req *client.Request, at time.Time) {
+	lag := at.Sub(req.Scheduled)
+	if !o.e.noLag[o.r.Workload] {
+		o.e.lag.Send(lag)
+	}
+	sched := req.Scheduled
+	o.e.led.emit(reports.Event{Time: at, Type: reports.EventSent, RequestID: req.ID, Workload: o.r.Workload,
+		Scheduled: &sched, Lag: lag.Seconds()})
+	o.e.log.Debug("sent", "request_id", req.ID, "lag", lag)
+}
+
+func (o *reqObserver) Headers(req *client.Request, at time.Time, status int) {
+	o.e.led.emit(reports.Event{Time: at, Type: reports.EventHeaders, RequestID: req.ID, Workload: o.r.Workload, Status: status})
+	o.e.log.Debug("headers", "request_id", req.ID, "status", status)
+}
+
+func (o *reqObserver) FirstToken(req *client.Request, at time.Time) {
+	ttft := at.Sub(req.Scheduled)
+	o.e.led.emit(reports.Event{Time: at, Type: reports.EventFirstToken, RequestID: req.ID, Workload: o.r.Workload, TTFT: ttft.Seconds()})
+	o.e.log.Debug("first token", "request_id", req.ID, "ttft", ttft)
+}
+
+// BeforeDeadline asks the server's /debug/requests about the request while the
+// server still holds it (before the client cancels).
+func (o *reqObserver) BeforeDeadline(req *client.Request, deadline string, phase reports.Phase) {
+	if deadline == "connect" || !o.e.probe.enabled() {
+		return
+	}
+	if d := o.e.probe.Inspect(o.e.reqCtx, req.ID); d != nil {
+		o.debug.Store(&d)
+	}
+}
+
+// outcomes returns the counts so far.
+func (e *executor) outcomes() map[reports.Outcome]int64 {
+	m := make(map[reports.Outcome]int64, len(reports.Outcomes))
+	for i, o := range reports.Outcomes {
+		m[o] = e.counts[i].Load()
+	}
+	return m
+}
