@@ -1,0 +1,175 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"pdsoak/scenarios"
+)
+
+func ms_(n int) scenarios.Duration { return scenarios.Duration(time.Duration(n) * time.Millisecond) }
+
+func TestTimelineSteps(t *testing.T) {
+	tl, err := NewTimeline([]scenarios.Fault{
+		{Name: "late", Type: "process_pause", Target: "decode-0", At: ms_(50), For: ms_(10)},
+		{Name: "early", Type: "network_partition", Target: "l", At: ms_(0), For: ms_(50)},
+		{Name: "held", Type: "decode_crash", Target: "decode-0", At: ms_(20)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range tl.Steps() {
+		got = append(got, s.At.String()+" "+string(s.Kind)+" "+s.Fault.Name)
+	}
+	want := []string{"0s apply early", "20ms apply held", "50ms revert early", "50ms apply late", "60ms revert late"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("steps = %q\nwant %q", got, want)
+	}
+}
+
+func TestNewTimelineReportsAllErrors(t *testing.T) {
+	_, err := NewTimeline([]scenarios.Fault{
+		{Name: "a", Type: "meteor", Target: "x"},
+		{Name: "b", Type: "decode_crash", Target: "decode-0", Params: map[string]any{"bogus": 1}},
+		{Name: "b", Type: "decode_crash", Target: "decode-0"},
+	})
+	if err == nil {
+		t.Fatal("NewTimeline accepted bad specs")
+	}
+	for _, want := range []string{`"meteor"`, "params.bogus", `duplicate fault name "b"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}
+
+func TestTimelineRunAppliesVerifiesReverts(t *testing.T) {
+	e := newFakeEnv(t)
+	e.withLinks("router->decode-0")
+	e.startProc("decode-0", "decode")
+	tl, err := NewTimeline([]scenarios.Fault{
+		{Name: "cut", Type: "network_partition", Target: "router->decode-0", At: ms_(0), For: ms_(40)},
+		{Name: "freeze", Type: "process_pause", Target: "decode-0", At: ms_(20), For: ms_(40)},
+	}, WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := tl.Run(ctx, e, time.Now()); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	want := []string{
+		"fault_start:cut", "fault_verified:cut:true",
+		"fault_start:freeze", "fault_verified:freeze:true",
+		"fault_stop:cut", "fault_stop:freeze",
+	}
+	if got := e.eventLog(); !slices.Equal(got, want) {
+		t.Fatalf("events = %q\nwant %q", got, want)
+	}
+	for _, ev := range e.events {
+		if ev.FaultType == "" || ev.Target == "" || ev.Time.IsZero() {
+			t.Errorf("event lacks fields: %+v", ev)
+		}
+		if ev.Type == "fault_verified" && ev.Detail == "" {
+			t.Errorf("verified event without evidence: %+v", ev)
+		}
+	}
+	k, _ := e.links.Link("router->decode-0")
+	if !k.IsUp() {
+		t.Error("link still down after the run")
+	}
+	procState("decode-0", func(st byte) bool { return !stoppedState(st) }, "running")(t, e)
+}
+
+func TestTimelineUnverifiedFailsAndReverts(t *testing.T) {
+	e := newFakeEnv(t)
+	e.withLinks("router->decode-0")
+	tl, err := NewTimeline([]scenarios.Fault{
+		{Name: "cut", Type: "network_partition", Target: "router->decode-0", At: ms_(0)}, // held
+		{Name: "flood", Type: "queue_saturation", Target: "client", At: ms_(5), For: ms_(1000)},
+	}, WithVerifyTimeout(100*time.Millisecond), WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = tl.Run(ctx, e, time.Now())
+	if !errors.Is(err, ErrNotVerified) {
+		t.Fatalf("Run = %v, want ErrNotVerified", err)
+	}
+	if !strings.Contains(err.Error(), "flood") {
+		t.Errorf("error does not name the fault: %v", err)
+	}
+	want := []string{
+		"fault_start:cut", "fault_verified:cut:true",
+		"fault_start:flood", "fault_verified:flood:false",
+		"fault_stop:flood", "fault_stop:cut", // latest first
+	}
+	if got := e.eventLog(); !slices.Equal(got, want) {
+		t.Fatalf("events = %q\nwant %q", got, want)
+	}
+	if !e.lastRun().stopped.Load() {
+		t.Error("burst not stopped")
+	}
+	k, _ := e.links.Link("router->decode-0")
+	if !k.IsUp() {
+		t.Error("held partition not reverted on failure")
+	}
+}
+
+func TestTimelineApplyFailure(t *testing.T) {
+	e := newFakeEnv(t)
+	tl, err := NewTimeline([]scenarios.Fault{{Name: "ghost", Type: "decode_crash", Target: "decode-9"}}, WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = tl.Run(context.Background(), e, time.Now())
+	if !errors.Is(err, ErrApply) || !strings.Contains(err.Error(), "names nothing") {
+		t.Fatalf("Run = %v", err)
+	}
+	want := []string{"fault_verified:ghost:false", "fault_stop:ghost"}
+	if got := e.eventLog(); !slices.Equal(got, want) {
+		t.Fatalf("events = %q\nwant %q", got, want)
+	}
+}
+
+func TestTimelineCancelRevertsHeldFaults(t *testing.T) {
+	e := newFakeEnv(t)
+	e.withLinks("prefill-0->decode-0")
+	tl, err := NewTimeline([]scenarios.Fault{
+		{Name: "cut", Type: "network_partition", Target: "prefill-0->decode-0", At: ms_(0)},
+		{Name: "never", Type: "network_partition", Target: "prefill-0->decode-0", At: scenarios.Duration(time.Hour)},
+	}, WithLogger(quietLogger()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tl.Run(ctx, e, time.Now()) }()
+	// Wait (bounded) until the first fault is verified, then end the run.
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Contains(e.eventLog(), "fault_verified:cut:true") {
+		if time.Now().After(deadline) {
+			t.Fatal("first fault never verified")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after cancel = %v, want nil", err)
+	}
+	want := []string{"fault_start:cut", "fault_verified:cut:true", "fault_stop:cut"}
+	if got := e.eventLog(); !slices.Equal(got, want) {
+		t.Fatalf("events = %q\nwant %q", got, want)
+	}
+	// RevertAll again is a no-op.
+	if err := tl.RevertAll(context.Background(), e); err != nil || len(e.eventLog()) != 3 {
+		t.Fatalf("second RevertAll: %v, %d events", err, len(e.eventLog()))
+	}
+}
