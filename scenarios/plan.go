@@ -237,7 +237,13 @@ func (tl Timeline) Write(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "scenario  %s\nseed      %d\ntarget    %s\nload      %s, then drain up to %s\n",
 		tl.Scenario, tl.Seed, tl.Target, tl.Load, tl.Drain)
-	fmt.Fprintf(&b, "requests  ~%d expected\n\n", tl.Requests)
+	open := ""
+	for _, w := range tl.Workloads {
+		if w.Open {
+			open = ", plus agent sessions that keep taking turns until their window ends"
+		}
+	}
+	fmt.Fprintf(&b, "requests  ~%d expected%s\n\n", tl.Requests, open)
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "AT\tEVENT\tNAME\tDETAIL")
 	for _, s := range tl.Steps {
