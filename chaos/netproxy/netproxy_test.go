@@ -24,7 +24,7 @@ type echoServer struct {
 	cs []net.Conn
 }
 
-func newEcho(t *testing.T) *echoServer {
+func newEcho(t testing.TB) *echoServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
