@@ -120,7 +120,8 @@ func (e *Engine) handleInbox(now time.Time) {
 			e.sched.Registered(now, ev.room)
 		case receivedEv:
 			if !e.sched.Received(now, ev.room, ev.tok, ev.err) {
-				e.log.Warn("kv received for no request", "room", ev.room, "err", ev.err)
+				// Normal after a cancel, a timeout or an abort: the room is gone.
+				e.log.Debug("kv transfer ended for no live request", "room", ev.room, "err", ev.err)
 			}
 		case sentEv:
 			if !e.sched.Sent(now, ev.room, ev.err) {

@@ -553,11 +553,22 @@ func (s *Scheduler) Received(now time.Time, room uint64, firstToken int, err err
 	return true
 }
 
-// Sent (prefill): the KV of room reached decode (err nil) or the send failed.
+// Sent (prefill): the KV of room reached decode (err nil) or the send failed. An error
+// for a request not yet sending (decode abandoned the room) ends it too.
 func (s *Scheduler) Sent(now time.Time, room uint64, err error) bool {
 	r, ok := s.rooms[room]
-	if !ok || r.stage != StageInflight || s.cfg.Role != RolePrefill {
+	if !ok || s.cfg.Role != RolePrefill {
 		return false
+	}
+	if r.stage != StageInflight {
+		// Decode gave the room up before prefill sent anything (abort, timeout): stop
+		// working on it now instead of computing KV nobody will take (I6).
+		if err == nil || r.stage == StageTransfer {
+			return false
+		}
+		s.finish(now, r, "", &gen.StageError{Stage: string(r.stage),
+			Err: fmt.Errorf("scheduler: room %d: %w: %v", room, gen.ErrTransfer, err)})
+		return true
 	}
 	s.progress(now)
 	if err != nil {
