@@ -55,7 +55,10 @@ func TestWatchdogSGLangIdleStall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "transfer", func() bool { rs := pd.decode.Requests(); return len(rs) == 1 && rs[0].Stage == "transfer" && rs[0].AgeSeconds > 0.05 })
+	waitFor(t, "transfer", func() bool {
+		rs := pd.decode.Requests()
+		return len(rs) == 1 && rs[0].Stage == "transfer" && rs[0].AgeSeconds > 0.05
+	})
 	if err := pd.decode.Healthy(); err != nil {
 		t.Fatalf("sglang health: %v", err)
 	}
