@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -298,5 +299,51 @@ func TestStatusPrintsPeriodically(t *testing.T) {
 	s.close()
 	if !strings.Contains(buf.String(), "in flight 0") {
 		t.Errorf("no status line: %q", buf.String())
+	}
+}
+
+func TestReportRecomputes(t *testing.T) {
+	out := t.TempDir()
+	r := &fakeRunner{events: ledger([]reports.Outcome{reports.OutcomeOK, reports.OutcomeStalled})}
+	if code, _, stderr := execute(t, []string{"run", "smoke", "--out", out, "-q"}, WithRunner(r.run)); code != 1 {
+		t.Fatalf("run exit %d: %s", code, stderr)
+	}
+	if err := os.Remove(filepath.Join(out, reports.ResultsFile)); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, _ := execute(t, []string{"report", out})
+	if code != 1 || !strings.Contains(stdout, "FAIL  smoke") {
+		t.Errorf("report exit %d:\n%s", code, stdout)
+	}
+	if _, err := os.Stat(filepath.Join(out, reports.ResultsFile)); err != nil {
+		t.Error("results.json not rewritten")
+	}
+	if code, _, stderr := execute(t, []string{"report", t.TempDir()}); code != 2 || !strings.Contains(stderr, "not a run's output directory") {
+		t.Errorf("report of an empty dir: exit %d %s", code, stderr)
+	}
+}
+
+func TestInterruptStillWritesOutputs(t *testing.T) {
+	out := t.TempDir()
+	runner := func(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) error {
+		if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+			return errors.New("context not cancelled by SIGINT")
+		}
+		f := &fakeRunner{events: ledger([]reports.Outcome{reports.OutcomeOK, reports.OutcomeCancelled})}
+		return f.run(context.Background(), sc, opts)
+	}
+	code, stdout, stderr := execute(t, []string{"run", "smoke", "--out", out}, WithRunner(runner))
+	if code != 3 || !strings.Contains(stderr, "interrupted") {
+		t.Errorf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	for _, f := range []string{reports.ResultsFile, reports.JUnitFile, reports.SummaryFile} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("missing %s after interrupt", f)
+		}
 	}
 }

@@ -211,6 +211,9 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 	}
 	defer logFile.Close()
 	logger := slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if err := writeResolved(outDir, sc); err != nil {
+		return &ExitError{Code: ExitInfra, Err: err}
+	}
 
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -245,12 +248,7 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 	}
 
 	// Outputs are written whatever happened, from the ledger.
-	cfg := reportConfig(sc)
-	res, rerr := reports.ComputeFile(filepath.Join(outDir, reports.EventsFile), cfg)
-	if rerr != nil {
-		res = reports.Compute(nil, cfg)
-		res.InvalidReasons = append(res.InvalidReasons, "no readable ledger: "+rerr.Error())
-	}
+	res := computeResults(outDir, sc)
 	res.Notes = append(res.Notes, notes...)
 	if runErr != nil {
 		res.InvalidReasons = append(res.InvalidReasons, "run: "+runErr.Error())

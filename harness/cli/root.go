@@ -95,7 +95,7 @@ infrastructure failure (including a run where the harness itself was the bottlen
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError("%v (see %s --help)", err, c.CommandPath())
 	})
-	root.AddCommand(a.runCommand(), a.validateCommand(), a.planCommand(), a.listCommand(), a.faultsCommand())
+	root.AddCommand(a.runCommand(), a.validateCommand(), a.planCommand(), a.listCommand(), a.faultsCommand(), a.reportCommand())
 	pd := servercli.NewRootCommand()
 	pd.Hidden = true
 	pd.Short = "Run the reference server (used by harness run to start the embedded topology)"

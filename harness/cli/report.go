@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"pdsoak/reports"
+	"pdsoak/scenarios"
+)
+
+// ResolvedFile is the scenario as run (overrides and defaults applied), written next to
+// events.jsonl so that `harness report` can recompute the results from the ledger alone.
+const ResolvedFile = "scenario.json"
+
+func writeResolved(dir string, sc *scenarios.Scenario) error {
+	data, err := json.MarshalIndent(sc, "", "  ")
+	if err != nil {
+		return fmt.Errorf("harness: encode resolved scenario: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ResolvedFile), append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("harness: write resolved scenario: %w", err)
+	}
+	return nil
+}
+
+// computeResults judges dir/events.jsonl; a missing or unreadable ledger is an invalid run.
+func computeResults(dir string, sc *scenarios.Scenario) *reports.Results {
+	cfg := reportConfig(sc)
+	res, err := reports.ComputeFile(filepath.Join(dir, reports.EventsFile), cfg)
+	if err != nil {
+		res = reports.Compute(nil, cfg)
+		res.InvalidReasons = append(res.InvalidReasons, "no readable ledger: "+err.Error())
+		res.Verdict = reports.VerdictInvalid
+	}
+	return res
+}
+
+func (a *app) reportCommand() *cobra.Command {
+	var quiet bool
+	cmd := &cobra.Command{
+		Use:   "report OUTDIR",
+		Short: "Recompute results.json, junit.xml and summary.md from a run's events.jsonl",
+		Long: `report recomputes a run's results from its ledger (events.jsonl) and the scenario as
+it was run (scenario.json), rewrites results.json, junit.xml and summary.md, prints the
+summary table and exits with the verdict's code (0 pass, 1 fail, 3 invalid).`,
+		Args: exactlyOne,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := args[0]
+			data, err := os.ReadFile(filepath.Join(dir, ResolvedFile))
+			if err != nil {
+				return usageError("%s is not a run's output directory: %v", dir, err)
+			}
+			var sc scenarios.Scenario
+			if err := json.Unmarshal(data, &sc); err != nil {
+				return usageError("%s: %v", filepath.Join(dir, ResolvedFile), err)
+			}
+			res := computeResults(dir, &sc)
+			if err := reports.WriteAll(dir, res); err != nil {
+				return &ExitError{Code: ExitInfra, Err: err}
+			}
+			if !quiet {
+				_ = reports.WriteTable(cmd.OutOrStdout(), res)
+			}
+			switch res.Verdict {
+			case reports.VerdictPass:
+				return nil
+			case reports.VerdictFail:
+				return &ExitError{Code: ExitFail}
+			}
+			return &ExitError{Code: ExitInfra, Err: fmt.Errorf("harness: invalid run: %s", strings.Join(res.InvalidReasons, "; "))}
+		},
+	}
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no table")
+	return cmd
+}
