@@ -83,12 +83,13 @@ func WithSeed(seed uint64) Option {
 	return func(r *Registry) { r.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }
 }
 
-// WithLogger sets the logger used by "print" and by Enable/Disable.
+// WithLogger sets the logger used by "print" and by Enable/Disable (default: slog.Default()
+// at the time of the call).
 func WithLogger(l *slog.Logger) Option { return func(r *Registry) { r.logger = l } }
 
 // NewRegistry returns an empty registry.
 func NewRegistry(opts ...Option) *Registry {
-	r := &Registry{fps: map[string]*point{}, logger: slog.Default()}
+	r := &Registry{fps: map[string]*point{}}
 	WithSeed(DefaultSeed)(r)
 	for _, o := range opts {
 		o(r)
@@ -180,7 +181,7 @@ func (r *Registry) Eval(ctx context.Context, name string) (string, error) {
 	case ActReturn:
 		return arg, nil
 	case ActPrint:
-		r.logger.Info("failpoint hit", "failpoint", name, "arg", arg)
+		r.log().Info("failpoint hit", "failpoint", name, "arg", arg)
 		return "", nil
 	case ActPanic:
 		if arg != "" {
@@ -211,6 +212,13 @@ func (r *Registry) Eval(ctx context.Context, name string) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+func (r *Registry) log() *slog.Logger {
+	if r.logger != nil {
+		return r.logger
+	}
+	return slog.Default()
 }
 
 func (r *Registry) draw(percent float64) bool {
@@ -274,7 +282,7 @@ func (r *Registry) Enable(name, terms string) error {
 	p.evals.Store(0)
 	p.hits.Store(0)
 	p.mu.Unlock()
-	r.logger.Info("failpoint enabled", "failpoint", name, "terms", p.desc)
+	r.log().Info("failpoint enabled", "failpoint", name, "terms", p.desc)
 	return nil
 }
 
@@ -299,7 +307,7 @@ func (r *Registry) Disable(name string) error {
 	close(p.changed)
 	p.changed = nil
 	r.active.Add(-1)
-	r.logger.Info("failpoint disabled", "failpoint", name)
+	r.log().Info("failpoint disabled", "failpoint", name)
 	return nil
 }
 
