@@ -167,7 +167,7 @@ func NewTransport(connectTimeout time.Duration) *http.Transport {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
-		WriteBufferSize:     8 << 10,
+		WriteBufferSize:     4 << 10,
 		ReadBufferSize:      4 << 10,
 	}
 }

@@ -72,7 +72,7 @@ func NewReader(src io.Reader, opts ...Option) *Reader {
 	for _, o := range opts {
 		o(r)
 	}
-	r.buf = make([]byte, 4096)
+	r.buf = make([]byte, 1024)
 	return r
 }
 
