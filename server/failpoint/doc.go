@@ -29,9 +29,12 @@
 //
 //   - "engine/step" (EngineStep): evaluated by a worker's driver loop before each
 //     scheduler step. sleep/pause stall the scheduler (chaos scheduler_stall): queues keep
-//     filling while nothing progresses, which /health must report.
+//     filling while nothing progresses, which /health must report. return(x) fails the
+//     step's batch with an error naming x.
 //   - "engine/admit" (EngineAdmit): evaluated when a request is admitted.
-//     return(reject) makes admission refuse the request as overloaded; sleep/pause delay it.
+//     return(overloaded) refuses it as overloaded (503 + Retry-After), return(unavailable)
+//     and return(timeout) with those errors, any other argument as an internal error;
+//     sleep/pause delay admission.
 //   - "kvtransfer/send-frame" (KVTransferSendFrame): evaluated by the prefill sender
 //     before each KV frame. return(corrupt) flips one payload byte after the checksum was
 //     computed (decode must detect it); return(drop) closes the connection; sleep/pause
