@@ -1,0 +1,91 @@
+package kvtransfer
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"pdsoak/kernels"
+)
+
+// rawCopy moves n bytes over a fresh loopback TCP connection with plain Go I/O: the
+// baseline the transfer is compared against.
+func rawCopy(b *testing.B, src []byte, dst []byte) time.Duration {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close()
+		_, err = io.ReadFull(c, dst)
+		done <- err
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	if _, err := c.Write(src); err != nil {
+		b.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(start)
+}
+
+// BenchmarkTransfer sends one 8 MiB room (64 pages × 8 layers of 16 KiB frames) per
+// iteration and, in the same run, copies the same number of bytes over raw loopback TCP.
+// It reports both rates and their ratio.
+func BenchmarkTransfer(b *testing.B) {
+	const pages, pageSize, layers, bpt = 64, 16, 8, 1024
+	src, _ := kernels.NewKVStore(pages, pageSize, layers, bpt)
+	dst, _ := kernels.NewKVStore(pages, pageSize, layers, bpt)
+	all := make([]int32, pages)
+	for i := range all {
+		all[i] = int32(i)
+	}
+	fill(src, all, 1)
+	total := pages * pageSize * layers * bpt
+	raw, rawDst := make([]byte, total), make([]byte, total)
+	s := NewSender(src, WithHook(nil), WithLogger(nil))
+	if err := s.Listen("127.0.0.1:0"); err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	r := NewReceiver(dst, WithHook(nil), WithLogger(nil))
+	defer r.Close()
+	var rawT, kvT time.Duration
+	b.SetBytes(int64(total))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rawT += rawCopy(b, raw, rawDst)
+		start := time.Now()
+		room := uint64(i + 1)
+		tr, err := r.Start(context.Background(), s.Addr(), room, all, pages*pageSize)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Send(context.Background(), room, all, pages*pageSize, 1); err != nil {
+			b.Fatal(err)
+		}
+		if res := <-tr.Done(); res.Err != nil {
+			b.Fatal(res.Err)
+		}
+		kvT += time.Since(start)
+	}
+	gb := float64(total) * float64(b.N) / 1e9
+	b.ReportMetric(gb/kvT.Seconds(), "kv_GB/s")
+	b.ReportMetric(gb/rawT.Seconds(), "raw_GB/s")
+	b.ReportMetric(rawT.Seconds()/kvT.Seconds(), "kv/raw")
+}

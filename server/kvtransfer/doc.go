@@ -1,0 +1,70 @@
+// Package kvtransfer moves KV-cache pages from a prefill worker to a decode worker over
+// TCP, as SGLang's PD mode does over NIXL/Mooncake: decode is the receiver and dials,
+// prefill is the sender and listens on its bootstrap address.
+//
+// # Protocol
+//
+// One TCP connection per (decode, prefill) pair, opened by decode on first use and reused
+// for every room; rooms are multiplexed on it at frame granularity. Every message is a
+// 28-byte big-endian header followed by a body:
+//
+//	off size field
+//	 0   2   magic   0x4B56 ("KV")
+//	 2   1   version 1
+//	 3   1   type    (below)
+//	 4   8   room    bootstrap room (0 for connection-level messages)
+//	12   4   layer   PAGE only, else 0
+//	16   4   page    PAGE only: index into the room's destination page list, else 0
+//	20   4   length  body bytes (PAGE ≤ 64 MiB, others ≤ 1 MiB)
+//	24   4   crc     CRC32C (Castagnoli) of the body
+//
+// Types and bodies (integers big-endian):
+//
+//	1 HELLO        d→p room 0   page_size u32, layers u32, bytes_per_token u32
+//	2 HELLO_ACK    p→d room 0   the same, prefill's shape (must be equal)
+//	3 REGISTER     d→p room R   num_tokens u32, count u32, count × dest page i32
+//	4 REGISTER_ACK p→d room R   empty
+//	5 PAGE         p→d room R   the first n tokens of KVStore.LayerBytes(page, layer),
+//	                            n = min(page_size, num_tokens − index·page_size)
+//	6 DONE         p→d room R   first_token i32, num_tokens u32, frames u32
+//	7 ACK          d→p room R   empty: every frame arrived and verified
+//	8 FAIL         both room R  reason (UTF-8, ≤ 1024 bytes); room 0 closes the connection
+//	9 HEARTBEAT    both room 0  empty
+//
+// A control message with a bad CRC, an unknown type, a bad magic or an oversized body is a
+// protocol error and closes the connection (every room on it fails). A PAGE whose CRC does
+// not match fails only its room: decode reports it with FAIL and drops the room's later
+// frames; other rooms continue.
+//
+// # Bounds
+//
+// Dial (DefaultDialTimeout); HELLO→HELLO_ACK and REGISTER→REGISTER_ACK
+// (DefaultHandshakeTimeout); every write and, on decode, the gap between two frames of a
+// room (DefaultFrameTimeout); DONE→ACK on prefill (DefaultAckTimeout); and liveness: each
+// side sends HEARTBEAT every DefaultHeartbeatInterval and declares the connection dead
+// after DefaultIdleTimeout without any message. The wait between REGISTER_ACK and the
+// first frame (prefill's queue and forward pass) is bounded by the caller's context.
+//
+// # Use
+//
+// Prefill:
+//
+//	s := kvtransfer.NewSender(kv, kvtransfer.WithOnRegister(func(r kvtransfer.Registration) {
+//		engine.Notify(r.Room) // the request may leave the bootstrap queue
+//	}))
+//	s.Listen("127.0.0.1:0") // s.Addr() goes into /server_info "bootstrap_addr"
+//	...after the forward pass of the request in room R:
+//	err := s.Send(ctx, R, srcPages, len(prompt), firstToken) // returns after decode's ACK
+//	...or, when the request fails first: s.Fail(R, "aborted")
+//
+// Decode:
+//
+//	r := kvtransfer.NewReceiver(kv)
+//	t, err := r.Start(ctx, bootstrapAddr, R, destPages, len(prompt)) // never blocks on I/O
+//	res := <-t.Done() // res.FirstToken, or res.Err wrapping gen.ErrTransfer
+//
+// Faults: the sender calls the hook (default failpoint.Eval) with "kvtransfer/send-frame"
+// before every frame ("corrupt" flips a payload byte after the CRC was computed, "drop"
+// closes the connection, sleep/pause delay it) and "kvtransfer/bootstrap" on every
+// REGISTER ("fail" refuses the room, "drop" closes the connection).
+package kvtransfer

@@ -1,0 +1,152 @@
+package kvtransfer
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"pdsoak/server/failpoint"
+)
+
+// Defaults of the timeouts. Every step of the protocol is bounded by one of them.
+const (
+	// DefaultDialTimeout bounds the TCP dial from decode to prefill.
+	DefaultDialTimeout = 3 * time.Second
+	// DefaultHandshakeTimeout bounds HELLO→HELLO_ACK and REGISTER→REGISTER_ACK.
+	DefaultHandshakeTimeout = 5 * time.Second
+	// DefaultFrameTimeout bounds writing one message, reading one frame body, and, on
+	// decode, the gap between two frames of a room once its first frame has arrived.
+	DefaultFrameTimeout = 10 * time.Second
+	// DefaultHeartbeatInterval is how often each side sends HEARTBEAT.
+	DefaultHeartbeatInterval = 1 * time.Second
+	// DefaultIdleTimeout is how long a side waits for any message before it declares the
+	// connection dead (a few heartbeats).
+	DefaultIdleTimeout = 5 * time.Second
+	// DefaultAckTimeout bounds prefill's wait for ACK after DONE.
+	DefaultAckTimeout = 10 * time.Second
+	// DefaultTombstones is how many failed rooms the sender remembers so that a late
+	// REGISTER for a room prefill already failed is answered with FAIL at once.
+	DefaultTombstones = 4096
+)
+
+// Registration is what decode told prefill about a room.
+type Registration struct {
+	Room      uint64
+	NumTokens int
+	DestPages []int32
+	Peer      string // decode's remote address
+}
+
+// Stats describes one finished transfer (successful or not), for metrics.
+type Stats struct {
+	Room     uint64
+	Bytes    int64 // payload bytes moved
+	Frames   int
+	Duration time.Duration // first frame to ACK (sender) or Start to done (receiver)
+	Err      error
+}
+
+// Hook is called at the named points of the protocol ("kvtransfer/send-frame" before every
+// page frame the sender writes, "kvtransfer/bootstrap" when the sender receives a
+// REGISTER). It has failpoint.Eval's contract: ("", nil) means carry on; a returned
+// argument asks for a fault: "corrupt" (send-frame: flip a payload byte after the CRC is
+// computed), "drop" (close the connection), "fail" (bootstrap: refuse the room); an error
+// fails the room.
+type Hook func(ctx context.Context, name string) (string, error)
+
+// Hook points.
+const (
+	HookSendFrame = failpoint.KVTransferSendFrame
+	HookBootstrap = failpoint.KVTransferBootstrap
+)
+
+type config struct {
+	dialTimeout       time.Duration
+	handshakeTimeout  time.Duration
+	frameTimeout      time.Duration
+	heartbeatInterval time.Duration
+	idleTimeout       time.Duration
+	ackTimeout        time.Duration
+	tombstones        int
+	hook              Hook
+	logger            *slog.Logger
+	onRegister        func(Registration)
+	onAbort           func(room uint64, reason string)
+	onComplete        func(Stats)
+}
+
+func newConfig(opts []Option) config {
+	c := config{
+		dialTimeout:       DefaultDialTimeout,
+		handshakeTimeout:  DefaultHandshakeTimeout,
+		frameTimeout:      DefaultFrameTimeout,
+		heartbeatInterval: DefaultHeartbeatInterval,
+		idleTimeout:       DefaultIdleTimeout,
+		ackTimeout:        DefaultAckTimeout,
+		tombstones:        DefaultTombstones,
+		hook:              failpoint.Eval,
+		logger:            slog.Default(),
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Option configures a Sender or a Receiver.
+type Option func(*config)
+
+// WithDialTimeout bounds the dial (receiver).
+func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTimeout = d } }
+
+// WithHandshakeTimeout bounds HELLO and REGISTER round trips (receiver).
+func WithHandshakeTimeout(d time.Duration) Option {
+	return func(c *config) { c.handshakeTimeout = d }
+}
+
+// WithFrameTimeout bounds each message write and frame read (both sides) and the gap
+// between two frames of a room (receiver; 0 disables that gap bound, as SGLang has none).
+func WithFrameTimeout(d time.Duration) Option { return func(c *config) { c.frameTimeout = d } }
+
+// WithHeartbeat sets the heartbeat interval and the idle timeout after which a silent
+// connection is declared dead (both sides).
+func WithHeartbeat(interval, idle time.Duration) Option {
+	return func(c *config) { c.heartbeatInterval, c.idleTimeout = interval, idle }
+}
+
+// WithAckTimeout bounds the sender's wait for ACK after DONE.
+func WithAckTimeout(d time.Duration) Option { return func(c *config) { c.ackTimeout = d } }
+
+// WithHook replaces the fault hook (default failpoint.Eval; nil disables hooks).
+func WithHook(h Hook) Option { return func(c *config) { c.hook = h } }
+
+// WithLogger sets the structured logger (nil discards).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithOnRegister is called (sender) when decode registers a room. It runs on the
+// connection's reader goroutine and must not block.
+func WithOnRegister(f func(Registration)) Option { return func(c *config) { c.onRegister = f } }
+
+// WithOnAbort is called (sender) when a registered room that no Send is carrying is
+// failed by decode (FAIL) or lost with its connection. It must not block.
+func WithOnAbort(f func(room uint64, reason string)) Option {
+	return func(c *config) { c.onAbort = f }
+}
+
+// WithOnComplete is called (both sides) when a transfer finishes, with its size and
+// duration, for metrics. It must not block.
+func WithOnComplete(f func(Stats)) Option { return func(c *config) { c.onComplete = f } }
+
+// WithTombstones sets how many failed rooms the sender remembers (default
+// DefaultTombstones).
+func WithTombstones(n int) Option { return func(c *config) { c.tombstones = n } }
+
+func (c *config) eval(ctx context.Context, name string) (string, error) {
+	if c.hook == nil {
+		return "", nil
+	}
+	return c.hook(ctx, name)
+}

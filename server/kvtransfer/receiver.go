@@ -1,0 +1,419 @@
+package kvtransfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"pdsoak/kernels"
+	"pdsoak/server/gen"
+)
+
+// Receiver is the decode side: it dials each prefill worker once, registers rooms on that
+// connection and writes the page frames it receives into its KVStore.
+type Receiver struct {
+	cfg   config
+	store *kernels.KVStore
+	shape Shape
+
+	ctx    context.Context // ends at Close; aborts dials
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex // guards everything below and every write into store by a frame
+	conns  map[string]*rconn
+	rooms  map[uint64]*Transfer
+	closed bool
+}
+
+// rconn is the receiver's connection to one prefill address.
+type rconn struct {
+	addr  string
+	l     *link // nil while dialing
+	rooms map[uint64]*Transfer
+}
+
+// Result is how a Transfer ended.
+type Result struct {
+	// FirstToken is the token prefill sampled after the prompt (valid when Err is nil).
+	FirstToken int
+	// Err wraps gen.ErrTransfer when the transfer failed.
+	Err error
+}
+
+// Transfer is one room being received.
+type Transfer struct {
+	r         *Receiver
+	room      uint64
+	dest      []int32
+	numTokens int
+	start     time.Time
+
+	// Under r.mu:
+	conn     *rconn
+	live     bool
+	acked    bool
+	got      []bool // [page index * layers + layer]
+	received int
+	expected int
+	bytes    int64
+	timer    *time.Timer
+	stopCtx  func() bool
+
+	done   chan Result
+	once   sync.Once
+	result Result
+}
+
+// Room is the transfer's bootstrap room.
+func (t *Transfer) Room() uint64 { return t.room }
+
+// Done yields the result once, then is closed.
+func (t *Transfer) Done() <-chan Result { return t.done }
+
+// Cancel aborts the transfer (decode no longer wants it) and tells prefill with FAIL.
+func (t *Transfer) Cancel(reason string) {
+	t.r.fail(t, fmt.Errorf("kvtransfer: room %d cancelled by decode: %s: %w", t.room, reason, gen.ErrTransfer), true)
+}
+
+// NewReceiver returns a receiver that writes pages into store.
+func NewReceiver(store *kernels.KVStore, opts ...Option) *Receiver {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Receiver{
+		cfg: newConfig(opts), store: store, ctx: ctx, cancel: cancel,
+		shape: Shape{uint32(store.PageSize), uint32(store.Layers), uint32(store.BytesPerToken)},
+		conns: map[string]*rconn{}, rooms: map[uint64]*Transfer{},
+	}
+}
+
+// Start registers room with the prefill worker whose bootstrap address is prefillAddr:
+// numTokens tokens of KV will land in destPages. It does not block on the network (the
+// dial and handshake run in the background, so a slow prefill never stalls the caller);
+// every outcome, including a failed dial, arrives on the Transfer's Done channel.
+// Cancelling ctx cancels the transfer. Start fails at once only on bad arguments, a
+// duplicate room or a closed receiver.
+func (r *Receiver) Start(ctx context.Context, prefillAddr string, room uint64, destPages []int32, numTokens int) (*Transfer, error) {
+	if room == 0 {
+		return nil, fmt.Errorf("kvtransfer: room 0 is reserved: %w", gen.ErrInvalid)
+	}
+	ps := r.store.PageSize
+	need := (numTokens + ps - 1) / ps
+	if numTokens <= 0 || len(destPages) < need || numTokens > 1<<31-1 {
+		return nil, fmt.Errorf("%w: %d destination pages for %d tokens", ErrShape, len(destPages), numTokens)
+	}
+	for _, p := range destPages[:need] {
+		if p < 0 || int(p) >= r.store.NumPages {
+			return nil, fmt.Errorf("%w: destination page %d out of range", ErrShape, p)
+		}
+	}
+	t := &Transfer{r: r, room: room, dest: append([]int32(nil), destPages[:need]...), numTokens: numTokens,
+		start: time.Now(), live: true, expected: need * r.store.Layers, done: make(chan Result, 1)}
+	t.got = make([]bool, t.expected)
+
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if _, ok := r.rooms[room]; ok {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("%w: room %d", ErrDuplicate, room)
+	}
+	c := r.conns[prefillAddr]
+	if c == nil {
+		c = &rconn{addr: prefillAddr, rooms: map[uint64]*Transfer{}}
+		r.conns[prefillAddr] = c
+		r.wg.Add(1)
+		go r.run(c)
+	}
+	r.rooms[room] = t
+	c.rooms[room] = t
+	t.conn = c
+	if c.l != nil {
+		r.registerLocked(c, t)
+	}
+	// The callback runs on its own goroutine and takes r.mu, so it cannot see t half made.
+	t.stopCtx = context.AfterFunc(ctx, func() {
+		r.fail(t, fmt.Errorf("kvtransfer: room %d: %w: %w", room, gen.ErrTransfer, context.Cause(ctx)), true)
+	})
+	r.mu.Unlock()
+	return t, nil
+}
+
+// registerLocked sends REGISTER and bounds the wait for REGISTER_ACK.
+func (r *Receiver) registerLocked(c *rconn, t *Transfer) {
+	c.l.enqueue(MsgRegister, t.room, AppendRegister(nil, Register{NumTokens: uint32(t.numTokens), Pages: t.dest}))
+	t.armLocked(r.cfg.handshakeTimeout, "REGISTER_ACK")
+}
+
+// armLocked (re)starts the room's step timer.
+func (t *Transfer) armLocked(d time.Duration, what string) {
+	if t.timer != nil {
+		t.timer.Stop()
+		t.timer = nil
+	}
+	if d <= 0 {
+		return
+	}
+	t.timer = time.AfterFunc(d, func() {
+		t.r.fail(t, fmt.Errorf("%w: room %d: no %s within %s", ErrTimeout, t.room, what, d), true)
+	})
+}
+
+// fail ends a live transfer with err; with notify, prefill is told with FAIL.
+func (r *Receiver) fail(t *Transfer, err error, notify bool) {
+	r.mu.Lock()
+	if !t.live {
+		r.mu.Unlock()
+		return
+	}
+	r.endLocked(t)
+	if notify && t.conn.l != nil {
+		t.conn.l.enqueue(MsgFail, t.room, []byte(clipReason(err.Error())))
+	}
+	r.mu.Unlock()
+	r.cfg.logger.Warn("kvtransfer: transfer failed", "room", t.room, "prefill", t.conn.addr, "err", err)
+	t.deliver(Result{Err: err})
+}
+
+// endLocked removes t; no frame is written into its pages after this returns.
+func (r *Receiver) endLocked(t *Transfer) {
+	t.live = false
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	delete(r.rooms, t.room)
+	delete(t.conn.rooms, t.room)
+}
+
+func (t *Transfer) deliver(res Result) {
+	t.once.Do(func() {
+		if t.stopCtx != nil {
+			t.stopCtx()
+		}
+		t.result = res
+		t.done <- res
+		close(t.done)
+		if cb := t.r.cfg.onComplete; cb != nil {
+			cb(Stats{Room: t.room, Bytes: t.bytes, Frames: t.received, Duration: time.Since(t.start), Err: res.Err})
+		}
+	})
+}
+
+// run dials prefill, shakes hands, registers the waiting rooms and reads until the
+// connection dies; then every room on it fails.
+func (r *Receiver) run(c *rconn) {
+	defer r.wg.Done()
+	l, err := r.dial(c.addr)
+	if err == nil {
+		r.mu.Lock()
+		if r.closed {
+			err = ErrClosed
+		} else {
+			c.l = l
+			for _, t := range c.rooms {
+				r.registerLocked(c, t)
+			}
+		}
+		r.mu.Unlock()
+	}
+	if err == nil {
+		r.wg.Add(1)
+		go func() { defer r.wg.Done(); l.writeLoop() }()
+		err = r.readLoop(c, l)
+		if de := l.err(); de != nil {
+			err = de
+		}
+	}
+	if l != nil {
+		l.kill(err)
+	}
+	r.mu.Lock()
+	if r.conns[c.addr] == c {
+		delete(r.conns, c.addr)
+	}
+	rooms := make([]*Transfer, 0, len(c.rooms))
+	for _, t := range c.rooms {
+		rooms = append(rooms, t)
+	}
+	r.mu.Unlock()
+	for _, t := range rooms {
+		r.fail(t, fmt.Errorf("room %d: prefill %s: %w", t.room, c.addr, err), false)
+	}
+}
+
+func (r *Receiver) dial(addr string) (*link, error) {
+	d := net.Dialer{Timeout: r.cfg.dialTimeout}
+	conn, err := d.DialContext(r.ctx, "tcp", addr)
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return nil, ErrClosed
+		}
+		return nil, fmt.Errorf("%w: dial prefill %s: %w", ErrConnection, addr, err)
+	}
+	l := newLink(conn, &r.cfg)
+	stop := context.AfterFunc(r.ctx, func() { l.kill(ErrClosed) })
+	defer stop()
+	_ = conn.SetDeadline(time.Now().Add(r.cfg.handshakeTimeout))
+	if _, err := conn.Write(appendMessage(nil, MsgHello, 0, AppendShape(nil, r.shape))); err != nil {
+		l.kill(err)
+		return nil, fmt.Errorf("%w: hello to %s: %w", ErrConnection, addr, err)
+	}
+	h, body, _, err := ReadMessage(l.br, nil)
+	if err == nil {
+		switch h.Type {
+		case MsgHelloAck:
+			var shape Shape
+			if shape, err = ParseShape(body); err == nil && shape != r.shape {
+				err = fmt.Errorf("%w: prefill has %s, decode has %s", ErrShape, shape, r.shape)
+			}
+		case MsgFail:
+			reason, _ := ParseFail(body)
+			err = fmt.Errorf("%w: prefill refused the connection: %s", ErrPeer, reason)
+		default:
+			err = fmt.Errorf("%w: expected HELLO_ACK, got %s", ErrProtocol, h.Type)
+		}
+	}
+	if err != nil {
+		if de := l.err(); de != nil {
+			err = de
+		}
+		l.kill(err)
+		if !errors.Is(err, gen.ErrTransfer) {
+			err = fmt.Errorf("%w: handshake with %s: %w", ErrConnection, addr, err)
+		}
+		return nil, err
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return l, nil
+}
+
+func (r *Receiver) readLoop(c *rconn, l *link) error {
+	var buf []byte
+	for {
+		h, body, nbuf, err := l.read(buf)
+		buf = nbuf
+		if err != nil {
+			return err
+		}
+		switch h.Type {
+		case MsgHeartbeat:
+		case MsgRegisterAck:
+			r.mu.Lock()
+			if t := c.rooms[h.Room]; t != nil && !t.acked {
+				t.acked = true
+				t.armLocked(0, "") // waiting for prefill's forward pass is the engine's bound
+			}
+			r.mu.Unlock()
+		case MsgPage:
+			r.onPage(c, h, body)
+		case MsgDone:
+			d, err := ParseDone(body)
+			if err != nil {
+				return err
+			}
+			r.onDone(c, h.Room, d)
+		case MsgFail:
+			reason, err := ParseFail(body)
+			if err != nil {
+				return err
+			}
+			if h.Room == 0 {
+				return fmt.Errorf("%w: prefill %s closed the connection: %s", ErrPeer, c.addr, reason)
+			}
+			r.mu.Lock()
+			t := c.rooms[h.Room]
+			r.mu.Unlock()
+			if t != nil {
+				r.fail(t, fmt.Errorf("%w: room %d: prefill: %s", ErrPeer, h.Room, reason), false)
+			}
+		default:
+			return fmt.Errorf("%w: unexpected %s from prefill %s", ErrProtocol, h.Type, c.addr)
+		}
+	}
+}
+
+// onPage verifies a frame and copies it into the room's destination page. A bad frame
+// fails its room only.
+func (r *Receiver) onPage(c *rconn, h Header, body []byte) {
+	crcOK := Checksum(body) == h.CRC
+	r.mu.Lock()
+	t := c.rooms[h.Room]
+	if t == nil { // finished, failed or cancelled: drop the frame
+		r.mu.Unlock()
+		return
+	}
+	var err error
+	ps := r.store.PageSize
+	idx := int(h.Page)*r.store.Layers + int(h.Layer)
+	switch {
+	case h.Layer >= uint32(r.store.Layers) || h.Page >= uint32(len(t.dest)):
+		err = fmt.Errorf("%w: room %d: frame layer %d page %d out of range", ErrProtocol, t.room, h.Layer, h.Page)
+	case int(h.Len) != min(ps, t.numTokens-int(h.Page)*ps)*r.store.BytesPerToken:
+		err = fmt.Errorf("%w: room %d: frame layer %d page %d has %d bytes", ErrProtocol, t.room, h.Layer, h.Page, h.Len)
+	case t.got[idx]:
+		err = fmt.Errorf("%w: room %d: duplicate frame layer %d page %d", ErrProtocol, t.room, h.Layer, h.Page)
+	case !crcOK:
+		err = fmt.Errorf("%w: room %d layer %d page %d (crc32c %#08x, computed %#08x)", ErrChecksum, t.room, h.Layer, h.Page, h.CRC, Checksum(body))
+	}
+	if err != nil {
+		r.mu.Unlock()
+		r.fail(t, err, true)
+		return
+	}
+	copy(r.store.LayerBytes(t.dest[h.Page], int(h.Layer)), body)
+	t.got[idx] = true
+	t.received++
+	t.bytes += int64(len(body))
+	t.acked = true // a frame implies the registration was seen
+	t.armLocked(r.cfg.frameTimeout, "next frame")
+	r.mu.Unlock()
+}
+
+// onDone completes a room whose frames all arrived, and ACKs it.
+func (r *Receiver) onDone(c *rconn, room uint64, d Done) {
+	r.mu.Lock()
+	t := c.rooms[room]
+	if t == nil {
+		r.mu.Unlock()
+		return
+	}
+	if t.received != t.expected || int(d.Frames) != t.expected || int(d.NumTokens) != t.numTokens {
+		r.mu.Unlock()
+		r.fail(t, fmt.Errorf("%w: room %d: DONE after %d of %d frames (prefill sent %d, %d tokens, expected %d)",
+			ErrProtocol, room, t.received, t.expected, d.Frames, d.NumTokens, t.numTokens), true)
+		return
+	}
+	r.endLocked(t)
+	c.l.enqueue(MsgAck, room, nil)
+	r.mu.Unlock()
+	r.cfg.logger.Debug("kvtransfer: transfer done", "room", room, "bytes", t.bytes, "frames", t.received)
+	t.deliver(Result{FirstToken: int(d.FirstToken)})
+}
+
+// Close closes every connection, fails every transfer and waits for the receiver's
+// goroutines.
+func (r *Receiver) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	var links []*link
+	for _, c := range r.conns {
+		if c.l != nil {
+			links = append(links, c.l)
+		}
+	}
+	r.mu.Unlock()
+	r.cancel()
+	for _, l := range links {
+		l.kill(ErrClosed)
+	}
+	r.wg.Wait()
+	return nil
+}

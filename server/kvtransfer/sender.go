@@ -1,0 +1,512 @@
+package kvtransfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"pdsoak/kernels"
+)
+
+// Sender is the prefill side: it listens for decode connections, learns rooms from
+// REGISTER messages, and sends a room's KV pages when the engine calls Send.
+type Sender struct {
+	cfg   config
+	store *kernels.KVStore
+	shape Shape
+
+	ctx    context.Context // ends at Close; bounds hook sleeps
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	ln       net.Listener
+	links    map[*link]struct{}
+	rooms    map[uint64]*sroom
+	tomb     map[uint64]string
+	tombRing []uint64
+	tombNext int
+	closed   bool
+}
+
+// sroom is one room on the sender.
+type sroom struct {
+	room    uint64
+	ready   chan struct{} // closed once registered
+	reg     Registration  // valid once ready is closed
+	link    *link         // valid once ready is closed
+	sending bool
+
+	fin  chan struct{} // closed by finish
+	once sync.Once
+	err  error // nil: ACK received
+}
+
+func (r *sroom) finish(err error) {
+	r.once.Do(func() { r.err = err; close(r.fin) })
+}
+
+// NewSender returns a sender that reads pages from store. Call Listen to accept decode
+// connections.
+func NewSender(store *kernels.KVStore, opts ...Option) *Sender {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Sender{
+		cfg: newConfig(opts), store: store, ctx: ctx, cancel: cancel,
+		shape: Shape{uint32(store.PageSize), uint32(store.Layers), uint32(store.BytesPerToken)},
+		links: map[*link]struct{}{}, rooms: map[uint64]*sroom{}, tomb: map[uint64]string{},
+	}
+}
+
+// Listen binds addr (e.g. "127.0.0.1:0") and starts accepting decode connections.
+func (s *Sender) Listen(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("kvtransfer: listen %s: %w", addr, err)
+	}
+	s.mu.Lock()
+	if s.closed || s.ln != nil {
+		s.mu.Unlock()
+		_ = ln.Close()
+		return fmt.Errorf("kvtransfer: listen %s: sender closed or already listening: %w", addr, ErrClosed)
+	}
+	s.ln = ln
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go s.acceptLoop(ln)
+	return nil
+}
+
+// Addr is the bound listen address ("" before Listen).
+func (s *Sender) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Registered reports what decode registered for room, if it has.
+func (s *Sender) Registered(room uint64) (Registration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.rooms[room]
+	if r == nil || r.link == nil {
+		return Registration{}, false
+	}
+	return r.reg, true
+}
+
+func (s *Sender) acceptLoop(ln net.Listener) {
+	defer s.wg.Done()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		s.wg.Add(1)
+		go s.serve(c)
+	}
+}
+
+// serve runs one decode connection: handshake, then the read loop.
+func (s *Sender) serve(c net.Conn) {
+	defer s.wg.Done()
+	l := newLink(c, &s.cfg)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		l.kill(ErrClosed)
+		return
+	}
+	s.links[l] = struct{}{}
+	s.mu.Unlock()
+	if err := s.handshake(l); err != nil {
+		if de := l.err(); de != nil {
+			err = de
+		}
+		if !errors.Is(err, ErrClosed) {
+			s.cfg.logger.Warn("kvtransfer: handshake failed", "peer", l.peer, "err", err)
+		}
+		l.kill(err)
+		s.dropLink(l, err)
+		return
+	}
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); l.writeLoop() }()
+
+	err := s.readLoop(l)
+	if de := l.err(); de != nil {
+		err = de
+	}
+	l.kill(err)
+	s.dropLink(l, err)
+}
+
+func (s *Sender) handshake(l *link) error {
+	_ = l.c.SetReadDeadline(time.Now().Add(s.cfg.handshakeTimeout))
+	h, body, _, err := ReadMessage(l.br, nil)
+	if err != nil {
+		return fmt.Errorf("kvtransfer: hello from %s: %w", l.peer, err)
+	}
+	if h.Type != MsgHello {
+		return fmt.Errorf("%w: expected HELLO from %s, got %s", ErrProtocol, l.peer, h.Type)
+	}
+	shape, err := ParseShape(body)
+	if err != nil {
+		return err
+	}
+	if shape != s.shape {
+		err := fmt.Errorf("%w: decode has %s, prefill has %s", ErrShape, shape, s.shape)
+		// Answer with our shape so that decode reports the mismatch, then hang up.
+		_ = l.write(appendMessage(nil, MsgHelloAck, 0, AppendShape(nil, s.shape)))
+		return err
+	}
+	return l.write(appendMessage(nil, MsgHelloAck, 0, AppendShape(nil, s.shape)))
+}
+
+func (s *Sender) readLoop(l *link) error {
+	var buf []byte
+	for {
+		h, body, nbuf, err := l.read(buf)
+		buf = nbuf
+		if err != nil {
+			return err
+		}
+		switch h.Type {
+		case MsgHeartbeat:
+		case MsgRegister:
+			if err := s.onRegister(l, h.Room, body); err != nil {
+				return err
+			}
+		case MsgAck:
+			s.mu.Lock()
+			r := s.rooms[h.Room]
+			s.mu.Unlock()
+			if r != nil && r.link == l {
+				r.finish(nil)
+			}
+		case MsgFail:
+			reason, err := ParseFail(body)
+			if err != nil {
+				return err
+			}
+			if h.Room == 0 {
+				return fmt.Errorf("%w: decode %s closed the connection: %s", ErrPeer, l.peer, reason)
+			}
+			s.peerFailed(l, h.Room, reason)
+		default:
+			return fmt.Errorf("%w: unexpected %s from decode %s", ErrProtocol, h.Type, l.peer)
+		}
+	}
+}
+
+// onRegister handles REGISTER. A bad or refused room gets FAIL; only transport-level
+// faults return an error (which closes the connection).
+func (s *Sender) onRegister(l *link, room uint64, body []byte) error {
+	arg, herr := s.cfg.eval(s.ctx, HookBootstrap)
+	if arg == "drop" {
+		return fmt.Errorf("%w: dropped by hook %s", ErrConnection, HookBootstrap)
+	}
+	refuse := func(reason string) error {
+		s.cfg.logger.Warn("kvtransfer: register refused", "room", room, "peer", l.peer, "reason", reason)
+		l.enqueue(MsgFail, room, []byte(clipReason(reason)))
+		return nil
+	}
+	if herr != nil || arg == "fail" {
+		reason := fmt.Sprintf("bootstrap refused by hook %s: %v %s", HookBootstrap, herr, arg)
+		s.Fail(room, reason) // a Send waiting for this room fails now
+		return refuse(reason)
+	}
+	reg, err := ParseRegister(body)
+	if err != nil {
+		return err
+	}
+	need := (int(reg.NumTokens) + s.store.PageSize - 1) / s.store.PageSize
+	if len(reg.Pages) < need {
+		return refuse(fmt.Sprintf("%d pages cannot hold %d tokens of page size %d", len(reg.Pages), reg.NumTokens, s.store.PageSize))
+	}
+	s.mu.Lock()
+	if reason, ok := s.tomb[room]; ok {
+		s.mu.Unlock()
+		return refuse("prefill already failed the room: " + reason)
+	}
+	r := s.rooms[room]
+	if r != nil && r.link != nil {
+		s.mu.Unlock()
+		return refuse(ErrDuplicate.Error())
+	}
+	if r == nil {
+		r = newSroom(room)
+		s.rooms[room] = r
+	}
+	r.reg = Registration{Room: room, NumTokens: int(reg.NumTokens), DestPages: reg.Pages, Peer: l.peer}
+	r.link = l
+	close(r.ready)
+	s.mu.Unlock()
+	l.enqueue(MsgRegisterAck, room, nil)
+	s.cfg.logger.Debug("kvtransfer: room registered", "room", room, "tokens", reg.NumTokens, "pages", len(reg.Pages), "peer", l.peer)
+	if s.cfg.onRegister != nil {
+		s.cfg.onRegister(r.reg)
+	}
+	return nil
+}
+
+func newSroom(room uint64) *sroom {
+	return &sroom{room: room, ready: make(chan struct{}), fin: make(chan struct{})}
+}
+
+// peerFailed handles FAIL from decode for a room.
+func (s *Sender) peerFailed(l *link, room uint64, reason string) {
+	s.mu.Lock()
+	r := s.rooms[room]
+	if r == nil || r.link != l {
+		s.mu.Unlock()
+		return
+	}
+	sending := r.sending
+	if !sending {
+		delete(s.rooms, room)
+		s.addTombLocked(room, "decode: "+reason)
+	}
+	s.mu.Unlock()
+	err := fmt.Errorf("%w: room %d: decode: %s", ErrPeer, room, reason)
+	r.finish(err)
+	s.cfg.logger.Warn("kvtransfer: decode failed room", "room", room, "reason", reason)
+	if !sending && s.cfg.onAbort != nil {
+		s.cfg.onAbort(room, "decode: "+reason)
+	}
+}
+
+// dropLink fails every room of a dead connection.
+func (s *Sender) dropLink(l *link, err error) {
+	var aborted []uint64
+	var lost []*sroom
+	s.mu.Lock()
+	delete(s.links, l)
+	for room, r := range s.rooms {
+		if r.link != l {
+			continue
+		}
+		lost = append(lost, r)
+		if !r.sending {
+			delete(s.rooms, room)
+			s.addTombLocked(room, err.Error())
+			aborted = append(aborted, room)
+		}
+	}
+	s.mu.Unlock()
+	for _, r := range lost {
+		r.finish(fmt.Errorf("room %d: %w", r.room, err))
+	}
+	if len(lost) > 0 || !errors.Is(err, ErrClosed) {
+		s.cfg.logger.Warn("kvtransfer: decode connection lost", "peer", l.peer, "rooms", len(lost), "err", err)
+	}
+	if s.cfg.onAbort != nil {
+		for _, room := range aborted {
+			s.cfg.onAbort(room, err.Error())
+		}
+	}
+}
+
+// Send sends the KV of numTokens tokens held in srcPages to the room's destination pages,
+// then DONE with firstToken, and returns when decode acknowledged (nil) or the room failed.
+// It waits for decode's REGISTER if it has not arrived yet (bounded by ctx). The source
+// pages are only read before Send returns. Errors wrap gen.ErrTransfer (or ctx's error).
+func (s *Sender) Send(ctx context.Context, room uint64, srcPages []int32, numTokens int, firstToken int) error {
+	start := time.Now()
+	r, err := s.claim(room)
+	if err != nil {
+		return err
+	}
+	var bytes int64
+	frames := 0
+	err = s.send(ctx, r, srcPages, numTokens, firstToken, &bytes, &frames)
+	s.mu.Lock()
+	if s.rooms[room] == r {
+		delete(s.rooms, room)
+	}
+	if err != nil {
+		s.addTombLocked(room, err.Error())
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.cfg.logger.Warn("kvtransfer: send failed", "room", room, "err", err)
+	}
+	if s.cfg.onComplete != nil {
+		s.cfg.onComplete(Stats{Room: room, Bytes: bytes, Frames: frames, Duration: time.Since(start), Err: err})
+	}
+	return err
+}
+
+func (s *Sender) claim(room uint64) (*sroom, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if reason, ok := s.tomb[room]; ok {
+		return nil, fmt.Errorf("%w: room %d already failed: %s", ErrPeer, room, reason)
+	}
+	r := s.rooms[room]
+	if r == nil {
+		r = newSroom(room)
+		s.rooms[room] = r
+	}
+	if r.sending {
+		return nil, fmt.Errorf("%w: room %d", ErrDuplicate, room)
+	}
+	r.sending = true
+	return r, nil
+}
+
+func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, firstToken int, bytes *int64, frames *int) error {
+	select {
+	case <-r.ready:
+	case <-r.fin:
+		return r.err
+	case <-ctx.Done():
+		return fmt.Errorf("kvtransfer: room %d: waiting for decode to register: %w", r.room, context.Cause(ctx))
+	case <-s.ctx.Done():
+		return ErrClosed
+	}
+	l, reg := r.link, r.reg
+	fail := func(err error) error {
+		l.enqueue(MsgFail, r.room, []byte(clipReason(err.Error())))
+		return err
+	}
+	ps := s.store.PageSize
+	need := (numTokens + ps - 1) / ps
+	switch {
+	case numTokens != reg.NumTokens:
+		return fail(fmt.Errorf("%w: room %d: prefill has %d tokens, decode registered %d", ErrShape, r.room, numTokens, reg.NumTokens))
+	case len(src) < need:
+		return fail(fmt.Errorf("%w: room %d: %d source pages for %d tokens", ErrShape, r.room, len(src), numTokens))
+	case firstToken < 0 || firstToken > 1<<31-1:
+		return fail(fmt.Errorf("%w: room %d: first token %d out of range", ErrShape, r.room, firstToken))
+	}
+	for j := 0; j < need; j++ {
+		if src[j] < 0 || int(src[j]) >= s.store.NumPages {
+			return fail(fmt.Errorf("%w: room %d: source page %d out of range", ErrShape, r.room, src[j]))
+		}
+		n := min(ps, numTokens-j*ps) * s.store.BytesPerToken
+		for layer := 0; layer < s.store.Layers; layer++ {
+			select {
+			case <-r.fin:
+				return r.err
+			case <-ctx.Done():
+				return fail(fmt.Errorf("kvtransfer: room %d: send: %w", r.room, context.Cause(ctx)))
+			default:
+			}
+			payload := s.store.LayerBytes(src[j], layer)[:n]
+			h := Header{Type: MsgPage, Room: r.room, Layer: uint32(layer), Page: uint32(j), Len: uint32(n), CRC: Checksum(payload)}
+			arg, err := s.cfg.eval(ctx, HookSendFrame)
+			if err != nil {
+				return fail(fmt.Errorf("%w: room %d: hook %s: %w", ErrConnection, r.room, HookSendFrame, err))
+			}
+			if arg == "drop" {
+				err := fmt.Errorf("%w: room %d: dropped by hook %s", ErrConnection, r.room, HookSendFrame)
+				l.kill(err)
+				return err
+			}
+			if err := l.writeFrame(&h, payload, arg == "corrupt"); err != nil {
+				return fmt.Errorf("room %d: %w", r.room, err)
+			}
+			*bytes += int64(n)
+			*frames++
+		}
+	}
+	done := AppendDone(nil, Done{FirstToken: int32(firstToken), NumTokens: uint32(numTokens), Frames: uint32(*frames)})
+	if err := l.write(appendMessage(nil, MsgDone, r.room, done)); err != nil {
+		err = fmt.Errorf("%w: room %d: write DONE: %w", ErrConnection, r.room, err)
+		l.kill(err)
+		return err
+	}
+	t := time.NewTimer(s.cfg.ackTimeout)
+	defer t.Stop()
+	select {
+	case <-r.fin:
+		return r.err
+	case <-t.C:
+		return fail(fmt.Errorf("%w: room %d: no ACK from decode within %s", ErrTimeout, r.room, s.cfg.ackTimeout))
+	case <-ctx.Done():
+		return fail(fmt.Errorf("kvtransfer: room %d: waiting for ACK: %w", r.room, context.Cause(ctx)))
+	case <-s.ctx.Done():
+		return ErrClosed
+	}
+}
+
+// Fail fails a room from the prefill side (the request failed or was aborted): decode is
+// told with FAIL, a Send in progress for it returns an error, and a REGISTER that arrives
+// later is refused. It never blocks on the network.
+func (s *Sender) Fail(room uint64, reason string) {
+	s.mu.Lock()
+	s.addTombLocked(room, reason)
+	r := s.rooms[room]
+	if r != nil && !r.sending {
+		delete(s.rooms, room)
+	}
+	s.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.finish(fmt.Errorf("kvtransfer: room %d failed by prefill: %s: %w", room, reason, ErrPeer))
+	select {
+	case <-r.ready:
+		r.link.enqueue(MsgFail, room, []byte(clipReason(reason)))
+	default:
+	}
+}
+
+func (s *Sender) addTombLocked(room uint64, reason string) {
+	if s.cfg.tombstones <= 0 {
+		return
+	}
+	if _, ok := s.tomb[room]; ok {
+		return
+	}
+	if len(s.tombRing) < s.cfg.tombstones {
+		s.tombRing = append(s.tombRing, room)
+	} else {
+		delete(s.tomb, s.tombRing[s.tombNext])
+		s.tombRing[s.tombNext] = room
+		s.tombNext = (s.tombNext + 1) % len(s.tombRing)
+	}
+	s.tomb[room] = reason
+}
+
+// Close stops listening, closes every connection, fails every room, and waits for the
+// sender's goroutines.
+func (s *Sender) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	ln := s.ln
+	links := make([]*link, 0, len(s.links))
+	for l := range s.links {
+		links = append(links, l)
+	}
+	rooms := make([]*sroom, 0, len(s.rooms))
+	for _, r := range s.rooms {
+		rooms = append(rooms, r)
+	}
+	s.mu.Unlock()
+	s.cancel()
+	if ln != nil {
+		_ = ln.Close()
+	}
+	for _, l := range links {
+		l.kill(ErrClosed)
+	}
+	for _, r := range rooms {
+		r.finish(ErrClosed)
+	}
+	s.wg.Wait()
+	return nil
+}

@@ -1,0 +1,572 @@
+package kvtransfer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"pdsoak/kernels"
+	"pdsoak/server/failpoint"
+	"pdsoak/server/gen"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testShape is small enough to keep tests fast and big enough for several frames a room.
+const (
+	tPages    = 64
+	tPageSize = 4
+	tLayers   = 3
+	tBytes    = 64 // per token per layer
+)
+
+func newStore(t testing.TB, layers int) *kernels.KVStore {
+	t.Helper()
+	s, err := kernels.NewKVStore(tPages, tPageSize, layers, tBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// fill writes seeded random bytes into pages.
+func fill(s *kernels.KVStore, pages []int32, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	for _, p := range pages {
+		for l := 0; l < s.Layers; l++ {
+			b := s.LayerBytes(p, l)
+			for i := range b {
+				b[i] = byte(rng.Uint32())
+			}
+		}
+	}
+}
+
+// sameKV reports whether numTokens tokens of KV are equal in src and dst.
+func sameKV(t *testing.T, src, dst *kernels.KVStore, sp, dp []int32, numTokens int) {
+	t.Helper()
+	for j := 0; j*src.PageSize < numTokens; j++ {
+		n := min(src.PageSize, numTokens-j*src.PageSize) * src.BytesPerToken
+		for l := 0; l < src.Layers; l++ {
+			if !bytes.Equal(src.LayerBytes(sp[j], l)[:n], dst.LayerBytes(dp[j], l)[:n]) {
+				t.Fatalf("page %d layer %d differs", j, l)
+			}
+		}
+	}
+}
+
+func seq(from, n int) []int32 {
+	p := make([]int32, n)
+	for i := range p {
+		p[i] = int32(from + i)
+	}
+	return p
+}
+
+// fastOpts keeps every bound short so failure tests end quickly.
+func fastOpts(extra ...Option) []Option {
+	return append([]Option{
+		WithDialTimeout(time.Second), WithHandshakeTimeout(time.Second), WithFrameTimeout(time.Second),
+		WithHeartbeat(20*time.Millisecond, 500*time.Millisecond), WithAckTimeout(time.Second),
+		WithHook(nil), WithLogger(nil),
+	}, extra...)
+}
+
+type pair struct {
+	src, dst *kernels.KVStore
+	s        *Sender
+	r        *Receiver
+}
+
+func newPair(t *testing.T, sopts, ropts []Option) *pair {
+	t.Helper()
+	p := &pair{src: newStore(t, tLayers), dst: newStore(t, tLayers)}
+	p.s = NewSender(p.src, append(fastOpts(), sopts...)...)
+	if err := p.s.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	p.r = NewReceiver(p.dst, append(fastOpts(), ropts...)...)
+	t.Cleanup(func() { p.r.Close(); p.s.Close() })
+	return p
+}
+
+// wait returns the transfer's result or fails the test after a generous bound.
+func wait(t *testing.T, tr *Transfer) Result {
+	t.Helper()
+	select {
+	case res := <-tr.Done():
+		return res
+	case <-time.After(10 * time.Second):
+		t.Fatalf("room %d: no result", tr.Room())
+		return Result{}
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	tests := []struct {
+		name      string
+		numTokens int
+		src, dst  []int32
+	}{
+		{"one token", 1, []int32{5}, []int32{9}},
+		{"full pages", 4 * tPageSize, seq(0, 4), seq(20, 4)},
+		{"partial last page", 3*tPageSize + 1, seq(10, 4), []int32{63, 2, 40, 7}},
+		{"extra pages ignored", 5, seq(30, 6), seq(0, 6)},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, nil, nil)
+			fill(p.src, tc.src, uint64(i))
+			room := uint64(1000 + i)
+			tr, err := p.r.Start(context.Background(), p.s.Addr(), room, tc.dst, tc.numTokens)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.s.Send(context.Background(), room, tc.src, tc.numTokens, 42+i); err != nil {
+				t.Fatalf("Send: %v", err)
+			}
+			res := wait(t, tr)
+			if res.Err != nil || res.FirstToken != 42+i {
+				t.Fatalf("result %+v", res)
+			}
+			sameKV(t, p.src, p.dst, tc.src, tc.dst, tc.numTokens)
+		})
+	}
+}
+
+func TestSendBeforeRegister(t *testing.T) {
+	var registered atomic.Int32
+	p := newPair(t, []Option{WithOnRegister(func(Registration) { registered.Add(1) })}, nil)
+	fill(p.src, seq(0, 2), 1)
+	errc := make(chan error, 1)
+	go func() { errc <- p.s.Send(context.Background(), 7, seq(0, 2), 8, 3) }()
+	tr, err := p.r.Start(context.Background(), p.s.Addr(), 7, seq(8, 2), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := wait(t, tr); res.Err != nil || res.FirstToken != 3 {
+		t.Fatalf("result %+v", res)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if registered.Load() != 1 {
+		t.Fatalf("OnRegister called %d times", registered.Load())
+	}
+	sameKV(t, p.src, p.dst, seq(0, 2), seq(8, 2), 8)
+}
+
+func TestManyRoomsShareOneConnection(t *testing.T) {
+	const rooms = 16
+	p := newPair(t, nil, nil)
+	var wg sync.WaitGroup
+	results := make([]Result, rooms)
+	sendErrs := make([]error, rooms)
+	for i := 0; i < rooms; i++ {
+		src, dst := seq(i*4, 4), seq(63-i*4-3, 4)
+		fill(p.src, src, uint64(i))
+		n := 4*tPageSize - i%3
+		tr, err := p.r.Start(context.Background(), p.s.Addr(), uint64(i+1), dst, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(2)
+		go func() { defer wg.Done(); sendErrs[i] = p.s.Send(context.Background(), uint64(i+1), src, n, i) }()
+		go func() { defer wg.Done(); results[i] = wait(t, tr) }()
+	}
+	wg.Wait()
+	for i := 0; i < rooms; i++ {
+		if sendErrs[i] != nil || results[i].Err != nil || results[i].FirstToken != i {
+			t.Fatalf("room %d: send %v, result %+v", i+1, sendErrs[i], results[i])
+		}
+		sameKV(t, p.src, p.dst, seq(i*4, 4), seq(63-i*4-3, 4), 4*tPageSize-i%3)
+	}
+	p.s.mu.Lock()
+	links := len(p.s.links)
+	p.s.mu.Unlock()
+	if links != 1 {
+		t.Fatalf("%d connections, want 1", links)
+	}
+}
+
+type corruptKey struct{}
+
+func TestCorruptFrameFailsOnlyItsRoom(t *testing.T) {
+	// The hook corrupts the second frame of the rooms whose Send context is marked.
+	var frames sync.Map
+	hook := func(ctx context.Context, name string) (string, error) {
+		room, ok := ctx.Value(corruptKey{}).(uint64)
+		if !ok || name != HookSendFrame {
+			return "", nil
+		}
+		v, _ := frames.LoadOrStore(room, new(atomic.Int32))
+		if v.(*atomic.Int32).Add(1) == 2 {
+			return "corrupt", nil
+		}
+		return "", nil
+	}
+	p := newPair(t, []Option{WithHook(hook)}, nil)
+	const rooms = 6
+	var wg sync.WaitGroup
+	res := make([]Result, rooms)
+	errs := make([]error, rooms)
+	for i := 0; i < rooms; i++ {
+		room := uint64(100 + i)
+		src, dst := seq(i*3, 3), seq(32+i*3, 3)
+		fill(p.src, src, uint64(i))
+		tr, err := p.r.Start(context.Background(), p.s.Addr(), room, dst, 3*tPageSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if i == 2 {
+			ctx = context.WithValue(ctx, corruptKey{}, room)
+		}
+		wg.Add(2)
+		go func() { defer wg.Done(); errs[i] = p.s.Send(ctx, room, src, 3*tPageSize, 1) }()
+		go func() { defer wg.Done(); res[i] = wait(t, tr) }()
+	}
+	wg.Wait()
+	for i := 0; i < rooms; i++ {
+		if i == 2 {
+			if !errors.Is(res[i].Err, ErrChecksum) || !errors.Is(res[i].Err, gen.ErrTransfer) {
+				t.Fatalf("corrupted room: result %+v", res[i])
+			}
+			if !errors.Is(errs[i], ErrPeer) {
+				t.Fatalf("corrupted room: Send returned %v", errs[i])
+			}
+			continue
+		}
+		if res[i].Err != nil || errs[i] != nil {
+			t.Fatalf("room %d: send %v, result %+v", i, errs[i], res[i])
+		}
+		sameKV(t, p.src, p.dst, seq(i*3, 3), seq(32+i*3, 3), 3*tPageSize)
+	}
+	// The connection survived: a later room still goes through.
+	tr, err := p.r.Start(context.Background(), p.s.Addr(), 999, seq(60, 1), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.s.Send(context.Background(), 999, seq(0, 1), 1, 5); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, tr); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+}
+
+func TestFailpointRegistry(t *testing.T) {
+	tests := []struct {
+		name, point, terms string
+		want               error
+	}{
+		{"corrupt", HookSendFrame, "1*return(corrupt)", ErrChecksum},
+		{"drop", HookSendFrame, "1*return(drop)", ErrConnection},
+		{"bootstrap refused", HookBootstrap, "1*return(fail)", ErrPeer},
+		{"bootstrap drop", HookBootstrap, "1*return(drop)", ErrConnection},
+		{"delay only", HookSendFrame, "2*sleep(1)", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := failpoint.NewRegistry()
+			if err := reg.Enable(tc.point, tc.terms); err != nil {
+				t.Fatal(err)
+			}
+			p := newPair(t, []Option{WithHook(reg.Eval)}, nil)
+			tr, err := p.r.Start(context.Background(), p.s.Addr(), 5, seq(0, 2), 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			defer cancel()
+			sendErr := p.s.Send(ctx, 5, seq(2, 2), 8, 1)
+			res := wait(t, tr)
+			if tc.want == nil {
+				if res.Err != nil || sendErr != nil {
+					t.Fatalf("send %v, result %v", sendErr, res.Err)
+				}
+				return
+			}
+			if !errors.Is(res.Err, tc.want) {
+				t.Fatalf("result %v, want %v", res.Err, tc.want)
+			}
+			if sendErr == nil {
+				t.Fatal("Send succeeded on a failed room")
+			}
+		})
+	}
+}
+
+// fakePrefill is a hand-written prefill that speaks just enough of the protocol to
+// misbehave: it answers HELLO, then runs script on the connection.
+func fakePrefill(t *testing.T, script func(c net.Conn, register Header)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, _, _, err := ReadMessage(c, nil); err != nil {
+			return
+		}
+		shape := Shape{tPageSize, tLayers, tBytes}
+		if _, err := c.Write(appendMessage(nil, MsgHelloAck, 0, AppendShape(nil, shape))); err != nil {
+			return
+		}
+		h, _, _, err := ReadMessage(c, nil)
+		if err != nil {
+			return
+		}
+		script(c, h)
+	}()
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	return ln.Addr().String()
+}
+
+func TestPeerFailures(t *testing.T) {
+	frame := func(room uint64) []byte {
+		payload := make([]byte, tPageSize*tBytes)
+		h := Header{Type: MsgPage, Room: room, Len: uint32(len(payload)), CRC: Checksum(payload)}
+		var hb [HeaderSize]byte
+		h.Put(hb[:])
+		return append(hb[:], payload...)
+	}
+	tests := []struct {
+		name   string
+		script func(c net.Conn, reg Header)
+		want   error
+	}{
+		{"killed mid transfer", func(c net.Conn, reg Header) {
+			c.Write(appendMessage(nil, MsgRegisterAck, reg.Room, nil))
+			c.Write(frame(reg.Room))
+			c.(*net.TCPConn).SetLinger(0) // RST, as when the process dies
+		}, ErrConnection},
+		{"silent after register (heartbeat lost)", func(c net.Conn, reg Header) {
+			c.Write(appendMessage(nil, MsgRegisterAck, reg.Room, nil))
+			drain(c) // no heartbeats: the receiver must give up on its own
+		}, ErrTimeout},
+		{"no register ack", func(c net.Conn, reg Header) {
+			go heartbeat(c)
+			drain(c)
+		}, ErrTimeout},
+		{"stalls between frames", func(c net.Conn, reg Header) {
+			go heartbeat(c)
+			c.Write(frame(reg.Room))
+			drain(c)
+		}, ErrTimeout},
+		{"fails the room", func(c net.Conn, reg Header) {
+			c.Write(appendMessage(nil, MsgFail, reg.Room, []byte("out of memory")))
+			drain(c)
+		}, ErrPeer},
+		{"garbage", func(c net.Conn, reg Header) {
+			c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n...................."))
+			drain(c)
+		}, ErrProtocol},
+		{"done too early", func(c net.Conn, reg Header) {
+			c.Write(frame(reg.Room))
+			c.Write(appendMessage(nil, MsgDone, reg.Room, AppendDone(nil, Done{1, 8, 1})))
+			drain(c)
+		}, ErrProtocol},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := fakePrefill(t, tc.script)
+			r := NewReceiver(newStore(t, tLayers), fastOpts(WithHeartbeat(20*time.Millisecond, 300*time.Millisecond),
+				WithHandshakeTimeout(300*time.Millisecond), WithFrameTimeout(300*time.Millisecond))...)
+			defer r.Close()
+			tr, err := r.Start(context.Background(), addr, 77, seq(0, 2), 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := wait(t, tr)
+			if !errors.Is(res.Err, tc.want) || !errors.Is(res.Err, gen.ErrTransfer) {
+				t.Fatalf("got %v, want %v", res.Err, tc.want)
+			}
+		})
+	}
+}
+
+func heartbeat(c net.Conn) {
+	hb := appendMessage(nil, MsgHeartbeat, 0, nil)
+	for i := 0; i < 200; i++ {
+		if _, err := c.Write(hb); err != nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func drain(c net.Conn) {
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b := make([]byte, 4096)
+	for {
+		if _, err := c.Read(b); err != nil {
+			return
+		}
+	}
+}
+
+func TestReceiverErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := ln.Addr().String()
+	ln.Close()
+	other := NewSender(newStore(t, tLayers+1), fastOpts()...)
+	if err := other.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tests := []struct {
+		name string
+		addr string
+		want error
+	}{
+		{"nothing listening", deadAddr, ErrConnection},
+		{"shape mismatch", other.Addr(), ErrShape},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewReceiver(newStore(t, tLayers), fastOpts()...)
+			defer r.Close()
+			tr, err := r.Start(context.Background(), tc.addr, 1, seq(0, 1), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res := wait(t, tr); !errors.Is(res.Err, tc.want) {
+				t.Fatalf("got %v, want %v", res.Err, tc.want)
+			}
+		})
+	}
+	t.Run("bad arguments", func(t *testing.T) {
+		r := NewReceiver(newStore(t, tLayers), fastOpts()...)
+		defer r.Close()
+		for _, c := range []struct {
+			room  uint64
+			pages []int32
+			n     int
+		}{{0, seq(0, 1), 1}, {1, seq(0, 1), 5}, {1, []int32{tPages}, 1}, {1, nil, 0}} {
+			if _, err := r.Start(context.Background(), deadAddr, c.room, c.pages, c.n); err == nil {
+				t.Fatalf("Start(%d, %v, %d) succeeded", c.room, c.pages, c.n)
+			}
+		}
+	})
+}
+
+func TestAbortsPropagate(t *testing.T) {
+	t.Run("decode cancels a registered room", func(t *testing.T) {
+		aborted := make(chan uint64, 1)
+		registered := make(chan uint64, 1)
+		p := newPair(t, []Option{
+			WithOnAbort(func(room uint64, _ string) { aborted <- room }),
+			WithOnRegister(func(r Registration) { registered <- r.Room }),
+		}, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		tr, err := p.r.Start(ctx, p.s.Addr(), 31, seq(0, 1), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-registered
+		cancel()
+		if res := wait(t, tr); !errors.Is(res.Err, context.Canceled) || !errors.Is(res.Err, gen.ErrTransfer) {
+			t.Fatalf("result %v", res.Err)
+		}
+		select {
+		case room := <-aborted:
+			if room != 31 {
+				t.Fatalf("aborted room %d", room)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("prefill never learned of the abort")
+		}
+		if err := p.s.Send(context.Background(), 31, seq(0, 1), 2, 0); err == nil {
+			t.Fatal("Send of an aborted room succeeded")
+		}
+	})
+	t.Run("prefill fails before decode registers", func(t *testing.T) {
+		p := newPair(t, nil, nil)
+		p.s.Fail(32, "client went away")
+		tr, err := p.r.Start(context.Background(), p.s.Addr(), 32, seq(0, 1), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := wait(t, tr); !errors.Is(res.Err, ErrPeer) {
+			t.Fatalf("result %v", res.Err)
+		}
+	})
+	t.Run("decode dies after registering", func(t *testing.T) {
+		aborted := make(chan string, 1)
+		registered := make(chan uint64, 1)
+		p := newPair(t, []Option{
+			WithOnAbort(func(_ uint64, reason string) { aborted <- reason }),
+			WithOnRegister(func(r Registration) { registered <- r.Room }),
+		}, nil)
+		if _, err := p.r.Start(context.Background(), p.s.Addr(), 33, seq(0, 1), 2); err != nil {
+			t.Fatal(err)
+		}
+		<-registered
+		p.r.Close()
+		select {
+		case <-aborted:
+		case <-time.After(5 * time.Second):
+			t.Fatal("prefill never learned decode died")
+		}
+	})
+}
+
+func TestSendValidation(t *testing.T) {
+	p := newPair(t, nil, nil)
+	tr, err := p.r.Start(context.Background(), p.s.Addr(), 9, seq(0, 2), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.s.Send(context.Background(), 9, seq(0, 2), 7, 0); !errors.Is(err, ErrShape) {
+		t.Fatalf("Send with the wrong token count: %v", err)
+	}
+	if res := wait(t, tr); !errors.Is(res.Err, ErrPeer) {
+		t.Fatalf("decode saw %v", res.Err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := p.s.Send(ctx, 12345, seq(0, 1), 1, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Send of a room never registered: %v", err)
+	}
+}
+
+func ExampleSender() {
+	src, _ := kernels.NewKVStore(8, 4, 2, 16)
+	dst, _ := kernels.NewKVStore(8, 4, 2, 16)
+	s := NewSender(src, WithHook(nil))
+	defer s.Close()
+	if err := s.Listen("127.0.0.1:0"); err != nil {
+		panic(err)
+	}
+	r := NewReceiver(dst, WithHook(nil))
+	defer r.Close()
+	copy(src.LayerBytes(3, 1), "hello")
+	tr, _ := r.Start(context.Background(), s.Addr(), 1, []int32{6}, 2)
+	if err := s.Send(context.Background(), 1, []int32{3}, 2, 17); err != nil {
+		panic(err)
+	}
+	res := <-tr.Done()
+	fmt.Println(res.FirstToken, res.Err, string(dst.LayerBytes(6, 1)[:5]))
+	// Output: 17 <nil> hello
+}
