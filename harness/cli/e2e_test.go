@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"pdsoak/reports"
+)
+
+// fakeOpenAI answers chat completions with a short SSE stream; every n-th request (when
+// n > 0) is handled by odd instead.
+func fakeOpenAI(t *testing.T, n int64, odd http.HandlerFunc) *httptest.Server {
+	t.Helper()
+	var count atomic.Int64
+	stop := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		if c := count.Add(1); n > 0 && c%n == 0 {
+			if odd == nil {
+				// Never answer: hold until the client goes away or the test ends.
+				select {
+				case <-r.Context().Done():
+				case <-stop:
+				}
+				return
+			}
+			odd(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fl := w.(http.Flusher)
+		for i := 0; i < 3; i++ {
+			chunk := map[string]any{"id": "c", "object": "chat.completion.chunk", "model": "ref",
+				"choices": []map[string]any{{"index": 0, "delta": map[string]any{"content": "tok "}, "finish_reason": nil}}}
+			if i == 2 {
+				chunk["choices"] = []map[string]any{{"index": 0, "delta": map[string]any{"content": "end"}, "finish_reason": "length"}}
+			}
+			b, _ := json.Marshal(chunk)
+			fmt.Fprintf(w, "data: %s\n\n", b)
+			fl.Flush()
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+		fl.Flush()
+	}))
+	t.Cleanup(func() { close(stop); srv.Close() })
+	return srv
+}
+
+func e2eScenario(t *testing.T) string {
+	return writeFile(t, t.TempDir(), "e2e.yaml", `# e2e: end-to-end CLI test. Expected: depends on the server.
+name: e2e
+duration: 2s
+workloads:
+  - name: agents
+    type: agents
+    agents: 4
+    turns: 3
+    max_tokens: 3
+deadlines:
+  connect: 1s
+  first_token: 1s
+  stall: 1s
+  total: 1500ms
+drain:
+  timeout: 3s
+assertions: [no_silent_drops, valid_responses]
+`)
+}
+
+// TestEndToEndExternalTarget runs the real harness against misbehaving external servers:
+// the done-when of issue 4 for --target.
+func TestEndToEndExternalTarget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real harness for a few seconds")
+	}
+	tests := []struct {
+		name  string
+		every int64
+		odd   http.HandlerFunc
+		code  int
+		drops bool
+	}{
+		{name: "200 or 503 passes", every: 2, odd: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Retry-After", "1")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"error":{"message":"overloaded","type":"overloaded","code":503}}`)
+		}, code: ExitPass},
+		{name: "never answering some requests fails with silent drops", every: 3, code: ExitFail, drops: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := fakeOpenAI(t, tt.every, tt.odd)
+			out := filepath.Join(t.TempDir(), "out")
+			code, stdout, stderr := execute(t, []string{"run", e2eScenario(t), "--target", srv.URL, "--out", out, "-q"}, WithRunner(harnessRun))
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d\n%s\n%s", code, tt.code, stdout, stderr)
+			}
+			data, err := os.ReadFile(filepath.Join(out, reports.ResultsFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var res reports.Results
+			if err := json.Unmarshal(data, &res); err != nil {
+				t.Fatal(err)
+			}
+			if (res.SilentDrops > 0) != tt.drops {
+				t.Errorf("silent drops %d\n%s", res.SilentDrops, stdout)
+			}
+			if tt.drops && (len(res.Drops) == 0 || !strings.HasPrefix(string(res.Drops[0].Phase), "before")) {
+				t.Errorf("drop details %+v", res.Drops)
+			}
+		})
+	}
+}
