@@ -70,6 +70,16 @@ const (
 
 // matmulRange computes columns [j0, j1) of c.
 func matmulRange(c, a, b []float32, m, n, k, j0, j1 int) {
+	if !useAVX2 || k == 0 || k%8 != 0 {
+		for i := 0; i < m; i++ {
+			ai := a[i*k : i*k+k]
+			ci := c[i*n : i*n+n]
+			for j := j0; j < j1; j++ {
+				ci[j] = dotGo(ai, b[j*k:j*k+k])
+			}
+		}
+		return
+	}
 	for jb := j0; jb < j1; jb += colBlockB {
 		je := min(jb+colBlockB, j1)
 		i := 0
@@ -80,12 +90,12 @@ func matmulRange(c, a, b []float32, m, n, k, j0, j1 int) {
 			c1 := c[(i+1)*n : (i+1)*n+n]
 			j := jb
 			for ; j+colTile <= je; j += colTile {
-				kernel2x4(c0[j:j+4], c1[j:j+4], a0, a1, b[j*k:(j+4)*k], k)
+				_ = b[(j+colTile)*k-1]
+				kern2x4AVX(&a0[0], &a1[0], &b[j*k], k, k, &c0[j], &c1[j])
 			}
 			for ; j < je; j++ {
-				bj := b[j*k : j*k+k]
-				c0[j] = dot(a0, bj)
-				c1[j] = dot(a1, bj)
+				c0[j] = dotAVX(&a0[0], &b[j*k], k)
+				c1[j] = dotAVX(&a1[0], &b[j*k], k)
 			}
 		}
 		for ; i < m; i++ {
@@ -93,68 +103,117 @@ func matmulRange(c, a, b []float32, m, n, k, j0, j1 int) {
 			c0 := c[i*n : i*n+n]
 			j := jb
 			for ; j+colTile <= je; j += colTile {
-				kernel1x4(c0[j:j+4], a0, b[j*k:(j+4)*k], k)
+				_ = b[(j+colTile)*k-1]
+				kern1x4AVX(&a0[0], &b[j*k], k, k, &c0[j])
 			}
 			for ; j < je; j++ {
-				c0[j] = dot(a0, b[j*k:j*k+k])
+				c0[j] = dotAVX(&a0[0], &b[j*k], k)
 			}
 		}
 	}
 }
 
-// The kernels below all reduce one output element the same way: s starts at 0 and adds
-// float32(x*y) for kk = 0, 1, ..., k-1. The explicit conversion forbids the compiler from
-// fusing the multiply and add differently in different kernels.
+// Every dot product in this package has one summation order, the lane-8 order: eight
+// partial sums, lane l adding float32(x[i]·y[i]) for i ≡ l (mod 8) in increasing i, then
+//
+//	((L0+L4) + (L2+L6)) + ((L1+L5) + (L3+L7))
+//
+// The AVX2 kernels (matmul_amd64.s) and dotGo compute exactly this, with separate
+// multiply and add roundings (the explicit float32 conversions forbid fused
+// multiply-adds), so results are the same bits with or without assembly and on any CPU.
 
+// dot returns the lane-8 dot product of x and y[:len(x)].
 func dot(x, y []float32) float32 {
+	if useAVX2 && len(x) > 0 && len(x)%8 == 0 {
+		_ = y[len(x)-1]
+		return dotAVX(&x[0], &y[0], len(x))
+	}
+	return dotGo(x, y)
+}
+
+// dotGo is the portable lane-8 dot product. A tail shorter than 8 is added into lanes
+// 0, 1, ... before the lanes are reduced.
+func dotGo(x, y []float32) float32 {
 	y = y[:len(x)]
-	var s float32
-	for i, xv := range x {
-		s += float32(xv * y[i])
+	var l0, l1, l2, l3, l4, l5, l6, l7 float32
+	i := 0
+	for ; i+8 <= len(x); i += 8 {
+		xs, ys := x[i:i+8:i+8], y[i:i+8:i+8]
+		l0 += float32(xs[0] * ys[0])
+		l1 += float32(xs[1] * ys[1])
+		l2 += float32(xs[2] * ys[2])
+		l3 += float32(xs[3] * ys[3])
+		l4 += float32(xs[4] * ys[4])
+		l5 += float32(xs[5] * ys[5])
+		l6 += float32(xs[6] * ys[6])
+		l7 += float32(xs[7] * ys[7])
 	}
-	return s
+	if i < len(x) {
+		var t [8]float32
+		for l := range len(x) - i {
+			t[l] = float32(x[i+l] * y[i+l])
+		}
+		l0 += t[0]
+		l1 += t[1]
+		l2 += t[2]
+		l3 += t[3]
+		l4 += t[4]
+		l5 += t[5]
+		l6 += t[6]
+		l7 += t[7]
+	}
+	return ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
 }
 
-func kernel1x4(c, a0, b []float32, k int) {
-	b0 := b[0*k : 1*k]
-	b1 := b[1*k : 2*k]
-	b2 := b[2*k : 3*k]
-	b3 := b[3*k : 4*k]
-	a0 = a0[:k]
-	var s0, s1, s2, s3 float32
-	for kk := range a0 {
-		x := a0[kk]
-		s0 += float32(x * b0[kk])
-		s1 += float32(x * b1[kk])
-		s2 += float32(x * b2[kk])
-		s3 += float32(x * b3[kk])
+// axpy adds alpha·x to y element by element (no reduction, so no order to keep).
+func axpy(alpha float32, x, y []float32) {
+	y = y[:len(x)]
+	if useAVX2 && len(x) > 0 && len(x)%8 == 0 {
+		axpyAVX(alpha, &x[0], &y[0], len(x))
+		return
 	}
-	c = c[:4]
-	c[0], c[1], c[2], c[3] = s0, s1, s2, s3
+	for i, v := range x {
+		y[i] += float32(alpha * v)
+	}
 }
 
-func kernel2x4(c0, c1, a0, a1, b []float32, k int) {
-	b0 := b[0*k : 1*k]
-	b1 := b[1*k : 2*k]
-	b2 := b[2*k : 3*k]
-	b3 := b[3*k : 4*k]
-	a0 = a0[:k]
-	a1 = a1[:k]
-	var s00, s01, s02, s03, s10, s11, s12, s13 float32
-	for kk := range a0 {
-		x, y := a0[kk], a1[kk]
-		w0, w1, w2, w3 := b0[kk], b1[kk], b2[kk], b3[kk]
-		s00 += float32(x * w0)
-		s01 += float32(x * w1)
-		s02 += float32(x * w2)
-		s03 += float32(x * w3)
-		s10 += float32(y * w0)
-		s11 += float32(y * w1)
-		s12 += float32(y * w2)
-		s13 += float32(y * w3)
+// accum adds Σ_j w[j]·v[j*ldv : j*ldv+len(y)] to y, adding the rows in order of j.
+func accum(y, w, v []float32, ldv int) {
+	if len(w) == 0 || len(y) == 0 {
+		return
 	}
-	c0 = c0[:4]
-	c1 = c1[:4]
-	c0[0], c0[1], c0[2], c0[3] = s00, s01, s02, s03
-	c1[0], c1[1], c1[2], c1[3] = s10, s11, s12, s13
+	_ = v[(len(w)-1)*ldv+len(y)-1]
+	if useAVX2 && len(y)%8 == 0 {
+		accumAVX(&y[0], &w[0], &v[0], ldv, len(w), len(y))
+		return
+	}
+	for j, wj := range w {
+		vj := v[j*ldv : j*ldv+len(y)]
+		for d := range y {
+			y[d] += float32(wj * vj[d])
+		}
+	}
+}
+
+// dotRows writes dst[t] = dot(x, rows[t*ld : t*ld+len(x)]) for t < len(dst): one query
+// against several keys, four at a time, each in the lane-8 order.
+func dotRows(dst, x, rows []float32, ld int) {
+	k := len(x)
+	if len(dst) == 0 {
+		return
+	}
+	_ = rows[(len(dst)-1)*ld+k-1]
+	if !useAVX2 || k == 0 || k%8 != 0 {
+		for t := range dst {
+			dst[t] = dotGo(x, rows[t*ld:t*ld+k])
+		}
+		return
+	}
+	t := 0
+	for ; t+4 <= len(dst); t += 4 {
+		kern1x4AVX(&x[0], &rows[t*ld], ld, k, &dst[t])
+	}
+	for ; t < len(dst); t++ {
+		dst[t] = dotAVX(&x[0], &rows[t*ld], k)
+	}
 }

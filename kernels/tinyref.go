@@ -328,18 +328,20 @@ func (m *TinyRef) attendRow(batch []SeqInput, l, r int, scores []float32) []floa
 	ps := m.kv.PageSize
 	group := m.heads / m.kvHeads
 	scale := float32(1 / math.Sqrt(float64(m.headDim)))
+	stride := 2 * m.kvDim
 	for h := 0; h < m.heads; h++ {
 		g := h / group
 		qh := q[h*m.headDim : (h+1)*m.headDim]
-		maxS := float32(math.Inf(-1))
 		for j := 0; j < n; j += ps {
+			cnt := min(ps, n-j)
 			page := m.kv.LayerFloats(s.Pages[j/ps], l)
-			for t := 0; t < ps && j+t < n; t++ {
-				k := page[t*2*m.kvDim+g*m.headDim : t*2*m.kvDim+(g+1)*m.headDim]
-				sc := dot(qh, k) * scale
-				scores[j+t] = sc
-				maxS = max(maxS, sc)
-			}
+			dotRows(scores[j:j+cnt], qh, page[g*m.headDim:], stride)
+		}
+		maxS := float32(math.Inf(-1))
+		for j, sc := range scores[:n] {
+			sc *= scale
+			scores[j] = sc
+			maxS = max(maxS, sc)
 		}
 		var sum float32
 		for j := 0; j < n; j++ {
@@ -350,14 +352,9 @@ func (m *TinyRef) attendRow(batch []SeqInput, l, r int, scores []float32) []floa
 		oh := dst[h*m.headDim : (h+1)*m.headDim]
 		clear(oh)
 		for j := 0; j < n; j += ps {
+			cnt := min(ps, n-j)
 			page := m.kv.LayerFloats(s.Pages[j/ps], l)
-			for t := 0; t < ps && j+t < n; t++ {
-				v := page[t*2*m.kvDim+m.kvDim+g*m.headDim : t*2*m.kvDim+m.kvDim+(g+1)*m.headDim]
-				w := scores[j+t]
-				for d := range oh {
-					oh[d] += float32(w * v[d])
-				}
-			}
+			accum(oh, scores[j:j+cnt], page[m.kvDim+g*m.headDim:], stride)
 		}
 		inv := 1 / sum
 		for d := range oh {

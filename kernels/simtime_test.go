@@ -1,0 +1,255 @@
+package kernels
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func newSim(t testing.TB, edit func(*Config)) *SimTime {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Backend = BackendSimTime
+	cfg.NumPages = 64
+	if edit != nil {
+		edit(&cfg)
+	}
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.(*SimTime)
+}
+
+func TestProfileStepTime(t *testing.T) {
+	p, err := LookupProfile("llama3-8b-h100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name            string
+		prefill, decode int
+		want            time.Duration
+	}{
+		{"idle step costs nothing", 0, 0, 0},
+		{"one decode token", 0, 1, p.Beta0 + p.Beta2},
+		{"decode batch of 30", 0, 30, p.Beta0 + 30*p.Beta2},
+		{"prefill 512", 512, 0, p.Beta0 + 512*p.Beta1},
+		{"mixed", 100, 8, p.Beta0 + 100*p.Beta1 + 8*p.Beta2},
+		{"negative counts are zero", -5, 1, p.Beta0 + p.Beta2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := p.StepTime(tt.prefill, tt.decode); got != tt.want {
+				t.Fatalf("StepTime(%d, %d) = %v, want %v", tt.prefill, tt.decode, got, tt.want)
+			}
+			s := newSim(t, func(c *Config) { c.Jitter = 0 })
+			if got := s.StepTime(tt.prefill, tt.decode); got != tt.want {
+				t.Fatalf("simtime without jitter = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStepTimeJitter(t *testing.T) {
+	p, _ := LookupProfile("llama3-8b-h100")
+	base := p.StepTime(10, 20)
+	a := newSim(t, func(c *Config) { c.Jitter = 0.1 })
+	b := newSim(t, func(c *Config) { c.Jitter = 0.1 })
+	other := newSim(t, func(c *Config) { c.Jitter = 0.1; c.Seed = 99 })
+	var sa, sb, so []time.Duration
+	for range 200 {
+		sa = append(sa, a.StepTime(10, 20))
+		sb = append(sb, b.StepTime(10, 20))
+		so = append(so, other.StepTime(10, 20))
+		if a.StepTime(0, 0) != 0 {
+			t.Fatal("an idle step must not take time")
+		}
+	}
+	if !slices.Equal(sa, sb) {
+		t.Fatal("same seed gave different jitter")
+	}
+	if slices.Equal(sa, so) {
+		t.Fatal("different seeds gave the same jitter")
+	}
+	lo, hi := time.Duration(float64(base)*0.9), time.Duration(float64(base)*1.1)
+	distinct := map[time.Duration]bool{}
+	for _, d := range sa {
+		if d < lo || d > hi {
+			t.Fatalf("jittered step %v outside [%v, %v]", d, lo, hi)
+		}
+		distinct[d] = true
+	}
+	if len(distinct) < 100 {
+		t.Fatalf("only %d distinct step times in 200", len(distinct))
+	}
+}
+
+func TestProfiles(t *testing.T) {
+	ps := Profiles()
+	var names []string
+	for _, p := range ps {
+		names = append(names, p.Name)
+		if p.Beta0 <= 0 || p.Beta1 <= 0 || p.Beta2 <= 0 || p.ModelKVBytesPerToken <= 0 || p.Description == "" {
+			t.Errorf("profile %+v has a zero field", p)
+		}
+		got, err := LookupProfile(p.Name)
+		if err != nil || got != p {
+			t.Errorf("LookupProfile(%q) = %+v, %v", p.Name, got, err)
+		}
+	}
+	if !slices.IsSorted(names) {
+		t.Errorf("Profiles not sorted: %v", names)
+	}
+	for _, want := range []string{"llama3-8b-h100", "llama3-70b-h100x4", "qwen2.5-7b-l40s", "tiny-cpu"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("missing profile %q", want)
+		}
+	}
+	if p, _ := LookupProfile("llama3-8b-h100"); p.ModelKVBytesPerToken != 131072 {
+		t.Errorf("llama3-8b-h100 KV bytes per token = %d, want 131072", p.ModelKVBytesPerToken)
+	}
+	_, err := LookupProfile("h100")
+	if err == nil || !strings.Contains(err.Error(), strings.Join(names, ", ")) {
+		t.Fatalf("unknown profile error %v does not list %v", err, names)
+	}
+}
+
+func TestSimTimeForward(t *testing.T) {
+	prompt := promptIDs(4, 50)
+	pages := pagesFor(2, 20)
+	a := newSim(t, nil)
+	b := newSim(t, nil)
+	ga := generate(t, a, prompt, pages, Sampling{}, 200)
+	gb := generate(t, b, prompt, pages, Sampling{}, 200)
+	if !slices.Equal(ga, gb) {
+		t.Fatal("simtime is not deterministic")
+	}
+	for _, id := range ga {
+		if id != TokenEOS && (id < ' ' || id > '~') {
+			t.Fatalf("simtime produced id %d", id)
+		}
+	}
+	// The KV bytes are a function of (token, position, layer) only.
+	c := newSim(t, nil)
+	if err := c.Forward([]SeqInput{{Tokens: prompt, Pages: pagesFor(30, 20)}}, []int{0}); err != nil {
+		t.Fatal(err)
+	}
+	if string(seqKV(a.KV(), pages, 50)) != string(seqKV(c.KV(), pagesFor(30, 20), 50)) {
+		t.Fatal("prompt KV bytes depend on the pages they sit in")
+	}
+	// Sampling: the seed changes the output; the same seed repeats it.
+	s1 := generate(t, newSim(t, nil), prompt, pages, Sampling{Temperature: 1, Seed: 1}, 40)
+	s1b := generate(t, newSim(t, nil), prompt, pages, Sampling{Temperature: 1, Seed: 1}, 40)
+	s2 := generate(t, newSim(t, nil), prompt, pages, Sampling{Temperature: 1, Seed: 2}, 40)
+	if !slices.Equal(s1, s1b) || slices.Equal(s1, s2) {
+		t.Fatalf("seeded sampling: %v %v %v", s1, s1b, s2)
+	}
+}
+
+// TestSimTimeDetectsCorruptKV flips one byte of a prompt page, as a broken transfer would,
+// and requires the next token to change for most choices of byte.
+func TestSimTimeDetectsCorruptKV(t *testing.T) {
+	prompt := promptIDs(5, 64)
+	pages := pagesFor(0, 4)
+	s := newSim(t, nil)
+	out := []int{0}
+	if err := s.Forward([]SeqInput{{Tokens: prompt, Pages: pages}}, out); err != nil {
+		t.Fatal(err)
+	}
+	next := func() int {
+		if err := s.Forward([]SeqInput{{Tokens: []int{'x'}, Pos: 64, Pages: []int32{0, 1, 2, 3, 4}, Sample: true}}, out); err != nil {
+			t.Fatal(err)
+		}
+		return out[0]
+	}
+	clean := next()
+	changed := 0
+	const trials = 40
+	for i := range trials {
+		page := int32(i % 4)
+		layer := i % s.KV().Layers
+		b := s.KV().LayerBytes(page, layer)
+		off := (i * 37) % len(b)
+		b[off] ^= 0x10
+		if next() != clean {
+			changed++
+		}
+		b[off] ^= 0x10
+	}
+	if changed < trials*3/4 {
+		t.Fatalf("a corrupted byte changed the next token in only %d of %d cases", changed, trials)
+	}
+	if next() != clean {
+		t.Fatal("restoring the bytes did not restore the token")
+	}
+}
+
+func TestPaced(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Backend = BackendPaced
+	cfg.Profile = "tiny-cpu"
+	cfg.Jitter = 0
+	cfg.NumPages = 64
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := LookupProfile("tiny-cpu")
+	if got := b.StepTime(3, 4); got != p.StepTime(3, 4) {
+		t.Fatalf("paced StepTime = %v, want %v", got, p.StepTime(3, 4))
+	}
+	if b.Info().ModelKVBytesPerToken != p.ModelKVBytesPerToken {
+		t.Fatalf("paced footprint %d, want the profile's %d", b.Info().ModelKVBytesPerToken, p.ModelKVBytesPerToken)
+	}
+	ref := newTiny(t, func(c *Config) { c.NumPages = 64 })
+	prompt := promptIDs(6, 33)
+	if g, w := generate(t, b, prompt, pagesFor(0, 8), Sampling{}, 30), generate(t, ref, prompt, pagesFor(0, 8), Sampling{}, 30); !slices.Equal(g, w) {
+		t.Fatalf("paced tokens %v differ from tinyref %v", g, w)
+	}
+	if ref.StepTime(100, 100) != 0 {
+		t.Fatal("tinyref StepTime must be 0")
+	}
+}
+
+func TestKVStoreLayout(t *testing.T) {
+	kv, err := NewKVStore(3, 4, 2, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[*float32]string{}
+	for p := int32(0); p < 3; p++ {
+		for l := 0; l < 2; l++ {
+			f := kv.LayerFloats(p, l)
+			if len(f) != 4*16/4 || cap(f) != len(f) {
+				t.Fatalf("LayerFloats(%d,%d) len %d cap %d", p, l, len(f), cap(f))
+			}
+			for i := range f {
+				if prev, dup := seen[&f[i]]; dup {
+					t.Fatalf("(%d,%d)[%d] overlaps %s", p, l, i, prev)
+				}
+				seen[&f[i]] = "earlier slice"
+				f[i] = float32(int(p)*100 + l*10 + i)
+			}
+			b := kv.LayerBytes(p, l)
+			if len(b) != 4*16 {
+				t.Fatalf("LayerBytes len %d", len(b))
+			}
+		}
+	}
+	if len(seen) != 3*2*4*4 {
+		t.Fatalf("covered %d floats", len(seen))
+	}
+	// Writes through the bytes view change the floats (little-endian float32).
+	b := kv.LayerBytes(1, 1)
+	copy(b[4:8], []byte{0, 0, 0x80, 0x3f}) // 1.0
+	if got := kv.LayerFloats(1, 1)[1]; got != 1 {
+		t.Fatalf("float after byte write = %v", got)
+	}
+	for _, bad := range [][4]int{{0, 4, 2, 16}, {3, 0, 2, 16}, {3, 4, 0, 16}, {3, 4, 2, 6}} {
+		if _, err := NewKVStore(bad[0], bad[1], bad[2], bad[3]); err == nil {
+			t.Errorf("NewKVStore%v accepted", bad)
+		}
+	}
+}
