@@ -20,7 +20,8 @@ type link struct {
 	br   *bufio.Reader
 
 	wmu     sync.Mutex
-	scratch []byte // corrupted copies of payloads (under wmu)
+	bw      *bufio.Writer // under wmu; page frames are flushed with the next control message
+	scratch []byte        // corrupted copies of payloads (under wmu)
 
 	qmu    sync.Mutex
 	q      [][]byte
@@ -33,7 +34,7 @@ type link struct {
 
 func newLink(c net.Conn, cfg *config) *link {
 	return &link{c: c, cfg: cfg, peer: c.RemoteAddr().String(), br: bufio.NewReaderSize(c, 256<<10),
-		notify: make(chan struct{}, 1), dead: make(chan struct{})}
+		bw: bufio.NewWriterSize(c, 256<<10), notify: make(chan struct{}, 1), dead: make(chan struct{})}
 }
 
 // kill closes the connection once; err says why.
@@ -104,11 +105,25 @@ func (l *link) write(msg []byte) error {
 		return err
 	}
 	_ = l.c.SetWriteDeadline(time.Now().Add(l.cfg.frameTimeout))
-	_, err := l.c.Write(msg)
-	return err
+	if _, err := l.bw.Write(msg); err != nil {
+		return err
+	}
+	return l.bw.Flush()
 }
 
-// writeFrame writes a page frame: the header, then payload. With corrupt, a copy of the
+// flush writes out buffered page frames.
+func (l *link) flush() error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.err(); err != nil {
+		return err
+	}
+	_ = l.c.SetWriteDeadline(time.Now().Add(l.cfg.frameTimeout))
+	return l.bw.Flush()
+}
+
+// writeFrame buffers a page frame: the header, then payload (the buffer is written out
+// when full, by the next control message, or by flush). With corrupt, a copy of the
 // payload with one byte flipped is sent under the original CRC.
 func (l *link) writeFrame(h *Header, payload []byte, corrupt bool) error {
 	l.wmu.Lock()
@@ -124,8 +139,10 @@ func (l *link) writeFrame(h *Header, payload []byte, corrupt bool) error {
 		payload = l.scratch
 	}
 	_ = l.c.SetWriteDeadline(time.Now().Add(l.cfg.frameTimeout))
-	bufs := net.Buffers{hb[:], payload}
-	_, err := bufs.WriteTo(l.c)
+	_, err := l.bw.Write(hb[:])
+	if err == nil {
+		_, err = l.bw.Write(payload)
+	}
 	if err != nil {
 		err = fmt.Errorf("%w: write frame to %s: %w", ErrConnection, l.peer, err)
 		l.kill(err)
