@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"pdsoak/chaos"
 	"pdsoak/harness/client"
 	"pdsoak/harness/workload"
 	"pdsoak/reports"
@@ -40,6 +41,7 @@ type executor struct {
 type disconnectRule struct {
 	afterTokens int
 	fraction    float64
+	stats       *chaos.LiveStats
 }
 
 var outcomeIndex = func() map[reports.Outcome]int {
@@ -51,8 +53,23 @@ var outcomeIndex = func() map[reports.Outcome]int {
 }()
 
 // Send implements workload.Sender. It always returns a result and always writes one
-// done event for the request.
+// done event for the request. The request is bounded by its deadlines and by the
+// runner's request context, not by the workload's ctx.
 func (e *executor) Send(_ context.Context, r *workload.Req) *client.Result {
+	return e.send(e.reqCtx, r)
+}
+
+// SendCtx is Send for requests that must also end when ctx ends (fault bursts that
+// are stopped): they are cancelled then.
+func (e *executor) SendCtx(ctx context.Context, r *workload.Req) *client.Result {
+	rctx, cancel := context.WithCancel(e.reqCtx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	return e.send(rctx, r)
+}
+
+func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result {
 	e.wg.Add(1)
 	e.inflight.Add(1)
 	defer func() {
@@ -62,14 +79,19 @@ func (e *executor) Send(_ context.Context, r *workload.Req) *client.Result {
 	if r.Scheduled.IsZero() {
 		r.Scheduled = time.Now()
 	}
-	if k := e.cancelAfter(r); k > 0 {
-		r.CancelAfterTokens = k
+	var ruleStats *chaos.LiveStats
+	if k, st := e.cancelAfter(r); k > 0 && r.CancelAfterTokens == 0 {
+		r.CancelAfterTokens, ruleStats = k, st
+		if st != nil {
+			st.Sent.Add(1)
+		}
 	}
 	sched := r.Scheduled
 	e.led.emit(reports.Event{Time: sched, Type: reports.EventScheduled, RequestID: r.ID, Workload: r.Workload,
 		Session: r.Session, Turn: r.Turn, Endpoint: endpointName(r.Endpoint), PromptBytes: r.PromptBytes})
 	obs := &reqObserver{e: e, r: r}
-	res := e.c.Do(e.reqCtx, &r.Request, obs)
+	res := e.c.Do(reqCtx, &r.Request, obs)
+	countOutcome(ruleStats, res)
 
 	ev := reports.Event{Time: res.End, Type: reports.EventDone, RequestID: r.ID, Workload: r.Workload,
 		Session: r.Session, Turn: r.Turn, Endpoint: endpointName(r.Endpoint), Scheduled: &sched,
@@ -110,9 +132,9 @@ func endpointName(ep string) string {
 // cancelAfter applies a client-disconnect fault: streaming requests of the targeted
 // workload are cancelled after k tokens. Which requests is decided by a hash of the
 // request id, so the choice is the same on every run with the same seed.
-func (e *executor) cancelAfter(r *workload.Req) int {
+func (e *executor) cancelAfter(r *workload.Req) (int, *chaos.LiveStats) {
 	if !r.Stream {
-		return 0
+		return 0, nil
 	}
 	e.dmu.RLock()
 	defer e.dmu.RUnlock()
@@ -121,18 +143,19 @@ func (e *executor) cancelAfter(r *workload.Req) int {
 		rule, ok = e.disconnect["client"]
 	}
 	if !ok || rule.afterTokens <= 0 {
-		return 0
+		return 0, nil
 	}
 	h := fnv.New32a()
 	h.Write([]byte(r.ID))
 	if float64(h.Sum32()%10000) >= rule.fraction*10000 {
-		return 0
+		return 0, nil
 	}
-	return rule.afterTokens
+	return rule.afterTokens, rule.stats
 }
 
-// SetDisconnect installs (afterTokens > 0) or removes a client-disconnect rule.
-func (e *executor) SetDisconnect(target string, afterTokens int, fraction float64) {
+// SetDisconnect installs (afterTokens > 0) or removes a client-disconnect rule for a
+// workload ("client": every workload); stats, when set, counts the requests it hit.
+func (e *executor) SetDisconnect(target string, afterTokens int, fraction float64, stats *chaos.LiveStats) {
 	e.dmu.Lock()
 	defer e.dmu.Unlock()
 	if e.disconnect == nil {
@@ -145,7 +168,7 @@ func (e *executor) SetDisconnect(target string, afterTokens int, fraction float6
 	if fraction <= 0 || fraction > 1 {
 		fraction = 1
 	}
-	e.disconnect[target] = disconnectRule{afterTokens: afterTokens, fraction: fraction}
+	e.disconnect[target] = disconnectRule{afterTokens: afterTokens, fraction: fraction, stats: stats}
 }
 
 // reqObserver turns client progress into ledger events for one request.

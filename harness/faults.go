@@ -2,100 +2,178 @@ package harness
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strconv"
+	"sync"
+	"syscall"
 	"time"
 
+	"pdsoak/chaos"
 	"pdsoak/harness/client"
 	"pdsoak/harness/workload"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
 )
 
-// FaultRunner runs a scenario's fault timeline: it applies each fault at LoadStart+at,
-// verifies it, reverts it after its duration, logs fault_start / fault_verified /
-// fault_stop events through env.Emit, and reverts everything still applied when ctx
-// ends. It returns once nothing is applied any more. An error means a fault could not
-// be applied or did not take effect: the run is invalid (ErrInfrastructure).
-type FaultRunner func(ctx context.Context, env *FaultEnv) error
+// FaultRunner runs a scenario's fault timeline against env with step times measured
+// from start (the start of load). It returns once nothing is applied any more; when ctx
+// ends it reverts everything first. An error means a fault could not be applied,
+// verified or reverted: the run is invalid (ErrInfrastructure).
+type FaultRunner func(ctx context.Context, sc *scenarios.Scenario, env chaos.Env, start time.Time) error
 
-// FaultEnv is what the runner hands a FaultRunner.
-type FaultEnv struct {
-	Scenario  *scenarios.Scenario
-	LoadStart time.Time
-	// Target is the endpoint under test; Target.Handle() is the launcher's topology
-	// for the embedded reference server (nil for external targets).
-	Target Target
-	Logger *slog.Logger
-	// Emit records an event in the ledger.
-	Emit func(reports.Event)
-	// Scrape returns the summed samples of a process's /metrics ("target" for an
-	// external metrics_url).
-	Scrape func(ctx context.Context, process string) (map[string]float64, error)
-	// Burst sends n extra requests shaped like the named workload ("client": the
-	// first workload) with at most concurrency in flight (0: all at once) and returns
-	// once they have ended; their outcomes are in the ledger like any request's.
-	Burst func(ctx context.Context, target string, n, concurrency int) BurstStats
-	// SetDisconnect makes streaming requests of a workload (or "client": all) cancel
-	// themselves after afterTokens tokens, for the given fraction of requests;
-	// afterTokens 0 removes the rule.
-	SetDisconnect func(target string, afterTokens int, fraction float64)
-}
-
-// BurstStats counts the outcomes of a burst.
-type BurstStats struct {
-	Sent     int
-	Outcomes map[reports.Outcome]int
-}
-
-// burst implements FaultEnv.Burst over the executor.
-func (r *runner) burst(ctx context.Context, target string, n, concurrency int) BurstStats {
-	st := BurstStats{Outcomes: map[reports.Outcome]int{}}
-	if n <= 0 || len(r.sc.Workloads) == 0 {
-		return st
+// ChaosTimeline is the default FaultRunner: the chaos package's Timeline.
+func ChaosTimeline(log *slog.Logger) FaultRunner {
+	return func(ctx context.Context, sc *scenarios.Scenario, env chaos.Env, start time.Time) error {
+		tl, err := chaos.NewTimeline(sc.Faults, chaos.WithLogger(log))
+		if err != nil {
+			return err
+		}
+		return tl.Run(ctx, env, start)
 	}
+}
+
+// Supervisor is implemented by targets whose processes the harness controls (the
+// embedded reference topology): it gives faults signals, restarts, failpoints and link
+// proxies. Targets without it support only load, client and metrics faults.
+type Supervisor interface {
+	Process(name string) (chaos.Process, error)
+	Signal(name string, sig syscall.Signal) error
+	Restart(ctx context.Context, name string) error
+	Failpoints(process string) (chaos.Failpoints, error)
+	Link(name string) (chaos.Link, error)
+}
+
+// chaosEnv builds the chaos.Env of a run.
+func (r *runner) chaosEnv() chaos.Env {
+	topo := r.sc.Topology()
+	env := &chaos.FuncEnv{
+		MembersFunc: topo.Members,
+		LoadFunc:    r.load,
+		DisconnectFunc: func(ctx context.Context, target string, d chaos.Disconnect) (chaos.Run, error) {
+			return r.disconnect(ctx, target, d), nil
+		},
+		ScrapeFunc: func(ctx context.Context, process string) (map[string]float64, error) {
+			for _, s := range r.tgt.MetricsSources() {
+				if s.Process == process {
+					return scrape(ctx, r.hc, s.URL)
+				}
+			}
+			return nil, fmt.Errorf("harness: no metrics endpoint for %q: %w", process, chaos.ErrUnsupported)
+		},
+		EmitFunc: r.led.emit,
+	}
+	if sup, ok := r.tgt.(Supervisor); ok {
+		env.ProcessFunc = sup.Process
+		env.SignalFunc = sup.Signal
+		env.RestartFunc = sup.Restart
+		env.FailpointsFunc = sup.Failpoints
+		env.LinkFunc = sup.Link
+	}
+	return env
+}
+
+// specFor returns the workload spec a load or client fault on target is shaped like:
+// the named workload, or the first one ("client", a process name).
+func (r *runner) specFor(target string) scenarios.Workload {
 	spec := r.sc.Workloads[0]
 	for _, w := range r.sc.Workloads {
 		if w.Name == target {
 			spec = w
 		}
 	}
-	spec.Name = spec.Name + "-burst" + itoa(int(r.burstSeq.Add(1)))
-	c := &workload.Common{Spec: spec, Seed: r.sc.Seed, Model: r.sc.Target.Model, Deadlines: workload.Deadlines(r.sc.Deadlines)}
-	if concurrency <= 0 || concurrency > n {
-		concurrency = n
+	return spec
+}
+
+// extra returns a request factory for n extra requests shaped like spec, with ids of
+// their own ("<workload>-burst<k>-<seq>") so they never collide with the workload's.
+func (r *runner) extra(spec scenarios.Workload, kind string) *workload.Common {
+	spec.Name = spec.Name + "-" + kind + strconv.Itoa(int(r.burstSeq.Add(1)))
+	spec.Type = scenarios.WorkloadBurst
+	return &workload.Common{Spec: spec, Seed: r.sc.Seed, Model: r.sc.Target.Model, Deadlines: workload.Deadlines(r.sc.Deadlines)}
+}
+
+// load implements chaos.Env.Load: a burst of extra requests through the executor,
+// recorded in the ledger like any other, counted live for the fault's verification.
+func (r *runner) load(ctx context.Context, target string, b chaos.Burst) (chaos.Run, error) {
+	spec := r.specFor(target)
+	if b.PromptTokens > 0 {
+		spec.PromptTokens = b.PromptTokens
 	}
-	sem := make(chan struct{}, concurrency)
-	results := make(chan *client.Result, n)
+	if b.MaxTokens > 0 {
+		spec.MaxTokens = b.MaxTokens
+	}
+	c := r.extra(spec, "burst")
+	return chaos.GoRun(ctx, func(ctx context.Context, st *chaos.LiveStats) {
+		r.sendMany(ctx, c, b.Requests, b.Concurrency, 0, st)
+	}), nil
+}
+
+// disconnect implements chaos.Env.Disconnect: either extra streams that cancel
+// themselves after k tokens, or a rule applied to the workload's own streams.
+func (r *runner) disconnect(ctx context.Context, target string, d chaos.Disconnect) chaos.Run {
+	if d.Requests > 0 {
+		spec := r.specFor(target)
+		spec.Stream = true
+		c := r.extra(spec, "abort")
+		return chaos.GoRun(ctx, func(ctx context.Context, st *chaos.LiveStats) {
+			r.sendMany(ctx, c, d.Requests, 0, max(d.AfterTokens, 1), st)
+		})
+	}
+	st := &chaos.LiveStats{}
+	r.exec.SetDisconnect(target, max(d.AfterTokens, 1), d.Fraction, st)
+	return chaos.FuncRun{
+		StatsFunc: st.Snapshot,
+		StopFunc:  func() { r.exec.SetDisconnect(target, 0, 0, nil) },
+	}
+}
+
+// sendMany sends n requests from c with at most conc in flight (0: all), each
+// cancelled when ctx ends, and counts them in st.
+func (r *runner) sendMany(ctx context.Context, c *workload.Common, n, conc, cancelAfter int, st *chaos.LiveStats) {
+	if n <= 0 {
+		return
+	}
+	if conc <= 0 || conc > n {
+		conc = n
+	}
+	sem := make(chan struct{}, conc)
+	var wg sync.WaitGroup
 	now := time.Now()
 	for i := 0; i < n; i++ {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-			n = i
 		}
 		if ctx.Err() != nil {
 			break
 		}
+		wg.Add(1)
+		st.Sent.Add(1)
 		go func(seq uint64) {
-			defer func() { <-sem }()
-			results <- r.exec.Send(ctx, c.Single(seq, now))
+			defer func() { <-sem; wg.Done() }()
+			req := c.Single(seq, now)
+			req.CancelAfterTokens = cancelAfter
+			countOutcome(st, r.exec.SendCtx(ctx, req))
 		}(uint64(i))
-		st.Sent++
 	}
-	for i := 0; i < st.Sent; i++ {
-		res := <-results
-		st.Outcomes[res.Outcome]++
-	}
-	return st
+	wg.Wait()
 }
 
-func itoa(i int) string {
-	if i == 0 {
-		return "0"
+// countOutcome adds one finished request to live fault statistics.
+func countOutcome(st *chaos.LiveStats, res *client.Result) {
+	if st == nil {
+		return
 	}
-	var b []byte
-	for ; i > 0; i /= 10 {
-		b = append([]byte{byte('0' + i%10)}, b...)
+	st.Done.Add(1)
+	switch res.Outcome {
+	case reports.OutcomeOK:
+		st.OK.Add(1)
+	case reports.OutcomeRejected:
+		st.Rejected.Add(1)
+	case reports.OutcomeCancelled:
+		st.Cancelled.Add(1)
+	default:
+		st.Errors.Add(1)
 	}
-	return string(b)
 }

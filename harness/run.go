@@ -35,15 +35,10 @@ type Options struct {
 	// PDServerCommand is argv that runs the reference server binary's root command,
 	// e.g. [os.Executable(), "pdserver"]; the launcher appends the role and flags.
 	PDServerCommand []string
-	// Faults runs the fault timeline (nil: DefaultFaults). Scenarios without faults
-	// never call it.
+	// Faults runs the fault timeline (nil: ChaosTimeline, the chaos package's
+	// Timeline). Scenarios without faults never call it.
 	Faults FaultRunner
 }
-
-// DefaultFaults is the fault runner used when Options.Faults is nil. It is set by the
-// chaos integration; when nil, a scenario with faults fails as an infrastructure
-// error rather than silently running without them.
-var DefaultFaults FaultRunner
 
 // runner holds one run's state.
 type runner struct {
@@ -125,10 +120,7 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	faults := r.opts.Faults
 	if faults == nil {
-		faults = DefaultFaults
-	}
-	if len(sc.Faults) > 0 && faults == nil {
-		return fmt.Errorf("harness: scenario has %d faults but no fault runner is available: %w", len(sc.Faults), ErrInfrastructure)
+		faults = ChaosTimeline(r.log)
 	}
 
 	// The target.
@@ -187,7 +179,7 @@ func (r *runner) run(ctx context.Context) error {
 	faultCtx, stopFaults := context.WithCancel(ctx)
 	defer stopFaults()
 	if len(sc.Faults) > 0 {
-		env := r.faultEnv(t0)
+		env := r.chaosEnv()
 		go func() {
 			defer close(faultDone)
 			defer func() {
@@ -195,7 +187,7 @@ func (r *runner) run(ctx context.Context) error {
 					faultErr = fmt.Errorf("harness: fault runner panicked: %v", p)
 				}
 			}()
-			faultErr = faults(faultCtx, env)
+			faultErr = faults(faultCtx, sc, env, t0)
 		}()
 	} else {
 		close(faultDone)
@@ -292,21 +284,5 @@ func waitFor(ch <-chan struct{}, d time.Duration) bool {
 		return true
 	case <-t.C:
 		return false
-	}
-}
-
-func (r *runner) faultEnv(t0 time.Time) *FaultEnv {
-	return &FaultEnv{
-		Scenario: r.sc, LoadStart: t0, Target: r.tgt, Logger: r.log, Emit: r.led.emit,
-		Scrape: func(ctx context.Context, process string) (map[string]float64, error) {
-			for _, s := range r.tgt.MetricsSources() {
-				if s.Process == process {
-					return scrape(ctx, r.hc, s.URL)
-				}
-			}
-			return nil, fmt.Errorf("harness: no metrics endpoint for %q", process)
-		},
-		Burst:         r.burst,
-		SetDisconnect: r.exec.SetDisconnect,
 	}
 }

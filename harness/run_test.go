@@ -21,6 +21,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"pdsoak/chaos"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
 )
@@ -427,18 +428,31 @@ func TestFaultRunnerSeam(t *testing.T) {
 	// The fault timeline plays out over the whole duration even when the workloads
 	// finish early.
 	sc.Faults = []scenarios.Fault{{Name: "storm", Type: "queue_saturation", Target: "agents", At: scenarios.Duration(100 * time.Millisecond)}}
-	var got BurstStats
+	var burst, rule chaos.RunStats
 	var scraped map[string]float64
-	runner := func(ctx context.Context, env *FaultEnv) error {
-		time.Sleep(time.Until(env.LoadStart.Add(env.Scenario.Faults[0].At.D())))
+	runner := func(ctx context.Context, sc *scenarios.Scenario, env chaos.Env, start time.Time) error {
+		time.Sleep(time.Until(start.Add(sc.Faults[0].At.D())))
 		env.Emit(reports.Event{Type: reports.EventFaultStart, Fault: "storm", FaultType: "queue_saturation", Target: "agents"})
-		env.SetDisconnect("client", 1, 1)
-		got = env.Burst(ctx, "agents", 5, 2)
-		env.SetDisconnect("client", 0, 0)
-		var err error
+		dis, err := env.Disconnect(ctx, "client", chaos.Disconnect{AfterTokens: 1, Fraction: 1})
+		if err != nil {
+			return err
+		}
+		load, err := env.Load(ctx, "agents", chaos.Burst{Requests: 5, Concurrency: 2})
+		if err != nil {
+			return err
+		}
+		for i := 0; i < 500 && load.Stats().Done < 5; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		load.Stop()
+		dis.Stop()
+		burst, rule = load.Stats(), dis.Stats()
 		scraped, err = env.Scrape(ctx, "target")
 		if err != nil {
 			return err
+		}
+		if _, err := env.Link("router->decode-0"); !errors.Is(err, chaos.ErrUnsupported) {
+			return fmt.Errorf("external target must not offer links: %v", err)
 		}
 		<-ctx.Done()
 		env.Emit(reports.Event{Type: reports.EventFaultStop, Fault: "storm"})
@@ -450,8 +464,8 @@ func TestFaultRunnerSeam(t *testing.T) {
 	}
 	evs := readLedger(t, dir)
 	checkOneTerminal(t, evs)
-	if got.Sent != 5 || got.Outcomes[reports.OutcomeCancelled] != 5 {
-		t.Fatalf("burst %+v: want 5 requests cancelled by the disconnect rule", got)
+	if burst.Sent != 5 || burst.Cancelled != 5 || rule.Sent != 5 || rule.Cancelled != 5 {
+		t.Fatalf("burst %+v rule %+v: want 5 requests cancelled by the disconnect rule", burst, rule)
 	}
 	if _, ok := scraped["sglang:num_running_reqs"]; !ok {
 		t.Fatalf("scrape: %v", scraped)
@@ -460,12 +474,39 @@ func TestFaultRunnerSeam(t *testing.T) {
 		t.Fatal("fault events missing")
 	}
 	// A failing fault runner makes the run invalid.
-	bad := func(ctx context.Context, env *FaultEnv) error { return errors.New("failpoint never hit") }
+	bad := func(context.Context, *scenarios.Scenario, chaos.Env, time.Time) error {
+		return errors.New("failpoint never hit")
+	}
 	if err := Run(context.Background(), sc, Options{OutDir: t.TempDir(), Faults: bad}); !errors.Is(err, ErrInfrastructure) {
 		t.Fatalf("err = %v, want ErrInfrastructure", err)
 	}
-	// No runner at all with faults in the scenario is an infrastructure error too.
-	if err := Run(context.Background(), sc, Options{OutDir: t.TempDir()}); !errors.Is(err, ErrInfrastructure) {
-		t.Fatalf("err = %v, want ErrInfrastructure", err)
+}
+
+// The default fault runner is the chaos package's timeline: a client_disconnect fault
+// against an external target is applied, verified and reverted, and its cancels are in
+// the ledger.
+func TestChaosTimelineClientDisconnect(t *testing.T) {
+	b := newBadServer(t, []string{"ok"})
+	sc := testScenario(b.srv.URL, 1200*time.Millisecond, scenarios.Workload{Name: "agents", Type: "agents",
+		Agents: 3, Turns: 1000, ThinkTime: scenarios.Duration(20 * time.Millisecond)})
+	sc.Faults = []scenarios.Fault{{Name: "abort", Type: "client_disconnect", Target: "agents",
+		At: scenarios.Duration(200 * time.Millisecond), For: scenarios.Duration(600 * time.Millisecond),
+		Params: map[string]any{"after_tokens": 1}}}
+	dir := t.TempDir()
+	if err := Run(context.Background(), sc, Options{OutDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	evs := readLedger(t, dir)
+	outcomes := checkOneTerminal(t, evs)
+	if outcomes[reports.OutcomeCancelled] == 0 || outcomes[reports.OutcomeOK] == 0 {
+		t.Fatalf("outcomes %v: want some ok and some cancelled", outcomes)
+	}
+	for _, typ := range []reports.EventType{reports.EventFaultStart, reports.EventFaultVerified, reports.EventFaultStop} {
+		if evs := eventsOf(evs, typ); len(evs) != 1 {
+			t.Fatalf("%d %s events", len(evs), typ)
+		}
+	}
+	if v := eventsOf(evs, reports.EventFaultVerified)[0]; v.Passed == nil || !*v.Passed {
+		t.Fatalf("fault not verified: %+v", v)
 	}
 }
