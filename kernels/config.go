@@ -88,7 +88,7 @@ func DefaultConfig() Config {
 
 // maxKVStoreBytes bounds what New will allocate, so a typo in a flag fails fast instead
 // of exhausting memory.
-const maxKVStoreBytes = 64 << 30
+const maxKVStoreBytes = 8 << 30
 
 // Validate reports every problem of the configuration at once, each naming its field.
 // It does not look at NumPages (Describe works before the pool is sized); New does.
