@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"pdsoak/chaos"
 	"pdsoak/harness/client"
 	"pdsoak/harness/workload"
 	"pdsoak/reports"
@@ -119,8 +120,16 @@ func (r *runner) run(ctx context.Context) error {
 		}
 	}
 	faults := r.opts.Faults
-	if faults == nil {
-		faults = ChaosTimeline(r.log)
+	if faults == nil && len(sc.Faults) > 0 {
+		// Build the timeline before anything starts: a bad fault spec is the
+		// scenario's problem (chaos.ErrBadSpec, exit 2), not the infrastructure's.
+		tl, err := chaos.NewTimeline(sc.Faults, chaos.WithLogger(r.log))
+		if err != nil {
+			return fmt.Errorf("harness: faults: %w", err)
+		}
+		faults = func(ctx context.Context, _ *scenarios.Scenario, env chaos.Env, start time.Time) error {
+			return tl.Run(ctx, env, start)
+		}
 	}
 
 	// The target.
@@ -249,7 +258,7 @@ func (r *runner) run(ctx context.Context) error {
 	var errs []error
 	if faultErr != nil && ctx.Err() == nil {
 		r.led.emit(reports.Event{Type: reports.EventLog, Message: "fault timeline failed: " + faultErr.Error()})
-		errs = append(errs, fmt.Errorf("harness: faults: %v: %w", faultErr, ErrInfrastructure))
+		errs = append(errs, fmt.Errorf("harness: faults: %w: %w", faultErr, ErrInfrastructure))
 	}
 
 	// Leak check (not after Ctrl-C: the user wants out).

@@ -510,3 +510,13 @@ func TestChaosTimelineClientDisconnect(t *testing.T) {
 		t.Fatalf("fault not verified: %+v", v)
 	}
 }
+
+func TestBadFaultSpecIsTheScenarios(t *testing.T) {
+	b := newBadServer(t, []string{"ok"})
+	sc := testScenario(b.srv.URL, 300*time.Millisecond, scenarios.Workload{Name: "agents", Type: "agents", Agents: 1, Turns: 1})
+	sc.Faults = []scenarios.Fault{{Name: "x", Type: "no_such_fault", Target: "agents"}}
+	err := Run(context.Background(), sc, Options{OutDir: t.TempDir()})
+	if err == nil || errors.Is(err, ErrInfrastructure) || !errors.Is(err, chaos.ErrUnknownType) {
+		t.Fatalf("err = %v, want chaos.ErrUnknownType and not ErrInfrastructure", err)
+	}
+}
