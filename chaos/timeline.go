@@ -157,8 +157,10 @@ func (t *Timeline) entry(name string) *entry {
 }
 
 // Run carries out the timeline, with step times measured from start. For each apply it
-// calls Apply, emits fault_start, polls Verify until it succeeds or the verify timeout
-// passes and emits fault_verified; for each revert it calls Revert and emits fault_stop.
+// calls Apply, emits fault_start (with Error when Apply failed), polls Verify until it
+// succeeds or the verify timeout passes and emits fault_verified; for each revert it
+// calls Revert and emits fault_stop. Steps run one at a time, so a slow verification
+// delays the steps after it (events carry the actual times).
 //
 // Run returns when every step is done and no fault is held, or when ctx ends (the end
 // of load, or Ctrl-C); either way every applied fault is reverted before it returns.
@@ -221,8 +223,11 @@ func (t *Timeline) apply(ctx context.Context, env Env, e *entry) error {
 	e.active, e.seq = true, t.seq
 	err := e.fault.Apply(ctx, env)
 	t.mu.Unlock()
+	start := t.event(reports.EventFaultStart, e)
 	if err != nil {
 		log.Error("fault apply failed", "err", err)
+		start.Error = err.Error()
+		env.Emit(start)
 		ev := t.event(reports.EventFaultVerified, e)
 		ev.Passed, ev.Error = reports.Bool(false), err.Error()
 		ev.Detail = "apply failed"
@@ -230,7 +235,7 @@ func (t *Timeline) apply(ctx context.Context, env Env, e *entry) error {
 		return fmt.Errorf("%w: %s: %w", ErrApply, e.spec.Name, err)
 	}
 	log.Info("fault applied")
-	env.Emit(t.event(reports.EventFaultStart, e))
+	env.Emit(start)
 
 	vctx, cancel := context.WithTimeout(ctx, t.opt.verifyTimeout)
 	defer cancel()

@@ -133,7 +133,7 @@ func TestTimelineApplyFailure(t *testing.T) {
 	if !errors.Is(err, ErrApply) || !strings.Contains(err.Error(), "names nothing") {
 		t.Fatalf("Run = %v", err)
 	}
-	want := []string{"fault_verified:ghost:false", "fault_stop:ghost"}
+	want := []string{"fault_start:ghost", "fault_verified:ghost:false", "fault_stop:ghost"}
 	if got := e.eventLog(); !slices.Equal(got, want) {
 		t.Fatalf("events = %q\nwant %q", got, want)
 	}
