@@ -122,15 +122,6 @@ func matmulRange(c, a, b []float32, m, n, k, j0, j1 int) {
 // multiply and add roundings (the explicit float32 conversions forbid fused
 // multiply-adds), so results are the same bits with or without assembly and on any CPU.
 
-// dot returns the lane-8 dot product of x and y[:len(x)].
-func dot(x, y []float32) float32 {
-	if useAVX2 && len(x) > 0 && len(x)%8 == 0 {
-		_ = y[len(x)-1]
-		return dotAVX(&x[0], &y[0], len(x))
-	}
-	return dotGo(x, y)
-}
-
 // dotGo is the portable lane-8 dot product. A tail shorter than 8 is added into lanes
 // 0, 1, ... before the lanes are reduced.
 func dotGo(x, y []float32) float32 {
@@ -163,18 +154,6 @@ func dotGo(x, y []float32) float32 {
 		l7 += t[7]
 	}
 	return ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))
-}
-
-// axpy adds alpha·x to y element by element (no reduction, so no order to keep).
-func axpy(alpha float32, x, y []float32) {
-	y = y[:len(x)]
-	if useAVX2 && len(x) > 0 && len(x)%8 == 0 {
-		axpyAVX(alpha, &x[0], &y[0], len(x))
-		return
-	}
-	for i, v := range x {
-		y[i] += float32(alpha * v)
-	}
 }
 
 // accum adds Σ_j w[j]·v[j*ldv : j*ldv+len(y)] to y, adding the rows in order of j.

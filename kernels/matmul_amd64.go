@@ -17,7 +17,4 @@ func kern1x4AVX(a0, b *float32, ldb, k int, c0 *float32)
 func kern2x4AVX(a0, a1, b *float32, ldb, k int, c0, c1 *float32)
 
 //go:noescape
-func axpyAVX(alpha float32, x, y *float32, n int)
-
-//go:noescape
 func accumAVX(y, w, v *float32, ldv, npos, hd int)

@@ -160,27 +160,6 @@ k24loop:
 	VZEROUPPER
 	RET
 
-// func axpyAVX(alpha float32, x, y *float32, n int)
-// y[i] += alpha*x[i] for i < n (n a positive multiple of 8)
-TEXT ·axpyAVX(SB), NOSPLIT, $0-32
-	VBROADCASTSS alpha+0(FP), Y0
-	MOVQ         x+8(FP), SI
-	MOVQ         y+16(FP), DI
-	MOVQ         n+24(FP), CX
-
-axpyloop:
-	VMOVUPS (SI), Y1
-	VMULPS  Y1, Y0, Y1
-	VMOVUPS (DI), Y2
-	VADDPS  Y1, Y2, Y2
-	VMOVUPS Y2, (DI)
-	ADDQ    $32, SI
-	ADDQ    $32, DI
-	SUBQ    $8, CX
-	JNZ     axpyloop
-	VZEROUPPER
-	RET
-
 // func accumAVX(y, w, v *float32, ldv, npos, hd int)
 // y[d] += w[j]*v[j*ldv+d] for j = 0..npos-1 in order, d < hd (npos > 0, hd a positive
 // multiple of 8): the attention-weighted sum of V rows.

@@ -84,14 +84,26 @@ func TestAssemblyMatchesGo(t *testing.T) {
 		if a, g := dotAVX(&x[0], &y[0], k), dotGo(x, y); a != g {
 			t.Fatalf("k=%d: dotAVX %v, dotGo %v", k, a, g)
 		}
+		w := randSlice(5, 11)
+		ld := k + 8
+		rows := randSlice(5*ld, 12)
 		ya, yg := randSlice(k, 9), randSlice(k, 9)
-		axpyAVX(0.37, &x[0], &ya[0], k)
-		for i := range yg {
-			yg[i] += float32(0.37 * x[i])
+		accumAVX(&ya[0], &w[0], &rows[0], ld, 5, k)
+		for j := range 5 {
+			for d := range yg {
+				yg[d] += float32(w[j] * rows[j*ld+d])
+			}
 		}
 		for i := range ya {
 			if ya[i] != yg[i] {
-				t.Fatalf("k=%d: axpy differs at %d", k, i)
+				t.Fatalf("k=%d: accum differs at %d", k, i)
+			}
+		}
+		got := make([]float32, 5)
+		dotRows(got, x, rows, ld)
+		for j := range 5 {
+			if want := dotGo(x, rows[j*ld:j*ld+k]); got[j] != want {
+				t.Fatalf("k=%d: dotRows[%d] = %v, want %v", k, j, got[j], want)
 			}
 		}
 	}
