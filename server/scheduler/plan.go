@@ -167,7 +167,7 @@ func (s *Scheduler) preallocate(now time.Time) {
 			if len(s.running)+len(s.waiting)+len(s.transfer) >= s.cfg.MaxRunningRequests {
 				return
 			}
-			if r.nPrompt+s.cfg.ReservedDecodeTokens > s.allocatableTokens(true) || !s.alloc(r, r.nPrompt) {
+			if r.nPrompt+s.cfg.ReservedDecodeTokens > s.allocatableTokens(true) || !s.alloc(r, r.nPrompt+1) {
 				return // head-of-line: the queue waits for its head
 			}
 			s.startTransfer(now, r)
@@ -180,7 +180,7 @@ func (s *Scheduler) preallocate(now time.Time) {
 	}
 	for i := 0; i < len(s.prealloc); {
 		r := s.prealloc[i]
-		if s.pool.FreePages()-s.pagesFor(r.nPrompt) < keep || !s.alloc(r, r.nPrompt) {
+		if s.pool.FreePages()-s.pagesFor(r.nPrompt+1) < keep || !s.alloc(r, r.nPrompt+1) {
 			i++
 			continue
 		}
@@ -188,9 +188,13 @@ func (s *Scheduler) preallocate(now time.Time) {
 	}
 }
 
+// startTransfer moves r to the transfer queue. r holds pages for the prompt and the
+// first generated token, so that once its KV arrives it never needs another page to
+// join the batch (a waiting queue holding every page could otherwise stall decode);
+// only the prompt's pages are transferred, exactly as many as prefill computed.
 func (s *Scheduler) startTransfer(now time.Time, r *request) {
 	s.moveTo(now, r, StageTransfer, false)
 	r.transferStarted = true
 	s.out.Transfers = append(s.out.Transfers, Transfer{Seq: r.seq, ID: r.id, Room: r.room, Addr: r.req.Bootstrap.Addr,
-		Pages: append([]int32(nil), r.pages...)})
+		Pages: append([]int32(nil), r.pages[:s.pagesFor(r.nPrompt)]...)})
 }

@@ -258,6 +258,7 @@ type Scheduler struct {
 	decodeSteps     uint64
 	generated       uint64
 	statsDue        bool
+	scratch         []*request
 	out             Ready
 	timeoutsByStage map[Stage]uint64
 }
@@ -586,6 +587,12 @@ func (s *Scheduler) Sent(now time.Time, room uint64, err error) bool {
 
 // sampled appends tok to r's output, emits it and finishes r when it is done.
 func (s *Scheduler) sampled(now time.Time, r *request, tok int) {
+	s.sampledInto(now, r, tok, nil)
+}
+
+// sampledInto is sampled with the emitted slice carved out of buf when it has room (one
+// allocation per step instead of one per request).
+func (s *Scheduler) sampledInto(now time.Time, r *request, tok int, buf *[]int) {
 	r.tokens = append(r.tokens, tok)
 	s.generated++
 	s.lastOutput = now
@@ -593,7 +600,15 @@ func (s *Scheduler) sampled(now time.Time, r *request, tok int) {
 		s.finish(now, r, "stop", nil)
 		return
 	}
-	s.out.Emits = append(s.out.Emits, Emit{Seq: r.seq, ID: r.id, Tokens: []int{tok}})
+	var toks []int
+	if buf != nil && cap(*buf) > len(*buf) {
+		*buf = append(*buf, tok)
+		n := len(*buf)
+		toks = (*buf)[n-1 : n : n]
+	} else {
+		toks = []int{tok}
+	}
+	s.out.Emits = append(s.out.Emits, Emit{Seq: r.seq, ID: r.id, Tokens: toks})
 	if r.output() >= r.req.MaxTokens {
 		s.finish(now, r, "length", nil)
 	}
@@ -613,6 +628,8 @@ func (s *Scheduler) StepDone(now time.Time, out []int, err error) {
 		err = fmt.Errorf("backend returned %d tokens for a batch of %d", len(out), len(batch))
 	}
 	decode := false
+	buf := make([]int, 0, len(batch))
+	s.out.Emits = slices.Grow(s.out.Emits, len(batch))
 	for i, r := range batch {
 		r.inBatch = false
 		if r.done {
@@ -640,7 +657,7 @@ func (s *Scheduler) StepDone(now time.Time, out []int, err error) {
 			s.out.Sends = append(s.out.Sends, Send{Seq: r.seq, ID: r.id, Room: r.room, Pages: slices.Clone(r.pages), FirstToken: tok})
 			continue
 		}
-		s.sampled(now, r, tok)
+		s.sampledInto(now, r, tok, &buf)
 	}
 	if decode {
 		s.decodeSteps++
@@ -657,7 +674,7 @@ func (s *Scheduler) Tick(now time.Time) {
 	s.touch(now)
 	var expired []*request
 	var stages []Stage
-	for _, r := range s.sortedLive() {
+	for _, r := range s.liveInQueueOrder() {
 		if r.inBatch {
 			continue
 		}
@@ -766,6 +783,17 @@ func (s *Scheduler) Health(now time.Time) error {
 			now.Sub(s.lastProgress).Round(time.Millisecond), len(s.reqs))
 	}
 	return s.watchdogErr
+}
+
+// liveInQueueOrder lists live requests by queue, each queue in its order. It allocates
+// only the returned slice, which is reused between calls.
+func (s *Scheduler) liveInQueueOrder() []*request {
+	out := s.scratch[:0]
+	for _, q := range [][]*request{s.bootstrap, s.prealloc, s.transfer, s.waiting, s.running, s.inflight, s.retracted} {
+		out = append(out, q...)
+	}
+	s.scratch = out
+	return out
 }
 
 func (s *Scheduler) sortedLive() []*request {
