@@ -223,12 +223,13 @@ func (b *Builder) Results() *Results {
 	r := &Results{
 		Scenario: b.scenario, Seed: b.seed, Target: b.target,
 		Start: b.start, End: b.end,
-		Outcomes:  map[Outcome]int{},
-		Drops:     b.drops,
-		Workloads: b.workloads,
-		Leak:      b.leak,
-		SelfCheck: b.self,
-		Notes:     append([]string(nil), b.notes...),
+		Outcomes:   map[Outcome]int{},
+		Assertions: []AssertionResult{},
+		Drops:      b.drops,
+		Workloads:  b.workloads,
+		Leak:       b.leak,
+		SelfCheck:  b.self,
+		Notes:      append([]string(nil), b.notes...),
 	}
 	if r.Drops == nil {
 		r.Drops = []SilentDrop{}
