@@ -86,11 +86,11 @@ type worker struct {
 
 // buildWorker turns validated flags into a started engine and a bound listener.
 func buildWorker(role engine.Role, f *workerFlags, logw ioWriter) (*worker, error) {
-	log, err := newLogger(logw, f.logLevel, f.logFormat)
+	base, err := newLogger(logw, f.logLevel, f.logFormat)
 	if err != nil {
 		return nil, &UsageError{Err: fmt.Errorf("--log-level: %w", err)}
 	}
-	log = log.With("role", string(role))
+	log := base.With("role", string(role)) // the engine adds its role itself
 	kc := f.kernelsConfig()
 	info, err := kernels.Describe(kc)
 	if err != nil {
@@ -115,7 +115,7 @@ func buildWorker(role engine.Role, f *workerFlags, logw ioWriter) (*worker, erro
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	opts := []engine.Option{engine.WithRegisterer(reg), engine.WithLogger(log)}
+	opts := []engine.Option{engine.WithRegisterer(reg), engine.WithLogger(base)}
 	if role != roleColocated {
 		t, err := newTransfer(role, backend, f, reg, log)
 		if err != nil {
