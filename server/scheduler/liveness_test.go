@@ -10,11 +10,18 @@ import (
 // always run, strict semantics finish every admitted request successfully, even with a
 // pool so small that requests are retracted again and again (no deadlock between the
 // waiting queue, retraction and preallocation).
-func TestStrictLiveness(t *testing.T) {
+func TestStrictLiveness(t *testing.T) { testLiveness(t, SemanticsStrict) }
+
+// TestSGLangLivenessWhenEverythingFits: SGLang semantics also finish everything when no
+// request is larger than the pool (no reservation headroom): its wedges need a head
+// that does not fit.
+func TestSGLangLivenessWhenEverythingFits(t *testing.T) { testLiveness(t, SemanticsSGLang) }
+
+func testLiveness(t *testing.T, sem Semantics) {
 	for _, role := range []Role{RoleColocated, RolePrefill, RoleDecode} {
 		retracted := 0
 		for seed := range uint64(6) {
-			retracted += liveness(t, role, seed)
+			retracted += liveness(t, role, sem, seed)
 		}
 		if role != RolePrefill && retracted == 0 {
 			t.Errorf("%s: the pool never ran out; the test does not exercise retraction", role)
@@ -23,10 +30,10 @@ func TestStrictLiveness(t *testing.T) {
 	}
 }
 
-func liveness(t *testing.T, role Role, seed uint64) int {
+func liveness(t *testing.T, role Role, sem Semantics, seed uint64) int {
 	rng := rand.New(rand.NewPCG(seed, 11))
 	c := testConfig()
-	c.Role = role
+	c.Role, c.Semantics = role, sem
 	c.Pages, c.PageSize, c.MaxRunningRequests = 10, 2, 4
 	c.WaitingTimeout, c.TransferTimeout, c.BootstrapTimeout, c.PreallocTimeout = time.Hour, time.Hour, time.Hour, time.Hour
 	c.WatchdogTimeout = time.Minute
