@@ -5,8 +5,21 @@
 //
 // Everything in a report is recomputed from events.jsonl:
 //
-//	evs, err := reports.ReadFile("out/smoke/events.jsonl") // tolerant of a torn last line
-//	res := reports.Compute(evs, reports.Config{Assertions: sc.Assertions, ...})
+//	b := reports.NewBuilder(reports.Config{Assertions: sc.Assertions, ...})
+//	reports.Read(f, func(e reports.Event) error { b.Add(e); return nil }) // streams; a torn last line is skipped
+//	res := b.Results()         // verdict pass|fail|invalid, outcomes, drops, assertions, percentiles
 //	reports.WriteAll(dir, res) // results.json, junit.xml, summary.md
 //	reports.WriteTable(os.Stdout, res)
+//
+// ComputeFile does the first three lines for a file. Assertions are built-in names
+// (no_silent_drops, valid_responses, no_leaks, recovery) or threshold expressions parsed by
+// ParseAssertion: p50|p90|p99|max|mean(ttft|itl|e2e) OP duration, rate(outcome) OP
+// fraction, count(outcome) OP n, with OP one of < <= > >= == !=.
+//
+// valid_responses fails when any request ended invalid (success status, unparseable body)
+// or truncated (no terminal marker); explicit errors — rejected, http_error, stream_error,
+// transport_error — are valid answers. A run is invalid (not failed) when the ledger shows
+// that its evidence cannot be trusted: the harness's self-check failed, a fault did not
+// verify, the run ended with an error, a scheduled request has no terminal outcome, or no
+// request finished at all.
 package reports

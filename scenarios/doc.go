@@ -3,8 +3,9 @@
 // A scenario is configuration, not the runtime object. Loading is strict and happens in
 // three explicit steps, none of which starts anything:
 //
-//	sc, err := scenarios.Load("smoke", scenarios.WithFaultTypes(chaos.Kinds()))
+//	sc, err := scenarios.Load("smoke", scenarios.WithFaultTypes(chaos.FaultTypes()))
 //	// Load = decode strictly (unknown keys are errors, with file:line and field path)
+//	//      + overrides (WithOverrides: --duration, --seed, --target)
 //	//      + sc.ApplyDefaults()
 //	//      + sc.Validate(...)   (every problem at once, as Problems)
 //	plan := scenarios.Plan(sc) // pure: workload windows and fault start/stop times
