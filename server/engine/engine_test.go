@@ -173,11 +173,9 @@ func TestBatchInvariance(t *testing.T) {
 // TestOverload: 50 concurrent requests against max-queued 4 / max-running 2 each
 // complete or are refused with an OverloadError; nothing hangs; gauges return to 0.
 func TestOverload(t *testing.T) {
-	fb := newFakeBackend(256, 4)
-	fb.step = time.Millisecond
 	cfg := DefaultConfig()
 	cfg.MaxQueuedRequests, cfg.MaxRunningRequests = 4, 2
-	e := startEngine(t, fb, cfg)
+	e := startEngine(t, tinyref(t, 256), cfg)
 	var mu sync.Mutex
 	ok, refused := 0, 0
 	var wg sync.WaitGroup
@@ -185,7 +183,7 @@ func TestOverload(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ch, err := e.Generate(context.Background(), &gen.Request{ID: fmt.Sprint("o", i), Prompt: []int{0, 5, 6, 7}, MaxTokens: 8, IgnoreEOS: true})
+			ch, err := e.Generate(context.Background(), &gen.Request{ID: fmt.Sprint("o", i), Prompt: prompt("overload me"), MaxTokens: 8, IgnoreEOS: true})
 			if err != nil {
 				var oe *gen.OverloadError
 				if !errors.As(err, &oe) || oe.RetryAfter <= 0 {
