@@ -1,7 +1,7 @@
 // Package scenarios holds the YAML scenarios the harness runs and their loader.
 //
 // A scenario is configuration, not the runtime object. Loading is strict and happens in
-// three explicit steps, none of which starts anything:
+// explicit steps, none of which starts anything:
 //
 //	sc, err := scenarios.Load("smoke", scenarios.WithFaultTypes(chaos.FaultTypes()))
 //	// Load = decode strictly (unknown keys are errors, with file:line and field path)
