@@ -196,3 +196,25 @@ func dotRows(dst, x, rows []float32, ld int) {
 		dst[t] = dotAVX(&x[0], &rows[t*ld], k)
 	}
 }
+
+// dotRows2 is dotRows for two queries against the same keys (two heads of one KV group),
+// reading each key once.
+func dotRows2(dst0, dst1, x0, x1, rows []float32, ld int) {
+	k := len(x0)
+	if !useAVX2 || k == 0 || k%8 != 0 || len(dst0) == 0 {
+		dotRows(dst0, x0, rows, ld)
+		dotRows(dst1, x1, rows, ld)
+		return
+	}
+	_ = rows[(len(dst0)-1)*ld+k-1]
+	_ = x1[k-1]
+	dst1 = dst1[:len(dst0)]
+	t := 0
+	for ; t+4 <= len(dst0); t += 4 {
+		kern2x4AVX(&x0[0], &x1[0], &rows[t*ld], ld, k, &dst0[t], &dst1[t])
+	}
+	for ; t < len(dst0); t++ {
+		dst0[t] = dotAVX(&x0[0], &rows[t*ld], k)
+		dst1[t] = dotAVX(&x1[0], &rows[t*ld], k)
+	}
+}

@@ -99,11 +99,15 @@ func TestAssemblyMatchesGo(t *testing.T) {
 				t.Fatalf("k=%d: accum differs at %d", k, i)
 			}
 		}
-		got := make([]float32, 5)
+		got, got0, got1 := make([]float32, 5), make([]float32, 5), make([]float32, 5)
 		dotRows(got, x, rows, ld)
+		dotRows2(got0, got1, x, y, rows, ld)
 		for j := range 5 {
-			if want := dotGo(x, rows[j*ld:j*ld+k]); got[j] != want {
-				t.Fatalf("k=%d: dotRows[%d] = %v, want %v", k, j, got[j], want)
+			if want := dotGo(x, rows[j*ld:j*ld+k]); got[j] != want || got0[j] != want {
+				t.Fatalf("k=%d: dotRows[%d] = %v, dotRows2 %v, want %v", k, j, got[j], got0[j], want)
+			}
+			if want := dotGo(y, rows[j*ld:j*ld+k]); got1[j] != want {
+				t.Fatalf("k=%d: dotRows2 second query [%d] = %v, want %v", k, j, got1[j], want)
 			}
 		}
 	}

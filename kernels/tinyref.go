@@ -324,41 +324,57 @@ func (m *TinyRef) attendRow(batch []SeqInput, l, r int, scores []float32) []floa
 	s := &batch[b.seq[r]]
 	pos := b.pos[r]
 	n := pos + 1
-	scores = grow(scores, n)
 	ps := m.kv.PageSize
 	group := m.heads / m.kvHeads
+	scores = grow(scores, group*n) // one row of n scores per head of the group
 	scale := float32(1 / math.Sqrt(float64(m.headDim)))
 	stride := 2 * m.kvDim
-	for h := 0; h < m.heads; h++ {
-		g := h / group
-		qh := q[h*m.headDim : (h+1)*m.headDim]
-		for j := 0; j < n; j += ps {
-			cnt := min(ps, n-j)
-			page := m.kv.LayerFloats(s.Pages[j/ps], l)
-			dotRows(scores[j:j+cnt], qh, page[g*m.headDim:], stride)
+	hd := m.headDim
+	for g := 0; g < m.kvHeads; g++ {
+		// Scores of the group's heads against its keys, two heads per pass over the keys.
+		for h := 0; h < group; h += 2 {
+			h0 := g*group + h
+			row0 := scores[h*n : (h+1)*n]
+			if h+1 == group {
+				for j := 0; j < n; j += ps {
+					cnt := min(ps, n-j)
+					page := m.kv.LayerFloats(s.Pages[j/ps], l)
+					dotRows(row0[j:j+cnt], q[h0*hd:(h0+1)*hd], page[g*hd:], stride)
+				}
+				continue
+			}
+			row1 := scores[(h+1)*n : (h+2)*n]
+			for j := 0; j < n; j += ps {
+				cnt := min(ps, n-j)
+				page := m.kv.LayerFloats(s.Pages[j/ps], l)
+				dotRows2(row0[j:j+cnt], row1[j:j+cnt], q[h0*hd:(h0+1)*hd], q[(h0+1)*hd:(h0+2)*hd], page[g*hd:], stride)
+			}
 		}
-		maxS := float32(math.Inf(-1))
-		for j, sc := range scores[:n] {
-			sc *= scale
-			scores[j] = sc
-			maxS = max(maxS, sc)
-		}
-		var sum float32
-		for j := 0; j < n; j++ {
-			e := float32(math.Exp(float64(scores[j] - maxS)))
-			scores[j] = e
-			sum += e
-		}
-		oh := dst[h*m.headDim : (h+1)*m.headDim]
-		clear(oh)
-		for j := 0; j < n; j += ps {
-			cnt := min(ps, n-j)
-			page := m.kv.LayerFloats(s.Pages[j/ps], l)
-			accum(oh, scores[j:j+cnt], page[m.kvDim+g*m.headDim:], stride)
-		}
-		inv := 1 / sum
-		for d := range oh {
-			oh[d] *= inv
+		for h := 0; h < group; h++ {
+			row := scores[h*n : (h+1)*n]
+			maxS := float32(math.Inf(-1))
+			for j, sc := range row {
+				sc *= scale
+				row[j] = sc
+				maxS = max(maxS, sc)
+			}
+			var sum float32
+			for j, sc := range row {
+				e := expNeg(sc - maxS)
+				row[j] = e
+				sum += e
+			}
+			oh := dst[(g*group+h)*hd : (g*group+h+1)*hd]
+			clear(oh)
+			for j := 0; j < n; j += ps {
+				cnt := min(ps, n-j)
+				page := m.kv.LayerFloats(s.Pages[j/ps], l)
+				accum(oh, row[j:j+cnt], page[m.kvDim+g*hd:], stride)
+			}
+			inv := 1 / sum
+			for d := range oh {
+				oh[d] *= inv
+			}
 		}
 	}
 	return scores
