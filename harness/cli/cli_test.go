@@ -347,3 +347,20 @@ func TestInterruptStillWritesOutputs(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeExampleValidates keeps the scenario example in README.md honest.
+func TestReadmeExampleValidates(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Skip("no README.md")
+	}
+	_, rest, ok := strings.Cut(string(data), "```yaml\n")
+	if !ok {
+		t.Skip("README has no yaml example")
+	}
+	example, _, _ := strings.Cut(rest, "```")
+	p := writeFile(t, t.TempDir(), "readme.yaml", example)
+	if code, stdout, stderr := execute(t, []string{"validate", p}); code != 0 {
+		t.Errorf("README example: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
