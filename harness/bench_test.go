@@ -62,11 +62,13 @@ func (p hitsPacer) Rate(time.Duration) float64 { return 0 }
 func BenchmarkOpenLoopMaxRate(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(okSSE))
 	defer srv.Close()
-	const n = 3000
+	const n = 2000
 	body, _, _ := client.Body(&client.Request{Model: "ref", Stream: true, MaxTokens: 2,
 		Messages: []client.Message{{Role: "user", Content: strings.Repeat("x", 32)}}})
 	var harnessRate, vegetaRate float64
-	for i := 0; i < b.N; i++ {
+	// Alternate the two, three rounds each, and keep each side's best: on a shared
+	// machine the best round is the least disturbed one.
+	for i := 0; i < b.N*3; i++ {
 		// vegeta alone.
 		atk := vegeta.NewAttacker(vegeta.Workers(64))
 		tr := vegeta.NewStaticTargeter(vegeta.Target{Method: "POST", URL: srv.URL + "/v1/chat/completions", Body: body})
@@ -77,7 +79,7 @@ func BenchmarkOpenLoopMaxRate(b *testing.B) {
 				ok++
 			}
 		}
-		vegetaRate = float64(ok) / time.Since(start).Seconds()
+		vegetaRate = max(vegetaRate, float64(ok)/time.Since(start).Seconds())
 
 		// The harness: an open_loop workload at a rate no machine can keep.
 		e, done := newBenchExecutor(b, srv.URL, nil)
@@ -96,7 +98,7 @@ func BenchmarkOpenLoopMaxRate(b *testing.B) {
 		el := time.Since(start)
 		okH := e.outcomes()[reports.OutcomeOK]
 		done()
-		harnessRate = float64(okH) / el.Seconds()
+		harnessRate = max(harnessRate, float64(okH)/el.Seconds())
 		if okH != n || ok != n {
 			b.Fatalf("harness ok %d, vegeta ok %d, want %d each", okH, ok, n)
 		}

@@ -412,7 +412,12 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 		if dl.Stall > 0 {
 			st.stall = time.AfterFunc(dl.Stall, c.fire(req, st, obs, ErrStallDeadline, "stall", nil))
 		}
-		return c.readStream(rctx, req, res, st, cb, obs)
+		res = c.readStream(rctx, req, res, st, cb, obs)
+		if res.Outcome == reports.OutcomeOK {
+			st.stop()
+			drain(cb, cancel)
+		}
+		return res
 	}
 	return c.readWhole(rctx, req, res, st, cb, obs)
 }
@@ -654,6 +659,21 @@ func trim(s string) string {
 		return s[:200] + "..."
 	}
 	return s
+}
+
+// DrainGrace bounds how long a finished stream's remaining bytes (usually just the
+// chunked terminator) are read so its connection can be reused.
+var DrainGrace = 50 * time.Millisecond
+
+// errDrained cancels a drain that took longer than DrainGrace (the result is final).
+var errDrained = errors.New("client: drained")
+
+// drain reads what is left of a finished body, for at most DrainGrace: a body closed
+// before EOF costs its connection, and a new dial per request.
+func drain(body io.Reader, cancel context.CancelCauseFunc) {
+	t := time.AfterFunc(DrainGrace, func() { cancel(errDrained) })
+	defer t.Stop()
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 256<<10))
 }
 
 type countingReader struct {

@@ -486,3 +486,34 @@ func TestLateReplyDuringInspectionStaysLate(t *testing.T) {
 		t.Fatalf("got %s (%s), want stalled", res.Outcome, res.Err)
 	}
 }
+
+// A finished stream's connection goes back to the pool: ten requests, one dial.
+func TestConnectionReuse(t *testing.T) {
+	var mu sync.Mutex
+	conns := map[string]bool{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		okStream(nil, w, r)
+	}))
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			conns[c.RemoteAddr().String()] = true
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	c, _ := New(srv.URL)
+	defer c.CloseIdleConnections()
+	for i := 0; i < 10; i++ {
+		res := c.Do(context.Background(), &Request{ID: fmt.Sprint(i), Model: "ref", Stream: true, Deadlines: dl}, nil)
+		if res.Outcome != reports.OutcomeOK {
+			t.Fatalf("request %d: %s %s", i, res.Outcome, res.Err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(conns) != 1 {
+		t.Fatalf("%d connections for 10 sequential requests, want 1", len(conns))
+	}
+}
