@@ -417,6 +417,9 @@ func growInt(s []int, n int) []int {
 	return s[:n]
 }
 
+// MaxPosition is the largest token position a backend accepts.
+const MaxPosition = 1 << 30
+
 // checkBatch validates a batch before any of it is computed, so a bad request never
 // leaves half-written pages behind.
 func checkBatch(name string, kv *KVStore, vocab int, batch []SeqInput, out []int) error {
@@ -427,8 +430,8 @@ func checkBatch(name string, kv *KVStore, vocab int, batch []SeqInput, out []int
 		if len(s.Tokens) == 0 {
 			return fmt.Errorf("kernels: %s: seq %d: no tokens", name, i)
 		}
-		if s.Pos < 0 {
-			return fmt.Errorf("kernels: %s: seq %d: negative Pos %d", name, i, s.Pos)
+		if s.Pos < 0 || s.Pos > MaxPosition || len(s.Tokens) > MaxPosition-s.Pos {
+			return fmt.Errorf("kernels: %s: seq %d: positions %d..%d outside [0, %d]", name, i, s.Pos, s.Pos+len(s.Tokens)-1, MaxPosition)
 		}
 		end := s.Pos + len(s.Tokens)
 		if need := (end + kv.PageSize - 1) / kv.PageSize; len(s.Pages) < need {

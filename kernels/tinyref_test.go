@@ -181,7 +181,8 @@ func TestForwardRejectsBadInput(t *testing.T) {
 	}{
 		{"out length", []SeqInput{{Tokens: []int{1}, Pages: pagesFor(0, 1)}}, 2, "len(out)=2"},
 		{"no tokens", []SeqInput{{Pages: pagesFor(0, 1)}}, 1, "no tokens"},
-		{"negative pos", []SeqInput{{Tokens: []int{1}, Pos: -1, Pages: pagesFor(0, 1)}}, 1, "negative Pos"},
+		{"negative pos", []SeqInput{{Tokens: []int{1}, Pos: -1, Pages: pagesFor(0, 1)}}, 1, "outside [0, 1073741824]"},
+		{"huge pos", []SeqInput{{Tokens: []int{1}, Pos: math.MaxInt - 1, Pages: pagesFor(0, 1)}}, 1, "positions"},
 		{"pages too short", []SeqInput{{Tokens: make([]int, 17), Pages: pagesFor(0, 1)}}, 1, "need 32"},
 		{"page out of range", []SeqInput{{Tokens: []int{1}, Pages: []int32{4}}}, 1, "outside [0, 4)"},
 		{"token out of range", []SeqInput{{Tokens: []int{264}, Pages: pagesFor(0, 1)}}, 1, "token 0 is 264"},
