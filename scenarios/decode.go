@@ -213,6 +213,11 @@ func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, path string) {
 			w.add(k, path, "keys must be strings")
 			continue
 		}
+		if k.Value == "<<" && k.Tag == "!!merge" {
+			// A merge key (<<: *anchor or <<: [*a, *b]): its keys belong to this mapping.
+			w.walkMerge(v, t, path)
+			continue
+		}
 		p := join(path, k.Value)
 		f, ok := fields[k.Value]
 		if !ok {
@@ -231,6 +236,22 @@ func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, path string) {
 		w.pos[p] = k.Line
 		w.set[p] = true
 		w.walk(v, f.Type, p)
+	}
+}
+
+func (w *walker) walkMerge(v *yaml.Node, t reflect.Type, path string) {
+	if v.Kind == yaml.AliasNode && v.Alias != nil {
+		v = v.Alias
+	}
+	switch v.Kind {
+	case yaml.MappingNode:
+		w.walkStruct(v, t, path)
+	case yaml.SequenceNode:
+		for _, c := range v.Content {
+			w.walkMerge(c, t, path)
+		}
+	default:
+		w.add(v, path, "a merge key (<<) needs a mapping or a list of mappings")
 	}
 }
 

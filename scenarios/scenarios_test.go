@@ -473,3 +473,27 @@ func TestOverrides(t *testing.T) {
 		t.Errorf("override not validated: %v", ps)
 	}
 }
+
+func TestMergeKeys(t *testing.T) {
+	sc, err := Parse("m.yaml", []byte(`name: m
+workloads:
+  - &cohort
+    name: a
+    type: agents
+    agents: 3
+    turns: 2
+  - <<: *cohort
+    name: b
+    start: 10s
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := sc.Workloads[1]; w.Name != "b" || w.Agents != 3 || w.Turns != 2 || w.Start.D() != 10*time.Second {
+		t.Errorf("merged workload %+v", w)
+	}
+	_, err = Parse("m.yaml", []byte("name: m\nworkloads:\n  - &c {type: agents, agnets: 1}\n  - <<: *c\n"))
+	if err == nil || !strings.Contains(err.Error(), "agnets: unknown field") {
+		t.Errorf("unknown key under a merge not reported: %v", err)
+	}
+}
