@@ -48,8 +48,8 @@ var profiles = []Profile{
 	},
 	{
 		Name:        "tiny-cpu",
-		Description: "the default tinyref model on one CPU core (2 layers, 2 KV heads × 32, fp32 KV)",
-		Beta0:       200 * time.Microsecond, Beta1: 5 * time.Microsecond, Beta2: 20 * time.Microsecond,
+		Description: "the default tinyref model on one CPU core with AVX2 (2 layers, 2 KV heads × 32, fp32 KV), as measured by BenchmarkDecode and BenchmarkPrefill",
+		Beta0:       100 * time.Microsecond, Beta1: 50 * time.Microsecond, Beta2: 60 * time.Microsecond,
 		ModelKVBytesPerToken: 1024,
 	},
 }
