@@ -430,3 +430,75 @@ func TestShutdownEndsInFlight(t *testing.T) {
 		t.Fatalf("want a stream ended by an error event, got %d: %.300s", r.status, r.body)
 	}
 }
+
+// TestBatchInvariance: 16 concurrent greedy requests give the same text as each alone.
+func TestBatchInvariance(t *testing.T) {
+	w := startWorker(t, roleColocated)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	prompt := func(i int) string { return fmt.Sprintf("Story %d: the fair in the square", i) }
+	run := func(i int) (string, error) {
+		body := fmt.Sprintf(`{"prompt":%q,"max_tokens":20,"temperature":0,"ignore_eos":true}`, prompt(i))
+		st, _, b, err := rawPost(t, ctx, w.url+"/v1/completions", body)
+		if err != nil || st != 200 {
+			return "", fmt.Errorf("status %d err %v: %s", st, err, b)
+		}
+		var cr struct {
+			Choices []struct{ Text string } `json:"choices"`
+		}
+		if err := json.Unmarshal(b, &cr); err != nil || len(cr.Choices) != 1 {
+			return "", fmt.Errorf("body %s", b)
+		}
+		return cr.Choices[0].Text, nil
+	}
+	const n = 16
+	alone := make([]string, n)
+	for i := range alone {
+		var err error
+		if alone[i], err = run(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	batched := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) { defer wg.Done(); batched[i], errs[i] = run(i) }(i)
+	}
+	wg.Wait()
+	for i := range batched {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if batched[i] != alone[i] {
+			t.Errorf("prompt %d: batched %q, alone %q", i, batched[i], alone[i])
+		}
+	}
+}
+
+// TestClientDisconnectColocated (I6): a client leaving mid-stream frees its request.
+func TestClientDisconnectColocated(t *testing.T) {
+	w := startWorker(t, roleColocated)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _, _, _ = rawPost(t, ctx, w.url+"/v1/chat/completions",
+			`{"messages":[{"role":"user","content":"go on"}],"max_tokens":4000,"ignore_eos":true,"stream":true}`)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, dbg := getText(t, w.url+"/debug/requests")
+		if strings.Contains(dbg, `"stage":"running"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("request never ran: %s", dbg)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	waitIdle(t, w)
+}
