@@ -1,0 +1,32 @@
+// Package router is the PD router: a gen.Generator and gen.Inspector that serves every
+// request with one prefill worker and one decode worker, as SGLang's mini load balancer
+// does in PD mode. The router process mounts server/api over it, so clients see the same
+// OpenAI API as on a colocated server; its /metrics are the router's own
+// (pdsoak_router_*: requests, errors by kind, retries, outstanding per worker, worker
+// health).
+//
+// Each request runs this loop:
+//
+//	for attempt := 0; ; attempt++ {
+//		p, d := least-outstanding healthy prefill and decode (not yet failed for this request)
+//		room := random 63-bit bootstrap room (seeded generator)
+//		POST /generate {input_ids, sampling_params, bootstrap_room, bootstrap_addr of p} to p and d at once
+//		stream d's token chunks to the client;
+//		p fails            -> cancel d, end with p's error at once
+//		d fails, nothing sent yet and the error is retryable -> next attempt on another pair
+//		client goes away   -> cancel both legs (the workers abort and free their KV)
+//	}
+//
+// Workers' error statuses and stream errors come back as the gen sentinel errors they
+// were (gen.WorkerError.Err). Health: every worker's /health is polled; a worker that
+// fails DefaultFailThreshold checks in a row, or refuses a connection on a request, is
+// skipped until it passes again. A prefill's KV bootstrap address comes from its
+// /server_info ("bootstrap_addr") unless given explicitly, and is read again whenever the
+// worker recovers, so a restarted prefill is never reached at a stale address.
+//
+//	r, _ := router.New([]router.Worker{{URL: "http://127.0.0.1:30001"}},
+//		[]router.Worker{{URL: "http://127.0.0.1:30002"}}, router.WithSeed(1))
+//	r.Start()
+//	defer r.Close()
+//	h := api.New(r, api.WithRole("router"), api.WithGatherer(r.Gatherer()))
+package router

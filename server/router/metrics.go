@@ -1,0 +1,60 @@
+package router
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics are the router's own series (the workers serve SGLang's).
+type metrics struct {
+	reg         *prometheus.Registry
+	requests    prometheus.Counter
+	errors      *prometheus.CounterVec
+	retries     prometheus.Counter
+	outstanding *prometheus.GaugeVec
+}
+
+func newMetrics(r *Router) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdsoak_router_requests_total",
+			Help: "Requests the router accepted or refused."}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdsoak_router_request_errors_total",
+			Help: "Requests that ended with an error, by error kind."}, []string{"kind"}),
+		retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdsoak_router_retries_total",
+			Help: "Requests retried on another pair before any output."}),
+		outstanding: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pdsoak_router_outstanding_requests",
+			Help: "Requests in flight per worker."}, []string{"worker"}),
+	}
+	healthy := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pdsoak_router_healthy_pairs",
+		Help: "1 while at least one healthy prefill/decode pair exists."}, func() float64 {
+		if r.Healthy() == nil {
+			return 1
+		}
+		return 0
+	})
+	m.reg.MustRegister(m.requests, m.errors, m.retries, m.outstanding, healthy, &workerCollector{r},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, w := range r.workers() {
+		m.outstanding.WithLabelValues(w.name)
+	}
+	return m
+}
+
+var workerUpDesc = prometheus.NewDesc("pdsoak_router_worker_healthy",
+	"1 when the worker passes its health checks.", []string{"worker", "role", "url"}, nil)
+
+// workerCollector reports each worker's health at scrape time (never stale).
+type workerCollector struct{ r *Router }
+
+func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- workerUpDesc }
+
+func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, w := range c.r.workers() {
+		v := 0.0
+		if w.healthy.Load() {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(workerUpDesc, prometheus.GaugeValue, v, w.name, w.role, w.url)
+	}
+}

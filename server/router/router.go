@@ -1,0 +1,689 @@
+package router
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"pdsoak/server/gen"
+)
+
+// Defaults of the Router options.
+const (
+	// DefaultHealthInterval is how often every worker's /health is polled.
+	DefaultHealthInterval = 1 * time.Second
+	// DefaultHealthTimeout bounds one /health or /server_info call.
+	DefaultHealthTimeout = 2 * time.Second
+	// DefaultFailThreshold is how many failed health checks in a row mark a worker
+	// unhealthy (a transport error on a request marks it at once).
+	DefaultFailThreshold = 2
+	// DefaultConnectTimeout bounds the TCP connect to a worker.
+	DefaultConnectTimeout = 2 * time.Second
+	// DefaultMaxRetries is how many other pairs a request may try while nothing has been
+	// sent to the client.
+	DefaultMaxRetries = 2
+	// DefaultDeadlineGrace is added to a request's deadline before the router gives up on
+	// the legs itself, so that workers report their own timeout first.
+	DefaultDeadlineGrace = 2 * time.Second
+	// DefaultPrefillGrace is how long a finished request waits for its prefill leg's own
+	// end before the leg is cancelled.
+	DefaultPrefillGrace = 2 * time.Second
+	// DefaultFinalSendTimeout bounds the wait for the consumer to take the final event.
+	DefaultFinalSendTimeout = 30 * time.Second
+)
+
+// Worker is one prefill or decode worker.
+type Worker struct {
+	// URL is the worker's HTTP base URL (http://host:port).
+	URL string
+	// BootstrapAddr (prefill only) is the KV bootstrap address decode dials. Empty: read
+	// from the worker's GET /server_info field "bootstrap_addr" (and read again whenever
+	// the worker comes back from unhealthy, so a restart never leaves a stale address).
+	BootstrapAddr string
+}
+
+// Option configures a Router.
+type Option func(*Router)
+
+// WithHealthInterval sets the /health polling interval.
+func WithHealthInterval(d time.Duration) Option { return func(r *Router) { r.healthInterval = d } }
+
+// WithHealthTimeout bounds each health and server_info call.
+func WithHealthTimeout(d time.Duration) Option { return func(r *Router) { r.healthTimeout = d } }
+
+// WithFailThreshold sets how many failed checks in a row make a worker unhealthy.
+func WithFailThreshold(n int) Option { return func(r *Router) { r.failThreshold = n } }
+
+// WithMaxRetries sets how many other pairs a request may try before any output.
+func WithMaxRetries(n int) Option { return func(r *Router) { r.maxRetries = n } }
+
+// WithSeed seeds the generator of bootstrap rooms and tie breaks.
+func WithSeed(seed uint64) Option {
+	return func(r *Router) { r.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }
+}
+
+// WithClient replaces the HTTP client used for the legs and health checks.
+func WithClient(c *http.Client) Option { return func(r *Router) { r.client = c } }
+
+// WithLogger sets the structured logger.
+func WithLogger(l *slog.Logger) Option { return func(r *Router) { r.log = l } }
+
+// WithDeadlineGrace sets how long past a request's deadline the router waits for the legs.
+func WithDeadlineGrace(d time.Duration) Option { return func(r *Router) { r.deadlineGrace = d } }
+
+// WithKVLink makes decode worker decodeURL reach prefill worker prefillURL's bootstrap
+// server at addr instead (a fault proxy on that KV link).
+func WithKVLink(prefillURL, decodeURL, addr string) Option {
+	return func(r *Router) { r.kvLinks[[2]string{prefillURL, decodeURL}] = addr }
+}
+
+// Router is a gen.Generator and gen.Inspector that serves each request with a prefill
+// and a decode worker. Start it before use; Close it when done.
+type Router struct {
+	healthInterval, healthTimeout, deadlineGrace time.Duration
+	failThreshold, maxRetries                    int
+	client                                       *http.Client
+	log                                          *slog.Logger
+	kvLinks                                      map[[2]string]string
+
+	prefill, decode []*worker
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
+
+	reqMu sync.Mutex
+	reqs  map[uint64]*reqState
+	seq   uint64
+
+	metrics *metrics
+	stop    context.CancelFunc
+	done    chan struct{}
+	closed  atomic.Bool
+}
+
+type worker struct {
+	url, role, name string
+	explicitBoot    bool
+	outstanding     atomic.Int64
+	healthy         atomic.Bool
+
+	mu      sync.Mutex
+	boot    string
+	fails   int
+	lastErr string
+}
+
+func (w *worker) bootstrap() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.boot
+}
+
+// reqState is one in-flight request, for /debug/requests.
+type reqState struct {
+	id                  string
+	start, stageSince   time.Time
+	stage               string
+	room                *uint64
+	prompt, out         int
+	prefillURL, decodeU string
+}
+
+// New builds a router over the given workers. Call Start to begin health checking.
+func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
+	if len(prefill) == 0 || len(decode) == 0 {
+		return nil, fmt.Errorf("router: need at least one prefill and one decode worker (got %d, %d)", len(prefill), len(decode))
+	}
+	r := &Router{
+		healthInterval: DefaultHealthInterval, healthTimeout: DefaultHealthTimeout,
+		deadlineGrace: DefaultDeadlineGrace, failThreshold: DefaultFailThreshold,
+		maxRetries: DefaultMaxRetries, log: slog.Default(), kvLinks: map[[2]string]string{},
+		reqs: map[uint64]*reqState{}, done: make(chan struct{}),
+		rng: rand.New(rand.NewPCG(1, 2)),
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	if r.client == nil {
+		r.client = &http.Client{Transport: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: DefaultConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        1024,
+			MaxIdleConnsPerHost: 512,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+		}}
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	seen := map[string]bool{}
+	add := func(ws []Worker, role string) ([]*worker, error) {
+		var out []*worker
+		for i, w := range ws {
+			u := strings.TrimRight(w.URL, "/")
+			if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+				return nil, fmt.Errorf("router: %s worker %q is not an http(s) URL", role, w.URL)
+			}
+			if seen[u] {
+				return nil, fmt.Errorf("router: worker %s listed twice", u)
+			}
+			seen[u] = true
+			out = append(out, &worker{url: u, role: role, name: fmt.Sprintf("%s-%d", role, i),
+				boot: w.BootstrapAddr, explicitBoot: w.BootstrapAddr != ""})
+		}
+		return out, nil
+	}
+	var err error
+	if r.prefill, err = add(prefill, "prefill"); err != nil {
+		return nil, err
+	}
+	if r.decode, err = add(decode, "decode"); err != nil {
+		return nil, err
+	}
+	r.metrics = newMetrics(r)
+	return r, nil
+}
+
+// Gatherer serves the router's own metrics.
+func (r *Router) Gatherer() prometheus.Gatherer { return r.metrics.reg }
+
+// Start checks every worker once (bounded by the health timeout) and then keeps checking
+// every health interval until Close.
+func (r *Router) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stop = cancel
+	r.checkAll(ctx)
+	go func() {
+		defer close(r.done)
+		t := time.NewTicker(r.healthInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				r.checkAll(ctx)
+			}
+		}
+	}()
+}
+
+// Close stops health checking. Requests in flight continue until their contexts end.
+func (r *Router) Close() error {
+	if r.closed.Swap(true) || r.stop == nil {
+		return nil
+	}
+	r.stop()
+	<-r.done
+	r.client.CloseIdleConnections()
+	return nil
+}
+
+func (r *Router) workers() []*worker {
+	return append(append([]*worker(nil), r.prefill...), r.decode...)
+}
+
+func (r *Router) checkAll(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, w := range r.workers() {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.check(ctx, w) }()
+	}
+	wg.Wait()
+}
+
+// check polls one worker's /health (and /server_info for a prefill whose bootstrap
+// address must be learned).
+func (r *Router) check(ctx context.Context, w *worker) {
+	ctx, cancel := context.WithTimeout(ctx, r.healthTimeout)
+	defer cancel()
+	err := r.get(ctx, w.url+"/health", nil)
+	wasHealthy := w.healthy.Load()
+	if err == nil && w.role == "prefill" && !w.explicitBoot && (!wasHealthy || w.bootstrap() == "") {
+		var info struct {
+			BootstrapAddr string `json:"bootstrap_addr"`
+		}
+		if err = r.get(ctx, w.url+"/server_info", &info); err == nil {
+			if info.BootstrapAddr == "" {
+				err = errors.New("server_info has no bootstrap_addr")
+			} else {
+				w.mu.Lock()
+				w.boot = info.BootstrapAddr
+				w.mu.Unlock()
+			}
+		}
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return // shutting down
+	}
+	w.mu.Lock()
+	if err == nil {
+		w.fails, w.lastErr = 0, ""
+	} else {
+		w.fails++
+		w.lastErr = err.Error()
+	}
+	fails := w.fails
+	w.mu.Unlock()
+	switch {
+	case err == nil && !wasHealthy:
+		w.healthy.Store(true)
+		r.log.Info("router: worker healthy", "worker", w.name, "url", w.url, "bootstrap_addr", w.bootstrap())
+	case err != nil && wasHealthy && fails >= r.failThreshold:
+		w.healthy.Store(false)
+		r.log.Warn("router: worker unhealthy", "worker", w.name, "url", w.url, "err", err)
+	}
+}
+
+func (r *Router) get(ctx context.Context, url string, into any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %d: %.200s", url, resp.StatusCode, bytes.TrimSpace(body))
+	}
+	if into != nil {
+		return json.Unmarshal(body, into)
+	}
+	return nil
+}
+
+// markDown marks a worker unhealthy at once after a transport error on a request.
+func (r *Router) markDown(w *worker, err error) {
+	w.mu.Lock()
+	w.fails = max(w.fails, r.failThreshold)
+	w.lastErr = err.Error()
+	w.mu.Unlock()
+	if w.healthy.Swap(false) {
+		r.log.Warn("router: worker unhealthy after a request failed", "worker", w.name, "url", w.url, "err", err)
+	}
+}
+
+// Healthy is nil while at least one healthy prefill/decode pair exists.
+func (r *Router) Healthy() error {
+	if _, _, err := r.pick(nil); err != nil {
+		return err
+	}
+	return nil
+}
+
+// pick returns the healthy prefill and decode with the fewest outstanding requests,
+// skipping excluded workers; ties are broken at random.
+func (r *Router) pick(exclude map[*worker]bool) (*worker, *worker, error) {
+	best := func(ws []*worker, needBoot bool) *worker {
+		var cands []*worker
+		var low int64 = -1
+		for _, w := range ws {
+			if !w.healthy.Load() || exclude[w] || (needBoot && w.bootstrap() == "") {
+				continue
+			}
+			n := w.outstanding.Load()
+			switch {
+			case low < 0 || n < low:
+				cands, low = append(cands[:0], w), n
+			case n == low:
+				cands = append(cands, w)
+			}
+		}
+		if len(cands) == 0 {
+			return nil
+		}
+		r.rngMu.Lock()
+		defer r.rngMu.Unlock()
+		return cands[r.rng.IntN(len(cands))]
+	}
+	p, d := best(r.prefill, true), best(r.decode, false)
+	if p == nil || d == nil {
+		return nil, nil, fmt.Errorf("router: no healthy prefill/decode pair (%s): %w", r.describe(), gen.ErrUnavailable)
+	}
+	return p, d, nil
+}
+
+func (r *Router) describe() string {
+	var parts []string
+	for _, w := range r.workers() {
+		w.mu.Lock()
+		state := "healthy"
+		if !w.healthy.Load() {
+			state = "unhealthy"
+			if w.lastErr != "" {
+				state += ": " + w.lastErr
+			}
+		}
+		w.mu.Unlock()
+		parts = append(parts, w.name+" "+state)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (r *Router) room() uint64 {
+	r.rngMu.Lock()
+	defer r.rngMu.Unlock()
+	for {
+		if v := r.rng.Uint64() >> 1; v != 0 {
+			return v
+		}
+	}
+}
+
+// Requests lists the in-flight requests with the pair each went to.
+func (r *Router) Requests() []gen.RequestInfo {
+	now := time.Now()
+	r.reqMu.Lock()
+	out := make([]gen.RequestInfo, 0, len(r.reqs))
+	for _, s := range r.reqs {
+		out = append(out, gen.RequestInfo{ID: s.id, Stage: s.stage, AgeSeconds: now.Sub(s.start).Seconds(),
+			StageAgeSeconds: now.Sub(s.stageSince).Seconds(), Room: s.room, PromptTokens: s.prompt,
+			OutputTokens: s.out, Prefill: s.prefillURL, Decode: s.decodeU})
+	}
+	r.reqMu.Unlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].AgeSeconds > out[j].AgeSeconds })
+	return out
+}
+
+func (r *Router) setStage(s *reqState, stage string, f func(*reqState)) {
+	r.reqMu.Lock()
+	if s.stage != stage {
+		s.stage, s.stageSince = stage, time.Now()
+	}
+	if f != nil {
+		f(s)
+	}
+	r.reqMu.Unlock()
+}
+
+// Generate routes req to a prefill/decode pair. It refuses at once with ErrUnavailable
+// when no healthy pair exists; otherwise the returned channel carries the decode leg's
+// tokens and exactly one Done event.
+func (r *Router) Generate(ctx context.Context, req *gen.Request) (<-chan gen.Event, error) {
+	if r.closed.Load() {
+		return nil, fmt.Errorf("router: closed: %w", gen.ErrUnavailable)
+	}
+	if len(req.Prompt) == 0 || req.MaxTokens <= 0 {
+		return nil, fmt.Errorf("router: empty prompt or max_tokens %d: %w", req.MaxTokens, gen.ErrInvalid)
+	}
+	if _, _, err := r.pick(nil); err != nil {
+		r.metrics.requests.Inc()
+		r.metrics.errors.WithLabelValues(gen.ErrorKind(err)).Inc()
+		return nil, err
+	}
+	r.metrics.requests.Inc()
+	now := time.Now()
+	r.reqMu.Lock()
+	r.seq++
+	key := r.seq
+	st := &reqState{id: req.ID, start: now, stageSince: now, stage: "routing", prompt: len(req.Prompt)}
+	r.reqs[key] = st
+	r.reqMu.Unlock()
+	out := make(chan gen.Event, 16)
+	go func() {
+		defer close(out)
+		ev := r.serve(ctx, req, st, out)
+		r.reqMu.Lock()
+		delete(r.reqs, key)
+		r.reqMu.Unlock()
+		if ev.Err != nil {
+			r.metrics.errors.WithLabelValues(gen.ErrorKind(ev.Err)).Inc()
+		}
+		t := time.NewTimer(DefaultFinalSendTimeout)
+		defer t.Stop()
+		select {
+		case out <- ev:
+		case <-t.C:
+			r.log.Warn("router: consumer never took the final event", "rid", req.ID)
+		}
+	}()
+	return out, nil
+}
+
+// serve runs the attempts of one request and returns its final event.
+func (r *Router) serve(ctx context.Context, req *gen.Request, st *reqState, out chan<- gen.Event) gen.Event {
+	log := r.log.With("rid", req.ID)
+	if !req.Deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, req.Deadline.Add(r.deadlineGrace))
+		defer cancel()
+	}
+	exclude := map[*worker]bool{}
+	var last error
+	for attempt := 0; ; attempt++ {
+		p, d, err := r.pick(exclude)
+		if err != nil {
+			if last != nil {
+				err = fmt.Errorf("%w (after: %w)", err, last)
+			}
+			return gen.Event{Done: true, Err: err}
+		}
+		res := r.attempt(ctx, req, st, p, d, out, log)
+		if res.err == nil {
+			return res.ev
+		}
+		last = res.err
+		switch {
+		case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded) && !errors.Is(res.err, gen.ErrTimeout):
+			return gen.Event{Done: true, Err: &gen.StageError{Stage: "total", Err: fmt.Errorf("%w: router: request deadline passed: %w", gen.ErrTimeout, res.err)}}
+		case ctx.Err() != nil:
+			return gen.Event{Done: true, Err: fmt.Errorf("router: client went away: %w", gen.ErrAborted)}
+		case res.sent || !retryable(res) || attempt >= r.maxRetries:
+			return gen.Event{Done: true, Err: res.err}
+		}
+		if res.failed != nil {
+			exclude[res.failed] = true // try the other workers of that role
+		}
+		r.metrics.retries.Inc()
+		log.Warn("router: retrying on another pair", "attempt", attempt+1, "err", res.err)
+	}
+}
+
+// result is how one attempt ended.
+type result struct {
+	ev        gen.Event // the final event on success
+	err       error
+	sent      bool    // tokens reached the client
+	transport bool    // no usable answer from a worker (refused, reset, truncated)
+	failed    *worker // the worker whose leg failed
+}
+
+func retryable(res result) bool {
+	return res.transport || errors.Is(res.err, gen.ErrUnavailable) || errors.Is(res.err, gen.ErrTransfer) ||
+		errors.Is(res.err, gen.ErrOverloaded)
+}
+
+// leg is the outcome of one worker stream.
+type leg struct {
+	err       error
+	transport bool
+}
+
+// attempt runs both legs on one pair.
+func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p, d *worker, out chan<- gen.Event, log *slog.Logger) result {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	room := r.room()
+	boot := p.bootstrap()
+	if a, ok := r.kvLinks[[2]string{p.url, d.url}]; ok {
+		boot = a
+	}
+	wr := gen.WorkerRequest{RID: req.ID, InputIDs: req.Prompt, BootstrapRoom: &room, BootstrapAddr: boot,
+		SamplingParams: gen.WorkerSampling{MaxNewTokens: req.MaxTokens, Temperature: req.Sampling.Temperature,
+			TopP: req.Sampling.TopP, Seed: req.Sampling.Seed, IgnoreEOS: req.IgnoreEOS}}
+	if !req.Deadline.IsZero() {
+		wr.DeadlineUnixMs = req.Deadline.UnixMilli()
+	}
+	body, err := json.Marshal(wr)
+	if err != nil {
+		return result{err: fmt.Errorf("router: encode request: %w", gen.ErrInternal)}
+	}
+	r.setStage(st, "prefill+decode", func(s *reqState) { s.room, s.prefillURL, s.decodeU = &room, p.url, d.url })
+	log = log.With("room", room, "prefill", p.name, "decode", d.name)
+	log.Info("router: request routed")
+	p.outstanding.Add(1)
+	d.outstanding.Add(1)
+	r.metrics.outstanding.WithLabelValues(p.name).Inc()
+	r.metrics.outstanding.WithLabelValues(d.name).Inc()
+	defer func() {
+		p.outstanding.Add(-1)
+		d.outstanding.Add(-1)
+		r.metrics.outstanding.WithLabelValues(p.name).Dec()
+		r.metrics.outstanding.WithLabelValues(d.name).Dec()
+	}()
+
+	var wg sync.WaitGroup
+	defer wg.Wait() // after cancel (deferred later, runs first): both legs are gone
+	defer cancel()
+	prefillDone := make(chan leg, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		prefillDone <- r.runLeg(actx, p, body, req.ID, func(gen.WorkerChunk) error { return nil })
+	}()
+	type chunk struct {
+		c   gen.WorkerChunk
+		end *leg
+	}
+	chunks := make(chan chunk)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		l := r.runLeg(actx, d, body, req.ID, func(c gen.WorkerChunk) error {
+			select {
+			case chunks <- chunk{c: c}:
+				return nil
+			case <-actx.Done():
+				return actx.Err()
+			}
+		})
+		select {
+		case chunks <- chunk{end: &l}:
+		case <-actx.Done():
+		}
+	}()
+
+	sent := false
+	fail := func(w *worker, l leg) result {
+		if l.transport && ctx.Err() == nil {
+			r.markDown(w, l.err)
+		}
+		log.Warn("router: leg failed", "worker", w.name, "err", l.err, "sent", sent)
+		return result{err: l.err, sent: sent, transport: l.transport, failed: w}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return result{err: fmt.Errorf("router: %w", context.Cause(ctx)), sent: sent}
+		case l := <-prefillDone:
+			prefillDone = nil
+			if l.err != nil {
+				cancel() // the decode leg cannot complete without its KV
+				return fail(p, l)
+			}
+		case c := <-chunks:
+			if c.end != nil {
+				if c.end.err == nil {
+					c.end.err, c.end.transport = fmt.Errorf("%w: decode stream ended without a done event", gen.ErrInternal), true
+				}
+				return fail(d, *c.end)
+			}
+			if c.c.Error != nil {
+				return fail(d, leg{err: c.c.Error.Err()})
+			}
+			ev := gen.Event{Tokens: c.c.TokenIDs, Done: c.c.Done}
+			if c.c.Done {
+				ev.Finish, ev.PromptTokens, ev.CompletionTokens = c.c.Finish, c.c.PromptTokens, c.c.CompletionTokens
+				log.Info("router: request finished", "finish_reason", ev.Finish, "completion_tokens", ev.CompletionTokens)
+				if prefillDone != nil { // let the prefill leg end on its own rather than abort it
+					t := time.NewTimer(DefaultPrefillGrace)
+					select {
+					case <-prefillDone:
+					case <-t.C:
+					case <-ctx.Done():
+					}
+					t.Stop()
+				}
+				return result{ev: ev}
+			}
+			if len(ev.Tokens) == 0 {
+				continue
+			}
+			if !sent {
+				r.setStage(st, "streaming", nil)
+			}
+			select {
+			case out <- ev:
+				sent = true
+				r.setStage(st, "streaming", func(s *reqState) { s.out += len(ev.Tokens) })
+			case <-ctx.Done():
+				return result{err: fmt.Errorf("router: %w", context.Cause(ctx)), sent: sent}
+			}
+		}
+	}
+}
+
+// runLeg posts body to w's /generate and feeds each chunk to fn until the done chunk.
+// A leg's error wraps a gen sentinel; transport is set when the worker gave no usable
+// answer.
+func (r *Router) runLeg(ctx context.Context, w *worker, body []byte, rid string, fn func(gen.WorkerChunk) error) leg {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url+"/generate", bytes.NewReader(body))
+	if err != nil {
+		return leg{err: fmt.Errorf("router: %s: %w: %w", w.name, gen.ErrInternal, err)}
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "text/event-stream")
+	if rid != "" {
+		hreq.Header.Set("X-Request-ID", rid)
+	}
+	resp, err := r.client.Do(hreq)
+	if err != nil {
+		return leg{err: fmt.Errorf("router: %s %s: %w: %w", w.role, w.name, gen.ErrUnavailable, err), transport: true}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return leg{err: fmt.Errorf("router: %s %s: %w", w.role, w.name, statusError(resp.StatusCode, b))}
+	}
+	var final error
+	err = readSSE(resp.Body, func(c gen.WorkerChunk) (bool, error) {
+		if c.Error != nil {
+			final = fmt.Errorf("router: %s %s: %w", w.role, w.name, c.Error.Err())
+			return true, nil
+		}
+		if err := fn(c); err != nil {
+			return true, err
+		}
+		return c.Done, nil
+	})
+	if final != nil {
+		return leg{err: final}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return leg{err: fmt.Errorf("router: %s %s: %w", w.role, w.name, context.Cause(ctx))}
+		}
+		return leg{err: fmt.Errorf("router: %s %s: %w: %w", w.role, w.name, gen.ErrInternal, err), transport: true}
+	}
+	return leg{}
+}
