@@ -61,6 +61,9 @@ type Config struct {
 	// MaxPrefillTokens (--max-prefill-tokens) bounds the new prompt tokens admitted into
 	// one step (a longer prompt still runs, alone).
 	MaxPrefillTokens int
+	// ChunkedPrefillSize (--chunked-prefill-size), when > 0, prefills longer prompts in
+	// chunks of this many tokens across steps, so running decodes are not held up.
+	ChunkedPrefillSize int
 	// DisableOverlapSchedule (--disable-overlap-schedule) is accepted for compatibility;
 	// the engine never overlaps scheduling with compute, so it changes nothing.
 	DisableOverlapSchedule bool
@@ -93,6 +96,7 @@ func DefaultConfig() Config {
 		ContextLength:        8192,
 		MemFractionStatic:    0.83,
 		MaxPrefillTokens:     16384,
+		ChunkedPrefillSize:   8192,
 		RetryAfter:           time.Second,
 		ReservedDecodeTokens: 512,
 		DecodeLogInterval:    40,
@@ -138,6 +142,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxPrefillTokens <= 0 {
 		bad("--max-prefill-tokens must be > 0 (got %d)", c.MaxPrefillTokens)
+	}
+	if c.ChunkedPrefillSize < 0 {
+		bad("--chunked-prefill-size must be >= 0 (got %d)", c.ChunkedPrefillSize)
 	}
 	if c.RetryAfter < 0 {
 		bad("RetryAfter must be >= 0 (got %s)", c.RetryAfter)

@@ -502,3 +502,26 @@ func value(m prometheus.Metric) float64 {
 	}
 	return 0
 }
+
+// TestChunkedPrefillSameTokens: prefilling in chunks of 5 tokens gives the tokens of a
+// whole-prompt prefill, alone and next to other requests.
+func TestChunkedPrefillSameTokens(t *testing.T) {
+	whole := startEngine(t, tinyref(t, 256), DefaultConfig())
+	cfg := DefaultConfig()
+	cfg.ChunkedPrefillSize, cfg.MaxPrefillTokens = 5, 12
+	chunked := startEngine(t, tinyref(t, 256), cfg)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := &gen.Request{ID: fmt.Sprint("c", i), Prompt: prompt(fmt.Sprintf("%d a prompt of some forty bytes or so, chunked", i)),
+				MaxTokens: 10, IgnoreEOS: true, Sampling: kernels.Sampling{Temperature: float64(i%2) * 0.9, Seed: 3}}
+			a, b := generate(t, whole, req), generate(t, chunked, req)
+			if !slices.Equal(a.tokens, b.tokens) {
+				t.Errorf("request %d: whole %v, chunked %v", i, a.tokens, b.tokens)
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -37,6 +37,9 @@ func liveness(t *testing.T, role Role, sem Semantics, seed uint64) int {
 	c.Pages, c.PageSize, c.MaxRunningRequests = 10, 2, 4
 	c.WaitingTimeout, c.TransferTimeout, c.BootstrapTimeout, c.PreallocTimeout = time.Hour, time.Hour, time.Hour, time.Hour
 	c.WatchdogTimeout = time.Minute
+	if seed%2 == 1 {
+		c.ChunkedPrefillSize, c.MaxPrefillTokens = 3, 5
+	}
 	s := mustNew(t, c)
 	now := t0
 	admitted, finished, retracted := 0, 0, 0

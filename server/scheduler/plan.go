@@ -42,11 +42,19 @@ func (s *Scheduler) plan(now time.Time) {
 		s.resumeRetracted(now)
 		s.preallocate(now)
 	}
-	var batch []*request
 	if s.cfg.Role != RolePrefill {
-		batch = s.growRunning(now)
+		s.growRunning(now)
 	}
-	batch = append(batch, s.admit(now)...)
+	budget := s.cfg.MaxPrefillTokens
+	prefills := 0
+	var batch []*request
+	for _, r := range s.running { // continuing work, oldest first: decodes and unfinished chunked prefills
+		if n := s.inputLen(r, &budget, &prefills); n > 0 {
+			r.inLen = n
+			batch = append(batch, r)
+		}
+	}
+	batch = append(batch, s.admit(now, &budget, &prefills)...)
 	if len(batch) == 0 {
 		return
 	}
@@ -56,10 +64,11 @@ func (s *Scheduler) plan(now time.Time) {
 	rd.BatchSeqs = make([]uint64, len(batch))
 	for i, r := range batch {
 		r.inBatch = true
-		in := r.tokens[r.cached:]
-		rd.Batch[i] = kernels.SeqInput{Tokens: in, Pos: r.cached, Pages: r.pages, Sample: true, Sampling: r.req.Sampling}
+		in := r.tokens[r.cached : r.cached+r.inLen]
+		rd.Batch[i] = kernels.SeqInput{Tokens: in, Pos: r.cached, Pages: r.pages,
+			Sample: r.cached+r.inLen == len(r.tokens), Sampling: r.req.Sampling}
 		rd.BatchSeqs[i] = r.seq
-		if len(in) == 1 && r.cached > 0 {
+		if r.isDecode() {
 			rd.DecodeTokens++
 		} else {
 			rd.PrefillTokens += len(in)
@@ -67,10 +76,34 @@ func (s *Scheduler) plan(now time.Time) {
 	}
 }
 
-// growRunning makes sure every running request has a page for its next token,
-// retracting the youngest running requests when the pool runs out. It returns the
-// running requests, oldest first.
-func (s *Scheduler) growRunning(now time.Time) []*request {
+// isDecode reports whether r's next input is the single token it sampled last.
+func (r *request) isDecode() bool { return r.computed && len(r.tokens)-r.cached == 1 }
+
+// inputLen is how many of r's uncached tokens go into this step (0: none this step).
+// Decodes are free; prefills draw on the step's MaxPrefillTokens budget, cut into
+// ChunkedPrefillSize chunks when chunking is on. Without chunking a prompt longer than
+// the remaining budget waits, unless it is the step's first prefill (it then runs alone).
+func (s *Scheduler) inputLen(r *request, budget, prefills *int) int {
+	if r.isDecode() {
+		return 1
+	}
+	n := len(r.tokens) - r.cached
+	if c := s.cfg.ChunkedPrefillSize; c > 0 {
+		n = min(n, c, *budget)
+	} else if n > *budget && *prefills > 0 {
+		n = 0
+	}
+	if n <= 0 {
+		return 0
+	}
+	*budget -= n
+	*prefills++
+	return n
+}
+
+// growRunning makes sure every running request has pages for all of its tokens,
+// retracting the youngest running requests when the pool runs out.
+func (s *Scheduler) growRunning(now time.Time) {
 	for i := 0; i < len(s.running); i++ {
 		r := s.running[i]
 		for !s.alloc(r, len(r.tokens)) {
@@ -81,7 +114,6 @@ func (s *Scheduler) growRunning(now time.Time) []*request {
 			}
 		}
 	}
-	return append([]*request(nil), s.running...)
 }
 
 func (s *Scheduler) retract(now time.Time, r *request) {
@@ -96,24 +128,17 @@ func (s *Scheduler) retract(now time.Time, r *request) {
 
 // admit moves waiting requests into the batch: FIFO, bounded by the running limit, the
 // prefill token budget and free pages.
-func (s *Scheduler) admit(now time.Time) []*request {
+func (s *Scheduler) admit(now time.Time, budget, prefills *int) []*request {
 	var admitted []*request
-	budget := s.cfg.MaxPrefillTokens
-	for len(s.waiting) > 0 {
+	for len(s.waiting) > 0 && len(s.running) < s.runLimit() {
 		r := s.waiting[0]
-		if len(s.running) >= s.runLimit() {
+		b, p := *budget, *prefills
+		n := s.inputLen(r, &b, &p)
+		if n == 0 || !s.alloc(r, len(r.tokens)) {
 			break
 		}
-		newTokens := len(r.tokens) - r.cached
-		if newTokens > 1 || r.cached == 0 { // a prefill (or a recompute)
-			if newTokens > budget && len(admitted) > 0 {
-				break
-			}
-			budget -= newTokens
-		}
-		if !s.alloc(r, len(r.tokens)) {
-			break
-		}
+		*budget, *prefills = b, p
+		r.inLen = n
 		st := StageRunning
 		if s.cfg.Role == RolePrefill {
 			st = StageForward

@@ -46,6 +46,7 @@ type Config struct {
 	CudaGraphMaxBS     int // 0: no cap
 	ContextLength      int
 	MaxPrefillTokens   int // new prompt tokens per step (a longer prompt runs alone)
+	ChunkedPrefillSize int // > 0: prefill long prompts in chunks of this many tokens
 
 	BootstrapTimeout time.Duration
 	PreallocTimeout  time.Duration
@@ -99,6 +100,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxPrefillTokens <= 0 {
 		bad("max prefill tokens must be > 0 (got %d)", c.MaxPrefillTokens)
+	}
+	if c.ChunkedPrefillSize < 0 {
+		bad("chunked prefill size must be >= 0 (got %d)", c.ChunkedPrefillSize)
 	}
 	for _, d := range []time.Duration{c.BootstrapTimeout, c.PreallocTimeout, c.TransferTimeout,
 		c.WaitingTimeout, c.RunningTimeout, c.RequestTimeout, c.WatchdogTimeout, c.RetryAfter} {
@@ -219,6 +223,9 @@ type request struct {
 	tokens  []int // prompt then output
 	nPrompt int
 	cached  int // tokens whose KV is in pages
+	inLen   int // tokens fed in the batch in flight
+	// computed: every token but the last sampled one has KV (prefill done; next is decode)
+	computed bool
 	pages   []int32
 
 	stage    Stage
@@ -489,6 +496,7 @@ func (s *Scheduler) release(r *request) {
 	s.out.PagesFreed += len(r.pages)
 	r.pages = nil
 	r.cached = 0
+	r.computed = false
 }
 
 // Abort ends a live request with cause (an error wrapping gen.ErrAborted or similar).
@@ -548,7 +556,7 @@ func (s *Scheduler) Received(now time.Time, room uint64, firstToken int, err err
 			Err: fmt.Errorf("scheduler: room %d: %w: %v", room, gen.ErrTransfer, err)})
 		return true
 	}
-	r.cached = r.nPrompt
+	r.cached, r.computed = r.nPrompt, true
 	s.moveTo(now, r, StageWaiting, false)
 	s.sampled(now, r, firstToken)
 	return true
@@ -640,10 +648,14 @@ func (s *Scheduler) StepDone(now time.Time, out []int, err error) {
 			s.finish(now, r, "", &gen.StageError{Stage: string(r.stage), Err: fmt.Errorf("scheduler: forward: %w: %v", gen.ErrInternal, err)})
 			continue
 		}
-		if len(r.tokens)-r.cached == 1 {
+		if r.isDecode() {
 			decode = true
 		}
-		r.cached = len(r.tokens)
+		if r.cached+r.inLen < len(r.tokens) { // a chunk of a chunked prefill: nothing sampled
+			r.cached += r.inLen
+			continue
+		}
+		r.cached, r.computed = len(r.tokens), true
 		tok := out[i]
 		if tok < 0 || tok >= s.cfg.VocabSize {
 			s.finish(now, r, "", &gen.StageError{Stage: string(r.stage), Err: fmt.Errorf("scheduler: backend sampled token %d: %w", tok, gen.ErrInternal)})

@@ -154,6 +154,8 @@ func (rn *runner) exec(b block) (string, error) {
 				c.ContextLength, err = strconv.Atoi(v)
 			case "prefill_budget":
 				c.MaxPrefillTokens, err = strconv.Atoi(v)
+			case "chunk":
+				c.ChunkedPrefillSize, err = strconv.Atoi(v)
 			case "reserved":
 				c.ReservedDecodeTokens, err = strconv.Atoi(v)
 			case "log_interval":
