@@ -226,7 +226,7 @@ type request struct {
 	inLen   int // tokens fed in the batch in flight
 	// computed: every token but the last sampled one has KV (prefill done; next is decode)
 	computed bool
-	pages   []int32
+	pages    []int32
 
 	stage    Stage
 	arrived  time.Time
