@@ -56,7 +56,9 @@ func (pd *pdPair) run(t *testing.T, ctx context.Context, req *gen.Request, room 
 // under concurrency, and both workers drain to zero.
 func TestPDMatchesColocated(t *testing.T) {
 	colo := startEngine(t, tinyref(t, 512), DefaultConfig())
-	pd := startPD(t, tinyref(t, 512), tinyref(t, 512), DefaultConfig(), DefaultConfig())
+	pcfg := DefaultConfig()
+	pcfg.ChunkedPrefillSize = 7 // prefill in chunks; colocated in one piece
+	pd := startPD(t, tinyref(t, 512), tinyref(t, 512), pcfg, DefaultConfig())
 	reqs := make([]*gen.Request, 10)
 	want := make([][]int, len(reqs))
 	for i := range reqs {
