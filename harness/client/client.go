@@ -255,7 +255,11 @@ type fired struct {
 	cause error
 	name  string
 	phase reports.Phase
+	done  chan struct{} // closed once the observer returned and the request was cancelled
 }
+
+// finishedSentinel marks a request whose result is final: no deadline may fire.
+var finishedSentinel = &fired{}
 
 // reqState tracks one request's progress for the deadline timers and the classifier.
 // The timers run on their own goroutines, so everything they read is atomic.
@@ -302,17 +306,35 @@ func (c *Client) fire(req *Request, st *reqState, obs Observer, cause error, nam
 		if cond != nil && !cond() {
 			return
 		}
-		f := &fired{cause: cause, name: name, phase: phaseNames[st.phase.Load()]}
+		f := &fired{cause: cause, name: name, phase: phaseNames[st.phase.Load()], done: make(chan struct{})}
 		if cause == ErrConnectDeadline {
 			f.phase = reports.PhaseConnect
 		}
 		if !st.fired.CompareAndSwap(nil, f) {
 			return
 		}
+		defer close(f.done)
 		if do, ok := obs.(DeadlineObserver); ok {
 			do.BeforeDeadline(req, name, f.phase)
 		}
 		st.cancel(cause)
+	}
+}
+
+// waitFired waits (bounded) for a firing deadline's observer, so that whatever it
+// recorded is there when Do returns and no timer goroutine outlives the request.
+// A deadline that fires after the result is final finds the sentinel and does nothing.
+func (s *reqState) waitFired() {
+	if s.fired.CompareAndSwap(nil, finishedSentinel) {
+		return
+	}
+	if f := s.fired.Load(); f != nil && f != finishedSentinel {
+		t := time.NewTimer(DefaultInspectGrace)
+		defer t.Stop()
+		select {
+		case <-f.done:
+		case <-t.C:
+		}
 	}
 }
 
@@ -341,6 +363,7 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 	st := &reqState{}
 	rctx, cancel := context.WithCancelCause(ctx)
 	st.cancel = cancel
+	defer st.waitFired() // runs last: after the timers are stopped
 	defer cancel(nil)
 	dl := req.Deadlines
 	if dl.Total > 0 {
