@@ -58,6 +58,8 @@ type tinyScratch struct {
 	pos, seq                   []int
 	rows                       []int // index of the last token of each sampled sequence
 	hs, logits                 []float32
+	sub                        []SeqInput // Forward's sub-steps
+	subIdx                     []int      // batch index of each sub-step input
 }
 
 const (
@@ -166,19 +168,53 @@ func (m *TinyRef) Forward(batch []SeqInput, out []int) error {
 	if err := checkBatch("tinyref", m.kv, m.vocab, batch, out); err != nil {
 		return err
 	}
-	m.forward(batch)
-	k := 0
-	for i, s := range batch {
+	for i := range out {
 		out[i] = -1
+	}
+	// Run the batch in sub-steps of at most maxStepTokens tokens, splitting long inputs
+	// like a chunked prefill. That bounds the scratch memory and changes no bit: every
+	// sub-step only attends to positions whose K/V earlier sub-steps have written.
+	sub := m.buf.sub[:0]
+	idx := m.buf.subIdx[:0]
+	tokens := 0
+	for i, s := range batch {
+		for off := 0; off < len(s.Tokens); {
+			n := min(len(s.Tokens)-off, maxStepTokens-tokens)
+			last := off+n == len(s.Tokens)
+			sub = append(sub, SeqInput{Tokens: s.Tokens[off : off+n], Pos: s.Pos + off, Pages: s.Pages,
+				Sample: s.Sample && last, Sampling: s.Sampling})
+			idx = append(idx, i)
+			off += n
+			tokens += n
+			if tokens == maxStepTokens {
+				m.runStep(sub, idx, out)
+				sub, idx, tokens = sub[:0], idx[:0], 0
+			}
+		}
+	}
+	if len(sub) > 0 {
+		m.runStep(sub, idx, out)
+	}
+	m.buf.sub, m.buf.subIdx = sub[:0], idx[:0]
+	return nil
+}
+
+// maxStepTokens is the most tokens one internal sub-step runs (a variable for tests).
+var maxStepTokens = 1024
+
+// runStep runs one sub-step and samples into out[idx[i]] for each sampled sub[i].
+func (m *TinyRef) runStep(sub []SeqInput, idx []int, out []int) {
+	m.forward(sub)
+	k := 0
+	for i, s := range sub {
 		if !s.Sample {
 			continue
 		}
 		lg := m.buf.logits[k*m.vocab : (k+1)*m.vocab]
 		m.addTextBias(lg, s.Tokens[len(s.Tokens)-1], s.Pos+len(s.Tokens))
-		out[i] = sampleToken(lg, s.Sampling, s.Pos+len(s.Tokens))
+		out[idx[i]] = sampleToken(lg, s.Sampling, s.Pos+len(s.Tokens))
 		k++
 	}
-	return nil
 }
 
 // forward runs the transformer over a checked batch: it writes every input token's K/V

@@ -234,3 +234,47 @@ func TestSampleToken(t *testing.T) {
 		t.Fatalf("near-zero temperature drew %d", got)
 	}
 }
+
+// TestForwardSplitsLongSteps checks that Forward's internal sub-steps (at most
+// maxStepTokens tokens each) give the same K/V and tokens as one unsplit pass.
+func TestForwardSplitsLongSteps(t *testing.T) {
+	defer func(n int) { maxStepTokens = n }(maxStepTokens)
+	maxStepTokens = 64
+	long := promptIDs(11, 2*maxStepTokens+30)
+	short := promptIDs(12, 100)
+	longPages, shortPages := pagesFor(0, 12), pagesFor(200, 8)
+
+	whole := newTiny(t, nil)
+	whole.forward([]SeqInput{{Tokens: long, Pages: longPages, Sample: true}, {Tokens: short, Pages: shortPages, Sample: true}})
+	wantLong := sampleToken(whole.biased(0, long), Sampling{}, len(long))
+	wantShort := sampleToken(whole.biased(1, short), Sampling{}, len(short))
+
+	m := newTiny(t, nil)
+	out := []int{0, 0, 0}
+	// The middle sequence is not sampled; the short one straddles a sub-step boundary.
+	batch := []SeqInput{
+		{Tokens: long, Pages: longPages, Sample: true},
+		{Tokens: promptIDs(13, 40), Pages: pagesFor(300, 3)},
+		{Tokens: short, Pages: shortPages, Sample: true},
+	}
+	if err := m.Forward(batch, out); err != nil {
+		t.Fatal(err)
+	}
+	if out[0] != wantLong || out[1] != -1 || out[2] != wantShort {
+		t.Fatalf("out = %v, want [%d -1 %d]", out, wantLong, wantShort)
+	}
+	if !bytes.Equal(seqKV(m.KV(), longPages, len(long)), seqKV(whole.KV(), longPages, len(long))) {
+		t.Fatal("long prompt KV differs when split")
+	}
+	if !bytes.Equal(seqKV(m.KV(), shortPages, len(short)), seqKV(whole.KV(), shortPages, len(short))) {
+		t.Fatal("short prompt KV differs when split")
+	}
+}
+
+// biased returns row k of the last forward's logits with the text bias applied, as
+// Forward samples them.
+func (m *TinyRef) biased(k int, tokens []int) []float32 {
+	lg := slices.Clone(m.buf.logits[k*m.vocab : (k+1)*m.vocab])
+	m.addTextBias(lg, tokens[len(tokens)-1], len(tokens))
+	return lg
+}
