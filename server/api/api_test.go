@@ -509,12 +509,12 @@ func TestOperationalEndpoints(t *testing.T) {
 	if r.status != 200 {
 		t.Fatalf("health: %d %s", r.status, r.body)
 	}
-	f.healthy = fmt.Errorf("engine: watchdog: no progress for 30s with 4 queued")
+	f.set(func() { f.healthy = fmt.Errorf("engine: watchdog: no progress for 30s with 4 queued") })
 	r = do(t, "GET", srv.URL+"/health", "", nil)
 	if r.status != 503 || !strings.Contains(errorOf(t, r).Message, "no progress") {
 		t.Fatalf("unhealthy: %d %s", r.status, r.body)
 	}
-	f.healthy = nil
+	f.set(func() { f.healthy = nil })
 
 	r = do(t, "GET", srv.URL+"/debug/requests", "", nil)
 	var dr DebugRequests

@@ -83,9 +83,10 @@ func (e *emitter) hang() {
 func (f *fakeGen) Generate(ctx context.Context, req *gen.Request) (<-chan gen.Event, error) {
 	f.mu.Lock()
 	f.reqs = append(f.reqs, *req)
+	refuse := f.refuse
 	f.mu.Unlock()
-	if f.refuse != nil {
-		return nil, f.refuse
+	if refuse != nil {
+		return nil, refuse
 	}
 	ch := make(chan gen.Event)
 	e := &emitter{ctx: ctx, req: req, ch: ch, f: f}
@@ -101,8 +102,9 @@ func (f *fakeGen) Generate(ctx context.Context, req *gen.Request) (<-chan gen.Ev
 	return ch, nil
 }
 
-func (f *fakeGen) Healthy() error                { return f.healthy }
+func (f *fakeGen) Healthy() error                { f.mu.Lock(); defer f.mu.Unlock(); return f.healthy }
 func (f *fakeGen) Requests() []gen.RequestInfo   { return f.requests }
+func (f *fakeGen) set(fn func())                 { f.mu.Lock(); defer f.mu.Unlock(); fn() }
 func (f *fakeGen) calls() int                    { f.mu.Lock(); defer f.mu.Unlock(); return len(f.reqs) }
 func (f *fakeGen) last() gen.Request             { f.mu.Lock(); defer f.mu.Unlock(); return f.reqs[len(f.reqs)-1] }
 func (f *fakeGen) abortCount() int               { f.mu.Lock(); defer f.mu.Unlock(); return f.aborted }
