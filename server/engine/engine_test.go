@@ -525,3 +525,30 @@ func TestChunkedPrefillSameTokens(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestSimTimeAndPaced: backends with a modelled step time run through the engine (the
+// loop waits out each step while still admitting), and the same seed gives the same
+// tokens twice. Paced computes with tinyref, so it matches tinyref's tokens.
+func TestSimTimeAndPaced(t *testing.T) {
+	ref := startEngine(t, tinyref(t, 256), DefaultConfig())
+	req := &gen.Request{ID: "st", Prompt: prompt("timed"), MaxTokens: 6, IgnoreEOS: true}
+	want := generate(t, ref, req).tokens
+	for _, name := range []string{kernels.BackendSimTime, kernels.BackendPaced} {
+		t.Run(name, func(t *testing.T) {
+			kc := kernels.DefaultConfig()
+			kc.Backend, kc.NumPages, kc.Profile = name, 256, "tiny-cpu"
+			b, err := kernels.New(kc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := startEngine(t, b, DefaultConfig())
+			a, c := generate(t, e, req), generate(t, e, req)
+			if a.done.Err != nil || len(a.tokens) != 6 || !slices.Equal(a.tokens, c.tokens) {
+				t.Fatalf("%v / %v (err %v)", a.tokens, c.tokens, a.done.Err)
+			}
+			if name == kernels.BackendPaced && !slices.Equal(a.tokens, want) {
+				t.Fatalf("paced %v, tinyref %v", a.tokens, want)
+			}
+		})
+	}
+}
