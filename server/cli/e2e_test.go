@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -501,4 +502,89 @@ func TestClientDisconnectColocated(t *testing.T) {
 	cancel()
 	<-done
 	waitIdle(t, w)
+}
+
+func TestFaultInjectionAdmin(t *testing.T) {
+	off := startWorker(t, roleColocated)
+	if st, _ := getText(t, off.url+"/admin/failpoints"); st != 404 {
+		t.Fatalf("admin API present without --enable-fault-injection: %d", st)
+	}
+	on := startWorker(t, roleColocated, "--enable-fault-injection", "--fault-injection-token", "s3cret")
+	if st, _ := getText(t, on.url+"/admin/failpoints"); st != 401 {
+		t.Fatalf("admin API without token: %d, want 401", st)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, on.url+"/admin/failpoints", nil)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "failpoints") {
+		t.Fatalf("admin API with token: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestRootCommandServes runs the real command line (`pdserver colocated --port N
+// --backend tinyref --seed 1`) and answers an openai-go streaming chat request.
+func TestRootCommandServes(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	root := NewRootCommand()
+	logs := &lockedBuffer{}
+	root.SetOut(logs)
+	root.SetErr(logs)
+	root.SetArgs([]string{"colocated", "--port", strconv.Itoa(port), "--backend", "tinyref", "--seed", "1"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("command returned %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Error("command did not stop")
+		}
+		http.DefaultClient.CloseIdleConnections()
+		if t.Failed() {
+			t.Logf("logs:\n%s", logs)
+		}
+	}()
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	for i := 0; ; i++ {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			c.Close()
+			break
+		}
+		if i > 2000 {
+			t.Fatal("server did not come up")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c := openai.NewClient(option.WithBaseURL(url+"/v1/"), option.WithAPIKey("x"), option.WithMaxRetries(0))
+	rctx, rcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer rcancel()
+	stream := c.Chat.Completions.NewStreaming(rctx, chatParams("Hello there", 16))
+	acc := openai.ChatCompletionAccumulator{}
+	chunks := 0
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+		chunks++
+	}
+	if err := stream.Err(); err != nil || chunks < 2 || len(acc.Choices) != 1 || acc.Choices[0].FinishReason == "" {
+		t.Fatalf("stream: err %v, %d chunks, %+v", err, chunks, acc.Choices)
+	}
+	if !strings.Contains(logs.String(), "pdserver: listening") {
+		t.Errorf("no listening log line")
+	}
 }
