@@ -192,7 +192,7 @@ func New(cfg Config) (Backend, error) {
 		return nil, fmt.Errorf("kernels: config: NumPages must be > 0 (got %d)", cfg.NumPages)
 	}
 	total := float64(cfg.NumPages) * float64(cfg.PageSize) * float64(cfg.Layers) * float64(info.KVBytesPerTokenPerLayer)
-	if total > maxKVStoreBytes {
+	if total > maxKVStoreBytes || total >= float64(math.MaxInt) {
 		return nil, fmt.Errorf("kernels: config: KV store of NumPages=%d × PageSize=%d × Layers=%d × %d bytes is %.1f GiB, over the %d GiB limit",
 			cfg.NumPages, cfg.PageSize, cfg.Layers, info.KVBytesPerTokenPerLayer, total/(1<<30), maxKVStoreBytes>>30)
 	}

@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -113,7 +114,7 @@ func TestDescribe(t *testing.T) {
 
 func TestDescribeDoesNotAllocateThePool(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.NumPages = 1 << 40 // far beyond memory: Describe must not care
+	cfg.NumPages = math.MaxInt32 // far beyond memory: Describe must not care
 	if _, err := Describe(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ func TestDescribeDoesNotAllocateThePool(t *testing.T) {
 	}
 	_, err := New(cfg)
 	if err == nil || !strings.Contains(err.Error(), "GiB limit") {
-		t.Fatalf("New with 2^40 pages = %v, want the size limit error", err)
+		t.Fatalf("New with 2^31-1 pages = %v, want the size limit error", err)
 	}
 	cfg.NumPages = 0
 	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "NumPages") {
