@@ -66,6 +66,8 @@ type workerFlags struct {
 	requestTimeout       secondsValue
 	shutdownGrace        secondsValue
 	semantics            string
+	decodeLogInterval    int
+	retryAfter           secondsValue
 	bootstrapPort        int
 	logLevel             string
 	logFormat            string
@@ -87,7 +89,8 @@ func defaultWorkerFlags() *workerFlags {
 		contextLength: ec.ContextLength, memFraction: ec.MemFractionStatic, pageSize: kernels.DefaultPageSize,
 		maxPrefillTokens: ec.MaxPrefillTokens, semantics: string(engine.SemanticsStrict),
 		bootstrapPort: DefaultBootstrapPort, logLevel: "info", logFormat: "text",
-		shutdownGrace: secondsValue(30 * time.Second),
+		shutdownGrace: secondsValue(30 * time.Second), decodeLogInterval: ec.DecodeLogInterval,
+		retryAfter: secondsValue(ec.RetryAfter),
 	}
 }
 
@@ -118,6 +121,8 @@ func (f *workerFlags) register(fs *pflag.FlagSet, bootstrap bool) {
 	fs.Var(&f.requestTimeout, "request-timeout", "whole-request bound (0: default, <0: off)")
 	fs.Var(&f.shutdownGrace, "shutdown-grace", "on SIGINT/SIGTERM, how long in-flight requests may finish before they are aborted")
 	fs.StringVar(&f.semantics, "semantics", f.semantics, "strict (every invariant) or sglang (SGLang's PD behaviour)")
+	fs.IntVar(&f.decodeLogInterval, "decode-log-interval", f.decodeLogInterval, "decode steps between gauge refreshes of a decode worker in sglang semantics")
+	fs.Var(&f.retryAfter, "retry-after", "Retry-After hint sent with 503 overload refusals (seconds or duration)")
 	if bootstrap {
 		fs.IntVar(&f.bootstrapPort, "disaggregation-bootstrap-port", f.bootstrapPort, "port of the KV bootstrap server decode workers dial (0 picks a free one)")
 	}
@@ -190,6 +195,12 @@ func (f *workerFlags) validate() error {
 	default:
 		bad("semantics", "%q is unknown (strict, sglang)", f.semantics)
 	}
+	if f.decodeLogInterval < 0 {
+		bad("decode-log-interval", "must be >= 0 (got %d)", f.decodeLogInterval)
+	}
+	if f.retryAfter < 0 {
+		bad("retry-after", "must be >= 0 (got %s)", time.Duration(f.retryAfter))
+	}
 	if f.bootstrapPort < 0 || f.bootstrapPort > 65535 {
 		bad("disaggregation-bootstrap-port", "must be in [0, 65535] (got %d)", f.bootstrapPort)
 	}
@@ -241,5 +252,7 @@ func (f *workerFlags) engineConfig(role engine.Role) engine.Config {
 	ec.WaitingTimeout = time.Duration(f.waitingTimeout)
 	ec.RunningTimeout = time.Duration(f.runningTimeout)
 	ec.RequestTimeout = time.Duration(f.requestTimeout)
+	ec.DecodeLogInterval = f.decodeLogInterval
+	ec.RetryAfter = time.Duration(f.retryAfter)
 	return ec
 }
