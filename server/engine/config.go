@@ -40,7 +40,9 @@ type Config struct {
 
 	// MaxQueuedRequests (--max-queued-requests) bounds the requests admitted but not
 	// running. 0: no limit. Strict counts every queue of every role; SGLang semantics
-	// ignore the limit in the prefill and decode roles.
+	// ignore the limit in the prefill and decode roles. Strict semantics also refuse new
+	// requests while queued ones wait for KV pages that are not free, and requests whose
+	// KV could never fit the pool (gen.ErrContextLength).
 	MaxQueuedRequests int
 	// MaxRunningRequests (--max-running-requests) bounds the running batch.
 	MaxRunningRequests int

@@ -29,8 +29,10 @@
 //	}
 //
 // Semantics: SemanticsStrict bounds every stage, applies --max-queued-requests to every
-// role, never blocks the prealloc queue on its head, and runs a watchdog that fails
-// requests when nothing progresses while work is queued. SemanticsSGLang reproduces
+// role, refuses a request whose KV can never fit the pool, refuses new requests (503 with
+// Retry-After) while queued ones already wait for pages that are not free, never blocks
+// the prealloc queue on its head, and runs a watchdog that fails requests when nothing
+// progresses while work is queued. SemanticsSGLang reproduces
 // SGLang's PD behaviour: no queue limit in PD roles, FIFO prealloc that stops at the
 // first request that does not fit and admits nothing while a request is retracted, no
 // prealloc or transfer bound, a busy-only watchdog, optimistic health and decode gauges

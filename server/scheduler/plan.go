@@ -38,6 +38,7 @@ func (s *Scheduler) alloc(r *request, tokens int) bool {
 }
 
 func (s *Scheduler) plan(now time.Time) {
+	s.kvBlocked = 0
 	if s.cfg.Role == RoleDecode {
 		s.resumeRetracted(now)
 		s.preallocate(now)
@@ -134,7 +135,11 @@ func (s *Scheduler) admit(now time.Time, budget, prefills *int) []*request {
 		r := s.waiting[0]
 		b, p := *budget, *prefills
 		n := s.inputLen(r, &b, &p)
-		if n == 0 || !s.alloc(r, len(r.tokens)) {
+		if n == 0 {
+			break
+		}
+		if !s.alloc(r, len(r.tokens)) {
+			s.kvBlocked++
 			break
 		}
 		*budget, *prefills = b, p
@@ -158,6 +163,7 @@ func (s *Scheduler) resumeRetracted(now time.Time) {
 			return
 		}
 		if !s.alloc(r, need) {
+			s.kvBlocked += len(s.retracted)
 			return
 		}
 		s.moveTo(now, r, StageWaiting, true)
@@ -206,6 +212,7 @@ func (s *Scheduler) preallocate(now time.Time) {
 	for i := 0; i < len(s.prealloc); {
 		r := s.prealloc[i]
 		if s.pool.FreePages()-s.pagesFor(r.nPrompt+1) < keep || !s.alloc(r, r.nPrompt+1) {
+			s.kvBlocked++
 			i++
 			continue
 		}

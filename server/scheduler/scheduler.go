@@ -265,6 +265,7 @@ type Scheduler struct {
 	decodeSteps     uint64
 	generated       uint64
 	statsDue        bool
+	kvBlocked       int // requests the last plan could not give pages to
 	scratch         []*request
 	out             Ready
 	timeoutsByStage map[Stage]uint64
@@ -443,6 +444,13 @@ func (s *Scheduler) admissible(req *gen.Request) error {
 	if (s.strict() || s.cfg.Role != RoleDecode) && s.pagesFor(need) > s.cfg.Pages {
 		return fmt.Errorf("scheduler: request needs %d KV pages, the pool has %d: %w",
 			s.pagesFor(need), s.cfg.Pages, gen.ErrContextLength)
+	}
+	if s.strict() && s.kvBlocked > 0 {
+		// Requests already wait for KV pages that are not free: refuse now (503 with
+		// Retry-After) rather than let this one age in a queue it cannot leave.
+		return &gen.OverloadError{RetryAfter: s.cfg.RetryAfter,
+			Reason: fmt.Sprintf("scheduler: KV pool exhausted: %d requests wait for pages, %d of %d free",
+				s.kvBlocked, s.pool.FreePages(), s.cfg.Pages)}
 	}
 	if s.cfg.MaxQueuedRequests > 0 && (s.strict() || s.cfg.Role == RoleColocated) {
 		if q := s.queued(); q >= s.cfg.MaxQueuedRequests {
