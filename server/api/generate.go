@@ -173,7 +173,10 @@ func (h *Handler) runOpenAI(w http.ResponseWriter, r *http.Request, j *job, log 
 	}
 	defer h.inFlight.Add(-1)
 	defer done()
-	out := &openaiOut{w: w, rc: http.NewResponseController(w), j: j, model: h.model, created: time.Now().Unix()}
+	rc := http.NewResponseController(w)
+	guard := &writeGuard{rc: rc, stall: h.writeStall}
+	defer guard.clear()
+	out := &openaiOut{w: w, rc: rc, guard: guard, j: j, model: h.model, created: time.Now().Unix()}
 	if j.chat {
 		out.id = "chatcmpl-" + j.req.ID
 	} else {
@@ -260,6 +263,7 @@ func (h *Handler) runOpenAI(w http.ResponseWriter, r *http.Request, j *job, log 
 type openaiOut struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
+	guard   *writeGuard
 	j       *job
 	id      string
 	model   string
@@ -285,6 +289,7 @@ func (o *openaiOut) raw(b []byte) {
 	if o.err != nil {
 		return
 	}
+	o.guard.arm()
 	if _, err := o.w.Write(b); err != nil {
 		o.err = err
 		return
@@ -300,6 +305,7 @@ func (o *openaiOut) begin() {
 		return
 	}
 	o.started = true
+	o.guard.arm()
 	hd := o.w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache")
@@ -337,6 +343,7 @@ func (o *openaiOut) text(s string) {
 
 func (o *openaiOut) finish(reason string, u Usage) {
 	if !o.j.stream {
+		o.guard.arm()
 		o.w.Header().Set("Content-Type", "application/json")
 		if o.j.chat {
 			writeJSON(o.w, http.StatusOK, ChatResponse{ID: o.id, Object: "chat.completion", Created: o.created, Model: o.model,

@@ -37,6 +37,9 @@ const (
 	DefaultChatMaxTokens = 256
 	// AbsurdMaxTokens rejects max_tokens above it when no context length is configured.
 	AbsurdMaxTokens = 1 << 20
+	// DefaultWriteStall bounds one write to a client: a client that stops reading a
+	// stream for this long is treated as gone (its generation is cancelled).
+	DefaultWriteStall = 60 * time.Second
 	// DefaultAbortGrace is how long the handler waits for the generator's final event
 	// after cancelling a request before it gives up on it.
 	DefaultAbortGrace = 5 * time.Second
@@ -101,6 +104,9 @@ func WithRequestTimeout(d time.Duration) Option { return func(h *Handler) { h.re
 // WithAbortGrace sets how long to wait for the final event after cancelling a generation.
 func WithAbortGrace(d time.Duration) Option { return func(h *Handler) { h.abortGrace = d } }
 
+// WithWriteStall bounds each write to a client (default DefaultWriteStall; 0: none).
+func WithWriteStall(d time.Duration) Option { return func(h *Handler) { h.writeStall = d } }
+
 // WithSeedSource sets where the sampling seed of requests that send none comes from
 // (default: crypto/rand).
 func WithSeedSource(f func() uint64) Option { return func(h *Handler) { h.seed = f } }
@@ -122,6 +128,7 @@ type Handler struct {
 	maxBody    int64
 	reqTimeout time.Duration
 	abortGrace time.Duration
+	writeStall time.Duration
 	gatherer   prometheus.Gatherer
 	log        *slog.Logger
 	seed       func() uint64
@@ -148,7 +155,7 @@ type route struct {
 func New(g gen.Generator, opts ...Option) *Handler {
 	h := &Handler{
 		gen: g, tok: kernels.Tokenizer{}, model: DefaultModelName, role: "colocated",
-		maxBody: DefaultMaxBodyBytes, abortGrace: DefaultAbortGrace, log: slog.Default(),
+		maxBody: DefaultMaxBodyBytes, abortGrace: DefaultAbortGrace, writeStall: DefaultWriteStall, log: slog.Default(),
 		seed: randomSeed, info: map[string]any{}, created: time.Now().Unix(),
 	}
 	if in, ok := g.(gen.Inspector); ok {
@@ -271,6 +278,27 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 		return nil, invalid("", fmt.Sprintf("reading request body: %v", err))
 	}
 	return body, nil
+}
+
+// writeGuard arms a write deadline before each write to the client, so a client that
+// stops reading cannot hold a handler forever, and clears it when the request ends (the
+// connection may be reused).
+type writeGuard struct {
+	rc    *http.ResponseController
+	stall time.Duration
+	armed bool
+}
+
+func (g *writeGuard) arm() {
+	if g.stall > 0 && g.rc.SetWriteDeadline(time.Now().Add(g.stall)) == nil {
+		g.armed = true
+	}
+}
+
+func (g *writeGuard) clear() {
+	if g.armed {
+		_ = g.rc.SetWriteDeadline(time.Time{})
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

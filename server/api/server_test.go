@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -206,4 +207,36 @@ func TestGeneratorThatIgnoresCancel(t *testing.T) {
 		t.Fatalf("want an internal error event: %s", r.body)
 	}
 	close(stuck)
+}
+
+// TestStalledReaderIsCut: a client that stops reading a stream must not hold the handler
+// (and the generation) forever.
+func TestStalledReaderIsCut(t *testing.T) {
+	f := &fakeGen{started: make(chan struct{}, 1), script: func(e *emitter) {
+		tok := make([]int, 512)
+		for i := range tok {
+			tok[i] = 'x'
+		}
+		for e.send(gen.Event{Tokens: tok}) {
+		}
+	}}
+	srv, h := startServer(t, f, WithWriteStall(100*time.Millisecond), WithContextLength(1<<22))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
+	body := `{"prompt":"x","stream":true,"max_tokens":4000000}`
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	<-f.started
+	// Never read. The handler must give up and cancel the generation.
+	deadline := time.After(20 * time.Second)
+	for f.abortCount() == 0 || h.InFlight() != 0 {
+		select {
+		case <-deadline:
+			t.Fatalf("stalled reader still holds the request (aborts %d, in flight %d)", f.abortCount(), h.InFlight())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }

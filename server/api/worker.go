@@ -112,6 +112,8 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 	defer h.inFlight.Add(-1)
 	defer done()
 	rc := http.NewResponseController(w)
+	guard := &writeGuard{rc: rc, stall: h.writeStall}
+	defer guard.clear()
 	started, count := false, 0
 	var werr error
 	send := func(c gen.WorkerChunk) {
@@ -123,6 +125,7 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 			werr = err
 			return
 		}
+		guard.arm()
 		if _, werr = w.Write(append(append([]byte("data: "), b...), '\n', '\n')); werr == nil {
 			werr = rc.Flush()
 		}
@@ -141,6 +144,7 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 		}
 		if !started {
 			started = true
+			guard.arm()
 			hd := w.Header()
 			hd.Set("Content-Type", "text/event-stream")
 			hd.Set("Cache-Control", "no-cache")
