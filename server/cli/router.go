@@ -1,0 +1,239 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"pdsoak/server/api"
+	"pdsoak/server/router"
+)
+
+func init() { extraCommands = append(extraCommands, newRouterCommand) }
+
+// routerFlags are the flags of `pdserver router`.
+type routerFlags struct {
+	host           string
+	port           int
+	prefill        []string
+	prefillBoot    []string
+	decode         []string
+	kvLinks        []string
+	healthInterval secondsValue
+	healthTimeout  secondsValue
+	maxRetries     int
+	seed           uint64
+	modelName      string
+	contextLength  int
+	requestTimeout secondsValue
+	shutdownGrace  secondsValue
+	logLevel       string
+	logFormat      string
+}
+
+func newRouterCommand() *cobra.Command {
+	f := &routerFlags{host: "127.0.0.1", port: DefaultPort, healthInterval: secondsValue(router.DefaultHealthInterval),
+		healthTimeout: secondsValue(router.DefaultHealthTimeout), maxRetries: router.DefaultMaxRetries, seed: 1,
+		shutdownGrace: secondsValue(30 * time.Second), logLevel: "info", logFormat: "text"}
+	cmd := &cobra.Command{
+		Use:   "router",
+		Short: "Run the PD router: the OpenAI API in front of prefill and decode workers",
+		Long: `router serves the OpenAI API and sends each request to a prefill and a decode worker (least
+outstanding requests among healthy ones), with a fresh bootstrap room; the decode worker's tokens
+stream back. A prefill worker's KV bootstrap address is read from its /server_info unless
+--prefill-bootstrap gives it (one per --prefill, in order). --kv-link P:D=ADDR makes decode worker D
+reach prefill worker P's bootstrap server at ADDR (a fault proxy on that KV link; indexes from 0).
+The model name and context length are read from the first decode worker's /server_info unless given.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			go func() {
+				<-ctx.Done()
+				stop() // a second signal kills the process at once
+			}()
+			return runRouter(ctx, f, cmd.ErrOrStderr(), nil)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.host, "host", f.host, "address to listen on")
+	fs.IntVar(&f.port, "port", f.port, "HTTP port (0 picks a free one; the bound address is logged)")
+	fs.StringArrayVar(&f.prefill, "prefill", nil, "prefill worker URL (repeatable)")
+	fs.StringArrayVar(&f.prefillBoot, "prefill-bootstrap", nil, "KV bootstrap host:port of the prefill worker of the same position (repeatable, optional)")
+	fs.StringArrayVar(&f.decode, "decode", nil, "decode worker URL (repeatable)")
+	fs.StringArrayVar(&f.kvLinks, "kv-link", nil, "P:D=host:port — decode D dials prefill P's bootstrap server there (repeatable)")
+	fs.Var(&f.healthInterval, "health-interval", "how often each worker's /health is polled")
+	fs.Var(&f.healthTimeout, "health-timeout", "bound of one health check")
+	fs.IntVar(&f.maxRetries, "max-retries", f.maxRetries, "other pairs a request may try while nothing has been sent to the client")
+	fs.Uint64Var(&f.seed, "seed", f.seed, "seed of the bootstrap rooms and tie breaks")
+	fs.StringVar(&f.modelName, "model-name", "", "model id served on /v1/models (default: the decode worker's)")
+	fs.IntVar(&f.contextLength, "context-length", 0, "prompt + max_tokens above it is refused with 400 (default: the decode worker's)")
+	fs.Var(&f.requestTimeout, "request-timeout", "whole-request bound set on requests that carry none (0: none)")
+	fs.Var(&f.shutdownGrace, "shutdown-grace", "on SIGINT/SIGTERM, how long in-flight requests may finish before they are aborted")
+	fs.StringVar(&f.logLevel, "log-level", f.logLevel, "debug|info|warn|error")
+	fs.StringVar(&f.logFormat, "log-format", f.logFormat, "text|json")
+	return cmd
+}
+
+// workers turns the flags into router workers and options; every problem at once.
+func (f *routerFlags) workers() ([]router.Worker, []router.Worker, []router.Option, error) {
+	var errs []error
+	bad := func(flag, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+	}
+	if f.port < 0 || f.port > 65535 {
+		bad("port", "must be in [0, 65535] (got %d)", f.port)
+	}
+	if len(f.prefill) == 0 {
+		bad("prefill", "at least one prefill worker URL is required")
+	}
+	if len(f.decode) == 0 {
+		bad("decode", "at least one decode worker URL is required")
+	}
+	if len(f.prefillBoot) != 0 && len(f.prefillBoot) != len(f.prefill) {
+		bad("prefill-bootstrap", "given %d times for %d --prefill; give it for every prefill worker or none", len(f.prefillBoot), len(f.prefill))
+	}
+	if f.healthInterval <= 0 {
+		bad("health-interval", "must be > 0")
+	}
+	if f.healthTimeout <= 0 {
+		bad("health-timeout", "must be > 0")
+	}
+	if f.maxRetries < 0 {
+		bad("max-retries", "must be >= 0")
+	}
+	if f.contextLength < 0 {
+		bad("context-length", "must be >= 0")
+	}
+	if f.requestTimeout < 0 {
+		bad("request-timeout", "must be >= 0")
+	}
+	if _, err := parseLevel(f.logLevel); err != nil {
+		bad("log-level", "%v", err)
+	}
+	if f.logFormat != "text" && f.logFormat != "json" {
+		bad("log-format", "%q is unknown (text, json)", f.logFormat)
+	}
+	var ps, ds []router.Worker
+	for i, u := range f.prefill {
+		w := router.Worker{URL: u}
+		if len(f.prefillBoot) == len(f.prefill) {
+			w.BootstrapAddr = f.prefillBoot[i]
+			if _, _, err := net.SplitHostPort(w.BootstrapAddr); err != nil {
+				bad("prefill-bootstrap", "%q is not host:port", w.BootstrapAddr)
+			}
+		}
+		ps = append(ps, w)
+	}
+	for _, u := range f.decode {
+		ds = append(ds, router.Worker{URL: u})
+	}
+	opts := []router.Option{router.WithHealthInterval(time.Duration(f.healthInterval)),
+		router.WithHealthTimeout(time.Duration(f.healthTimeout)), router.WithMaxRetries(f.maxRetries), router.WithSeed(f.seed)}
+	for _, l := range f.kvLinks {
+		pd, addr, ok := strings.Cut(l, "=")
+		pi, di, ok2 := strings.Cut(pd, ":")
+		p, err1 := strconv.Atoi(pi)
+		d, err2 := strconv.Atoi(di)
+		_, _, err3 := net.SplitHostPort(addr)
+		if !ok || !ok2 || err1 != nil || err2 != nil || err3 != nil || p < 0 || p >= len(ps) || d < 0 || d >= len(ds) {
+			bad("kv-link", "%q is not P:D=host:port with P < %d and D < %d", l, len(ps), len(ds))
+			continue
+		}
+		opts = append(opts, router.WithKVLink(strings.TrimRight(ps[p].URL, "/"), strings.TrimRight(ds[d].URL, "/"), addr))
+	}
+	return ps, ds, opts, errors.Join(errs...)
+}
+
+// runRouter builds the router and serves it until ctx ends. ready, when not nil,
+// receives the HTTP address once it serves (tests).
+func runRouter(ctx context.Context, f *routerFlags, logw io.Writer, ready chan<- string) error {
+	ps, ds, opts, err := f.workers()
+	if err != nil {
+		return &UsageError{Err: err}
+	}
+	base, err := newLogger(logw, f.logLevel, f.logFormat)
+	if err != nil {
+		return &UsageError{Err: err}
+	}
+	log := base.With("role", "router")
+	r, err := router.New(ps, ds, append(opts, router.WithLogger(log))...)
+	if err != nil {
+		return &UsageError{Err: err}
+	}
+	r.Start()
+	defer r.Close()
+
+	model, ctxLen := f.modelName, f.contextLength
+	if model == "" || ctxLen == 0 {
+		m, c := decodeInfo(ctx, ds[0].URL, time.Duration(f.healthTimeout), log)
+		if model == "" {
+			model = m
+		}
+		if ctxLen == 0 {
+			ctxLen = c
+		}
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(f.host, strconv.Itoa(f.port)))
+	if err != nil {
+		return fmt.Errorf("cli: --port %d: %w", f.port, err)
+	}
+	hopts := []api.Option{api.WithRole("router"), api.WithGatherer(r.Gatherer()), api.WithLogger(log),
+		api.WithServerInfo(map[string]any{"prefill": f.prefill, "decode": f.decode}),
+		api.WithRequestTimeout(time.Duration(f.requestTimeout))}
+	if model != "" {
+		hopts = append(hopts, api.WithModelName(model))
+	}
+	if ctxLen > 0 {
+		hopts = append(hopts, api.WithContextLength(ctxLen))
+	}
+	h := api.New(r, hopts...)
+	log.Info("pdserver: listening", "addr", "http://"+ln.Addr().String(), "prefill", f.prefill, "decode", f.decode,
+		"model", model, "context_length", ctxLen, "healthy", r.Healthy() == nil)
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	err = api.Serve(ctx, ln, h, api.WithShutdownGrace(time.Duration(f.shutdownGrace)), api.WithServerLogger(log))
+	log.Info("pdserver: stopped", "err", err)
+	return err
+}
+
+// decodeInfo reads the model name and context length from a decode worker's
+// /server_info; zero values when it cannot (the API defaults apply).
+func decodeInfo(ctx context.Context, url string, timeout time.Duration, log *slog.Logger) (string, int) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(url, "/")+"/server_info", nil)
+	if err != nil {
+		return "", 0
+	}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Do(req)
+	if err != nil {
+		log.Warn("pdserver: cannot read the decode worker's server_info; using defaults", "url", url, "err", err)
+		return "", 0
+	}
+	defer resp.Body.Close()
+	var info struct {
+		Model         string `json:"model"`
+		ContextLength int    `json:"context_length"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info); err != nil || resp.StatusCode != http.StatusOK {
+		log.Warn("pdserver: bad server_info from the decode worker; using defaults", "url", url, "status", resp.StatusCode, "err", err)
+		return "", 0
+	}
+	return info.Model, info.ContextLength
+}
