@@ -123,6 +123,7 @@ type SimTime struct {
 	kv    *KVStore
 	clock *stepClock
 	vocab int
+	res   []int
 }
 
 func newSimTime(cfg Config, info ModelInfo, kv *KVStore, p Profile) *SimTime {
@@ -145,8 +146,11 @@ func (s *SimTime) Forward(batch []SeqInput, out []int) error {
 	if err := checkBatch("simtime", s.kv, s.vocab, batch, out); err != nil {
 		return err
 	}
+	// Results go to a private slice first: out may alias the callers' token slices.
+	res := growInt(s.res, len(batch))
+	s.res = res
 	ps, per := s.kv.PageSize, s.kv.BytesPerToken
-	for i, sq := range batch {
+	for _, sq := range batch {
 		for t, tok := range sq.Tokens {
 			p := sq.Pos + t
 			for l := 0; l < s.kv.Layers; l++ {
@@ -154,7 +158,9 @@ func (s *SimTime) Forward(batch []SeqInput, out []int) error {
 				simKVFill(b, tok, p, l)
 			}
 		}
-		out[i] = -1
+	}
+	for i, sq := range batch {
+		res[i] = -1
 		if !sq.Sample {
 			continue
 		}
@@ -163,8 +169,9 @@ func (s *SimTime) Forward(batch []SeqInput, out []int) error {
 		if sq.Sampling.Temperature > 0 {
 			h = hash2(h, hash2(sq.Sampling.Seed, uint64(pos)))
 		}
-		out[i] = simToken(h)
+		res[i] = simToken(h)
 	}
+	copy(out, res)
 	return nil
 }
 

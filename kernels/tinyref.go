@@ -60,6 +60,7 @@ type tinyScratch struct {
 	hs, logits                 []float32
 	sub                        []SeqInput // Forward's sub-steps
 	subIdx                     []int      // batch index of each sub-step input
+	res                        []int      // sampled tokens before they are copied to out
 }
 
 const (
@@ -168,8 +169,10 @@ func (m *TinyRef) Forward(batch []SeqInput, out []int) error {
 	if err := checkBatch("tinyref", m.kv, m.vocab, batch, out); err != nil {
 		return err
 	}
-	for i := range out {
-		out[i] = -1
+	// Results go to a private slice first: out may alias the callers' token slices.
+	res := growInt(m.buf.res, len(batch))
+	for i := range res {
+		res[i] = -1
 	}
 	// Run the batch in sub-steps of at most maxStepTokens tokens, splitting long inputs
 	// like a chunked prefill. That bounds the scratch memory and changes no bit: every
@@ -187,15 +190,16 @@ func (m *TinyRef) Forward(batch []SeqInput, out []int) error {
 			off += n
 			tokens += n
 			if tokens == maxStepTokens {
-				m.runStep(sub, idx, out)
+				m.runStep(sub, idx, res)
 				sub, idx, tokens = sub[:0], idx[:0], 0
 			}
 		}
 	}
 	if len(sub) > 0 {
-		m.runStep(sub, idx, out)
+		m.runStep(sub, idx, res)
 	}
-	m.buf.sub, m.buf.subIdx = sub[:0], idx[:0]
+	m.buf.sub, m.buf.subIdx, m.buf.res = sub[:0], idx[:0], res
+	copy(out, res)
 	return nil
 }
 

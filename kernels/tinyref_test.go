@@ -278,3 +278,47 @@ func (m *TinyRef) biased(k int, tokens []int) []float32 {
 	m.addTextBias(lg, tokens[len(tokens)-1], len(tokens))
 	return lg
 }
+
+// TestForwardOutMayAliasTokens feeds each step's out slice back as the next step's
+// tokens, the natural decode loop, and requires the same tokens as with separate slices.
+func TestForwardOutMayAliasTokens(t *testing.T) {
+	for _, name := range Backends() {
+		t.Run(name, func(t *testing.T) {
+			run := func(alias bool) []int {
+				cfg := DefaultConfig()
+				cfg.Backend, cfg.NumPages, cfg.Jitter = name, 32, 0
+				b, err := New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out := make([]int, 3)
+				batch := make([]SeqInput, 3)
+				for i := range batch {
+					batch[i] = SeqInput{Tokens: promptIDs(i, 9+i), Pages: pagesFor(i*8, 8), Sample: true}
+				}
+				var got []int
+				for range 10 {
+					if err := b.Forward(batch, out); err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, out...)
+					for i := range batch {
+						batch[i].Pos += len(batch[i].Tokens)
+						if alias {
+							batch[i].Tokens = out[i : i+1]
+						} else {
+							batch[i].Tokens = []int{out[i]}
+						}
+						if out[i] == TokenEOS {
+							batch[i].Tokens = []int{'.'}
+						}
+					}
+				}
+				return got
+			}
+			if a, b := run(true), run(false); !slices.Equal(a, b) {
+				t.Fatalf("aliased %v, separate %v", a, b)
+			}
+		})
+	}
+}
