@@ -17,7 +17,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // execute runs the root command with args and returns its error and output.
-func execute(t *testing.T, args ...string) (error, string) {
+func execute(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	root := NewRootCommand()
 	var out bytes.Buffer
@@ -27,7 +27,7 @@ func execute(t *testing.T, args ...string) (error, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := root.ExecuteContext(ctx)
-	return err, out.String()
+	return out.String(), err
 }
 
 func TestUsageErrors(t *testing.T) {
@@ -56,7 +56,7 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err, out := execute(t, tc.args...)
+			out, err := execute(t, tc.args...)
 			if err == nil {
 				t.Fatalf("no error; output %s", out)
 			}
@@ -71,7 +71,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestManyProblemsAtOnce(t *testing.T) {
-	err, _ := execute(t, "colocated", "--port", "-1", "--max-running-requests", "0", "--semantics", "x")
+	_, err := execute(t, "colocated", "--port", "-1", "--max-running-requests", "0", "--semantics", "x")
 	for _, flag := range []string{"--port", "--max-running-requests", "--semantics"} {
 		if !strings.Contains(err.Error(), flag) {
 			t.Errorf("%q missing from %v", flag, err)
@@ -80,7 +80,7 @@ func TestManyProblemsAtOnce(t *testing.T) {
 }
 
 func TestHelpListsSGLangFlags(t *testing.T) {
-	err, out := execute(t, "prefill", "--help")
+	out, err := execute(t, "prefill", "--help")
 	if err != nil {
 		t.Fatal(err)
 	}
