@@ -57,8 +57,8 @@ func freePort(t *testing.T) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
-// startColocated runs `pdserver colocated` on a free port until the test ends.
-func startColocated(t *testing.T, args ...string) string {
+// startColocatedServer runs `pdserver colocated` on a free port until the test ends.
+func startColocatedServer(t *testing.T, args ...string) string {
 	t.Helper()
 	bin := pdserverBinary(t)
 	port := freePort(t)
@@ -123,7 +123,7 @@ func smokeScenario(url string) *scenarios.Scenario {
 // Against the real reference server (colocated): a short smoke passes — every request
 // ok, no leaks — and two runs with the same seed send the same requests.
 func TestRealServerSmokeAndDeterminism(t *testing.T) {
-	url := startColocated(t)
+	url := startColocatedServer(t)
 	run := func() []reports.Event {
 		dir := t.TempDir()
 		if err := Run(context.Background(), smokeScenario(url), Options{OutDir: dir}); err != nil {

@@ -1,0 +1,126 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"pdsoak/reports"
+	"pdsoak/scenarios"
+)
+
+var (
+	fakeOnce sync.Once
+	fakeBin  string
+	fakeErr  error
+)
+
+// fakepd builds testdata/fakepd, a stand-in for pdserver that answers every role.
+func fakepd(t *testing.T) string {
+	t.Helper()
+	fakeOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "pdsoak-fakepd-")
+		if err != nil {
+			fakeErr = err
+			return
+		}
+		fakeBin = filepath.Join(dir, "fakepd")
+		if out, err := exec.Command("go", "build", "-o", fakeBin, "./testdata/fakepd").CombinedOutput(); err != nil {
+			fakeErr = err
+			t.Logf("%s", out)
+		}
+	})
+	if fakeErr != nil {
+		t.Fatal(fakeErr)
+	}
+	return fakeBin
+}
+
+func parseScenario(t *testing.T, yaml string) *scenarios.Scenario {
+	t.Helper()
+	sc, err := scenarios.Parse("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+const embeddedYAML = `
+name: embedded
+seed: 2
+duration: 1s
+reference:
+  prefill: 2
+  decode: 1
+workloads:
+  - name: agents
+    type: agents
+    agents: 3
+    turns: 2
+deadlines: {connect: 2s, first_token: 5s, stall: 3s, total: 10s}
+drain: {timeout: 10s, leak_timeout: 3s}
+self_check: {max_lag: 5s}
+`
+
+// With no target.url the harness starts the reference topology through the launcher
+// (here a fake pdserver), sends load to the router, scrapes every worker's metrics,
+// keeps the processes' logs in OutDir/logs and stops everything at the end.
+func TestEmbeddedTopology(t *testing.T) {
+	bin := fakepd(t)
+	sc := parseScenario(t, embeddedYAML)
+	dir := t.TempDir()
+	if err := Run(context.Background(), sc, Options{OutDir: dir, PDServerCommand: []string{bin}}); err != nil {
+		t.Fatal(err)
+	}
+	evs := readLedger(t, dir)
+	outcomes := checkOneTerminal(t, evs)
+	if outcomes[reports.OutcomeOK] != 6 {
+		t.Fatalf("outcomes %v, want 6 ok", outcomes)
+	}
+	lc := eventsOf(evs, reports.EventLeakCheck)
+	if len(lc) != 1 || lc[0].Passed == nil || !*lc[0].Passed || !strings.Contains(lc[0].Detail, "3 endpoints") {
+		t.Fatalf("leak check over the 3 workers: %+v", lc)
+	}
+	for _, name := range []string{"router.log", "prefill-0.log", "prefill-1.log", "decode-0.log"} {
+		b, err := os.ReadFile(filepath.Join(dir, "logs", name))
+		if err != nil || !strings.Contains(string(b), "listening") {
+			t.Fatalf("%s: %v %q", name, err, b)
+		}
+	}
+}
+
+const colocatedYAML = `
+name: colocated
+duration: 1s
+reference:
+  prefill: 0
+  decode: 0
+workloads:
+  - {name: b, type: burst, count: 4}
+deadlines: {total: 10s}
+self_check: {max_lag: 5s}
+`
+
+func TestEmbeddedColocated(t *testing.T) {
+	bin := fakepd(t)
+	dir := t.TempDir()
+	if err := Run(context.Background(), parseScenario(t, colocatedYAML), Options{OutDir: dir, PDServerCommand: []string{bin}}); err != nil {
+		t.Fatal(err)
+	}
+	if outcomes := checkOneTerminal(t, readLedger(t, dir)); outcomes[reports.OutcomeOK] != 4 {
+		t.Fatalf("outcomes %v", outcomes)
+	}
+}
+
+func TestEmbeddedStartFailureIsInfrastructure(t *testing.T) {
+	dir := t.TempDir()
+	err := Run(context.Background(), parseScenario(t, embeddedYAML), Options{OutDir: dir, PDServerCommand: []string{"/nonexistent/pdserver"}})
+	if !errors.Is(err, ErrInfrastructure) {
+		t.Fatalf("err = %v, want an infrastructure error", err)
+	}
+}
