@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +23,8 @@ import (
 )
 
 var fakepd string // path of the built testdata/fakepd
+
+var quiet = slog.New(slog.DiscardHandler)
 
 func TestMain(m *testing.M) {
 	if os.Getenv("LAUNCHER_TEST_PARENT") != "" {
@@ -40,6 +43,9 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	if builtDir != "" {
+		os.RemoveAll(builtDir)
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
@@ -92,6 +98,7 @@ func start(t *testing.T, cfg Config) *Topology {
 	if cfg.HealthTimeout == 0 {
 		cfg.HealthTimeout = 20 * time.Second
 	}
+	cfg.Logger = quiet
 	topo, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

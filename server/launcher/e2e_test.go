@@ -1,0 +1,240 @@
+package launcher
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var builtDir string
+
+// pdserverPath builds cmd/pdserver once for the tests that need the real server; it
+// skips them when the tree does not build.
+var pdserverPath = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "launcher-pdserver-")
+	if err != nil {
+		return "", err
+	}
+	builtDir = dir // removed by TestMain
+	exe := filepath.Join(dir, "pdserver")
+	if out, err := exec.Command("go", "build", "-o", exe, "pdsoak/cmd/pdserver").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build pdserver: %v\n%s", err, out)
+	}
+	return exe, nil
+})
+
+func realServer(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("real pdserver processes: not in -short")
+	}
+	exe, err := pdserverPath()
+	if err != nil {
+		t.Skip(err)
+	}
+	return exe
+}
+
+// outcome is how one streamed completion ended.
+type outcome struct {
+	status int
+	text   string
+	done   bool   // [DONE] seen
+	errMsg string // error event or error body
+}
+
+// complete sends a streaming greedy completion and reads it to its end.
+func complete(ctx context.Context, url, prompt string, maxTokens int) (outcome, error) {
+	body, _ := json.Marshal(map[string]any{"model": "ref", "prompt": prompt, "max_tokens": maxTokens,
+		"temperature": 0, "stream": true, "ignore_eos": true})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/completions", bytes.NewReader(body))
+	if err != nil {
+		return outcome{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return outcome{}, err
+	}
+	defer resp.Body.Close()
+	o := outcome{status: resp.StatusCode}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		o.errMsg = string(b)
+		return o, nil
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		if data == "[DONE]" {
+			o.done = true
+			break
+		}
+		var c struct {
+			Choices []struct{ Text string }
+			Error   *struct{ Message string }
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			return o, err
+		}
+		if c.Error != nil {
+			o.errMsg = c.Error.Message
+		}
+		for _, ch := range c.Choices {
+			o.text += ch.Text
+		}
+	}
+	return o, sc.Err()
+}
+
+// TestRealTopologyDecodeKilled runs router + prefill + decode from the real pdserver:
+// requests complete; killing decode mid-stream ends its request with an explicit error
+// within the bound; later requests are refused (503) rather than hung; after a restart of
+// decode, traffic recovers.
+func TestRealTopologyDecodeKilled(t *testing.T) {
+	exe := realServer(t)
+	topo, err := Start(context.Background(), Config{Command: []string{exe}, Prefill: 1, Decode: 1, LogDir: t.TempDir(),
+		CommonArgs:    []string{"--backend", "tinyref", "--seed", "1", "--log-level", "warn"},
+		RouterArgs:    []string{"--health-interval", "0.1", "--log-level", "warn"},
+		HealthTimeout: 60 * time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topo.Stop(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	texts := make([]outcome, 4)
+	for i := range texts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o, err := complete(ctx, topo.RouterURL, "Hello PD world", 8)
+			if err != nil {
+				o.errMsg = err.Error()
+			}
+			texts[i] = o
+		}()
+	}
+	wg.Wait()
+	for i, o := range texts {
+		if o.status != 200 || !o.done || o.text == "" || o.text != texts[0].text {
+			t.Fatalf("request %d: %+v (first %+v)", i, o, texts[0])
+		}
+	}
+
+	// A long stream, then decode dies under it.
+	long := make(chan outcome, 1)
+	go func() {
+		o, err := complete(ctx, topo.RouterURL, "a long one", 4000)
+		if err != nil {
+			o.errMsg += " transport: " + err.Error()
+		}
+		long <- o
+	}()
+	time.Sleep(300 * time.Millisecond)
+	killedAt := time.Now()
+	if err := topo.Kill("decode-0"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-long:
+		if o.done {
+			t.Fatalf("stream through a killed decode ended as a success: %+v", o)
+		}
+		if o.status == 200 && o.errMsg == "" {
+			t.Fatalf("stream cut without an explicit error: %+v", o)
+		}
+		t.Logf("killed stream: status %d after %s: %.120s", o.status, time.Since(killedAt), o.errMsg)
+	case <-ctx.Done():
+		t.Fatal("request through a killed decode never resolved")
+	}
+	o, err := complete(ctx, topo.RouterURL, "anyone there", 4)
+	if err != nil || o.status != http.StatusServiceUnavailable {
+		t.Fatalf("with decode down: %+v, %v", o, err)
+	}
+
+	if err := topo.Restart(ctx, "decode-0"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		o, err := complete(ctx, topo.RouterURL, "Hello PD world", 8)
+		if err == nil && o.status == 200 && o.done {
+			if o.text != texts[0].text {
+				t.Fatalf("after restart %q, before %q", o.text, texts[0].text)
+			}
+			break
+		}
+		if i >= 100 {
+			t.Fatalf("traffic did not recover: %+v %v", o, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestUpCommand runs `pdserver up`, sends a request through it, then SIGTERMs it: it
+// exits 0 and takes every child with it.
+func TestUpCommand(t *testing.T) {
+	exe := realServer(t)
+	cmd := exec.Command(exe, "up", "--prefill", "1", "--decode", "1", "--port", "0", "--log-dir", t.TempDir(),
+		"--backend", "tinyref", "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(out)
+	var url string
+	var pids []int
+	for sc.Scan() {
+		line := sc.Text()
+		var name string
+		var pid int
+		if n, _ := fmt.Sscanf(line, "%s pid %d", &name, &pid); n == 2 {
+			pids = append(pids, pid)
+		}
+		if u, ok := strings.CutPrefix(line, "router: "); ok {
+			url = u
+			break
+		}
+	}
+	if url == "" || len(pids) != 3 {
+		t.Fatalf("up printed url %q, pids %v", url, pids)
+	}
+	go io.Copy(io.Discard, out)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o, err := complete(ctx, url, "hi", 4)
+	if err != nil || o.status != 200 || !o.done {
+		t.Fatalf("through up: %+v %v", o, err)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("up exited with %v", err)
+	}
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Fatalf("child %d outlived up", pid)
+		}
+	}
+}
