@@ -131,7 +131,7 @@ func (b *badServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
 	case "reject":
 		w.Header().Set("Retry-After", "1")
-		http.Error(w, `{"error":{"message":"busy"}}`, 503)
+		http.Error(w, `{"error":{"message":"busy"}}`, http.StatusServiceUnavailable)
 	case "hang":
 		b.hang(r)
 	case "headers_then_nothing":
