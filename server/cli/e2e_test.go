@@ -261,16 +261,19 @@ func TestOverloadRefusesExplicitly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
+	start := make(chan struct{}) // all 50 at once
 	for i := 0; i < n; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
+			<-start
 			stream := i%2 == 0
-			body := fmt.Sprintf(`{"model":"ref","prompt":"request %d about the fair","max_tokens":24,"temperature":0,"ignore_eos":true,"stream":%v}`, i, stream)
+			body := fmt.Sprintf(`{"model":"ref","prompt":"request %d about the fair","max_tokens":160,"temperature":0,"ignore_eos":true,"stream":%v}`, i, stream)
 			st, hdr, b, err := rawPost(t, ctx, w.url+"/v1/completions", body)
 			results <- result{st, hdr.Get("Retry-After"), b, err}
 		}(i)
 	}
+	close(start)
 	wg.Wait()
 	close(results)
 	ok, refused := 0, 0
