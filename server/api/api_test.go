@@ -605,3 +605,16 @@ func TestDrainingRefuses(t *testing.T) {
 		t.Fatalf("health while draining: %d", r.status)
 	}
 }
+
+func TestUnknownFieldsTolerated(t *testing.T) {
+	f := &fakeGen{script: textScript("ok", "stop")}
+	srv, _ := startServer(t, f)
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x","tool_call_id":"a"}],"tools":[],"logprobs":false,"user":"u","frequency_penalty":0.5,"response_format":{"type":"text"}}`},
+		{"/v1/completions", `{"prompt":"x","logprobs":null,"best_of":1,"suffix":null,"presence_penalty":0,"something_new":{"a":[1]}}`},
+	} {
+		if r := post(t, srv.URL+tc.path, tc.body); r.status != 200 {
+			t.Errorf("%s: %d %s", tc.path, r.status, r.body)
+		}
+	}
+}
