@@ -3,9 +3,11 @@ package kernels
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -114,8 +116,9 @@ func (c *stepClock) StepTime(prefillTokens, decodeTokens int) time.Duration {
 //     bytes per layer that are a hash of (token, p, layer, word index);
 //   - the sampled next token is a hash of every KV byte of the sequence (positions 0 up to
 //     the last input token, every layer), so a page corrupted in transfer changes the
-//     output, and of the sampling seed when Temperature > 0. Tokens are mostly lowercase
-//     letters and spaces with some punctuation, and EOS about once in 400 tokens.
+//     output, and of the sampling seed when Temperature > 0. The digest picks the token
+//     from the English bigram table tinyref uses, so the text reads alike and ends with
+//     EOS after a period now and then.
 //
 // Reading all of a sequence's KV costs about 1 ns per 8 bytes, as attention would.
 type SimTime struct {
@@ -169,7 +172,7 @@ func (s *SimTime) Forward(batch []SeqInput, out []int) error {
 		if sq.Sampling.Temperature > 0 {
 			h = hash2(h, hash2(sq.Sampling.Seed, uint64(pos)))
 		}
-		res[i] = simToken(h)
+		res[i] = simToken(h, sq.Tokens[len(sq.Tokens)-1])
 	}
 	copy(out, res)
 	return nil
@@ -209,23 +212,58 @@ func (s *SimTime) digest(sq SeqInput) uint64 {
 	return hash3(h[0]^h[1], h[2]^h[3], uint64(n))
 }
 
-// simAlphabet is what simtime writes: letters in rough English proportions and spaces.
-const simAlphabet = "eeeeeeeeeeeetttttttttaaaaaaaaoooooooiiiiiiinnnnnnnsssssshhhhhhrrrrrrddddlllluuucccmmmwwffggyyppbbvk" +
-	"                    "
-
-// simToken maps a digest to a token: EOS about once in 400, a period or comma now and
-// then, otherwise a letter or a space.
-func simToken(h uint64) int {
-	switch r := h % 400; {
-	case r == 0:
-		return TokenEOS
-	case r < 8:
-		return '.'
-	case r < 16:
-		return ','
+// simToken maps a digest to the token after prev: a draw, with the digest as the random
+// number, from the same English bigram table that steers tinyref (textbias.go), so the
+// text looks alike and EOS follows a period now and then.
+func simToken(h uint64, prev int) int {
+	t := simBigram()
+	r := NumByteTokens
+	if prev >= 0 && prev < NumByteTokens {
+		r = prev
 	}
-	return int(simAlphabet[(h>>16)%uint64(len(simAlphabet))])
+	cdf := t.cdf[r]
+	u := unitFloat(h) * cdf[len(cdf)-1]
+	k, _ := slices.BinarySearchFunc(cdf, u, func(c, u float64) int {
+		if c <= u {
+			return -1
+		}
+		return 1
+	})
+	return t.ids[min(k, len(t.ids)-1)]
 }
+
+// simBigramTable holds, per previous byte (row 256: BOS or an unseen byte), the
+// cumulative bigram weights over the ids simtime writes.
+type simBigramTable struct {
+	ids []int
+	cdf [NumByteTokens + 1][]float64
+}
+
+// simSharpen sharpens the bigram distribution (like a sampling temperature of 2/3) so
+// rare bytes stay rare.
+const simSharpen = 1.5
+
+var simBigram = sync.OnceValue(func() *simBigramTable {
+	const vocab = TokenEOS + 1
+	bias := bigramBias(vocab)
+	t := &simBigramTable{}
+	for id := range vocab {
+		if id == '\n' || (id >= ' ' && id < 0x7f) || id == TokenEOS {
+			t.ids = append(t.ids, id)
+		}
+	}
+	for r := range t.cdf {
+		row := bias[r*vocab : (r+1)*vocab]
+		cdf := make([]float64, len(t.ids))
+		var acc float64
+		for k, id := range t.ids {
+			acc += math.Exp(simSharpen * float64(row[id]))
+			cdf[k] = acc
+		}
+		t.cdf[r] = cdf
+	}
+	return t
+})
 
 // Paced is tinyref compute held to a simtime profile's step time: real bytes and real
 // tokens at GPU-like speed. Info().ModelKVBytesPerToken is the profile's, so the pool is
