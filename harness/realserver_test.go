@@ -144,6 +144,9 @@ func TestRealServerSmokeAndDeterminism(t *testing.T) {
 	if lc := eventsOf(first, reports.EventLeakCheck); len(lc) != 1 || lc[0].Passed == nil || !*lc[0].Passed {
 		t.Fatalf("leak check: %+v", lc)
 	}
+	if sc := eventsOf(first, reports.EventSelfCheck); len(sc) == 1 {
+		t.Logf("self-check: %s", sc[0].Detail)
+	}
 	if s := eventsOf(first, reports.EventSample); len(s) == 0 {
 		t.Fatal("no server samples recorded")
 	}

@@ -39,7 +39,10 @@ func (l *lagRecorder) Start() {
 				select {
 				case <-l.stop:
 					return
-				case now := <-t.C:
+				case <-t.C:
+					// The tick's own timestamp is when the timer fired; what matters is
+					// when this goroutine got to run.
+					now := time.Now()
 					lag := max(now.Sub(next), 0)
 					// A ticker drops ticks when the reader is late; realign to the grid.
 					for !next.After(now) {
