@@ -12,8 +12,9 @@ import (
 //
 // b is a weight matrix stored as one row per output feature, as a linear layer keeps it.
 //
-// Batch invariance: every c[i][j] is reduced over kk in the same order, from zero, one
-// product at a time, whatever m, n, the tile it falls in, or the number of goroutines.
+// Batch invariance: every c[i][j] is the lane-8 dot product of its row and column (see
+// dotGo), whatever m, n, the tile it falls in, the number of goroutines, or whether the
+// AVX2 kernels run (on amd64 without the purego tag, when k is a multiple of 8).
 // Work is split across goroutines only along n (output features), never along k. A row
 // of a therefore gives bit-identical outputs whether it is multiplied alone or with 31
 // other rows, which is what makes a request's tokens independent of its batch.

@@ -25,7 +25,7 @@ gave it a ribbon of its own. Later, when the lamps were lit and the music had st
 people walked home slowly, talking about the weather, the harvest, and the goat.
 `
 
-// Bias weights, tuned by eye and by the EOS rate in TestTextBias.
+// Bias weights, tuned by eye and by the EOS rate (TestTinyRefOutputIsText logs it).
 const (
 	bigramWeight  = 1.0
 	biasFloor     = -12 // bytes that never appear in text
