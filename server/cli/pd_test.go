@@ -61,6 +61,10 @@ func TestPDLegsMatchColocated(t *testing.T) {
 	defer cancel()
 
 	prompts := []string{"The river runs", "Nobody is in a hurry here.", strings.Repeat("bees and goats ", 20)}
+	// Prompts of 15, 16, 17, 31, 32 and 33 tokens (BOS included): page boundaries of 16.
+	for _, n := range []int{14, 15, 16, 30, 31, 32} {
+		prompts = append(prompts, strings.Repeat("a", n))
+	}
 	var wg sync.WaitGroup
 	for i, p := range prompts {
 		wg.Add(1)
