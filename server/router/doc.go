@@ -21,8 +21,8 @@
 // were (gen.WorkerError.Err). Health: every worker's /health is polled; a worker that
 // fails DefaultFailThreshold checks in a row, or refuses a connection on a request, is
 // skipped until it passes again. A prefill's KV bootstrap address comes from its
-// /server_info ("bootstrap_addr") unless given explicitly, and is read again whenever the
-// worker recovers, so a restarted prefill is never reached at a stale address.
+// /server_info ("bootstrap_addr") unless given explicitly, and is read again at every health
+// check, so a restarted prefill is never reached at a stale address.
 //
 //	r, _ := router.New([]router.Worker{{URL: "http://127.0.0.1:30001"}},
 //		[]router.Worker{{URL: "http://127.0.0.1:30002"}}, router.WithSeed(1))

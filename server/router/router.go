@@ -51,8 +51,8 @@ type Worker struct {
 	// URL is the worker's HTTP base URL (http://host:port).
 	URL string
 	// BootstrapAddr (prefill only) is the KV bootstrap address decode dials. Empty: read
-	// from the worker's GET /server_info field "bootstrap_addr" (and read again whenever
-	// the worker comes back from unhealthy, so a restart never leaves a stale address).
+	// from the worker's GET /server_info field "bootstrap_addr" at every health check, so
+	// a restart never leaves a stale address.
 	BootstrapAddr string
 }
 
@@ -253,7 +253,7 @@ func (r *Router) check(ctx context.Context, w *worker) {
 	defer cancel()
 	err := r.get(ctx, w.url+"/health", nil)
 	wasHealthy := w.healthy.Load()
-	if err == nil && w.role == "prefill" && !w.explicitBoot && (!wasHealthy || w.bootstrap() == "") {
+	if err == nil && w.role == "prefill" && !w.explicitBoot {
 		var info struct {
 			BootstrapAddr string `json:"bootstrap_addr"`
 		}
@@ -262,8 +262,12 @@ func (r *Router) check(ctx context.Context, w *worker) {
 				err = errors.New("server_info has no bootstrap_addr")
 			} else {
 				w.mu.Lock()
+				old := w.boot
 				w.boot = info.BootstrapAddr
 				w.mu.Unlock()
+				if old != "" && old != info.BootstrapAddr {
+					r.log.Warn("router: prefill bootstrap address changed", "worker", w.name, "old", old, "new", info.BootstrapAddr)
+				}
 			}
 		}
 	}

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // fakeWorker is a hand-written prefill or decode worker on a real loopback socket.
 type fakeWorker struct {
 	srv      *httptest.Server
-	boot     string
+	boot     atomic.Value // string
 	healthy  atomic.Bool
 	calls    atomic.Int32
 	canceled atomic.Int32 // /generate calls that saw their request context end
@@ -36,7 +36,8 @@ type fakeWorker struct {
 
 func newFake(t *testing.T, boot string, generate func(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest)) *fakeWorker {
 	t.Helper()
-	f := &fakeWorker{boot: boot, generate: generate}
+	f := &fakeWorker{generate: generate}
+	f.boot.Store(boot)
 	f.healthy.Store(true)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
@@ -45,7 +46,7 @@ func newFake(t *testing.T, boot string, generate func(w http.ResponseWriter, r *
 		}
 	})
 	mux.HandleFunc("/server_info", func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(map[string]any{"bootstrap_addr": f.boot, "role": "prefill"})
+		json.NewEncoder(w).Encode(map[string]any{"bootstrap_addr": f.boot.Load(), "role": "prefill"})
 	})
 	mux.HandleFunc("/generate", func(w http.ResponseWriter, r *http.Request) {
 		var wr gen.WorkerRequest
@@ -410,6 +411,8 @@ func TestHealth(t *testing.T) {
 		if got := d.requests()[0].BootstrapAddr; got != "127.0.0.1:8888" {
 			t.Fatalf("decode dialled %q", got)
 		}
+		p.boot.Store("127.0.0.1:7778") // restarted on another bootstrap port
+		waitFor(t, "new bootstrap address", func() bool { return r.prefill[0].bootstrap() == "127.0.0.1:7778" })
 	})
 }
 
