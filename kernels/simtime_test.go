@@ -259,3 +259,33 @@ func TestKVStoreLayout(t *testing.T) {
 		}
 	}
 }
+
+func TestSimTimeBatchInvariance(t *testing.T) {
+	const n = 8
+	want := make([][]int, n)
+	for i := range n {
+		want[i] = generate(t, newSim(t, nil), promptIDs(i, 10+5*i), pagesFor(i*6, 6), Sampling{Temperature: float64(i % 2), Seed: 3}, 20)
+	}
+	s := newSim(t, nil)
+	batch := make([]SeqInput, n)
+	for i := range batch {
+		batch[i] = SeqInput{Tokens: promptIDs(i, 10+5*i), Pages: pagesFor(i*6, 6), Sample: true, Sampling: Sampling{Temperature: float64(i % 2), Seed: 3}}
+	}
+	got := make([][]int, n)
+	out := make([]int, n)
+	for range 20 {
+		if err := s.Forward(batch, out); err != nil {
+			t.Fatal(err)
+		}
+		for i := range batch {
+			got[i] = append(got[i], out[i])
+			batch[i].Pos += len(batch[i].Tokens)
+			batch[i].Tokens = []int{out[i]}
+		}
+	}
+	for i := range n {
+		if g := got[i][:len(want[i])]; !slices.Equal(g, want[i]) {
+			t.Fatalf("seq %d: batched %v, alone %v", i, g, want[i])
+		}
+	}
+}
