@@ -413,6 +413,9 @@ func (e *Engine) Healthy() error {
 				return fmt.Errorf("engine: watchdog: no progress for %s with %d requests in flight", idle.Round(time.Millisecond), n)
 			}
 		}
+		if s := e.stepAt.Load(); s != 0 && now.Sub(time.Unix(0, s)) >= wd {
+			return fmt.Errorf("engine: watchdog: a step has not returned for %s", now.Sub(time.Unix(0, s)).Round(time.Millisecond))
+		}
 	}
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()

@@ -293,12 +293,7 @@ func (e *Engine) step(rd *scheduler.Ready) {
 	start := e.clock.Now()
 	e.stepAt.Store(start.UnixNano())
 	defer e.stepAt.Store(0)
-	var err error
-	if arg, ferr := failpoint.Eval(e.loopCtx, failpoint.EngineStep); ferr != nil {
-		err = fmt.Errorf("engine: step interrupted: %w", ferr)
-	} else if arg != "" {
-		err = fmt.Errorf("engine: failpoint %s: %s", failpoint.EngineStep, arg)
-	}
+	err := e.stepFailpoint()
 	out := make([]int, len(rd.Batch))
 	if err == nil {
 		start = e.clock.Now()
@@ -313,6 +308,53 @@ func (e *Engine) step(rd *scheduler.Ready) {
 		e.log.Error("forward step failed", "batch", len(rd.Batch), "err", err)
 	}
 	e.sched.StepDone(e.clock.Now(), out, err)
+}
+
+// stepFailpoint evaluates the engine/step failpoint. When it is enabled the evaluation
+// runs on its own goroutine and the loop keeps serving meanwhile: arrivals are admitted
+// and queue up, timeouts and the watchdog run, but nothing steps (scheduler_stall).
+func (e *Engine) stepFailpoint() error {
+	if st, ok := failpoint.Get(failpoint.EngineStep); !ok || !st.Enabled {
+		return nil
+	}
+	type result struct {
+		arg string
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		arg, err := failpoint.Eval(e.loopCtx, failpoint.EngineStep)
+		ch <- result{arg, err}
+	}()
+	for {
+		var r result
+		select {
+		case r = <-ch:
+		case <-e.wake:
+			e.serveDuringStall()
+			continue
+		case <-e.clock.After(e.tick):
+			e.serveDuringStall()
+			continue
+		case <-e.forceReq:
+			r = <-ch // Shutdown cancelled loopCtx: Eval returns
+		}
+		switch {
+		case r.err != nil:
+			return fmt.Errorf("engine: step interrupted: %w", r.err)
+		case r.arg != "":
+			return fmt.Errorf("engine: failpoint %s: %s", failpoint.EngineStep, r.arg)
+		}
+		return nil
+	}
+}
+
+// serveDuringStall is one loop iteration without planning: the batch is in flight.
+func (e *Engine) serveDuringStall() {
+	now := e.clock.Now()
+	e.handleInbox(now)
+	e.sched.Tick(now)
+	e.apply(now, e.sched.Ready(now))
 }
 
 func (e *Engine) forward(rd *scheduler.Ready, out []int) (err error) {

@@ -2,42 +2,57 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"pdsoak/server/failpoint"
 	"pdsoak/server/gen"
 )
 
-// TestWatchdogStalledLoop: a scheduler stall (the engine/step failpoint pausing the loop)
-// with work in flight turns Healthy red in strict semantics within the watchdog timeout,
-// /debug/requests still answers, and health recovers once the stall clears.
+// TestWatchdogStalledLoop: a scheduler stall (the engine/step failpoint pausing every
+// step) with work in flight: new requests are still admitted and queue up, /health turns
+// red within the watchdog timeout, /debug/requests still answers, the strict watchdog
+// fails the stuck requests with a timeout, and health recovers once the stall clears.
 func TestWatchdogStalledLoop(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.WatchdogTimeout = 50e6 // 50ms
+	cfg.WatchdogTimeout = 100 * time.Millisecond
 	e := startEngine(t, newFakeBackend(64, 4), cfg)
 	if err := failpoint.Enable(failpoint.EngineStep, "pause"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = failpoint.Disable(failpoint.EngineStep) })
-	ch, err := e.Generate(context.Background(), &gen.Request{ID: "stuck", Prompt: []int{0, 5}, MaxTokens: 3, IgnoreEOS: true})
+	stuck, err := e.Generate(context.Background(), &gen.Request{ID: "stuck", Prompt: []int{0, 5}, MaxTokens: 3, IgnoreEOS: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "unhealthy", func() bool {
-		err := e.Healthy()
-		return err != nil && strings.Contains(err.Error(), "no progress")
+	waitFor(t, "the step to stall", func() bool { st, _ := failpoint.Get(failpoint.EngineStep); return st.Paused == 1 })
+	queued, err := e.Generate(context.Background(), &gen.Request{ID: "queued", Prompt: []int{0, 6}, MaxTokens: 3, IgnoreEOS: true})
+	if err != nil {
+		t.Fatalf("admission during a stall: %v", err)
+	}
+	waitFor(t, "both requests listed during the stall", func() bool {
+		rs := e.Requests()
+		return len(rs) == 2 && rs[0].Stage == "running" && rs[1].Stage == "waiting"
 	})
-	if rs := e.Requests(); len(rs) != 1 || rs[0].ID != "stuck" {
-		t.Fatalf("requests during the stall: %+v", rs)
+	for _, ch := range []<-chan gen.Event{stuck, queued} {
+		r := collect(t, ch)
+		if !errors.Is(r.done.Err, gen.ErrTimeout) || !strings.Contains(r.done.Err.Error(), "watchdog") {
+			t.Fatalf("stuck request ended with %v, want a watchdog timeout", r.done.Err)
+		}
+	}
+	if err := e.Healthy(); err == nil {
+		t.Fatal("healthy while the step is stalled")
 	}
 	if err := failpoint.Disable(failpoint.EngineStep); err != nil {
 		t.Fatal(err)
 	}
-	if r := collect(t, ch); r.done.Err != nil || len(r.tokens) != 3 {
-		t.Fatalf("after the stall: %d tokens, %v", len(r.tokens), r.done.Err)
-	}
 	waitFor(t, "healthy again", func() bool { return e.Healthy() == nil })
+	if r := generate(t, e, &gen.Request{ID: "after", Prompt: []int{0, 5}, MaxTokens: 3, IgnoreEOS: true}); r.done.Err != nil {
+		t.Fatalf("after the stall: %v", r.done.Err)
+	}
+	waitFor(t, "idle", func() bool { return idle(e) })
 }
 
 // TestWatchdogSGLangIdleStall: SGLang semantics report healthy while requests sit in a

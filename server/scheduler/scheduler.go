@@ -695,11 +695,12 @@ func (s *Scheduler) Tick(now time.Time) {
 	var expired []*request
 	var stages []Stage
 	for _, r := range s.liveInQueueOrder() {
-		if r.inBatch {
+		if !r.deadline.IsZero() && !now.Before(r.deadline) {
+			// In a batch too (a stalled step): its pages are freed when the step ends.
+			expired, stages = append(expired, r), append(stages, StageTotal)
 			continue
 		}
-		if !r.deadline.IsZero() && !now.Before(r.deadline) {
-			expired, stages = append(expired, r), append(stages, StageTotal)
+		if r.inBatch {
 			continue
 		}
 		if b := s.bound(r.stage); b > 0 {
@@ -763,21 +764,20 @@ func (s *Scheduler) watchdog(now time.Time) {
 		return
 	}
 	if len(s.reqs) == 0 {
-		if s.watchdogErr != nil && now.Sub(s.lastProgress) >= 2*wd {
+		if s.watchdogErr != nil && s.batch == nil && now.Sub(s.lastProgress) >= 2*wd {
 			s.watchdogErr = nil
 		}
 		return
 	}
-	if s.batch != nil || now.Sub(s.lastProgress) < wd {
+	if now.Sub(s.lastProgress) < wd {
 		return
 	}
+	// Nothing moved for the watchdog timeout: fail every request, including those of a
+	// step that never came back (their pages are freed when it does).
 	stuck := s.sortedLive()
 	s.watchdogErr = fmt.Errorf("scheduler: watchdog: no progress for %s with %d requests in flight (%d queued); failed them",
 		now.Sub(s.lastProgress).Round(time.Millisecond), len(stuck), s.queued())
 	for _, r := range stuck {
-		if r.inBatch {
-			continue
-		}
 		s.finish(now, r, "", &gen.StageError{Stage: string(r.stage),
 			Err: fmt.Errorf("scheduler: watchdog: no progress for %s: %w", wd, gen.ErrTimeout)})
 	}
@@ -801,6 +801,9 @@ func (s *Scheduler) Health(now time.Time) error {
 	if len(s.reqs) > 0 && now.Sub(s.lastProgress) >= wd {
 		return fmt.Errorf("scheduler: no progress for %s with %d requests in flight",
 			now.Sub(s.lastProgress).Round(time.Millisecond), len(s.reqs))
+	}
+	if s.batch != nil && now.Sub(s.batchStart) >= wd {
+		return fmt.Errorf("scheduler: a step has not returned for %s", now.Sub(s.batchStart).Round(time.Millisecond))
 	}
 	return s.watchdogErr
 }
