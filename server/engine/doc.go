@@ -12,11 +12,18 @@
 //		deliver rd.Emits / rd.Finished to request channels (never blocking)
 //		start rd.Transfers / rd.Sends, cancel rd.Cancels
 //		if rd.Batch != nil {
-//			failpoint "engine/step"
-//			backend.Forward(rd.Batch, out); wait backend.StepTime(...)
+//			failpoint "engine/step" (when enabled it runs aside: the loop keeps
+//			    admitting, timing out and watching until it returns)
+//			backend.Forward(rd.Batch, out); wait backend.StepTime(...) (still admitting)
 //			sched.StepDone(now, out)
 //		} else { wait for the inbox or the next tick }
 //	}
+//
+// Requests never wait for a slow client: each has a small buffered channel, and when it
+// is full the unread events are taken back and merged, in order, into the next one.
+// /debug/requests and /health answer from snapshots the loop publishes, so they keep
+// working while the loop is stuck; strict /health also fails when a step has not
+// returned within the watchdog timeout.
 //
 // Use:
 //
