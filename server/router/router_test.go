@@ -237,8 +237,19 @@ func TestPrefillFailureCancelsDecode(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newFake(t, "127.0.0.1:1", tc.prefill)
-			d := newFake(t, "", blockUntilCancel)
+			// The prefill leg fails once the decode leg is in flight on the decode worker.
+			decodeIn := make(chan struct{})
+			p := newFake(t, "127.0.0.1:1", func(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest) {
+				select {
+				case <-decodeIn:
+				case <-time.After(5 * time.Second):
+				}
+				tc.prefill(w, r, wr)
+			})
+			d := newFake(t, "", func(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest) {
+				close(decodeIn)
+				blockUntilCancel(w, r, wr)
+			})
 			r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d})
 			ch, err := r.Generate(context.Background(), req("x"))
 			if err != nil {
