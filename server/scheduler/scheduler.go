@@ -375,7 +375,7 @@ func (s *Scheduler) Arrive(now time.Time, req *gen.Request) (uint64, error) {
 	s.nextSeq++
 	r := &request{
 		seq: s.nextSeq, id: req.ID, req: req,
-		tokens: append(make([]int, 0, len(req.Prompt)+req.MaxTokens), req.Prompt...), nPrompt: len(req.Prompt),
+		tokens: append(make([]int, 0, len(req.Prompt)+min(req.MaxTokens, 4096)), req.Prompt...), nPrompt: len(req.Prompt),
 		arrived: now, since: now,
 	}
 	if s.cfg.RequestTimeout > 0 {
