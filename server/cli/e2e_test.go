@@ -398,7 +398,8 @@ func TestMetricsAndDebugEndpoints(t *testing.T) {
 }
 
 func TestShutdownEndsInFlight(t *testing.T) {
-	w := startWorker(t, roleColocated, "--shutdown-grace", "0.2")
+	// paced: tinyref tokens at a modelled ~7 ms per step, so 4000 tokens outlast the grace.
+	w := startWorker(t, roleColocated, "--shutdown-grace", "0.2", "--backend", "paced")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	type res struct {
@@ -483,7 +484,7 @@ func TestBatchInvariance(t *testing.T) {
 
 // TestClientDisconnectColocated (I6): a client leaving mid-stream frees its request.
 func TestClientDisconnectColocated(t *testing.T) {
-	w := startWorker(t, roleColocated)
+	w := startWorker(t, roleColocated, "--backend", "paced")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

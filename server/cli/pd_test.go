@@ -154,8 +154,8 @@ func waitIdle(t *testing.T, w *testWorker) {
 // TestClientDisconnectFreesBothLegs (I6): cancelling the legs mid-stream frees the
 // request on decode and prefill.
 func TestClientDisconnectFreesBothLegs(t *testing.T) {
-	pre := startWorker(t, rolePrefill)
-	dec := startWorker(t, roleDecode)
+	pre := startWorker(t, rolePrefill, "--backend", "paced")
+	dec := startWorker(t, roleDecode, "--backend", "paced")
 	addr := bootstrapAddr(t, pre)
 	room := uint64(4242)
 	wr := gen.WorkerRequest{RID: "bye", InputIDs: kernels.Tokenizer{}.EncodeWithBOS("a long walk home"),
