@@ -252,11 +252,13 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	e.closing.Store(true)
 	if !e.started.Load() {
 		e.startOnce.Do(func() { close(e.done) }) // never started: nothing to drain
+		e.loopStop()
 		return nil
 	}
 	e.stopOnce.Do(func() { close(e.drainReq) })
 	select {
 	case <-e.done:
+		e.loopStop()
 		return nil
 	case <-ctx.Done():
 	}

@@ -552,3 +552,17 @@ func TestSimTimeAndPaced(t *testing.T) {
 		})
 	}
 }
+
+func TestShutdownBeforeStart(t *testing.T) {
+	e, err := New(newFakeBackend(16, 4), DefaultConfig(), WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.Start() // no-op after Shutdown
+	if _, err := e.Generate(context.Background(), &gen.Request{ID: "x", Prompt: []int{0}, MaxTokens: 1}); !errors.Is(err, gen.ErrUnavailable) {
+		t.Fatalf("generate: %v", err)
+	}
+}
