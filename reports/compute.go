@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -11,29 +12,30 @@ import (
 // Builder accumulates a ledger one event at a time (so a long soak's ledger need not fit
 // in memory as events) and computes Results at the end.
 type Builder struct {
-	cfg       Config
-	start     time.Time
-	end       time.Time
-	scenario  string
-	seed      int64
-	seedSet   bool
-	target    string
-	runErr    string
-	scheduled map[string]bool // request id -> resolved
-	outcomes  map[Outcome]int
-	workloads map[string]int
-	drops     []SilentDrop
-	dropCount int
-	duplicate []string
-	ttft, itl []float64
-	e2e, lag  []float64
-	samples   []sample // for recovery
-	faults    []*faultState
-	faultIdx  map[string]*faultState
-	leak      *CheckResult
-	self      *CheckResult
-	badIDs    map[Outcome][]string
-	notes     []string
+	cfg        Config
+	start      time.Time
+	end        time.Time
+	scenario   string
+	seed       int64
+	seedSet    bool
+	target     string
+	runErr     string
+	scheduled  map[string]bool // request id -> resolved
+	outcomes   map[Outcome]int
+	workloads  map[string]int
+	drops      []SilentDrop
+	dropCount  int
+	duplicate  []string
+	ttft, itl  []float64
+	e2e, lag   []float64
+	samples    []sample // for recovery
+	faults     []*faultState
+	faultIdx   map[string]*faultState
+	leak       *CheckResult
+	self       *CheckResult
+	badIDs     map[Outcome][]string
+	dropStages map[string]int
+	notes      []string
 }
 
 type sample struct {
@@ -66,15 +68,16 @@ func NewBuilder(cfg Config) *Builder {
 		r.MinRequests = DefaultRecoveryMinRequests
 	}
 	return &Builder{
-		cfg:       cfg,
-		scenario:  cfg.Scenario,
-		seed:      cfg.Seed,
-		target:    cfg.Target,
-		scheduled: map[string]bool{},
-		outcomes:  map[Outcome]int{},
-		workloads: map[string]int{},
-		faultIdx:  map[string]*faultState{},
-		badIDs:    map[Outcome][]string{},
+		cfg:        cfg,
+		scenario:   cfg.Scenario,
+		seed:       cfg.Seed,
+		target:     cfg.Target,
+		scheduled:  map[string]bool{},
+		outcomes:   map[Outcome]int{},
+		workloads:  map[string]int{},
+		faultIdx:   map[string]*faultState{},
+		badIDs:     map[Outcome][]string{},
+		dropStages: map[string]int{},
 	}
 }
 
@@ -208,6 +211,9 @@ func (b *Builder) addDone(e Event) {
 	b.samples = append(b.samples, sample{at: at, ok: o == OutcomeOK})
 	if o.SilentDrop() {
 		b.dropCount++
+		for _, st := range heldAt(e.ServerDebug) {
+			b.dropStages[st]++
+		}
 		if len(b.drops) < b.cfg.MaxDrops {
 			b.drops = append(b.drops, SilentDrop{
 				RequestID: e.RequestID, Workload: e.Workload, Session: e.Session, Turn: e.Turn,
@@ -239,6 +245,9 @@ func (b *Builder) Results() *Results {
 		r.Requests += b.outcomes[o]
 	}
 	r.SilentDrops = b.dropCount
+	if len(b.dropStages) > 0 {
+		r.DropStages = b.dropStages
+	}
 	if !b.start.IsZero() {
 		r.Duration = b.end.Sub(b.start).Seconds()
 	}
@@ -423,7 +432,51 @@ func (b *Builder) dropSummary(r *Results) string {
 	for _, d := range r.Drops[:min(3, len(r.Drops))] {
 		ids = append(ids, d.RequestID)
 	}
-	return fmt.Sprintf("; by phase: %s; e.g. %s", strings.Join(parts, ", "), strings.Join(ids, ", "))
+	held := ""
+	if len(r.DropStages) > 0 {
+		keys := make([]string, 0, len(r.DropStages))
+		for k := range r.DropStages {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		hp := make([]string, len(keys))
+		for i, k := range keys {
+			hp[i] = fmt.Sprintf("%s %d", k, r.DropStages[k])
+		}
+		held = "; server held them at: " + strings.Join(hp, ", ")
+	}
+	return fmt.Sprintf("; by phase: %s%s; e.g. %s", strings.Join(parts, ", "), held, strings.Join(ids, ", "))
+}
+
+// heldAt reads the per-process stages out of a drop's server debug info. It accepts the
+// harness's shape ({"sources": [{"process", "entries": [{"stage"}]}]}) and a bare
+// /debug/requests entry ({"stage"}); anything else yields nothing.
+func heldAt(raw json.RawMessage) []string {
+	if len(raw) == 0 {
+		return nil
+	}
+	var dbg struct {
+		Stage   string `json:"stage"`
+		Sources []struct {
+			Process string `json:"process"`
+			Entries []struct {
+				Stage string `json:"stage"`
+			} `json:"entries"`
+		} `json:"sources"`
+	}
+	if json.Unmarshal(raw, &dbg) != nil {
+		return nil
+	}
+	var out []string
+	for _, src := range dbg.Sources {
+		if len(src.Entries) > 0 && src.Entries[0].Stage != "" {
+			out = append(out, src.Process+": "+src.Entries[0].Stage)
+		}
+	}
+	if len(out) == 0 && dbg.Stage != "" {
+		out = append(out, dbg.Stage)
+	}
+	return out
 }
 
 func (b *Builder) idList(os ...Outcome) string {

@@ -368,3 +368,22 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+func TestHeldAt(t *testing.T) {
+	tests := []struct {
+		name, raw, want string
+	}{
+		{"harness shape", `{"where":"x","sources":[{"process":"decode-0","entries":[{"id":"a","stage":"prealloc"}]},{"process":"router","found":false}]}`, "decode-0: prealloc"},
+		{"bare entry", `{"id":"a","stage":"transfer"}`, "transfer"},
+		{"nothing known", `{"id":"a"}`, ""},
+		{"not json", `nope`, ""},
+		{"empty", ``, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := strings.Join(heldAt(json.RawMessage(tt.raw)), ","); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

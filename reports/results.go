@@ -34,6 +34,9 @@ type Results struct {
 	SilentDrops int `json:"silent_drops"`
 	// Drops describes each silent drop (up to Config.MaxDrops).
 	Drops []SilentDrop `json:"drops"`
+	// DropStages counts, over the silent drops, where each server process held them
+	// ("decode-0: prealloc"), from the /debug/requests answers in ServerDebug.
+	DropStages map[string]int `json:"drop_stages,omitempty"`
 	// Unresolved counts requests scheduled with no terminal outcome in the ledger.
 	Unresolved int               `json:"unresolved"`
 	Assertions []AssertionResult `json:"assertions"`

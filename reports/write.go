@@ -260,19 +260,37 @@ func recoveryCell(f FaultResult) string {
 	return "not recovered"
 }
 
-func debugCell(raw json.RawMessage) string {
+// serverSaid summarises a drop's server debug info: its "where" field when the harness
+// provided one (a one-line summary across processes), else the compacted JSON.
+func serverSaid(raw json.RawMessage, limit int) string {
 	if len(raw) == 0 {
-		return "-"
+		return ""
+	}
+	var obj struct {
+		Where string `json:"where"`
+	}
+	if json.Unmarshal(raw, &obj) == nil && obj.Where != "" {
+		return truncate(obj.Where, limit)
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, raw); err != nil {
-		return "-"
+		return ""
 	}
-	s := compact.String()
-	if len(s) > 200 {
-		s = s[:200] + "…"
+	return truncate(compact.String(), limit)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return "`" + strings.ReplaceAll(s, "`", "'") + "`"
+	return s[:n] + "…"
+}
+
+func debugCell(raw json.RawMessage) string {
+	if s := serverSaid(raw, 300); s != "" {
+		return "`" + strings.ReplaceAll(s, "`", "'") + "`"
+	}
+	return "-"
 }
 
 func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
@@ -308,6 +326,21 @@ func WriteTable(w io.Writer, r *Results) error {
 		fmt.Fprintln(tw, "FAULT\tTYPE\tTARGET\tVERIFIED\tRECOVERY")
 		for _, f := range r.Faults {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.Name, f.Type, f.Target, optBool(f.Verified), recoveryCell(f))
+		}
+	}
+	if len(r.Drops) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "SILENT DROP\tPHASE\tAGE\tSERVER SAID")
+		for i, d := range r.Drops {
+			if i == 10 {
+				fmt.Fprintf(tw, "… %d more in results.json\t\t\t\n", r.SilentDrops-10)
+				break
+			}
+			said := serverSaid(d.ServerDebug, 160)
+			if said == "" {
+				said = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%s\n", d.RequestID, d.Phase, d.Age, said)
 		}
 	}
 	if err := tw.Flush(); err != nil {
