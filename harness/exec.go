@@ -27,7 +27,6 @@ type executor struct {
 	reqCtx context.Context
 
 	inflight atomic.Int64
-	wg       sync.WaitGroup
 	// noLag names workloads whose send lag is throttled on purpose (max_in_flight)
 	// and so says nothing about the harness.
 	noLag map[string]bool
@@ -70,12 +69,8 @@ func (e *executor) SendCtx(ctx context.Context, r *workload.Req) *client.Result 
 }
 
 func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result {
-	e.wg.Add(1)
 	e.inflight.Add(1)
-	defer func() {
-		e.inflight.Add(-1)
-		e.wg.Done()
-	}()
+	defer e.inflight.Add(-1)
 	if r.Scheduled.IsZero() {
 		r.Scheduled = time.Now()
 	}
