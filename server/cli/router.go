@@ -35,6 +35,7 @@ type routerFlags struct {
 	healthInterval secondsValue
 	healthTimeout  secondsValue
 	maxRetries     int
+	abortUnhealthy bool
 	seed           uint64
 	modelName      string
 	contextLength  int
@@ -46,7 +47,7 @@ type routerFlags struct {
 
 func newRouterCommand() *cobra.Command {
 	f := &routerFlags{host: "127.0.0.1", port: DefaultPort, healthInterval: secondsValue(router.DefaultHealthInterval),
-		healthTimeout: secondsValue(router.DefaultHealthTimeout), maxRetries: router.DefaultMaxRetries, seed: 1,
+		healthTimeout: secondsValue(router.DefaultHealthTimeout), maxRetries: router.DefaultMaxRetries, seed: 1, abortUnhealthy: true,
 		shutdownGrace: secondsValue(30 * time.Second), logLevel: "info", logFormat: "text"}
 	cmd := &cobra.Command{
 		Use:   "router",
@@ -78,7 +79,8 @@ The model name and context length are read from the first decode worker's /serve
 	fs.Var(&f.healthInterval, "health-interval", "how often each worker's /health is polled")
 	fs.Var(&f.healthTimeout, "health-timeout", "bound of one health check")
 	fs.IntVar(&f.maxRetries, "max-retries", f.maxRetries, "other pairs a request may try while nothing has been sent to the client")
-	fs.Uint64Var(&f.seed, "seed", f.seed, "seed of the bootstrap rooms and tie breaks")
+	fs.BoolVar(&f.abortUnhealthy, "abort-on-unhealthy", f.abortUnhealthy, "fail a worker's in-flight requests as soon as it is marked unhealthy")
+	fs.Uint64Var(&f.seed, "seed", f.seed, "seed of the pairing tie breaks and bootstrap rooms (rooms also mix in the start time)")
 	fs.StringVar(&f.modelName, "model-name", "", "model id served on /v1/models (default: the decode worker's)")
 	fs.IntVar(&f.contextLength, "context-length", 0, "prompt + max_tokens above it is refused with 400 (default: the decode worker's)")
 	fs.Var(&f.requestTimeout, "request-timeout", "whole-request bound set on requests that carry none (0: none)")
@@ -142,7 +144,8 @@ func (f *routerFlags) workers() ([]router.Worker, []router.Worker, []router.Opti
 		ds = append(ds, router.Worker{URL: u})
 	}
 	opts := []router.Option{router.WithHealthInterval(time.Duration(f.healthInterval)),
-		router.WithHealthTimeout(time.Duration(f.healthTimeout)), router.WithMaxRetries(f.maxRetries), router.WithSeed(f.seed)}
+		router.WithHealthTimeout(time.Duration(f.healthTimeout)), router.WithMaxRetries(f.maxRetries), router.WithSeed(f.seed),
+		router.WithAbortOnUnhealthy(f.abortUnhealthy)}
 	for _, l := range f.kvLinks {
 		pd, addr, ok := strings.Cut(l, "=")
 		pi, di, ok2 := strings.Cut(pd, ":")

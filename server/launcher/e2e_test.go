@@ -102,12 +102,18 @@ func complete(ctx context.Context, url, prompt string, maxTokens int) (outcome, 
 	return o, sc.Err()
 }
 
-// TestRealTopologyDecodeKilled runs router + prefill + decode from the real pdserver:
-// requests complete; killing decode mid-stream ends its request with an explicit error
-// within the bound; later requests are refused (503) rather than hung; after a restart of
-// decode, traffic recovers.
-func TestRealTopologyDecodeKilled(t *testing.T) {
+// TestRealTopologyWorkerKilled runs router + prefill + decode from the real pdserver:
+// requests complete; killing a worker resolves the request in flight (an explicit error
+// when decode dies under it), later requests are refused (503) rather than hung, the
+// router reports itself unhealthy, and traffic recovers after the worker is restarted.
+func TestRealTopologyWorkerKilled(t *testing.T) {
 	exe := realServer(t)
+	for _, victim := range []string{"decode-0", "prefill-0"} {
+		t.Run(victim, func(t *testing.T) { killAndRecover(t, exe, victim) })
+	}
+}
+
+func killAndRecover(t *testing.T, exe, victim string) {
 	topo, err := Start(context.Background(), Config{Command: []string{exe}, Prefill: 1, Decode: 1, LogDir: t.TempDir(),
 		CommonArgs:    []string{"--backend", "tinyref", "--seed", "1", "--log-level", "warn"},
 		RouterArgs:    []string{"--health-interval", "0.1", "--log-level", "warn"},
@@ -139,7 +145,7 @@ func TestRealTopologyDecodeKilled(t *testing.T) {
 		}
 	}
 
-	// A long stream, then decode dies under it.
+	// A long stream, then the victim dies under it.
 	long := make(chan outcome, 1)
 	go func() {
 		o, err := complete(ctx, topo.RouterURL, "a long one", 4000)
@@ -150,27 +156,35 @@ func TestRealTopologyDecodeKilled(t *testing.T) {
 	}()
 	time.Sleep(300 * time.Millisecond)
 	killedAt := time.Now()
-	if err := topo.Kill("decode-0"); err != nil {
+	if err := topo.Kill(victim); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case o := <-long:
-		if o.done {
-			t.Fatalf("stream through a killed decode ended as a success: %+v", o)
-		}
-		if o.status == 200 && o.errMsg == "" {
+		if o.status == 200 && !o.done && o.errMsg == "" {
 			t.Fatalf("stream cut without an explicit error: %+v", o)
 		}
-		t.Logf("killed stream: status %d after %s: %.120s", o.status, time.Since(killedAt), o.errMsg)
+		if victim == "decode-0" && o.done {
+			t.Fatalf("stream through a killed decode ended as a success: %+v", o)
+		}
+		t.Logf("in-flight stream: status %d done %v after %s: %.120s", o.status, o.done, time.Since(killedAt), o.errMsg)
 	case <-ctx.Done():
-		t.Fatal("request through a killed decode never resolved")
+		t.Fatal("request in flight when the worker died never resolved")
 	}
 	o, err := complete(ctx, topo.RouterURL, "anyone there", 4)
 	if err != nil || o.status != http.StatusServiceUnavailable {
-		t.Fatalf("with decode down: %+v, %v", o, err)
+		t.Fatalf("with %s down: %+v, %v", victim, o, err)
+	}
+	resp, err := client.Get(topo.RouterURL + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("router /health %d with %s down", resp.StatusCode, victim)
 	}
 
-	if err := topo.Restart(ctx, "decode-0"); err != nil {
+	if err := topo.Restart(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; ; i++ {

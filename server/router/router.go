@@ -85,6 +85,17 @@ func WithLogger(l *slog.Logger) Option { return func(r *Router) { r.log = l } }
 // WithDeadlineGrace sets how long past a request's deadline the router waits for the legs.
 func WithDeadlineGrace(d time.Duration) Option { return func(r *Router) { r.deadlineGrace = d } }
 
+// WithAbortOnUnhealthy (default true) fails the in-flight requests of a worker as soon as
+// it is marked unhealthy (it stopped answering /health, or refused a connection), so a
+// frozen or partitioned worker turns into explicit errors (retried on another pair when
+// nothing was sent yet) rather than requests that hang until their deadline.
+func WithAbortOnUnhealthy(on bool) Option { return func(r *Router) { r.abortOnUnhealthy = on } }
+
+// WithRoomSalt fixes the value mixed into bootstrap rooms (default: the time New ran, so
+// a restarted router never reuses the rooms of its previous run, which workers may still
+// remember as failed). Pairing tie-breaks depend on the seed only.
+func WithRoomSalt(salt uint64) Option { return func(r *Router) { r.roomSalt = salt } }
+
 // WithKVLink makes decode worker decodeURL reach prefill worker prefillURL's bootstrap
 // server at addr instead (a fault proxy on that KV link).
 func WithKVLink(prefillURL, decodeURL, addr string) Option {
@@ -96,6 +107,8 @@ func WithKVLink(prefillURL, decodeURL, addr string) Option {
 type Router struct {
 	healthInterval, healthTimeout, deadlineGrace time.Duration
 	failThreshold, maxRetries                    int
+	abortOnUnhealthy                             bool
+	roomSalt                                     uint64
 	client                                       *http.Client
 	log                                          *slog.Logger
 	kvLinks                                      map[[2]string]string
@@ -125,6 +138,30 @@ type worker struct {
 	boot    string
 	fails   int
 	lastErr string
+	down    chan struct{} // closed when the worker goes unhealthy; replaced when it recovers
+}
+
+// downCh is closed when the worker next goes unhealthy.
+func (w *worker) downCh() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.down
+}
+
+// setHealthy records a health transition; false when nothing changed.
+func (w *worker) setHealthy(ok bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.healthy.Load() == ok {
+		return false
+	}
+	w.healthy.Store(ok)
+	if ok {
+		w.down = make(chan struct{})
+	} else {
+		close(w.down)
+	}
+	return true
 }
 
 func (w *worker) bootstrap() string {
@@ -152,6 +189,7 @@ func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
 		healthInterval: DefaultHealthInterval, healthTimeout: DefaultHealthTimeout,
 		deadlineGrace: DefaultDeadlineGrace, failThreshold: DefaultFailThreshold,
 		maxRetries: DefaultMaxRetries, log: slog.Default(), kvLinks: map[[2]string]string{},
+		abortOnUnhealthy: true, roomSalt: uint64(time.Now().UnixNano()),
 		reqs: map[uint64]*reqState{}, done: make(chan struct{}),
 		rng: rand.New(rand.NewPCG(1, 2)),
 	}
@@ -182,8 +220,10 @@ func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
 				return nil, fmt.Errorf("router: worker %s listed twice", u)
 			}
 			seen[u] = true
+			down := make(chan struct{})
+			close(down) // unhealthy until the first check passes
 			out = append(out, &worker{url: u, role: role, name: fmt.Sprintf("%s-%d", role, i),
-				boot: w.BootstrapAddr, explicitBoot: w.BootstrapAddr != ""})
+				boot: w.BootstrapAddr, explicitBoot: w.BootstrapAddr != "", down: down})
 		}
 		return out, nil
 	}
@@ -285,11 +325,13 @@ func (r *Router) check(ctx context.Context, w *worker) {
 	w.mu.Unlock()
 	switch {
 	case err == nil && !wasHealthy:
-		w.healthy.Store(true)
-		r.log.Info("router: worker healthy", "worker", w.name, "url", w.url, "bootstrap_addr", w.bootstrap())
+		if w.setHealthy(true) {
+			r.log.Info("router: worker healthy", "worker", w.name, "url", w.url, "bootstrap_addr", w.bootstrap())
+		}
 	case err != nil && wasHealthy && fails >= r.failThreshold:
-		w.healthy.Store(false)
-		r.log.Warn("router: worker unhealthy", "worker", w.name, "url", w.url, "err", err)
+		if w.setHealthy(false) {
+			r.log.Warn("router: worker unhealthy", "worker", w.name, "url", w.url, "err", err)
+		}
 	}
 }
 
@@ -322,7 +364,7 @@ func (r *Router) markDown(w *worker, err error) {
 	w.fails = max(w.fails, r.failThreshold)
 	w.lastErr = err.Error()
 	w.mu.Unlock()
-	if w.healthy.Swap(false) {
+	if w.setHealthy(false) {
 		r.log.Warn("router: worker unhealthy after a request failed", "worker", w.name, "url", w.url, "err", err)
 	}
 }
@@ -388,7 +430,7 @@ func (r *Router) room() uint64 {
 	r.rngMu.Lock()
 	defer r.rngMu.Unlock()
 	for {
-		if v := r.rng.Uint64() >> 1; v != 0 {
+		if v := (r.rng.Uint64() ^ r.roomSalt) >> 1; v != 0 {
 			return v
 		}
 	}
@@ -587,6 +629,10 @@ func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p,
 		}
 	}()
 
+	var pDown, dDown <-chan struct{}
+	if r.abortOnUnhealthy {
+		pDown, dDown = p.downCh(), d.downCh()
+	}
 	sent := false
 	fail := func(w *worker, l leg) result {
 		if l.transport && ctx.Err() == nil {
@@ -599,12 +645,17 @@ func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p,
 		select {
 		case <-ctx.Done():
 			return result{err: fmt.Errorf("router: %w", context.Cause(ctx)), sent: sent}
+		case <-pDown:
+			return fail(p, leg{err: fmt.Errorf("router: prefill %s became unhealthy: %w", p.name, gen.ErrUnavailable), transport: true})
+		case <-dDown:
+			return fail(d, leg{err: fmt.Errorf("router: decode %s became unhealthy: %w", d.name, gen.ErrUnavailable), transport: true})
 		case l := <-prefillDone:
 			prefillDone = nil
 			if l.err != nil {
 				cancel() // the decode leg cannot complete without its KV
 				return fail(p, l)
 			}
+			pDown = nil // prefill's part is done; its health no longer matters here
 		case c := <-chunks:
 			if c.end != nil {
 				if c.end.err == nil {

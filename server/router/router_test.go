@@ -484,3 +484,35 @@ func TestNewRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestAbortOnUnhealthy(t *testing.T) {
+	p := newFake(t, "127.0.0.1:1", prefillOK)
+	d := newFake(t, "", func(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest) {
+		sse(w, gen.WorkerChunk{TokenIDs: []int{1}})
+		<-r.Context().Done() // a frozen decode: the stream just stops
+	})
+	r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d})
+	ch, err := r.Generate(context.Background(), req("frozen"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ch
+	d.healthy.Store(false)
+	_, final := collect(t, ch)
+	if !errors.Is(final.Err, gen.ErrUnavailable) || !strings.Contains(final.Err.Error(), "became unhealthy") {
+		t.Fatalf("final %v", final.Err)
+	}
+	waitFor(t, "decode leg cancelled", func() bool { return d.canceled.Load() == 1 })
+}
+
+func TestRoomsDifferAcrossRuns(t *testing.T) {
+	w := []Worker{{URL: "http://127.0.0.1:1", BootstrapAddr: "127.0.0.1:2"}}
+	d := []Worker{{URL: "http://127.0.0.1:3"}}
+	a, _ := New(w, d, WithSeed(1), WithRoomSalt(1))
+	b, _ := New(w, d, WithSeed(1), WithRoomSalt(1))
+	c, _ := New(w, d, WithSeed(1), WithRoomSalt(2))
+	ra, rb, rc := a.room(), b.room(), c.room()
+	if ra != rb || ra == rc || ra>>63 != 0 || rc>>63 != 0 {
+		t.Fatalf("rooms %d %d %d", ra, rb, rc)
+	}
+}
