@@ -1,0 +1,28 @@
+// Package launcher starts a local PD topology — P prefill workers, D decode workers and
+// a router — as supervised child processes on loopback, for `pdserver up`, the harness's
+// embedded target and end-to-end tests.
+//
+//	topo, err := launcher.Start(ctx, launcher.Config{
+//		Command: []string{exe}, Prefill: 1, Decode: 1,
+//		CommonArgs: []string{"--backend", "tinyref", "--seed", "1"},
+//		Links: proxies.Hook, // optional: a fault proxy on "router->prefill-0", "prefill-0->decode-0", ...
+//	})
+//	defer topo.Stop(ctx)
+//	http.Post(topo.RouterURL+"/v1/completions", ...)
+//	topo.Kill("decode-0"); topo.Restart(ctx, "decode-0") // same ports
+//
+// Start runs:
+//
+//	for each worker: pick free ports, exec "<Command> prefill|decode <args> --host H --port P
+//	    [--disaggregation-bootstrap-port B]" with its own process group and Pdeathsig=SIGKILL
+//	wait for every worker's /health (fail fast, with the log's tail, if one exits)
+//	exec "<Command> router --prefill URL --prefill-bootstrap ADDR ... --decode URL [--kv-link P:D=ADDR]"
+//	wait for the router's /health
+//
+// Each child is reaped by its own goroutine: an unexpected exit is logged, shown by
+// Processes (Running false, Exit) and reported to Config.OnExit; its log (LogDir/<name>.log,
+// appended across restarts) is kept. Children are forked from one locked OS thread that
+// lives as long as the topology, so Pdeathsig kills them if the launcher's process dies,
+// even by SIGKILL. Stop sends SIGTERM to the router, then to the workers, and SIGKILL to
+// any process group still alive after StopTimeout.
+package launcher
