@@ -124,7 +124,7 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer, opts 
 		return ExitPass
 	}
 	if cmd != nil && isUnder(cmd, "pdserver") {
-		fmt.Fprintln(stderr, "pdserver:", err)
+		fmt.Fprintln(stderr, err)
 		return servercli.ExitCode(err)
 	}
 	code := exitCode(err)
