@@ -147,18 +147,39 @@ func (f *routerFlags) workers() ([]router.Worker, []router.Worker, []router.Opti
 		router.WithHealthTimeout(time.Duration(f.healthTimeout)), router.WithMaxRetries(f.maxRetries), router.WithSeed(f.seed),
 		router.WithAbortOnUnhealthy(f.abortUnhealthy)}
 	for _, l := range f.kvLinks {
-		pd, addr, ok := strings.Cut(l, "=")
-		pi, di, ok2 := strings.Cut(pd, ":")
-		p, err1 := strconv.Atoi(pi)
-		d, err2 := strconv.Atoi(di)
-		_, _, err3 := net.SplitHostPort(addr)
-		if !ok || !ok2 || err1 != nil || err2 != nil || err3 != nil || p < 0 || p >= len(ps) || d < 0 || d >= len(ds) {
-			bad("kv-link", "%q is not P:D=host:port with P < %d and D < %d", l, len(ps), len(ds))
+		p, d, addr, err := parseKVLink(l)
+		if err == nil && (p >= len(ps) || d >= len(ds)) {
+			err = fmt.Errorf("there are %d prefill and %d decode workers", len(ps), len(ds))
+		}
+		if err != nil {
+			bad("kv-link", "%q: %v", l, err)
 			continue
 		}
 		opts = append(opts, router.WithKVLink(strings.TrimRight(ps[p].URL, "/"), strings.TrimRight(ds[d].URL, "/"), addr))
 	}
 	return ps, ds, opts, errors.Join(errs...)
+}
+
+// parseKVLink parses "P:D=host:port" (P and D are worker indexes from 0).
+func parseKVLink(s string) (p, d int, addr string, err error) {
+	pd, addr, ok := strings.Cut(s, "=")
+	pi, di, ok2 := strings.Cut(pd, ":")
+	if !ok || !ok2 {
+		return 0, 0, "", errors.New("want P:D=host:port")
+	}
+	p, err1 := strconv.Atoi(pi)
+	d, err2 := strconv.Atoi(di)
+	if err1 != nil || err2 != nil || p < 0 || d < 0 || p > 1<<16 || d > 1<<16 {
+		return 0, 0, "", errors.New("P and D must be worker indexes (0, 1, ...)")
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 || host == "" {
+		return 0, 0, "", fmt.Errorf("%q is not host:port", addr)
+	}
+	return p, d, addr, nil
 }
 
 // runRouter builds the router and serves it until ctx ends. ready, when not nil,
