@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -569,4 +570,32 @@ func ExampleSender() {
 	res := <-tr.Done()
 	fmt.Println(res.FirstToken, res.Err, string(dst.LayerBytes(6, 1)[:5]))
 	// Output: 17 <nil> hello
+}
+
+// TestSenderNoticesSilentDecode: a decode that registers a room and then goes silent (no
+// heartbeats, as when it is frozen) is dropped after the idle timeout and its room aborted.
+func TestSenderNoticesSilentDecode(t *testing.T) {
+	aborted := make(chan string, 1)
+	s := NewSender(newStore(t, tLayers), fastOpts(WithHeartbeat(20*time.Millisecond, 200*time.Millisecond),
+		WithOnAbort(func(_ uint64, reason string) { aborted <- reason }))...)
+	if err := s.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write(appendMessage(nil, MsgHello, 0, AppendShape(nil, Shape{tPageSize, tLayers, tBytes})))
+	c.Write(appendMessage(nil, MsgRegister, 12, AppendRegister(nil, Register{NumTokens: 3, Pages: []int32{1}})))
+	go drain(c)
+	select {
+	case reason := <-aborted:
+		if !strings.Contains(reason, "heartbeats lost") {
+			t.Fatalf("reason %q", reason)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("silent decode never noticed")
+	}
 }
