@@ -520,7 +520,7 @@ func (r *Router) serve(ctx context.Context, req *gen.Request, st *reqState, out 
 		p, d, err := r.pick(exclude)
 		if err != nil {
 			if last != nil {
-				err = fmt.Errorf("%w (after: %w)", err, last)
+				err = last // no other pair to try: the failure itself says most
 			}
 			return gen.Event{Done: true, Err: err}
 		}

@@ -321,6 +321,17 @@ func TestRetryOnlyBeforeOutput(t *testing.T) {
 			t.Fatalf("decode legs %d, want 1", n)
 		}
 	})
+	t.Run("refusal kept when no other pair exists", func(t *testing.T) {
+		p := newFake(t, "127.0.0.1:1", prefillOK)
+		d := newFake(t, "", refuse(503, "overloaded"))
+		r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d})
+		ch, _ := r.Generate(context.Background(), req("o"))
+		_, final := collect(t, ch)
+		var oe *gen.OverloadError
+		if !errors.As(final.Err, &oe) || oe.RetryAfter != 2*time.Second {
+			t.Fatalf("final %v", final.Err)
+		}
+	})
 	t.Run("not retryable", func(t *testing.T) {
 		p := newFake(t, "127.0.0.1:1", prefillOK)
 		d0, d1 := newFake(t, "", refuse(400, "invalid_request")), newFake(t, "", refuse(400, "invalid_request"))
