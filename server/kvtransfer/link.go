@@ -111,19 +111,8 @@ func (l *link) write(msg []byte) error {
 	return l.bw.Flush()
 }
 
-// flush writes out buffered page frames.
-func (l *link) flush() error {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	if err := l.err(); err != nil {
-		return err
-	}
-	_ = l.c.SetWriteDeadline(time.Now().Add(l.cfg.frameTimeout))
-	return l.bw.Flush()
-}
-
 // writeFrame buffers a page frame: the header, then payload (the buffer is written out
-// when full, by the next control message, or by flush). With corrupt, a copy of the
+// when full or by the next control message). With corrupt, a copy of the
 // payload with one byte flipped is sent under the original CRC.
 func (l *link) writeFrame(h *Header, payload []byte, corrupt bool) error {
 	l.wmu.Lock()
