@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"pdsoak/server/failpoint"
 )
 
 var builtDir string
@@ -249,6 +251,44 @@ func TestUpCommand(t *testing.T) {
 	for _, pid := range pids {
 		if alive(pid) {
 			t.Fatalf("child %d outlived up", pid)
+		}
+	}
+}
+
+// TestRealTopologyCorruptedPage flips a byte of one KV frame in flight (the prefill
+// worker's kvtransfer/send-frame failpoint): exactly that request fails with an explicit
+// kv_transfer_failed error; the others, before and after, return the same greedy text.
+func TestRealTopologyCorruptedPage(t *testing.T) {
+	exe := realServer(t)
+	topo, err := Start(context.Background(), Config{Command: []string{exe}, Prefill: 1, Decode: 1, LogDir: t.TempDir(),
+		CommonArgs: []string{"--backend", "tinyref", "--seed", "1", "--log-level", "warn",
+			"--enable-fault-injection", "--fault-injection-token", "t0ken"},
+		RouterArgs:    []string{"--log-level", "warn"},
+		HealthTimeout: 60 * time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer topo.Stop(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	want, err := complete(ctx, topo.RouterURL, "checksum me", 8)
+	if err != nil || !want.done {
+		t.Fatalf("%+v %v", want, err)
+	}
+	pre, _ := topo.Process("prefill-0")
+	fp := failpoint.NewClient(pre.URL, "t0ken")
+	if _, err := fp.Enable(ctx, failpoint.KVTransferSendFrame, "1*return(corrupt)"); err != nil {
+		t.Fatal(err)
+	}
+	bad, err := complete(ctx, topo.RouterURL, "checksum me", 8)
+	if err != nil || bad.done || !strings.Contains(bad.errMsg, "checksum") {
+		t.Fatalf("corrupted request: %+v %v", bad, err)
+	}
+	t.Logf("corrupted request: status %d: %.160s", bad.status, bad.errMsg)
+	for i := 0; i < 3; i++ {
+		o, err := complete(ctx, topo.RouterURL, "checksum me", 8)
+		if err != nil || !o.done || o.text != want.text {
+			t.Fatalf("request after the corrupted one: %+v %v", o, err)
 		}
 	}
 }
