@@ -209,7 +209,7 @@ func killAndRecover(t *testing.T, exe, victim string) {
 func TestUpCommand(t *testing.T) {
 	exe := realServer(t)
 	cmd := exec.Command(exe, "up", "--prefill", "1", "--decode", "1", "--port", "0", "--log-dir", t.TempDir(),
-		"--backend", "tinyref", "--log-level", "warn")
+		"--backend", "tinyref", "--log-level", "warn", "--semantics", "sglang", "--", "--max-running-requests", "7")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -222,12 +222,14 @@ func TestUpCommand(t *testing.T) {
 	sc := bufio.NewScanner(out)
 	var url string
 	var pids []int
+	urls := map[string]string{}
 	for sc.Scan() {
 		line := sc.Text()
-		var name string
+		var name, purl string
 		var pid int
-		if n, _ := fmt.Sscanf(line, "%s pid %d", &name, &pid); n == 2 {
+		if n, _ := fmt.Sscanf(line, "%s pid %d %s", &name, &pid, &purl); n == 3 {
 			pids = append(pids, pid)
+			urls[name] = purl
 		}
 		if u, ok := strings.CutPrefix(line, "router: "); ok {
 			url = u
@@ -243,6 +245,20 @@ func TestUpCommand(t *testing.T) {
 	o, err := complete(ctx, url, "hi", 4)
 	if err != nil || o.status != 200 || !o.done {
 		t.Fatalf("through up: %+v %v", o, err)
+	}
+	// Worker flags given by name and arguments after -- reach the workers.
+	resp, err := client.Get(urls["decode-0"] + "/server_info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		Semantics  string `json:"semantics"`
+		MaxRunning int    `json:"max_running_requests"`
+	}
+	json.NewDecoder(resp.Body).Decode(&info)
+	resp.Body.Close()
+	if info.Semantics != "sglang" || info.MaxRunning != 7 {
+		t.Fatalf("decode server_info %+v", info)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
