@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,5 +123,58 @@ func TestEmbeddedStartFailureIsInfrastructure(t *testing.T) {
 	err := Run(context.Background(), parseScenario(t, embeddedYAML), Options{OutDir: dir, PDServerCommand: []string{"/nonexistent/pdserver"}})
 	if !errors.Is(err, ErrInfrastructure) {
 		t.Fatalf("err = %v, want an infrastructure error", err)
+	}
+}
+
+// target.launch: the harness starts and supervises external processes (as it would
+// SGLang on a GPU runner), and process faults apply to them by name.
+func TestLaunchedTargetWithProcessFaults(t *testing.T) {
+	bin := fakepd(t)
+	port := freePort(t)
+	yaml := fmt.Sprintf(`
+name: launched
+duration: 2s
+target:
+  url: http://127.0.0.1:%[1]d
+  metrics_url: http://127.0.0.1:%[1]d/metrics
+  launch:
+    - name: server
+      role: colocated
+      command: [%[2]q, colocated, --port, "%[1]d"]
+      health_url: http://127.0.0.1:%[1]d/health
+      start_timeout: 20s
+workloads:
+  - {name: ol, type: open_loop, pacer: {type: constant, rate: 20}}
+faults:
+  - {name: bounce, type: process_restart, target: server, at: 500ms}
+  - {name: freeze, type: process_pause, target: server, at: 1200ms, for: 300ms}
+deadlines: {connect: 2s, first_token: 3s, stall: 2s, total: 5s}
+drain: {timeout: 8s, leak_timeout: 3s}
+self_check: {max_lag: 5s}
+assertions: [no_silent_drops]
+`, port, bin)
+	sc := parseScenario(t, yaml)
+	dir := t.TempDir()
+	if err := Run(context.Background(), sc, Options{OutDir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	evs := readLedger(t, dir)
+	outcomes := checkOneTerminal(t, evs)
+	if outcomes[reports.OutcomeOK] == 0 {
+		t.Fatalf("outcomes %v", outcomes)
+	}
+	verified := 0
+	for _, ev := range eventsOf(evs, reports.EventFaultVerified) {
+		if ev.Passed == nil || !*ev.Passed {
+			t.Fatalf("fault not verified: %+v", ev)
+		}
+		verified++
+	}
+	if verified != 2 {
+		t.Fatalf("%d faults verified, want 2", verified)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "logs", "server.log"))
+	if err != nil || strings.Count(string(b), "listening") != 2 {
+		t.Fatalf("server.log should show two starts: %v %q", err, b)
 	}
 }

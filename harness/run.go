@@ -135,13 +135,19 @@ func (r *runner) run(ctx context.Context) error {
 	// The target.
 	var tgt Target
 	var err error
-	if sc.Embedded() {
+	switch {
+	case len(sc.Target.Launch) > 0:
+		tgt, err = startLaunched(ctx, sc, r.opts, r.log, r.hc)
+		if err != nil {
+			return err
+		}
+	case sc.Embedded():
 		tgt, err = startEmbedded(ctx, sc, r.opts, r.log)
 		if err != nil {
 			return fmt.Errorf("harness: start the reference server: %v: %w", err, ErrInfrastructure)
 		}
 		r.led.emit(reports.Event{Type: reports.EventLog, URL: tgt.URL(), Message: "reference server up at " + tgt.URL()})
-	} else {
+	default:
 		tgt, err = openExternal(ctx, sc, r.hc)
 		if err != nil {
 			return err
