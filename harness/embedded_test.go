@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"pdsoak/reports"
 	"pdsoak/scenarios"
@@ -176,5 +178,38 @@ assertions: [no_silent_drops]
 	b, err := os.ReadFile(filepath.Join(dir, "logs", "server.log"))
 	if err != nil || strings.Count(string(b), "listening") != 2 {
 		t.Fatalf("server.log should show two starts: %v %q", err, b)
+	}
+}
+
+// Ctrl-C with the embedded topology: Run returns promptly, the ledger is complete and
+// every process is stopped.
+func TestEmbeddedCancel(t *testing.T) {
+	bin := fakepd(t)
+	sc := parseScenario(t, strings.Replace(embeddedYAML, "duration: 1s", "duration: 5m", 1))
+	sc.Workloads[0].Turns = 0 // until the window ends
+	sc.Workloads[0].ThinkTime = scenarios.Duration(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+	defer cancel()
+	dir := t.TempDir()
+	start := time.Now()
+	if err := Run(ctx, sc, Options{OutDir: dir, PDServerCommand: []string{bin}}); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 20*time.Second {
+		t.Fatalf("Run took %v after Ctrl-C", el)
+	}
+	evs := readLedger(t, dir)
+	checkOneTerminal(t, evs)
+	if end := eventsOf(evs, reports.EventRunEnd); len(end) != 1 {
+		t.Fatal("no run_end")
+	}
+	// The topology is gone: its router no longer answers.
+	for _, ev := range eventsOf(evs, reports.EventLog) {
+		if ev.URL != "" {
+			if resp, err := http.Get(ev.URL + "/health"); err == nil {
+				resp.Body.Close()
+				t.Fatalf("router %s still answers after the run", ev.URL)
+			}
+		}
 	}
 }

@@ -313,3 +313,39 @@ func TestNewPacerErrors(t *testing.T) {
 		}
 	}
 }
+
+// max_in_flight caps an open-loop workload's concurrency (vegeta's MaxWorkers); the
+// hits it holds back are sent late, and their latency still counts from the schedule.
+func TestOpenLoopMaxInFlight(t *testing.T) {
+	sc := scenario(1, scenarios.Workload{Name: "ol", Type: "open_loop", MaxInFlight: 2, Count: 8,
+		Duration: scenarios.Duration(2 * time.Second), Pacer: &scenarios.Pacer{Type: "constant", Rate: 100}})
+	var mu sync.Mutex
+	cur, peak := 0, 0
+	f := &fakeSender{block: func(r *Req) <-chan struct{} {
+		mu.Lock()
+		cur++
+		peak = max(peak, cur)
+		mu.Unlock()
+		ch := make(chan struct{})
+		go func() {
+			time.Sleep(30 * time.Millisecond)
+			mu.Lock()
+			cur--
+			mu.Unlock()
+			close(ch)
+		}()
+		return ch
+	}}
+	w, _ := New(sc, 0)
+	w.Run(context.Background(), time.Now(), f)
+	reqs := f.sorted()
+	if len(reqs) != 8 || peak > 2 {
+		t.Fatalf("%d requests, peak concurrency %d (cap 2)", len(reqs), peak)
+	}
+	// Hit 7 was due at 80ms; with two at a time and 30ms each it went out much later,
+	// but its scheduled time is still the ideal one.
+	last := reqs[7]
+	if got := last.Scheduled.Sub(reqs[0].Scheduled); got > 100*time.Millisecond {
+		t.Fatalf("hit 7 scheduled %v after hit 0; want its ideal offset (70ms)", got)
+	}
+}
