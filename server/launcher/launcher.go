@@ -90,10 +90,13 @@ type Process struct {
 // proc is the live state of one child.
 type proc struct {
 	Process
-	port     int
-	cmd      *exec.Cmd
-	exited   chan struct{} // closed when the current run has been reaped
-	stopping bool          // the launcher asked it to end
+	port      int
+	assign    func() error // picks ports and sets port, URL, Args (and BootstrapAddr)
+	fixedPort bool         // the port was given: never moved
+	logOffset int64        // size of the log when the current run started
+	cmd       *exec.Cmd
+	exited    chan struct{} // closed when the current run has been reaped
+	stopping  bool          // the launcher asked it to end
 }
 
 // Topology is a running router with its prefill and decode workers.
@@ -182,60 +185,62 @@ func (t *Topology) spawner() {
 	}
 }
 
+// portRetries is how many times a worker or the router is started again on new ports
+// when another process took its free port between the pick and the bind.
+const portRetries = 3
+
 func (t *Topology) start(ctx context.Context) error {
 	cfg := t.cfg
 	var workers []*proc
 	for i := 0; i < cfg.Prefill; i++ {
-		port, err := freePort(cfg.Host)
-		if err != nil {
-			return err
+		p := t.newProc(fmt.Sprintf("prefill-%d", i), RolePrefill)
+		p.assign = func() error {
+			port, err := freePort(cfg.Host)
+			if err != nil {
+				return err
+			}
+			boot, err := freePort(cfg.Host)
+			if err != nil {
+				return err
+			}
+			args := append([]string{RolePrefill}, cfg.CommonArgs...)
+			args = append(args, cfg.PrefillArgs...)
+			args = append(args, "--host", cfg.Host, "--port", strconv.Itoa(port), "--disaggregation-bootstrap-port", strconv.Itoa(boot))
+			t.setAddr(p, port, args)
+			t.mu.Lock()
+			p.BootstrapAddr = hostPort(cfg.Host, boot)
+			t.mu.Unlock()
+			return nil
 		}
-		boot, err := freePort(cfg.Host)
-		if err != nil {
-			return err
-		}
-		args := append([]string{RolePrefill}, cfg.CommonArgs...)
-		args = append(args, cfg.PrefillArgs...)
-		args = append(args, "--host", cfg.Host, "--port", strconv.Itoa(port), "--disaggregation-bootstrap-port", strconv.Itoa(boot))
-		p := t.newProc(fmt.Sprintf("prefill-%d", i), RolePrefill, port, args)
-		p.BootstrapAddr = net.JoinHostPort(cfg.Host, strconv.Itoa(boot))
 		workers = append(workers, p)
 	}
 	for j := 0; j < cfg.Decode; j++ {
-		port, err := freePort(cfg.Host)
-		if err != nil {
-			return err
+		p := t.newProc(fmt.Sprintf("decode-%d", j), RoleDecode)
+		p.assign = func() error {
+			port, err := freePort(cfg.Host)
+			if err != nil {
+				return err
+			}
+			args := append([]string{RoleDecode}, cfg.CommonArgs...)
+			args = append(args, cfg.DecodeArgs...)
+			args = append(args, "--host", cfg.Host, "--port", strconv.Itoa(port))
+			t.setAddr(p, port, args)
+			return nil
 		}
-		args := append([]string{RoleDecode}, cfg.CommonArgs...)
-		args = append(args, cfg.DecodeArgs...)
-		args = append(args, "--host", cfg.Host, "--port", strconv.Itoa(port))
-		workers = append(workers, t.newProc(fmt.Sprintf("decode-%d", j), RoleDecode, port, args))
+		workers = append(workers, p)
 	}
-	for _, p := range workers {
-		if err := t.run(p); err != nil {
-			return err
-		}
-	}
-	if err := t.waitHealthy(ctx, workers...); err != nil {
+	if err := t.launch(ctx, workers); err != nil {
 		return err
 	}
 
-	rport := cfg.Port
-	if rport == 0 {
-		var err error
-		if rport, err = freePort(cfg.Host); err != nil {
-			return err
-		}
-	}
-	args := append([]string{RoleRouter}, cfg.RouterArgs...)
-	args = append(args, "--host", cfg.Host, "--port", strconv.Itoa(rport))
+	var links []string
 	for i := 0; i < cfg.Prefill; i++ {
 		p := workers[i]
 		addr, err := cfg.Links(fmt.Sprintf("router->%s", p.Name), hostPort(cfg.Host, p.port))
 		if err != nil {
 			return fmt.Errorf("launcher: link router->%s: %w", p.Name, err)
 		}
-		args = append(args, "--prefill", "http://"+addr, "--prefill-bootstrap", p.BootstrapAddr)
+		links = append(links, "--prefill", "http://"+addr, "--prefill-bootstrap", p.BootstrapAddr)
 		for j := 0; j < cfg.Decode; j++ {
 			link := fmt.Sprintf("%s->decode-%d", p.Name, j)
 			kv, err := cfg.Links(link, p.BootstrapAddr)
@@ -243,7 +248,7 @@ func (t *Topology) start(ctx context.Context) error {
 				return fmt.Errorf("launcher: link %s: %w", link, err)
 			}
 			if kv != p.BootstrapAddr {
-				args = append(args, "--kv-link", fmt.Sprintf("%d:%d=%s", i, j, kv))
+				links = append(links, "--kv-link", fmt.Sprintf("%d:%d=%s", i, j, kv))
 			}
 		}
 	}
@@ -253,13 +258,24 @@ func (t *Topology) start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("launcher: link router->%s: %w", d.Name, err)
 		}
-		args = append(args, "--decode", "http://"+addr)
+		links = append(links, "--decode", "http://"+addr)
 	}
-	r := t.newProc("router", RoleRouter, rport, args)
-	if err := t.run(r); err != nil {
-		return err
+	r := t.newProc("router", RoleRouter)
+	r.assign = func() error {
+		rport := cfg.Port
+		if rport == 0 {
+			var err error
+			if rport, err = freePort(cfg.Host); err != nil {
+				return err
+			}
+		}
+		args := append([]string{RoleRouter}, cfg.RouterArgs...)
+		args = append(args, "--host", cfg.Host, "--port", strconv.Itoa(rport))
+		t.setAddr(r, rport, append(args, links...))
+		return nil
 	}
-	if err := t.waitHealthy(ctx, r); err != nil {
+	r.fixedPort = cfg.Port != 0
+	if err := t.launch(ctx, []*proc{r}); err != nil {
 		return err
 	}
 	t.RouterURL = r.URL
@@ -267,11 +283,63 @@ func (t *Topology) start(ctx context.Context) error {
 	return nil
 }
 
+// launch assigns ports to ps, starts them and waits for their /health. A process that
+// exits because its port was taken meanwhile is started again on new ports.
+func (t *Topology) launch(ctx context.Context, ps []*proc) error {
+	for attempt := 0; ; attempt++ {
+		for _, p := range ps {
+			if err := p.assign(); err != nil {
+				return err
+			}
+			if err := t.run(p); err != nil {
+				return err
+			}
+		}
+		var retry []*proc
+		for _, p := range ps {
+			err := t.waitHealthy(ctx, p)
+			if err == nil {
+				continue
+			}
+			if attempt < portRetries && !p.fixedPort && t.portTaken(p) {
+				t.log.Warn("launcher: port taken by another process, retrying on new ports", "name", p.Name, "url", p.URL)
+				retry = append(retry, p)
+				continue
+			}
+			return err
+		}
+		if len(retry) == 0 {
+			return nil
+		}
+		ps = retry
+	}
+}
+
+// portTaken reports whether p has exited and its last run's log says a port was in use.
+func (t *Topology) portTaken(p *proc) bool {
+	t.mu.Lock()
+	running, off := p.Running, p.logOffset
+	t.mu.Unlock()
+	if running {
+		return false
+	}
+	b, err := os.ReadFile(p.LogPath)
+	if err != nil || int64(len(b)) < off {
+		return false
+	}
+	return bytes.Contains(b[off:], []byte("address already in use"))
+}
+
+func (t *Topology) setAddr(p *proc, port int, args []string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p.port, p.Args, p.URL = port, args, "http://"+hostPort(t.cfg.Host, port)
+}
+
 func hostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
 
-func (t *Topology) newProc(name, role string, port int, args []string) *proc {
-	p := &proc{Process: Process{Name: name, Role: role, URL: "http://" + hostPort(t.cfg.Host, port),
-		LogPath: filepath.Join(t.cfg.LogDir, name+".log"), Args: args}, port: port}
+func (t *Topology) newProc(name, role string) *proc {
+	p := &proc{Process: Process{Name: name, Role: role, LogPath: filepath.Join(t.cfg.LogDir, name+".log")}}
 	t.mu.Lock()
 	t.procs = append(t.procs, p)
 	t.mu.Unlock()
@@ -294,6 +362,10 @@ func (t *Topology) run(p *proc) error {
 	if err != nil {
 		return fmt.Errorf("launcher: %s: %w", p.Name, err)
 	}
+	var off int64
+	if st, err := logf.Stat(); err == nil {
+		off = st.Size()
+	}
 	argv := append(append([]string(nil), t.cfg.Command[1:]...), p.Args...)
 	cmd := exec.Command(t.cfg.Command[0], argv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -314,7 +386,7 @@ func (t *Topology) run(p *proc) error {
 	}
 	exited := make(chan struct{})
 	t.mu.Lock()
-	p.cmd, p.exited, p.stopping = cmd, exited, false
+	p.cmd, p.exited, p.stopping, p.logOffset = cmd, exited, false, off
 	p.PID, p.Running, p.Exit = cmd.Process.Pid, true, ""
 	t.mu.Unlock()
 	t.log.Info("launcher: started", "name", p.Name, "pid", cmd.Process.Pid, "url", p.URL, "log", p.LogPath)

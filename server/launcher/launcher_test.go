@@ -225,6 +225,21 @@ func TestStartFailure(t *testing.T) {
 	}
 }
 
+func TestPortTakenRetried(t *testing.T) {
+	topo := start(t, Config{Prefill: 1, Decode: 1, Env: []string{"FAKEPD_CLASH_ONCE=" + filepath.Join(t.TempDir(), "clashed")}})
+	d, err := topo.Process("decode-0")
+	if err != nil || !d.Running {
+		t.Fatalf("%+v %v", d, err)
+	}
+	b, _ := os.ReadFile(d.LogPath)
+	if !strings.Contains(string(b), "address already in use") || !strings.Contains(string(b), "fakepd: serving") {
+		t.Fatalf("decode log %s", b)
+	}
+	if rargs := argsOf(t, topo.RouterURL); !slices.Contains(rargs, d.URL) {
+		t.Fatalf("router args %v lack the decode's new URL %s", rargs, d.URL)
+	}
+}
+
 func TestStopEscalatesToKill(t *testing.T) {
 	topo := start(t, Config{Prefill: 1, Decode: 1, Env: []string{"FAKEPD_IGNORE_TERM=1"}, StopTimeout: 200 * time.Millisecond})
 	if err := topo.Stop(context.Background()); err != nil {

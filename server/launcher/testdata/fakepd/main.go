@@ -1,6 +1,7 @@
 // Command fakepd stands in for pdserver in the launcher's tests: it serves /health and
 // /args on --port (and listens on --disaggregation-bootstrap-port), whatever the role.
-// FAKEPD_EXIT=<role> makes that role exit at once; FAKEPD_IGNORE_TERM=1 ignores SIGTERM.
+// FAKEPD_EXIT=<role> makes that role exit at once; FAKEPD_IGNORE_TERM=1 ignores SIGTERM;
+// FAKEPD_CLASH_ONCE=<file> makes the first decode fail as if its port were taken.
 package main
 
 import (
@@ -20,6 +21,13 @@ func main() {
 		os.Exit(2)
 	}
 	role := args[0]
+	if f := os.Getenv("FAKEPD_CLASH_ONCE"); f != "" && role == "decode" {
+		if _, err := os.Stat(f); err != nil {
+			os.WriteFile(f, nil, 0o644)
+			fmt.Fprintln(os.Stderr, "fakepd: listen tcp: bind: address already in use")
+			os.Exit(1)
+		}
+	}
 	if os.Getenv("FAKEPD_EXIT") == role {
 		fmt.Fprintln(os.Stderr, "fakepd: told to fail")
 		os.Exit(3)
