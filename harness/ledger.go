@@ -17,7 +17,6 @@ type ledger struct {
 	mu      sync.Mutex
 	f       *os.File
 	w       *bufio.Writer
-	enc     *json.Encoder
 	onEvent func(reports.Event)
 	err     error
 	closed  bool
@@ -36,7 +35,6 @@ func openLedger(path string, onEvent func(reports.Event)) (*ledger, error) {
 	}
 	l := &ledger{f: f, w: bufio.NewWriterSize(f, 256<<10), onEvent: onEvent,
 		stop: make(chan struct{}), done: make(chan struct{})}
-	l.enc = json.NewEncoder(l.w)
 	go l.flusher()
 	return l, nil
 }
@@ -64,13 +62,19 @@ func (l *ledger) emit(ev reports.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
+	// Encode outside the lock: many requests finish at once, and encoding dominates.
+	line, merr := json.Marshal(&ev)
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		return
 	}
 	if l.err == nil {
-		l.err = l.enc.Encode(&ev)
+		l.err = merr
+	}
+	if l.err == nil {
+		l.w.Write(line)
+		l.err = l.w.WriteByte('\n')
 	}
 	l.count++
 	cb := l.onEvent
