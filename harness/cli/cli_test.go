@@ -122,6 +122,7 @@ func TestExitCodes(t *testing.T) {
 		{name: "unknown flag", args: []string{"run", "smoke", "--bogus"}, code: 2, stderr: "unknown flag: --bogus"},
 		{name: "bad flag value", args: []string{"run", "smoke", "--duration", "soon"}, code: 2, stderr: "invalid argument"},
 		{name: "unknown command", args: []string{"fly"}, code: 2, stderr: "unknown command"},
+		{name: "bad --semantics", args: []string{"plan", "smoke", "--semantics", "lax"}, code: 2, stderr: `reference.semantics: must be strict or sglang, got "lax"`},
 		{name: "bad --target", args: []string{"validate", good}, code: 0},
 		{name: "plan with an override that breaks the scenario", args: []string{"plan", faulty}, code: 2},
 		{name: "run passes", args: []string{"run", good, "--out", filepath.Join(dir, "pass")},
@@ -167,7 +168,7 @@ func TestExitCodes(t *testing.T) {
 func TestRunWritesOutputs(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "o")
 	r := &fakeRunner{events: ledger([]reports.Outcome{reports.OutcomeOK, reports.OutcomeStalled})}
-	code, stdout, _ := execute(t, []string{"run", "smoke", "--out", out, "--seed", "7", "--duration", "12s"}, WithRunner(r.run))
+	code, stdout, _ := execute(t, []string{"run", "smoke", "--out", out, "--seed", "7", "--duration", "12s", "--semantics", "sglang"}, WithRunner(r.run))
 	if code != 1 {
 		t.Fatalf("exit %d\n%s", code, stdout)
 	}
@@ -184,8 +185,8 @@ func TestRunWritesOutputs(t *testing.T) {
 	if res.Verdict != reports.VerdictFail || res.SilentDrops != 1 {
 		t.Errorf("verdict %s silent drops %d", res.Verdict, res.SilentDrops)
 	}
-	if r.got.Seed != 7 || r.got.Duration.D() != 12*time.Second || r.got.Workloads[0].Duration.D() != 12*time.Second {
-		t.Errorf("overrides not applied: seed %d duration %s workload %s", r.got.Seed, r.got.Duration, r.got.Workloads[0].Duration)
+	if r.got.Seed != 7 || r.got.Duration.D() != 12*time.Second || r.got.Workloads[0].Duration.D() != 12*time.Second || r.got.Reference.Semantics != "sglang" {
+		t.Errorf("overrides not applied: seed %d duration %s workload %s semantics %s", r.got.Seed, r.got.Duration, r.got.Workloads[0].Duration, r.got.Reference.Semantics)
 	}
 	if len(r.opts.PDServerCommand) != 2 || r.opts.PDServerCommand[1] != "pdserver" {
 		t.Errorf("PDServerCommand %v", r.opts.PDServerCommand)

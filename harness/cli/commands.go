@@ -28,6 +28,7 @@ type scenarioFlags struct {
 	metricsURL string
 	duration   time.Duration
 	seed       int64
+	semantics  string
 }
 
 func (f *scenarioFlags) register(fs *pflag.FlagSet) {
@@ -35,6 +36,7 @@ func (f *scenarioFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.metricsURL, "metrics-url", "", "Prometheus endpoint of the --target (enables no_leaks)")
 	fs.DurationVar(&f.duration, "duration", 0, "override the scenario's load duration (e.g. 2m)")
 	fs.Int64Var(&f.seed, "seed", 0, "override the scenario's seed")
+	fs.StringVar(&f.semantics, "semantics", "", "override the embedded server's semantics: strict or sglang (e.g. to show a scenario fails under SGLang's PD behaviour)")
 }
 
 // load reads, overrides, defaults and validates a scenario.
@@ -72,6 +74,9 @@ func (a *app) load(cmd *cobra.Command, arg string, f *scenarioFlags) (*scenarios
 		}
 		if seedSet {
 			sc.Seed = f.seed
+		}
+		if f.semantics != "" {
+			sc.Reference.Semantics = f.semantics
 		}
 	}
 	sc, err := scenarios.Load(arg, scenarios.WithFaultTypes(a.faultTypes), scenarios.WithOverrides(override))
