@@ -3,6 +3,8 @@ package workload
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,6 +82,11 @@ func (a *Agents) session(ctx context.Context, session int, s Sender) int {
 		if res.Outcome != reports.OutcomeOK {
 			reply = fmt.Sprintf("(no reply: %s)", res.Outcome)
 		}
+		// An explicit refusal is backpressure: like a well-behaved client, wait as long
+		// as Retry-After asks (bounded) before the next turn.
+		if res.Outcome == reports.OutcomeRejected && !sleepCtx(ctx, retryAfter(res.RetryAfter)) {
+			break
+		}
 		tool := toolNames[(turn-1)%len(toolNames)]
 		conv = append(conv, client.Message{Role: "assistant", Content: reply + fmt.Sprintf(" [call %s]", tool)})
 		if !sleepCtx(ctx, a.Spec.ToolLatency.D()) {
@@ -103,4 +110,20 @@ func flatten(conv []client.Message) string {
 		b = append(b, '\n')
 	}
 	return string(b)
+}
+
+// Bounds of the back-off after a rejection (429/503).
+var (
+	DefaultRetryAfter = 500 * time.Millisecond // when the server gives no Retry-After
+	MaxRetryAfter     = 5 * time.Second
+)
+
+// retryAfter parses a Retry-After header in seconds (an HTTP date or junk gives the
+// default), capped at MaxRetryAfter.
+func retryAfter(h string) time.Duration {
+	d := DefaultRetryAfter
+	if v, err := strconv.ParseFloat(strings.TrimSpace(h), 64); err == nil && v >= 0 {
+		d = time.Duration(v * float64(time.Second))
+	}
+	return min(d, MaxRetryAfter)
 }

@@ -349,3 +349,47 @@ func TestOpenLoopMaxInFlight(t *testing.T) {
 		t.Fatalf("hit 7 scheduled %v after hit 0; want its ideal offset (70ms)", got)
 	}
 }
+
+func TestRetryAfter(t *testing.T) {
+	tests := []struct {
+		h    string
+		want time.Duration
+	}{
+		{"", DefaultRetryAfter}, {"1", time.Second}, {"0.25", 250 * time.Millisecond},
+		{"3600", MaxRetryAfter}, {"Wed, 21 Oct 2015 07:28:00 GMT", DefaultRetryAfter}, {"-1", DefaultRetryAfter},
+	}
+	for _, tt := range tests {
+		if got := retryAfter(tt.h); got != tt.want {
+			t.Errorf("retryAfter(%q) = %v, want %v", tt.h, got, tt.want)
+		}
+	}
+}
+
+// rejectingSender refuses every request with Retry-After.
+type rejectingSender struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (s *rejectingSender) Send(ctx context.Context, r *Req) *client.Result {
+	s.mu.Lock()
+	s.times = append(s.times, time.Now())
+	s.mu.Unlock()
+	return &client.Result{ID: r.ID, Outcome: reports.OutcomeRejected, Status: 503, RetryAfter: "0.2"}
+}
+
+// A rejected agent waits Retry-After before its next turn instead of spinning.
+func TestAgentsBackOffOnRejection(t *testing.T) {
+	sc := scenario(1, scenarios.Workload{Name: "ag", Type: "agents", Agents: 1, Turns: 3})
+	s := &rejectingSender{}
+	w, _ := New(sc, 0)
+	w.Run(context.Background(), time.Now(), s)
+	if len(s.times) != 3 {
+		t.Fatalf("%d requests", len(s.times))
+	}
+	for i := 1; i < 3; i++ {
+		if gap := s.times[i].Sub(s.times[i-1]); gap < 200*time.Millisecond {
+			t.Fatalf("turn %d sent %v after a rejection asking for 200ms", i+1, gap)
+		}
+	}
+}
