@@ -170,7 +170,7 @@ func parseKVLink(s string) (p, d int, addr string, err error) {
 	p, err1 := strconv.Atoi(pi)
 	d, err2 := strconv.Atoi(di)
 	if err1 != nil || err2 != nil || p < 0 || d < 0 || p > 1<<16 || d > 1<<16 {
-		return 0, 0, "", errors.New("the prefill and decode indexes must be 0, 1, ...")
+		return 0, 0, "", errors.New("the prefill and decode indexes must be 0, 1 and so on")
 	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

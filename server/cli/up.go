@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -38,8 +39,9 @@ func newUpCommand() *cobra.Command {
 		Long: `up starts --prefill P prefill workers and --decode D decode workers on free loopback ports, waits
 for their /health, starts the router on --port pointing at them, waits for its /health and prints
 the router URL. It runs until SIGINT or SIGTERM, then stops every child (SIGTERM, then SIGKILL after
---stop-timeout). Children are in their own process groups and die with this process even if it is
-killed with SIGKILL.
+--stop-timeout), or until the router exits (then it stops the workers and exits 1; a worker that
+dies is only reported). Children are in their own process groups and die with this process even if
+it is killed with SIGKILL.
 
 Worker flags (the flags of the colocated command: --backend, --seed, --semantics, --max-queued-requests,
 ...) are accepted here with the same names and passed to every worker when given; --host is used
@@ -74,6 +76,7 @@ by every process; --port is the router's. Arguments after "--" are passed to eve
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			routerDied := make(chan launcher.Process, 1)
 			topo, err := launcher.Start(ctx, launcher.Config{
 				Command: command, Prefill: nPrefill, Decode: nDecode, Host: host, Port: port,
 				CommonArgs: common, RouterArgs: append(rargs, routerArgs...), LogDir: logDir,
@@ -81,6 +84,12 @@ by every process; --port is the router's. Arguments after "--" are passed to eve
 				Logger: log.With("role", "up"),
 				OnExit: func(p launcher.Process) {
 					fmt.Fprintf(cmd.ErrOrStderr(), "pdserver up: %s (pid %d) exited: %s; log %s\n", p.Name, p.PID, p.Exit, p.LogPath)
+					if p.Role == launcher.RoleRouter {
+						select {
+						case routerDied <- p:
+						default:
+						}
+					}
 				},
 			})
 			if err != nil {
@@ -91,12 +100,17 @@ by every process; --port is the router's. Arguments after "--" are passed to eve
 				fmt.Fprintf(out, "%-10s pid %-7d %s  log %s\n", p.Name, p.PID, p.URL, p.LogPath)
 			}
 			fmt.Fprintf(out, "router: %s\n", topo.RouterURL)
-			<-ctx.Done()
+			var died error
+			select {
+			case <-ctx.Done():
+			case p := <-routerDied: // workers may die and be restarted; without the router nothing is served
+				died = fmt.Errorf("cli: up: the router exited (%s); log %s", p.Exit, p.LogPath)
+			}
 			stop()
 			fmt.Fprintln(cmd.ErrOrStderr(), "pdserver up: stopping every process")
 			sctx, cancel := context.WithTimeout(context.Background(), time.Duration(stopTimeout)+5*time.Second)
 			defer cancel()
-			return topo.Stop(sctx)
+			return errors.Join(died, topo.Stop(sctx))
 		},
 	}
 	fs := cmd.Flags()

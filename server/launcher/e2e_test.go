@@ -308,3 +308,50 @@ func TestRealTopologyCorruptedPage(t *testing.T) {
 		}
 	}
 }
+
+// TestUpExitsWhenRouterDies: without its router the topology serves nothing, so `up`
+// stops the workers and exits 1.
+func TestUpExitsWhenRouterDies(t *testing.T) {
+	exe := realServer(t)
+	cmd := exec.Command(exe, "up", "--port", "0", "--log-dir", t.TempDir(), "--log-level", "warn")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(out)
+	pids := map[string]int{}
+	for sc.Scan() {
+		var name, url string
+		var pid int
+		if n, _ := fmt.Sscanf(sc.Text(), "%s pid %d %s", &name, &pid, &url); n == 3 {
+			pids[name] = pid
+		}
+		if strings.HasPrefix(sc.Text(), "router: ") {
+			break
+		}
+	}
+	go io.Copy(io.Discard, out)
+	if len(pids) != 3 {
+		t.Fatalf("pids %v", pids)
+	}
+	syscall.Kill(pids["router"], syscall.SIGKILL)
+	errc := make(chan error, 1)
+	go func() { errc <- cmd.Wait() }()
+	select {
+	case err := <-errc:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+			t.Fatalf("up exited with %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("up kept running without its router")
+	}
+	for name, pid := range pids {
+		if alive(pid) {
+			t.Fatalf("%s (%d) outlived up", name, pid)
+		}
+	}
+}
