@@ -22,7 +22,14 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
+// selfExecEnv makes this test binary act as the harness command (for the embedded
+// server's child processes, which run "<binary> pdserver ...").
+const selfExecEnv = "HARNESS_CLI_TEST_SELF_EXEC"
+
 func TestMain(m *testing.M) {
+	if os.Getenv(selfExecEnv) == "1" {
+		os.Exit(Execute(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("os/signal.signal_recv"), goleak.IgnoreTopFunction("os/signal.loop"))
 }
 

@@ -123,3 +123,37 @@ func TestEndToEndExternalTarget(t *testing.T) {
 		})
 	}
 }
+
+// TestEndToEndEmbeddedSmoke runs the shipped smoke scenario, shortened, against the
+// embedded reference PD topology that the harness starts through its own hidden
+// pdserver subcommand: the path `make run` takes.
+func TestEndToEndEmbeddedSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the reference PD topology")
+	}
+	t.Setenv(selfExecEnv, "1")
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := execute(t, []string{"run", "smoke", "--duration", "6s", "--out", out, "-q"}, WithRunner(harnessRun))
+	if code != ExitPass {
+		log, _ := os.ReadFile(filepath.Join(out, "harness.log"))
+		t.Fatalf("exit %d\n%s\n%s\n%s", code, stdout, stderr, tail(log, 3000))
+	}
+	data, err := os.ReadFile(filepath.Join(out, reports.ResultsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res reports.Results
+	if err := json.Unmarshal(data, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcomes[reports.OutcomeOK] == 0 || res.SilentDrops != 0 {
+		t.Errorf("outcomes %v, silent drops %d", res.Outcomes, res.SilentDrops)
+	}
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
