@@ -39,8 +39,9 @@
 // # Bounds
 //
 // Dial (DefaultDialTimeout); HELLO→HELLO_ACK and REGISTER→REGISTER_ACK
-// (DefaultHandshakeTimeout); every write and, on decode, the gap between two frames of a
-// room (DefaultFrameTimeout); DONE→ACK on prefill (DefaultAckTimeout); and liveness: each
+// (DefaultHandshakeTimeout); every write (DefaultFrameTimeout); on decode, the gap between
+// two frames of a room (DefaultProgressTimeout, 0 turns it off); DONE→ACK on prefill
+// (DefaultAckTimeout); and liveness: each
 // side sends HEARTBEAT every DefaultHeartbeatInterval and declares the connection dead
 // after DefaultIdleTimeout without any message. The wait between REGISTER_ACK and the
 // first frame (prefill's queue and forward pass) is bounded by the caller's context.

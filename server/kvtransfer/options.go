@@ -14,9 +14,12 @@ const (
 	DefaultDialTimeout = 3 * time.Second
 	// DefaultHandshakeTimeout bounds HELLO→HELLO_ACK and REGISTER→REGISTER_ACK.
 	DefaultHandshakeTimeout = 5 * time.Second
-	// DefaultFrameTimeout bounds writing one message, reading one frame body, and, on
-	// decode, the gap between two frames of a room once its first frame has arrived.
+	// DefaultFrameTimeout bounds writing one message (both sides).
 	DefaultFrameTimeout = 10 * time.Second
+	// DefaultProgressTimeout bounds, on decode, the gap between two frames of a room once
+	// its first frame has arrived (a sender that stalls mid-room while its heartbeats
+	// still flow).
+	DefaultProgressTimeout = 10 * time.Second
 	// DefaultHeartbeatInterval is how often each side sends HEARTBEAT.
 	DefaultHeartbeatInterval = 1 * time.Second
 	// DefaultIdleTimeout is how long a side waits for any message before it declares the
@@ -64,6 +67,7 @@ type config struct {
 	dialTimeout       time.Duration
 	handshakeTimeout  time.Duration
 	frameTimeout      time.Duration
+	progressTimeout   time.Duration
 	heartbeatInterval time.Duration
 	idleTimeout       time.Duration
 	ackTimeout        time.Duration
@@ -80,6 +84,7 @@ func newConfig(opts []Option) config {
 		dialTimeout:       DefaultDialTimeout,
 		handshakeTimeout:  DefaultHandshakeTimeout,
 		frameTimeout:      DefaultFrameTimeout,
+		progressTimeout:   DefaultProgressTimeout,
 		heartbeatInterval: DefaultHeartbeatInterval,
 		idleTimeout:       DefaultIdleTimeout,
 		ackTimeout:        DefaultAckTimeout,
@@ -89,6 +94,9 @@ func newConfig(opts []Option) config {
 	}
 	for _, o := range opts {
 		o(&c)
+	}
+	if c.frameTimeout <= 0 {
+		c.frameTimeout = DefaultFrameTimeout
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.DiscardHandler)
@@ -107,9 +115,13 @@ func WithHandshakeTimeout(d time.Duration) Option {
 	return func(c *config) { c.handshakeTimeout = d }
 }
 
-// WithFrameTimeout bounds each message write and frame read (both sides) and the gap
-// between two frames of a room (receiver; 0 disables that gap bound, as SGLang has none).
+// WithFrameTimeout bounds each message write (both sides; must be > 0).
 func WithFrameTimeout(d time.Duration) Option { return func(c *config) { c.frameTimeout = d } }
+
+// WithProgressTimeout bounds the gap between two frames of a room on the receiver; 0
+// disables it (SGLang has no bound on a transfer in progress; heartbeats still detect a
+// dead connection).
+func WithProgressTimeout(d time.Duration) Option { return func(c *config) { c.progressTimeout = d } }
 
 // WithHeartbeat sets the heartbeat interval and the idle timeout after which a silent
 // connection is declared dead (both sides).

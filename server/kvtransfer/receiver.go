@@ -369,7 +369,7 @@ func (r *Receiver) onPage(c *rconn, h Header, body []byte) {
 	t.received++
 	t.bytes += int64(len(body))
 	t.acked = true // a frame implies the registration was seen
-	t.armLocked(r.cfg.frameTimeout, "next frame")
+	t.armLocked(r.cfg.progressTimeout, "next frame")
 	r.mu.Unlock()
 }
 

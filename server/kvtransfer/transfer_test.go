@@ -76,7 +76,7 @@ func seq(from, n int) []int32 {
 // fastOpts keeps every bound short so failure tests end quickly.
 func fastOpts(extra ...Option) []Option {
 	return append([]Option{
-		WithDialTimeout(time.Second), WithHandshakeTimeout(time.Second), WithFrameTimeout(time.Second),
+		WithDialTimeout(time.Second), WithHandshakeTimeout(time.Second), WithFrameTimeout(time.Second), WithProgressTimeout(time.Second),
 		WithHeartbeat(20*time.Millisecond, 500*time.Millisecond), WithAckTimeout(time.Second),
 		WithHook(nil), WithLogger(nil),
 	}, extra...)
@@ -390,7 +390,7 @@ func TestPeerFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := fakePrefill(t, tc.script)
 			r := NewReceiver(newStore(t, tLayers), fastOpts(WithHeartbeat(20*time.Millisecond, 300*time.Millisecond),
-				WithHandshakeTimeout(300*time.Millisecond), WithFrameTimeout(300*time.Millisecond))...)
+				WithHandshakeTimeout(300*time.Millisecond), WithProgressTimeout(300*time.Millisecond))...)
 			defer r.Close()
 			tr, err := r.Start(context.Background(), addr, 77, seq(0, 2), 8)
 			if err != nil {
@@ -597,5 +597,36 @@ func TestSenderNoticesSilentDecode(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("silent decode never noticed")
+	}
+}
+
+// TestProgressTimeoutOff: with WithProgressTimeout(0), a room whose sender stalls mid-room
+// while heartbeats flow stays in progress (SGLang's unbounded Transferring) until the
+// caller's context ends it.
+func TestProgressTimeoutOff(t *testing.T) {
+	addr := fakePrefill(t, func(c net.Conn, reg Header) {
+		payload := make([]byte, tPageSize*tBytes)
+		h := Header{Type: MsgPage, Room: reg.Room, Len: uint32(len(payload)), CRC: Checksum(payload)}
+		var hb [HeaderSize]byte
+		h.Put(hb[:])
+		c.Write(append(hb[:], payload...))
+		go heartbeat(c)
+		drain(c)
+	})
+	r := NewReceiver(newStore(t, tLayers), fastOpts(WithHeartbeat(20*time.Millisecond, 300*time.Millisecond), WithProgressTimeout(0))...)
+	defer r.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	tr, err := r.Start(ctx, addr, 78, seq(0, 2), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-tr.Done():
+		t.Fatalf("stalled room ended on its own: %v", res.Err)
+	case <-time.After(600 * time.Millisecond):
+	}
+	cancel()
+	if res := wait(t, tr); !errors.Is(res.Err, context.Canceled) {
+		t.Fatalf("got %v", res.Err)
 	}
 }
