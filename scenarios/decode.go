@@ -240,6 +240,12 @@ func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, path string) {
 }
 
 func (w *walker) walkMerge(v *yaml.Node, t reflect.Type, path string) {
+	w.depth++
+	defer func() { w.depth-- }()
+	if w.depth > 64 {
+		w.add(v, path, "merge keys nested too deep (or a merge that includes itself)")
+		return
+	}
 	if v.Kind == yaml.AliasNode && v.Alias != nil {
 		v = v.Alias
 	}

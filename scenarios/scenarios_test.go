@@ -435,6 +435,7 @@ func FuzzLoad(f *testing.F) {
 	}
 	f.Add([]byte("name: t\nworkloads: [{type: open_loop, pacer: {type: sine, rate: 3, amplitude: 1, period: 5s}}]\n"))
 	f.Add([]byte("a: &x [*x]\n"))
+	f.Add([]byte("workloads:\n  - &a {type: agents}\n  - {<<: *a, name: b}\n  - &c\n    <<: *c\n"))
 	f.Add([]byte("faults:\n  - {type: x, target: decode, at: -5s, params: {a: [1, {b: 2}]}}\n"))
 	f.Add([]byte("duration: 1h\nworkloads: [{type: burst, count: 99999999999999999999}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -491,6 +492,11 @@ workloads:
 	}
 	if w := sc.Workloads[1]; w.Name != "b" || w.Agents != 3 || w.Turns != 2 || w.Start.D() != 10*time.Second {
 		t.Errorf("merged workload %+v", w)
+	}
+	for _, self := range []string{"workloads:\n  - &a\n    <<: *a\n", "target: &t\n  <<: [*t]\n", "&r\n<<: *r\n"} {
+		if _, err := Parse("r.yaml", []byte(self)); err == nil {
+			t.Errorf("self-merge %q accepted", self)
+		}
 	}
 	_, err = Parse("m.yaml", []byte("name: m\nworkloads:\n  - &c {type: agents, agnets: 1}\n  - <<: *c\n"))
 	if err == nil || !strings.Contains(err.Error(), "agnets: unknown field") {
