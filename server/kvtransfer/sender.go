@@ -40,13 +40,15 @@ type sroom struct {
 	link    *link         // valid once ready is closed
 	sending bool
 
-	fin  chan struct{} // closed by finish
-	once sync.Once
-	err  error // nil: ACK received
+	fin    chan struct{} // closed by finish
+	finCtx context.Context
+	cancel context.CancelFunc // cancels finCtx at finish
+	once   sync.Once
+	err    error // nil: ACK received
 }
 
 func (r *sroom) finish(err error) {
-	r.once.Do(func() { r.err = err; close(r.fin) })
+	r.once.Do(func() { r.err = err; close(r.fin); r.cancel() })
 }
 
 // NewSender returns a sender that reads pages from store. Call Listen to accept decode
@@ -256,7 +258,8 @@ func (s *Sender) onRegister(l *link, room uint64, body []byte) error {
 }
 
 func newSroom(room uint64) *sroom {
-	return &sroom{room: room, ready: make(chan struct{}), fin: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &sroom{room: room, ready: make(chan struct{}), fin: make(chan struct{}), finCtx: ctx, cancel: cancel}
 }
 
 // peerFailed handles FAIL from decode for a room.
@@ -325,6 +328,7 @@ func (s *Sender) Send(ctx context.Context, room uint64, srcPages []int32, numTok
 	var bytes int64
 	frames := 0
 	err = s.send(ctx, r, srcPages, numTokens, firstToken, &bytes, &frames)
+	r.cancel()
 	s.mu.Lock()
 	if s.rooms[room] == r {
 		delete(s.rooms, room)
@@ -378,6 +382,11 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 		l.enqueue(MsgFail, r.room, []byte(clipReason(err.Error())))
 		return err
 	}
+	// A hook that sleeps or pauses (a stall fault) ends when the room does, e.g. when
+	// decode gives up on it, so prefill frees the request without waiting for the fault.
+	hctx, hcancel := context.WithCancel(ctx)
+	defer hcancel()
+	defer context.AfterFunc(r.finCtx, hcancel)()
 	ps := s.store.PageSize
 	need := (numTokens + ps - 1) / ps
 	switch {
@@ -403,8 +412,13 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 			}
 			payload := s.store.LayerBytes(src[j], layer)[:n]
 			h := Header{Type: MsgPage, Room: r.room, Layer: uint32(layer), Page: uint32(j), Len: uint32(n), CRC: Checksum(payload)}
-			arg, err := s.cfg.eval(ctx, HookSendFrame)
+			arg, err := s.cfg.eval(hctx, HookSendFrame)
 			if err != nil {
+				select {
+				case <-r.fin:
+					return r.err
+				default:
+				}
 				return fail(fmt.Errorf("%w: room %d: hook %s: %w", ErrConnection, r.room, HookSendFrame, err))
 			}
 			if arg == "drop" {

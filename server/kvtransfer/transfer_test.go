@@ -630,3 +630,39 @@ func TestProgressTimeoutOff(t *testing.T) {
 		t.Fatalf("got %v", res.Err)
 	}
 }
+
+// TestPausedSendEndsWhenDecodeGivesUp: a stall fault (pause on every frame) holds Send;
+// when decode cancels the room, Send returns at once instead of waiting for the fault.
+func TestPausedSendEndsWhenDecodeGivesUp(t *testing.T) {
+	reg := failpoint.NewRegistry()
+	if err := reg.Enable(HookSendFrame, "pause"); err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Disable(HookSendFrame)
+	registered := make(chan uint64, 1)
+	p := newPair(t, []Option{WithHook(reg.Eval), WithOnRegister(func(r Registration) { registered <- r.Room })}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	tr, err := p.r.Start(ctx, p.s.Addr(), 44, seq(0, 2), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-registered
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- p.s.Send(context.Background(), 44, seq(2, 2), 8, 1) }()
+	for i := 0; i < 500; i++ { // wait until Send is held by the failpoint
+		if st, _ := reg.Get(HookSendFrame); st.Paused > 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	wait(t, tr)
+	select {
+	case err := <-sendErr:
+		if !errors.Is(err, ErrPeer) {
+			t.Fatalf("Send returned %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Send still held by the paused failpoint after decode gave up")
+	}
+}
