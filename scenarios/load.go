@@ -23,6 +23,8 @@ type Info struct {
 	Name    string // the name Load accepts, e.g. "smoke"
 	File    string // e.g. "smoke.yaml"
 	Summary string // the first line of the header comment
+	// Expected is the verdict the header comment promises ("PASS", "FAIL"), if it says.
+	Expected string
 }
 
 // List returns the embedded scenarios, sorted by name.
@@ -40,7 +42,8 @@ func List() []Info {
 		if err != nil {
 			continue
 		}
-		out = append(out, Info{Name: strings.TrimSuffix(e.Name(), ".yaml"), File: e.Name(), Summary: headerSummary(data)})
+		out = append(out, Info{Name: strings.TrimSuffix(e.Name(), ".yaml"), File: e.Name(),
+			Summary: headerSummary(data), Expected: headerExpected(data)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -74,6 +77,22 @@ func headerSummary(data []byte) string {
 			return rest
 		}
 		return line
+	}
+	return ""
+}
+
+// headerExpected returns the verdict word after "Expected verdict:" in the header comment.
+func headerExpected(data []byte) string {
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		if _, rest, ok := strings.Cut(line, "Expected verdict:"); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				return strings.Trim(f[0], ".,;")
+			}
+		}
 	}
 	return ""
 }

@@ -349,6 +349,9 @@ func TestShippedScenarios(t *testing.T) {
 			if info.Summary == "" {
 				t.Error("empty summary")
 			}
+			if info.Expected != "PASS" && info.Expected != "FAIL" {
+				t.Errorf("header says expected verdict %q, want PASS or FAIL", info.Expected)
+			}
 		})
 		if info.Name == "smoke" {
 			found = true
