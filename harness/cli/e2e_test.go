@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"pdsoak/reports"
+	"pdsoak/scenarios"
 )
 
 // fakeOpenAI answers chat completions with a short SSE stream; every n-th request (when
@@ -156,4 +157,37 @@ func tail(b []byte, n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(b)
+}
+
+// TestShippedScenarioVerdicts runs shipped scenarios against the embedded reference server
+// and checks each ends with the verdict its header promises (PASS → exit 0, FAIL → exit 1).
+// It takes about a minute per scenario, so it is opt-in:
+//
+//	PDSOAK_SCENARIOS=all go test ./harness/cli -run ShippedScenarioVerdicts -timeout 30m
+//	PDSOAK_SCENARIOS=silent-drop-sglang,transfer-stall go test ./harness/cli -run ShippedScenarioVerdicts
+//
+// "all" leaves out nightly-soak (10 minutes); name it to include it.
+func TestShippedScenarioVerdicts(t *testing.T) {
+	want := os.Getenv("PDSOAK_SCENARIOS")
+	if want == "" {
+		t.Skip("set PDSOAK_SCENARIOS=all or a comma-separated list of scenario names")
+	}
+	selected := map[string]bool{}
+	for _, n := range strings.Split(want, ",") {
+		selected[strings.TrimSpace(n)] = true
+	}
+	t.Setenv(selfExecEnv, "1")
+	for _, info := range scenarios.List() {
+		if !selected[info.Name] && !(selected["all"] && info.Name != "nightly-soak") {
+			continue
+		}
+		t.Run(info.Name, func(t *testing.T) {
+			wantCode := map[string]int{"PASS": ExitPass, "FAIL": ExitFail}[info.Expected]
+			out := filepath.Join(t.TempDir(), "out")
+			code, stdout, stderr := execute(t, []string{"run", info.Name, "--out", out}, WithRunner(harnessRun))
+			if code != wantCode {
+				t.Errorf("exit %d, header expects %s (exit %d)\n%s\n%s", code, info.Expected, wantCode, stdout, stderr)
+			}
+		})
+	}
 }
