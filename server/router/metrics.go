@@ -12,7 +12,11 @@ type metrics struct {
 	errors      *prometheus.CounterVec
 	retries     prometheus.Counter
 	outstanding *prometheus.GaugeVec
+	ttft        prometheus.Histogram
+	e2e         prometheus.Histogram
 }
+
+var latencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
 
 func newMetrics(r *Router) *metrics {
 	m := &metrics{
@@ -25,6 +29,10 @@ func newMetrics(r *Router) *metrics {
 			Help: "Requests retried on another pair before any output."}),
 		outstanding: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pdsoak_router_outstanding_requests",
 			Help: "Requests in flight per worker."}, []string{"worker"}),
+		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pdsoak_router_time_to_first_token_seconds",
+			Help: "Time from Generate to the first token sent to the client.", Buckets: latencyBuckets}),
+		e2e: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pdsoak_router_e2e_request_latency_seconds",
+			Help: "Time from Generate to the final event, by any outcome.", Buckets: latencyBuckets}),
 	}
 	healthy := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pdsoak_router_healthy_pairs",
 		Help: "1 while at least one healthy prefill/decode pair exists."}, func() float64 {
@@ -33,7 +41,7 @@ func newMetrics(r *Router) *metrics {
 		}
 		return 0
 	})
-	m.reg.MustRegister(m.requests, m.errors, m.retries, m.outstanding, healthy, &workerCollector{r},
+	m.reg.MustRegister(m.requests, m.errors, m.retries, m.outstanding, m.ttft, m.e2e, healthy, &workerCollector{r},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, w := range r.workers() {
 		m.outstanding.WithLabelValues(w.name)

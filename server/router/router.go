@@ -495,6 +495,7 @@ func (r *Router) Generate(ctx context.Context, req *gen.Request) (<-chan gen.Eve
 		if ev.Err != nil {
 			r.metrics.errors.WithLabelValues(gen.ErrorKind(ev.Err)).Inc()
 		}
+		r.metrics.e2e.Observe(time.Since(now).Seconds())
 		t := time.NewTimer(DefaultFinalSendTimeout)
 		defer t.Stop()
 		select {
@@ -686,6 +687,7 @@ func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p,
 			}
 			if !sent {
 				r.setStage(st, "streaming", nil)
+				r.metrics.ttft.Observe(time.Since(st.start).Seconds())
 			}
 			select {
 			case out <- ev:

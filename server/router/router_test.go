@@ -181,6 +181,27 @@ func TestPairingAndRoom(t *testing.T) {
 	if dr[0].BootstrapAddr != "127.0.0.1:9001" || dr[0].RID != "a" || dr[0].SamplingParams.MaxNewTokens != 3 {
 		t.Fatalf("decode leg %+v", dr[0])
 	}
+	counts := map[string]float64{}
+	mfs, err := r.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.GetCounter() != nil:
+				counts[mf.GetName()] += m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				counts[mf.GetName()] += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	for name, want := range map[string]float64{"pdsoak_router_requests_total": 1, "pdsoak_router_time_to_first_token_seconds": 1,
+		"pdsoak_router_e2e_request_latency_seconds": 1, "pdsoak_router_request_errors_total": 0} {
+		if counts[name] != want {
+			t.Errorf("%s = %v, want %v", name, counts[name], want)
+		}
+	}
 }
 
 func TestLeastOutstanding(t *testing.T) {
