@@ -15,7 +15,7 @@
 //	 4   8   room    bootstrap room (0 for connection-level messages)
 //	12   4   layer   PAGE only, else 0
 //	16   4   page    PAGE only: index into the room's destination page list, else 0
-//	20   4   length  body bytes (PAGE ≤ 64 MiB, others ≤ 1 MiB)
+//	20   4   length  body bytes (PAGE ≤ 64 MiB and ≤ one page of the receiver, others ≤ 1 MiB)
 //	24   4   crc     CRC32C (Castagnoli) of the body
 //
 // Types and bodies (integers big-endian):

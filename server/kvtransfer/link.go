@@ -18,6 +18,8 @@ type link struct {
 	cfg  *config
 	peer string
 	br   *bufio.Reader
+	// maxPage bounds the body of a page frame this side accepts (0 on the sender).
+	maxPage uint32
 
 	wmu     sync.Mutex
 	bw      *bufio.Writer // under wmu; page frames are flushed with the next control message
@@ -143,7 +145,7 @@ func (l *link) writeFrame(h *Header, payload []byte, corrupt bool) error {
 // within it on a live connection.
 func (l *link) read(buf []byte) (Header, []byte, []byte, error) {
 	_ = l.c.SetReadDeadline(time.Now().Add(l.cfg.idleTimeout))
-	h, body, buf, err := ReadMessage(l.br, buf)
+	h, body, buf, err := readMessage(l.br, buf, l.maxPage)
 	if err != nil {
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {

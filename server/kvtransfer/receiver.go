@@ -255,6 +255,7 @@ func (r *Receiver) dial(addr string) (*link, error) {
 		return nil, fmt.Errorf("%w: dial prefill %s: %w", ErrConnection, addr, err)
 	}
 	l := newLink(conn, &r.cfg)
+	l.maxPage = r.shape.PageSize * r.shape.BytesPerToken
 	stop := context.AfterFunc(r.ctx, func() { l.kill(ErrClosed) })
 	defer stop()
 	_ = conn.SetDeadline(time.Now().Add(r.cfg.handshakeTimeout))

@@ -148,6 +148,12 @@ func ParseHeader(b []byte) (Header, error) {
 // body's CRC for control messages. Page frames are returned unverified so that the
 // caller can fail only their room. The returned body aliases buf.
 func ReadMessage(r io.Reader, buf []byte) (Header, []byte, []byte, error) {
+	return readMessage(r, buf, MaxBody)
+}
+
+// readMessage is ReadMessage with a tighter bound on page frames (the receiver knows its
+// page size; the sender accepts none), checked before the body is read.
+func readMessage(r io.Reader, buf []byte, maxPage uint32) (Header, []byte, []byte, error) {
 	var hb [HeaderSize]byte
 	if _, err := io.ReadFull(r, hb[:]); err != nil {
 		return Header{}, nil, buf, err
@@ -155,6 +161,9 @@ func ReadMessage(r io.Reader, buf []byte) (Header, []byte, []byte, error) {
 	h, err := ParseHeader(hb[:])
 	if err != nil {
 		return h, nil, buf, err
+	}
+	if h.Type == MsgPage && h.Len > maxPage {
+		return h, nil, buf, fmt.Errorf("%w: page frame of %d bytes exceeds %d", ErrProtocol, h.Len, maxPage)
 	}
 	if cap(buf) < int(h.Len) {
 		buf = make([]byte, h.Len)

@@ -153,3 +153,15 @@ func FuzzHandshakeDecoder(f *testing.F) {
 		}
 	})
 }
+
+func TestReadMessagePageBound(t *testing.T) {
+	var hb [HeaderSize]byte
+	(&Header{Type: MsgPage, Room: 1, Len: 4096}).Put(hb[:])
+	msg := append(hb[:], make([]byte, 4096)...)
+	if _, _, _, err := readMessage(bytes.NewReader(msg), nil, 1024); !errors.Is(err, ErrProtocol) {
+		t.Fatalf("oversized page accepted: %v", err)
+	}
+	if _, _, _, err := readMessage(bytes.NewReader(msg), nil, 4096); err != nil {
+		t.Fatalf("page at the bound refused: %v", err)
+	}
+}
