@@ -12,7 +12,8 @@
 //		room := random 63-bit bootstrap room (seeded generator)
 //		POST /generate {input_ids, sampling_params, bootstrap_room, bootstrap_addr of p} to p and d at once
 //		stream d's token chunks to the client;
-//		p fails            -> cancel d, end with p's error at once
+//		p fails before d's first token -> cancel d, end with p's error at once
+//		(after it, d has its KV: p's leg and p's health no longer matter)
 //		d fails, nothing sent yet and the error is retryable -> next attempt on another pair
 //		client goes away   -> cancel both legs (the workers abort and free their KV)
 //	}

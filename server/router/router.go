@@ -41,7 +41,7 @@ const (
 	DefaultDeadlineGrace = 2 * time.Second
 	// DefaultPrefillGrace is how long a finished request waits for its prefill leg's own
 	// end before the leg is cancelled.
-	DefaultPrefillGrace = 2 * time.Second
+	DefaultPrefillGrace = 250 * time.Millisecond
 	// DefaultFinalSendTimeout bounds the wait for the consumer to take the final event.
 	DefaultFinalSendTimeout = 30 * time.Second
 )
@@ -635,6 +635,7 @@ func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p,
 		pDown, dDown = p.downCh(), d.downCh()
 	}
 	sent := false
+	kvArrived := false // decode produced output, so the KV transfer is complete
 	fail := func(w *worker, l leg) result {
 		if l.transport && ctx.Err() == nil {
 			r.markDown(w, l.err)
@@ -652,11 +653,14 @@ func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p,
 			return fail(d, leg{err: fmt.Errorf("router: decode %s became unhealthy: %w", d.name, gen.ErrUnavailable), transport: true})
 		case l := <-prefillDone:
 			prefillDone = nil
-			if l.err != nil {
+			pDown = nil // prefill's part is over; its health no longer matters here
+			if l.err != nil && !kvArrived {
 				cancel() // the decode leg cannot complete without its KV
 				return fail(p, l)
 			}
-			pDown = nil // prefill's part is done; its health no longer matters here
+			if l.err != nil {
+				log.Info("router: prefill leg failed after decode had its KV; ignored", "err", l.err)
+			}
 		case c := <-chunks:
 			if c.end != nil {
 				if c.end.err == nil {
@@ -685,6 +689,7 @@ func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p,
 			if len(ev.Tokens) == 0 {
 				continue
 			}
+			kvArrived, pDown = true, nil // a token means decode has its KV
 			if !sent {
 				r.setStage(st, "streaming", nil)
 				r.metrics.ttft.Observe(time.Since(st.start).Seconds())

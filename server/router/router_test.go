@@ -548,3 +548,42 @@ func TestRoomsDifferAcrossRuns(t *testing.T) {
 		t.Fatalf("rooms %d %d %d", ra, rb, rc)
 	}
 }
+
+// TestPrefillAfterKVIgnored: once decode streams tokens its KV has arrived, so a prefill
+// leg that then fails or a prefill worker that goes unhealthy does not end the request.
+func TestPrefillAfterKVIgnored(t *testing.T) {
+	release := make(chan struct{})
+	p := newFake(t, "127.0.0.1:1", func(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		sse(w, gen.WorkerChunk{Done: true, Error: &gen.WorkerError{Kind: "internal_error", Message: "late failure"}})
+	})
+	decodeGo := make(chan struct{})
+	d := newFake(t, "", func(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest) {
+		sse(w, gen.WorkerChunk{TokenIDs: []int{1}})
+		select {
+		case <-decodeGo:
+		case <-r.Context().Done():
+			return
+		}
+		sse(w, gen.WorkerChunk{TokenIDs: []int{2}}, gen.WorkerChunk{Done: true, Finish: "length", CompletionTokens: 2})
+	})
+	r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d})
+	ch, err := r.Generate(context.Background(), req("late"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-ch                   // first token
+	p.healthy.Store(false) // prefill frozen: marked unhealthy
+	waitFor(t, "prefill unhealthy", func() bool { return !r.prefill[0].healthy.Load() })
+	close(release) // and its leg fails
+	time.Sleep(50 * time.Millisecond)
+	close(decodeGo)
+	tokens, final := collect(t, ch)
+	if final.Err != nil || fmt.Sprint(tokens) != "[2]" {
+		t.Fatalf("tokens %v final %v", tokens, final.Err)
+	}
+}
