@@ -587,6 +587,7 @@ func (t *Topology) stopProc(ctx context.Context, p *proc) {
 		return
 	}
 	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	_ = syscall.Kill(-pid, syscall.SIGCONT) // a paused (SIGSTOP) process must run to handle it
 	tm := time.NewTimer(t.cfg.StopTimeout)
 	defer tm.Stop()
 	select {

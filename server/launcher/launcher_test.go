@@ -255,6 +255,21 @@ func TestPortTakenRetried(t *testing.T) {
 	}
 }
 
+func TestStopEndsPausedProcess(t *testing.T) {
+	topo := start(t, Config{Prefill: 1, Decode: 1, StopTimeout: 20 * time.Second})
+	if err := topo.Signal("decode-0", syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := topo.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := topo.Process("decode-0")
+	if d.Running || d.Exit != "exit status 0" || time.Since(start) > 15*time.Second {
+		t.Fatalf("paused decode: %+v after %s", d, time.Since(start))
+	}
+}
+
 func TestStopEscalatesToKill(t *testing.T) {
 	topo := start(t, Config{Prefill: 1, Decode: 1, Env: []string{"FAKEPD_IGNORE_TERM=1"}, StopTimeout: 200 * time.Millisecond})
 	if err := topo.Stop(context.Background()); err != nil {
