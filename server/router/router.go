@@ -369,10 +369,19 @@ func (r *Router) markDown(w *worker, err error) {
 	}
 }
 
-// Healthy is nil while at least one healthy prefill/decode pair exists.
+// Healthy is nil while at least one healthy prefill/decode pair exists. It draws no
+// randomness, so polling it leaves the seeded tie-breaks unchanged.
 func (r *Router) Healthy() error {
-	if _, _, err := r.pick(nil); err != nil {
-		return err
+	up := func(ws []*worker, needBoot bool) bool {
+		for _, w := range ws {
+			if w.healthy.Load() && (!needBoot || w.bootstrap() != "") {
+				return true
+			}
+		}
+		return false
+	}
+	if !up(r.prefill, true) || !up(r.decode, false) {
+		return fmt.Errorf("router: no healthy prefill/decode pair (%s): %w", r.describe(), gen.ErrUnavailable)
 	}
 	return nil
 }
@@ -472,7 +481,7 @@ func (r *Router) Generate(ctx context.Context, req *gen.Request) (<-chan gen.Eve
 	if len(req.Prompt) == 0 || req.MaxTokens <= 0 {
 		return nil, fmt.Errorf("router: empty prompt or max_tokens %d: %w", req.MaxTokens, gen.ErrInvalid)
 	}
-	if _, _, err := r.pick(nil); err != nil {
+	if err := r.Healthy(); err != nil {
 		r.metrics.requests.Inc()
 		r.metrics.errors.WithLabelValues(gen.ErrorKind(err)).Inc()
 		return nil, err
