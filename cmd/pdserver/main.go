@@ -1,4 +1,3 @@
-// Command pdserver runs the reference PD server's processes; see server/cli.
 package main
 
 import (

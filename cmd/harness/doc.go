@@ -1,0 +1,2 @@
+// Command harness runs pdsoak scenarios; see harness/cli for everything it does.
+package main
