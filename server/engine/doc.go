@@ -19,8 +19,11 @@
 //		} else { wait for the inbox or the next tick }
 //	}
 //
-// Requests never wait for a slow client: each has a small buffered channel, and when it
-// is full the unread events are taken back and merged, in order, into the next one.
+// Requests never wait for a slow client: each has a small buffered channel with one slot
+// kept for Done. When the token slots are full, new tokens wait in the loop and go out
+// merged, in order, into one event once the client has read (checked every iteration),
+// or with Done. The loop only ever sends on the channel: taking unread events back would
+// race the client's reads and reorder tokens.
 // /debug/requests and /health answer from snapshots the loop publishes, so they keep
 // working while the loop is stuck; strict /health also fails when a step has not
 // returned within the watchdog timeout.

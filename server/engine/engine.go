@@ -36,6 +36,7 @@ type Engine struct {
 	// Loop-owned.
 	sched        *scheduler.Scheduler
 	streams      map[uint64]*stream
+	behind       map[uint64]*stream // streams with tokens their channel had no room for
 	draining     bool
 	lastThruAt   time.Time
 	lastThruToks uint64
@@ -142,7 +143,7 @@ func New(b kernels.Backend, cfg Config, opts ...Option) (*Engine, error) {
 		fn(&o)
 	}
 	e := &Engine{b: b, info: b.Info(), cfg: cfg, res: cfg.resolve(), log: o.logger, clock: o.clock,
-		tick: o.tick, xfer: o.transfer, streams: map[uint64]*stream{}, wake: make(chan struct{}, 1),
+		tick: o.tick, xfer: o.transfer, streams: map[uint64]*stream{}, behind: map[uint64]*stream{}, wake: make(chan struct{}, 1),
 		drainReq: make(chan struct{}), forceReq: make(chan struct{}), done: make(chan struct{})}
 	if e.log == nil {
 		e.log = slog.Default()

@@ -284,7 +284,7 @@ func TestSlowClient(t *testing.T) {
 	slow := collect(t, ch)
 	fast := generate(t, e, req)
 	if !slices.Equal(slow.tokens, fast.tokens) || len(slow.tokens) != 100 {
-		t.Fatalf("slow client got %d tokens, fast %d; equal=%v", len(slow.tokens), len(fast.tokens), slices.Equal(slow.tokens, fast.tokens))
+		t.Fatalf("slow client got %d tokens, fast %d; equal=%v\n%v\n%v", len(slow.tokens), len(fast.tokens), slices.Equal(slow.tokens, fast.tokens), slow.tokens, fast.tokens)
 	}
 	if slow.events > streamBuffer+1 {
 		t.Fatalf("slow client got %d events; want coalescing into at most %d", slow.events, streamBuffer+1)

@@ -13,10 +13,13 @@ import (
 )
 
 // streamBuffer is the per-request channel capacity; a client slower than the engine
-// gets its tokens coalesced into fewer events instead of blocking the loop.
+// gets its tokens coalesced into fewer events instead of blocking the loop. One slot is
+// kept for the Done event.
 const streamBuffer = 8
 
-// stream is the engine side of one request's event channel. Only the loop touches it.
+// stream is the engine side of one request's event channel. Only the loop touches it,
+// and the loop only ever sends on ch: it never takes events back, because a receive
+// racing the client's own reads would reorder tokens.
 type stream struct {
 	seq     uint64
 	id      string
@@ -25,27 +28,46 @@ type stream struct {
 	arrived time.Time
 	lastTok time.Time
 	first   bool
+	pending []int // tokens not yet delivered: the channel had no free token slot
 }
 
-// send delivers ev without ever blocking: when the buffer is full it takes back the
-// unread events (only the loop sends on ch) and merges their tokens, in order, into ev.
-func (s *stream) send(ev gen.Event) {
-	select {
-	case s.ch <- ev:
-		return
-	default:
+// push delivers toks without ever blocking: they go out at once when a token slot is
+// free (all but the channel's last slot, which is kept for Done), else they wait in
+// pending, in order, and leave merged into one event with the next push or flush.
+// It reports whether tokens are still pending.
+func (s *stream) push(toks []int) bool {
+	if len(s.pending) == 0 && len(s.ch) < cap(s.ch)-1 {
+		s.ch <- gen.Event{Tokens: toks}
+		return false
 	}
-	var toks []int
-	for drained := false; !drained; {
-		select {
-		case old := <-s.ch:
-			toks = append(toks, old.Tokens...)
-		default:
-			drained = true
-		}
+	s.pending = append(s.pending, toks...)
+	return !s.flush()
+}
+
+// flush sends the pending tokens as one event when a token slot is free; true when
+// nothing is pending any more. Only the loop sends, and the client can only make room,
+// so the send cannot block.
+func (s *stream) flush() bool {
+	if len(s.pending) == 0 {
+		return true
 	}
-	ev.Tokens = append(toks, ev.Tokens...)
-	s.ch <- ev // the buffer is empty and the loop is the only sender
+	if len(s.ch) >= cap(s.ch)-1 {
+		return false
+	}
+	s.ch <- gen.Event{Tokens: s.pending}
+	s.pending = nil
+	return true
+}
+
+// end sends done, carrying any pending tokens ahead of its own, and closes the channel.
+// It never blocks: push and flush leave the last slot free.
+func (s *stream) end(done gen.Event) {
+	if len(s.pending) > 0 {
+		done.Tokens = append(s.pending, done.Tokens...)
+		s.pending = nil
+	}
+	s.ch <- done
+	close(s.ch)
 }
 
 func (e *Engine) loop() {
@@ -187,13 +209,20 @@ func (e *Engine) apply(now time.Time, rd scheduler.Ready) {
 		e.m.retractions.Add(float64(n))
 		e.log.Warn("kv pool exhausted: requests retracted", "count", n)
 	}
+	for seq, st := range e.behind { // clients that were behind may have read since
+		if st.flush() {
+			delete(e.behind, seq)
+		}
+	}
 	for _, em := range rd.Emits {
 		st := e.streams[em.Seq]
 		if st == nil {
 			continue
 		}
 		e.observeTokens(now, st, len(em.Tokens))
-		st.send(gen.Event{Tokens: em.Tokens})
+		if st.push(em.Tokens) {
+			e.behind[em.Seq] = st
+		}
 	}
 	for _, f := range rd.Finished {
 		e.finish(now, f)
@@ -255,9 +284,9 @@ func (e *Engine) finish(now time.Time, f scheduler.Finish) {
 		return
 	}
 	delete(e.streams, f.Seq)
+	delete(e.behind, f.Seq)
 	st.stop()
-	st.send(gen.Event{Done: true, Finish: f.Reason, Err: f.Err, PromptTokens: f.PromptTokens, CompletionTokens: f.CompletionTokens})
-	close(st.ch)
+	st.end(gen.Event{Done: true, Finish: f.Reason, Err: f.Err, PromptTokens: f.PromptTokens, CompletionTokens: f.CompletionTokens})
 }
 
 // publish refreshes gauges (when the scheduler says so), throughput and the snapshots
