@@ -21,13 +21,11 @@ import (
 // engine.Transfer interface: the engine calls it from its loop and it never blocks on the
 // network; outcomes reach the engine through the TransferSink.
 //
-// Token counts: engine.Transfer passes page lists only, so decode registers
-// len(pages) × page size tokens and prefill sends exactly what decode registered. The
-// tail of the last page may carry KV past the prompt; decode overwrites it when it
-// generates there.
+// Token counts: both sides pass their own prompt length (from the scheduler), so decode
+// registers exactly the prompt's tokens and prefill sends exactly those; kvtransfer fails
+// the room when the two disagree.
 type kvTransfer struct {
 	role     engine.Role
-	pageSize int
 	log      *slog.Logger
 	sender   *kvtransfer.Sender
 	receiver *kvtransfer.Receiver
@@ -54,8 +52,10 @@ type roomOp struct {
 
 var _ engine.Transfer = (*kvTransfer)(nil)
 
-func newTransfer(role engine.Role, b kernels.Backend, f *workerFlags, reg prometheus.Registerer, log *slog.Logger) (*kvTransfer, error) {
-	t := &kvTransfer{role: role, pageSize: b.KV().PageSize, log: log, rooms: map[uint64]*roomOp{},
+// newTransfer builds the adapter for role. extra options (tests) apply after the
+// adapter's own.
+func newTransfer(role engine.Role, b kernels.Backend, f *workerFlags, reg prometheus.Registerer, log *slog.Logger, extra ...kvtransfer.Option) (*kvTransfer, error) {
+	t := &kvTransfer{role: role, log: log, rooms: map[uint64]*roomOp{},
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdsoak:kv_transfer_bytes_total",
 			Help: "KV payload bytes moved by finished transfers."}),
 		speed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sglang:kv_transfer_speed_gb_s",
@@ -69,7 +69,7 @@ func newTransfer(role engine.Role, b kernels.Backend, f *workerFlags, reg promet
 			return nil, fmt.Errorf("cli: registering transfer metrics: %w", err)
 		}
 	}
-	opts := []kvtransfer.Option{kvtransfer.WithLogger(log), kvtransfer.WithOnComplete(t.onComplete)}
+	opts := append([]kvtransfer.Option{kvtransfer.WithLogger(log), kvtransfer.WithOnComplete(t.onComplete)}, extra...)
 	switch role {
 	case rolePrefill:
 		opts = append(opts,
@@ -145,7 +145,7 @@ func (t *kvTransfer) untrack(room uint64, op *roomOp) {
 }
 
 // StartReceive implements engine.Transfer (decode).
-func (t *kvTransfer) StartReceive(room uint64, addr string, pages []int32) {
+func (t *kvTransfer) StartReceive(room uint64, addr string, pages []int32, numTokens int) {
 	sink := t.getSink()
 	if t.receiver == nil {
 		sink.Received(room, -1, fmt.Errorf("cli: role %s cannot receive KV: %w", t.role, gen.ErrInternal))
@@ -158,7 +158,7 @@ func (t *kvTransfer) StartReceive(room uint64, addr string, pages []int32) {
 		sink.Received(room, -1, fmt.Errorf("cli: room %d is already receiving: %w", room, gen.ErrInvalid))
 		return
 	}
-	xfer, err := t.receiver.Start(ctx, addr, room, pages, len(pages)*t.pageSize)
+	xfer, err := t.receiver.Start(ctx, addr, room, pages, numTokens)
 	if err != nil {
 		t.untrack(room, op)
 		cancel()
@@ -181,15 +181,11 @@ func (t *kvTransfer) StartReceive(room uint64, addr string, pages []int32) {
 }
 
 // StartSend implements engine.Transfer (prefill).
-func (t *kvTransfer) StartSend(room uint64, pages []int32, firstToken int) {
+func (t *kvTransfer) StartSend(room uint64, pages []int32, numTokens, firstToken int) {
 	sink := t.getSink()
 	if t.sender == nil {
 		sink.Sent(room, fmt.Errorf("cli: role %s cannot send KV: %w", t.role, gen.ErrInternal))
 		return
-	}
-	numTokens := len(pages) * t.pageSize
-	if reg, ok := t.sender.Registered(room); ok && reg.NumTokens > 0 && reg.NumTokens <= numTokens {
-		numTokens = reg.NumTokens
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	op := &roomOp{cancel: cancel, done: make(chan struct{})}

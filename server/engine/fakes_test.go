@@ -127,8 +127,9 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 // fakeTransfer connects one prefill engine's KV store to one decode engine's in memory.
-// Pages are copied when prefill's StartSend meets decode's StartReceive for the same
-// room, the way server/kvtransfer moves them over TCP.
+// The prompt's tokens are copied when prefill's StartSend meets decode's StartReceive for
+// the same room, the way server/kvtransfer moves them over TCP (and, like it, a token
+// count that differs between the two sides fails the room).
 type fakeTransfer struct {
 	hub  *fakeHub
 	kv   *kernels.KVStore
@@ -141,11 +142,15 @@ type fakeHub struct {
 	prefill *fakeTransfer
 	decode  *fakeTransfer
 	recv    map[uint64][]int32 // room → decode destination pages
+	tokens  map[uint64]int     // room → tokens decode registered
+	sent    map[uint64]int     // room → tokens prefill sent
 	corrupt map[uint64]bool    // rooms whose transfer fails its checksum
 	cancels []uint64
 }
 
-func newFakeHub() *fakeHub { return &fakeHub{recv: map[uint64][]int32{}, corrupt: map[uint64]bool{}} }
+func newFakeHub() *fakeHub {
+	return &fakeHub{recv: map[uint64][]int32{}, tokens: map[uint64]int{}, sent: map[uint64]int{}, corrupt: map[uint64]bool{}}
+}
 
 func (h *fakeHub) transfer(role Role, kv *kernels.KVStore) *fakeTransfer {
 	t := &fakeTransfer{hub: h, kv: kv, role: role}
@@ -159,10 +164,11 @@ func (h *fakeHub) transfer(role Role, kv *kernels.KVStore) *fakeTransfer {
 
 func (t *fakeTransfer) Bind(s TransferSink) { t.sink = s }
 
-func (t *fakeTransfer) StartReceive(room uint64, addr string, pages []int32) {
+func (t *fakeTransfer) StartReceive(room uint64, addr string, pages []int32, numTokens int) {
 	h := t.hub
 	h.mu.Lock()
 	h.recv[room] = append([]int32(nil), pages...)
+	h.tokens[room] = numTokens
 	p := h.prefill
 	h.mu.Unlock()
 	if p != nil {
@@ -170,11 +176,14 @@ func (t *fakeTransfer) StartReceive(room uint64, addr string, pages []int32) {
 	}
 }
 
-func (t *fakeTransfer) StartSend(room uint64, pages []int32, firstToken int) {
+func (t *fakeTransfer) StartSend(room uint64, pages []int32, numTokens, firstToken int) {
 	h := t.hub
 	h.mu.Lock()
 	dst, ok := h.recv[room]
+	registered := h.tokens[room]
 	delete(h.recv, room)
+	delete(h.tokens, room)
+	h.sent[room] = numTokens
 	bad := h.corrupt[room]
 	d := h.decode
 	h.mu.Unlock()
@@ -182,14 +191,22 @@ func (t *fakeTransfer) StartSend(room uint64, pages []int32, firstToken int) {
 		t.sink.Sent(room, errNoReceiver)
 		return
 	}
-	if bad {
+	ps := t.kv.PageSize
+	need := (numTokens + ps - 1) / ps
+	switch {
+	case numTokens != registered || need > len(pages) || need > len(dst):
+		t.sink.Sent(room, errShape)
+		d.sink.Received(room, -1, errShape)
+		return
+	case bad:
 		t.sink.Sent(room, errChecksum)
 		d.sink.Received(room, 0, errChecksum)
 		return
 	}
-	for i, p := range pages {
+	for i := 0; i < need; i++ {
+		n := min(ps, numTokens-i*ps) * t.kv.BytesPerToken
 		for l := 0; l < t.kv.Layers; l++ {
-			copy(d.kv.LayerBytes(dst[i], l), t.kv.LayerBytes(p, l))
+			copy(d.kv.LayerBytes(dst[i], l)[:n], t.kv.LayerBytes(pages[i], l)[:n])
 		}
 	}
 	t.sink.Sent(room, nil)
@@ -209,4 +226,5 @@ func (e constErr) Error() string { return string(e) }
 const (
 	errNoReceiver = constErr("fake transfer: no receiver registered")
 	errChecksum   = constErr("fake transfer: crc32c mismatch on page 0")
+	errShape      = constErr("fake transfer: prefill and decode disagree on the token count")
 )

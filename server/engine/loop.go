@@ -200,10 +200,10 @@ func (e *Engine) apply(now time.Time, rd scheduler.Ready) {
 		e.xfer.Cancel(c.Room)
 	}
 	for _, t := range rd.Transfers {
-		e.xfer.StartReceive(t.Room, t.Addr, t.Pages)
+		e.xfer.StartReceive(t.Room, t.Addr, t.Pages, t.NumTokens)
 	}
 	for _, s := range rd.Sends {
-		e.xfer.StartSend(s.Room, s.Pages, s.FirstToken)
+		e.xfer.StartSend(s.Room, s.Pages, s.NumTokens, s.FirstToken)
 	}
 	if n := len(rd.Retracted); n > 0 {
 		e.m.retractions.Add(float64(n))

@@ -20,7 +20,6 @@ type tcpTransfer struct {
 	sink     TransferSink
 	sender   *kvtransfer.Sender
 	receiver *kvtransfer.Receiver
-	pageSize int
 
 	mu    sync.Mutex
 	xfers map[uint64]*kvtransfer.Transfer
@@ -31,8 +30,8 @@ type tcpTransfer struct {
 
 func (t *tcpTransfer) Bind(s TransferSink) { t.sink = s }
 
-func (t *tcpTransfer) StartReceive(room uint64, addr string, pages []int32) {
-	x, err := t.receiver.Start(context.Background(), addr, room, pages, len(pages)*t.pageSize)
+func (t *tcpTransfer) StartReceive(room uint64, addr string, pages []int32, numTokens int) {
+	x, err := t.receiver.Start(context.Background(), addr, room, pages, numTokens)
 	if err != nil {
 		t.sink.Received(room, -1, fmt.Errorf("%w: %w", gen.ErrTransfer, err))
 		return
@@ -51,11 +50,7 @@ func (t *tcpTransfer) StartReceive(room uint64, addr string, pages []int32) {
 	}()
 }
 
-func (t *tcpTransfer) StartSend(room uint64, pages []int32, firstToken int) {
-	n := len(pages) * t.pageSize
-	if reg, ok := t.sender.Registered(room); ok && reg.NumTokens > 0 && reg.NumTokens <= n {
-		n = reg.NumTokens
-	}
+func (t *tcpTransfer) StartSend(room uint64, pages []int32, n, firstToken int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.mu.Lock()
@@ -113,14 +108,14 @@ func TestPDOverTCP(t *testing.T) {
 		return "", nil
 	}
 	pb, db := tinyref(t, 256), tinyref(t, 256)
-	pt := &tcpTransfer{pageSize: pb.KV().PageSize, xfers: map[uint64]*kvtransfer.Transfer{},
+	pt := &tcpTransfer{xfers: map[uint64]*kvtransfer.Transfer{},
 		sends: map[uint64]context.CancelFunc{}, done: map[uint64]chan struct{}{}}
 	pt.sender = kvtransfer.NewSender(pb.KV(), kvtransfer.WithLogger(quiet), kvtransfer.WithHook(hook),
 		kvtransfer.WithOnRegister(func(r kvtransfer.Registration) { pt.sink.Registered(r.Room, len(r.DestPages)) }))
 	if err := pt.sender.Listen("127.0.0.1:0"); err != nil {
 		t.Fatal(err)
 	}
-	dt := &tcpTransfer{pageSize: db.KV().PageSize, xfers: map[uint64]*kvtransfer.Transfer{},
+	dt := &tcpTransfer{xfers: map[uint64]*kvtransfer.Transfer{},
 		sends: map[uint64]context.CancelFunc{}, done: map[uint64]chan struct{}{},
 		receiver: kvtransfer.NewReceiver(db.KV(), kvtransfer.WithLogger(quiet))}
 	// Engines shut down (t.Cleanup, last in first out) before the transfers close.

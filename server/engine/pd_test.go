@@ -114,6 +114,50 @@ func TestPDTransferFailure(t *testing.T) {
 	}
 }
 
+// TestPDTransferTokenCounts: both legs hand their transfer the prompt's token count (not
+// pages × page size), and legs that disagree on it (a router bug) fail explicitly on
+// both sides instead of decoding from padded KV.
+func TestPDTransferTokenCounts(t *testing.T) {
+	pd := startPD(t, newFakeBackend(64, 4), newFakeBackend(64, 4), DefaultConfig(), DefaultConfig())
+	for i, n := range []int{1, 4, 5, 9} { // page size 4: inside, at and past page boundaries
+		p := make([]int, n)
+		for j := range p {
+			p[j] = 2 + (i+j)%50
+		}
+		room := uint64(20 + i)
+		r, pdone := pd.run(t, context.Background(), &gen.Request{ID: fmt.Sprint("n", n), Prompt: p, MaxTokens: 3, IgnoreEOS: true}, room)
+		if r.done.Err != nil || pdone.Err != nil || len(r.tokens) != 3 {
+			t.Fatalf("prompt of %d: %d tokens, %v / %v", n, len(r.tokens), r.done.Err, pdone.Err)
+		}
+		pd.hub.mu.Lock()
+		sent := pd.hub.sent[room]
+		pd.hub.mu.Unlock()
+		if sent != n {
+			t.Fatalf("prompt of %d tokens: prefill sent %d", n, sent)
+		}
+	}
+
+	dreq := &gen.Request{ID: "mismatch", Prompt: []int{0, 5, 6, 7, 8}, MaxTokens: 3, IgnoreEOS: true,
+		Bootstrap: &gen.Bootstrap{Room: 30, Addr: "prefill:8998"}}
+	preq := *dreq
+	preq.Prompt = []int{0, 5, 6, 7, 8, 9}
+	dch, err := pd.decode.Generate(context.Background(), dreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pch, err := pd.prefill.Generate(context.Background(), &preq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := collect(t, pch); !errors.Is(r.done.Err, gen.ErrTransfer) {
+		t.Fatalf("prefill leg: %v, want ErrTransfer", r.done.Err)
+	}
+	if r := collect(t, dch); !errors.Is(r.done.Err, gen.ErrTransfer) || len(r.tokens) != 0 {
+		t.Fatalf("decode leg: %d tokens, %v, want ErrTransfer", len(r.tokens), r.done.Err)
+	}
+	waitFor(t, "idle", func() bool { return idle(pd.prefill) && idle(pd.decode) })
+}
+
 // TestPDDecodeAbort: a client that goes away while its request waits for KV frees the
 // decode pages and cancels the transfer.
 func TestPDDecodeAbort(t *testing.T) {

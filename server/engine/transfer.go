@@ -8,11 +8,14 @@ type Transfer interface {
 	// Bind is called once by New, before any other method.
 	Bind(sink TransferSink)
 	// StartReceive (decode) registers room with the prefill bootstrap server at addr,
-	// naming the destination pages, and receives the KV into the engine's KV store.
-	StartReceive(room uint64, addr string, pages []int32)
-	// StartSend (prefill) pushes the room's pages to the decode worker that registered
-	// it, followed by firstToken (the token prefill sampled).
-	StartSend(room uint64, pages []int32, firstToken int)
+	// naming the destination pages, and receives the KV of the prompt's numTokens tokens
+	// into the engine's KV store.
+	StartReceive(room uint64, addr string, pages []int32, numTokens int)
+	// StartSend (prefill) pushes the KV of the prompt's numTokens tokens, held in pages,
+	// to the decode worker that registered the room, followed by firstToken (the token
+	// prefill sampled). Both sides pass their own prompt length; a mismatch fails the
+	// transfer.
+	StartSend(room uint64, pages []int32, numTokens, firstToken int)
 	// Cancel abandons whatever is in progress for room (abort, timeout); it must not
 	// touch the pages after it returns.
 	Cancel(room uint64)

@@ -228,5 +228,5 @@ func (s *Scheduler) startTransfer(now time.Time, r *request) {
 	s.moveTo(now, r, StageTransfer, false)
 	r.transferStarted = true
 	s.out.Transfers = append(s.out.Transfers, Transfer{Seq: r.seq, ID: r.id, Room: r.room, Addr: r.req.Bootstrap.Addr,
-		Pages: append([]int32(nil), r.pages[:s.pagesFor(r.nPrompt)]...)})
+		Pages: append([]int32(nil), r.pages[:s.pagesFor(r.nPrompt)]...), NumTokens: r.nPrompt})
 }

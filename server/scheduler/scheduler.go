@@ -138,21 +138,25 @@ type Finish struct {
 }
 
 // Transfer asks the driver (decode) to register room with the prefill bootstrap server at
-// Addr and receive the prompt's KV into Pages.
+// Addr and receive the KV of the prompt's NumTokens tokens into Pages (exactly the pages
+// that hold them).
 type Transfer struct {
-	Seq   uint64
-	ID    string
-	Room  uint64
-	Addr  string
-	Pages []int32
+	Seq       uint64
+	ID        string
+	Room      uint64
+	Addr      string
+	Pages     []int32
+	NumTokens int
 }
 
-// Send asks the driver (prefill) to push Pages of room to decode, then FirstToken.
+// Send asks the driver (prefill) to push the KV of the prompt's NumTokens tokens, held in
+// Pages, to decode, then FirstToken.
 type Send struct {
 	Seq        uint64
 	ID         string
 	Room       uint64
 	Pages      []int32
+	NumTokens  int
 	FirstToken int
 }
 
@@ -674,7 +678,8 @@ func (s *Scheduler) StepDone(now time.Time, out []int, err error) {
 			s.generated++
 			s.lastOutput = now
 			s.moveTo(now, r, StageInflight, false)
-			s.out.Sends = append(s.out.Sends, Send{Seq: r.seq, ID: r.id, Room: r.room, Pages: slices.Clone(r.pages), FirstToken: tok})
+			s.out.Sends = append(s.out.Sends, Send{Seq: r.seq, ID: r.id, Room: r.room, Pages: slices.Clone(r.pages),
+				NumTokens: r.nPrompt, FirstToken: tok})
 			continue
 		}
 		s.sampledInto(now, r, tok, &buf)

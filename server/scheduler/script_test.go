@@ -373,10 +373,10 @@ func (rn *runner) render(rd *Ready, withStats bool) string {
 		}
 	}
 	for _, t := range rd.Transfers {
-		lines = append(lines, fmt.Sprintf("transfer %s room=%d addr=%s pages=%v", name(t.Seq), t.Room, t.Addr, t.Pages))
+		lines = append(lines, fmt.Sprintf("transfer %s room=%d addr=%s pages=%v tokens=%d", name(t.Seq), t.Room, t.Addr, t.Pages, t.NumTokens))
 	}
 	for _, s := range rd.Sends {
-		lines = append(lines, fmt.Sprintf("send %s room=%d pages=%v first=%d", name(s.Seq), s.Room, s.Pages, s.FirstToken))
+		lines = append(lines, fmt.Sprintf("send %s room=%d pages=%v tokens=%d first=%d", name(s.Seq), s.Room, s.Pages, s.NumTokens, s.FirstToken))
 	}
 	for _, c := range rd.Cancels {
 		lines = append(lines, fmt.Sprintf("cancel %s room=%d", name(c.Seq), c.Room))

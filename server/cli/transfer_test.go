@@ -1,0 +1,197 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"pdsoak/kernels"
+	"pdsoak/server/engine"
+	"pdsoak/server/gen"
+	"pdsoak/server/kvtransfer"
+)
+
+// kvBackend is a kernels.Backend that only has a KV store: all newTransfer uses.
+type kvBackend struct {
+	kernels.Backend
+	kv *kernels.KVStore
+}
+
+func (b kvBackend) KV() *kernels.KVStore { return b.kv }
+
+type xferEvent struct {
+	room  uint64
+	n     int // Registered: pages; Received: first token
+	err   error
+	event string
+}
+
+// recSink records transfer events on a channel.
+type recSink struct{ ch chan xferEvent }
+
+func newRecSink() *recSink { return &recSink{ch: make(chan xferEvent, 16)} }
+
+func (s *recSink) Registered(room uint64, pages int) {
+	s.ch <- xferEvent{room: room, n: pages, event: "registered"}
+}
+func (s *recSink) Received(room uint64, firstToken int, err error) {
+	s.ch <- xferEvent{room: room, n: firstToken, err: err, event: "received"}
+}
+func (s *recSink) Sent(room uint64, err error) {
+	s.ch <- xferEvent{room: room, err: err, event: "sent"}
+}
+
+// next waits (bounded) for the next event named event, skipping others.
+func (s *recSink) next(t *testing.T, event string) xferEvent {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		select {
+		case ev := <-s.ch:
+			if ev.event == event {
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("no %s event", event)
+			return xferEvent{}
+		}
+	}
+}
+
+const (
+	xferPageSize = 4
+	xferLayers   = 2
+	xferBytes    = 8 // per token per layer
+)
+
+type xferPair struct {
+	pre, dec         *kvTransfer
+	preKV, decKV     *kernels.KVStore
+	preSink, decSink *recSink
+}
+
+// newXferPair starts a prefill and a decode adapter on loopback with the given semantics.
+func newXferPair(t *testing.T, sem engine.Semantics, preOpts, decOpts []kvtransfer.Option) *xferPair {
+	t.Helper()
+	log := slog.New(slog.DiscardHandler)
+	f := defaultWorkerFlags()
+	f.bootstrapPort = 0
+	f.semantics = string(sem)
+	p := &xferPair{preSink: newRecSink(), decSink: newRecSink()}
+	var err error
+	for _, kv := range []**kernels.KVStore{&p.preKV, &p.decKV} {
+		if *kv, err = kernels.NewKVStore(16, xferPageSize, xferLayers, xferBytes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.pre, err = newTransfer(rolePrefill, kvBackend{kv: p.preKV}, f, prometheus.NewRegistry(), log, preOpts...); err != nil {
+		t.Fatal(err)
+	}
+	if p.dec, err = newTransfer(roleDecode, kvBackend{kv: p.decKV}, f, prometheus.NewRegistry(), log, decOpts...); err != nil {
+		_ = p.pre.Close()
+		t.Fatal(err)
+	}
+	p.pre.Bind(p.preSink)
+	p.dec.Bind(p.decSink)
+	t.Cleanup(func() {
+		_ = p.dec.Close()
+		_ = p.pre.Close()
+	})
+	return p
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+func pagesFor(tokens int) int { return (tokens + xferPageSize - 1) / xferPageSize }
+
+// TestTransferMovesExactlyThePrompt: decode registers the prompt's token count (not its
+// pages × page size) and prefill sends exactly those tokens: the KV after the prompt in
+// decode's last page is left alone, and the byte counter counts the prompt only.
+func TestTransferMovesExactlyThePrompt(t *testing.T) {
+	noHook := kvtransfer.WithHook(nil)
+	p := newXferPair(t, engine.SemanticsStrict, []kvtransfer.Option{noHook}, nil)
+	tests := []struct {
+		name   string
+		tokens int
+	}{
+		{"one token", 1},
+		{"inside a page", 5},
+		{"page boundary", 8},
+		{"past a boundary", 9},
+	}
+	var moved float64
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			room := uint64(100 + i)
+			// Like the scheduler: prefill holds the prompt and its first token, decode
+			// allocates room for the first generated token too.
+			src := make([]int32, pagesFor(tc.tokens+1))
+			dst := make([]int32, pagesFor(tc.tokens+1))
+			for j := range src {
+				src[j] = int32(j)
+				dst[j] = int32(len(dst) - 1 - j)
+				for l := 0; l < xferLayers; l++ {
+					b := p.preKV.LayerBytes(src[j], l)
+					for k := range b {
+						b[k] = byte(1 + j*31 + l*7 + k)
+					}
+					d := p.decKV.LayerBytes(dst[j], l)
+					for k := range d {
+						d[k] = 0xEE
+					}
+				}
+			}
+			p.dec.StartReceive(room, p.pre.bootstrapAddr, dst[:pagesFor(tc.tokens)], tc.tokens)
+			p.pre.StartSend(room, src, tc.tokens, 42)
+			if ev := p.preSink.next(t, "sent"); ev.err != nil || ev.room != room {
+				t.Fatalf("sent %+v", ev)
+			}
+			if ev := p.decSink.next(t, "received"); ev.err != nil || ev.room != room || ev.n != 42 {
+				t.Fatalf("received %+v", ev)
+			}
+			for j := range dst {
+				for l := 0; l < xferLayers; l++ {
+					got, want := p.decKV.LayerBytes(dst[j], l), p.preKV.LayerBytes(src[j], l)
+					n := max(0, min(xferPageSize, tc.tokens-j*xferPageSize)) * xferBytes
+					if !bytes.Equal(got[:n], want[:n]) {
+						t.Fatalf("page %d layer %d: prompt KV differs", j, l)
+					}
+					if !bytes.Equal(got[n:], bytes.Repeat([]byte{0xEE}, len(got)-n)) {
+						t.Fatalf("page %d layer %d: KV past the prompt (%d bytes in) was overwritten", j, l, n)
+					}
+				}
+			}
+			moved += float64(tc.tokens * xferLayers * xferBytes)
+			if got := counterValue(t, p.pre.bytes); got != moved {
+				t.Fatalf("prefill counted %v bytes, want %v", got, moved)
+			}
+		})
+	}
+}
+
+// TestTransferTokenCountMismatchFails: prefill and decode disagreeing on the prompt
+// length is an explicit transfer error on both sides, never silently padded KV.
+func TestTransferTokenCountMismatchFails(t *testing.T) {
+	p := newXferPair(t, engine.SemanticsStrict, []kvtransfer.Option{kvtransfer.WithHook(nil)}, nil)
+	const room = 7
+	p.dec.StartReceive(room, p.pre.bootstrapAddr, []int32{0, 1}, 5)
+	p.pre.StartSend(room, []int32{3, 4}, 6, 9)
+	if ev := p.preSink.next(t, "sent"); !errors.Is(ev.err, gen.ErrTransfer) {
+		t.Fatalf("prefill: %v, want a transfer error", ev.err)
+	}
+	if ev := p.decSink.next(t, "received"); !errors.Is(ev.err, gen.ErrTransfer) {
+		t.Fatalf("decode: %v, want a transfer error", ev.err)
+	}
+}
