@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"pdsoak/reports"
+	"pdsoak/scenarios"
+)
+
+// shipped is the path of a scenario shipped in scenarios/.
+func shipped(name string) string {
+	return filepath.Join("..", "..", "scenarios", name+".yaml")
+}
+
+// expectShipped checks that the shipped scenario's header promises the verdict the test
+// asserts, so the test and the header cannot disagree.
+func expectShipped(t *testing.T, name, verdict string) {
+	t.Helper()
+	for _, info := range scenarios.List() {
+		if info.Name == name {
+			if info.Expected != verdict {
+				t.Fatalf("%s's header expects %q; this test asserts %s", name, info.Expected, verdict)
+			}
+			return
+		}
+	}
+	t.Fatalf("%s is not an embedded scenario", name)
+}
+
+// shortened copies a shipped scenario into dir with top-level keys replaced (the load
+// and the server are unchanged; only how long the harness waits) and returns its path.
+func shortened(t *testing.T, dir, name string, set map[string]any) string {
+	t.Helper()
+	data, err := os.ReadFile(shipped(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	for k, v := range set {
+		doc[k] = v
+	}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name+"-short.yaml")
+	if err := os.WriteFile(p, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestIncidentSGLangFails runs the incident (silent-drop-sglang) with the harness's
+// deadlines shortened from 20 s to 8 s before the first token: 30 agents' growing
+// conversations exhaust decode's 768-token pool, SGLang's FIFO prealloc queue blocks on
+// its head, and the run must fail with silent drops that decode's /debug/requests shows
+// held in its prealloc queue.
+func TestIncidentSGLangFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the incident against the reference PD server")
+	}
+	t.Parallel()
+	expectShipped(t, "silent-drop-sglang", "FAIL")
+	sc := shortened(t, t.TempDir(), "silent-drop-sglang", map[string]any{
+		"duration":  "10s",
+		"deadlines": map[string]any{"connect": "5s", "first_token": "8s", "stall": "8s", "total": "12s"},
+		"drain":     map[string]any{"timeout": "15s", "leak_timeout": "10s"},
+	})
+	r := runHarness(t, sc)
+	res := r.res
+	t.Logf("exit %d in %s: %d requests, %d silent drops, stages %v", r.code, r.elapsed.Round(100e6), res.Requests, res.SilentDrops, res.DropStages)
+	if r.code != 1 || res.Verdict != reports.VerdictFail {
+		t.Fatalf("exit %d, verdict %q; want 1, fail\n%s", r.code, res.Verdict, r.diagnostics())
+	}
+	if res.SilentDrops == 0 {
+		t.Fatalf("no silent drops\n%s", r.diagnostics())
+	}
+	if got := assertion(res, "no_silent_drops"); got == nil || got.Passed {
+		t.Errorf("no_silent_drops assertion %+v, want failed", got)
+	}
+	if n := res.DropStages["decode-0: prealloc"]; n != res.SilentDrops {
+		t.Errorf("%d of %d drops located in decode's prealloc queue: %v", n, res.SilentDrops, res.DropStages)
+	}
+	if len(res.Drops) != res.SilentDrops {
+		t.Fatalf("%d drop details for %d drops", len(res.Drops), res.SilentDrops)
+	}
+	for _, d := range res.Drops {
+		if !strings.HasPrefix(string(d.Phase), "before") {
+			t.Errorf("drop %s in phase %q, want before the first token", d.RequestID, d.Phase)
+		}
+		if stage := debugStage(t, d.ServerDebug, "decode-0", d.RequestID); stage != "prealloc" {
+			t.Errorf("drop %s: decode-0's /debug/requests says stage %q, want prealloc: %s", d.RequestID, stage, d.ServerDebug)
+		}
+	}
+}
+
+// TestIncidentStrictPasses runs the same load (silent-drop-strict, as shipped, with a
+// shorter load window) against strict semantics: zero silent drops, no leaks.
+func TestIncidentStrictPasses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the incident's load against the reference PD server")
+	}
+	t.Parallel()
+	expectShipped(t, "silent-drop-strict", "PASS")
+	r := runHarness(t, shipped("silent-drop-strict"), "--duration", "12s")
+	res := r.res
+	t.Logf("exit %d in %s: %d requests %v", r.code, r.elapsed.Round(100e6), res.Requests, res.Outcomes)
+	if r.code != 0 || res.Verdict != reports.VerdictPass {
+		t.Fatalf("exit %d, verdict %q; want 0, pass\n%s", r.code, res.Verdict, r.diagnostics())
+	}
+	if res.SilentDrops != 0 || res.Unresolved != 0 {
+		t.Errorf("%d silent drops, %d unresolved: %+v", res.SilentDrops, res.Unresolved, res.Drops)
+	}
+	if res.Leak == nil || !res.Leak.Passed {
+		t.Errorf("leak check %+v", res.Leak)
+	}
+	if res.Outcomes[reports.OutcomeOK] == 0 {
+		t.Errorf("nothing succeeded: %v", res.Outcomes)
+	}
+}
+
+func assertion(res reports.Results, name string) *reports.AssertionResult {
+	for i := range res.Assertions {
+		if res.Assertions[i].Name == name {
+			return &res.Assertions[i]
+		}
+	}
+	return nil
+}
+
+// debugStage reads the stage a process's /debug/requests gave for a request from a
+// drop's server_debug.
+func debugStage(t *testing.T, raw json.RawMessage, process, id string) string {
+	t.Helper()
+	var dbg struct {
+		Sources []struct {
+			Process string `json:"process"`
+			Found   bool   `json:"found"`
+			Entries []struct {
+				ID    string `json:"id"`
+				Stage string `json:"stage"`
+			} `json:"entries"`
+		} `json:"sources"`
+	}
+	if err := json.Unmarshal(raw, &dbg); err != nil {
+		t.Errorf("server_debug of %s: %v", id, err)
+		return ""
+	}
+	for _, s := range dbg.Sources {
+		if s.Process != process || !s.Found {
+			continue
+		}
+		for _, e := range s.Entries {
+			if e.ID == id {
+				return e.Stage
+			}
+		}
+	}
+	return ""
+}
