@@ -24,6 +24,11 @@ import (
 // Token counts: both sides pass their own prompt length (from the scheduler), so decode
 // registers exactly the prompt's tokens and prefill sends exactly those; kvtransfer fails
 // the room when the two disagree.
+//
+// Semantics: in sglang mode the receiver has no bound between two frames of a room
+// (SGLang does not bound the Transferring stage; the engine's transfer timeout is off
+// too). Heartbeats, the dial, handshake, write and ACK bounds are transport checks and
+// stay in both modes: a dead connection still fails its rooms.
 type kvTransfer struct {
 	role     engine.Role
 	log      *slog.Logger
@@ -52,8 +57,8 @@ type roomOp struct {
 
 var _ engine.Transfer = (*kvTransfer)(nil)
 
-// newTransfer builds the adapter for role. extra options (tests) apply after the
-// adapter's own.
+// newTransfer builds the adapter for role. extra options (tests) apply before the ones
+// the semantics mode implies, so the mode wins where both set the same bound.
 func newTransfer(role engine.Role, b kernels.Backend, f *workerFlags, reg prometheus.Registerer, log *slog.Logger, extra ...kvtransfer.Option) (*kvTransfer, error) {
 	t := &kvTransfer{role: role, log: log, rooms: map[uint64]*roomOp{},
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdsoak:kv_transfer_bytes_total",
@@ -70,6 +75,7 @@ func newTransfer(role engine.Role, b kernels.Backend, f *workerFlags, reg promet
 		}
 	}
 	opts := append([]kvtransfer.Option{kvtransfer.WithLogger(log), kvtransfer.WithOnComplete(t.onComplete)}, extra...)
+	opts = append(opts, semanticsOptions(engine.Semantics(f.semantics))...)
 	switch role {
 	case rolePrefill:
 		opts = append(opts,
@@ -96,6 +102,14 @@ func newTransfer(role engine.Role, b kernels.Backend, f *workerFlags, reg promet
 		return nil, fmt.Errorf("cli: no KV transfer for role %q", role)
 	}
 	return t, nil
+}
+
+// semanticsOptions are the kvtransfer options that depend on the semantics mode.
+func semanticsOptions(s engine.Semantics) []kvtransfer.Option {
+	if s == engine.SemanticsSGLang {
+		return []kvtransfer.Option{kvtransfer.WithProgressTimeout(0)}
+	}
+	return nil
 }
 
 func (t *kvTransfer) onComplete(st kvtransfer.Stats) {

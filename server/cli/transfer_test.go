@@ -2,7 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -193,5 +195,73 @@ func TestTransferTokenCountMismatchFails(t *testing.T) {
 	}
 	if ev := p.decSink.next(t, "received"); !errors.Is(ev.err, gen.ErrTransfer) {
 		t.Fatalf("decode: %v, want a transfer error", ev.err)
+	}
+}
+
+// TestTransferProgressBoundFollowsSemantics: a sender that stalls between two frames of
+// a room fails the room under strict semantics (the receiver's progress bound) and does
+// not under sglang semantics, where SGLang has no bound on Transferring; the transfer
+// completes when the sender resumes.
+//
+// kvtransfer buffers page frames until the next control message or heartbeat, so the
+// first frame reaches decode with prefill's next heartbeat: a short heartbeat interval
+// gets it there well inside the sglang case's quiet window (were it late, that case
+// would pass without proving anything, never fail; the strict case shows the frame
+// arrives).
+func TestTransferProgressBoundFollowsSemantics(t *testing.T) {
+	const bound = 50 * time.Millisecond
+	tests := []struct {
+		sem      engine.Semantics
+		wantFail bool
+	}{
+		{engine.SemanticsStrict, true},
+		{engine.SemanticsSGLang, false},
+	}
+	for _, tc := range tests {
+		t.Run(string(tc.sem), func(t *testing.T) {
+			release := make(chan struct{})
+			frames := 0
+			hook := func(ctx context.Context, name string) (string, error) {
+				if name != kvtransfer.HookSendFrame {
+					return "", nil
+				}
+				if frames++; frames == 2 { // one frame has arrived: stall mid-room
+					select {
+					case <-release:
+					case <-ctx.Done():
+						return "", fmt.Errorf("stall ended: %w", ctx.Err())
+					}
+				}
+				return "", nil
+			}
+			p := newXferPair(t, tc.sem, []kvtransfer.Option{kvtransfer.WithHook(hook), kvtransfer.WithHeartbeat(5*time.Millisecond, 5*time.Second)},
+				[]kvtransfer.Option{kvtransfer.WithProgressTimeout(bound)})
+			const room = 11
+			p.dec.StartReceive(room, p.pre.bootstrapAddr, []int32{0, 1}, 6)
+			p.pre.StartSend(room, []int32{0, 1}, 6, 3)
+			if tc.wantFail {
+				ev := p.decSink.next(t, "received")
+				close(release)
+				if !errors.Is(ev.err, gen.ErrTransfer) || !errors.Is(ev.err, kvtransfer.ErrTimeout) {
+					t.Fatalf("decode: %v, want a progress timeout", ev.err)
+				}
+				if ev := p.preSink.next(t, "sent"); ev.err == nil {
+					t.Fatal("prefill: send succeeded after decode failed the room")
+				}
+				return
+			}
+			select {
+			case ev := <-p.decSink.ch:
+				t.Fatalf("decode ended the stalled room: %+v", ev)
+			case <-time.After(10 * bound):
+			}
+			close(release)
+			if ev := p.decSink.next(t, "received"); ev.err != nil || ev.n != 3 {
+				t.Fatalf("decode: %+v", ev)
+			}
+			if ev := p.preSink.next(t, "sent"); ev.err != nil {
+				t.Fatalf("prefill: %v", ev.err)
+			}
+		})
 	}
 }
