@@ -68,12 +68,12 @@ workloads:
     turns: 3
     max_tokens: 3
 deadlines:
-  connect: 1s
-  first_token: 1s
-  stall: 1s
-  total: 1500ms
+  connect: 2s
+  first_token: 3s
+  stall: 3s
+  total: 4s
 drain:
-  timeout: 3s
+  timeout: 6s
 assertions: [no_silent_drops, valid_responses]
 `)
 }
