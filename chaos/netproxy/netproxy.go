@@ -16,6 +16,7 @@ import (
 	"github.com/Shopify/toxiproxy/v2/toxics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	zlog "github.com/rs/zerolog/log"
 )
 
 // Toxic types of toxiproxy v2.12.0 that Link.AddToxic accepts.
@@ -86,11 +87,17 @@ type Link struct {
 	owner *Links
 }
 
-var linksSeq atomic.Int64
+var (
+	linksSeq          atomic.Int64
+	muteGlobalZerolog sync.Once
+)
 
 // New returns an empty set of links. Proxy logs are discarded; toxiproxy's metrics go to
 // a private registry.
 func New() *Links {
+	// toxiproxy's bandwidth toxic logs through zerolog's global logger, which writes trace
+	// lines to stderr by default; nothing else in pdsoak uses zerolog, so mute it here.
+	muteGlobalZerolog.Do(func() { zlog.Logger = zerolog.Nop() })
 	logger := zerolog.Nop()
 	m := toxiproxy.NewMetricsContainer(prometheus.NewRegistry())
 	return &Links{
