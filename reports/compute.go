@@ -36,6 +36,7 @@ type Builder struct {
 	badIDs     map[Outcome][]string
 	dropStages map[string]int
 	notes      []string
+	gpu        *gpuStats
 }
 
 type sample struct {
@@ -78,6 +79,7 @@ func NewBuilder(cfg Config) *Builder {
 		faultIdx:   map[string]*faultState{},
 		badIDs:     map[Outcome][]string{},
 		dropStages: map[string]int{},
+		gpu:        newGPUStats(),
 	}
 }
 
@@ -120,6 +122,7 @@ func (b *Builder) Add(e Event) {
 		if e.RequestID != "" {
 			if _, seen := b.scheduled[e.RequestID]; !seen {
 				b.scheduled[e.RequestID] = false
+				b.gpu.scheduled(e)
 			}
 		}
 	case EventSent:
@@ -127,7 +130,12 @@ func (b *Builder) Add(e Event) {
 			b.lag = append(b.lag, e.Lag)
 		}
 	case EventDone:
+		b.gpu.done(e)
 		b.addDone(e)
+	case EventSample:
+		if e.Source == GPUSource || len(e.GPUs) > 0 {
+			b.gpu.sample(e)
+		}
 	case EventFaultStart:
 		f := b.fault(e.Fault)
 		f.start = e.Time
@@ -235,6 +243,7 @@ func (b *Builder) Results() *Results {
 		Workloads:  b.workloads,
 		Leak:       b.leak,
 		SelfCheck:  b.self,
+		GPU:        b.gpu.result(),
 		Notes:      append([]string(nil), b.notes...),
 	}
 	if r.Drops == nil {

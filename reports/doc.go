@@ -22,4 +22,10 @@
 // that its evidence cannot be trusted: the harness's self-check failed, a fault did not
 // verify, the run ended with an error, a scheduled request has no terminal outcome, or no
 // request finished at all.
+//
+// GPU samples (sample events with Source "gpu", written by the harness through
+// harness/gpu when NVML is present) add a gpu section to results.json and one line to
+// summary.md: utilisation max and mean, and the mean utilisation over "stuck" samples,
+// taken while requests were in flight and none had completed since the previous
+// sample — the figure for "requests hang while the GPUs sit idle".
 package reports

@@ -70,7 +70,7 @@ const (
 	EventFaultStart    EventType = "fault_start"    // Fault, FaultType, Target
 	EventFaultStop     EventType = "fault_stop"     // Fault reverted
 	EventFaultVerified EventType = "fault_verified" // Passed: whether the fault took effect
-	EventSample        EventType = "sample"         // server gauges scraped (Metrics)
+	EventSample        EventType = "sample"         // server gauges scraped (Metrics) or GPU readings (GPUs)
 	EventDrain         EventType = "drain"          // drain finished (InFlight left, Passed)
 	EventLeakCheck     EventType = "leak_check"     // Passed, Metrics (residual gauges)
 	EventSelfCheck     EventType = "self_check"     // Passed, LagP99, LagMax
@@ -131,6 +131,9 @@ type Event struct {
 	// Sample fields (sample, leak_check): gauge name -> value.
 	Source  string             `json:"source,omitempty"`
 	Metrics map[string]float64 `json:"metrics,omitempty"`
+	// GPUs holds one reading per device in a GPU sample (Source "gpu", see
+	// harness/gpu); such a sample also carries the harness's InFlight count.
+	GPUs []GPU `json:"gpus,omitempty"`
 
 	// Drain / self-check fields.
 	InFlight int     `json:"in_flight,omitempty"`

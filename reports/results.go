@@ -48,6 +48,8 @@ type Results struct {
 	Workloads  map[string]int    `json:"workloads,omitempty"`
 	Leak       *CheckResult      `json:"leak_check,omitempty"`
 	SelfCheck  *CheckResult      `json:"self_check,omitempty"`
+	// GPU summarises the GPU samples; absent when the ledger has none.
+	GPU *GPUResult `json:"gpu,omitempty"`
 	// InvalidReasons says why the verdict is invalid.
 	InvalidReasons []string `json:"invalid_reasons,omitempty"`
 	Notes          []string `json:"notes,omitempty"`

@@ -171,6 +171,9 @@ func WriteMarkdown(w io.Writer, r *Results) error {
 	fmt.Fprintf(&b, "# %s: %s\n\n", r.Scenario, verdictWord(r.Verdict))
 	fmt.Fprintf(&b, "- target: `%s`\n- seed: %d\n- duration: %.1f s\n- requests: %d (%.2f/s)\n- silent drops: **%d**\n",
 		r.Target, r.Seed, r.Duration, r.Requests, r.Throughput, r.SilentDrops)
+	if r.GPU != nil {
+		fmt.Fprintf(&b, "- %s\n", gpuLine(r.GPU))
+	}
 	if len(r.InvalidReasons) > 0 {
 		b.WriteString("\n**The run is invalid:**\n\n")
 		for _, s := range r.InvalidReasons {

@@ -1,0 +1,182 @@
+package reports
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// GPUSource is the Source of a sample event that carries GPU readings.
+const GPUSource = "gpu"
+
+// GPU is one device's reading in a GPU sample event. A field the driver could not read
+// is absent and the reason is in Errors; zero is a real reading (an idle GPU).
+type GPU struct {
+	Index int    `json:"index"`
+	Name  string `json:"name,omitempty"`
+	UUID  string `json:"uuid,omitempty"`
+	// Util is the percent of the driver's last sample period in which a kernel ran;
+	// MemUtil the percent in which device memory was read or written.
+	Util    *float64 `json:"util,omitempty"`
+	MemUtil *float64 `json:"mem_util,omitempty"`
+	// MemUsed and MemTotal are device memory in bytes.
+	MemUsed  *uint64 `json:"mem_used,omitempty"`
+	MemTotal *uint64 `json:"mem_total,omitempty"`
+	// PowerW is board power in watts; TempC the GPU core temperature in °C.
+	PowerW *float64 `json:"power_w,omitempty"`
+	TempC  *float64 `json:"temp_c,omitempty"`
+	// Errors says which reads failed ("power: ERROR_NOT_SUPPORTED").
+	Errors []string `json:"errors,omitempty"`
+}
+
+// GPUResult summarises a run's GPU samples. Utilisation figures are percents over every
+// device reading that had one.
+//
+// A sample is "stuck" when requests were in flight at its time (scheduled with no done
+// event yet) and none completed since the previous GPU sample, where completing means a
+// done event with an answer from the server (any outcome but stalled, deadline_exceeded
+// and cancelled). StuckUtilMean is the incident's figure: requests hang while the GPUs
+// sit idle shows as stuck samples with a mean utilisation near 0.
+type GPUResult struct {
+	// Devices lists every device seen ("0: NVIDIA H200 GPU-…").
+	Devices []string `json:"devices"`
+	Samples int      `json:"samples"`
+	UtilMax float64  `json:"util_max"`
+	// UtilMean is the mean over all samples; MemUsedMaxPct the highest memory use seen,
+	// as a percent of the device's memory.
+	UtilMean      float64 `json:"util_mean"`
+	MemUsedMaxPct float64 `json:"mem_used_max_pct"`
+	// StuckSamples counts stuck samples, StuckSeconds the time since the previous sample
+	// summed over them, StuckInFlightMax the most requests in flight in one of them.
+	StuckSamples     int     `json:"stuck_samples"`
+	StuckSeconds     float64 `json:"stuck_seconds"`
+	StuckInFlightMax int     `json:"stuck_in_flight_max"`
+	// StuckUtilMean is the mean utilisation over stuck samples; absent when none.
+	StuckUtilMean *float64 `json:"stuck_util_mean,omitempty"`
+	// ReadErrors counts device readings that had at least one failed read.
+	ReadErrors int `json:"read_errors,omitempty"`
+}
+
+// gpuStats folds GPU samples and request events into a GPUResult as the ledger streams.
+type gpuStats struct {
+	open      map[string]bool // scheduled, not done
+	completed int             // answered done events since the previous GPU sample
+	last      time.Time       // previous GPU sample (or the first scheduled request)
+	devices   map[string]bool
+	samples   int
+	utilSum   float64
+	utilN     int
+	utilMax   float64
+	memMax    float64
+	stuck     int
+	stuckSec  float64
+	stuckMaxN int
+	stuckSum  float64
+	stuckN    int
+	errors    int
+}
+
+func newGPUStats() *gpuStats {
+	return &gpuStats{open: map[string]bool{}, devices: map[string]bool{}}
+}
+
+func (g *gpuStats) scheduled(e Event) {
+	if e.RequestID == "" {
+		return
+	}
+	g.open[e.RequestID] = true
+	if g.last.IsZero() {
+		g.last = e.Time
+	}
+}
+
+func (g *gpuStats) done(e Event) {
+	if !g.open[e.RequestID] {
+		return
+	}
+	delete(g.open, e.RequestID)
+	if !e.Outcome.SilentDrop() && e.Outcome != OutcomeCancelled {
+		g.completed++
+	}
+}
+
+func (g *gpuStats) sample(e Event) {
+	g.samples++
+	stuck := len(g.open) > 0 && g.completed == 0
+	if stuck {
+		g.stuck++
+		if !g.last.IsZero() && e.Time.After(g.last) {
+			g.stuckSec += e.Time.Sub(g.last).Seconds()
+		}
+		g.stuckMaxN = max(g.stuckMaxN, len(g.open))
+	}
+	g.completed = 0
+	g.last = e.Time
+	for _, d := range e.GPUs {
+		id := fmt.Sprintf("%d: %s %s", d.Index, d.Name, d.UUID)
+		g.devices[strings.TrimSpace(id)] = true
+		if len(d.Errors) > 0 {
+			g.errors++
+		}
+		if d.MemUsed != nil && d.MemTotal != nil && *d.MemTotal > 0 {
+			g.memMax = max(g.memMax, 100*float64(*d.MemUsed)/float64(*d.MemTotal))
+		}
+		if d.Util == nil {
+			continue
+		}
+		u := *d.Util
+		g.utilSum += u
+		g.utilN++
+		g.utilMax = max(g.utilMax, u)
+		if stuck {
+			g.stuckSum += u
+			g.stuckN++
+		}
+	}
+}
+
+// result returns nil when the ledger had no GPU sample.
+func (g *gpuStats) result() *GPUResult {
+	if g.samples == 0 {
+		return nil
+	}
+	r := &GPUResult{Samples: g.samples, UtilMax: g.utilMax, MemUsedMaxPct: round2(g.memMax),
+		StuckSamples: g.stuck, StuckSeconds: round2(g.stuckSec), StuckInFlightMax: g.stuckMaxN,
+		ReadErrors: g.errors, Devices: make([]string, 0, len(g.devices))}
+	for d := range g.devices {
+		r.Devices = append(r.Devices, d)
+	}
+	sort.Strings(r.Devices)
+	if g.utilN > 0 {
+		r.UtilMean = round2(g.utilSum / float64(g.utilN))
+	}
+	if g.stuckN > 0 {
+		m := round2(g.stuckSum / float64(g.stuckN))
+		r.StuckUtilMean = &m
+	}
+	return r
+}
+
+func round2(x float64) float64 {
+	return float64(int64(x*100+0.5)) / 100
+}
+
+// gpuLine is summary.md's line about the GPUs.
+func gpuLine(g *GPUResult) string {
+	s := fmt.Sprintf("GPU (%d devices, %d samples): utilisation max %.0f%%, mean %.1f%%, memory up to %.0f%%",
+		len(g.Devices), g.Samples, g.UtilMax, g.UtilMean, g.MemUsedMaxPct)
+	switch {
+	case g.StuckSamples == 0:
+		s += "; never requests in flight without completions"
+	case g.StuckUtilMean == nil:
+		s += fmt.Sprintf("; up to **%d requests stuck** for %.0f s (no utilisation reading then)", g.StuckInFlightMax, g.StuckSeconds)
+	default:
+		s += fmt.Sprintf("; up to **%d requests stuck** for %.0f s while GPU utilisation averaged **%.1f%%**",
+			g.StuckInFlightMax, g.StuckSeconds, *g.StuckUtilMean)
+	}
+	if g.ReadErrors > 0 {
+		s += fmt.Sprintf(" (%d readings incomplete)", g.ReadErrors)
+	}
+	return s
+}
