@@ -3,7 +3,10 @@
 // separate processes) in a short scenario, through the real harness binary, and the run
 // must pass with strict semantics — exit 0, zero silent drops, no leaks, the fault
 // verified, recovery after it — while the incident's load under SGLang semantics must
-// fail with silent drops held in decode's prealloc queue.
+// fail with silent drops held in decode's prealloc queue (TestIncident*), and a fault that
+// only strict semantics bounds (a KV transfer stalled longer than the deadlines) must pass
+// under strict and fail under sglang with its drops held in decode's transfer queue
+// (TestSemanticsPairs).
 //
 // The package has no non-test code. Its main loop (TestMain and TestFaults):
 //

@@ -150,6 +150,11 @@ type faultCase struct {
 	// truncationExpected replaces valid_responses by count(invalid) == 0: a stream cut by
 	// the death of the process that serves it to the client can only end truncated.
 	truncationExpected bool
+	// sglang runs the server with SGLang's PD semantics (and a short leak check: SGLang's
+	// gauges freeze when idle, so it would only wait out its bound).
+	sglang bool
+	// deadlines replaces the harness's per-request deadlines (a YAML flow mapping).
+	deadlines string
 }
 
 // cases covers every fault type of the chaos catalogue (TestCatalogueCovered checks it).
@@ -200,8 +205,7 @@ var cases = []faultCase{
 		`{name: hang-ups, type: client_disconnect, target: agents, at: 2s, for: 3s, params: {after_tokens: 2, fraction: 0.5}}`}},
 }
 
-var scenarioTmpl = template.Must(template.New("scenario").Parse(`# e2e {{.Name}}: strict reference server under one short fault case.
-# Expected verdict: PASS (exit 0).
+var scenarioTmpl = template.Must(template.New("scenario").Parse(`# e2e {{.Name}}: the reference server ({{.Semantics}}) under one short fault case.
 name: e2e-{{.Slug}}
 seed: 1
 duration: 9s
@@ -209,7 +213,7 @@ reference:
   prefill: 1
   decode: 1
   backend: tinyref
-  semantics: strict
+  semantics: {{.Semantics}}
   args: [--prealloc-timeout=2s, --transfer-timeout=2s, --bootstrap-timeout=2s, --request-timeout=20s]
   prefill_args: [--max-total-tokens=65536]
   decode_args: [{{.DecodeArgs}}]
@@ -220,8 +224,8 @@ faults:
 {{- range .Faults}}
   - {{.}}
 {{- end}}
-deadlines: {connect: 5s, first_token: 25s, stall: 15s, total: 30s}
-drain: {timeout: 30s, leak_timeout: 15s}
+deadlines: {{.Deadlines}}
+drain: {timeout: 30s, leak_timeout: {{.LeakTimeout}}}
 recovery: {window: 2s, threshold: 0.8, within: 6s}
 assertions: [no_silent_drops, {{if .Truncation}}"count(invalid) == 0"{{else}}valid_responses{{end}}, no_leaks, recovery]
 `))
@@ -232,10 +236,19 @@ func (c faultCase) yaml() string {
 	if decode == nil {
 		decode = []string{"--max-total-tokens=65536"}
 	}
+	semantics, leak := "strict", "15s"
+	if c.sglang {
+		semantics, leak = "sglang", "3s"
+	}
+	deadlines := c.deadlines
+	if deadlines == "" {
+		deadlines = "{connect: 5s, first_token: 25s, stall: 15s, total: 30s}"
+	}
 	var b strings.Builder
 	err := scenarioTmpl.Execute(&b, map[string]any{
 		"Name": c.name, "Slug": strings.ReplaceAll(c.name, " ", "-"), "Faults": c.faults,
 		"DecodeArgs": strings.Join(decode, ", "), "Truncation": c.truncationExpected,
+		"Semantics": semantics, "Deadlines": deadlines, "LeakTimeout": leak,
 	})
 	if err != nil {
 		panic(err)

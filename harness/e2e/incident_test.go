@@ -167,3 +167,63 @@ func debugStage(t *testing.T, raw json.RawMessage, process, id string) string {
 	}
 	return ""
 }
+
+// semanticsPair is one fault that strict semantics bounds and SGLang's PD semantics does
+// not: the same scenario must pass under strict and fail under sglang with every silent
+// drop held in stage.
+type semanticsPair struct {
+	fault string
+	// stage is where the server's /debug/requests must locate each sglang drop.
+	stage string
+}
+
+// pairs run with deadlines shorter than the fault, so a request the server holds for the
+// whole fault is a silent drop, and strict bounds (2 s) shorter than the deadlines.
+var pairs = []semanticsPair{
+	// SGLang does not bound the Transferring state: decode waits for pages as long as
+	// prefill's sender is stuck. Strict fails the transfer after --transfer-timeout.
+	{fault: `{name: kv-stall, type: kv_transfer_stall, target: prefill, at: 2s, for: 6s, params: {mode: pause}}`,
+		stage: "decode-0: transfer"},
+}
+
+// TestSemanticsPairs runs each pair's fault under both semantics.
+func TestSemanticsPairs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the harness against the reference PD server")
+	}
+	for _, p := range pairs {
+		sc, err := scenarios.Parse("pair.yaml", []byte(faultCase{name: "pair", faults: []string{p.fault}}.yaml()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		typ := sc.Faults[0].Type
+		t.Run(typ+"/strict", func(t *testing.T) {
+			t.Parallel()
+			c := faultCase{name: typ + " strict", faults: []string{p.fault}, deadlines: pairDeadlines}
+			r := runHarness(t, c.write(t, t.TempDir()))
+			t.Logf("exit %d in %s, %d requests %v", r.code, r.elapsed.Round(100e6), r.res.Requests, r.res.Outcomes)
+			checkStrictPass(t, r, c)
+		})
+		t.Run(typ+"/sglang", func(t *testing.T) {
+			t.Parallel()
+			c := faultCase{name: typ + " sglang", faults: []string{p.fault}, deadlines: pairDeadlines, sglang: true}
+			r := runHarness(t, c.write(t, t.TempDir()))
+			res := r.res
+			t.Logf("exit %d in %s: %d requests, %d silent drops, stages %v", r.code, r.elapsed.Round(100e6), res.Requests, res.SilentDrops, res.DropStages)
+			if r.code != 1 || res.Verdict != reports.VerdictFail || res.SilentDrops == 0 {
+				t.Fatalf("exit %d, verdict %q, %d silent drops; want 1, fail, drops\n%s\n%s", r.code, res.Verdict, res.SilentDrops, c.yaml(), r.diagnostics())
+			}
+			if n := res.DropStages[p.stage]; n != res.SilentDrops {
+				t.Errorf("%d of %d drops located in %s: %v", n, res.SilentDrops, p.stage, res.DropStages)
+			}
+			for _, f := range res.Faults {
+				if f.Verified == nil || !*f.Verified {
+					t.Errorf("fault %s not verified: %s", f.Name, f.Detail)
+				}
+			}
+		})
+	}
+}
+
+// pairDeadlines are shorter than a pair's 6 s fault and longer than strict's 2 s bounds.
+const pairDeadlines = "{connect: 5s, first_token: 4s, stall: 4s, total: 10s}"
