@@ -179,6 +179,7 @@ func (r *runner) run(ctx context.Context) error {
 	var aux sync.WaitGroup
 	aux.Add(1)
 	go func() { defer aux.Done(); sampler(auxCtx, r.hc, tgt.MetricsSources(), r.led, SampleInterval) }()
+	defer r.startGPU(auxCtx, &aux)() // a ledger line on GPU telemetry, then GPU samples; NVML shut down after aux
 	lag.Start()
 	stopAuxOnce := sync.OnceFunc(func() { stopAux(); aux.Wait(); lag.Stop() })
 	defer stopAuxOnce()
