@@ -18,6 +18,7 @@
 //	ledger := open(OutDir/events.jsonl)                        // run_start
 //	target := startLaunched | startEmbedded | openExternal     // ErrInfrastructure on failure
 //	go sampler(target.MetricsSources())                        // sample events
+//	go gpuSampler(gpu.Open())                                  // GPU sample events, when NVML finds GPUs
 //	go faults(faultCtx, sc, chaosEnv, t0)                      // fault_start/verified/stop
 //	for each workload: go w.Run(ctx, t0, executor)             // scheduled … done events
 //	wait(load window) → drain(bounded) → cancel leftovers      // drain event
