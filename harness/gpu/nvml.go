@@ -186,7 +186,6 @@ func (r *reader) readDevice(d *device) (reports.GPU, error) {
 	if d.asks("temperature") {
 		// GetTemperatureV replaces it only on drivers from 2024 on, and its handler
 		// cannot be faked; the deprecated call works on every driver.
-		//lint:ignore SA1019 see above
 		if c, ret := h.GetTemperature(nvml.TEMPERATURE_GPU); ret == nvml.SUCCESS {
 			g.TempC = ptr(float64(c))
 		} else {
