@@ -303,6 +303,9 @@ func WriteTable(w io.Writer, r *Results) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%s  %s  (seed %d, target %s)\n", verdictWord(r.Verdict), r.Scenario, r.Seed, r.Target)
 	fmt.Fprintf(&b, "%d requests in %.1fs (%.2f/s), %d silent drops\n\n", r.Requests, r.Duration, r.Throughput, r.SilentDrops)
+	if r.GPU != nil {
+		fmt.Fprintf(&b, "%s\n\n", strings.ReplaceAll(gpuLine(r.GPU), "**", ""))
+	}
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "OUTCOME\tCOUNT\t\tLATENCY\tP50\tP90\tP99\tMAX")
 	lat := []struct {
