@@ -164,19 +164,26 @@ func round2(x float64) float64 {
 
 // gpuLine is summary.md's line about the GPUs.
 func gpuLine(g *GPUResult) string {
-	s := fmt.Sprintf("GPU (%d devices, %d samples): utilisation max %.0f%%, mean %.1f%%, memory up to %.0f%%",
-		len(g.Devices), g.Samples, g.UtilMax, g.UtilMean, g.MemUsedMaxPct)
+	s := fmt.Sprintf("GPU (%s, %s): utilisation max %.0f%%, mean %.1f%%, memory up to %.0f%%",
+		plural(len(g.Devices), "device"), plural(g.Samples, "sample"), g.UtilMax, g.UtilMean, g.MemUsedMaxPct)
 	switch {
 	case g.StuckSamples == 0:
 		s += "; never requests in flight without completions"
 	case g.StuckUtilMean == nil:
-		s += fmt.Sprintf("; up to **%d requests stuck** for %.0f s (no utilisation reading then)", g.StuckInFlightMax, g.StuckSeconds)
+		s += fmt.Sprintf("; up to **%s stuck** for %.0f s (no utilisation reading then)", plural(g.StuckInFlightMax, "request"), g.StuckSeconds)
 	default:
-		s += fmt.Sprintf("; up to **%d requests stuck** for %.0f s while GPU utilisation averaged **%.1f%%**",
-			g.StuckInFlightMax, g.StuckSeconds, *g.StuckUtilMean)
+		s += fmt.Sprintf("; up to **%s stuck** for %.0f s while GPU utilisation averaged **%.1f%%**",
+			plural(g.StuckInFlightMax, "request"), g.StuckSeconds, *g.StuckUtilMean)
 	}
 	if g.ReadErrors > 0 {
 		s += fmt.Sprintf(" (%d readings incomplete)", g.ReadErrors)
 	}
 	return s
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -89,7 +89,7 @@ func TestGPUSummaryLine(t *testing.T) {
 	if err := WriteMarkdown(&md, r); err != nil {
 		t.Fatal(err)
 	}
-	want := "- GPU (1 devices, 2 samples): utilisation max 0%, mean 0.0%, memory up to 50%; up to **1 requests stuck** for 4 s while GPU utilisation averaged **0.0%**\n"
+	want := "- GPU (1 device, 2 samples): utilisation max 0%, mean 0.0%, memory up to 50%; up to **1 request stuck** for 4 s while GPU utilisation averaged **0.0%**\n"
 	if !strings.Contains(md.String(), want) {
 		t.Errorf("summary.md lacks the GPU line %q:\n%s", want, md.String())
 	}
@@ -97,7 +97,7 @@ func TestGPUSummaryLine(t *testing.T) {
 	if err := WriteTable(&tab, r); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(tab.String(), "\nGPU (1 devices, 2 samples): utilisation max 0%, mean 0.0%, memory up to 50%; up to 1 requests stuck for 4 s while GPU utilisation averaged 0.0%\n") {
+	if !strings.Contains(tab.String(), "\nGPU (1 device, 2 samples): utilisation max 0%, mean 0.0%, memory up to 50%; up to 1 request stuck for 4 s while GPU utilisation averaged 0.0%\n") {
 		t.Errorf("table lacks the GPU line:\n%s", tab.String())
 	}
 	if err := WriteJSON(&js, r); err != nil {
