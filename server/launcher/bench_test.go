@@ -88,7 +88,7 @@ func pct(d []time.Duration, p float64) time.Duration {
 func BenchmarkRouterLatency(b *testing.B) {
 	exe, err := pdserverPath()
 	if err != nil {
-		b.Skip(err)
+		b.Fatalf("build pdserver: %v", err)
 	}
 	topo := benchTopology(b, exe, "--backend", "tinyref")
 	colo := colocated(b, exe, "--backend", "tinyref")
@@ -125,7 +125,7 @@ func BenchmarkRouterLatency(b *testing.B) {
 func BenchmarkRouterThroughput(b *testing.B) {
 	exe, err := pdserverPath()
 	if err != nil {
-		b.Skip(err)
+		b.Fatalf("build pdserver: %v", err)
 	}
 	args := []string{"--backend", "simtime", "--max-running-requests", "256", "--max-queued-requests", "4096"}
 	topo := benchTopology(b, exe, args...)

@@ -44,7 +44,7 @@ func realServer(t *testing.T) string {
 	}
 	exe, err := pdserverPath()
 	if err != nil {
-		t.Skip(err)
+		t.Fatalf("build pdserver: %v", err)
 	}
 	return exe
 }
