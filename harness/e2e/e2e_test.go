@@ -272,6 +272,8 @@ func TestFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the harness against the reference PD server (about two minutes)")
 	}
+	// Parallel with the other tests of the package, so -parallel packs every run.
+	t.Parallel()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
