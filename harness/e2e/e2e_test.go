@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"text/template"
@@ -52,10 +51,13 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
-// goTool finds the go command that runs this test.
+// goTool is the go command: $GOROOT/bin/go of the toolchain that runs the tests (go
+// test puts it first on PATH), or whatever go PATH names.
 func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
-		return p
+	if root := os.Getenv("GOROOT"); root != "" {
+		if p := filepath.Join(root, "bin", "go"); fileExists(p) {
+			return p
+		}
 	}
 	return "go"
 }
