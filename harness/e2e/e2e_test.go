@@ -147,7 +147,7 @@ type faultCase struct {
 	name string
 	// faults is the scenario's faults: list, one flow mapping per line.
 	faults []string
-	// decodeArgs replaces the decode worker's --max-total-tokens (default 65536).
+	// decodeArgs replaces the decode worker's arguments (default --max-total-tokens=65536).
 	decodeArgs []string
 	// truncationExpected replaces valid_responses by count(invalid) == 0: a stream cut by
 	// the death of the process that serves it to the client can only end truncated.
@@ -178,7 +178,8 @@ var cases = []faultCase{
 		`{name: kv-corrupt, type: kv_transfer_corrupt, target: prefill, at: 2s, for: 3s, params: {count: 5}}`}},
 	{name: "bootstrap_stall", faults: []string{
 		`{name: bootstrap, type: bootstrap_stall, target: prefill, at: 2s, for: 3s, params: {mode: pause}}`}},
-	{name: "scheduler_stall", faults: []string{
+	// The 3 s stall outlasts a 2 s watchdog: strict fails the stuck batch explicitly.
+	{name: "scheduler_stall", decodeArgs: []string{"--max-total-tokens=65536", "--watchdog-timeout=2s"}, faults: []string{
 		`{name: sched-stall, type: scheduler_stall, target: decode, at: 2s, for: 3s, params: {mode: pause}}`}},
 	{name: "failpoint", faults: []string{
 		`{name: admit-refusals, type: failpoint, target: decode, at: 2s, for: 3s, params: {name: engine/admit, terms: "50%return(overloaded)"}}`}},
