@@ -9,6 +9,8 @@ STATICCHECK_VERSION := v0.8.2
 RACE_PKGS := ./server/... ./harness/... ./chaos/...
 PURE_PKGS := ./kernels/... ./scenarios/... ./reports/... ./cmd/...
 TEST_TIMEOUT ?= 12m
+# Benchmarks report ratios against a baseline measured in the same run (see README).
+BENCHTIME ?= 300ms
 
 .PHONY: all build run test test-race test-pure bench lint fmt soak clean
 
@@ -30,7 +32,7 @@ test-race:
 	$(GO) test -count=1 -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 ./... | tee bench.log
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count 1 ./... | tee bench.log
 
 lint: $(TOOLS)/staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
