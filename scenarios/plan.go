@@ -38,7 +38,7 @@ type WorkloadWindow struct {
 	Start    time.Duration
 	Stop     time.Duration
 	Requests int  // expected request count (upper bound for agents)
-	Open     bool // request count depends on the server (agents without a turn limit)
+	Open     bool // request count depends on the server (agents without a turn limit, or restarting)
 }
 
 // FaultWindow is when a fault is applied and reverted.
@@ -147,7 +147,7 @@ func expectedRequests(w Workload, window time.Duration) (int, bool) {
 	secs := window.Seconds()
 	switch w.Type {
 	case WorkloadAgents:
-		if w.Turns == 0 {
+		if w.Turns == 0 || w.Restart {
 			return 0, true
 		}
 		return w.Agents * w.Turns, false
@@ -194,8 +194,13 @@ func describeWorkload(w Workload, ww WorkloadWindow) string {
 		turns := fmt.Sprintf("%d turns", w.Turns)
 		if w.Turns == 0 {
 			turns = "turns until the window ends"
+		} else if w.Restart {
+			turns += ", restarting until the window ends"
 		}
 		s = fmt.Sprintf("agents: %d sessions × %s, tool result %dB", w.Agents, turns, w.ToolResultBytes)
+		if w.Retries > 0 {
+			s += fmt.Sprintf(", up to %d retries per refused turn", w.Retries)
+		}
 	case WorkloadOpenLoop:
 		if w.Pacer != nil {
 			s = fmt.Sprintf("open_loop: %s pacer at %g req/s", w.Pacer.Type, w.Pacer.Rate)

@@ -87,6 +87,27 @@ func TestParseProblems(t *testing.T) {
 			want: []string{"t.yaml:5: workloads[0].agents: only applies to type agents, not burst"},
 		},
 		{
+			name: "retries and restart only for agents",
+			yaml: "name: t\nworkloads:\n  - type: burst\n    count: 3\n    retries: 2\n    restart: true\n",
+			want: []string{
+				"t.yaml:5: workloads[0].retries: only applies to type agents, not burst",
+				"t.yaml:6: workloads[0].restart: only applies to type agents, not burst",
+			},
+		},
+		{
+			name: "retries out of range",
+			yaml: "name: t\nworkloads:\n  - type: agents\n    retries: -1\n  - type: agents\n    retries: 101\n",
+			want: []string{
+				"t.yaml:4: workloads[0].retries: must be ≥ 0",
+				"t.yaml:6: workloads[1].retries: must be ≤ 100",
+			},
+		},
+		{
+			name: "restart needs a turn limit",
+			yaml: "name: t\nworkloads:\n  - type: agents\n    turns: 0\n    restart: true\n",
+			want: []string{"t.yaml:5: workloads[0].restart: needs turns ≥ 1 (turns 0 already runs until the window ends)"},
+		},
+		{
 			name: "bad enum values",
 			yaml: "name: t\nreference:\n  backend: gpu\n  semantics: lax\nworkloads:\n  - type: agentz\n    endpoint: embeddings\n",
 			want: []string{
@@ -409,6 +430,47 @@ faults:
 	_ = Plan(sc).Write(&again)
 	if !bytes.Equal(buf.Bytes(), again.Bytes()) {
 		t.Error("plan is not deterministic")
+	}
+}
+
+// A restarting agents workload has no fixed request count: the plan says so and
+// describes the restart and the retries.
+func TestPlanAgentsRestart(t *testing.T) {
+	tests := []struct {
+		name     string
+		extra    string
+		requests int
+		open     bool
+		detail   string
+	}{
+		{"fixed turns", "", 30, false, "agents: 10 sessions × 3 turns, tool result 256B, chat stream, max_tokens 16, ~30 requests"},
+		{"restart", "    restart: true\n", 0, true, "agents: 10 sessions × 3 turns, restarting until the window ends, tool result 256B, chat stream, max_tokens 16"},
+		{"retries", "    retries: 2\n", 30, false, "agents: 10 sessions × 3 turns, tool result 256B, up to 2 retries per refused turn, chat stream, max_tokens 16, ~30 requests"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc, err := Parse("p.yaml", []byte("name: p\nduration: 10s\nworkloads:\n  - name: a\n    type: agents\n    agents: 10\n    turns: 3\n"+tt.extra))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tl := Plan(sc)
+			if len(tl.Workloads) != 1 {
+				t.Fatalf("workloads %+v", tl.Workloads)
+			}
+			w := tl.Workloads[0]
+			if w.Requests != tt.requests || w.Open != tt.open {
+				t.Errorf("requests %d open %v, want %d %v", w.Requests, w.Open, tt.requests, tt.open)
+			}
+			found := false
+			for _, s := range tl.Steps {
+				if s.Name == "a" && s.Detail == tt.detail {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no step with detail %q in %+v", tt.detail, tl.Steps)
+			}
+		})
 	}
 }
 

@@ -152,6 +152,13 @@ type Workload struct {
 	ToolLatency Duration `yaml:"tool_latency" json:"tool_latency,omitempty"`
 	// ThinkTime is a pause between turns. Default 0.
 	ThinkTime Duration `yaml:"think_time" json:"think_time,omitempty"`
+	// Retries is how many times an agent re-sends a turn that was explicitly refused
+	// (429/503), after waiting Retry-After, each attempt a new request. Default 0: the
+	// session moves on to its next turn. At most 100.
+	Retries int `yaml:"retries" json:"retries,omitempty"`
+	// Restart makes a session that finished its turns start a fresh conversation (new
+	// task, turns counted from 1 again) until the window ends. Default false.
+	Restart bool `yaml:"restart" json:"restart,omitempty"`
 
 	// PromptTokens is the approximate prompt size (open_loop, burst, and the agents'
 	// initial system prompt). Default 32.

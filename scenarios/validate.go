@@ -283,7 +283,7 @@ func (v *validator) checkWorkload(i int, w Workload, names map[string]bool) {
 			v.add(p+"."+field, "only applies to type %s, not %s", typ, w.Type)
 		}
 	}
-	for _, f := range []string{"agents", "turns", "tool_result_bytes", "tool_latency", "think_time"} {
+	for _, f := range []string{"agents", "turns", "tool_result_bytes", "tool_latency", "think_time", "retries", "restart"} {
 		only(f, WorkloadAgents)
 	}
 	only("pacer", WorkloadOpenLoop)
@@ -309,6 +309,14 @@ func (v *validator) checkWorkload(i int, w Workload, names map[string]bool) {
 		}
 		if w.ThinkTime < 0 {
 			v.add(p+".think_time", "must be ≥ 0")
+		}
+		if w.Retries < 0 {
+			v.add(p+".retries", "must be ≥ 0")
+		} else if w.Retries > 100 {
+			v.add(p+".retries", "must be ≤ 100")
+		}
+		if w.Restart && w.Turns == 0 {
+			v.add(p+".restart", "needs turns ≥ 1 (turns 0 already runs until the window ends)")
 		}
 	case WorkloadOpenLoop:
 		v.checkPacer(p+".pacer", w.Pacer)

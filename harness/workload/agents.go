@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,58 +48,94 @@ func (a *Agents) Run(ctx context.Context, start time.Time, s Sender) Stats {
 	return Stats{Requests: total}
 }
 
-// session runs one agent's turns. A request that hangs blocks the session until its
-// deadline: the next turn is only sent once the previous one resolved.
+// session runs one agent's conversations: one, or (restart) a fresh one each time the
+// previous reached its turn limit, until the window ends. A request that hangs blocks
+// the session until its deadline: the next turn is only sent once the previous one
+// resolved.
 func (a *Agents) session(ctx context.Context, session int, s Sender) int {
 	rng := a.rng(uint64(session))
 	system := fmt.Sprintf("You are agent %d. ", session) + Text(rng, max(a.Spec.PromptTokens, 1))
-	conv := []client.Message{
-		{Role: "system", Content: system},
-		{Role: "user", Content: fmt.Sprintf("Task %d: %s", session, Text(rng, 48))},
+	sent := 0
+	for round := 1; ; round++ {
+		n, more := a.conversation(ctx, rng, system, session, round, s)
+		sent += n
+		if !more || !a.Spec.Restart || a.Spec.Turns == 0 || ctx.Err() != nil {
+			return sent
+		}
 	}
+}
+
+// conversation runs one conversation of a session (round is 1-based) and returns the
+// requests it sent and whether it ended by reaching its turn limit (false: the window
+// or ctx ended it). Round 1 draws from rng exactly as a session without restart does,
+// so its request ids and bodies do not depend on restart.
+func (a *Agents) conversation(ctx context.Context, rng *rand.Rand, system string, session, round int, s Sender) (int, bool) {
+	task := fmt.Sprintf("Task %d: %s", session, Text(rng, 48))
+	prefix := fmt.Sprintf("%s-s%03d", a.Spec.Name, session)
+	if round > 1 {
+		task = fmt.Sprintf("Task %d.%d: %s", session, round, Text(rng, 48))
+		prefix += fmt.Sprintf("-c%03d", round)
+	}
+	conv := []client.Message{{Role: "system", Content: system}, {Role: "user", Content: task}}
 	sent := 0
 	for turn := 1; a.Spec.Turns == 0 || turn <= a.Spec.Turns; turn++ {
 		if ctx.Err() != nil {
-			break
+			return sent, false
 		}
-		id := fmt.Sprintf("%s-s%03d-t%03d", a.Spec.Name, session, turn)
-		req := &Req{Request: a.base(id, time.Now()), Workload: a.Spec.Name, Session: session, Turn: turn}
-		req.Messages = append([]client.Message(nil), conv...)
-		if a.Spec.Endpoint == "completions" {
-			req.Prompt = flatten(conv)
-			req.Messages = nil
-		}
-		for _, m := range conv {
-			req.PromptBytes += len(m.Content)
-		}
-		// Once sent, the request runs to its own deadline (the Sender bounds it, not the
-		// workload window); the runner's drain waits for it.
-		res := s.Send(ctx, req)
+		id := fmt.Sprintf("%s-t%03d", prefix, turn)
+		res := s.Send(ctx, a.turn(id, session, turn, conv))
 		sent++
-		if res.Outcome == reports.OutcomeCancelled && ctx.Err() != nil {
-			break
+		// An explicit refusal is backpressure: like a well-behaved client, wait as long
+		// as Retry-After asks (bounded), then re-send the same turn up to Retries times,
+		// each attempt under its own id so every request keeps exactly one outcome.
+		for attempt := 1; ; attempt++ {
+			if res.Outcome == reports.OutcomeCancelled && ctx.Err() != nil {
+				return sent, false
+			}
+			if res.Outcome != reports.OutcomeRejected {
+				break
+			}
+			if !sleepCtx(ctx, retryAfter(res.RetryAfter)) {
+				return sent, false
+			}
+			if attempt > a.Spec.Retries {
+				break
+			}
+			res = s.Send(ctx, a.turn(fmt.Sprintf("%s-r%d", id, attempt), session, turn, conv))
+			sent++
 		}
 		reply := res.Text
 		if res.Outcome != reports.OutcomeOK {
 			reply = fmt.Sprintf("(no reply: %s)", res.Outcome)
 		}
-		// An explicit refusal is backpressure: like a well-behaved client, wait as long
-		// as Retry-After asks (bounded) before the next turn.
-		if res.Outcome == reports.OutcomeRejected && !sleepCtx(ctx, retryAfter(res.RetryAfter)) {
-			break
-		}
 		tool := toolNames[(turn-1)%len(toolNames)]
 		conv = append(conv, client.Message{Role: "assistant", Content: reply + fmt.Sprintf(" [call %s]", tool)})
 		if !sleepCtx(ctx, a.Spec.ToolLatency.D()) {
-			break
+			return sent, false
 		}
 		conv = append(conv, client.Message{Role: "user", Content: fmt.Sprintf("tool %s result: %s", tool,
 			Text(rng, max(a.Spec.ToolResultBytes, 1)))})
 		if !sleepCtx(ctx, a.Spec.ThinkTime.D()) {
-			break
+			return sent, false
 		}
 	}
-	return sent
+	return sent, true
+}
+
+// turn builds the request for one turn over the conversation so far. Once sent, the
+// request runs to its own deadline (the Sender bounds it, not the workload window); the
+// runner's drain waits for it.
+func (a *Agents) turn(id string, session, turn int, conv []client.Message) *Req {
+	req := &Req{Request: a.base(id, time.Now()), Workload: a.Spec.Name, Session: session, Turn: turn}
+	req.Messages = append([]client.Message(nil), conv...)
+	if a.Spec.Endpoint == "completions" {
+		req.Prompt = flatten(conv)
+		req.Messages = nil
+	}
+	for _, m := range conv {
+		req.PromptBytes += len(m.Content)
+	}
+	return req
 }
 
 func flatten(conv []client.Message) string {

@@ -9,6 +9,10 @@
 //   - agents: N sessions; each turn sends the whole growing conversation, appends the
 //     reply and a simulated tool result (write, then save) of configurable size after a
 //     configurable latency. A stuck request blocks its session, as in the incident.
+//     A refused turn (429/503) waits Retry-After and is re-sent up to `retries` times,
+//     each attempt its own request (id suffix -r1, -r2, ...). With `restart`, a session
+//     that finished its turns starts a fresh conversation (ids -c002-t001, ...) until
+//     the window ends.
 //   - open_loop: a vegeta Attacker per window whose http.Client round-trips through the
 //     Sender, so TTFT and stalls are observed; pacers constant, linear, sine and a
 //     seeded Poisson pacer. Latency is measured from each hit's ideal time in the

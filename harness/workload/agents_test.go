@@ -1,0 +1,295 @@
+package workload
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"pdsoak/harness/client"
+	"pdsoak/reports"
+	"pdsoak/scenarios"
+)
+
+// scriptSender answers each request with the outcome its script gives for the id,
+// records every request, and (when quota > 0) blocks a session's request number
+// quota+1 until ctx ends, cancelling the run once every session got that far. That
+// makes how far an open-ended run gets independent of timing.
+type scriptSender struct {
+	outcome  func(id string) reports.Outcome
+	quota    int
+	sessions int
+	cancel   context.CancelFunc
+
+	mu      sync.Mutex
+	reqs    []*Req
+	perSess map[int]int
+	parked  int
+}
+
+func (s *scriptSender) Send(ctx context.Context, r *Req) *client.Result {
+	s.mu.Lock()
+	s.reqs = append(s.reqs, r)
+	if s.perSess == nil {
+		s.perSess = map[int]int{}
+	}
+	s.perSess[r.Session]++
+	park := s.quota > 0 && s.perSess[r.Session] > s.quota
+	if park {
+		if s.parked++; s.parked == s.sessions {
+			s.cancel()
+		}
+	}
+	s.mu.Unlock()
+	if park {
+		<-ctx.Done()
+		return &client.Result{ID: r.ID, Outcome: reports.OutcomeCancelled}
+	}
+	o := reports.OutcomeOK
+	if s.outcome != nil {
+		o = s.outcome(r.ID)
+	}
+	res := &client.Result{ID: r.ID, Outcome: o, Text: "reply to " + r.ID}
+	if o == reports.OutcomeRejected {
+		res.Status, res.RetryAfter = 429, "0"
+	}
+	return res
+}
+
+func (s *scriptSender) ids() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, len(s.reqs))
+	for i, r := range s.reqs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func (s *scriptSender) byID() map[string]*Req {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := make(map[string]*Req, len(s.reqs))
+	for _, r := range s.reqs {
+		m[r.ID] = r
+	}
+	return m
+}
+
+func always(o reports.Outcome) func(string) reports.Outcome {
+	return func(string) reports.Outcome { return o }
+}
+
+func TestAgentsRetries(t *testing.T) {
+	tests := []struct {
+		name    string
+		retries int
+		outcome func(id string) reports.Outcome
+		want    []string
+	}{
+		{
+			name: "no retries by default", retries: 0, outcome: always(reports.OutcomeRejected),
+			want: []string{"ag-s001-t001", "ag-s001-t002"},
+		},
+		{
+			name: "always refused: N retries per turn", retries: 2, outcome: always(reports.OutcomeRejected),
+			want: []string{"ag-s001-t001", "ag-s001-t001-r1", "ag-s001-t001-r2", "ag-s001-t002", "ag-s001-t002-r1", "ag-s001-t002-r2"},
+		},
+		{
+			name: "refused once: one retry", retries: 3,
+			outcome: func(id string) reports.Outcome {
+				if strings.Contains(id, "-r") {
+					return reports.OutcomeOK
+				}
+				return reports.OutcomeRejected
+			},
+			want: []string{"ag-s001-t001", "ag-s001-t001-r1", "ag-s001-t002", "ag-s001-t002-r1"},
+		},
+		{
+			name: "errors after headers are not retried", retries: 3, outcome: always(reports.OutcomeStreamError),
+			want: []string{"ag-s001-t001", "ag-s001-t002"},
+		},
+		{
+			name: "silent drops are not retried", retries: 3, outcome: always(reports.OutcomeStalled),
+			want: []string{"ag-s001-t001", "ag-s001-t002"},
+		},
+		{
+			name: "http errors are not retried", retries: 3, outcome: always(reports.OutcomeHTTPError),
+			want: []string{"ag-s001-t001", "ag-s001-t002"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := scenario(3, scenarios.Workload{Name: "ag", Type: "agents", Agents: 1, Turns: 2, Retries: tt.retries})
+			w, err := New(sc, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := &scriptSender{outcome: tt.outcome}
+			st := w.Run(context.Background(), time.Now(), s)
+			if got := s.ids(); !slices.Equal(got, tt.want) {
+				t.Fatalf("ids %v, want %v", got, tt.want)
+			}
+			if st.Requests != len(tt.want) {
+				t.Errorf("stats %d requests, want %d", st.Requests, len(tt.want))
+			}
+			// A retry re-sends the same turn: same session, turn and messages.
+			reqs := s.byID()
+			for id, r := range reqs {
+				base, _, retry := strings.Cut(id, "-r")
+				if !retry {
+					continue
+				}
+				orig := reqs[base]
+				if r.Session != orig.Session || r.Turn != orig.Turn || !slices.Equal(r.Messages, orig.Messages) {
+					t.Errorf("%s differs from %s: %+v vs %+v", id, base, r.Messages, orig.Messages)
+				}
+			}
+		})
+	}
+}
+
+// Retries stop when the window ends, even when the server keeps refusing.
+func TestAgentsRetriesStopAtCtxEnd(t *testing.T) {
+	sc := scenario(3, scenarios.Workload{Name: "ag", Type: "agents", Agents: 2, Turns: 0, Retries: 100})
+	w, _ := New(sc, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	n := 0
+	s := &scriptSender{outcome: func(string) reports.Outcome {
+		mu.Lock()
+		defer mu.Unlock()
+		if n++; n == 20 {
+			cancel()
+		}
+		return reports.OutcomeRejected
+	}}
+	done := make(chan Stats)
+	go func() { done <- w.Run(ctx, time.Now(), s) }()
+	select {
+	case st := <-done:
+		if st.Requests < 20 || st.Requests > 22 {
+			t.Errorf("%d requests after cancelling at the 20th", st.Requests)
+		}
+	case <-time.After(10 * time.Second):
+		cancel()
+		t.Fatal("retries did not stop when ctx ended")
+	}
+}
+
+func TestAgentsRestart(t *testing.T) {
+	tests := []struct {
+		name     string
+		restart  bool
+		sessions int
+		quota    int
+		want     []string // ids of session 1, in order
+	}{
+		{
+			name: "without restart a session ends after its turns", restart: false, sessions: 1,
+			want: []string{"ag-s001-t001", "ag-s001-t002"},
+		},
+		{
+			name: "restart begins fresh conversations until ctx ends", restart: true, sessions: 1, quota: 6,
+			want: []string{"ag-s001-t001", "ag-s001-t002", "ag-s001-c002-t001", "ag-s001-c002-t002",
+				"ag-s001-c003-t001", "ag-s001-c003-t002", "ag-s001-c004-t001"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := scenario(5, scenarios.Workload{Name: "ag", Type: "agents", Agents: tt.sessions, Turns: 2, Restart: tt.restart})
+			w, _ := New(sc, 0)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s := &scriptSender{quota: tt.quota, sessions: tt.sessions, cancel: cancel}
+			w.Run(ctx, time.Now(), s)
+			got := s.ids()
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("ids %v, want %v", got, tt.want)
+			}
+			reqs := s.byID()
+			system := reqs["ag-s001-t001"].Messages[0]
+			tasks := map[string]bool{}
+			for _, id := range got {
+				r := reqs[id]
+				if r.Messages[0] != system {
+					t.Errorf("%s: system prompt changed across conversations", id)
+				}
+				if r.Turn == 1 {
+					// A fresh conversation: system and a new task only.
+					if len(r.Messages) != 2 {
+						t.Errorf("%s: turn 1 carries %d messages, want 2", id, len(r.Messages))
+					}
+					if tasks[r.Messages[1].Content] {
+						t.Errorf("%s: task %q repeats", id, r.Messages[1].Content)
+					}
+					tasks[r.Messages[1].Content] = true
+				} else if len(r.Messages) != 4 {
+					t.Errorf("%s: turn 2 carries %d messages, want 4", id, len(r.Messages))
+				}
+			}
+		})
+	}
+}
+
+// A restarting session keeps going until the window's end, not just its turn limit.
+func TestAgentsRestartLastsTheWindow(t *testing.T) {
+	sc := scenario(5, scenarios.Workload{Name: "ag", Type: "agents", Agents: 2, Turns: 1, Restart: true,
+		ThinkTime: scenarios.Duration(5 * time.Millisecond), Duration: scenarios.Duration(200 * time.Millisecond)})
+	w, _ := New(sc, 0)
+	s := &scriptSender{}
+	done := make(chan Stats)
+	go func() { done <- w.Run(context.Background(), time.Now(), s) }()
+	select {
+	case st := <-done:
+		if st.Requests <= 2 {
+			t.Errorf("%d requests: sessions did not restart", st.Requests)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("restarting sessions did not stop at the window's end")
+	}
+}
+
+// The same scenario and seed give the same requests, ids and bodies, with restart and
+// retries; and a session's first conversation does not depend on restart.
+func TestAgentsRestartRetriesDeterministic(t *testing.T) {
+	refuseSome := func(id string) reports.Outcome {
+		if !strings.Contains(id, "-r") && strings.HasSuffix(id, "2") {
+			return reports.OutcomeRejected
+		}
+		return reports.OutcomeOK
+	}
+	run := func(restart bool) []*Req {
+		sc := scenario(11, scenarios.Workload{Name: "ag", Type: "agents", Agents: 3, Turns: 3, Restart: restart,
+			Retries: 1, ToolResultBytes: 40})
+		w, _ := New(sc, 0)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		s := &scriptSender{outcome: refuseSome, sessions: 3, cancel: cancel}
+		if restart {
+			s.quota = 9
+		}
+		w.Run(ctx, time.Now(), s)
+		out := append([]*Req(nil), s.reqs...)
+		slices.SortFunc(out, func(a, b *Req) int { return strings.Compare(a.ID, b.ID) })
+		return out
+	}
+	a, b := run(true), run(true)
+	if fa, fb := fingerprint(t, a), fingerprint(t, b); fa != fb {
+		t.Fatalf("same seed, different requests:\n%s\n---\n%s", fa, fb)
+	}
+	if len(a) != 3*10 {
+		t.Errorf("%d requests, want 30", len(a))
+	}
+	var first []*Req
+	for _, r := range a {
+		if !strings.Contains(r.ID, "-c0") {
+			first = append(first, r)
+		}
+	}
+	if fr, fp := fingerprint(t, first), fingerprint(t, run(false)); fr != fp {
+		t.Fatalf("first conversation depends on restart:\n%s\n---\n%s", fr, fp)
+	}
+}
