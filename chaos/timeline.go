@@ -43,17 +43,27 @@ type Step struct {
 type Timeline struct {
 	entries []*entry
 	steps   []Step
+	plan    []planStep // steps with their entry and same-instant predecessors
 	opt     timelineOptions
 
-	mu  sync.Mutex // serialises Apply/Verify/Revert calls and the active flags
+	mu  sync.Mutex // guards the active flags and seq
 	seq int        // applications so far
 }
 
 type entry struct {
-	spec   scenarios.Fault
-	fault  Fault
+	spec  scenarios.Fault
+	fault Fault
+	call  sync.Mutex // serialises this fault's Apply/Verify/Revert calls
+	// Guarded by Timeline.mu.
 	active bool // applied (perhaps partly) and not yet reverted
 	seq    int  // application order, for RevertAll
+}
+
+// planStep is one step of the plan as Run carries it out.
+type planStep struct {
+	Step
+	entry int   // index into entries
+	after []int // plan indexes of the steps at the same instant ordered before it
 }
 
 type timelineOptions struct {
@@ -138,8 +148,13 @@ func NewTimeline(specs []scenarios.Fault, opts ...TimelineOption) (*Timeline, er
 		}
 		return ks[i].idx < ks[j].idx
 	})
-	for _, k := range ks {
+	for i, k := range ks {
 		t.steps = append(t.steps, k.Step)
+		ps := planStep{Step: k.Step, entry: k.idx}
+		for j := i - 1; j >= 0 && ks[j].At == k.At; j-- {
+			ps.after = append(ps.after, j)
+		}
+		t.plan = append(t.plan, ps)
 	}
 	return t, nil
 }
@@ -147,68 +162,138 @@ func NewTimeline(specs []scenarios.Fault, opts ...TimelineOption) (*Timeline, er
 // Steps returns the ordered plan (faults held to the end have no revert step).
 func (t *Timeline) Steps() []Step { return append([]Step(nil), t.steps...) }
 
-func (t *Timeline) entry(name string) *entry {
-	for _, e := range t.entries {
-		if e.spec.Name == name {
-			return e
-		}
-	}
-	return nil
-}
+// errAborted is the cancel cause Run gives the other faults once one has failed.
+var errAborted = errors.New("chaos: run aborted: another fault failed")
 
-// Run carries out the timeline, with step times measured from start. For each apply it
-// calls Apply, emits fault_start (with Error when Apply failed), polls Verify until it
-// succeeds or the verify timeout passes and emits fault_verified; for each revert it
-// calls Revert and emits fault_stop. Steps run one at a time, so a slow verification
-// delays the steps after it (events carry the actual times).
+// Run carries out the timeline, with step times measured from start. Every fault runs
+// on its own schedule: at its At it calls Apply and emits fault_start (with Error when
+// Apply failed), then polls Verify until it succeeds and emits fault_verified; at
+// At+For it calls Revert and emits fault_stop. A slow verification therefore delays
+// nothing but its own fault's proof: the other faults start and stop on time, and a
+// fault is held for its For however long the others take to prove themselves.
+// Verification is bounded by the verify timeout and by the fault's own revert time: a
+// fault not verified when it is due to be reverted is ErrNotVerified. Steps due at the
+// same instant keep the order of Steps (reverts first, then spec order): each waits
+// for the ones before it to finish their Apply or Revert call (not their verification).
+// The faults' Env calls may therefore run concurrently: Env implementations must be
+// safe for concurrent use. Calls on one fault never overlap.
 //
-// Run returns when every step is done and no fault is held, or when ctx ends (the end
+// Run returns when every fault is done and no fault is held, or when ctx ends (the end
 // of load, or Ctrl-C); either way every applied fault is reverted before it returns.
 // A fault that cannot be applied, is not verified (ErrNotVerified) or cannot be reverted
-// stops the run: Run reverts everything and returns the error, which the harness turns
-// into exit 3. An ended ctx is not an error.
+// stops the run: the other faults are cancelled (one still verifying gets a failed
+// fault_verified, but only the first failure is the error), Run reverts everything
+// applied, latest first, and returns the error, which the harness turns into exit 3. An
+// ended ctx is not an error (except for a fault whose verification it cut short).
+// Every goroutine Run starts has ended when it returns.
 func (t *Timeline) Run(ctx context.Context, env Env, start time.Time) error {
-	for _, s := range t.steps {
-		wait := time.Until(start.Add(s.At))
-		if wait > 0 {
-			tm := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				tm.Stop()
-				return t.RevertAll(context.WithoutCancel(ctx), env)
-			case <-tm.C:
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make([]chan struct{}, len(t.plan)) // closed when the step finished or was abandoned
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
+	var (
+		wg   sync.WaitGroup
+		emu  sync.Mutex
+		errs []error
+	)
+	for i := range t.entries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := t.runEntry(rctx, env, start, i, done); err != nil {
+				emu.Lock()
+				errs = append(errs, err)
+				emu.Unlock()
+				cancel(errAborted)
 			}
-		}
-		if ctx.Err() != nil {
-			return t.RevertAll(context.WithoutCancel(ctx), env)
-		}
-		e := t.entry(s.Fault.Name)
-		var err error
-		switch s.Kind {
-		case StepApply:
-			err = t.apply(ctx, env, e)
-		case StepRevert:
-			err = t.revert(ctx, env, e)
-		}
-		if err != nil {
-			return errors.Join(err, t.RevertAll(context.WithoutCancel(ctx), env))
-		}
+		}()
 	}
-	if t.anyActive() {
-		<-ctx.Done()
-	}
-	return t.RevertAll(context.WithoutCancel(ctx), env)
+	wg.Wait()
+	errs = append(errs, t.RevertAll(context.WithoutCancel(ctx), env))
+	return errors.Join(errs...)
 }
 
-func (t *Timeline) anyActive() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, e := range t.entries {
-		if e.active {
-			return true
+// runEntry carries out one fault's schedule: wait, apply, verify, hold, revert. It
+// closes the done channels of the fault's steps once they are finished or abandoned.
+func (t *Timeline) runEntry(ctx context.Context, env Env, start time.Time, idx int, done []chan struct{}) error {
+	e := t.entries[idx]
+	apply, revert := -1, -1
+	for i, ps := range t.plan {
+		if ps.entry != idx {
+			continue
+		}
+		if ps.Kind == StepApply {
+			apply = i
+		} else {
+			revert = i
 		}
 	}
-	return false
+	closed := map[int]bool{}
+	finish := func(i int) {
+		if i >= 0 && !closed[i] {
+			closed[i] = true
+			close(done[i])
+		}
+	}
+	defer finish(revert)
+	defer finish(apply)
+	aborted := func() bool { return errors.Is(context.Cause(ctx), errAborted) }
+
+	if !t.waitStep(ctx, start, apply, done) {
+		return nil
+	}
+	err := t.apply(ctx, env, e)
+	finish(apply)
+	if err != nil {
+		if aborted() {
+			return nil // the first failure is the run's error
+		}
+		return err
+	}
+	if err := t.verify(ctx, env, e, start, revert >= 0); err != nil {
+		if aborted() {
+			return nil
+		}
+		return err
+	}
+	if revert < 0 {
+		<-ctx.Done() // held until the run ends; Run's RevertAll reverts it
+		return nil
+	}
+	if !t.waitStep(ctx, start, revert, done) {
+		return nil
+	}
+	// A due revert finishes even if the run ends meanwhile.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.opt.revertTimeout)
+	defer cancel()
+	err = t.revert(rctx, env, e)
+	finish(revert)
+	return err
+}
+
+// waitStep waits until plan step i is due and the steps before it at the same instant
+// are done. False when ctx ended first.
+func (t *Timeline) waitStep(ctx context.Context, start time.Time, i int, done []chan struct{}) bool {
+	ps := t.plan[i]
+	if wait := time.Until(start.Add(ps.At)); wait > 0 {
+		tm := time.NewTimer(wait)
+		defer tm.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tm.C:
+		}
+	}
+	for _, j := range ps.after {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-done[j]:
+		}
+	}
+	return ctx.Err() == nil
 }
 
 func (t *Timeline) event(typ reports.EventType, e *entry) reports.Event {
@@ -216,13 +301,20 @@ func (t *Timeline) event(typ reports.EventType, e *entry) reports.Event {
 		Target: e.spec.Target, Params: e.spec.Params}
 }
 
+func (t *Timeline) logger(e *entry) *slog.Logger {
+	return t.opt.logger.With("fault", e.spec.Name, "fault_type", e.spec.Type, "target", e.spec.Target)
+}
+
+// apply calls Apply and emits fault_start (and a failed fault_verified when it failed).
 func (t *Timeline) apply(ctx context.Context, env Env, e *entry) error {
-	log := t.opt.logger.With("fault", e.spec.Name, "fault_type", e.spec.Type, "target", e.spec.Target)
+	log := t.logger(e)
+	e.call.Lock()
 	t.mu.Lock()
 	t.seq++
 	e.active, e.seq = true, t.seq
-	err := e.fault.Apply(ctx, env)
 	t.mu.Unlock()
+	err := e.fault.Apply(ctx, env)
+	e.call.Unlock()
 	start := t.event(reports.EventFaultStart, e)
 	if err != nil {
 		log.Error("fault apply failed", "err", err)
@@ -236,33 +328,62 @@ func (t *Timeline) apply(ctx context.Context, env Env, e *entry) error {
 	}
 	log.Info("fault applied")
 	env.Emit(start)
+	return nil
+}
 
+// verify polls Verify until it succeeds, the verify timeout passes, the fault is due
+// to be reverted (when timed) or ctx ends, and emits fault_verified. Each Verify call
+// holds the fault's call lock, never the whole verification.
+func (t *Timeline) verify(ctx context.Context, env Env, e *entry, start time.Time, timed bool) error {
+	log := t.logger(e)
 	vctx, cancel := context.WithTimeout(ctx, t.opt.verifyTimeout)
 	defer cancel()
+	dueAt := start.Add(e.spec.At.D() + e.spec.For.D())
+	var errDue error
+	if timed {
+		errDue = fmt.Errorf("chaos: %s due to be reverted", e.spec.Name)
+		var cancelDue context.CancelFunc
+		vctx, cancelDue = context.WithDeadlineCause(vctx, dueAt, errDue)
+		defer cancelDue()
+	}
 	interval := 20 * time.Millisecond
 	var last error
 	for {
+		e.call.Lock()
 		t.mu.Lock()
-		last = e.fault.Verify(vctx, env)
+		active := e.active
 		t.mu.Unlock()
-		if last == nil {
+		if active {
+			last = e.fault.Verify(vctx, env)
+		} else {
+			last = errors.New("chaos: reverted before it was verified")
+		}
+		e.call.Unlock()
+		if last == nil || !active {
 			break
 		}
+		tm := time.NewTimer(interval)
 		select {
 		case <-vctx.Done():
-		case <-time.After(interval):
+		case <-tm.C:
 			interval = min(2*interval, 500*time.Millisecond)
 			continue
 		}
+		tm.Stop()
 		break
 	}
 	ev := t.event(reports.EventFaultVerified, e)
 	if last != nil {
 		why := "within " + t.opt.verifyTimeout.String()
-		if ctx.Err() != nil {
+		switch {
+		case errors.Is(context.Cause(ctx), errAborted):
+			why = "before the run was aborted"
+		case ctx.Err() != nil:
 			why = "before the run ended"
+		case timed && errors.Is(context.Cause(vctx), errDue):
+			why = "before its revert at " + (e.spec.At.D() + e.spec.For.D()).String()
 		}
-		log.Error("fault not verified", "err", last)
+		log.Error("fault not verified", "err", last, "why", why)
 		ev.Passed, ev.Error, ev.Detail = reports.Bool(false), last.Error(), "no proof "+why
 		env.Emit(ev)
 		return fmt.Errorf("%w %s: %s: %w", ErrNotVerified, why, e.spec.Name, last)
@@ -276,15 +397,19 @@ func (t *Timeline) apply(ctx context.Context, env Env, e *entry) error {
 	return nil
 }
 
+// revert calls Revert on an applied fault and emits fault_stop; a no-op otherwise.
 func (t *Timeline) revert(ctx context.Context, env Env, e *entry) error {
+	e.call.Lock()
 	t.mu.Lock()
 	if !e.active {
 		t.mu.Unlock()
+		e.call.Unlock()
 		return nil
 	}
 	e.active = false
-	err := e.fault.Revert(ctx, env)
 	t.mu.Unlock()
+	err := e.fault.Revert(ctx, env)
+	e.call.Unlock()
 	ev := t.event(reports.EventFaultStop, e)
 	if err != nil {
 		t.opt.logger.Error("fault revert failed", "fault", e.spec.Name, "err", err)
