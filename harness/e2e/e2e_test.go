@@ -202,8 +202,7 @@ var cases = []faultCase{
 		`{name: resets, type: connection_reset, target: router->decode, at: 2s, for: 3s}`}},
 	{name: "bandwidth_limit", faults: []string{
 		`{name: kv-bandwidth, type: bandwidth_limit, target: prefill->decode, at: 2s, for: 3s, params: {rate: 64}}`}},
-	// One fault per run: chaos verifies faults one after another, so a grouped run whose
-	// verification dragged on left no requests after the faults to measure recovery.
+	// One fault per run keeps each case's recovery measurable on its own.
 	{name: "network_latency", faults: []string{
 		`{name: latency, type: network_latency, target: router->decode, at: 2s, for: 3s, params: {latency: 200ms, jitter: 50ms}}`}},
 	{name: "network_toxic", faults: []string{
