@@ -120,6 +120,35 @@ func (h *Handler) admit(r *http.Request, req *gen.Request, log *slog.Logger) (co
 	return ctx, done, ch, nil
 }
 
+// genStream is one admitted generation with the writer state its response needs.
+type genStream struct {
+	ctx   context.Context
+	ch    <-chan gen.Event
+	rc    *http.ResponseController
+	guard *writeGuard
+	// cancel aborts the generation (idempotent); close also clears the write guard and
+	// leaves the in-flight count.
+	cancel, close func()
+}
+
+// open admits req for both the OpenAI and the worker endpoints; on a refusal it writes
+// the error response itself and returns nil.
+func (h *Handler) open(w http.ResponseWriter, r *http.Request, req *gen.Request, log *slog.Logger) *genStream {
+	ctx, done, ch, e := h.admit(r, req, log)
+	if e != nil {
+		log.Info("request refused", "status", e.status, "kind", e.kind, "err", e.msg)
+		writeError(w, e)
+		return nil
+	}
+	rc := http.NewResponseController(w)
+	guard := &writeGuard{rc: rc, stall: h.writeStall}
+	return &genStream{ctx: ctx, ch: ch, rc: rc, guard: guard, cancel: done, close: func() {
+		guard.clear()
+		done()
+		h.inFlight.Add(-1)
+	}}
+}
+
 // explain turns a generator error into the client's error; an abort caused by shutdown
 // becomes "unavailable".
 func (h *Handler) explain(r *http.Request, err error) *apiError {
@@ -165,17 +194,12 @@ func (h *Handler) drain(ctx context.Context, ch <-chan gen.Event) {
 
 func (h *Handler) runOpenAI(w http.ResponseWriter, r *http.Request, j *job, log *slog.Logger) {
 	start := time.Now()
-	ctx, done, ch, e := h.admit(r, &j.req, log)
-	if e != nil {
-		log.Info("request refused", "status", e.status, "kind", e.kind, "err", e.msg)
-		writeError(w, e)
+	gs := h.open(w, r, &j.req, log)
+	if gs == nil {
 		return
 	}
-	defer h.inFlight.Add(-1)
-	defer done()
-	rc := http.NewResponseController(w)
-	guard := &writeGuard{rc: rc, stall: h.writeStall}
-	defer guard.clear()
+	defer gs.close()
+	ctx, ch, rc, guard := gs.ctx, gs.ch, gs.rc, gs.guard
 	out := &openaiOut{w: w, rc: rc, guard: guard, j: j, model: h.model, created: time.Now().Unix()}
 	if j.chat {
 		out.id = "chatcmpl-" + j.req.ID
@@ -223,13 +247,13 @@ func (h *Handler) runOpenAI(w http.ResponseWriter, r *http.Request, j *job, log 
 		out.text(piece)
 		if out.err != nil {
 			log.Info("client disconnected", "completion_tokens", count, "err", out.err)
-			done() // cancels the generation before waiting for its end
+			gs.cancel() // cancels the generation before waiting for its end
 			h.drain(ctx, ch)
 			return
 		}
 		if matched {
 			log.Info("stop string matched", "completion_tokens", count)
-			done()
+			gs.cancel()
 			h.drain(ctx, ch)
 			finish = "stop"
 			usage = Usage{PromptTokens: len(j.req.Prompt), CompletionTokens: count}

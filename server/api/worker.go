@@ -103,17 +103,12 @@ func (h *Handler) serveGenerate(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Request, log *slog.Logger) {
 	start := time.Now()
-	ctx, done, ch, e := h.admit(r, req, log)
-	if e != nil {
-		log.Info("request refused", "status", e.status, "kind", e.kind, "err", e.msg)
-		writeError(w, e)
+	gs := h.open(w, r, req, log)
+	if gs == nil {
 		return
 	}
-	defer h.inFlight.Add(-1)
-	defer done()
-	rc := http.NewResponseController(w)
-	guard := &writeGuard{rc: rc, stall: h.writeStall}
-	defer guard.clear()
+	defer gs.close()
+	ctx, ch, rc, guard := gs.ctx, gs.ch, gs.rc, gs.guard
 	started, count := false, 0
 	var werr error
 	send := func(c gen.WorkerChunk) {
@@ -168,7 +163,7 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 		send(c)
 		if werr != nil {
 			log.Info("client disconnected", "completion_tokens", count, "err", werr)
-			done()
+			gs.cancel()
 			if !ev.Done {
 				h.drain(ctx, ch)
 			}
