@@ -6,7 +6,7 @@ import (
 	"syscall"
 
 	"pdsoak/chaos/netproxy"
-	"pdsoak/reports"
+	"pdsoak/ledger"
 	"pdsoak/server/failpoint"
 )
 
@@ -39,7 +39,7 @@ type Env interface {
 	// labels dropped → value, summed over label sets).
 	Scrape(ctx context.Context, process string) (map[string]float64, error)
 	// Emit records an event in the ledger.
-	Emit(ev reports.Event)
+	Emit(ev ledger.Event)
 }
 
 // Process is one supervised process.
@@ -131,7 +131,7 @@ type FuncEnv struct {
 	LoadFunc       func(ctx context.Context, target string, b Burst) (Run, error)
 	DisconnectFunc func(ctx context.Context, target string, d Disconnect) (Run, error)
 	ScrapeFunc     func(ctx context.Context, process string) (map[string]float64, error)
-	EmitFunc       func(ev reports.Event)
+	EmitFunc       func(ev ledger.Event)
 }
 
 var _ Env = (*FuncEnv)(nil)
@@ -214,7 +214,7 @@ func (e *FuncEnv) Scrape(ctx context.Context, process string) (map[string]float6
 }
 
 // Emit implements Env.
-func (e *FuncEnv) Emit(ev reports.Event) {
+func (e *FuncEnv) Emit(ev ledger.Event) {
 	if e.EmitFunc != nil {
 		e.EmitFunc(ev)
 	}

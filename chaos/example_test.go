@@ -10,7 +10,7 @@ import (
 
 	"pdsoak/chaos"
 	"pdsoak/chaos/netproxy"
-	"pdsoak/reports"
+	"pdsoak/ledger"
 	"pdsoak/scenarios"
 )
 
@@ -32,7 +32,7 @@ func ExampleTimeline() {
 			return nil
 		},
 		LinkFunc: chaos.LinksFrom(links),
-		EmitFunc: func(ev reports.Event) {
+		EmitFunc: func(ev ledger.Event) {
 			passed := ""
 			if ev.Passed != nil {
 				passed = fmt.Sprintf(" passed=%v", *ev.Passed)

@@ -18,7 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"pdsoak/chaos/netproxy"
-	"pdsoak/reports"
+	"pdsoak/ledger"
 	"pdsoak/server/failpoint"
 )
 
@@ -40,7 +40,7 @@ type fakeEnv struct {
 	links     *netproxy.Links
 	loads     []*fakeRun
 	scrape    map[string]map[string]float64
-	events    []reports.Event
+	events    []ledger.Event
 	restarts  int
 	signalErr error
 }
@@ -225,7 +225,7 @@ func (e *fakeEnv) Scrape(_ context.Context, process string) (map[string]float64,
 	return m, nil
 }
 
-func (e *fakeEnv) Emit(ev reports.Event) {
+func (e *fakeEnv) Emit(ev ledger.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.events = append(e.events, ev)

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"pdsoak/reports"
+	"pdsoak/ledger"
 	"pdsoak/scenarios"
 )
 
@@ -296,8 +296,8 @@ func (t *Timeline) waitStep(ctx context.Context, start time.Time, i int, done []
 	return ctx.Err() == nil
 }
 
-func (t *Timeline) event(typ reports.EventType, e *entry) reports.Event {
-	return reports.Event{Time: t.opt.now(), Type: typ, Fault: e.spec.Name, FaultType: e.spec.Type,
+func (t *Timeline) event(typ ledger.EventType, e *entry) ledger.Event {
+	return ledger.Event{Time: t.opt.now(), Type: typ, Fault: e.spec.Name, FaultType: e.spec.Type,
 		Target: e.spec.Target, Params: e.spec.Params}
 }
 
@@ -315,13 +315,13 @@ func (t *Timeline) apply(ctx context.Context, env Env, e *entry) error {
 	t.mu.Unlock()
 	err := e.fault.Apply(ctx, env)
 	e.call.Unlock()
-	start := t.event(reports.EventFaultStart, e)
+	start := t.event(ledger.EventFaultStart, e)
 	if err != nil {
 		log.Error("fault apply failed", "err", err)
 		start.Error = err.Error()
 		env.Emit(start)
-		ev := t.event(reports.EventFaultVerified, e)
-		ev.Passed, ev.Error = reports.Bool(false), err.Error()
+		ev := t.event(ledger.EventFaultVerified, e)
+		ev.Passed, ev.Error = ledger.Bool(false), err.Error()
 		ev.Detail = "apply failed"
 		env.Emit(ev)
 		return fmt.Errorf("%w: %s: %w", ErrApply, e.spec.Name, err)
@@ -372,7 +372,7 @@ func (t *Timeline) verify(ctx context.Context, env Env, e *entry, start time.Tim
 		tm.Stop()
 		break
 	}
-	ev := t.event(reports.EventFaultVerified, e)
+	ev := t.event(ledger.EventFaultVerified, e)
 	if last != nil {
 		why := "within " + t.opt.verifyTimeout.String()
 		switch {
@@ -384,11 +384,11 @@ func (t *Timeline) verify(ctx context.Context, env Env, e *entry, start time.Tim
 			why = "before its revert at " + (e.spec.At.D() + e.spec.For.D()).String()
 		}
 		log.Error("fault not verified", "err", last, "why", why)
-		ev.Passed, ev.Error, ev.Detail = reports.Bool(false), last.Error(), "no proof "+why
+		ev.Passed, ev.Error, ev.Detail = ledger.Bool(false), last.Error(), "no proof "+why
 		env.Emit(ev)
 		return fmt.Errorf("%w %s: %s: %w", ErrNotVerified, why, e.spec.Name, last)
 	}
-	ev.Passed = reports.Bool(true)
+	ev.Passed = ledger.Bool(true)
 	if ev2, ok := e.fault.(Evidencer); ok {
 		ev.Detail = ev2.Evidence()
 	}
@@ -410,7 +410,7 @@ func (t *Timeline) revert(ctx context.Context, env Env, e *entry) error {
 	t.mu.Unlock()
 	err := e.fault.Revert(ctx, env)
 	e.call.Unlock()
-	ev := t.event(reports.EventFaultStop, e)
+	ev := t.event(ledger.EventFaultStop, e)
 	if err != nil {
 		t.opt.logger.Error("fault revert failed", "fault", e.spec.Name, "err", err)
 		ev.Error = err.Error()

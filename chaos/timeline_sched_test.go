@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"pdsoak/reports"
+	"pdsoak/ledger"
 	"pdsoak/scenarios"
 )
 
@@ -19,7 +19,7 @@ import (
 type script struct {
 	mu     sync.Mutex
 	calls  []string
-	events []reports.Event
+	events []ledger.Event
 }
 
 func (s *script) note(what string) {
@@ -34,7 +34,7 @@ func (s *script) log() []string {
 	return slices.Clone(s.calls)
 }
 
-func (s *script) emit(ev reports.Event) {
+func (s *script) emit(ev ledger.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.events = append(s.events, ev)
@@ -267,7 +267,7 @@ func TestTimelineFailureCancelsAndRevertsAll(t *testing.T) {
 		}
 	}
 	for _, ev := range s.events {
-		if ev.Fault == "verifying" && ev.Type == reports.EventFaultVerified && !strings.Contains(ev.Detail, "aborted") {
+		if ev.Fault == "verifying" && ev.Type == ledger.EventFaultVerified && !strings.Contains(ev.Detail, "aborted") {
 			t.Errorf("aborted verification detail = %q", ev.Detail)
 		}
 	}

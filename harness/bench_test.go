@@ -22,7 +22,7 @@ import (
 
 	"pdsoak/harness/client"
 	"pdsoak/harness/workload"
-	"pdsoak/reports"
+	"pdsoak/ledger"
 	"pdsoak/scenarios"
 )
 
@@ -35,9 +35,9 @@ func okSSE(w http.ResponseWriter, r *http.Request) {
 }
 
 // newBenchExecutor wires an executor with a real ledger, as Run does.
-func newBenchExecutor(b *testing.B, url string, onEvent func(reports.Event)) (*executor, func()) {
+func newBenchExecutor(b *testing.B, url string, onEvent func(ledger.Event)) (*executor, func()) {
 	b.Helper()
-	led, err := openLedger(filepath.Join(b.TempDir(), "events.jsonl"), onEvent)
+	led, err := ledger.Create(filepath.Join(b.TempDir(), "events.jsonl"), onEvent)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func BenchmarkOpenLoopMaxRate(b *testing.B) {
 		start = time.Now()
 		w.Run(context.Background(), start, e)
 		el := time.Since(start)
-		okH := e.outcomes()[reports.OutcomeOK]
+		okH := e.outcomes()[ledger.OutcomeOK]
 		done()
 		harnessRate = max(harnessRate, float64(okH)/el.Seconds())
 		if okH != n || ok != n {
@@ -153,8 +153,8 @@ func BenchmarkMemoryPerInFlight(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		var first atomic.Int64
 		all := make(chan struct{})
-		e, done := newBenchExecutor(b, url, func(ev reports.Event) {
-			if ev.Type == reports.EventFirstToken && first.Add(1) == streams {
+		e, done := newBenchExecutor(b, url, func(ev ledger.Event) {
+			if ev.Type == ledger.EventFirstToken && first.Add(1) == streams {
 				close(all)
 			}
 		})

@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"pdsoak/ledger"
 	"sort"
 	"strings"
 	"sync"
 	"time"
-
-	"pdsoak/reports"
 )
 
 // Exported knobs of the post-load checks.
@@ -63,7 +62,7 @@ func scrapeAll(ctx context.Context, hc *http.Client, srcs []DebugSource) ([]map[
 }
 
 // sampler records the interesting gauges of every metrics source every interval.
-func sampler(ctx context.Context, hc *http.Client, srcs []DebugSource, led *ledger, every time.Duration) {
+func sampler(ctx context.Context, hc *http.Client, srcs []DebugSource, led *ledger.Writer, every time.Duration) {
 	if len(srcs) == 0 {
 		return
 	}
@@ -86,7 +85,7 @@ func sampler(ctx context.Context, hc *http.Client, srcs []DebugSource, led *ledg
 					m[name] = x
 				}
 			}
-			led.emit(reports.Event{Type: reports.EventSample, Source: srcs[i].Process, Metrics: m})
+			led.Emit(ledger.Event{Type: ledger.EventSample, Source: srcs[i].Process, Metrics: m})
 		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"pdsoak/reports"
+	"pdsoak/ledger"
 	"pdsoak/scenarios"
 )
 
@@ -82,10 +82,10 @@ func TestEmbeddedTopology(t *testing.T) {
 	}
 	evs := readLedger(t, dir)
 	outcomes := checkOneTerminal(t, evs)
-	if outcomes[reports.OutcomeOK] != 6 {
+	if outcomes[ledger.OutcomeOK] != 6 {
 		t.Fatalf("outcomes %v, want 6 ok", outcomes)
 	}
-	lc := eventsOf(evs, reports.EventLeakCheck)
+	lc := eventsOf(evs, ledger.EventLeakCheck)
 	if len(lc) != 1 || lc[0].Passed == nil || !*lc[0].Passed || !strings.Contains(lc[0].Detail, "3 endpoints") {
 		t.Fatalf("leak check over the 3 workers: %+v", lc)
 	}
@@ -115,7 +115,7 @@ func TestEmbeddedColocated(t *testing.T) {
 	if err := Run(context.Background(), parseScenario(t, colocatedYAML), Options{OutDir: dir, PDServerCommand: []string{bin}}); err != nil {
 		t.Fatal(err)
 	}
-	if outcomes := checkOneTerminal(t, readLedger(t, dir)); outcomes[reports.OutcomeOK] != 4 {
+	if outcomes := checkOneTerminal(t, readLedger(t, dir)); outcomes[ledger.OutcomeOK] != 4 {
 		t.Fatalf("outcomes %v", outcomes)
 	}
 }
@@ -162,11 +162,11 @@ assertions: [no_silent_drops]
 	}
 	evs := readLedger(t, dir)
 	outcomes := checkOneTerminal(t, evs)
-	if outcomes[reports.OutcomeOK] == 0 {
+	if outcomes[ledger.OutcomeOK] == 0 {
 		t.Fatalf("outcomes %v", outcomes)
 	}
 	verified := 0
-	for _, ev := range eventsOf(evs, reports.EventFaultVerified) {
+	for _, ev := range eventsOf(evs, ledger.EventFaultVerified) {
 		if ev.Passed == nil || !*ev.Passed {
 			t.Fatalf("fault not verified: %+v", ev)
 		}
@@ -200,11 +200,11 @@ func TestEmbeddedCancel(t *testing.T) {
 	}
 	evs := readLedger(t, dir)
 	checkOneTerminal(t, evs)
-	if end := eventsOf(evs, reports.EventRunEnd); len(end) != 1 {
+	if end := eventsOf(evs, ledger.EventRunEnd); len(end) != 1 {
 		t.Fatal("no run_end")
 	}
 	// The topology is gone: its router no longer answers.
-	for _, ev := range eventsOf(evs, reports.EventLog) {
+	for _, ev := range eventsOf(evs, ledger.EventLog) {
 		if ev.URL != "" {
 			if resp, err := http.Get(ev.URL + "/health"); err == nil {
 				resp.Body.Close()

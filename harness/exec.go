@@ -12,7 +12,7 @@ import (
 	"pdsoak/chaos"
 	"pdsoak/harness/client"
 	"pdsoak/harness/workload"
-	"pdsoak/reports"
+	"pdsoak/ledger"
 )
 
 // executor is the workloads' Sender: it runs each request through the client and
@@ -20,7 +20,7 @@ import (
 // exactly one done event with the outcome.
 type executor struct {
 	c      *client.Client
-	led    *ledger
+	led    *ledger.Writer
 	log    *slog.Logger
 	probe  *debugProbe
 	lag    *lagRecorder
@@ -43,9 +43,9 @@ type disconnectRule struct {
 	stats       *chaos.LiveStats
 }
 
-var outcomeIndex = func() map[reports.Outcome]int {
-	m := map[reports.Outcome]int{}
-	for i, o := range reports.Outcomes {
+var outcomeIndex = func() map[ledger.Outcome]int {
+	m := map[ledger.Outcome]int{}
+	for i, o := range ledger.Outcomes {
 		m[o] = i
 	}
 	return m
@@ -82,13 +82,13 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 		}
 	}
 	sched := r.Scheduled
-	e.led.emit(reports.Event{Time: sched, Type: reports.EventScheduled, RequestID: r.ID, Workload: r.Workload,
+	e.led.Emit(ledger.Event{Time: sched, Type: ledger.EventScheduled, RequestID: r.ID, Workload: r.Workload,
 		Session: r.Session, Turn: r.Turn, Endpoint: endpointName(r.Endpoint), PromptBytes: r.PromptBytes})
 	obs := &reqObserver{e: e, r: r}
 	res := e.c.Do(reqCtx, &r.Request, obs)
 	countOutcome(ruleStats, res)
 
-	ev := reports.Event{Time: res.End, Type: reports.EventDone, RequestID: r.ID, Workload: r.Workload,
+	ev := ledger.Event{Time: res.End, Type: ledger.EventDone, RequestID: r.ID, Workload: r.Workload,
 		Session: r.Session, Turn: r.Turn, Endpoint: endpointName(r.Endpoint), Scheduled: &sched,
 		Outcome: res.Outcome, Phase: res.Phase, Status: res.Status, Error: res.Err,
 		TTFT: res.TTFT().Seconds(), E2E: res.E2E().Seconds(), PromptTokens: res.PromptTokens,
@@ -113,7 +113,7 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 	if i, ok := outcomeIndex[res.Outcome]; ok {
 		e.counts[i].Add(1)
 	}
-	e.led.emit(ev)
+	e.led.Emit(ev)
 	return res
 }
 
@@ -179,25 +179,25 @@ func (o *reqObserver) Sent(req *client.Request, at time.Time) {
 		o.e.lag.Send(lag)
 	}
 	sched := req.Scheduled
-	o.e.led.emit(reports.Event{Time: at, Type: reports.EventSent, RequestID: req.ID, Workload: o.r.Workload,
+	o.e.led.Emit(ledger.Event{Time: at, Type: ledger.EventSent, RequestID: req.ID, Workload: o.r.Workload,
 		Scheduled: &sched, Lag: lag.Seconds()})
 	o.e.log.Debug("sent", "request_id", req.ID, "lag", lag)
 }
 
 func (o *reqObserver) Headers(req *client.Request, at time.Time, status int) {
-	o.e.led.emit(reports.Event{Time: at, Type: reports.EventHeaders, RequestID: req.ID, Workload: o.r.Workload, Status: status})
+	o.e.led.Emit(ledger.Event{Time: at, Type: ledger.EventHeaders, RequestID: req.ID, Workload: o.r.Workload, Status: status})
 	o.e.log.Debug("headers", "request_id", req.ID, "status", status)
 }
 
 func (o *reqObserver) FirstToken(req *client.Request, at time.Time) {
 	ttft := at.Sub(req.Scheduled)
-	o.e.led.emit(reports.Event{Time: at, Type: reports.EventFirstToken, RequestID: req.ID, Workload: o.r.Workload, TTFT: ttft.Seconds()})
+	o.e.led.Emit(ledger.Event{Time: at, Type: ledger.EventFirstToken, RequestID: req.ID, Workload: o.r.Workload, TTFT: ttft.Seconds()})
 	o.e.log.Debug("first token", "request_id", req.ID, "ttft", ttft)
 }
 
 // BeforeDeadline asks the server's /debug/requests about the request while the
 // server still holds it (before the client cancels).
-func (o *reqObserver) BeforeDeadline(req *client.Request, deadline string, phase reports.Phase) {
+func (o *reqObserver) BeforeDeadline(req *client.Request, deadline string, phase ledger.Phase) {
 	if deadline == "connect" || !o.e.probe.enabled() {
 		return
 	}
@@ -207,9 +207,9 @@ func (o *reqObserver) BeforeDeadline(req *client.Request, deadline string, phase
 }
 
 // outcomes returns the counts so far.
-func (e *executor) outcomes() map[reports.Outcome]int64 {
-	m := make(map[reports.Outcome]int64, len(reports.Outcomes))
-	for i, o := range reports.Outcomes {
+func (e *executor) outcomes() map[ledger.Outcome]int64 {
+	m := make(map[ledger.Outcome]int64, len(ledger.Outcomes))
+	for i, o := range ledger.Outcomes {
 		m[o] = e.counts[i].Load()
 	}
 	return m

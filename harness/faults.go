@@ -12,7 +12,7 @@ import (
 	"pdsoak/chaos"
 	"pdsoak/harness/client"
 	"pdsoak/harness/workload"
-	"pdsoak/reports"
+	"pdsoak/ledger"
 	"pdsoak/scenarios"
 )
 
@@ -61,7 +61,7 @@ func (r *runner) chaosEnv() chaos.Env {
 			}
 			return nil, fmt.Errorf("harness: no metrics endpoint for %q: %w", process, chaos.ErrUnsupported)
 		},
-		EmitFunc: r.led.emit,
+		EmitFunc: r.led.Emit,
 	}
 	if sup, ok := r.tgt.(Supervisor); ok {
 		env.ProcessFunc = sup.Process
@@ -167,11 +167,11 @@ func countOutcome(st *chaos.LiveStats, res *client.Result) {
 	}
 	st.Done.Add(1)
 	switch res.Outcome {
-	case reports.OutcomeOK:
+	case ledger.OutcomeOK:
 		st.OK.Add(1)
-	case reports.OutcomeRejected:
+	case ledger.OutcomeRejected:
 		st.Rejected.Add(1)
-	case reports.OutcomeCancelled:
+	case ledger.OutcomeCancelled:
 		st.Cancelled.Add(1)
 	default:
 		st.Errors.Add(1)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"pdsoak/harness/gpu"
-	"pdsoak/reports"
+	"pdsoak/ledger"
 )
 
 // startGPU opens NVML for the run, writes one ledger line saying whether GPU telemetry
@@ -16,12 +16,12 @@ import (
 // ends. The returned func shuts NVML down; call it after aux is done.
 func (r *runner) startGPU(ctx context.Context, aux *sync.WaitGroup) (closeGPU func()) {
 	s, err := gpu.Open()
-	line := reports.Event{Type: reports.EventLog, Source: reports.GPUSource, Message: s.Status()}
+	line := ledger.Event{Type: ledger.EventLog, Source: ledger.GPUSource, Message: s.Status()}
 	if err != nil {
 		line.Error = err.Error()
 		r.log.Warn("gpu telemetry", "err", err)
 	}
-	r.led.emit(line)
+	r.led.Emit(line)
 	if !s.Available() {
 		return func() {}
 	}
@@ -31,7 +31,7 @@ func (r *runner) startGPU(ctx context.Context, aux *sync.WaitGroup) (closeGPU fu
 	return func() {
 		if err := s.Close(); err != nil {
 			r.log.Warn("gpu telemetry", "err", err)
-			r.led.emit(reports.Event{Type: reports.EventLog, Source: reports.GPUSource, Message: "gpu: shutdown", Error: err.Error()})
+			r.led.Emit(ledger.Event{Type: ledger.EventLog, Source: ledger.GPUSource, Message: "gpu: shutdown", Error: err.Error()})
 		}
 	}
 }
@@ -39,9 +39,9 @@ func (r *runner) startGPU(ctx context.Context, aux *sync.WaitGroup) (closeGPU fu
 // gpuSampler writes a GPU sample (Source "gpu", the readings and the requests in
 // flight) now and every interval until ctx ends. A read stuck in the driver holds back
 // the next one; it does not hold the run back: the sampler stops waiting when ctx ends.
-func gpuSampler(ctx context.Context, s *gpu.Sampler, led *ledger, log *slog.Logger, inflight func() int, every time.Duration) {
+func gpuSampler(ctx context.Context, s *gpu.Sampler, led *ledger.Writer, log *slog.Logger, inflight func() int, every time.Duration) {
 	type result struct {
-		gs  []reports.GPU
+		gs  []ledger.GPU
 		err error
 	}
 	t := time.NewTicker(every)
@@ -65,7 +65,7 @@ func gpuSampler(ctx context.Context, s *gpu.Sampler, led *ledger, log *slog.Logg
 			warned = true
 		}
 		if len(res.gs) > 0 {
-			led.emit(reports.Event{Type: reports.EventSample, Source: reports.GPUSource, GPUs: res.gs, InFlight: inflight()})
+			led.Emit(ledger.Event{Type: ledger.EventSample, Source: ledger.GPUSource, GPUs: res.gs, InFlight: inflight()})
 		}
 		select {
 		case <-ctx.Done():

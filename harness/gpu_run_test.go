@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"pdsoak/reports"
+	"pdsoak/ledger"
 	"pdsoak/scenarios"
 )
 
@@ -19,13 +19,13 @@ func TestRunStatesGPUTelemetry(t *testing.T) {
 	if err := Run(context.Background(), sc, Options{OutDir: dir}); err != nil {
 		t.Fatal(err)
 	}
-	var lines []reports.Event
+	var lines []ledger.Event
 	loadStarted := false
 	for _, ev := range readLedger(t, dir) {
-		if ev.Type == reports.EventLog && strings.HasPrefix(ev.Message, "load started") {
+		if ev.Type == ledger.EventLog && strings.HasPrefix(ev.Message, "load started") {
 			loadStarted = true
 		}
-		if ev.Type == reports.EventLog && ev.Source == reports.GPUSource {
+		if ev.Type == ledger.EventLog && ev.Source == ledger.GPUSource {
 			if loadStarted {
 				t.Errorf("GPU telemetry line after load started: %+v", ev)
 			}

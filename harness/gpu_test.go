@@ -14,7 +14,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 
 	"pdsoak/harness/gpu"
-	"pdsoak/reports"
+	"pdsoak/ledger"
 )
 
 func mockGPU(util uint32) *mock.Device {
@@ -52,8 +52,8 @@ func TestGPUSamplerLedger(t *testing.T) {
 	defer cancel()
 	seen := make(chan struct{}, 100)
 	path := filepath.Join(t.TempDir(), "events.jsonl")
-	led, err := openLedger(path, func(e reports.Event) {
-		if e.Source == reports.GPUSource {
+	led, err := ledger.Create(path, func(e ledger.Event) {
+		if e.Source == ledger.GPUSource {
 			select {
 			case seen <- struct{}{}:
 			default:
@@ -93,8 +93,8 @@ func TestGPUSamplerLedger(t *testing.T) {
 	}
 	defer f.Close()
 	samples := 0
-	if _, err := reports.Read(f, func(e reports.Event) error {
-		if e.Type != reports.EventSample || e.Source != reports.GPUSource {
+	if _, err := ledger.Read(f, func(e ledger.Event) error {
+		if e.Type != ledger.EventSample || e.Source != ledger.GPUSource {
 			t.Errorf("unexpected event %+v", e)
 			return nil
 		}

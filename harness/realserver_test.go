@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"pdsoak/reports"
+	"pdsoak/ledger"
 	"pdsoak/scenarios"
 )
 
@@ -155,7 +155,7 @@ self_check: {max_lag: 2s}
 // send the same requests and get the same completions.
 func TestRealServerSmokeAndDeterminism(t *testing.T) {
 	bin := pdserverBinary(t)
-	run := func() []reports.Event {
+	run := func() []ledger.Event {
 		dir := t.TempDir()
 		sc, err := scenarios.Parse("real.yaml", []byte(realPDYAML))
 		if err != nil {
@@ -168,28 +168,28 @@ func TestRealServerSmokeAndDeterminism(t *testing.T) {
 	}
 	first := run()
 	outcomes := checkOneTerminal(t, first)
-	if outcomes[reports.OutcomeOK] == 0 || len(outcomes) != 1 {
-		for _, ev := range eventsOf(first, reports.EventDone) {
-			if ev.Outcome != reports.OutcomeOK {
+	if outcomes[ledger.OutcomeOK] == 0 || len(outcomes) != 1 {
+		for _, ev := range eventsOf(first, ledger.EventDone) {
+			if ev.Outcome != ledger.OutcomeOK {
 				t.Logf("%s: %s %s %s", ev.RequestID, ev.Outcome, ev.Phase, ev.Error)
 			}
 		}
 		t.Fatalf("outcomes %v: want only ok", outcomes)
 	}
-	lc := eventsOf(first, reports.EventLeakCheck)
+	lc := eventsOf(first, ledger.EventLeakCheck)
 	if len(lc) != 1 || lc[0].Passed == nil || !*lc[0].Passed || !strings.Contains(lc[0].Detail, "2 endpoints") {
 		t.Fatalf("leak check over prefill and decode: %+v", lc)
 	}
-	if sc := eventsOf(first, reports.EventSelfCheck); len(sc) == 1 {
+	if sc := eventsOf(first, ledger.EventSelfCheck); len(sc) == 1 {
 		t.Logf("self-check: %s", sc[0].Detail)
 	}
-	if s := eventsOf(first, reports.EventSample); len(s) == 0 {
+	if s := eventsOf(first, ledger.EventSample); len(s) == 0 {
 		t.Fatal("no server samples recorded")
 	}
 	second := run()
-	done := func(evs []reports.Event) string {
+	done := func(evs []ledger.Event) string {
 		var out []string
-		for _, ev := range eventsOf(evs, reports.EventDone) {
+		for _, ev := range eventsOf(evs, ledger.EventDone) {
 			out = append(out, fmt.Sprintf("%s:%s:%d", ev.RequestID, ev.Outcome, ev.CompletionTokens))
 		}
 		sort.Strings(out)
@@ -210,10 +210,10 @@ func TestRealServerExternalTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	evs := readLedger(t, dir)
-	if outcomes := checkOneTerminal(t, evs); len(outcomes) != 1 || outcomes[reports.OutcomeOK] == 0 {
+	if outcomes := checkOneTerminal(t, evs); len(outcomes) != 1 || outcomes[ledger.OutcomeOK] == 0 {
 		t.Fatalf("outcomes %v: want only ok", outcomes)
 	}
-	if lc := eventsOf(evs, reports.EventLeakCheck); len(lc) != 1 || lc[0].Passed == nil || !*lc[0].Passed {
+	if lc := eventsOf(evs, ledger.EventLeakCheck); len(lc) != 1 || lc[0].Passed == nil || !*lc[0].Passed {
 		t.Fatalf("leak check: %+v", lc)
 	}
 }

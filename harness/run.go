@@ -15,7 +15,7 @@ import (
 	"pdsoak/chaos"
 	"pdsoak/harness/client"
 	"pdsoak/harness/workload"
-	"pdsoak/reports"
+	"pdsoak/ledger"
 	"pdsoak/scenarios"
 )
 
@@ -32,7 +32,7 @@ type Options struct {
 	Logger *slog.Logger
 	// OnEvent sees every ledger event as it is written (for a live status line). It is
 	// called from many goroutines and must be cheap.
-	OnEvent func(reports.Event)
+	OnEvent func(ledger.Event)
 	// PDServerCommand is argv that runs the reference server binary's root command,
 	// e.g. [os.Executable(), "pdserver"]; the launcher appends the role and flags.
 	PDServerCommand []string
@@ -46,7 +46,7 @@ type runner struct {
 	sc       *scenarios.Scenario
 	opts     Options
 	log      *slog.Logger
-	led      *ledger
+	led      *ledger.Writer
 	tgt      Target
 	exec     *executor
 	hc       *http.Client // auxiliary GETs: metrics, debug
@@ -78,18 +78,18 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	led, err := openLedger(filepath.Join(opts.OutDir, "events.jsonl"), opts.OnEvent)
+	led, err := ledger.Create(filepath.Join(opts.OutDir, "events.jsonl"), opts.OnEvent)
 	if err != nil {
 		return err
 	}
 	r := &runner{sc: sc, opts: opts, log: log, led: led,
 		hc: &http.Client{Transport: client.NewTransport(sc.Deadlines.Connect.D())}}
 	defer func() {
-		end := reports.Event{Type: reports.EventRunEnd}
+		end := ledger.Event{Type: ledger.EventRunEnd}
 		if err != nil {
 			end.Error = err.Error()
 		}
-		led.emit(end)
+		led.Emit(end)
 		if cerr := led.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
@@ -100,11 +100,11 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 
 func (r *runner) run(ctx context.Context) error {
 	sc := r.sc
-	start := reports.Event{Type: reports.EventRunStart, Scenario: sc.Name, Seed: sc.Seed, URL: sc.Target.URL}
+	start := ledger.Event{Type: ledger.EventRunStart, Scenario: sc.Name, Seed: sc.Seed, URL: sc.Target.URL}
 	if sc.Embedded() {
 		start.Message = "embedded reference server"
 	}
-	r.led.emit(start)
+	r.led.Emit(start)
 
 	// Build every workload first: a bad workload fails before anything starts.
 	var ws []workload.Workload
@@ -146,7 +146,7 @@ func (r *runner) run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("harness: start the reference server: %v: %w", err, ErrInfrastructure)
 		}
-		r.led.emit(reports.Event{Type: reports.EventLog, URL: tgt.URL(), Message: "reference server up at " + tgt.URL()})
+		r.led.Emit(ledger.Event{Type: ledger.EventLog, URL: tgt.URL(), Message: "reference server up at " + tgt.URL()})
 	default:
 		tgt, err = openExternal(ctx, sc, r.hc)
 		if err != nil {
@@ -159,7 +159,7 @@ func (r *runner) run(ctx context.Context) error {
 		defer cancel()
 		if err := tgt.Stop(sctx); err != nil {
 			r.log.Warn("stop target", "err", err)
-			r.led.emit(reports.Event{Type: reports.EventLog, Message: "stop target: " + err.Error()})
+			r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "stop target: " + err.Error()})
 		}
 	}()
 
@@ -188,7 +188,7 @@ func (r *runner) run(ctx context.Context) error {
 	t0 := time.Now()
 	loadCtx, cancelLoad := context.WithDeadline(ctx, t0.Add(sc.Duration.D()))
 	defer cancelLoad()
-	r.led.emit(reports.Event{Time: t0, Type: reports.EventLog, Message: fmt.Sprintf("load started: %d workloads for %v", len(ws), sc.Duration)})
+	r.led.Emit(ledger.Event{Time: t0, Type: ledger.EventLog, Message: fmt.Sprintf("load started: %d workloads for %v", len(ws), sc.Duration)})
 
 	var faultErr error
 	faultDone := make(chan struct{})
@@ -253,7 +253,7 @@ func (r *runner) run(ctx context.Context) error {
 	if ctx.Err() != nil {
 		detail = "interrupted: " + detail
 	}
-	r.led.emit(reports.Event{Type: reports.EventDrain, InFlight: int(left), Passed: reports.Bool(drained), Detail: detail})
+	r.led.Emit(ledger.Event{Type: ledger.EventDrain, InFlight: int(left), Passed: ledger.Bool(drained), Detail: detail})
 
 	// Faults: revert everything and wait (bounded) for the runner to finish.
 	stopFaults()
@@ -264,29 +264,29 @@ func (r *runner) run(ctx context.Context) error {
 
 	var errs []error
 	if faultErr != nil && ctx.Err() == nil {
-		r.led.emit(reports.Event{Type: reports.EventLog, Message: "fault timeline failed: " + faultErr.Error()})
+		r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "fault timeline failed: " + faultErr.Error()})
 		errs = append(errs, fmt.Errorf("harness: faults: %w: %w", faultErr, ErrInfrastructure))
 	}
 
 	// Leak check (not after Ctrl-C: the user wants out).
 	if ctx.Err() == nil {
 		lr := leakCheck(ctx, r.hc, tgt.MetricsSources(), sc.Drain.LeakTimeout.D())
-		ev := reports.Event{Type: reports.EventLeakCheck, Detail: lr.detail, Metrics: lr.residual}
+		ev := ledger.Event{Type: ledger.EventLeakCheck, Detail: lr.detail, Metrics: lr.residual}
 		if !lr.skipped {
-			ev.Passed = reports.Bool(lr.passed)
+			ev.Passed = ledger.Bool(lr.passed)
 		}
-		r.led.emit(ev)
+		r.led.Emit(ev)
 	}
 
 	// Self-check: was the harness on time?
 	scr := lag.Result(sc.SelfCheck.MaxLag.D())
-	r.led.emit(reports.Event{Type: reports.EventSelfCheck, Passed: reports.Bool(scr.Passed),
+	r.led.Emit(ledger.Event{Type: ledger.EventSelfCheck, Passed: ledger.Bool(scr.Passed),
 		LagP99: max(scr.SendP99, scr.TickP99).Seconds(), LagMax: max(scr.SendMax, scr.TickMax).Seconds(), Detail: scr.Detail()})
 	if !scr.Passed {
 		errs = append(errs, fmt.Errorf("harness: self-check: %s: %w", scr.Detail(), ErrInfrastructure))
 	}
 	if ctx.Err() != nil {
-		r.led.emit(reports.Event{Type: reports.EventLog, Message: "run interrupted: " + context.Cause(ctx).Error()})
+		r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "run interrupted: " + context.Cause(ctx).Error()})
 	}
 	return errors.Join(errs...)
 }

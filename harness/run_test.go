@@ -22,7 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"pdsoak/chaos"
-	"pdsoak/reports"
+	"pdsoak/ledger"
 	"pdsoak/scenarios"
 )
 
@@ -190,18 +190,18 @@ func testScenario(url string, dur time.Duration, ws ...scenarios.Workload) *scen
 	return sc
 }
 
-func readLedger(t *testing.T, dir string) []reports.Event {
+func readLedger(t *testing.T, dir string) []ledger.Event {
 	t.Helper()
 	f, err := os.Open(filepath.Join(dir, "events.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []reports.Event
+	var out []ledger.Event
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 4<<20)
 	for sc.Scan() {
-		var ev reports.Event
+		var ev ledger.Event
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
 			t.Fatalf("ledger line %q: %v", sc.Text(), err)
 		}
@@ -212,16 +212,16 @@ func readLedger(t *testing.T, dir string) []reports.Event {
 
 // checkOneTerminal asserts the ledger property: every scheduled request has exactly
 // one done event with one valid outcome, and no done event lacks its scheduled event.
-func checkOneTerminal(t *testing.T, evs []reports.Event) map[reports.Outcome]int {
+func checkOneTerminal(t *testing.T, evs []ledger.Event) map[ledger.Outcome]int {
 	t.Helper()
 	sched := map[string]int{}
 	done := map[string]int{}
-	outcomes := map[reports.Outcome]int{}
+	outcomes := map[ledger.Outcome]int{}
 	for _, ev := range evs {
 		switch ev.Type {
-		case reports.EventScheduled:
+		case ledger.EventScheduled:
 			sched[ev.RequestID]++
-		case reports.EventDone:
+		case ledger.EventDone:
 			done[ev.RequestID]++
 			if !ev.Outcome.Valid() {
 				t.Errorf("%s: invalid outcome %q", ev.RequestID, ev.Outcome)
@@ -248,8 +248,8 @@ func checkOneTerminal(t *testing.T, evs []reports.Event) map[reports.Outcome]int
 	return outcomes
 }
 
-func eventsOf(evs []reports.Event, typ reports.EventType) []reports.Event {
-	var out []reports.Event
+func eventsOf(evs []ledger.Event, typ ledger.EventType) []ledger.Event {
+	var out []ledger.Event
 	for _, ev := range evs {
 		if ev.Type == typ {
 			out = append(out, ev)
@@ -267,23 +267,23 @@ func TestEveryRequestHasExactlyOneOutcome(t *testing.T) {
 	)
 	dir := t.TempDir()
 	var seen sync.Map
-	err := Run(context.Background(), sc, Options{OutDir: dir, OnEvent: func(ev reports.Event) { seen.Store(ev.Type, true) }})
+	err := Run(context.Background(), sc, Options{OutDir: dir, OnEvent: func(ev ledger.Event) { seen.Store(ev.Type, true) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	evs := readLedger(t, dir)
 	outcomes := checkOneTerminal(t, evs)
 	t.Logf("outcomes: %v", outcomes)
-	for _, o := range []reports.Outcome{reports.OutcomeOK, reports.OutcomeRejected, reports.OutcomeStalled,
-		reports.OutcomeDeadlineExceeded, reports.OutcomeTruncated, reports.OutcomeInvalid, reports.OutcomeStreamError,
-		reports.OutcomeHTTPError} {
+	for _, o := range []ledger.Outcome{ledger.OutcomeOK, ledger.OutcomeRejected, ledger.OutcomeStalled,
+		ledger.OutcomeDeadlineExceeded, ledger.OutcomeTruncated, ledger.OutcomeInvalid, ledger.OutcomeStreamError,
+		ledger.OutcomeHTTPError} {
 		if outcomes[o] == 0 {
 			t.Errorf("no %s outcome in a mix that includes it", o)
 		}
 	}
 	// Silent drops carry what /debug/requests said while the server held them.
 	found := 0
-	for _, ev := range eventsOf(evs, reports.EventDone) {
+	for _, ev := range eventsOf(evs, ledger.EventDone) {
 		if !ev.Outcome.SilentDrop() {
 			continue
 		}
@@ -301,8 +301,8 @@ func TestEveryRequestHasExactlyOneOutcome(t *testing.T) {
 	if found == 0 {
 		t.Error("no silent drop was located by /debug/requests")
 	}
-	for _, typ := range []reports.EventType{reports.EventRunStart, reports.EventDrain, reports.EventLeakCheck,
-		reports.EventSelfCheck, reports.EventRunEnd} {
+	for _, typ := range []ledger.EventType{ledger.EventRunStart, ledger.EventDrain, ledger.EventLeakCheck,
+		ledger.EventSelfCheck, ledger.EventRunEnd} {
 		if n := len(eventsOf(evs, typ)); n != 1 {
 			t.Errorf("%d %s events, want 1", n, typ)
 		}
@@ -310,10 +310,10 @@ func TestEveryRequestHasExactlyOneOutcome(t *testing.T) {
 			t.Errorf("OnEvent did not see %s", typ)
 		}
 	}
-	if lc := eventsOf(evs, reports.EventLeakCheck)[0]; lc.Passed == nil || !*lc.Passed {
+	if lc := eventsOf(evs, ledger.EventLeakCheck)[0]; lc.Passed == nil || !*lc.Passed {
 		t.Errorf("leak check: %+v", lc)
 	}
-	if dr := eventsOf(evs, reports.EventDrain)[0]; dr.Passed == nil || !*dr.Passed {
+	if dr := eventsOf(evs, ledger.EventDrain)[0]; dr.Passed == nil || !*dr.Passed {
 		t.Errorf("drain: %+v", dr)
 	}
 }
@@ -329,7 +329,7 @@ func TestSameSeedSameRequestIDs(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out []string
-		for _, ev := range eventsOf(readLedger(t, dir), reports.EventDone) {
+		for _, ev := range eventsOf(readLedger(t, dir), ledger.EventDone) {
 			out = append(out, ev.RequestID+":"+string(ev.Outcome))
 		}
 		sort.Strings(out)
@@ -350,7 +350,7 @@ func TestLeakCheckFails(t *testing.T) {
 	if err := Run(context.Background(), sc, Options{OutDir: dir}); err != nil {
 		t.Fatal(err)
 	}
-	lc := eventsOf(readLedger(t, dir), reports.EventLeakCheck)
+	lc := eventsOf(readLedger(t, dir), ledger.EventLeakCheck)
 	if len(lc) != 1 || lc[0].Passed == nil || *lc[0].Passed || lc[0].Metrics["target/sglang:num_running_reqs"] != 1 {
 		t.Fatalf("leak check: %+v", lc)
 	}
@@ -372,7 +372,7 @@ func TestUnreachableTargetIsInfrastructure(t *testing.T) {
 		t.Fatalf("err = %v, want ErrInfrastructure", err)
 	}
 	evs := readLedger(t, dir)
-	if end := eventsOf(evs, reports.EventRunEnd); len(end) != 1 || end[0].Error == "" {
+	if end := eventsOf(evs, ledger.EventRunEnd); len(end) != 1 || end[0].Error == "" {
 		t.Fatalf("run_end: %+v", end)
 	}
 }
@@ -386,7 +386,7 @@ func TestSelfCheckMarksRunInvalid(t *testing.T) {
 	if !errors.Is(err, ErrInfrastructure) {
 		t.Fatalf("err = %v, want ErrInfrastructure", err)
 	}
-	sc1 := eventsOf(readLedger(t, dir), reports.EventSelfCheck)
+	sc1 := eventsOf(readLedger(t, dir), ledger.EventSelfCheck)
 	if len(sc1) != 1 || sc1[0].Passed == nil || *sc1[0].Passed || sc1[0].LagMax <= 0 {
 		t.Fatalf("self_check: %+v", sc1)
 	}
@@ -414,10 +414,10 @@ func TestCancelStopsRunAndRecordsCancelled(t *testing.T) {
 	}
 	evs := readLedger(t, dir)
 	outcomes := checkOneTerminal(t, evs)
-	if outcomes[reports.OutcomeCancelled] != 4 {
+	if outcomes[ledger.OutcomeCancelled] != 4 {
 		t.Fatalf("outcomes %v, want 4 cancelled", outcomes)
 	}
-	if dr := eventsOf(evs, reports.EventDrain); len(dr) != 1 || *dr[0].Passed || dr[0].InFlight != 4 {
+	if dr := eventsOf(evs, ledger.EventDrain); len(dr) != 1 || *dr[0].Passed || dr[0].InFlight != 4 {
 		t.Fatalf("drain: %+v", dr)
 	}
 }
@@ -432,7 +432,7 @@ func TestFaultRunnerSeam(t *testing.T) {
 	var scraped map[string]float64
 	runner := func(ctx context.Context, sc *scenarios.Scenario, env chaos.Env, start time.Time) error {
 		time.Sleep(time.Until(start.Add(sc.Faults[0].At.D())))
-		env.Emit(reports.Event{Type: reports.EventFaultStart, Fault: "storm", FaultType: "queue_saturation", Target: "agents"})
+		env.Emit(ledger.Event{Type: ledger.EventFaultStart, Fault: "storm", FaultType: "queue_saturation", Target: "agents"})
 		dis, err := env.Disconnect(ctx, "client", chaos.Disconnect{AfterTokens: 1, Fraction: 1})
 		if err != nil {
 			return err
@@ -455,7 +455,7 @@ func TestFaultRunnerSeam(t *testing.T) {
 			return fmt.Errorf("external target must not offer links: %v", err)
 		}
 		<-ctx.Done()
-		env.Emit(reports.Event{Type: reports.EventFaultStop, Fault: "storm"})
+		env.Emit(ledger.Event{Type: ledger.EventFaultStop, Fault: "storm"})
 		return nil
 	}
 	dir := t.TempDir()
@@ -470,7 +470,7 @@ func TestFaultRunnerSeam(t *testing.T) {
 	if _, ok := scraped["sglang:num_running_reqs"]; !ok {
 		t.Fatalf("scrape: %v", scraped)
 	}
-	if len(eventsOf(evs, reports.EventFaultStart)) != 1 || len(eventsOf(evs, reports.EventFaultStop)) != 1 {
+	if len(eventsOf(evs, ledger.EventFaultStart)) != 1 || len(eventsOf(evs, ledger.EventFaultStop)) != 1 {
 		t.Fatal("fault events missing")
 	}
 	// A failing fault runner makes the run invalid.
@@ -498,15 +498,15 @@ func TestChaosTimelineClientDisconnect(t *testing.T) {
 	}
 	evs := readLedger(t, dir)
 	outcomes := checkOneTerminal(t, evs)
-	if outcomes[reports.OutcomeCancelled] == 0 || outcomes[reports.OutcomeOK] == 0 {
+	if outcomes[ledger.OutcomeCancelled] == 0 || outcomes[ledger.OutcomeOK] == 0 {
 		t.Fatalf("outcomes %v: want some ok and some cancelled", outcomes)
 	}
-	for _, typ := range []reports.EventType{reports.EventFaultStart, reports.EventFaultVerified, reports.EventFaultStop} {
+	for _, typ := range []ledger.EventType{ledger.EventFaultStart, ledger.EventFaultVerified, ledger.EventFaultStop} {
 		if evs := eventsOf(evs, typ); len(evs) != 1 {
 			t.Fatalf("%d %s events", len(evs), typ)
 		}
 	}
-	if v := eventsOf(evs, reports.EventFaultVerified)[0]; v.Passed == nil || !*v.Passed {
+	if v := eventsOf(evs, ledger.EventFaultVerified)[0]; v.Passed == nil || !*v.Passed {
 		t.Fatalf("fault not verified: %+v", v)
 	}
 }

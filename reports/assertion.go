@@ -2,6 +2,7 @@ package reports
 
 import (
 	"fmt"
+	"pdsoak/ledger"
 	"strconv"
 	"strings"
 	"time"
@@ -105,7 +106,7 @@ func ParseAssertion(s string) (Assertion, error) {
 		}
 		a.Value = v
 	case fn == "rate" || fn == "count":
-		if arg != "silent_drops" && !Outcome(arg).Valid() {
+		if arg != "silent_drops" && !ledger.Outcome(arg).Valid() {
 			return Assertion{}, fmt.Errorf("reports: assertion %q: %s() takes an outcome (%s) or silent_drops, not %q", s, fn, outcomeList(), arg)
 		}
 		v, err := strconv.ParseFloat(val, 64)
@@ -153,8 +154,8 @@ func parseSeconds(v string) (float64, error) {
 }
 
 func outcomeList() string {
-	s := make([]string, len(Outcomes))
-	for i, o := range Outcomes {
+	s := make([]string, len(ledger.Outcomes))
+	for i, o := range ledger.Outcomes {
 		s[i] = string(o)
 	}
 	return strings.Join(s, ", ")

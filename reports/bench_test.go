@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"pdsoak/ledger"
 	"testing"
 	"time"
 )
@@ -14,15 +15,15 @@ func benchLedger(n int) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	_ = enc.Encode(Event{Time: t, Type: EventRunStart, Scenario: "bench", Seed: 1})
-	outs := []Outcome{OutcomeOK, OutcomeOK, OutcomeOK, OutcomeRejected, OutcomeOK, OutcomeStalled}
+	_ = enc.Encode(ledger.Event{Time: t, Type: ledger.EventRunStart, Scenario: "bench", Seed: 1})
+	outs := []ledger.Outcome{ledger.OutcomeOK, ledger.OutcomeOK, ledger.OutcomeOK, ledger.OutcomeRejected, ledger.OutcomeOK, ledger.OutcomeStalled}
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("r%06d", i)
 		s := t.Add(time.Duration(i) * time.Millisecond)
-		_ = enc.Encode(Event{Time: s, Type: EventScheduled, RequestID: id, Workload: "w"})
-		_ = enc.Encode(Event{Time: s, Type: EventSent, RequestID: id, Scheduled: &s, Lag: 0.0001})
-		_ = enc.Encode(Event{Time: s.Add(50 * time.Millisecond), Type: EventFirstToken, RequestID: id, TTFT: 0.05})
-		_ = enc.Encode(Event{Time: s.Add(200 * time.Millisecond), Type: EventDone, RequestID: id, Workload: "w", Scheduled: &s,
+		_ = enc.Encode(ledger.Event{Time: s, Type: ledger.EventScheduled, RequestID: id, Workload: "w"})
+		_ = enc.Encode(ledger.Event{Time: s, Type: ledger.EventSent, RequestID: id, Scheduled: &s, Lag: 0.0001})
+		_ = enc.Encode(ledger.Event{Time: s.Add(50 * time.Millisecond), Type: ledger.EventFirstToken, RequestID: id, TTFT: 0.05})
+		_ = enc.Encode(ledger.Event{Time: s.Add(200 * time.Millisecond), Type: ledger.EventDone, RequestID: id, Workload: "w", Scheduled: &s,
 			Outcome: outs[i%len(outs)], TTFT: 0.05, E2E: 0.2, ITL: []float64{0.01, 0.012, 0.011, 0.013}})
 	}
 	return buf.Bytes()
@@ -39,7 +40,7 @@ func BenchmarkCompute(b *testing.B) {
 		sc := bufio.NewScanner(bytes.NewReader(data))
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
-			var e Event
+			var e ledger.Event
 			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 				b.Fatal(err)
 			}
@@ -47,7 +48,7 @@ func BenchmarkCompute(b *testing.B) {
 		base += time.Since(t0)
 		t1 := time.Now()
 		bl := NewBuilder(cfg)
-		if _, err := Read(bytes.NewReader(data), func(e Event) error { bl.Add(e); return nil }); err != nil {
+		if _, err := ledger.Read(bytes.NewReader(data), func(e ledger.Event) error { bl.Add(e); return nil }); err != nil {
 			b.Fatal(err)
 		}
 		if r := bl.Results(); r.Requests != 20000 {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"pdsoak/ledger"
 	"sort"
 	"strings"
 	"time"
@@ -21,7 +22,7 @@ type Builder struct {
 	target     string
 	runErr     string
 	scheduled  map[string]bool // request id -> resolved
-	outcomes   map[Outcome]int
+	outcomes   map[ledger.Outcome]int
 	workloads  map[string]int
 	drops      []SilentDrop
 	dropCount  int
@@ -33,7 +34,7 @@ type Builder struct {
 	faultIdx   map[string]*faultState
 	leak       *CheckResult
 	self       *CheckResult
-	badIDs     map[Outcome][]string
+	badIDs     map[ledger.Outcome][]string
 	dropStages map[string]int
 	notes      []string
 	gpu        *gpuStats
@@ -74,17 +75,17 @@ func NewBuilder(cfg Config) *Builder {
 		seed:       cfg.Seed,
 		target:     cfg.Target,
 		scheduled:  map[string]bool{},
-		outcomes:   map[Outcome]int{},
+		outcomes:   map[ledger.Outcome]int{},
 		workloads:  map[string]int{},
 		faultIdx:   map[string]*faultState{},
-		badIDs:     map[Outcome][]string{},
+		badIDs:     map[ledger.Outcome][]string{},
 		dropStages: map[string]int{},
 		gpu:        newGPUStats(),
 	}
 }
 
 // Compute judges a whole ledger held in memory.
-func Compute(evs []Event, cfg Config) *Results {
+func Compute(evs []ledger.Event, cfg Config) *Results {
 	b := NewBuilder(cfg)
 	for _, e := range evs {
 		b.Add(e)
@@ -93,7 +94,7 @@ func Compute(evs []Event, cfg Config) *Results {
 }
 
 // Add folds one event into the builder.
-func (b *Builder) Add(e Event) {
+func (b *Builder) Add(e ledger.Event) {
 	if !e.Time.IsZero() {
 		if b.start.IsZero() || e.Time.Before(b.start) {
 			b.start = e.Time
@@ -103,7 +104,7 @@ func (b *Builder) Add(e Event) {
 		}
 	}
 	switch e.Type {
-	case EventRunStart:
+	case ledger.EventRunStart:
 		b.start = e.Time
 		if e.Scenario != "" {
 			b.scenario = e.Scenario
@@ -114,29 +115,29 @@ func (b *Builder) Add(e Event) {
 		} else if e.Target != "" {
 			b.target = e.Target
 		}
-	case EventRunEnd:
+	case ledger.EventRunEnd:
 		if e.Error != "" {
 			b.runErr = e.Error
 		}
-	case EventScheduled:
+	case ledger.EventScheduled:
 		if e.RequestID != "" {
 			if _, seen := b.scheduled[e.RequestID]; !seen {
 				b.scheduled[e.RequestID] = false
 				b.gpu.scheduled(e)
 			}
 		}
-	case EventSent:
+	case ledger.EventSent:
 		if e.Lag > 0 || e.Scheduled != nil {
 			b.lag = append(b.lag, e.Lag)
 		}
-	case EventDone:
+	case ledger.EventDone:
 		b.gpu.done(e)
 		b.addDone(e)
-	case EventSample:
-		if e.Source == GPUSource || len(e.GPUs) > 0 {
+	case ledger.EventSample:
+		if e.Source == ledger.GPUSource || len(e.GPUs) > 0 {
 			b.gpu.sample(e)
 		}
-	case EventFaultStart:
+	case ledger.EventFaultStart:
 		f := b.fault(e.Fault)
 		f.start = e.Time
 		if e.FaultType != "" {
@@ -145,24 +146,24 @@ func (b *Builder) Add(e Event) {
 		if e.Target != "" {
 			f.res.Target = e.Target
 		}
-	case EventFaultStop:
+	case ledger.EventFaultStop:
 		f := b.fault(e.Fault)
 		f.stop = e.Time
 		if e.Error != "" {
 			f.res.Detail = joinDetail(f.res.Detail, "revert: "+e.Error)
 		}
-	case EventFaultVerified:
+	case ledger.EventFaultVerified:
 		f := b.fault(e.Fault)
 		ok := e.Passed != nil && *e.Passed
 		if f.res.Verified == nil || !ok {
-			f.res.Verified = Bool(ok)
+			f.res.Verified = ledger.Bool(ok)
 		}
 		if e.Detail != "" {
 			f.res.Detail = joinDetail(f.res.Detail, e.Detail)
 		}
-	case EventLeakCheck:
+	case ledger.EventLeakCheck:
 		b.leak = &CheckResult{Passed: e.Passed != nil && *e.Passed, Detail: e.Detail, Metrics: e.Metrics}
-	case EventSelfCheck:
+	case ledger.EventSelfCheck:
 		b.self = &CheckResult{Passed: e.Passed == nil || *e.Passed, Detail: e.Detail}
 		if e.LagP99 > 0 || e.LagMax > 0 {
 			b.self.Metrics = map[string]float64{"lag_p99": e.LagP99, "lag_max": e.LagMax}
@@ -187,7 +188,7 @@ func (b *Builder) fault(name string) *faultState {
 	return f
 }
 
-func (b *Builder) addDone(e Event) {
+func (b *Builder) addDone(e ledger.Event) {
 	if e.RequestID != "" {
 		if b.scheduled[e.RequestID] {
 			b.duplicate = append(b.duplicate, e.RequestID)
@@ -198,13 +199,13 @@ func (b *Builder) addDone(e Event) {
 	o := e.Outcome
 	if !o.Valid() {
 		b.notes = append(b.notes, fmt.Sprintf("request %s has unknown outcome %q; counted as invalid", e.RequestID, o))
-		o = OutcomeInvalid
+		o = ledger.OutcomeInvalid
 	}
 	b.outcomes[o]++
 	if e.Workload != "" {
 		b.workloads[e.Workload]++
 	}
-	if len(b.badIDs[o]) < 5 && o != OutcomeOK {
+	if len(b.badIDs[o]) < 5 && o != ledger.OutcomeOK {
 		b.badIDs[o] = append(b.badIDs[o], e.RequestID)
 	}
 	if e.TTFT > 0 {
@@ -216,7 +217,7 @@ func (b *Builder) addDone(e Event) {
 	if e.Scheduled != nil {
 		at = *e.Scheduled
 	}
-	b.samples = append(b.samples, sample{at: at, ok: o == OutcomeOK})
+	b.samples = append(b.samples, sample{at: at, ok: o == ledger.OutcomeOK})
 	if o.SilentDrop() {
 		b.dropCount++
 		for _, st := range heldAt(e.ServerDebug) {
@@ -237,7 +238,7 @@ func (b *Builder) Results() *Results {
 	r := &Results{
 		Scenario: b.scenario, Seed: b.seed, Target: b.target,
 		Start: b.start, End: b.end,
-		Outcomes:   map[Outcome]int{},
+		Outcomes:   map[ledger.Outcome]int{},
 		Assertions: []AssertionResult{},
 		Drops:      b.drops,
 		Workloads:  b.workloads,
@@ -249,7 +250,7 @@ func (b *Builder) Results() *Results {
 	if r.Drops == nil {
 		r.Drops = []SilentDrop{}
 	}
-	for _, o := range Outcomes {
+	for _, o := range ledger.Outcomes {
 		r.Outcomes[o] = b.outcomes[o]
 		r.Requests += b.outcomes[o]
 	}
@@ -340,16 +341,16 @@ func (b *Builder) evaluate(a Assertion, r *Results) AssertionResult {
 			res.Detail = fmt.Sprintf("all %d requests resolved within their deadlines", r.Requests)
 		} else {
 			res.Detail = fmt.Sprintf("%d silent drops (%d stalled, %d deadline_exceeded)%s",
-				r.SilentDrops, r.Outcomes[OutcomeStalled], r.Outcomes[OutcomeDeadlineExceeded], b.dropSummary(r))
+				r.SilentDrops, r.Outcomes[ledger.OutcomeStalled], r.Outcomes[ledger.OutcomeDeadlineExceeded], b.dropSummary(r))
 		}
 	case a.Name == AssertValidResponses:
-		n := r.Outcomes[OutcomeInvalid] + r.Outcomes[OutcomeTruncated]
+		n := r.Outcomes[ledger.OutcomeInvalid] + r.Outcomes[ledger.OutcomeTruncated]
 		res.Passed = n == 0
 		if res.Passed {
 			res.Detail = fmt.Sprintf("no invalid or truncated responses among %d (explicit errors are valid)", r.Requests)
 		} else {
-			res.Detail = fmt.Sprintf("%d invalid, %d truncated%s", r.Outcomes[OutcomeInvalid], r.Outcomes[OutcomeTruncated],
-				b.idList(OutcomeInvalid, OutcomeTruncated))
+			res.Detail = fmt.Sprintf("%d invalid, %d truncated%s", r.Outcomes[ledger.OutcomeInvalid], r.Outcomes[ledger.OutcomeTruncated],
+				b.idList(ledger.OutcomeInvalid, ledger.OutcomeTruncated))
 		}
 	case a.Name == AssertNoLeaks:
 		switch {
@@ -375,7 +376,7 @@ func (b *Builder) evaluate(a Assertion, r *Results) AssertionResult {
 	case a.Func == "rate" || a.Func == "count":
 		n := r.SilentDrops
 		if a.Arg != "silent_drops" {
-			n = r.Outcomes[Outcome(a.Arg)]
+			n = r.Outcomes[ledger.Outcome(a.Arg)]
 		}
 		if a.Func == "count" {
 			res.Passed = a.Compare(float64(n))
@@ -420,7 +421,7 @@ func (b *Builder) dropSummary(r *Results) string {
 	if len(r.Drops) == 0 {
 		return ""
 	}
-	phases := map[Phase]int{}
+	phases := map[ledger.Phase]int{}
 	for _, d := range r.Drops {
 		phases[d.Phase]++
 	}
@@ -435,7 +436,7 @@ func (b *Builder) dropSummary(r *Results) string {
 		if name == "" {
 			name = "unknown"
 		}
-		parts[i] = fmt.Sprintf("%s %d", name, phases[Phase(k)])
+		parts[i] = fmt.Sprintf("%s %d", name, phases[ledger.Phase(k)])
 	}
 	ids := make([]string, 0, 3)
 	for _, d := range r.Drops[:min(3, len(r.Drops))] {
@@ -488,7 +489,7 @@ func heldAt(raw json.RawMessage) []string {
 	return out
 }
 
-func (b *Builder) idList(os ...Outcome) string {
+func (b *Builder) idList(os ...ledger.Outcome) string {
 	var ids []string
 	for _, o := range os {
 		ids = append(ids, b.badIDs[o]...)
@@ -541,13 +542,13 @@ func (b *Builder) recover(stop time.Time) (*bool, *float64) {
 		}
 		n := j - i
 		if n >= need && float64(ok)/float64(n) >= rc.Threshold {
-			return Bool(true), Float(after[i].at.Sub(stop).Seconds())
+			return ledger.Bool(true), Float(after[i].at.Sub(stop).Seconds())
 		}
 		if after[i].ok {
 			ok--
 		}
 	}
-	return Bool(false), nil
+	return ledger.Bool(false), nil
 }
 
 func (b *Builder) recoveryVerdict(faults []FaultResult) (bool, string) {

@@ -1,12 +1,12 @@
-// Package reports defines the ledger line (Event, written to events.jsonl by the harness)
-// and turns a ledger into Results: a verdict, outcome counts, silent drops with what the
-// server said about them, assertion results and latency percentiles, written as
-// results.json, junit.xml, summary.md and a terminal table.
+// Package reports turns a ledger (pdsoak/ledger's events.jsonl) into Results: a verdict,
+// outcome counts, silent drops with what the server said about them, assertion results
+// and latency percentiles, written as results.json, junit.xml, summary.md and a
+// terminal table. The verdict is decided here and nowhere else.
 //
 // Everything in a report is recomputed from events.jsonl:
 //
 //	b := reports.NewBuilder(reports.Config{Assertions: sc.Assertions, ...})
-//	reports.Read(f, func(e reports.Event) error { b.Add(e); return nil }) // streams; a torn last line is skipped
+//	ledger.Read(f, func(e ledger.Event) error { b.Add(e); return nil }) // streams; a torn last line is skipped
 //	res := b.Results()         // verdict pass|fail|invalid, outcomes, drops, assertions, percentiles
 //	reports.WriteAll(dir, res) // results.json, junit.xml, summary.md
 //	reports.WriteTable(os.Stdout, res)

@@ -2,33 +2,11 @@ package reports
 
 import (
 	"fmt"
+	"pdsoak/ledger"
 	"sort"
 	"strings"
 	"time"
 )
-
-// GPUSource is the Source of a sample event that carries GPU readings.
-const GPUSource = "gpu"
-
-// GPU is one device's reading in a GPU sample event. A field the driver could not read
-// is absent and the reason is in Errors; zero is a real reading (an idle GPU).
-type GPU struct {
-	Index int    `json:"index"`
-	Name  string `json:"name,omitempty"`
-	UUID  string `json:"uuid,omitempty"`
-	// Util is the percent of the driver's last sample period in which a kernel ran;
-	// MemUtil the percent in which device memory was read or written.
-	Util    *float64 `json:"util,omitempty"`
-	MemUtil *float64 `json:"mem_util,omitempty"`
-	// MemUsed and MemTotal are device memory in bytes.
-	MemUsed  *uint64 `json:"mem_used,omitempty"`
-	MemTotal *uint64 `json:"mem_total,omitempty"`
-	// PowerW is board power in watts; TempC the GPU core temperature in °C.
-	PowerW *float64 `json:"power_w,omitempty"`
-	TempC  *float64 `json:"temp_c,omitempty"`
-	// Errors says which reads failed ("power: ERROR_NOT_SUPPORTED").
-	Errors []string `json:"errors,omitempty"`
-}
 
 // GPUResult summarises a run's GPU samples. Utilisation figures are percents over every
 // device reading that had one.
@@ -81,7 +59,7 @@ func newGPUStats() *gpuStats {
 	return &gpuStats{open: map[string]bool{}, devices: map[string]bool{}}
 }
 
-func (g *gpuStats) scheduled(e Event) {
+func (g *gpuStats) scheduled(e ledger.Event) {
 	if e.RequestID == "" {
 		return
 	}
@@ -91,17 +69,17 @@ func (g *gpuStats) scheduled(e Event) {
 	}
 }
 
-func (g *gpuStats) done(e Event) {
+func (g *gpuStats) done(e ledger.Event) {
 	if !g.open[e.RequestID] {
 		return
 	}
 	delete(g.open, e.RequestID)
-	if !e.Outcome.SilentDrop() && e.Outcome != OutcomeCancelled {
+	if !e.Outcome.SilentDrop() && e.Outcome != ledger.OutcomeCancelled {
 		g.completed++
 	}
 }
 
-func (g *gpuStats) sample(e Event) {
+func (g *gpuStats) sample(e ledger.Event) {
 	g.samples++
 	stuck := len(g.open) > 0 && g.completed == 0
 	if stuck {

@@ -3,6 +3,7 @@ package reports
 import (
 	"bytes"
 	"encoding/json"
+	"pdsoak/ledger"
 	"strings"
 	"testing"
 )
@@ -10,16 +11,16 @@ import (
 func f64(x float64) *float64 { return &x }
 func u64(x uint64) *uint64   { return &x }
 
-func sched(id string, sec float64) Event {
-	return ev(EventScheduled, sec, func(e *Event) { e.RequestID = id })
+func sched(id string, sec float64) ledger.Event {
+	return ev(ledger.EventScheduled, sec, func(e *ledger.Event) { e.RequestID = id })
 }
 
 // gpuSample is a GPU sample event with one reading per utilisation given.
-func gpuSample(sec float64, utils ...float64) Event {
-	return ev(EventSample, sec, func(e *Event) {
-		e.Source = GPUSource
+func gpuSample(sec float64, utils ...float64) ledger.Event {
+	return ev(ledger.EventSample, sec, func(e *ledger.Event) {
+		e.Source = ledger.GPUSource
 		for i, u := range utils {
-			e.GPUs = append(e.GPUs, GPU{Index: i, Name: "H200", UUID: "GPU-" + string(rune('a'+i)),
+			e.GPUs = append(e.GPUs, ledger.GPU{Index: i, Name: "H200", UUID: "GPU-" + string(rune('a'+i)),
 				Util: f64(u), MemUsed: u64(40 << 30), MemTotal: u64(80 << 30)})
 		}
 	})
@@ -28,18 +29,18 @@ func gpuSample(sec float64, utils ...float64) Event {
 func TestGPUResult(t *testing.T) {
 	tests := []struct {
 		name   string
-		events []Event
+		events []ledger.Event
 		want   *GPUResult // nil: no gpu section
 	}{
 		{
 			name:   "no GPU samples: no section",
-			events: []Event{sched("a", 0), done("a", 1, OutcomeOK)},
+			events: []ledger.Event{sched("a", 0), done("a", 1, ledger.OutcomeOK)},
 		},
 		{
 			name: "busy GPUs, requests completing: nothing stuck",
-			events: []Event{
+			events: []ledger.Event{
 				sched("a", 0), sched("b", 0.5), gpuSample(1, 90, 70),
-				done("a", 1.5, OutcomeOK), gpuSample(2, 80, 60), done("b", 2.5, OutcomeRejected),
+				done("a", 1.5, ledger.OutcomeOK), gpuSample(2, 80, 60), done("b", 2.5, ledger.OutcomeRejected),
 			},
 			want: &GPUResult{Devices: []string{"0: H200 GPU-a", "1: H200 GPU-b"}, Samples: 2,
 				UtilMax: 90, UtilMean: 75, MemUsedMaxPct: 50,
@@ -48,23 +49,23 @@ func TestGPUResult(t *testing.T) {
 		},
 		{
 			name: "the incident: requests hang while the GPUs sit idle",
-			events: []Event{
-				sched("a", 0), sched("b", 0), sched("c", 0), done("a", 0.5, OutcomeOK), gpuSample(2, 50),
+			events: []ledger.Event{
+				sched("a", 0), sched("b", 0), sched("c", 0), done("a", 0.5, ledger.OutcomeOK), gpuSample(2, 50),
 				gpuSample(4, 0), gpuSample(6, 0),
-				done("b", 7, OutcomeStalled), done("c", 7, OutcomeDeadlineExceeded), gpuSample(8, 0),
+				done("b", 7, ledger.OutcomeStalled), done("c", 7, ledger.OutcomeDeadlineExceeded), gpuSample(8, 0),
 			},
 			want: &GPUResult{Devices: []string{"0: H200 GPU-a"}, Samples: 4, UtilMax: 50, UtilMean: 12.5,
 				MemUsedMaxPct: 50, StuckSamples: 2, StuckSeconds: 4, StuckInFlightMax: 2, StuckUtilMean: f64(0)},
 		},
 		{
 			name: "a reading without utilisation counts as an error, not as 0%",
-			events: []Event{
+			events: []ledger.Event{
 				sched("a", 0),
-				ev(EventSample, 2, func(e *Event) {
-					e.Source = GPUSource
-					e.GPUs = []GPU{{Index: 0, Errors: []string{"utilization: ERROR_GPU_IS_LOST"}}}
+				ev(ledger.EventSample, 2, func(e *ledger.Event) {
+					e.Source = ledger.GPUSource
+					e.GPUs = []ledger.GPU{{Index: 0, Errors: []string{"utilization: ERROR_GPU_IS_LOST"}}}
 				}),
-				done("a", 3, OutcomeOK),
+				done("a", 3, ledger.OutcomeOK),
 			},
 			want: &GPUResult{Devices: []string{"0:"}, Samples: 1, StuckSamples: 1, StuckSeconds: 2,
 				StuckInFlightMax: 1, ReadErrors: 1},
@@ -83,7 +84,7 @@ func TestGPUResult(t *testing.T) {
 }
 
 func TestGPUSummaryLine(t *testing.T) {
-	evs := []Event{ev(EventRunStart, 0, nil), sched("a", 0), gpuSample(2, 0), gpuSample(4, 0), done("a", 5, OutcomeStalled)}
+	evs := []ledger.Event{ev(ledger.EventRunStart, 0, nil), sched("a", 0), gpuSample(2, 0), gpuSample(4, 0), done("a", 5, ledger.OutcomeStalled)}
 	var md, js bytes.Buffer
 	r := Compute(evs, Config{})
 	if err := WriteMarkdown(&md, r); err != nil {
@@ -120,14 +121,14 @@ func TestGPUEventJSON(t *testing.T) {
 	if !strings.Contains(string(b), `"util":0`) {
 		t.Errorf("a 0%% reading must be written, got %s", b)
 	}
-	var out Event
+	var out ledger.Event
 	if err := json.Unmarshal(b, &out); err != nil {
 		t.Fatal(err)
 	}
 	if len(out.GPUs) != 1 || out.GPUs[0].Util == nil || *out.GPUs[0].Util != 0 || out.InFlight != 30 {
 		t.Errorf("round trip: %+v", out)
 	}
-	plain, _ := json.Marshal(ev(EventSample, 0, func(e *Event) { e.Metrics = map[string]float64{"x": 1} }))
+	plain, _ := json.Marshal(ev(ledger.EventSample, 0, func(e *ledger.Event) { e.Metrics = map[string]float64{"x": 1} }))
 	if strings.Contains(string(plain), "gpus") {
 		t.Errorf("a plain sample must not mention gpus: %s", plain)
 	}

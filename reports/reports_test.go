@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"pdsoak/ledger"
 	"strings"
 	"testing"
 	"time"
@@ -79,7 +80,7 @@ func TestGoldenResultsContent(t *testing.T) {
 		t.Errorf("requests %d silent drops %d details %d", res.Requests, res.SilentDrops, len(res.Drops))
 	}
 	d := res.Drops[0]
-	if d.RequestID != "r009" || d.Phase != PhaseBeforeFirstToken || d.Age != 3 || !bytes.Contains(d.ServerDebug, []byte("decode_prealloc_queue")) {
+	if d.RequestID != "r009" || d.Phase != ledger.PhaseBeforeFirstToken || d.Age != 3 || !bytes.Contains(d.ServerDebug, []byte("decode_prealloc_queue")) {
 		t.Errorf("first drop %+v", d)
 	}
 	// Every taxonomy key is present in results.json, even with a zero count.
@@ -90,7 +91,7 @@ func TestGoldenResultsContent(t *testing.T) {
 		t.Fatal(err)
 	}
 	outs := raw["outcomes"].(map[string]any)
-	for _, o := range Outcomes {
+	for _, o := range ledger.Outcomes {
 		if _, ok := outs[string(o)]; !ok {
 			t.Errorf("outcomes lacks %s", o)
 		}
@@ -130,44 +131,44 @@ func TestGoldenResultsContent(t *testing.T) {
 	}
 }
 
-func ev(typ EventType, sec float64, mod func(*Event)) Event {
-	e := Event{Type: typ, Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(sec * float64(time.Second)))}
+func ev(typ ledger.EventType, sec float64, mod func(*ledger.Event)) ledger.Event {
+	e := ledger.Event{Type: typ, Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(sec * float64(time.Second)))}
 	if mod != nil {
 		mod(&e)
 	}
 	return e
 }
 
-func done(id string, sec float64, o Outcome) Event {
-	return ev(EventDone, sec, func(e *Event) { e.RequestID = id; e.Outcome = o; e.E2E = 0.1 })
+func done(id string, sec float64, o ledger.Outcome) ledger.Event {
+	return ev(ledger.EventDone, sec, func(e *ledger.Event) { e.RequestID = id; e.Outcome = o; e.E2E = 0.1 })
 }
 
 func TestVerdicts(t *testing.T) {
-	base := []Event{ev(EventRunStart, 0, func(e *Event) { e.Scenario = "v" })}
+	base := []ledger.Event{ev(ledger.EventRunStart, 0, func(e *ledger.Event) { e.Scenario = "v" })}
 	tests := []struct {
 		name   string
-		events []Event
+		events []ledger.Event
 		cfg    Config
 		want   Verdict
 		reason string
 	}{
-		{"all ok", append(base, done("a", 1, OutcomeOK), done("b", 2, OutcomeRejected)), Config{}, VerdictPass, ""},
-		{"silent drop fails", append(base, done("a", 1, OutcomeOK), done("b", 2, OutcomeStalled)), Config{}, VerdictFail, ""},
-		{"explicit errors are valid", append(base, done("a", 1, OutcomeStreamError), done("b", 2, OutcomeHTTPError)), Config{}, VerdictPass, ""},
-		{"invalid body fails", append(base, done("a", 1, OutcomeInvalid)), Config{}, VerdictFail, ""},
+		{"all ok", append(base, done("a", 1, ledger.OutcomeOK), done("b", 2, ledger.OutcomeRejected)), Config{}, VerdictPass, ""},
+		{"silent drop fails", append(base, done("a", 1, ledger.OutcomeOK), done("b", 2, ledger.OutcomeStalled)), Config{}, VerdictFail, ""},
+		{"explicit errors are valid", append(base, done("a", 1, ledger.OutcomeStreamError), done("b", 2, ledger.OutcomeHTTPError)), Config{}, VerdictPass, ""},
+		{"invalid body fails", append(base, done("a", 1, ledger.OutcomeInvalid)), Config{}, VerdictFail, ""},
 		{"no requests is invalid", base, Config{}, VerdictInvalid, "no request"},
-		{"self-check failure is invalid", append(base, done("a", 1, OutcomeOK),
-			ev(EventSelfCheck, 3, func(e *Event) { e.Passed = Bool(false); e.Detail = "p99 lag 900ms" })), Config{}, VerdictInvalid, "self-check"},
-		{"unverified fault is invalid", append(base, done("a", 1, OutcomeOK),
-			ev(EventFaultStart, 1, func(e *Event) { e.Fault = "f" }),
-			ev(EventFaultVerified, 1, func(e *Event) { e.Fault = "f"; e.Passed = Bool(false); e.Detail = "no hits" })), Config{}, VerdictInvalid, "did not take effect"},
-		{"unresolved request is invalid", append(base, done("a", 1, OutcomeOK),
-			ev(EventScheduled, 1, func(e *Event) { e.RequestID = "b" })), Config{}, VerdictInvalid, "no terminal outcome"},
-		{"duplicate terminal is invalid", append(base, done("a", 1, OutcomeOK), done("a", 2, OutcomeOK)), Config{}, VerdictInvalid, "more than one"},
-		{"run error is invalid", append(base, done("a", 1, OutcomeOK), ev(EventRunEnd, 3, func(e *Event) { e.Error = "router died" })), Config{}, VerdictInvalid, "router died"},
-		{"no leak check fails no_leaks", append(base, done("a", 1, OutcomeOK)), Config{Assertions: []string{AssertNoLeaks}}, VerdictFail, ""},
-		{"leak check failed", append(base, done("a", 1, OutcomeOK), ev(EventLeakCheck, 2, func(e *Event) {
-			e.Passed = Bool(false)
+		{"self-check failure is invalid", append(base, done("a", 1, ledger.OutcomeOK),
+			ev(ledger.EventSelfCheck, 3, func(e *ledger.Event) { e.Passed = ledger.Bool(false); e.Detail = "p99 lag 900ms" })), Config{}, VerdictInvalid, "self-check"},
+		{"unverified fault is invalid", append(base, done("a", 1, ledger.OutcomeOK),
+			ev(ledger.EventFaultStart, 1, func(e *ledger.Event) { e.Fault = "f" }),
+			ev(ledger.EventFaultVerified, 1, func(e *ledger.Event) { e.Fault = "f"; e.Passed = ledger.Bool(false); e.Detail = "no hits" })), Config{}, VerdictInvalid, "did not take effect"},
+		{"unresolved request is invalid", append(base, done("a", 1, ledger.OutcomeOK),
+			ev(ledger.EventScheduled, 1, func(e *ledger.Event) { e.RequestID = "b" })), Config{}, VerdictInvalid, "no terminal outcome"},
+		{"duplicate terminal is invalid", append(base, done("a", 1, ledger.OutcomeOK), done("a", 2, ledger.OutcomeOK)), Config{}, VerdictInvalid, "more than one"},
+		{"run error is invalid", append(base, done("a", 1, ledger.OutcomeOK), ev(ledger.EventRunEnd, 3, func(e *ledger.Event) { e.Error = "router died" })), Config{}, VerdictInvalid, "router died"},
+		{"no leak check fails no_leaks", append(base, done("a", 1, ledger.OutcomeOK)), Config{Assertions: []string{AssertNoLeaks}}, VerdictFail, ""},
+		{"leak check failed", append(base, done("a", 1, ledger.OutcomeOK), ev(ledger.EventLeakCheck, 2, func(e *ledger.Event) {
+			e.Passed = ledger.Bool(false)
 			e.Metrics = map[string]float64{"sglang:num_queue_reqs": 3}
 		})), Config{Assertions: []string{AssertNoLeaks}}, VerdictFail, ""},
 	}
@@ -185,35 +186,35 @@ func TestVerdicts(t *testing.T) {
 }
 
 func TestRecovery(t *testing.T) {
-	fault := []Event{
-		ev(EventRunStart, 0, nil),
-		ev(EventFaultStart, 1, func(e *Event) { e.Fault = "f"; e.FaultType = "decode_crash" }),
-		ev(EventFaultStop, 10, func(e *Event) { e.Fault = "f" }),
+	fault := []ledger.Event{
+		ev(ledger.EventRunStart, 0, nil),
+		ev(ledger.EventFaultStart, 1, func(e *ledger.Event) { e.Fault = "f"; e.FaultType = "decode_crash" }),
+		ev(ledger.EventFaultStop, 10, func(e *ledger.Event) { e.Fault = "f" }),
 	}
-	sched := func(id string, sec float64, o Outcome) Event {
+	sched := func(id string, sec float64, o ledger.Outcome) ledger.Event {
 		e := done(id, sec+0.5, o)
-		s := ev(EventScheduled, sec, nil).Time
+		s := ev(ledger.EventScheduled, sec, nil).Time
 		e.Scheduled = &s
 		return e
 	}
 	tests := []struct {
 		name      string
-		events    []Event
+		events    []ledger.Event
 		recovered *bool
 		ttr       float64
 		passed    bool
 	}{
-		{"immediate", []Event{sched("a", 10, OutcomeOK), sched("b", 11, OutcomeOK), sched("c", 12, OutcomeOK)}, Bool(true), 0, true},
-		{"after errors", []Event{sched("a", 10, OutcomeHTTPError), sched("b", 11, OutcomeHTTPError), sched("c", 13, OutcomeOK),
-			sched("d", 14, OutcomeOK), sched("e", 15, OutcomeOK)}, Bool(true), 3, true},
-		{"never", []Event{sched("a", 10, OutcomeHTTPError), sched("b", 15, OutcomeHTTPError), sched("c", 20, OutcomeOK),
-			sched("d", 45, OutcomeOK), sched("e", 46, OutcomeOK), sched("f", 47, OutcomeOK)}, Bool(false), 0, false},
-		{"requests during the fault do not count", []Event{sched("a", 5, OutcomeStalled), sched("b", 10, OutcomeOK)}, Bool(true), 0, true},
-		{"not measurable", []Event{sched("a", 5, OutcomeOK)}, nil, 0, true},
+		{"immediate", []ledger.Event{sched("a", 10, ledger.OutcomeOK), sched("b", 11, ledger.OutcomeOK), sched("c", 12, ledger.OutcomeOK)}, ledger.Bool(true), 0, true},
+		{"after errors", []ledger.Event{sched("a", 10, ledger.OutcomeHTTPError), sched("b", 11, ledger.OutcomeHTTPError), sched("c", 13, ledger.OutcomeOK),
+			sched("d", 14, ledger.OutcomeOK), sched("e", 15, ledger.OutcomeOK)}, ledger.Bool(true), 3, true},
+		{"never", []ledger.Event{sched("a", 10, ledger.OutcomeHTTPError), sched("b", 15, ledger.OutcomeHTTPError), sched("c", 20, ledger.OutcomeOK),
+			sched("d", 45, ledger.OutcomeOK), sched("e", 46, ledger.OutcomeOK), sched("f", 47, ledger.OutcomeOK)}, ledger.Bool(false), 0, false},
+		{"requests during the fault do not count", []ledger.Event{sched("a", 5, ledger.OutcomeStalled), sched("b", 10, ledger.OutcomeOK)}, ledger.Bool(true), 0, true},
+		{"not measurable", []ledger.Event{sched("a", 5, ledger.OutcomeOK)}, nil, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res := Compute(append(append([]Event{}, fault...), tt.events...), Config{Assertions: []string{AssertRecovery},
+			res := Compute(append(append([]ledger.Event{}, fault...), tt.events...), Config{Assertions: []string{AssertRecovery},
 				Recovery: RecoveryConfig{Window: 3 * time.Second, Within: 30 * time.Second, Threshold: 0.9}})
 			f := res.Faults[0]
 			if (f.Recovered == nil) != (tt.recovered == nil) || (f.Recovered != nil && *f.Recovered != *tt.recovered) {
@@ -248,7 +249,7 @@ func TestReadTornLastLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	full, _, err := ReadAll(bytes.NewReader(data))
+	full, _, err := ledger.ReadAll(bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +268,7 @@ func TestReadTornLastLine(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			evs, st, err := ReadAll(bytes.NewReader(tt.input))
+			evs, st, err := ledger.ReadAll(bytes.NewReader(tt.input))
 			if (err != nil) != tt.err {
 				t.Fatalf("err %v", err)
 			}
@@ -357,13 +358,13 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte("\n\n{}\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		b := NewBuilder(Config{Assertions: []string{AssertNoSilentDrops, AssertRecovery, "p99(ttft) < 1s"}})
-		_, _ = Read(bytes.NewReader(in), func(e Event) error { b.Add(e); return nil })
+		_, _ = ledger.Read(bytes.NewReader(in), func(e ledger.Event) error { b.Add(e); return nil })
 		r := b.Results()
 		total := 0
-		for _, o := range Outcomes {
+		for _, o := range ledger.Outcomes {
 			total += r.Outcomes[o]
 		}
-		if total != r.Requests || len(r.Outcomes) != len(Outcomes) {
+		if total != r.Requests || len(r.Outcomes) != len(ledger.Outcomes) {
 			t.Fatalf("outcome counts inconsistent: %v vs %d", r.Outcomes, r.Requests)
 		}
 	})

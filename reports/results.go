@@ -2,6 +2,7 @@ package reports
 
 import (
 	"encoding/json"
+	"pdsoak/ledger"
 	"time"
 )
 
@@ -29,7 +30,7 @@ type Results struct {
 	Requests   int     `json:"requests"`
 	Throughput float64 `json:"throughput"`
 	// Outcomes has every outcome of the taxonomy as a key.
-	Outcomes map[Outcome]int `json:"outcomes"`
+	Outcomes map[ledger.Outcome]int `json:"outcomes"`
 	// SilentDrops = stalled + deadline_exceeded.
 	SilentDrops int `json:"silent_drops"`
 	// Drops describes each silent drop (up to Config.MaxDrops).
@@ -67,12 +68,12 @@ type Percentiles struct {
 
 // SilentDrop is one request that ended stalled or deadline_exceeded.
 type SilentDrop struct {
-	RequestID string  `json:"request_id"`
-	Workload  string  `json:"workload,omitempty"`
-	Session   int     `json:"session,omitempty"`
-	Turn      int     `json:"turn,omitempty"`
-	Outcome   Outcome `json:"outcome"`
-	Phase     Phase   `json:"phase,omitempty"`
+	RequestID string         `json:"request_id"`
+	Workload  string         `json:"workload,omitempty"`
+	Session   int            `json:"session,omitempty"`
+	Turn      int            `json:"turn,omitempty"`
+	Outcome   ledger.Outcome `json:"outcome"`
+	Phase     ledger.Phase   `json:"phase,omitempty"`
 	// Age is how long the request had been outstanding when classified (seconds).
 	Age float64 `json:"age"`
 	// At is the offset from the start of the run when it was classified (seconds).

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"pdsoak/ledger"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -18,7 +19,6 @@ const (
 	ResultsFile = "results.json"
 	JUnitFile   = "junit.xml"
 	SummaryFile = "summary.md"
-	EventsFile  = "events.jsonl"
 )
 
 // WriteAll writes results.json, junit.xml and summary.md into dir.
@@ -141,8 +141,8 @@ func WriteJUnit(w io.Writer, r *Results) error {
 }
 
 func outcomeLine(r *Results) string {
-	parts := make([]string, 0, len(Outcomes))
-	for _, o := range Outcomes {
+	parts := make([]string, 0, len(ledger.Outcomes))
+	for _, o := range ledger.Outcomes {
 		parts = append(parts, fmt.Sprintf("%s=%d", o, r.Outcomes[o]))
 	}
 	return strings.Join(parts, " ")
@@ -185,7 +185,7 @@ func WriteMarkdown(w io.Writer, r *Results) error {
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", a.Name, mark(a.Passed), mdEscape(a.Detail))
 	}
 	b.WriteString("\n## Outcomes\n\n| outcome | count |\n|---|---:|\n")
-	for _, o := range Outcomes {
+	for _, o := range ledger.Outcomes {
 		fmt.Fprintf(&b, "| %s | %d |\n", o, r.Outcomes[o])
 	}
 	b.WriteString("\n## Latency (seconds)\n\n| | count | p50 | p90 | p99 | max | mean |\n|---|---:|---:|---:|---:|---:|---:|\n")
@@ -312,7 +312,7 @@ func WriteTable(w io.Writer, r *Results) error {
 		name string
 		p    Percentiles
 	}{{"ttft", r.TTFT}, {"itl", r.ITL}, {"e2e", r.E2E}}
-	for i, o := range Outcomes {
+	for i, o := range ledger.Outcomes {
 		row := fmt.Sprintf("%s\t%d\t", o, r.Outcomes[o])
 		if i < len(lat) {
 			l := lat[i].p

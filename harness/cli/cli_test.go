@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
 )
@@ -37,24 +38,24 @@ var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 
 func at(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
 
-// ledger builds a small ledger: n requests with the given outcomes, plus optional extras.
-func ledger(outcomes []reports.Outcome, extra ...reports.Event) []reports.Event {
-	evs := []reports.Event{{Time: at(0), Type: reports.EventRunStart, Scenario: "fake", Seed: 1}}
+// fakeLedger builds a small ledger: n requests with the given outcomes, plus optional extras.
+func fakeLedger(outcomes []ledger.Outcome, extra ...ledger.Event) []ledger.Event {
+	evs := []ledger.Event{{Time: at(0), Type: ledger.EventRunStart, Scenario: "fake", Seed: 1}}
 	for i, o := range outcomes {
 		id := fmt.Sprintf("r%d", i)
 		s := at(float64(i))
 		evs = append(evs,
-			reports.Event{Time: s, Type: reports.EventScheduled, RequestID: id, Workload: "agents"},
-			reports.Event{Time: s.Add(time.Second), Type: reports.EventDone, RequestID: id, Workload: "agents", Outcome: o, E2E: 1, TTFT: 0.1, Scheduled: &s})
+			ledger.Event{Time: s, Type: ledger.EventScheduled, RequestID: id, Workload: "agents"},
+			ledger.Event{Time: s.Add(time.Second), Type: ledger.EventDone, RequestID: id, Workload: "agents", Outcome: o, E2E: 1, TTFT: 0.1, Scheduled: &s})
 	}
-	evs = append(evs, reports.Event{Time: at(99), Type: reports.EventLeakCheck, Passed: reports.Bool(true)})
+	evs = append(evs, ledger.Event{Time: at(99), Type: ledger.EventLeakCheck, Passed: ledger.Bool(true)})
 	evs = append(evs, extra...)
-	return append(evs, reports.Event{Time: at(100), Type: reports.EventRunEnd})
+	return append(evs, ledger.Event{Time: at(100), Type: ledger.EventRunEnd})
 }
 
 // fakeRunner writes a ledger and reports every event through OnEvent, as harness.Run does.
 type fakeRunner struct {
-	events []reports.Event
+	events []ledger.Event
 	err    error
 	got    *scenarios.Scenario
 	opts   RunOptions
@@ -65,7 +66,7 @@ func (f *fakeRunner) run(ctx context.Context, sc *scenarios.Scenario, opts RunOp
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	for _, e := range f.events {
-		if e.Type == reports.EventRunStart {
+		if e.Type == ledger.EventRunStart {
 			e.Scenario, e.Seed = sc.Name, sc.Seed
 		}
 		_ = enc.Encode(e)
@@ -73,7 +74,7 @@ func (f *fakeRunner) run(ctx context.Context, sc *scenarios.Scenario, opts RunOp
 			opts.OnEvent(e)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(opts.OutDir, reports.EventsFile), buf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(opts.OutDir, ledger.EventsFile), buf.Bytes(), 0o644); err != nil {
 		return err
 	}
 	return f.err
@@ -103,7 +104,7 @@ func TestExitCodes(t *testing.T) {
 	syntax := writeFile(t, dir, "syntax.yaml", "name: s\nworkloads: [\n")
 	faulty := writeFile(t, dir, "faulty.yaml", "name: faulty\nworkloads:\n  - type: agents\nfaults:\n  - type: meteor\n    target: decode-9\n")
 	good := writeFile(t, dir, "good.yaml", "name: good\nduration: 5s\nworkloads:\n  - type: agents\n    agents: 2\n    turns: 1\n")
-	ok := []reports.Outcome{reports.OutcomeOK, reports.OutcomeOK, reports.OutcomeRejected}
+	ok := []ledger.Outcome{ledger.OutcomeOK, ledger.OutcomeOK, ledger.OutcomeRejected}
 	known := WithFaultTypes(map[string]scenarios.FaultType{"decode_crash": {Targets: scenarios.TargetProcess}})
 
 	tests := []struct {
@@ -133,19 +134,19 @@ func TestExitCodes(t *testing.T) {
 		{name: "bad --target", args: []string{"validate", good}, code: 0},
 		{name: "plan with an override that breaks the scenario", args: []string{"plan", faulty}, code: 2},
 		{name: "run passes", args: []string{"run", good, "--out", filepath.Join(dir, "pass")},
-			runner: &fakeRunner{events: ledger(ok)}, code: 0, stdout: "PASS  good"},
+			runner: &fakeRunner{events: fakeLedger(ok)}, code: 0, stdout: "PASS  good"},
 		{name: "run with a silent drop fails", args: []string{"run", good, "--out", filepath.Join(dir, "fail")},
-			runner: &fakeRunner{events: ledger(append(ok, reports.OutcomeDeadlineExceeded))}, code: 1, stdout: "FAIL  good"},
+			runner: &fakeRunner{events: fakeLedger(append(ok, ledger.OutcomeDeadlineExceeded))}, code: 1, stdout: "FAIL  good"},
 		{name: "run infrastructure failure", args: []string{"run", good, "--out", filepath.Join(dir, "infra")},
-			runner: &fakeRunner{events: ledger(ok), err: errors.New("harness: router did not become healthy")}, code: 3,
+			runner: &fakeRunner{events: fakeLedger(ok), err: errors.New("harness: router did not become healthy")}, code: 3,
 			stderr: "router did not become healthy"},
 		{name: "run invalid: harness was the bottleneck", args: []string{"run", good, "--out", filepath.Join(dir, "lag")},
-			runner: &fakeRunner{events: ledger(ok, reports.Event{Time: at(50), Type: reports.EventSelfCheck, Passed: reports.Bool(false), Detail: "p99 lag 2s"})},
+			runner: &fakeRunner{events: fakeLedger(ok, ledger.Event{Time: at(50), Type: ledger.EventSelfCheck, Passed: ledger.Bool(false), Detail: "p99 lag 2s"})},
 			code:   3, stderr: "harness was the bottleneck"},
 		{name: "run without a ledger is invalid", args: []string{"run", good, "--out", filepath.Join(dir, "noledger"), "-q"},
 			runner: &fakeRunner{}, code: 3, stdout: "INVALID good"},
 		{name: "quiet run", args: []string{"run", good, "--out", filepath.Join(dir, "quiet"), "--quiet"},
-			runner: &fakeRunner{events: ledger(ok)}, code: 0, stdout: "PASS good: 3 requests, 0 silent drops"},
+			runner: &fakeRunner{events: fakeLedger(ok)}, code: 0, stdout: "PASS good: 3 requests, 0 silent drops"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -174,12 +175,12 @@ func TestExitCodes(t *testing.T) {
 
 func TestRunWritesOutputs(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "o")
-	r := &fakeRunner{events: ledger([]reports.Outcome{reports.OutcomeOK, reports.OutcomeStalled})}
+	r := &fakeRunner{events: fakeLedger([]ledger.Outcome{ledger.OutcomeOK, ledger.OutcomeStalled})}
 	code, stdout, _ := execute(t, []string{"run", "smoke", "--out", out, "--seed", "7", "--duration", "12s", "--semantics", "sglang"}, WithRunner(r.run))
 	if code != 1 {
 		t.Fatalf("exit %d\n%s", code, stdout)
 	}
-	for _, f := range []string{reports.EventsFile, reports.ResultsFile, reports.JUnitFile, reports.SummaryFile, "harness.log"} {
+	for _, f := range []string{ledger.EventsFile, reports.ResultsFile, reports.JUnitFile, reports.SummaryFile, "harness.log"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("missing %s", f)
 		}
@@ -204,7 +205,7 @@ func TestRunWritesOutputs(t *testing.T) {
 }
 
 func TestRunTargetOverride(t *testing.T) {
-	r := &fakeRunner{events: ledger([]reports.Outcome{reports.OutcomeOK})}
+	r := &fakeRunner{events: fakeLedger([]ledger.Outcome{ledger.OutcomeOK})}
 	code, stdout, stderr := execute(t, []string{"run", "smoke", "--target", "http://127.0.0.1:9", "--out", t.TempDir()}, WithRunner(r.run))
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
@@ -221,7 +222,7 @@ func TestRunTargetOverride(t *testing.T) {
 		t.Errorf("no note about no_leaks:\n%s", stdout)
 	}
 	// With --metrics-url, no_leaks stays.
-	r2 := &fakeRunner{events: ledger([]reports.Outcome{reports.OutcomeOK})}
+	r2 := &fakeRunner{events: fakeLedger([]ledger.Outcome{ledger.OutcomeOK})}
 	execute(t, []string{"run", "smoke", "--target", "http://127.0.0.1:9", "--metrics-url", "http://127.0.0.1:9/metrics", "--out", t.TempDir()}, WithRunner(r2.run))
 	if r2.got == nil || !strings.Contains(strings.Join(r2.got.Assertions, ","), reports.AssertNoLeaks) {
 		t.Error("no_leaks dropped despite --metrics-url")
@@ -235,7 +236,7 @@ func TestDefaultOutDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Chdir(wd)
-	r := &fakeRunner{events: ledger([]reports.Outcome{reports.OutcomeOK})}
+	r := &fakeRunner{events: fakeLedger([]ledger.Outcome{ledger.OutcomeOK})}
 	code, _, _ := execute(t, []string{"run", "smoke"}, WithRunner(r.run), WithClock(func() time.Time { return t0 }))
 	if code != 0 {
 		t.Fatalf("exit %d", code)
@@ -280,12 +281,12 @@ func TestStatusLine(t *testing.T) {
 	s.now = func() time.Time { return clock }
 	s.start, s.lastAt = t0, t0
 	for i := 0; i < 5; i++ {
-		s.observe(reports.Event{Type: reports.EventScheduled})
+		s.observe(ledger.Event{Type: ledger.EventScheduled})
 	}
-	s.observe(reports.Event{Type: reports.EventDone, Outcome: reports.OutcomeOK})
-	s.observe(reports.Event{Type: reports.EventDone, Outcome: reports.OutcomeStalled})
-	s.observe(reports.Event{Type: reports.EventDone, Outcome: reports.OutcomeHTTPError})
-	s.observe(reports.Event{Type: reports.EventFaultStart, Fault: "f"})
+	s.observe(ledger.Event{Type: ledger.EventDone, Outcome: ledger.OutcomeOK})
+	s.observe(ledger.Event{Type: ledger.EventDone, Outcome: ledger.OutcomeStalled})
+	s.observe(ledger.Event{Type: ledger.EventDone, Outcome: ledger.OutcomeHTTPError})
+	s.observe(ledger.Event{Type: ledger.EventFaultStart, Fault: "f"})
 	clock = t0.Add(2 * time.Second)
 	got := s.line()
 	want := "    2s  in flight 2  done 3  ok 1  rejected 0  errors 1  silent drops 1  1.5 req/s  faults active 1"
@@ -312,7 +313,7 @@ func TestStatusPrintsPeriodically(t *testing.T) {
 
 func TestReportRecomputes(t *testing.T) {
 	out := t.TempDir()
-	r := &fakeRunner{events: ledger([]reports.Outcome{reports.OutcomeOK, reports.OutcomeStalled})}
+	r := &fakeRunner{events: fakeLedger([]ledger.Outcome{ledger.OutcomeOK, ledger.OutcomeStalled})}
 	if code, _, stderr := execute(t, []string{"run", "smoke", "--out", out, "-q"}, WithRunner(r.run)); code != 1 {
 		t.Fatalf("run exit %d: %s", code, stderr)
 	}
@@ -342,7 +343,7 @@ func TestInterruptStillWritesOutputs(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			return errors.New("context not cancelled by SIGINT")
 		}
-		f := &fakeRunner{events: ledger([]reports.Outcome{reports.OutcomeOK, reports.OutcomeCancelled})}
+		f := &fakeRunner{events: fakeLedger([]ledger.Outcome{ledger.OutcomeOK, ledger.OutcomeCancelled})}
 		return f.run(context.Background(), sc, opts)
 	}
 	code, stdout, stderr := execute(t, []string{"run", "smoke", "--out", out}, WithRunner(runner))

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"pdsoak/chaos"
+	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
 )
@@ -231,7 +232,7 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 		}
 	}
 	var st *status
-	onEvent := func(reports.Event) {}
+	onEvent := func(ledger.Event) {}
 	if !quiet {
 		tty := isTerminal(stdout)
 		every := a.statusEvery
@@ -270,7 +271,7 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 	if !quiet {
 		_ = reports.WriteTable(stdout, res)
 		fmt.Fprintf(stdout, "\nwrote %s\n", strings.Join([]string{
-			filepath.Join(outDir, reports.EventsFile), filepath.Join(outDir, reports.ResultsFile),
+			filepath.Join(outDir, ledger.EventsFile), filepath.Join(outDir, reports.ResultsFile),
 			filepath.Join(outDir, reports.JUnitFile), filepath.Join(outDir, reports.SummaryFile)}, ", "))
 	} else {
 		fmt.Fprintf(stdout, "%s %s: %d requests, %d silent drops (%s)\n",

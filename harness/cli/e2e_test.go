@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
 )
@@ -147,7 +148,7 @@ func TestEndToEndEmbeddedSmoke(t *testing.T) {
 	if err := json.Unmarshal(data, &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcomes[reports.OutcomeOK] == 0 || res.SilentDrops != 0 {
+	if res.Outcomes[ledger.OutcomeOK] == 0 || res.SilentDrops != 0 {
 		t.Errorf("outcomes %v, silent drops %d", res.Outcomes, res.SilentDrops)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
 )
@@ -31,7 +32,7 @@ func writeResolved(dir string, sc *scenarios.Scenario) error {
 // computeResults judges dir/events.jsonl; a missing or unreadable ledger is an invalid run.
 func computeResults(dir string, sc *scenarios.Scenario) *reports.Results {
 	cfg := reportConfig(sc)
-	res, err := reports.ComputeFile(filepath.Join(dir, reports.EventsFile), cfg)
+	res, err := reports.ComputeFile(filepath.Join(dir, ledger.EventsFile), cfg)
 	if err != nil {
 		res = reports.Compute(nil, cfg)
 		res.InvalidReasons = append(res.InvalidReasons, "no readable ledger: "+err.Error())

@@ -7,7 +7,7 @@ import (
 
 	"pdsoak/chaos"
 	"pdsoak/harness"
-	"pdsoak/reports"
+	"pdsoak/ledger"
 	"pdsoak/scenarios"
 )
 
@@ -15,7 +15,7 @@ import (
 type RunOptions struct {
 	OutDir          string
 	Logger          *slog.Logger
-	OnEvent         func(reports.Event)
+	OnEvent         func(ledger.Event)
 	PDServerCommand []string
 }
 

@@ -4,11 +4,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"pdsoak/ledger"
 	"strings"
 	"sync"
 	"time"
-
-	"pdsoak/reports"
 )
 
 // status follows the ledger through Options.OnEvent and prints progress: a live line
@@ -23,7 +22,7 @@ type status struct {
 	start     time.Time
 	scheduled int
 	done      int
-	outcomes  map[reports.Outcome]int
+	outcomes  map[ledger.Outcome]int
 	faults    map[string]bool // active faults
 	lastDone  int
 	lastAt    time.Time
@@ -45,25 +44,25 @@ func isTerminal(w io.Writer) bool {
 func newStatus(w io.Writer, tty bool, interval time.Duration) *status {
 	now := time.Now
 	return &status{w: w, tty: tty, interval: interval, now: now, start: now(), lastAt: now(),
-		outcomes: map[reports.Outcome]int{}, faults: map[string]bool{},
+		outcomes: map[ledger.Outcome]int{}, faults: map[string]bool{},
 		stop: make(chan struct{}), stopped: make(chan struct{})}
 }
 
 // observe is the OnEvent callback; the harness may call it from many goroutines.
-func (s *status) observe(e reports.Event) {
+func (s *status) observe(e ledger.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch e.Type {
-	case reports.EventRunStart:
+	case ledger.EventRunStart:
 		s.start = s.now()
-	case reports.EventScheduled:
+	case ledger.EventScheduled:
 		s.scheduled++
-	case reports.EventDone:
+	case ledger.EventDone:
 		s.done++
 		s.outcomes[e.Outcome]++
-	case reports.EventFaultStart:
+	case ledger.EventFaultStart:
 		s.faults[e.Fault] = true
-	case reports.EventFaultStop:
+	case ledger.EventFaultStop:
 		delete(s.faults, e.Fault)
 	}
 }
@@ -80,11 +79,11 @@ func (s *status) line() string {
 	}
 	s.lastDone, s.lastAt = s.done, now
 	inFlight := max(s.scheduled-s.done, 0)
-	drops := s.outcomes[reports.OutcomeStalled] + s.outcomes[reports.OutcomeDeadlineExceeded]
-	errs := s.done - s.outcomes[reports.OutcomeOK] - s.outcomes[reports.OutcomeRejected] - drops
+	drops := s.outcomes[ledger.OutcomeStalled] + s.outcomes[ledger.OutcomeDeadlineExceeded]
+	errs := s.done - s.outcomes[ledger.OutcomeOK] - s.outcomes[ledger.OutcomeRejected] - drops
 	var b strings.Builder
 	fmt.Fprintf(&b, "%6s  in flight %d  done %d  ok %d  rejected %d  errors %d  silent drops %d  %.1f req/s",
-		elapsed, inFlight, s.done, s.outcomes[reports.OutcomeOK], s.outcomes[reports.OutcomeRejected], errs, drops, rate)
+		elapsed, inFlight, s.done, s.outcomes[ledger.OutcomeOK], s.outcomes[ledger.OutcomeRejected], errs, drops, rate)
 	if n := len(s.faults); n > 0 {
 		fmt.Fprintf(&b, "  faults active %d", n)
 	}

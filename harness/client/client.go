@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"pdsoak/harness/sse"
-	"pdsoak/reports"
+	"pdsoak/ledger"
 )
 
 // Endpoints.
@@ -80,9 +80,9 @@ type Request struct {
 // Result is the classified end of one request.
 type Result struct {
 	ID      string
-	Outcome reports.Outcome
+	Outcome ledger.Outcome
 	// Phase is set for stalled, deadline_exceeded and cancelled outcomes.
-	Phase reports.Phase
+	Phase ledger.Phase
 	// Deadline names the bound that fired: connect, first_token, stall or total.
 	Deadline string
 	Status   int
@@ -248,13 +248,13 @@ const (
 	phMidStream
 )
 
-var phaseNames = [...]reports.Phase{reports.PhaseConnect, reports.PhaseBeforeHeaders, reports.PhaseBeforeFirstToken, reports.PhaseMidStream}
+var phaseNames = [...]ledger.Phase{ledger.PhaseConnect, ledger.PhaseBeforeHeaders, ledger.PhaseBeforeFirstToken, ledger.PhaseMidStream}
 
 // fired records the first deadline that fired and the phase the request was in then.
 type fired struct {
 	cause error
 	name  string
-	phase reports.Phase
+	phase ledger.Phase
 	done  chan struct{} // closed once the observer returned and the request was cancelled
 }
 
@@ -297,7 +297,7 @@ func (s *reqState) advance(p int32) {
 // a timer goroutine and must return promptly (it delays the cancellation, not the
 // classification: the request is classified by the deadline that fired first).
 type DeadlineObserver interface {
-	BeforeDeadline(req *Request, deadline string, phase reports.Phase)
+	BeforeDeadline(req *Request, deadline string, phase ledger.Phase)
 }
 
 // fire returns the timer callback for a deadline.
@@ -308,7 +308,7 @@ func (c *Client) fire(req *Request, st *reqState, obs Observer, cause error, nam
 		}
 		f := &fired{cause: cause, name: name, phase: phaseNames[st.phase.Load()], done: make(chan struct{})}
 		if cause == ErrConnectDeadline {
-			f.phase = reports.PhaseConnect
+			f.phase = ledger.PhaseConnect
 		}
 		if !st.fired.CompareAndSwap(nil, f) {
 			return
@@ -357,7 +357,7 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 	}
 	body, path, err := Body(req)
 	if err != nil {
-		return c.finish(res, reports.OutcomeInvalid, "", err)
+		return c.finish(res, ledger.OutcomeInvalid, "", err)
 	}
 
 	st := &reqState{}
@@ -390,7 +390,7 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 	}}
 	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(rctx, trace), http.MethodPost, c.base+path, bytes.NewReader(body))
 	if err != nil {
-		return c.finish(res, reports.OutcomeInvalid, "", fmt.Errorf("client: build request: %w", err))
+		return c.finish(res, ledger.OutcomeInvalid, "", fmt.Errorf("client: build request: %w", err))
 	}
 	for k, v := range req.Header {
 		hreq.Header[k] = v
@@ -421,10 +421,10 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
 		res.RetryAfter = resp.Header.Get("Retry-After")
 		msg := c.readError(cb)
-		return c.finish(res, reports.OutcomeRejected, "", fmt.Errorf("client: status %d: %s", resp.StatusCode, msg))
+		return c.finish(res, ledger.OutcomeRejected, "", fmt.Errorf("client: status %d: %s", resp.StatusCode, msg))
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		msg := c.readError(cb)
-		return c.finish(res, reports.OutcomeHTTPError, "", fmt.Errorf("client: status %d: %s", resp.StatusCode, msg))
+		return c.finish(res, ledger.OutcomeHTTPError, "", fmt.Errorf("client: status %d: %s", resp.StatusCode, msg))
 	}
 
 	isSSE := strings.Contains(strings.ToLower(resp.Header.Get("Content-Type")), "text/event-stream")
@@ -436,7 +436,7 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 			st.stall = time.AfterFunc(dl.Stall, c.fire(req, st, obs, ErrStallDeadline, "stall", nil))
 		}
 		res = c.readStream(rctx, req, res, st, cb, obs)
-		if res.Outcome == reports.OutcomeOK {
+		if res.Outcome == ledger.OutcomeOK {
 			st.stop()
 			drain(cb, cancel)
 		}
@@ -531,9 +531,9 @@ func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *
 				return c.success(res, st)
 			}
 			if errors.Is(err, sse.ErrLineTooLong) {
-				return c.finish(res, reports.OutcomeInvalid, "", err)
+				return c.finish(res, ledger.OutcomeInvalid, "", err)
 			}
-			return c.finish(res, reports.OutcomeTruncated, "", fmt.Errorf("client: stream ended without [DONE] or finish_reason: %w", err))
+			return c.finish(res, ledger.OutcomeTruncated, "", fmt.Errorf("client: stream ended without [DONE] or finish_reason: %w", err))
 		}
 		if ev.Comment {
 			continue // keep-alives are not progress
@@ -549,9 +549,9 @@ func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *
 		if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil {
 			res.Text = text.String()
 			if ev.Type == "error" {
-				return c.finish(res, reports.OutcomeStreamError, "", fmt.Errorf("client: error event: %s", trim(ev.Data)))
+				return c.finish(res, ledger.OutcomeStreamError, "", fmt.Errorf("client: error event: %s", trim(ev.Data)))
 			}
-			return c.finish(res, reports.OutcomeInvalid, "", fmt.Errorf("client: unparseable chunk %q: %w", trim(ev.Data), err))
+			return c.finish(res, ledger.OutcomeInvalid, "", fmt.Errorf("client: unparseable chunk %q: %w", trim(ev.Data), err))
 		}
 		if ev.Type == "error" || ch.hasError() {
 			res.Text = text.String()
@@ -559,7 +559,7 @@ func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *
 			if ch.hasError() {
 				msg = ch.errText()
 			}
-			return c.finish(res, reports.OutcomeStreamError, "", fmt.Errorf("client: error event: %s", msg))
+			return c.finish(res, ledger.OutcomeStreamError, "", fmt.Errorf("client: error event: %s", msg))
 		}
 		content := ch.apply(res)
 		if content == "" {
@@ -595,20 +595,20 @@ func (c *Client) readWhole(ctx context.Context, req *Request, res *Result, st *r
 		if ctx.Err() != nil {
 			return c.classifyErr(ctx, res, st, err)
 		}
-		return c.finish(res, reports.OutcomeTruncated, "", fmt.Errorf("client: short body: %w", err))
+		return c.finish(res, ledger.OutcomeTruncated, "", fmt.Errorf("client: short body: %w", err))
 	}
 	if int64(len(data)) > c.maxBody {
-		return c.finish(res, reports.OutcomeInvalid, "", fmt.Errorf("client: body over %d bytes", c.maxBody))
+		return c.finish(res, ledger.OutcomeInvalid, "", fmt.Errorf("client: body over %d bytes", c.maxBody))
 	}
 	var ch chunk
 	if err := json.Unmarshal(data, &ch); err != nil {
-		return c.finish(res, reports.OutcomeInvalid, "", fmt.Errorf("client: unparseable body %q: %w", trim(string(data)), err))
+		return c.finish(res, ledger.OutcomeInvalid, "", fmt.Errorf("client: unparseable body %q: %w", trim(string(data)), err))
 	}
 	if ch.hasError() {
-		return c.finish(res, reports.OutcomeStreamError, "", fmt.Errorf("client: error in body: %s", ch.errText()))
+		return c.finish(res, ledger.OutcomeStreamError, "", fmt.Errorf("client: error in body: %s", ch.errText()))
 	}
 	if len(ch.Choices) == 0 {
-		return c.finish(res, reports.OutcomeInvalid, "", errors.New("client: body has no choices"))
+		return c.finish(res, ledger.OutcomeInvalid, "", errors.New("client: body has no choices"))
 	}
 	res.Text = ch.apply(res)
 	now := c.now()
@@ -618,7 +618,7 @@ func (c *Client) readWhole(ctx context.Context, req *Request, res *Result, st *r
 		obs.FirstToken(req, now)
 	}
 	if res.FinishReason == "" {
-		return c.finish(res, reports.OutcomeTruncated, "", errors.New("client: body has no finish_reason"))
+		return c.finish(res, ledger.OutcomeTruncated, "", errors.New("client: body has no finish_reason"))
 	}
 	return c.success(res, st)
 }
@@ -634,18 +634,18 @@ func (c *Client) classifyErr(ctx context.Context, res *Result, st *reqState, err
 	switch {
 	case errors.Is(cause, ErrClientCancel):
 		res.Phase = phase
-		return c.finish(res, reports.OutcomeCancelled, "", cause)
+		return c.finish(res, ledger.OutcomeCancelled, "", cause)
 	case errors.Is(cause, ErrTotalDeadline):
 		res.Phase = phase
-		return c.finish(res, reports.OutcomeDeadlineExceeded, "total", cause)
+		return c.finish(res, ledger.OutcomeDeadlineExceeded, "total", cause)
 	case ctx.Err() != nil:
 		res.Phase = phase
-		return c.finish(res, reports.OutcomeCancelled, "", fmt.Errorf("client: cancelled: %w", cause))
+		return c.finish(res, ledger.OutcomeCancelled, "", fmt.Errorf("client: cancelled: %w", cause))
 	}
 	if res.Headers.IsZero() {
-		return c.finish(res, reports.OutcomeTransportError, "", fmt.Errorf("client: %w", err))
+		return c.finish(res, ledger.OutcomeTransportError, "", fmt.Errorf("client: %w", err))
 	}
-	return c.finish(res, reports.OutcomeTruncated, "", fmt.Errorf("client: %w", err))
+	return c.finish(res, ledger.OutcomeTruncated, "", fmt.Errorf("client: %w", err))
 }
 
 // deadline classifies a request whose deadline fired: stalled for the stall bound,
@@ -653,9 +653,9 @@ func (c *Client) classifyErr(ctx context.Context, res *Result, st *reqState, err
 func (c *Client) deadline(res *Result, f *fired) *Result {
 	res.Phase = f.phase
 	if f.cause == ErrStallDeadline {
-		return c.finish(res, reports.OutcomeStalled, f.name, f.cause)
+		return c.finish(res, ledger.OutcomeStalled, f.name, f.cause)
 	}
-	return c.finish(res, reports.OutcomeDeadlineExceeded, f.name, f.cause)
+	return c.finish(res, ledger.OutcomeDeadlineExceeded, f.name, f.cause)
 }
 
 // success ends a request that completed, unless a deadline fired first (a reply that
@@ -664,10 +664,10 @@ func (c *Client) success(res *Result, st *reqState) *Result {
 	if f := st.fired.Load(); f != nil {
 		return c.deadline(res, f)
 	}
-	return c.finish(res, reports.OutcomeOK, "", nil)
+	return c.finish(res, ledger.OutcomeOK, "", nil)
 }
 
-func (c *Client) finish(res *Result, o reports.Outcome, deadline string, err error) *Result {
+func (c *Client) finish(res *Result, o ledger.Outcome, deadline string, err error) *Result {
 	res.Outcome = o
 	res.Deadline = deadline
 	if err != nil {

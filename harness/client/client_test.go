@@ -6,14 +6,13 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"pdsoak/ledger"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
-
-	"pdsoak/reports"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -108,12 +107,12 @@ func TestClassification(t *testing.T) {
 		stream   bool
 		endpoint string
 		deadline Deadlines
-		want     reports.Outcome
-		phase    reports.Phase
+		want     ledger.Outcome
+		phase    ledger.Phase
 		fired    string
 	}{
-		{name: "ok stream", stream: true, handler: okStream, want: reports.OutcomeOK},
-		{name: "ok stream finish_reason then EOF", stream: true, want: reports.OutcomeOK,
+		{name: "ok stream", stream: true, handler: okStream, want: ledger.OutcomeOK},
+		{name: "ok stream finish_reason then EOF", stream: true, want: ledger.OutcomeOK,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				fl := sseHeaders(w)
 				writeTokens(w, fl, 2)
@@ -122,8 +121,8 @@ func TestClassification(t *testing.T) {
 		{name: "ok non-stream", handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			fmt.Fprint(w, `{"choices":[{"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
-		}, want: reports.OutcomeOK},
-		{name: "ok completions stream", stream: true, endpoint: EndpointCompletions, want: reports.OutcomeOK,
+		}, want: ledger.OutcomeOK},
+		{name: "ok completions stream", stream: true, endpoint: EndpointCompletions, want: ledger.OutcomeOK,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				if r.URL.Path != "/v1/completions" {
 					http.Error(w, "wrong path", 404)
@@ -133,28 +132,28 @@ func TestClassification(t *testing.T) {
 				fmt.Fprint(w, `data: {"choices":[{"text":"a","finish_reason":null}]}`+"\n\n")
 				fmt.Fprint(w, `data: {"choices":[{"text":"b","finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
 			}},
-		{name: "never answers (stream)", stream: true, want: reports.OutcomeDeadlineExceeded,
-			phase: reports.PhaseBeforeHeaders, fired: "first_token",
+		{name: "never answers (stream)", stream: true, want: ledger.OutcomeDeadlineExceeded,
+			phase: ledger.PhaseBeforeHeaders, fired: "first_token",
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) { f.hang(r) }},
-		{name: "never answers (non-stream)", want: reports.OutcomeDeadlineExceeded,
-			phase: reports.PhaseBeforeHeaders, fired: "total",
+		{name: "never answers (non-stream)", want: ledger.OutcomeDeadlineExceeded,
+			phase: ledger.PhaseBeforeHeaders, fired: "total",
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) { f.hang(r) }},
-		{name: "headers then nothing", stream: true, want: reports.OutcomeStalled,
-			phase: reports.PhaseBeforeFirstToken, fired: "stall",
+		{name: "headers then nothing", stream: true, want: ledger.OutcomeStalled,
+			phase: ledger.PhaseBeforeFirstToken, fired: "stall",
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) { sseHeaders(w); f.hang(r) }},
-		{name: "headers then nothing, no stall bound", stream: true, want: reports.OutcomeDeadlineExceeded,
-			phase: reports.PhaseBeforeFirstToken, fired: "first_token",
+		{name: "headers then nothing, no stall bound", stream: true, want: ledger.OutcomeDeadlineExceeded,
+			phase: ledger.PhaseBeforeFirstToken, fired: "first_token",
 			deadline: Deadlines{FirstToken: 400 * time.Millisecond, Total: 3 * time.Second},
 			handler:  func(f *fake, w http.ResponseWriter, r *http.Request) { sseHeaders(w); f.hang(r) }},
-		{name: "stalls mid-stream", stream: true, want: reports.OutcomeStalled,
-			phase: reports.PhaseMidStream, fired: "stall",
+		{name: "stalls mid-stream", stream: true, want: ledger.OutcomeStalled,
+			phase: ledger.PhaseMidStream, fired: "stall",
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				fl := sseHeaders(w)
 				writeTokens(w, fl, 2)
 				f.hang(r)
 			}},
-		{name: "slow mid-stream hits total", stream: true, want: reports.OutcomeDeadlineExceeded,
-			phase: reports.PhaseMidStream, fired: "total",
+		{name: "slow mid-stream hits total", stream: true, want: ledger.OutcomeDeadlineExceeded,
+			phase: ledger.PhaseMidStream, fired: "total",
 			deadline: Deadlines{FirstToken: 3 * time.Second, Stall: 2 * time.Second, Total: 800 * time.Millisecond},
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				fl := sseHeaders(w)
@@ -162,8 +161,8 @@ func TestClassification(t *testing.T) {
 					writeTokens(w, fl, 1)
 				}
 			}},
-		{name: "keep-alive comments forever", stream: true, want: reports.OutcomeStalled,
-			phase: reports.PhaseBeforeFirstToken, fired: "stall",
+		{name: "keep-alive comments forever", stream: true, want: ledger.OutcomeStalled,
+			phase: ledger.PhaseBeforeFirstToken, fired: "stall",
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				fl := sseHeaders(w)
 				for i := 0; i < 100 && f.sleep(r, 40*time.Millisecond); i++ {
@@ -171,8 +170,8 @@ func TestClassification(t *testing.T) {
 					fl.Flush()
 				}
 			}},
-		{name: "keep-alive comments mid-stream", stream: true, want: reports.OutcomeStalled,
-			phase: reports.PhaseMidStream, fired: "stall",
+		{name: "keep-alive comments mid-stream", stream: true, want: ledger.OutcomeStalled,
+			phase: ledger.PhaseMidStream, fired: "stall",
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				fl := sseHeaders(w)
 				writeTokens(w, fl, 1)
@@ -181,12 +180,12 @@ func TestClassification(t *testing.T) {
 					fl.Flush()
 				}
 			}},
-		{name: "closes without [DONE]", stream: true, want: reports.OutcomeTruncated,
+		{name: "closes without [DONE]", stream: true, want: ledger.OutcomeTruncated,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				fl := sseHeaders(w)
 				writeTokens(w, fl, 2)
 			}},
-		{name: "reset mid-stream", stream: true, want: reports.OutcomeTruncated,
+		{name: "reset mid-stream", stream: true, want: ledger.OutcomeTruncated,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				fl := sseHeaders(w)
 				writeTokens(w, fl, 2)
@@ -196,62 +195,62 @@ func TestClassification(t *testing.T) {
 					conn.Close()
 				}
 			}},
-		{name: "200 with invalid JSON", want: reports.OutcomeInvalid,
+		{name: "200 with invalid JSON", want: ledger.OutcomeInvalid,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
 				fmt.Fprint(w, `{"choices": [`+"\x00")
 			}},
-		{name: "200 without choices", want: reports.OutcomeInvalid,
+		{name: "200 without choices", want: ledger.OutcomeInvalid,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"id":"x"}`) }},
-		{name: "invalid chunk in stream", stream: true, want: reports.OutcomeInvalid,
+		{name: "invalid chunk in stream", stream: true, want: ledger.OutcomeInvalid,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				fl := sseHeaders(w)
 				writeTokens(w, fl, 1)
 				fmt.Fprint(w, "data: {not json\n\n")
 			}},
-		{name: "short non-stream body", want: reports.OutcomeTruncated,
+		{name: "short non-stream body", want: ledger.OutcomeTruncated,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Length", "500")
 				fmt.Fprint(w, `{"choices":[{"message":{"content":"hi"}`)
 			}},
-		{name: "non-stream without finish_reason", want: reports.OutcomeTruncated,
+		{name: "non-stream without finish_reason", want: ledger.OutcomeTruncated,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				fmt.Fprint(w, `{"choices":[{"message":{"content":"hi"}}]}`)
 			}},
-		{name: "answers after the deadline", want: reports.OutcomeDeadlineExceeded,
-			phase: reports.PhaseBeforeHeaders, fired: "total",
+		{name: "answers after the deadline", want: ledger.OutcomeDeadlineExceeded,
+			phase: ledger.PhaseBeforeHeaders, fired: "total",
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				f.sleep(r, 6*time.Second)
 				fmt.Fprint(w, `{"choices":[{"message":{"content":"late"},"finish_reason":"stop"}]}`)
 			}},
-		{name: "503", stream: true, want: reports.OutcomeRejected,
+		{name: "503", stream: true, want: ledger.OutcomeRejected,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Retry-After", "1")
 				w.WriteHeader(503)
 				fmt.Fprint(w, `{"error":{"message":"overloaded","type":"overloaded"}}`)
 			}},
-		{name: "429", want: reports.OutcomeRejected,
+		{name: "429", want: ledger.OutcomeRejected,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) { w.WriteHeader(429) }},
-		{name: "500", stream: true, want: reports.OutcomeHTTPError,
+		{name: "500", stream: true, want: ledger.OutcomeHTTPError,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) { http.Error(w, "boom", 500) }},
-		{name: "400", want: reports.OutcomeHTTPError,
+		{name: "400", want: ledger.OutcomeHTTPError,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) { http.Error(w, "bad", 400) }},
-		{name: "error event in stream", stream: true, want: reports.OutcomeStreamError,
+		{name: "error event in stream", stream: true, want: ledger.OutcomeStreamError,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				fl := sseHeaders(w)
 				writeTokens(w, fl, 1)
 				fmt.Fprint(w, `data: {"error":{"message":"kv transfer failed","type":"kv_transfer_failed"}}`+"\n\n")
 			}},
-		{name: "typed error event", stream: true, want: reports.OutcomeStreamError,
+		{name: "typed error event", stream: true, want: ledger.OutcomeStreamError,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				sseHeaders(w)
 				fmt.Fprint(w, "event: error\ndata: upstream died\n\n")
 			}},
-		{name: "200 with error body", want: reports.OutcomeStreamError,
+		{name: "200 with error body", want: ledger.OutcomeStreamError,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				fmt.Fprint(w, `{"error":{"message":"nope"}}`)
 			}},
-		{name: "closed before headers", stream: true, want: reports.OutcomeTransportError,
+		{name: "closed before headers", stream: true, want: ledger.OutcomeTransportError,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				conn, _, err := http.NewResponseController(w).Hijack()
 				if err == nil {
@@ -285,7 +284,7 @@ func TestClassification(t *testing.T) {
 			if el := time.Since(start); el > d.Total+5*time.Second {
 				t.Fatalf("took %v, beyond the total deadline", el)
 			}
-			if res.Outcome != reports.OutcomeOK && res.Err == "" {
+			if res.Outcome != ledger.OutcomeOK && res.Err == "" {
 				t.Fatal("non-ok outcome without an error text")
 			}
 			f.mu.Lock()
@@ -305,7 +304,7 @@ func TestOKMetrics(t *testing.T) {
 	obs := &recObs{}
 	res := c.Do(context.Background(), &Request{ID: "m", Model: "ref", Stream: true, MaxTokens: 3,
 		Messages: []Message{{Role: "user", Content: "x"}}, Scheduled: sched, Deadlines: dl}, obs)
-	if res.Outcome != reports.OutcomeOK {
+	if res.Outcome != ledger.OutcomeOK {
 		t.Fatalf("outcome %s: %s", res.Outcome, res.Err)
 	}
 	if res.Text != "t0 t1 t2 " || res.Chunks != 3 || len(res.ITL) != 2 {
@@ -339,7 +338,7 @@ func TestRefused(t *testing.T) {
 	ln.Close()
 	c, _ := New("http://" + addr)
 	res := c.Do(context.Background(), &Request{ID: "r", Model: "ref", Deadlines: dl}, nil)
-	if res.Outcome != reports.OutcomeTransportError {
+	if res.Outcome != ledger.OutcomeTransportError {
 		t.Fatalf("outcome %s (%s), want transport_error", res.Outcome, res.Err)
 	}
 }
@@ -363,7 +362,7 @@ func TestConnectDeadline(t *testing.T) {
 	c, _ := New("http://127.0.0.1:1", WithTransport(tr))
 	res := c.Do(context.Background(), &Request{ID: "c", Model: "ref", Stream: true,
 		Deadlines: Deadlines{Connect: 100 * time.Millisecond, FirstToken: 2 * time.Second, Total: 3 * time.Second}}, nil)
-	if res.Outcome != reports.OutcomeDeadlineExceeded || res.Phase != reports.PhaseConnect || res.Deadline != "connect" {
+	if res.Outcome != ledger.OutcomeDeadlineExceeded || res.Phase != ledger.PhaseConnect || res.Deadline != "connect" {
 		t.Fatalf("got %s %s %s (%s)", res.Outcome, res.Phase, res.Deadline, res.Err)
 	}
 }
@@ -380,7 +379,7 @@ func TestCancelled(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		obs := &cancelOnFirst{cancel: cancel}
 		res := c.Do(ctx, &Request{ID: "x", Model: "ref", Stream: true, Deadlines: Deadlines{Total: 5 * time.Second}}, obs)
-		if res.Outcome != reports.OutcomeCancelled || res.Phase != reports.PhaseMidStream {
+		if res.Outcome != ledger.OutcomeCancelled || res.Phase != ledger.PhaseMidStream {
 			t.Fatalf("got %s %s (%s)", res.Outcome, res.Phase, res.Err)
 		}
 	})
@@ -394,7 +393,7 @@ func TestCancelled(t *testing.T) {
 		defer c.CloseIdleConnections()
 		res := c.Do(context.Background(), &Request{ID: "k", Model: "ref", Stream: true, CancelAfterTokens: 2,
 			Deadlines: Deadlines{Total: 5 * time.Second}}, nil)
-		if res.Outcome != reports.OutcomeCancelled || res.Chunks != 2 {
+		if res.Outcome != ledger.OutcomeCancelled || res.Chunks != 2 {
 			t.Fatalf("got %s chunks %d (%s)", res.Outcome, res.Chunks, res.Err)
 		}
 	})
@@ -403,7 +402,7 @@ func TestCancelled(t *testing.T) {
 		cancel()
 		c, _ := New("http://127.0.0.1:1")
 		res := c.Do(ctx, &Request{ID: "z", Model: "ref", Deadlines: dl}, nil)
-		if res.Outcome != reports.OutcomeCancelled {
+		if res.Outcome != ledger.OutcomeCancelled {
 			t.Fatalf("got %s (%s)", res.Outcome, res.Err)
 		}
 	})
@@ -431,7 +430,7 @@ type inspectObs struct {
 	sleep   time.Duration
 }
 
-func (o *inspectObs) BeforeDeadline(req *Request, deadline string, phase reports.Phase) {
+func (o *inspectObs) BeforeDeadline(req *Request, deadline string, phase ledger.Phase) {
 	o.mu.Lock()
 	o.calls = append(o.calls, deadline+":"+string(phase))
 	o.wasHeld = o.held()
@@ -457,7 +456,7 @@ func TestBeforeDeadlineRunsWhileServerHoldsRequest(t *testing.T) {
 	defer c.CloseIdleConnections()
 	obs := &inspectObs{held: func() bool { mu.Lock(); defer mu.Unlock(); return open }}
 	res := c.Do(context.Background(), &Request{ID: "i", Model: "ref", Stream: true, Deadlines: dl}, obs)
-	if res.Outcome != reports.OutcomeStalled || res.Phase != reports.PhaseMidStream {
+	if res.Outcome != ledger.OutcomeStalled || res.Phase != ledger.PhaseMidStream {
 		t.Fatalf("got %s %s", res.Outcome, res.Phase)
 	}
 	obs.mu.Lock()
@@ -482,7 +481,7 @@ func TestLateReplyDuringInspectionStaysLate(t *testing.T) {
 	obs := &inspectObs{held: func() bool { return true }, sleep: 800 * time.Millisecond}
 	res := c.Do(context.Background(), &Request{ID: "l", Model: "ref", Stream: true,
 		Deadlines: Deadlines{Stall: 300 * time.Millisecond, Total: 5 * time.Second}}, obs)
-	if res.Outcome != reports.OutcomeStalled {
+	if res.Outcome != ledger.OutcomeStalled {
 		t.Fatalf("got %s (%s), want stalled", res.Outcome, res.Err)
 	}
 }
@@ -507,7 +506,7 @@ func TestConnectionReuse(t *testing.T) {
 	defer c.CloseIdleConnections()
 	for i := 0; i < 10; i++ {
 		res := c.Do(context.Background(), &Request{ID: fmt.Sprint(i), Model: "ref", Stream: true, Deadlines: dl}, nil)
-		if res.Outcome != reports.OutcomeOK {
+		if res.Outcome != ledger.OutcomeOK {
 			t.Fatalf("request %d: %s %s", i, res.Outcome, res.Err)
 		}
 	}

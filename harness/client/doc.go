@@ -2,7 +2,7 @@
 // one chat or completions request (streaming or not) under four deadlines — connect,
 // first token, stall between progress chunks, total — enforced with context causes,
 // and classifies the result into exactly one outcome of the taxonomy in
-// pdsoak/reports (ok, rejected, http_error, stream_error, transport_error, truncated,
+// pdsoak/ledger (ok, rejected, http_error, stream_error, transport_error, truncated,
 // invalid, stalled, deadline_exceeded, cancelled), with the phase a silent drop
 // happened in. SSE comments and keep-alives are not progress.
 //

@@ -15,6 +15,7 @@ import (
 	"text/template"
 	"time"
 
+	"pdsoak/ledger"
 	"pdsoak/reports"
 )
 
@@ -307,7 +308,7 @@ func checkStrictPass(t *testing.T, r run, c faultCase) {
 	if res.SilentDrops != 0 || res.Unresolved != 0 {
 		fail("%d silent drops, %d unresolved; drops: %+v", res.SilentDrops, res.Unresolved, res.Drops)
 	}
-	if res.Outcomes[reports.OutcomeOK] == 0 {
+	if res.Outcomes[ledger.OutcomeOK] == 0 {
 		fail("no request succeeded: %v", res.Outcomes)
 	}
 	if res.Leak == nil || !res.Leak.Passed {

@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
 )
@@ -123,7 +124,7 @@ func TestIncidentStrictPasses(t *testing.T) {
 	if res.Leak == nil || !res.Leak.Passed {
 		t.Errorf("leak check %+v", res.Leak)
 	}
-	if res.Outcomes[reports.OutcomeOK] == 0 {
+	if res.Outcomes[ledger.OutcomeOK] == 0 {
 		t.Errorf("nothing succeeded: %v", res.Outcomes)
 	}
 }

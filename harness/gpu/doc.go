@@ -12,7 +12,7 @@
 // unavailable Sampler, with an error the caller reports; the run goes on either way.
 //
 // Each Sample reads, per device: index, name, UUID, GPU and memory utilisation (%),
-// memory used/total (bytes), power (W) and temperature (°C), as reports.GPU values. A
+// memory used/total (bytes), power (W) and temperature (°C), as ledger.GPU values. A
 // call that fails leaves its field out of that reading, names the failure in the
 // reading's Errors and in the returned (joined, %w-wrapped nvml.Return) error; it never
 // fails the sample. A field the device reports ERROR_NOT_SUPPORTED for is noted once
@@ -27,7 +27,7 @@
 //	defer s.Close()             // nvml.Shutdown once
 //	for range every(2 * time.Second) {
 //		gs, err := s.Sample()   // partial readings on error
-//		ledger.emit(Event{Type: sample, Source: "gpu", GPUs: gs, InFlight: n})
+//		ledger.Emit(Event{Type: sample, Source: "gpu", GPUs: gs, InFlight: n})
 //	}
 //
 // The real NVML binding needs cgo on Linux (the Makefile exports

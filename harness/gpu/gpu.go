@@ -2,9 +2,8 @@ package gpu
 
 import (
 	"errors"
+	"pdsoak/ledger"
 	"sync"
-
-	"pdsoak/reports"
 )
 
 // ErrBusy is returned by Sample while an earlier Sample is still inside the driver.
@@ -16,8 +15,8 @@ var ErrBusy = errors.New("gpu: the previous sample has not returned yet")
 // no error.
 type Sampler struct {
 	status   string
-	read     func() ([]reports.GPU, error) // nil: unavailable
-	shutdown func() error                  // nil: nothing to shut down
+	read     func() ([]ledger.GPU, error) // nil: unavailable
+	shutdown func() error                 // nil: nothing to shut down
 
 	mu           sync.Mutex
 	busy         bool // a read is inside the driver
@@ -40,7 +39,7 @@ func (s *Sampler) Status() string { return s.status }
 // nil, nil when the sampler is unavailable or closed, and ErrBusy while an earlier call
 // is still inside the driver (NVML calls cannot be interrupted, so a caller that needs
 // a bound runs Sample in its own goroutine and stops waiting).
-func (s *Sampler) Sample() ([]reports.GPU, error) {
+func (s *Sampler) Sample() ([]ledger.GPU, error) {
 	if s.read == nil {
 		return nil, nil
 	}

@@ -5,11 +5,10 @@ package gpu
 import (
 	"errors"
 	"fmt"
+	"pdsoak/ledger"
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-
-	"pdsoak/reports"
 )
 
 // Lib is the part of NVML the sampler uses. nvml.New() satisfies it, and so does
@@ -142,8 +141,8 @@ func (r *reader) identify(d *device, errs *[]string) error {
 	return err
 }
 
-func (r *reader) read() ([]reports.GPU, error) {
-	out := make([]reports.GPU, 0, len(r.devs))
+func (r *reader) read() ([]ledger.GPU, error) {
+	out := make([]ledger.GPU, 0, len(r.devs))
 	var all error
 	for _, d := range r.devs {
 		g, err := r.readDevice(d)
@@ -153,10 +152,10 @@ func (r *reader) read() ([]reports.GPU, error) {
 	return out, all
 }
 
-func (r *reader) readDevice(d *device) (reports.GPU, error) {
+func (r *reader) readDevice(d *device) (ledger.GPU, error) {
 	var errs []string
 	err := r.identify(d, &errs)
-	g := reports.GPU{Index: d.index, Name: d.name, UUID: d.uuid}
+	g := ledger.GPU{Index: d.index, Name: d.name, UUID: d.uuid}
 	if d.h == nil {
 		g.Errors = errs
 		return g, err

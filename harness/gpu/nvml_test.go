@@ -5,14 +5,13 @@ package gpu
 import (
 	"encoding/json"
 	"errors"
+	"pdsoak/ledger"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
-
-	"pdsoak/reports"
 )
 
 // fakeDevice is a mock.Device answering every call the sampler makes.
@@ -120,7 +119,7 @@ func TestTwoDevices(t *testing.T) {
 	if want := "GPU telemetry: 2 devices: 0: NVIDIA H200 GPU-0000; 1: NVIDIA H200 GPU-1111"; s.Status() != want {
 		t.Errorf("status %q, want %q", s.Status(), want)
 	}
-	want := []reports.GPU{
+	want := []ledger.GPU{
 		{Index: 0, Name: "NVIDIA H200", UUID: "GPU-0000", Util: ptr(0.0), MemUtil: ptr(0.0),
 			MemUsed: ptr(uint64(70 << 30)), MemTotal: ptr(uint64(141 << 30)), PowerW: ptr(75.5), TempC: ptr(31.0)},
 		{Index: 1, Name: "NVIDIA H200", UUID: "GPU-1111", Util: ptr(97.0), MemUtil: ptr(40.0),
@@ -173,7 +172,7 @@ func TestFailingCalls(t *testing.T) {
 	if err != nil && !strings.Contains(err.Error(), "gpu: device 0 utilization: ERROR_GPU_IS_LOST") {
 		t.Errorf("err %q should say which device and field", err)
 	}
-	want := []reports.GPU{
+	want := []ledger.GPU{
 		{Index: 0, Name: "A", UUID: "GPU-a", MemUsed: ptr(uint64(1)), MemTotal: ptr(uint64(2)), PowerW: ptr(1.0), TempC: ptr(40.0),
 			Errors: []string{"utilization: ERROR_GPU_IS_LOST"}},
 		{Index: 1, Name: "B", Util: ptr(20.0), MemUtil: ptr(6.0), MemUsed: ptr(uint64(1)), MemTotal: ptr(uint64(2)), TempC: ptr(50.0),
@@ -243,7 +242,7 @@ func TestCloseDuringStuckSample(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
-	var got []reports.GPU
+	var got []ledger.GPU
 	go func() { defer wg.Done(); got, _ = s.Sample() }()
 	<-entered
 	if _, err := s.Sample(); !errors.Is(err, ErrBusy) {
@@ -271,7 +270,7 @@ func TestCloseDuringStuckSample(t *testing.T) {
 	}
 }
 
-func assertReadings(t *testing.T, got, want []reports.GPU) {
+func assertReadings(t *testing.T, got, want []ledger.GPU) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%d readings, want %d: %+v", len(got), len(want), got)

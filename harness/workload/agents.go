@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"pdsoak/harness/client"
-	"pdsoak/reports"
+	"pdsoak/ledger"
 )
 
 // Agents runs N sessions in parallel, each a sequence of turns over a growing
@@ -89,10 +89,10 @@ func (a *Agents) conversation(ctx context.Context, rng *rand.Rand, system string
 		// as Retry-After asks (bounded), then re-send the same turn up to Retries times,
 		// each attempt under its own id so every request keeps exactly one outcome.
 		for attempt := 1; ; attempt++ {
-			if res.Outcome == reports.OutcomeCancelled && ctx.Err() != nil {
+			if res.Outcome == ledger.OutcomeCancelled && ctx.Err() != nil {
 				return sent, false
 			}
-			if res.Outcome != reports.OutcomeRejected {
+			if res.Outcome != ledger.OutcomeRejected {
 				break
 			}
 			if !sleepCtx(ctx, retryAfter(res.RetryAfter)) {
@@ -105,7 +105,7 @@ func (a *Agents) conversation(ctx context.Context, rng *rand.Rand, system string
 			sent++
 		}
 		reply := res.Text
-		if res.Outcome != reports.OutcomeOK {
+		if res.Outcome != ledger.OutcomeOK {
 			reply = fmt.Sprintf("(no reply: %s)", res.Outcome)
 		}
 		tool := toolNames[(turn-1)%len(toolNames)]

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"pdsoak/harness/client"
-	"pdsoak/reports"
+	"pdsoak/ledger"
 	"pdsoak/scenarios"
 )
 
@@ -18,7 +18,7 @@ import (
 // quota+1 until ctx ends, cancelling the run once every session got that far. That
 // makes how far an open-ended run gets independent of timing.
 type scriptSender struct {
-	outcome  func(id string) reports.Outcome
+	outcome  func(id string) ledger.Outcome
 	quota    int
 	sessions int
 	cancel   context.CancelFunc
@@ -45,14 +45,14 @@ func (s *scriptSender) Send(ctx context.Context, r *Req) *client.Result {
 	s.mu.Unlock()
 	if park {
 		<-ctx.Done()
-		return &client.Result{ID: r.ID, Outcome: reports.OutcomeCancelled}
+		return &client.Result{ID: r.ID, Outcome: ledger.OutcomeCancelled}
 	}
-	o := reports.OutcomeOK
+	o := ledger.OutcomeOK
 	if s.outcome != nil {
 		o = s.outcome(r.ID)
 	}
 	res := &client.Result{ID: r.ID, Outcome: o, Text: "reply to " + r.ID}
-	if o == reports.OutcomeRejected {
+	if o == ledger.OutcomeRejected {
 		res.Status, res.RetryAfter = 429, "0"
 	}
 	return res
@@ -78,45 +78,45 @@ func (s *scriptSender) byID() map[string]*Req {
 	return m
 }
 
-func always(o reports.Outcome) func(string) reports.Outcome {
-	return func(string) reports.Outcome { return o }
+func always(o ledger.Outcome) func(string) ledger.Outcome {
+	return func(string) ledger.Outcome { return o }
 }
 
 func TestAgentsRetries(t *testing.T) {
 	tests := []struct {
 		name    string
 		retries int
-		outcome func(id string) reports.Outcome
+		outcome func(id string) ledger.Outcome
 		want    []string
 	}{
 		{
-			name: "no retries by default", retries: 0, outcome: always(reports.OutcomeRejected),
+			name: "no retries by default", retries: 0, outcome: always(ledger.OutcomeRejected),
 			want: []string{"ag-s001-t001", "ag-s001-t002"},
 		},
 		{
-			name: "always refused: N retries per turn", retries: 2, outcome: always(reports.OutcomeRejected),
+			name: "always refused: N retries per turn", retries: 2, outcome: always(ledger.OutcomeRejected),
 			want: []string{"ag-s001-t001", "ag-s001-t001-r1", "ag-s001-t001-r2", "ag-s001-t002", "ag-s001-t002-r1", "ag-s001-t002-r2"},
 		},
 		{
 			name: "refused once: one retry", retries: 3,
-			outcome: func(id string) reports.Outcome {
+			outcome: func(id string) ledger.Outcome {
 				if strings.Contains(id, "-r") {
-					return reports.OutcomeOK
+					return ledger.OutcomeOK
 				}
-				return reports.OutcomeRejected
+				return ledger.OutcomeRejected
 			},
 			want: []string{"ag-s001-t001", "ag-s001-t001-r1", "ag-s001-t002", "ag-s001-t002-r1"},
 		},
 		{
-			name: "errors after headers are not retried", retries: 3, outcome: always(reports.OutcomeStreamError),
+			name: "errors after headers are not retried", retries: 3, outcome: always(ledger.OutcomeStreamError),
 			want: []string{"ag-s001-t001", "ag-s001-t002"},
 		},
 		{
-			name: "silent drops are not retried", retries: 3, outcome: always(reports.OutcomeStalled),
+			name: "silent drops are not retried", retries: 3, outcome: always(ledger.OutcomeStalled),
 			want: []string{"ag-s001-t001", "ag-s001-t002"},
 		},
 		{
-			name: "http errors are not retried", retries: 3, outcome: always(reports.OutcomeHTTPError),
+			name: "http errors are not retried", retries: 3, outcome: always(ledger.OutcomeHTTPError),
 			want: []string{"ag-s001-t001", "ag-s001-t002"},
 		},
 	}
@@ -158,13 +158,13 @@ func TestAgentsRetriesStopAtCtxEnd(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var mu sync.Mutex
 	n := 0
-	s := &scriptSender{outcome: func(string) reports.Outcome {
+	s := &scriptSender{outcome: func(string) ledger.Outcome {
 		mu.Lock()
 		defer mu.Unlock()
 		if n++; n == 20 {
 			cancel()
 		}
-		return reports.OutcomeRejected
+		return ledger.OutcomeRejected
 	}}
 	done := make(chan Stats)
 	go func() { done <- w.Run(ctx, time.Now(), s) }()
@@ -255,11 +255,11 @@ func TestAgentsRestartLastsTheWindow(t *testing.T) {
 // The same scenario and seed give the same requests, ids and bodies, with restart and
 // retries; and a session's first conversation does not depend on restart.
 func TestAgentsRestartRetriesDeterministic(t *testing.T) {
-	refuseSome := func(id string) reports.Outcome {
+	refuseSome := func(id string) ledger.Outcome {
 		if !strings.Contains(id, "-r") && strings.HasSuffix(id, "2") {
-			return reports.OutcomeRejected
+			return ledger.OutcomeRejected
 		}
-		return reports.OutcomeOK
+		return ledger.OutcomeOK
 	}
 	run := func(restart bool) []*Req {
 		sc := scenario(11, scenarios.Workload{Name: "ag", Type: "agents", Agents: 3, Turns: 3, Restart: restart,

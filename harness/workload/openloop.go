@@ -4,14 +4,13 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"pdsoak/ledger"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
-
-	"pdsoak/reports"
 )
 
 // StopGrace is how long past its window an open-loop attack may still send hits the
@@ -111,7 +110,7 @@ func (t *senderTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.sent.Add(1)
 	res := t.s.Send(t.ctx, t.o.single(seq, scheduled))
 	code := res.Status
-	if res.Outcome != reports.OutcomeOK && (code >= 200 && code < 300 || code == 0) {
+	if res.Outcome != ledger.OutcomeOK && (code >= 200 && code < 300 || code == 0) {
 		code = 599 // a failed request vegeta must not count as a success
 	}
 	return &http.Response{

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"pdsoak/harness/client"
-	"pdsoak/reports"
+	"pdsoak/ledger"
 	"pdsoak/scenarios"
 )
 
@@ -36,7 +36,7 @@ func (f *fakeSender) Send(ctx context.Context, r *Req) *client.Result {
 			<-ch
 		}
 	}
-	return &client.Result{ID: r.ID, Outcome: reports.OutcomeOK, Text: "reply to " + r.ID, Scheduled: r.Scheduled, Sent: time.Now()}
+	return &client.Result{ID: r.ID, Outcome: ledger.OutcomeOK, Text: "reply to " + r.ID, Scheduled: r.Scheduled, Sent: time.Now()}
 }
 
 func (f *fakeSender) sorted() []*Req {
@@ -375,7 +375,7 @@ func (s *rejectingSender) Send(ctx context.Context, r *Req) *client.Result {
 	s.mu.Lock()
 	s.times = append(s.times, time.Now())
 	s.mu.Unlock()
-	return &client.Result{ID: r.ID, Outcome: reports.OutcomeRejected, Status: 503, RetryAfter: "0.2"}
+	return &client.Result{ID: r.ID, Outcome: ledger.OutcomeRejected, Status: 503, RetryAfter: "0.2"}
 }
 
 // A rejected agent waits Retry-After before its next turn instead of spinning.

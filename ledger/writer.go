@@ -1,4 +1,4 @@
-package harness
+package ledger
 
 import (
 	"bufio"
@@ -7,39 +7,38 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"pdsoak/reports"
 )
 
-// ledger appends events to events.jsonl. It is safe for concurrent use; events are
-// written in the order emit is called, flushed every FlushInterval and on Close.
-type ledger struct {
+// Writer appends events to events.jsonl. It is safe for concurrent use; events are
+// written in the order Emit is called, flushed every FlushInterval and on Close.
+type Writer struct {
 	mu      sync.Mutex
 	f       *os.File
 	w       *bufio.Writer
-	onEvent func(reports.Event)
+	onEvent func(Event)
 	err     error
 	closed  bool
 	stop    chan struct{}
 	done    chan struct{}
-	count   int
 }
 
-// FlushInterval is how often the ledger is flushed to disk during a run.
-var FlushInterval = time.Second
+// FlushInterval is how often a Writer flushes to disk during a run.
+const FlushInterval = time.Second
 
-func openLedger(path string, onEvent func(reports.Event)) (*ledger, error) {
+// Create truncates or creates the ledger file at path. onEvent (may be nil) sees every
+// event as it is written; it is called from the emitting goroutine and must be cheap.
+func Create(path string, onEvent func(Event)) (*Writer, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("harness: open ledger: %w", err)
+		return nil, fmt.Errorf("ledger: create: %w", err)
 	}
-	l := &ledger{f: f, w: bufio.NewWriterSize(f, 256<<10), onEvent: onEvent,
+	l := &Writer{f: f, w: bufio.NewWriterSize(f, 256<<10), onEvent: onEvent,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go l.flusher()
 	return l, nil
 }
 
-func (l *ledger) flusher() {
+func (l *Writer) flusher() {
 	defer close(l.done)
 	t := time.NewTicker(FlushInterval)
 	defer t.Stop()
@@ -57,8 +56,9 @@ func (l *ledger) flusher() {
 	}
 }
 
-// emit writes ev (stamping Time when unset) and passes it to the OnEvent callback.
-func (l *ledger) emit(ev reports.Event) {
+// Emit writes ev (stamping Time when unset) and passes it to the onEvent callback.
+// Events emitted after Close are dropped.
+func (l *Writer) Emit(ev Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
@@ -76,7 +76,6 @@ func (l *ledger) emit(ev reports.Event) {
 		l.w.Write(line)
 		l.err = l.w.WriteByte('\n')
 	}
-	l.count++
 	cb := l.onEvent
 	l.mu.Unlock()
 	if cb != nil {
@@ -85,7 +84,7 @@ func (l *ledger) emit(ev reports.Event) {
 }
 
 // Close flushes and closes the file; later emits are dropped.
-func (l *ledger) Close() error {
+func (l *Writer) Close() error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -103,7 +102,7 @@ func (l *ledger) Close() error {
 	close(l.stop)
 	<-l.done
 	if err != nil {
-		return fmt.Errorf("harness: ledger: %w", err)
+		return fmt.Errorf("ledger: %w", err)
 	}
 	return nil
 }

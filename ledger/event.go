@@ -1,4 +1,4 @@
-package reports
+package ledger
 
 import (
 	"encoding/json"
@@ -74,7 +74,9 @@ const (
 	EventDrain         EventType = "drain"          // drain finished (InFlight left, Passed)
 	EventLeakCheck     EventType = "leak_check"     // Passed, Metrics (residual gauges)
 	EventSelfCheck     EventType = "self_check"     // Passed, LagP99, LagMax
-	EventLog           EventType = "log"            // free-form note (Message)
+	EventLog           EventType = "log"            // free-form diagnostic line (Message)
+	EventNote          EventType = "note"           // a note for the reader of the report (Message); reports lists them
+	EventTarget        EventType = "target"         // what the target says about itself: Models, ServerVersion
 )
 
 // Event is one line of events.jsonl. Only the fields relevant to Type are set.
@@ -141,12 +143,56 @@ type Event struct {
 	LagMax   float64 `json:"lag_max,omitempty"`
 
 	// Run fields (run_start).
-	Scenario string `json:"scenario,omitempty"`
-	Seed     int64  `json:"seed,omitempty"`
-	URL      string `json:"url,omitempty"`
+	Scenario   string      `json:"scenario,omitempty"`
+	Seed       int64       `json:"seed,omitempty"`
+	URL        string      `json:"url,omitempty"`
+	Provenance *Provenance `json:"provenance,omitempty"`
+	// Interrupted (run_end) is the cause when a signal or a cancelled context cut the
+	// run short; reports makes such a run invalid.
+	Interrupted string `json:"interrupted,omitempty"`
+
+	// Target fields (target): the raw /v1/models answer and the server's version where
+	// it offers one.
+	Models        json.RawMessage `json:"models,omitempty"`
+	ServerVersion string          `json:"server_version,omitempty"`
 
 	Message string `json:"message,omitempty"`
 }
 
+// Provenance is where and how a run was made (run_start), for results.json.
+type Provenance struct {
+	HarnessVersion string   `json:"harness_version,omitempty"` // module version
+	Revision       string   `json:"revision,omitempty"`        // VCS revision (+dirty)
+	GoVersion      string   `json:"go_version,omitempty"`
+	Host           string   `json:"host,omitempty"`
+	OS             string   `json:"os,omitempty"`   // GOOS/GOARCH
+	CPU            string   `json:"cpu,omitempty"`  // model name and count
+	GPUs           []string `json:"gpus,omitempty"` // device names, when NVML finds any
+	CommandLine    []string `json:"command_line,omitempty"`
+}
+
 // Bool returns a pointer to b, for Event.Passed.
 func Bool(b bool) *bool { return &b }
+
+// GPUSource is the Source of a sample event that carries GPU readings.
+const GPUSource = "gpu"
+
+// GPU is one device's reading in a GPU sample event. A field the driver could not read
+// is absent and the reason is in Errors; zero is a real reading (an idle GPU).
+type GPU struct {
+	Index int    `json:"index"`
+	Name  string `json:"name,omitempty"`
+	UUID  string `json:"uuid,omitempty"`
+	// Util is the percent of the driver's last sample period in which a kernel ran;
+	// MemUtil the percent in which device memory was read or written.
+	Util    *float64 `json:"util,omitempty"`
+	MemUtil *float64 `json:"mem_util,omitempty"`
+	// MemUsed and MemTotal are device memory in bytes.
+	MemUsed  *uint64 `json:"mem_used,omitempty"`
+	MemTotal *uint64 `json:"mem_total,omitempty"`
+	// PowerW is board power in watts; TempC the GPU core temperature in °C.
+	PowerW *float64 `json:"power_w,omitempty"`
+	TempC  *float64 `json:"temp_c,omitempty"`
+	// Errors says which reads failed ("power: ERROR_NOT_SUPPORTED").
+	Errors []string `json:"errors,omitempty"`
+}

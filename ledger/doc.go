@@ -1,0 +1,11 @@
+// Package ledger is the vocabulary of a run's record, events.jsonl: one JSON line per
+// event (Event), the outcome taxonomy (Outcome), where a silent drop happened (Phase),
+// and the reader and writer of the file. The client classifies into it, chaos and the
+// harness write it, and reports judges it; nothing here judges anything.
+//
+//	w, _ := ledger.Create(dir+"/"+ledger.EventsFile, onEvent) // safe for concurrent Emit
+//	w.Emit(ledger.Event{Type: ledger.EventScheduled, RequestID: id, ...})
+//	w.Close()                                                  // flushes; later emits are dropped
+//
+//	ledger.Read(f, func(e ledger.Event) error { ...; return nil }) // streams; a torn last line is skipped
+package ledger
