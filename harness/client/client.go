@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"pdsoak/harness/sse"
 	"pdsoak/ledger"
+	"pdsoak/sse"
 )
 
 // Endpoints.

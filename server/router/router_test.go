@@ -75,7 +75,7 @@ func (f *fakeWorker) requests() []gen.WorkerRequest {
 	return append([]gen.WorkerRequest(nil), f.reqs...)
 }
 
-func sse(w http.ResponseWriter, chunks ...gen.WorkerChunk) {
+func writeSSE(w http.ResponseWriter, chunks ...gen.WorkerChunk) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	for _, c := range chunks {
 		b, _ := json.Marshal(c)
@@ -86,11 +86,11 @@ func sse(w http.ResponseWriter, chunks ...gen.WorkerChunk) {
 
 // Worker behaviours.
 func prefillOK(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest) {
-	sse(w, gen.WorkerChunk{Done: true, Finish: "length", PromptTokens: len(wr.InputIDs)})
+	writeSSE(w, gen.WorkerChunk{Done: true, Finish: "length", PromptTokens: len(wr.InputIDs)})
 }
 
 func decodeOK(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest) {
-	sse(w, gen.WorkerChunk{TokenIDs: []int{7}}, gen.WorkerChunk{TokenIDs: []int{8, 9}},
+	writeSSE(w, gen.WorkerChunk{TokenIDs: []int{7}}, gen.WorkerChunk{TokenIDs: []int{8, 9}},
 		gen.WorkerChunk{Done: true, Finish: "stop", PromptTokens: len(wr.InputIDs), CompletionTokens: 3})
 }
 
@@ -208,13 +208,13 @@ func TestLeastOutstanding(t *testing.T) {
 	release := make(chan struct{})
 	hold := func(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest) {
 		w.Header().Set("Content-Type", "text/event-stream")
-		sse(w, gen.WorkerChunk{TokenIDs: []int{1}})
+		writeSSE(w, gen.WorkerChunk{TokenIDs: []int{1}})
 		select {
 		case <-release:
 		case <-r.Context().Done():
 			return
 		}
-		sse(w, gen.WorkerChunk{Done: true, Finish: "length", CompletionTokens: 1})
+		writeSSE(w, gen.WorkerChunk{Done: true, Finish: "length", CompletionTokens: 1})
 	}
 	p0, p1 := newFake(t, "127.0.0.1:1", prefillOK), newFake(t, "127.0.0.1:2", prefillOK)
 	d0, d1 := newFake(t, "", hold), newFake(t, "", hold)
@@ -253,7 +253,7 @@ func TestPrefillFailureCancelsDecode(t *testing.T) {
 	}{
 		{"error status", refuse(400, "context_length_exceeded"), gen.ErrContextLength},
 		{"error in stream", func(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest) {
-			sse(w, gen.WorkerChunk{Done: true, Error: &gen.WorkerError{Kind: "timeout", Stage: "bootstrap", Message: "no decode"}})
+			writeSSE(w, gen.WorkerChunk{Done: true, Error: &gen.WorkerError{Kind: "timeout", Stage: "bootstrap", Message: "no decode"}})
 		}, gen.ErrTimeout},
 	}
 	for _, tc := range tests {
@@ -322,7 +322,7 @@ func TestRetryOnlyBeforeOutput(t *testing.T) {
 	t.Run("broken after output is not retried", func(t *testing.T) {
 		p := newFake(t, "127.0.0.1:1", prefillOK)
 		broken := func(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest) {
-			sse(w, gen.WorkerChunk{TokenIDs: []int{5}})
+			writeSSE(w, gen.WorkerChunk{TokenIDs: []int{5}})
 			c, _, err := w.(http.Hijacker).Hijack()
 			if err == nil {
 				c.Close()
@@ -370,7 +370,7 @@ func TestRetryOnlyBeforeOutput(t *testing.T) {
 func TestDisconnectAbortsBothLegs(t *testing.T) {
 	prefillHold := func(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest) { blockUntilCancel(w, r, wr) }
 	decodeHold := func(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest) {
-		sse(w, gen.WorkerChunk{TokenIDs: []int{4}})
+		writeSSE(w, gen.WorkerChunk{TokenIDs: []int{4}})
 		<-r.Context().Done()
 	}
 	p := newFake(t, "127.0.0.1:1", prefillHold)
@@ -520,7 +520,7 @@ func TestNewRejects(t *testing.T) {
 func TestAbortOnUnhealthy(t *testing.T) {
 	p := newFake(t, "127.0.0.1:1", prefillOK)
 	d := newFake(t, "", func(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest) {
-		sse(w, gen.WorkerChunk{TokenIDs: []int{1}})
+		writeSSE(w, gen.WorkerChunk{TokenIDs: []int{1}})
 		<-r.Context().Done() // a frozen decode: the stream just stops
 	})
 	r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d})
@@ -559,17 +559,17 @@ func TestPrefillAfterKVIgnored(t *testing.T) {
 		case <-r.Context().Done():
 			return
 		}
-		sse(w, gen.WorkerChunk{Done: true, Error: &gen.WorkerError{Kind: "internal_error", Message: "late failure"}})
+		writeSSE(w, gen.WorkerChunk{Done: true, Error: &gen.WorkerError{Kind: "internal_error", Message: "late failure"}})
 	})
 	decodeGo := make(chan struct{})
 	d := newFake(t, "", func(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest) {
-		sse(w, gen.WorkerChunk{TokenIDs: []int{1}})
+		writeSSE(w, gen.WorkerChunk{TokenIDs: []int{1}})
 		select {
 		case <-decodeGo:
 		case <-r.Context().Done():
 			return
 		}
-		sse(w, gen.WorkerChunk{TokenIDs: []int{2}}, gen.WorkerChunk{Done: true, Finish: "length", CompletionTokens: 2})
+		writeSSE(w, gen.WorkerChunk{TokenIDs: []int{2}}, gen.WorkerChunk{Done: true, Finish: "length", CompletionTokens: 2})
 	})
 	r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d})
 	ch, err := r.Generate(context.Background(), req("late"))

@@ -1,7 +1,6 @@
 package router
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"io"
 
 	"pdsoak/server/gen"
+	"pdsoak/sse"
 )
 
 // MaxEventBytes bounds one SSE event of a worker stream.
@@ -16,77 +16,32 @@ const MaxEventBytes = 1 << 20
 
 var errStreamBroken = errors.New("router: worker stream broken")
 
-// readSSE reads "data: <json>\n\n" events of gen.WorkerChunk from r and calls fn for each
-// one until fn returns done=true, r ends, or an event is malformed. Comment lines (":")
-// and other fields are ignored. An event of several data lines is joined with "\n".
+// readSSE reads the gen.WorkerChunk events of a worker stream and calls fn for each
+// one until fn returns done=true, r ends, or an event is malformed. A stream that ends
+// without a done event, or with a malformed or oversized event, is broken
+// (errStreamBroken). Comments and the event type are ignored: workers send only data.
 func readSSE(r io.Reader, fn func(gen.WorkerChunk) (done bool, err error)) error {
-	br := bufio.NewReaderSize(r, 16<<10)
-	var data []byte
-	have := false
+	sr := sse.NewReader(r, sse.WithMaxLine(MaxEventBytes))
 	for {
-		line, err := readLine(br)
+		ev, err := sr.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return fmt.Errorf("%w: stream ended without a done event", errStreamBroken)
 			}
 			return fmt.Errorf("%w: %w", errStreamBroken, err)
 		}
-		if len(line) == 0 {
-			if !have {
-				continue
-			}
-			var c gen.WorkerChunk
-			if err := json.Unmarshal(data, &c); err != nil {
-				return fmt.Errorf("%w: bad event %.80q: %w", errStreamBroken, data, err)
-			}
-			data, have = data[:0], false
-			done, err := fn(c)
-			if err != nil || done {
-				return err
-			}
+		if ev.Comment {
 			continue
 		}
-		if line[0] == ':' {
-			continue
+		var c gen.WorkerChunk
+		if err := json.Unmarshal([]byte(ev.Data), &c); err != nil {
+			return fmt.Errorf("%w: bad event %.80q: %w", errStreamBroken, ev.Data, err)
 		}
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		if string(field) != "data" {
-			continue
+		done, err := fn(c)
+		if err != nil || done {
+			return err
 		}
-		value = bytes.TrimPrefix(value, []byte(" "))
-		if have {
-			data = append(data, '\n')
-		}
-		if len(data)+len(value) > MaxEventBytes {
-			return fmt.Errorf("%w: event over %d bytes", errStreamBroken, MaxEventBytes)
-		}
-		data = append(data, value...)
-		have = true
 	}
-}
-
-// readLine returns one line without its "\n" or "\r\n", bounded by MaxEventBytes.
-func readLine(br *bufio.Reader) ([]byte, error) {
-	var line []byte
-	for {
-		frag, err := br.ReadSlice('\n')
-		if len(line)+len(frag) > MaxEventBytes+2 {
-			return nil, fmt.Errorf("line over %d bytes", MaxEventBytes)
-		}
-		line = append(line, frag...)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			continue
-		}
-		if errors.Is(err, io.EOF) && len(line) > 0 {
-			return nil, io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	line = bytes.TrimSuffix(line, []byte("\n"))
-	return bytes.TrimSuffix(line, []byte("\r")), nil
 }
 
 // errorBody is the OpenAI error shape a worker answers a refusal with.
