@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -25,13 +26,19 @@ const (
 )
 
 // Exported defaults for the options of New.
-var (
+const (
 	// DefaultConnectTimeout bounds one dial when the request sets no connect deadline.
 	DefaultConnectTimeout = 5 * time.Second
 	// DefaultMaxBody bounds a non-stream response body and an error body.
 	DefaultMaxBody int64 = 16 << 20
 	// DefaultMaxIdleConns is the idle connection pool size per host.
 	DefaultMaxIdleConns = 10000
+	// DefaultInspectGrace is how long past the total deadline the hard context deadline
+	// sits, leaving a DeadlineObserver time to inspect the server before cancellation.
+	DefaultInspectGrace = 3 * time.Second
+	// DefaultDrainGrace bounds how long a finished stream's remaining bytes (usually just
+	// the chunked terminator) are read so its connection can be reused.
+	DefaultDrainGrace = 50 * time.Millisecond
 )
 
 // Deadline causes. They tell the classifier which bound fired.
@@ -133,6 +140,8 @@ type Client struct {
 	hc        *http.Client
 	maxBody   int64
 	now       func() time.Time
+	// inspectGrace and drainGrace: see DefaultInspectGrace and DefaultDrainGrace.
+	inspectGrace, drainGrace time.Duration
 }
 
 // Option configures a Client.
@@ -143,6 +152,13 @@ func WithTransport(t *http.Transport) Option { return func(c *Client) { c.transp
 
 // WithMaxBody bounds non-stream and error bodies.
 func WithMaxBody(n int64) Option { return func(c *Client) { c.maxBody = n } }
+
+// WithInspectGrace sets how long a DeadlineObserver may inspect the server past the
+// total deadline before the request is cancelled regardless (DefaultInspectGrace).
+func WithInspectGrace(d time.Duration) Option { return func(c *Client) { c.inspectGrace = d } }
+
+// WithDrainGrace bounds the read of a finished stream's leftover bytes (DefaultDrainGrace).
+func WithDrainGrace(d time.Duration) Option { return func(c *Client) { c.drainGrace = d } }
 
 // WithConnectTimeout sets the dial timeout of the default transport.
 func WithConnectTimeout(d time.Duration) Option {
@@ -183,6 +199,9 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		transport: NewTransport(DefaultConnectTimeout),
 		maxBody:   DefaultMaxBody,
 		now:       time.Now,
+
+		inspectGrace: DefaultInspectGrace,
+		drainGrace:   DefaultDrainGrace,
 	}
 	for _, o := range opts {
 		o(c)
@@ -324,12 +343,12 @@ func (c *Client) fire(req *Request, st *reqState, obs Observer, cause error, nam
 // waitFired waits (bounded) for a firing deadline's observer, so that whatever it
 // recorded is there when Do returns and no timer goroutine outlives the request.
 // A deadline that fires after the result is final finds the sentinel and does nothing.
-func (s *reqState) waitFired() {
+func (s *reqState) waitFired(grace time.Duration) {
 	if s.fired.CompareAndSwap(nil, finishedSentinel) {
 		return
 	}
 	if f := s.fired.Load(); f != nil && f != finishedSentinel {
-		t := time.NewTimer(DefaultInspectGrace)
+		t := time.NewTimer(grace)
 		defer t.Stop()
 		select {
 		case <-f.done:
@@ -337,10 +356,6 @@ func (s *reqState) waitFired() {
 		}
 	}
 }
-
-// DefaultInspectGrace is how long past the total deadline the hard context deadline
-// sits, leaving a DeadlineObserver time to inspect the server before cancellation.
-var DefaultInspectGrace = 3 * time.Second
 
 // Do sends req and returns its classified result. It never panics on a bad server
 // and returns by the total deadline (plus scheduling noise) at the latest; a
@@ -363,14 +378,14 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 	st := &reqState{}
 	rctx, cancel := context.WithCancelCause(ctx)
 	st.cancel = cancel
-	defer st.waitFired() // runs last: after the timers are stopped
+	defer st.waitFired(c.inspectGrace) // runs last: after the timers are stopped
 	defer cancel(nil)
 	dl := req.Deadlines
 	if dl.Total > 0 {
 		st.total = time.AfterFunc(dl.Total, c.fire(req, st, obs, ErrTotalDeadline, "total", nil))
 		// Backstop: even if an observer hangs, the request ends.
 		var cancelT context.CancelFunc
-		rctx, cancelT = context.WithDeadlineCause(rctx, now.Add(dl.Total+DefaultInspectGrace), ErrTotalDeadline)
+		rctx, cancelT = context.WithDeadlineCause(rctx, now.Add(dl.Total+c.inspectGrace), ErrTotalDeadline)
 		defer cancelT()
 	}
 	if dl.Connect > 0 {
@@ -427,22 +442,31 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 		return c.finish(res, ledger.OutcomeHTTPError, "", fmt.Errorf("client: status %d: %s", resp.StatusCode, msg))
 	}
 
-	isSSE := strings.Contains(strings.ToLower(resp.Header.Get("Content-Type")), "text/event-stream")
-	if req.Stream && isSSE {
-		if st.connect != nil {
-			st.connect.Stop()
-		}
-		if dl.Stall > 0 {
-			st.stall = time.AfterFunc(dl.Stall, c.fire(req, st, obs, ErrStallDeadline, "stall", nil))
-		}
-		res = c.readStream(rctx, req, res, st, cb, obs)
-		if res.Outcome == ledger.OutcomeOK {
-			st.stop()
-			drain(cb, cancel)
-		}
-		return res
+	if !req.Stream {
+		return c.readWhole(rctx, req, res, st, cb, obs)
 	}
-	return c.readWhole(rctx, req, res, st, cb, obs)
+	if ct := resp.Header.Get("Content-Type"); !isEventStream(ct) {
+		// A whole JSON completion (or anything else) is not the stream that was asked for.
+		return c.finish(res, ledger.OutcomeInvalid, "", fmt.Errorf("client: stream requested, answer is %q, not text/event-stream", ct))
+	}
+	if st.connect != nil {
+		st.connect.Stop()
+	}
+	if dl.Stall > 0 {
+		st.stall = time.AfterFunc(dl.Stall, c.fire(req, st, obs, ErrStallDeadline, "stall", nil))
+	}
+	res = c.readStream(rctx, req, res, st, cb, obs)
+	if res.Outcome == ledger.OutcomeOK {
+		st.stop()
+		drain(cb, cancel, c.drainGrace)
+	}
+	return res
+}
+
+// isEventStream reports whether a Content-Type header names text/event-stream.
+func isEventStream(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "text/event-stream"
 }
 
 func (c *Client) readError(r io.Reader) string {
@@ -463,23 +487,26 @@ func (c *Client) readError(r io.Reader) string {
 	return s
 }
 
-// chunk is the union of chat and completions stream chunks and full responses.
+// chunk is the union of chat and completions stream chunks and full responses. It
+// decodes only what the classifier needs: it runs once per chunk.
 type chunk struct {
-	Choices []struct {
-		Delta *struct {
-			Content string `json:"content"`
-		} `json:"delta"`
-		Message *struct {
-			Content string `json:"content"`
-		} `json:"message"`
-		Text         string  `json:"text"`
-		FinishReason *string `json:"finish_reason"`
-	} `json:"choices"`
-	Usage *struct {
+	Choices []choice `json:"choices"`
+	Usage   *struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
 	} `json:"usage"`
 	Error json.RawMessage `json:"error"`
+}
+
+type choice struct {
+	Delta struct {
+		Content string `json:"content"`
+	} `json:"delta"`
+	Message struct {
+		Content string `json:"content"`
+	} `json:"message"`
+	Text         string `json:"text"`
+	FinishReason string `json:"finish_reason"` // null decodes as ""
 }
 
 func (ch *chunk) hasError() bool {
@@ -496,44 +523,60 @@ func (ch *chunk) errText() string {
 	return string(ch.Error)
 }
 
-func (ch *chunk) apply(res *Result) (content string) {
+// received is what the classifier tallies of a response for the completeness rules.
+type received struct {
+	finished bool // some choice carried a finish_reason
+	usage    bool // the server sent usage
+	pieces   int  // content chunks (stream) or choices with content (whole body)
+}
+
+// apply records ch in res and rcv and returns its content.
+func (ch *chunk) apply(res *Result, rcv *received) (content string) {
 	if ch.Usage != nil {
+		rcv.usage = true
 		res.PromptTokens = ch.Usage.PromptTokens
 		res.CompletionTokens = ch.Usage.CompletionTokens
 	}
-	for _, c := range ch.Choices {
-		switch {
-		case c.Delta != nil:
-			content += c.Delta.Content
-		case c.Message != nil:
-			content += c.Message.Content
-		}
-		content += c.Text
-		if c.FinishReason != nil && *c.FinishReason != "" {
-			res.FinishReason = *c.FinishReason
+	for i := range ch.Choices {
+		c := &ch.Choices[i]
+		content += c.Delta.Content + c.Message.Content + c.Text
+		if c.FinishReason != "" {
+			res.FinishReason = c.FinishReason
+			rcv.finished = true
 		}
 	}
 	return content
 }
 
+// complete applies the rules every ok response meets once its end arrived: a
+// finish_reason, and usage (when sent) that covers the content received. It returns
+// the outcome and why, or ok and nil.
+func (rcv *received) complete(res *Result) (ledger.Outcome, error) {
+	switch {
+	case !rcv.finished:
+		return ledger.OutcomeTruncated, errors.New("client: response ended without a finish_reason")
+	case rcv.usage && res.CompletionTokens < rcv.pieces:
+		return ledger.OutcomeInvalid, fmt.Errorf("client: usage says %d completion tokens, %d content chunks arrived",
+			res.CompletionTokens, rcv.pieces)
+	}
+	return ledger.OutcomeOK, nil
+}
+
+// done is the stream's terminator; events after it are ignored.
+const done = "[DONE]"
+
+// readStream classifies an SSE answer: ok needs a chunk with a finish_reason, then
+// [DONE]; the end of the stream without [DONE] is truncated.
 func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *reqState, body io.Reader, obs Observer) *Result {
 	r := sse.NewReader(body, sse.WithMaxLine(int(min(c.maxBody, int64(sse.DefaultMaxLine)))))
 	var text strings.Builder
+	defer func() { res.Text = text.String() }()
+	var rcv received
 	var last time.Time
 	for {
 		ev, err := r.Next()
 		if err != nil {
-			res.Text = text.String()
-			if ctx.Err() != nil {
-				return c.classifyErr(ctx, res, st, err)
-			}
-			if errors.Is(err, io.EOF) && res.FinishReason != "" {
-				return c.success(res, st)
-			}
-			if errors.Is(err, sse.ErrLineTooLong) {
-				return c.finish(res, ledger.OutcomeInvalid, "", err)
-			}
-			return c.finish(res, ledger.OutcomeTruncated, "", fmt.Errorf("client: stream ended without [DONE] or finish_reason: %w", err))
+			return c.streamEnded(ctx, res, st, err)
 		}
 		if ev.Comment {
 			continue // keep-alives are not progress
@@ -541,54 +584,77 @@ func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *
 		if st.stall != nil {
 			st.stall.Reset(req.Deadlines.Stall)
 		}
-		if strings.TrimSpace(ev.Data) == "[DONE]" {
-			res.Text = text.String()
+		if strings.TrimSpace(ev.Data) == done {
+			if o, err := rcv.complete(res); o != ledger.OutcomeOK {
+				return c.finish(res, o, "", fmt.Errorf("%w (stream sent [DONE])", err))
+			}
 			return c.success(res, st)
 		}
 		var ch chunk
 		if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil {
-			res.Text = text.String()
 			if ev.Type == "error" {
 				return c.finish(res, ledger.OutcomeStreamError, "", fmt.Errorf("client: error event: %s", trim(ev.Data)))
 			}
 			return c.finish(res, ledger.OutcomeInvalid, "", fmt.Errorf("client: unparseable chunk %q: %w", trim(ev.Data), err))
 		}
 		if ev.Type == "error" || ch.hasError() {
-			res.Text = text.String()
 			msg := trim(ev.Data)
 			if ch.hasError() {
 				msg = ch.errText()
 			}
 			return c.finish(res, ledger.OutcomeStreamError, "", fmt.Errorf("client: error event: %s", msg))
 		}
-		content := ch.apply(res)
+		content := ch.apply(res, &rcv)
 		if content == "" {
 			continue
 		}
-		now := c.now()
-		res.Chunks++
+		rcv.pieces++
+		last = c.token(req, res, st, obs, last)
 		text.WriteString(content)
-		if res.FirstToken.IsZero() {
-			res.FirstToken = now
-			st.advance(phMidStream)
-			if st.first != nil {
-				st.first.Stop()
-			}
-			if obs != nil {
-				obs.FirstToken(req, now)
-			}
-		} else {
-			res.ITL = append(res.ITL, now.Sub(last))
-		}
-		last = now
 		if req.CancelAfterTokens > 0 && res.Chunks >= req.CancelAfterTokens {
 			st.cancel(ErrClientCancel)
-			res.Text = text.String()
 			return c.classifyErr(ctx, res, st, ErrClientCancel)
 		}
 	}
 }
 
+// token records one content chunk's arrival (first token, inter-token gap) and returns
+// its time.
+func (c *Client) token(req *Request, res *Result, st *reqState, obs Observer, last time.Time) time.Time {
+	now := c.now()
+	res.Chunks++
+	if !res.FirstToken.IsZero() {
+		res.ITL = append(res.ITL, now.Sub(last))
+		return now
+	}
+	res.FirstToken = now
+	st.advance(phMidStream)
+	if st.first != nil {
+		st.first.Stop()
+	}
+	if obs != nil {
+		obs.FirstToken(req, now)
+	}
+	return now
+}
+
+// streamEnded classifies a stream that ended before [DONE]: a deadline or a
+// cancellation when one caused it, invalid for an oversized line, truncated otherwise
+// (even after a finish_reason: the protocol's end is [DONE]).
+func (c *Client) streamEnded(ctx context.Context, res *Result, st *reqState, err error) *Result {
+	switch {
+	case ctx.Err() != nil:
+		return c.classifyErr(ctx, res, st, err)
+	case errors.Is(err, sse.ErrLineTooLong):
+		return c.finish(res, ledger.OutcomeInvalid, "", fmt.Errorf("client: %w", err))
+	case errors.Is(err, io.EOF):
+		return c.finish(res, ledger.OutcomeTruncated, "", errors.New("client: stream ended without [DONE]"))
+	}
+	return c.finish(res, ledger.OutcomeTruncated, "", fmt.Errorf("client: stream ended without [DONE]: %w", err))
+}
+
+// readWhole classifies a non-stream answer: ok needs a JSON object whose choices all
+// carry a finish_reason.
 func (c *Client) readWhole(ctx context.Context, req *Request, res *Result, st *reqState, body io.Reader, obs Observer) *Result {
 	data, err := io.ReadAll(io.LimitReader(body, c.maxBody+1))
 	if err != nil {
@@ -610,15 +676,24 @@ func (c *Client) readWhole(ctx context.Context, req *Request, res *Result, st *r
 	if len(ch.Choices) == 0 {
 		return c.finish(res, ledger.OutcomeInvalid, "", errors.New("client: body has no choices"))
 	}
-	res.Text = ch.apply(res)
+	var rcv received
+	res.Text = ch.apply(res, &rcv)
 	now := c.now()
 	res.FirstToken = now
 	res.Chunks = 1
 	if obs != nil {
 		obs.FirstToken(req, now)
 	}
-	if res.FinishReason == "" {
-		return c.finish(res, ledger.OutcomeTruncated, "", errors.New("client: body has no finish_reason"))
+	for i, chc := range ch.Choices {
+		if chc.FinishReason == "" {
+			return c.finish(res, ledger.OutcomeTruncated, "", fmt.Errorf("client: choice %d of the body has no finish_reason", i))
+		}
+		if chc.Delta.Content+chc.Message.Content+chc.Text != "" {
+			rcv.pieces++
+		}
+	}
+	if o, err := rcv.complete(res); o != ledger.OutcomeOK {
+		return c.finish(res, o, "", err)
 	}
 	return c.success(res, st)
 }
@@ -684,17 +759,13 @@ func trim(s string) string {
 	return s
 }
 
-// DrainGrace bounds how long a finished stream's remaining bytes (usually just the
-// chunked terminator) are read so its connection can be reused.
-var DrainGrace = 50 * time.Millisecond
-
-// errDrained cancels a drain that took longer than DrainGrace (the result is final).
+// errDrained cancels a drain that took longer than the drain grace (the result is final).
 var errDrained = errors.New("client: drained")
 
-// drain reads what is left of a finished body, for at most DrainGrace: a body closed
-// before EOF costs its connection, and a new dial per request.
-func drain(body io.Reader, cancel context.CancelCauseFunc) {
-	t := time.AfterFunc(DrainGrace, func() { cancel(errDrained) })
+// drain reads what is left of a finished body (anything after [DONE] is ignored), for at
+// most grace: a body closed before EOF costs its connection, and a new dial per request.
+func drain(body io.Reader, cancel context.CancelCauseFunc, grace time.Duration) {
+	t := time.AfterFunc(grace, func() { cancel(errDrained) })
 	defer t.Stop()
 	_, _ = io.Copy(io.Discard, io.LimitReader(body, 256<<10))
 }

@@ -112,7 +112,7 @@ func TestClassification(t *testing.T) {
 		fired    string
 	}{
 		{name: "ok stream", stream: true, handler: okStream, want: ledger.OutcomeOK},
-		{name: "ok stream finish_reason then EOF", stream: true, want: ledger.OutcomeOK,
+		{name: "finish_reason then EOF, no [DONE]", stream: true, want: ledger.OutcomeTruncated,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				fl := sseHeaders(w)
 				writeTokens(w, fl, 2)
