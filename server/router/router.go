@@ -575,11 +575,35 @@ type leg struct {
 	transport bool
 }
 
-// attempt runs both legs on one pair.
+// attempt runs both legs of one request on one pair: build the worker request, send
+// it to both workers, then relay decode's chunks to the client until decode finishes
+// or a leg fails. When it returns, both legs are gone.
 func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p, d *worker, out chan<- gen.Event, log *slog.Logger) result {
+	room := r.room()
+	body, err := r.workerRequest(req, room, p, d)
+	if err != nil {
+		return result{err: err}
+	}
+	r.setStage(st, "prefill+decode", func(s *reqState) { s.room, s.prefillURL, s.decodeU = &room, p.url, d.url })
+	log = log.With("room", room, "prefill", p.name, "decode", d.name)
+	log.Info("router: request routed")
+	defer r.hold(p, d)()
+
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	room := r.room()
+	legs := r.sendLegs(actx, p, d, body, req.ID)
+	defer legs.wait() // after cancel (deferred later, runs first): both legs are gone
+	defer cancel()
+
+	rl := &relay{r: r, ctx: ctx, cancel: cancel, st: st, p: p, d: d, out: out, log: log, legs: legs}
+	if r.abortOnUnhealthy {
+		rl.pDown, rl.dDown = p.downCh(), d.downCh()
+	}
+	return rl.run()
+}
+
+// workerRequest encodes the /generate body both workers of the pair receive.
+func (r *Router) workerRequest(req *gen.Request, room uint64, p, d *worker) ([]byte, error) {
 	boot := p.bootstrap()
 	if a, ok := r.kvLinks[[2]string{p.url, d.url}]; ok {
 		boot = a
@@ -592,125 +616,191 @@ func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p,
 	}
 	body, err := json.Marshal(wr)
 	if err != nil {
-		return result{err: fmt.Errorf("router: encode request: %w", gen.ErrInternal)}
+		return nil, fmt.Errorf("router: encode request: %w", gen.ErrInternal)
 	}
-	r.setStage(st, "prefill+decode", func(s *reqState) { s.room, s.prefillURL, s.decodeU = &room, p.url, d.url })
-	log = log.With("room", room, "prefill", p.name, "decode", d.name)
-	log.Info("router: request routed")
+	return body, nil
+}
+
+// hold counts the request as outstanding on both workers; the returned func releases it.
+func (r *Router) hold(p, d *worker) (release func()) {
 	p.outstanding.Add(1)
 	d.outstanding.Add(1)
 	r.metrics.outstanding.WithLabelValues(p.name).Inc()
 	r.metrics.outstanding.WithLabelValues(d.name).Inc()
-	defer func() {
+	return func() {
 		p.outstanding.Add(-1)
 		d.outstanding.Add(-1)
 		r.metrics.outstanding.WithLabelValues(p.name).Dec()
 		r.metrics.outstanding.WithLabelValues(d.name).Dec()
-	}()
-
-	var wg sync.WaitGroup
-	defer wg.Wait() // after cancel (deferred later, runs first): both legs are gone
-	defer cancel()
-	prefillDone := make(chan leg, 1)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		prefillDone <- r.runLeg(actx, p, body, req.ID, func(gen.WorkerChunk) error { return nil })
-	}()
-	type chunk struct {
-		c   gen.WorkerChunk
-		end *leg
 	}
-	chunks := make(chan chunk)
-	wg.Add(1)
+}
+
+// decodeChunk is one chunk of the decode leg, or (end set) how that leg ended.
+type decodeChunk struct {
+	c   gen.WorkerChunk
+	end *leg
+}
+
+// legs are the two worker streams of one attempt.
+type legs struct {
+	wg          sync.WaitGroup
+	prefillDone chan leg         // the prefill leg's end (it forwards nothing)
+	chunks      chan decodeChunk // the decode leg's chunks, then its end
+}
+
+// sendLegs starts the prefill and the decode leg on ctx; cancel ctx, then wait, to end
+// them.
+func (r *Router) sendLegs(ctx context.Context, p, d *worker, body []byte, rid string) *legs {
+	l := &legs{prefillDone: make(chan leg, 1), chunks: make(chan decodeChunk)}
+	l.wg.Add(2)
 	go func() {
-		defer wg.Done()
-		l := r.runLeg(actx, d, body, req.ID, func(c gen.WorkerChunk) error {
+		defer l.wg.Done()
+		l.prefillDone <- r.runLeg(ctx, p, body, rid, func(gen.WorkerChunk) error { return nil })
+	}()
+	go func() {
+		defer l.wg.Done()
+		end := r.runLeg(ctx, d, body, rid, func(c gen.WorkerChunk) error {
 			select {
-			case chunks <- chunk{c: c}:
+			case l.chunks <- decodeChunk{c: c}:
 				return nil
-			case <-actx.Done():
-				return actx.Err()
+			case <-ctx.Done():
+				return ctx.Err()
 			}
 		})
 		select {
-		case chunks <- chunk{end: &l}:
-		case <-actx.Done():
+		case l.chunks <- decodeChunk{end: &end}:
+		case <-ctx.Done():
 		}
 	}()
+	return l
+}
 
-	var pDown, dDown <-chan struct{}
-	if r.abortOnUnhealthy {
-		pDown, dDown = p.downCh(), d.downCh()
-	}
-	sent := false
-	kvArrived := false // decode produced output, so the KV transfer is complete
-	fail := func(w *worker, l leg) result {
-		if l.transport && ctx.Err() == nil {
-			r.markDown(w, l.err)
-		}
-		log.Warn("router: leg failed", "worker", w.name, "err", l.err, "sent", sent)
-		return result{err: l.err, sent: sent, transport: l.transport, failed: w}
-	}
+func (l *legs) wait() { l.wg.Wait() }
+
+// relay carries one attempt's decode tokens to the client while watching the prefill
+// leg and both workers' health.
+type relay struct {
+	r      *Router
+	ctx    context.Context // the request's context (not the legs')
+	cancel context.CancelFunc
+	st     *reqState
+	p, d   *worker
+	out    chan<- gen.Event
+	log    *slog.Logger
+	legs   *legs
+
+	prefillDone  <-chan leg      // nil once the prefill leg ended
+	pDown, dDown <-chan struct{} // closed when a worker goes unhealthy; nil: not watched
+	sent         bool            // tokens reached the client
+	kvArrived    bool            // decode produced output, so the KV transfer is complete
+}
+
+// run waits for the first of: the request ending, a worker going unhealthy, the prefill
+// leg ending, or a decode chunk; it returns once the attempt is decided.
+func (rl *relay) run() result {
+	rl.prefillDone = rl.legs.prefillDone
 	for {
 		select {
-		case <-ctx.Done():
-			return result{err: fmt.Errorf("router: %w", context.Cause(ctx)), sent: sent}
-		case <-pDown:
-			return fail(p, leg{err: fmt.Errorf("router: prefill %s became unhealthy: %w", p.name, gen.ErrUnavailable), transport: true})
-		case <-dDown:
-			return fail(d, leg{err: fmt.Errorf("router: decode %s became unhealthy: %w", d.name, gen.ErrUnavailable), transport: true})
-		case l := <-prefillDone:
-			prefillDone = nil
-			pDown = nil // prefill's part is over; its health no longer matters here
-			if l.err != nil && !kvArrived {
-				cancel() // the decode leg cannot complete without its KV
-				return fail(p, l)
+		case <-rl.ctx.Done():
+			return rl.gone()
+		case <-rl.pDown:
+			return rl.fail(rl.p, leg{err: fmt.Errorf("router: prefill %s became unhealthy: %w", rl.p.name, gen.ErrUnavailable), transport: true})
+		case <-rl.dDown:
+			return rl.fail(rl.d, leg{err: fmt.Errorf("router: decode %s became unhealthy: %w", rl.d.name, gen.ErrUnavailable), transport: true})
+		case l := <-rl.prefillDone:
+			if res, over := rl.prefillEnded(l); over {
+				return res
 			}
-			if l.err != nil {
-				log.Info("router: prefill leg failed after decode had its KV; ignored", "err", l.err)
-			}
-		case c := <-chunks:
-			if c.end != nil {
-				if c.end.err == nil {
-					c.end.err, c.end.transport = fmt.Errorf("%w: decode stream ended without a done event", gen.ErrInternal), true
-				}
-				return fail(d, *c.end)
-			}
-			if c.c.Error != nil {
-				return fail(d, leg{err: c.c.Error.Err()})
-			}
-			ev := gen.Event{Tokens: c.c.TokenIDs, Done: c.c.Done}
-			if c.c.Done {
-				ev.Finish, ev.PromptTokens, ev.CompletionTokens = c.c.Finish, c.c.PromptTokens, c.c.CompletionTokens
-				log.Info("router: request finished", "finish_reason", ev.Finish, "completion_tokens", ev.CompletionTokens)
-				if prefillDone != nil { // let the prefill leg end on its own rather than abort it
-					t := time.NewTimer(DefaultPrefillGrace)
-					select {
-					case <-prefillDone:
-					case <-t.C:
-					case <-ctx.Done():
-					}
-					t.Stop()
-				}
-				return result{ev: ev}
-			}
-			if len(ev.Tokens) == 0 {
-				continue
-			}
-			kvArrived, pDown = true, nil // a token means decode has its KV
-			if !sent {
-				r.setStage(st, "streaming", nil)
-				r.metrics.ttft.Observe(time.Since(st.start).Seconds())
-			}
-			select {
-			case out <- ev:
-				sent = true
-				r.setStage(st, "streaming", func(s *reqState) { s.out += len(ev.Tokens) })
-			case <-ctx.Done():
-				return result{err: fmt.Errorf("router: %w", context.Cause(ctx)), sent: sent}
+		case c := <-rl.legs.chunks:
+			if res, over := rl.decodeChunk(c); over {
+				return res
 			}
 		}
+	}
+}
+
+// gone is the result when the request's context ended.
+func (rl *relay) gone() result {
+	return result{err: fmt.Errorf("router: %w", context.Cause(rl.ctx)), sent: rl.sent}
+}
+
+// fail ends the attempt on a failed leg of w, marking w down after a transport error.
+func (rl *relay) fail(w *worker, l leg) result {
+	if l.transport && rl.ctx.Err() == nil {
+		rl.r.markDown(w, l.err)
+	}
+	rl.log.Warn("router: leg failed", "worker", w.name, "err", l.err, "sent", rl.sent)
+	return result{err: l.err, sent: rl.sent, transport: l.transport, failed: w}
+}
+
+// prefillEnded handles the prefill leg's end: before decode has its KV a failure dooms
+// the attempt; after, it no longer matters.
+func (rl *relay) prefillEnded(l leg) (result, bool) {
+	rl.prefillDone = nil
+	rl.pDown = nil // prefill's part is over; its health no longer matters here
+	if l.err != nil && !rl.kvArrived {
+		rl.cancel() // the decode leg cannot complete without its KV
+		return rl.fail(rl.p, l), true
+	}
+	if l.err != nil {
+		rl.log.Info("router: prefill leg failed after decode had its KV; ignored", "err", l.err)
+	}
+	return result{}, false
+}
+
+// decodeChunk handles one decode chunk: the leg's end, an error, the done chunk, or
+// tokens to forward.
+func (rl *relay) decodeChunk(c decodeChunk) (result, bool) {
+	if c.end != nil {
+		if c.end.err == nil {
+			c.end.err, c.end.transport = fmt.Errorf("%w: decode stream ended without a done event", gen.ErrInternal), true
+		}
+		return rl.fail(rl.d, *c.end), true
+	}
+	if c.c.Error != nil {
+		return rl.fail(rl.d, leg{err: c.c.Error.Err()}), true
+	}
+	ev := gen.Event{Tokens: c.c.TokenIDs, Done: c.c.Done}
+	if c.c.Done {
+		ev.Finish, ev.PromptTokens, ev.CompletionTokens = c.c.Finish, c.c.PromptTokens, c.c.CompletionTokens
+		return rl.finish(ev), true
+	}
+	if len(ev.Tokens) == 0 {
+		return result{}, false
+	}
+	return rl.forward(ev)
+}
+
+// finish ends a successful attempt, letting the prefill leg end on its own (bounded by
+// DefaultPrefillGrace) rather than aborting it.
+func (rl *relay) finish(ev gen.Event) result {
+	rl.log.Info("router: request finished", "finish_reason", ev.Finish, "completion_tokens", ev.CompletionTokens)
+	if rl.prefillDone != nil {
+		t := time.NewTimer(DefaultPrefillGrace)
+		select {
+		case <-rl.prefillDone:
+		case <-t.C:
+		case <-rl.ctx.Done():
+		}
+		t.Stop()
+	}
+	return result{ev: ev}
+}
+
+// forward sends decode tokens to the client.
+func (rl *relay) forward(ev gen.Event) (result, bool) {
+	rl.kvArrived, rl.pDown = true, nil // a token means decode has its KV
+	if !rl.sent {
+		rl.r.setStage(rl.st, "streaming", nil)
+		rl.r.metrics.ttft.Observe(time.Since(rl.st.start).Seconds())
+	}
+	select {
+	case rl.out <- ev:
+		rl.sent = true
+		rl.r.setStage(rl.st, "streaming", func(s *reqState) { s.out += len(ev.Tokens) })
+		return result{}, false
+	case <-rl.ctx.Done():
+		return rl.gone(), true
 	}
 }
 
