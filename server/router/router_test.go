@@ -3,17 +3,17 @@ package router
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"pdsoak/server/gen"
@@ -124,9 +124,7 @@ func newRouter(t *testing.T, prefill, decode []*fakeWorker, opts ...Option) *Rou
 	}
 	r, err := New(ps, ds, append([]Option{WithSeed(1), WithHealthInterval(20 * time.Millisecond),
 		WithHealthTimeout(time.Second), WithFailThreshold(1), WithLogger(nil)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	r.Start()
 	t.Cleanup(func() { r.Close() })
 	return r
@@ -144,17 +142,17 @@ func collect(t *testing.T, ch <-chan gen.Event) (tokens []int, final gen.Event) 
 		select {
 		case ev, ok := <-ch:
 			if !ok {
-				t.Fatal("stream closed without a Done event")
+				require.Fail(t, "stream closed without a Done event")
 			}
 			tokens = append(tokens, ev.Tokens...)
 			if ev.Done {
 				if _, ok := <-ch; ok {
-					t.Fatal("event after Done")
+					require.Fail(t, "event after Done")
 				}
 				return tokens, ev
 			}
 		case <-deadline:
-			t.Fatal("stream never finished")
+			require.Fail(t, "stream never finished")
 		}
 	}
 }
@@ -164,28 +162,25 @@ func TestPairingAndRoom(t *testing.T) {
 	d := newFake(t, "", decodeOK)
 	r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d})
 	ch, err := r.Generate(context.Background(), req("a"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tokens, final := collect(t, ch)
-	if fmt.Sprint(tokens) != "[7 8 9]" || final.Err != nil || final.Finish != "stop" || final.CompletionTokens != 3 {
-		t.Fatalf("tokens %v final %+v", tokens, final)
-	}
+	require.NoError(t, final.Err)
+	assert.Equal(t, []int{7, 8, 9}, tokens)
+	assert.Equal(t, "stop", final.Finish)
+	assert.Equal(t, 3, final.CompletionTokens)
 	pr, dr := p.requests(), d.requests()
-	if len(pr) != 1 || len(dr) != 1 {
-		t.Fatalf("prefill got %d, decode got %d requests", len(pr), len(dr))
-	}
-	if pr[0].BootstrapRoom == nil || dr[0].BootstrapRoom == nil || *pr[0].BootstrapRoom != *dr[0].BootstrapRoom || *pr[0].BootstrapRoom>>63 != 0 {
-		t.Fatalf("rooms %v %v", pr[0].BootstrapRoom, dr[0].BootstrapRoom)
-	}
-	if dr[0].BootstrapAddr != "127.0.0.1:9001" || dr[0].RID != "a" || dr[0].SamplingParams.MaxNewTokens != 3 {
-		t.Fatalf("decode leg %+v", dr[0])
-	}
+	require.Len(t, pr, 1, "prefill requests")
+	require.Len(t, dr, 1, "decode requests")
+	require.NotNil(t, pr[0].BootstrapRoom)
+	require.NotNil(t, dr[0].BootstrapRoom)
+	assert.Equal(t, *pr[0].BootstrapRoom, *dr[0].BootstrapRoom, "both legs share the room")
+	assert.Zero(t, *pr[0].BootstrapRoom>>63, "room fits in 63 bits")
+	assert.Equal(t, "127.0.0.1:9001", dr[0].BootstrapAddr)
+	assert.Equal(t, "a", dr[0].RID)
+	assert.Equal(t, 3, dr[0].SamplingParams.MaxNewTokens)
 	counts := map[string]float64{}
 	mfs, err := r.Gatherer().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			switch {
@@ -198,9 +193,7 @@ func TestPairingAndRoom(t *testing.T) {
 	}
 	for name, want := range map[string]float64{"pdsoak_router_requests_total": 1, "pdsoak_router_time_to_first_token_seconds": 1,
 		"pdsoak_router_e2e_request_latency_seconds": 1, "pdsoak_router_request_errors_total": 0} {
-		if counts[name] != want {
-			t.Errorf("%s = %v, want %v", name, counts[name], want)
-		}
+		assert.Equal(t, want, counts[name], name)
 	}
 }
 
@@ -220,29 +213,24 @@ func TestLeastOutstanding(t *testing.T) {
 	d0, d1 := newFake(t, "", hold), newFake(t, "", hold)
 	r := newRouter(t, []*fakeWorker{p0, p1}, []*fakeWorker{d0, d1})
 	ch1, err := r.Generate(context.Background(), req("first"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	<-ch1 // first token: request one holds its decode worker
 	ch2, err := r.Generate(context.Background(), req("second"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	<-ch2
-	if d0.calls.Load() != 1 || d1.calls.Load() != 1 {
-		t.Fatalf("decode calls %d and %d, want one each", d0.calls.Load(), d1.calls.Load())
-	}
+	assert.Equal(t, int32(1), d0.calls.Load(), "decode-0 calls")
+	assert.Equal(t, int32(1), d1.calls.Load(), "decode-1 calls")
 	infos := r.Requests()
-	if len(infos) != 2 || infos[0].Decode == infos[1].Decode || infos[0].Decode == "" || infos[0].Prefill == "" ||
-		infos[0].Room == nil || infos[0].Stage != "streaming" {
-		t.Fatalf("requests %+v", infos)
-	}
+	require.Len(t, infos, 2)
+	assert.NotEqual(t, infos[0].Decode, infos[1].Decode)
+	assert.NotEmpty(t, infos[0].Decode)
+	assert.NotEmpty(t, infos[0].Prefill)
+	assert.NotNil(t, infos[0].Room)
+	assert.Equal(t, "streaming", infos[0].Stage)
 	close(release)
 	collect(t, ch1)
 	collect(t, ch2)
-	if n := len(r.Requests()); n != 0 {
-		t.Fatalf("%d requests still listed", n)
-	}
+	assert.Empty(t, r.Requests(), "requests still listed")
 }
 
 func TestPrefillFailureCancelsDecode(t *testing.T) {
@@ -273,30 +261,13 @@ func TestPrefillFailureCancelsDecode(t *testing.T) {
 			})
 			r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d})
 			ch, err := r.Generate(context.Background(), req("x"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			_, final := collect(t, ch)
-			if !errors.Is(final.Err, tc.want) {
-				t.Fatalf("final error %v, want %v", final.Err, tc.want)
-			}
-			waitFor(t, "decode leg cancelled", func() bool { return d.canceled.Load() == 1 })
-			if d.calls.Load() != 1 {
-				t.Fatalf("decode called %d times (non-retryable error was retried)", d.calls.Load())
-			}
+			require.ErrorIs(t, final.Err, tc.want)
+			require.Eventually(t, func() bool { return d.canceled.Load() == 1 }, 10*time.Second, 10*time.Millisecond, "decode leg cancelled")
+			assert.Equal(t, int32(1), d.calls.Load(), "a non-retryable error was retried")
 		})
 	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for i := 0; i < 500; i++ {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }
 
 func TestRetryOnlyBeforeOutput(t *testing.T) {
@@ -307,17 +278,13 @@ func TestRetryOnlyBeforeOutput(t *testing.T) {
 		r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{dBad, dGood})
 		for i := 0; i < 4; i++ {
 			ch, err := r.Generate(context.Background(), req(fmt.Sprint(i)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			tokens, final := collect(t, ch)
-			if final.Err != nil || len(tokens) != 3 {
-				t.Fatalf("request %d: %v %+v", i, tokens, final)
-			}
+			require.NoError(t, final.Err, "request %d", i)
+			assert.Len(t, tokens, 3, "request %d", i)
 		}
-		if dGood.calls.Load() != 4 || dBad.calls.Load() == 0 {
-			t.Fatalf("good decode %d calls, bad decode %d", dGood.calls.Load(), dBad.calls.Load())
-		}
+		assert.Equal(t, int32(4), dGood.calls.Load(), "good decode calls")
+		assert.NotZero(t, dBad.calls.Load(), "bad decode calls")
 	})
 	t.Run("broken after output is not retried", func(t *testing.T) {
 		p := newFake(t, "127.0.0.1:1", prefillOK)
@@ -331,16 +298,11 @@ func TestRetryOnlyBeforeOutput(t *testing.T) {
 		d0, d1 := newFake(t, "", broken), newFake(t, "", broken)
 		r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d0, d1})
 		ch, err := r.Generate(context.Background(), req("b"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		tokens, final := collect(t, ch)
-		if fmt.Sprint(tokens) != "[5]" || !errors.Is(final.Err, gen.ErrInternal) {
-			t.Fatalf("tokens %v, final %v", tokens, final.Err)
-		}
-		if n := d0.calls.Load() + d1.calls.Load(); n != 1 {
-			t.Fatalf("decode legs %d, want 1", n)
-		}
+		assert.Equal(t, []int{5}, tokens)
+		require.ErrorIs(t, final.Err, gen.ErrInternal)
+		assert.Equal(t, int32(1), d0.calls.Load()+d1.calls.Load(), "decode legs")
 	})
 	t.Run("refusal kept when no other pair exists", func(t *testing.T) {
 		p := newFake(t, "127.0.0.1:1", prefillOK)
@@ -349,21 +311,17 @@ func TestRetryOnlyBeforeOutput(t *testing.T) {
 		ch, _ := r.Generate(context.Background(), req("o"))
 		_, final := collect(t, ch)
 		var oe *gen.OverloadError
-		if !errors.As(final.Err, &oe) || oe.RetryAfter != 2*time.Second {
-			t.Fatalf("final %v", final.Err)
-		}
+		require.ErrorAs(t, final.Err, &oe)
+		assert.Equal(t, 2*time.Second, oe.RetryAfter)
 	})
 	t.Run("not retryable", func(t *testing.T) {
 		p := newFake(t, "127.0.0.1:1", prefillOK)
 		d0, d1 := newFake(t, "", refuse(400, "invalid_request")), newFake(t, "", refuse(400, "invalid_request"))
 		r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d0, d1})
 		ch, _ := r.Generate(context.Background(), req("c"))
-		if _, final := collect(t, ch); !errors.Is(final.Err, gen.ErrInvalid) {
-			t.Fatalf("final %v", final.Err)
-		}
-		if n := d0.calls.Load() + d1.calls.Load(); n != 1 {
-			t.Fatalf("decode legs %d, want 1", n)
-		}
+		_, final := collect(t, ch)
+		require.ErrorIs(t, final.Err, gen.ErrInvalid)
+		assert.Equal(t, int32(1), d0.calls.Load()+d1.calls.Load(), "decode legs")
 	})
 }
 
@@ -378,19 +336,14 @@ func TestDisconnectAbortsBothLegs(t *testing.T) {
 	r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d})
 	ctx, cancel := context.WithCancel(context.Background())
 	ch, err := r.Generate(ctx, req("gone"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ev := <-ch; fmt.Sprint(ev.Tokens) != "[4]" {
-		t.Fatalf("first event %+v", ev)
-	}
-	waitFor(t, "prefill leg started", func() bool { return p.calls.Load() == 1 })
+	require.NoError(t, err)
+	ev := <-ch
+	require.Equal(t, []int{4}, ev.Tokens, "first event")
+	require.Eventually(t, func() bool { return p.calls.Load() == 1 }, 10*time.Second, 10*time.Millisecond, "prefill leg started")
 	cancel()
 	_, final := collect(t, ch)
-	if !errors.Is(final.Err, gen.ErrAborted) {
-		t.Fatalf("final %v", final.Err)
-	}
-	waitFor(t, "both legs cancelled", func() bool { return p.canceled.Load() == 1 && d.canceled.Load() == 1 })
+	require.ErrorIs(t, final.Err, gen.ErrAborted)
+	require.Eventually(t, func() bool { return p.canceled.Load() == 1 && d.canceled.Load() == 1 }, 10*time.Second, 10*time.Millisecond, "both legs cancelled")
 }
 
 func TestHealth(t *testing.T) {
@@ -401,28 +354,24 @@ func TestHealth(t *testing.T) {
 		r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d0, d1})
 		for i := 0; i < 5; i++ {
 			ch, err := r.Generate(context.Background(), req(fmt.Sprint(i)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			collect(t, ch)
 		}
-		if d0.calls.Load() != 0 || d1.calls.Load() != 5 {
-			t.Fatalf("calls %d %d", d0.calls.Load(), d1.calls.Load())
-		}
+		assert.Zero(t, d0.calls.Load(), "unhealthy decode calls")
+		assert.Equal(t, int32(5), d1.calls.Load(), "healthy decode calls")
 		d0.healthy.Store(true)
-		waitFor(t, "decode-0 back", func() bool { return r.decode[0].healthy.Load() })
+		require.Eventually(t, func() bool { return r.decode[0].healthy.Load() }, 10*time.Second, 10*time.Millisecond, "decode-0 back")
 	})
 	t.Run("no healthy pair", func(t *testing.T) {
 		p := newFake(t, "127.0.0.1:1", prefillOK)
 		d := newFake(t, "", decodeOK)
 		d.healthy.Store(false)
 		r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d})
-		if _, err := r.Generate(context.Background(), req("n")); !errors.Is(err, gen.ErrUnavailable) {
-			t.Fatalf("Generate: %v", err)
-		}
-		if err := r.Healthy(); !errors.Is(err, gen.ErrUnavailable) || !strings.Contains(err.Error(), "decode-0 unhealthy") {
-			t.Fatalf("Healthy: %v", err)
-		}
+		_, err := r.Generate(context.Background(), req("n"))
+		require.ErrorIs(t, err, gen.ErrUnavailable)
+		err = r.Healthy()
+		require.ErrorIs(t, err, gen.ErrUnavailable)
+		assert.ErrorContains(t, err, "decode-0 unhealthy")
 	})
 	t.Run("dead worker marked down by a request", func(t *testing.T) {
 		p := newFake(t, "127.0.0.1:1", prefillOK)
@@ -431,31 +380,22 @@ func TestHealth(t *testing.T) {
 		d0.srv.Close()
 		for i := 0; i < 4; i++ {
 			ch, err := r.Generate(context.Background(), req(fmt.Sprint(i)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, final := collect(t, ch); final.Err != nil {
-				t.Fatalf("request %d: %v", i, final.Err)
-			}
+			require.NoError(t, err)
+			_, final := collect(t, ch)
+			require.NoError(t, final.Err, "request %d", i)
 		}
-		if r.decode[0].healthy.Load() {
-			t.Fatal("dead decode still healthy")
-		}
+		assert.False(t, r.decode[0].healthy.Load(), "dead decode still healthy")
 	})
 	t.Run("bootstrap address learned and overridden", func(t *testing.T) {
 		p := newFake(t, "127.0.0.1:7777", prefillOK)
 		d := newFake(t, "", decodeOK)
 		r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d}, WithKVLink(p.srv.URL, d.srv.URL, "127.0.0.1:8888"))
-		if got := r.prefill[0].bootstrap(); got != "127.0.0.1:7777" {
-			t.Fatalf("learned %q", got)
-		}
+		assert.Equal(t, "127.0.0.1:7777", r.prefill[0].bootstrap(), "learned address")
 		ch, _ := r.Generate(context.Background(), req("k"))
 		collect(t, ch)
-		if got := d.requests()[0].BootstrapAddr; got != "127.0.0.1:8888" {
-			t.Fatalf("decode dialled %q", got)
-		}
+		assert.Equal(t, "127.0.0.1:8888", d.requests()[0].BootstrapAddr, "address decode dialled")
 		p.boot.Store("127.0.0.1:7778") // restarted on another bootstrap port
-		waitFor(t, "new bootstrap address", func() bool { return r.prefill[0].bootstrap() == "127.0.0.1:7778" })
+		require.Eventually(t, func() bool { return r.prefill[0].bootstrap() == "127.0.0.1:7778" }, 10*time.Second, 10*time.Millisecond, "new bootstrap address")
 	})
 }
 
@@ -466,15 +406,10 @@ func TestDeadline(t *testing.T) {
 	rq := req("late")
 	rq.Deadline = time.Now().Add(50 * time.Millisecond)
 	ch, err := r.Generate(context.Background(), rq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, final := collect(t, ch); !errors.Is(final.Err, gen.ErrTimeout) {
-		t.Fatalf("final %v", final.Err)
-	}
-	if got := d.requests()[0].DeadlineUnixMs; got != rq.Deadline.UnixMilli() {
-		t.Fatalf("deadline sent %d", got)
-	}
+	require.NoError(t, err)
+	_, final := collect(t, ch)
+	require.ErrorIs(t, final.Err, gen.ErrTimeout)
+	assert.Equal(t, rq.Deadline.UnixMilli(), d.requests()[0].DeadlineUnixMs, "deadline sent")
 }
 
 func TestStatusError(t *testing.T) {
@@ -493,15 +428,12 @@ func TestStatusError(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := statusError(tc.status, []byte(tc.body)); !errors.Is(err, tc.want) {
-				t.Fatalf("got %v", err)
-			}
+			assert.ErrorIs(t, statusError(tc.status, []byte(tc.body)), tc.want)
 		})
 	}
 	var se *gen.StageError
-	if err := statusError(504, []byte(`{"error":{"message":"x","type":"timeout","stage":"prealloc"}}`)); !errors.As(err, &se) || se.Stage != "prealloc" {
-		t.Fatalf("stage lost: %v", err)
-	}
+	require.ErrorAs(t, statusError(504, []byte(`{"error":{"message":"x","type":"timeout","stage":"prealloc"}}`)), &se)
+	assert.Equal(t, "prealloc", se.Stage, "stage kept")
 }
 
 func TestNewRejects(t *testing.T) {
@@ -511,9 +443,8 @@ func TestNewRejects(t *testing.T) {
 		"not a URL":  {{{URL: "a:1"}}, {{URL: "http://b"}}},
 		"duplicate":  {{{URL: "http://a"}}, {{URL: "http://a/"}}},
 	} {
-		if _, err := New(c[0], c[1]); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
+		_, err := New(c[0], c[1])
+		assert.ErrorContains(t, err, "router: ", name)
 	}
 }
 
@@ -525,16 +456,13 @@ func TestAbortOnUnhealthy(t *testing.T) {
 	})
 	r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d})
 	ch, err := r.Generate(context.Background(), req("frozen"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	<-ch
 	d.healthy.Store(false)
 	_, final := collect(t, ch)
-	if !errors.Is(final.Err, gen.ErrUnavailable) || !strings.Contains(final.Err.Error(), "became unhealthy") {
-		t.Fatalf("final %v", final.Err)
-	}
-	waitFor(t, "decode leg cancelled", func() bool { return d.canceled.Load() == 1 })
+	require.ErrorIs(t, final.Err, gen.ErrUnavailable)
+	assert.ErrorContains(t, final.Err, "became unhealthy")
+	require.Eventually(t, func() bool { return d.canceled.Load() == 1 }, 10*time.Second, 10*time.Millisecond, "decode leg cancelled")
 }
 
 func TestRoomsDifferAcrossRuns(t *testing.T) {
@@ -544,9 +472,10 @@ func TestRoomsDifferAcrossRuns(t *testing.T) {
 	b, _ := New(w, d, WithSeed(1), WithRoomSalt(1))
 	c, _ := New(w, d, WithSeed(1), WithRoomSalt(2))
 	ra, rb, rc := a.room(), b.room(), c.room()
-	if ra != rb || ra == rc || ra>>63 != 0 || rc>>63 != 0 {
-		t.Fatalf("rooms %d %d %d", ra, rb, rc)
-	}
+	assert.Equal(t, ra, rb, "same seed and salt, same room")
+	assert.NotEqual(t, ra, rc, "another salt, another room")
+	assert.Zero(t, ra>>63)
+	assert.Zero(t, rc>>63)
 }
 
 // TestPrefillAfterKVIgnored: once decode streams tokens its KV has arrived, so a prefill
@@ -573,17 +502,14 @@ func TestPrefillAfterKVIgnored(t *testing.T) {
 	})
 	r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d})
 	ch, err := r.Generate(context.Background(), req("late"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	<-ch                   // first token
 	p.healthy.Store(false) // prefill frozen: marked unhealthy
-	waitFor(t, "prefill unhealthy", func() bool { return !r.prefill[0].healthy.Load() })
+	require.Eventually(t, func() bool { return !r.prefill[0].healthy.Load() }, 10*time.Second, 10*time.Millisecond, "prefill unhealthy")
 	close(release) // and its leg fails
 	time.Sleep(50 * time.Millisecond)
 	close(decodeGo)
 	tokens, final := collect(t, ch)
-	if final.Err != nil || fmt.Sprint(tokens) != "[2]" {
-		t.Fatalf("tokens %v final %v", tokens, final.Err)
-	}
+	require.NoError(t, final.Err)
+	assert.Equal(t, []int{2}, tokens)
 }

@@ -1,9 +1,11 @@
 package router
 
 import (
-	"errors"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"pdsoak/server/gen"
 )
@@ -20,8 +22,10 @@ func TestReadSSE(t *testing.T) {
 		{"event field ignored", "event: x\ndata: {\"done\":true}\n\n", 1, true},
 		{"no done", "data: {\"token_ids\":[1]}\n\n", 1, false},
 		{"truncated", "data: {\"done\":tr", 0, false},
+		{"done event without its blank line", "data: {\"done\":true}\n", 0, false},
 		{"bad json", "data: nope\n\n", 0, false},
 		{"multi-line data", "data: {\"done\":\ndata: true}\n\n", 1, true},
+		{"event over MaxEventBytes", "data: \"" + strings.Repeat("x", MaxEventBytes) + "\"\n\n", 0, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -30,11 +34,11 @@ func TestReadSSE(t *testing.T) {
 				n++
 				return c.Done, nil
 			})
-			if (err == nil) != tc.ok || n != tc.chunks {
-				t.Fatalf("err %v, %d chunks", err, n)
-			}
-			if err != nil && !errors.Is(err, errStreamBroken) {
-				t.Fatalf("error does not wrap errStreamBroken: %v", err)
+			assert.Equal(t, tc.chunks, n, "chunks")
+			if tc.ok {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, errStreamBroken)
 			}
 		})
 	}
