@@ -1,5 +1,7 @@
 // Package sse is a strict, allocation-light parser for text/event-stream bodies as
-// OpenAI-compatible servers send them.
+// OpenAI-compatible servers send them. It is the project's only SSE parser: the harness
+// client reads OpenAI streams with it and the PD router reads its workers' /generate
+// streams with it.
 //
 // It follows the WHATWG rules (lines end in LF, CRLF or a lone CR; "field: value";
 // a blank line dispatches; data lines join with "\n"), and it reports comments

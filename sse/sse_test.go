@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func parseAll(t testing.TB, r io.Reader) ([]Event, error) {
@@ -70,12 +73,8 @@ func TestReader(t *testing.T) {
 					src = iotest.OneByteReader(src)
 				}
 				got, err := parseAll(t, src)
-				if !errors.Is(err, tt.wantErr) {
-					t.Fatalf("%s: err = %v, want %v", mode, err, tt.wantErr)
-				}
-				if !equalEvents(got, tt.want) {
-					t.Fatalf("%s: got %+v\nwant %+v", mode, got, tt.want)
-				}
+				require.ErrorIs(t, err, tt.wantErr, mode)
+				assert.Equal(t, tt.want, got, mode)
 			}
 		})
 	}
@@ -85,13 +84,10 @@ func TestLineTooLong(t *testing.T) {
 	in := "data: " + strings.Repeat("x", 100) + "\n\n"
 	p := NewReader(strings.NewReader(in), WithMaxLine(32))
 	_, err := p.Next()
-	if !errors.Is(err, ErrLineTooLong) {
-		t.Fatalf("err = %v, want ErrLineTooLong", err)
-	}
+	require.ErrorIs(t, err, ErrLineTooLong, "one long line")
 	p = NewReader(strings.NewReader(strings.Repeat("data: abcdefgh\n", 10)+"\n"), WithMaxLine(32))
-	if _, err = p.Next(); !errors.Is(err, ErrLineTooLong) {
-		t.Fatalf("data accumulation: err = %v, want ErrLineTooLong", err)
-	}
+	_, err = p.Next()
+	require.ErrorIs(t, err, ErrLineTooLong, "data accumulated over lines")
 }
 
 // A lone CR must end the line without waiting for the next byte: the event is
@@ -102,20 +98,18 @@ func TestLoneCRDoesNotBlock(t *testing.T) {
 	go func() { _, _ = pw.Write([]byte("data: a\r\r")) }()
 	p := NewReader(pr)
 	ev, err := p.Next()
-	if err != nil || ev.Data != "a" {
-		t.Fatalf("got %+v, %v", ev, err)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, "a", ev.Data)
 }
 
 func TestReadErrorPropagates(t *testing.T) {
 	boom := errors.New("boom")
 	p := NewReader(io.MultiReader(strings.NewReader("data: a\n\n"), iotest.ErrReader(boom)))
-	if ev, err := p.Next(); err != nil || ev.Data != "a" {
-		t.Fatalf("first: %+v %v", ev, err)
-	}
-	if _, err := p.Next(); !errors.Is(err, boom) {
-		t.Fatalf("err = %v, want boom", err)
-	}
+	ev, err := p.Next()
+	require.NoError(t, err)
+	assert.Equal(t, "a", ev.Data)
+	_, err = p.Next()
+	require.ErrorIs(t, err, boom)
 }
 
 func equalEvents(a, b []Event) bool {
