@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"pdsoak/harness/client"
 	"pdsoak/ledger"
 )
@@ -17,6 +19,8 @@ import (
 // conversation, like the multi-agent tool of the incident.
 type Agents struct {
 	Common
+	// budget paces the re-sends of refused turns of all sessions (see RetryBudget).
+	budget *rate.Limiter
 }
 
 // toolNames alternate: each turn the agent "writes" then, next turn, "saves".
@@ -31,6 +35,9 @@ func (a *Agents) Run(ctx context.Context, start time.Time, s Sender) Stats {
 		return Stats{}
 	}
 	n := max(a.Spec.Agents, 1)
+	if a.budget == nil {
+		a.budget = RetryBudget(n)
+	}
 	counts := make([]int, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
@@ -85,24 +92,10 @@ func (a *Agents) conversation(ctx context.Context, rng *rand.Rand, system string
 		id := fmt.Sprintf("%s-t%03d", prefix, turn)
 		res := s.Send(ctx, a.turn(id, session, turn, conv))
 		sent++
-		// An explicit refusal is backpressure: like a well-behaved client, wait as long
-		// as Retry-After asks (bounded), then re-send the same turn up to Retries times,
-		// each attempt under its own id so every request keeps exactly one outcome.
-		for attempt := 1; ; attempt++ {
-			if res.Outcome == ledger.OutcomeCancelled && ctx.Err() != nil {
-				return sent, false
-			}
-			if res.Outcome != ledger.OutcomeRejected {
-				break
-			}
-			if !sleepCtx(ctx, retryAfter(res.RetryAfter)) {
-				return sent, false
-			}
-			if attempt > a.Spec.Retries {
-				break
-			}
-			res = s.Send(ctx, a.turn(fmt.Sprintf("%s-r%d", id, attempt), session, turn, conv))
-			sent++
+		res, n, ok := a.retry(ctx, res, id, session, turn, conv, s)
+		sent += n
+		if !ok {
+			return sent, false
 		}
 		reply := res.Text
 		if res.Outcome != ledger.OutcomeOK {
@@ -120,6 +113,42 @@ func (a *Agents) conversation(ctx context.Context, rng *rand.Rand, system string
 		}
 	}
 	return sent, true
+}
+
+// retry handles a refused turn. An explicit refusal is backpressure: like a
+// well-behaved client, it waits as long as Retry-After asks (bounded) and as long as the
+// workload's retry budget needs, then re-sends the same turn, up to Retries times, each
+// attempt under its own id so every request keeps exactly one outcome. It returns the
+// turn's last result, the re-sends it made, and false when ctx ended the session.
+func (a *Agents) retry(ctx context.Context, res *client.Result, id string, session, turn int, conv []client.Message, s Sender) (*client.Result, int, bool) {
+	sent := 0
+	for attempt := 1; ; attempt++ {
+		if res.Outcome == ledger.OutcomeCancelled && ctx.Err() != nil {
+			return res, sent, false
+		}
+		if res.Outcome != ledger.OutcomeRejected {
+			return res, sent, true
+		}
+		wait := retryAfter(res.RetryAfter)
+		if attempt > a.Spec.Retries {
+			// No retry left: still honour Retry-After before the next turn.
+			return res, sent, sleepCtx(ctx, wait)
+		}
+		r := a.budget.Reserve()
+		if r.Delay() > MaxRetryBudgetWait {
+			// The budget is spent for longer than a retry may wait: give up on this
+			// turn rather than join a retry storm.
+			r.Cancel()
+			return res, sent, sleepCtx(ctx, wait)
+		}
+		wait = max(wait, r.Delay())
+		if !sleepCtx(ctx, wait) {
+			r.Cancel()
+			return res, sent, false
+		}
+		res = s.Send(ctx, a.turn(fmt.Sprintf("%s-r%d", id, attempt), session, turn, conv))
+		sent++
+	}
 }
 
 // turn builds the request for one turn over the conversation so far. Once sent, the
@@ -150,10 +179,27 @@ func flatten(conv []client.Message) string {
 }
 
 // Bounds of the back-off after a rejection (429/503).
-var (
+const (
 	DefaultRetryAfter = 500 * time.Millisecond // when the server gives no Retry-After
 	MaxRetryAfter     = 5 * time.Second
 )
+
+// The retry budget of an agents workload. The re-sends of refused turns of all its
+// sessions draw from one token bucket (golang.org/x/time/rate) that holds one retry per
+// agent and refills at RetryBudgetPerAgent retries per second per agent: a fleet of
+// agents refused with "Retry-After: 0" retries at a bounded rate instead of as fast as
+// the server refuses. A retry that would wait longer than MaxRetryBudgetWait for the
+// budget is not made (the turn stays rejected).
+const (
+	RetryBudgetPerAgent rate.Limit = 1
+	MaxRetryBudgetWait             = 5 * time.Second
+)
+
+// RetryBudget returns the default retry budget of an agents workload of n agents.
+func RetryBudget(n int) *rate.Limiter {
+	n = max(n, 1)
+	return rate.NewLimiter(RetryBudgetPerAgent*rate.Limit(n), n)
+}
 
 // retryAfter parses a Retry-After header in seconds (an HTTP date or junk gives the
 // default), capped at MaxRetryAfter.

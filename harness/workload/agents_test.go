@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
+
 	"pdsoak/harness/client"
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
@@ -123,18 +127,12 @@ func TestAgentsRetries(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sc := scenario(3, scenarios.Workload{Name: "ag", Type: "agents", Agents: 1, Turns: 2, Retries: tt.retries})
-			w, err := New(sc, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			w, err := New(sc, 0, WithRetryBudget(unbounded()))
+			require.NoError(t, err)
 			s := &scriptSender{outcome: tt.outcome}
 			st := w.Run(context.Background(), time.Now(), s)
-			if got := s.ids(); !slices.Equal(got, tt.want) {
-				t.Fatalf("ids %v, want %v", got, tt.want)
-			}
-			if st.Requests != len(tt.want) {
-				t.Errorf("stats %d requests, want %d", st.Requests, len(tt.want))
-			}
+			require.Equal(t, tt.want, s.ids())
+			assert.Equal(t, len(tt.want), st.Requests, "stats")
 			// A retry re-sends the same turn: same session, turn and messages.
 			reqs := s.byID()
 			for id, r := range reqs {
@@ -143,9 +141,9 @@ func TestAgentsRetries(t *testing.T) {
 					continue
 				}
 				orig := reqs[base]
-				if r.Session != orig.Session || r.Turn != orig.Turn || !slices.Equal(r.Messages, orig.Messages) {
-					t.Errorf("%s differs from %s: %+v vs %+v", id, base, r.Messages, orig.Messages)
-				}
+				assert.Equal(t, orig.Session, r.Session, "%s vs %s", id, base)
+				assert.Equal(t, orig.Turn, r.Turn, "%s vs %s", id, base)
+				assert.Equal(t, orig.Messages, r.Messages, "%s vs %s", id, base)
 			}
 		})
 	}
@@ -154,7 +152,7 @@ func TestAgentsRetries(t *testing.T) {
 // Retries stop when the window ends, even when the server keeps refusing.
 func TestAgentsRetriesStopAtCtxEnd(t *testing.T) {
 	sc := scenario(3, scenarios.Workload{Name: "ag", Type: "agents", Agents: 2, Turns: 0, Retries: 100})
-	w, _ := New(sc, 0)
+	w, _ := New(sc, 0, WithRetryBudget(unbounded()))
 	ctx, cancel := context.WithCancel(context.Background())
 	var mu sync.Mutex
 	n := 0
@@ -170,12 +168,12 @@ func TestAgentsRetriesStopAtCtxEnd(t *testing.T) {
 	go func() { done <- w.Run(ctx, time.Now(), s) }()
 	select {
 	case st := <-done:
-		if st.Requests < 20 || st.Requests > 22 {
-			t.Errorf("%d requests after cancelling at the 20th", st.Requests)
-		}
+		// The 20th cancelled; the other session may have had one more in flight.
+		assert.GreaterOrEqual(t, st.Requests, 20)
+		assert.LessOrEqual(t, st.Requests, 22)
 	case <-time.After(10 * time.Second):
 		cancel()
-		t.Fatal("retries did not stop when ctx ended")
+		require.FailNow(t, "retries did not stop when ctx ended")
 	}
 }
 
@@ -206,28 +204,20 @@ func TestAgentsRestart(t *testing.T) {
 			s := &scriptSender{quota: tt.quota, sessions: tt.sessions, cancel: cancel}
 			w.Run(ctx, time.Now(), s)
 			got := s.ids()
-			if !slices.Equal(got, tt.want) {
-				t.Fatalf("ids %v, want %v", got, tt.want)
-			}
+			require.Equal(t, tt.want, got)
 			reqs := s.byID()
 			system := reqs["ag-s001-t001"].Messages[0]
 			tasks := map[string]bool{}
 			for _, id := range got {
 				r := reqs[id]
-				if r.Messages[0] != system {
-					t.Errorf("%s: system prompt changed across conversations", id)
-				}
+				assert.Equal(t, system, r.Messages[0], "%s: system prompt changed across conversations", id)
 				if r.Turn == 1 {
 					// A fresh conversation: system and a new task only.
-					if len(r.Messages) != 2 {
-						t.Errorf("%s: turn 1 carries %d messages, want 2", id, len(r.Messages))
-					}
-					if tasks[r.Messages[1].Content] {
-						t.Errorf("%s: task %q repeats", id, r.Messages[1].Content)
-					}
+					require.Len(t, r.Messages, 2, id)
+					assert.False(t, tasks[r.Messages[1].Content], "%s: task %q repeats", id, r.Messages[1].Content)
 					tasks[r.Messages[1].Content] = true
-				} else if len(r.Messages) != 4 {
-					t.Errorf("%s: turn 2 carries %d messages, want 4", id, len(r.Messages))
+				} else {
+					assert.Len(t, r.Messages, 4, id)
 				}
 			}
 		})
@@ -244,11 +234,9 @@ func TestAgentsRestartLastsTheWindow(t *testing.T) {
 	go func() { done <- w.Run(context.Background(), time.Now(), s) }()
 	select {
 	case st := <-done:
-		if st.Requests <= 2 {
-			t.Errorf("%d requests: sessions did not restart", st.Requests)
-		}
+		assert.Greater(t, st.Requests, 2, "sessions did not restart")
 	case <-time.After(10 * time.Second):
-		t.Fatal("restarting sessions did not stop at the window's end")
+		require.FailNow(t, "restarting sessions did not stop at the window's end")
 	}
 }
 
@@ -264,7 +252,7 @@ func TestAgentsRestartRetriesDeterministic(t *testing.T) {
 	run := func(restart bool) []*Req {
 		sc := scenario(11, scenarios.Workload{Name: "ag", Type: "agents", Agents: 3, Turns: 3, Restart: restart,
 			Retries: 1, ToolResultBytes: 40})
-		w, _ := New(sc, 0)
+		w, _ := New(sc, 0, WithRetryBudget(unbounded()))
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		s := &scriptSender{outcome: refuseSome, sessions: 3, cancel: cancel}
@@ -277,19 +265,60 @@ func TestAgentsRestartRetriesDeterministic(t *testing.T) {
 		return out
 	}
 	a, b := run(true), run(true)
-	if fa, fb := fingerprint(t, a), fingerprint(t, b); fa != fb {
-		t.Fatalf("same seed, different requests:\n%s\n---\n%s", fa, fb)
-	}
-	if len(a) != 3*10 {
-		t.Errorf("%d requests, want 30", len(a))
-	}
+	require.Equal(t, fingerprint(t, a), fingerprint(t, b), "same seed, different requests")
+	assert.Len(t, a, 3*10)
 	var first []*Req
 	for _, r := range a {
 		if !strings.Contains(r.ID, "-c0") {
 			first = append(first, r)
 		}
 	}
-	if fr, fp := fingerprint(t, first), fingerprint(t, run(false)); fr != fp {
-		t.Fatalf("first conversation depends on restart:\n%s\n---\n%s", fr, fp)
+	assert.Equal(t, fingerprint(t, run(false)), fingerprint(t, first), "first conversation depends on restart")
+}
+
+// unbounded is a retry budget that never delays a retry, for tests about something else.
+func unbounded() *rate.Limiter { return rate.NewLimiter(rate.Inf, 0) }
+
+// The retry budget bounds the retries of all sessions together: with a budget that
+// holds n retries and never refills, a fleet of always-refused agents makes exactly n
+// retries, whatever Retries allows; the default budget lets every agent retry once at
+// once.
+func TestAgentsRetryBudget(t *testing.T) {
+	tests := []struct {
+		name        string
+		agents      int
+		retries     int
+		budget      *rate.Limiter
+		wantRetries int
+	}{
+		{name: "spent budget: no more retries", agents: 4, retries: 5,
+			budget: rate.NewLimiter(0, 3), wantRetries: 3},
+		{name: "empty budget: no retry at all", agents: 3, retries: 2,
+			budget: rate.NewLimiter(0, 0), wantRetries: 0},
+		{name: "default budget: one retry per agent at once", agents: 3, retries: 1,
+			wantRetries: 3},
+		{name: "unbounded budget: Retries per turn", agents: 3, retries: 2,
+			budget: unbounded(), wantRetries: 3 * 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := scenario(3, scenarios.Workload{Name: "ag", Type: "agents", Agents: tt.agents, Turns: 1, Retries: tt.retries})
+			var opts []Option
+			if tt.budget != nil {
+				opts = append(opts, WithRetryBudget(tt.budget))
+			}
+			w, err := New(sc, 0, opts...)
+			require.NoError(t, err)
+			s := &scriptSender{outcome: always(ledger.OutcomeRejected)}
+			st := w.Run(context.Background(), time.Now(), s)
+			retries := 0
+			for _, id := range s.ids() {
+				if strings.Contains(id, "-r") {
+					retries++
+				}
+			}
+			assert.Equal(t, tt.wantRetries, retries, "retries")
+			assert.Equal(t, tt.agents+tt.wantRetries, st.Requests, "requests")
+		})
 	}
 }

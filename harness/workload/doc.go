@@ -10,7 +10,10 @@
 //     reply and a simulated tool result (write, then save) of configurable size after a
 //     configurable latency. A stuck request blocks its session, as in the incident.
 //     A refused turn (429/503) waits Retry-After and is re-sent up to `retries` times,
-//     each attempt its own request (id suffix -r1, -r2, ...). With `restart`, a session
+//     each attempt its own request (id suffix -r1, -r2, ...). The re-sends of all
+//     sessions share one retry budget (an x/time/rate token bucket, RetryBudget): a
+//     fleet of refused agents retries at a bounded rate, and a retry that would wait
+//     longer than MaxRetryBudgetWait for the budget is not made. With `restart`, a session
 //     that finished its turns starts a fresh conversation (ids -c002-t001, ...) until
 //     the window ends.
 //   - open_loop: a vegeta Attacker per window whose http.Client round-trips through the

@@ -4,18 +4,19 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"pdsoak/ledger"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"pdsoak/ledger"
 )
 
 // StopGrace is how long past its window an open-loop attack may still send hits the
 // attacker fell behind on before it is stopped.
-var StopGrace = time.Second
+const StopGrace = time.Second
 
 // OpenLoop sends requests at the times a pacer dictates, whatever happens to earlier
 // requests, through a vegeta Attacker (one per window: Attackers are single-use).

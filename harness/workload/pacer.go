@@ -26,12 +26,12 @@ func NewPacer(p *scenarios.Pacer, rng *rand.Rand, du time.Duration) (vegeta.Pace
 	}
 	switch p.Type {
 	case scenarios.PacerConstant, "":
-		return rate(p.Rate), nil
+		return vegetaRate(p.Rate), nil
 	case scenarios.PacerLinear:
 		if p.Rate <= 0 && p.Slope <= 0 {
 			return nil, fmt.Errorf("workload: linear pacer needs rate or slope > 0")
 		}
-		return vegeta.LinearPacer{StartAt: rate(math.Max(p.Rate, 1e-3)), Slope: p.Slope}, nil
+		return vegeta.LinearPacer{StartAt: vegetaRate(math.Max(p.Rate, 1e-3)), Slope: p.Slope}, nil
 	case scenarios.PacerSine:
 		if p.Period <= 0 {
 			return nil, fmt.Errorf("workload: sine pacer needs a period > 0")
@@ -39,15 +39,15 @@ func NewPacer(p *scenarios.Pacer, rng *rand.Rand, du time.Duration) (vegeta.Pace
 		if p.Amplitude > p.Rate {
 			return nil, fmt.Errorf("workload: sine amplitude %v exceeds its mean rate %v", p.Amplitude, p.Rate)
 		}
-		return vegeta.SinePacer{Period: p.Period.D(), Mean: rate(p.Rate), Amp: rate(p.Amplitude), StartAt: vegeta.MeanUp}, nil
+		return vegeta.SinePacer{Period: p.Period.D(), Mean: vegetaRate(p.Rate), Amp: vegetaRate(p.Amplitude), StartAt: vegeta.MeanUp}, nil
 	case scenarios.PacerPoisson:
 		return NewPoisson(p.Rate, rng), nil
 	}
 	return nil, fmt.Errorf("workload: unknown pacer %q", p.Type)
 }
 
-// rate expresses r requests/s as a vegeta Rate with integer frequency.
-func rate(r float64) vegeta.Rate {
+// vegetaRate expresses r requests/s as a vegeta Rate with integer frequency.
+func vegetaRate(r float64) vegeta.Rate {
 	if r >= 1 && r == math.Trunc(r) {
 		return vegeta.Rate{Freq: int(r), Per: time.Second}
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"pdsoak/harness/client"
 	"pdsoak/scenarios"
 )
@@ -101,8 +103,23 @@ func Deadlines(d scenarios.Deadlines) client.Deadlines {
 	return client.Deadlines{Connect: d.Connect.D(), FirstToken: d.FirstToken.D(), Stall: d.Stall.D(), Total: d.Total.D()}
 }
 
+// Option configures a workload built by New.
+type Option func(*options)
+
+type options struct {
+	retryBudget *rate.Limiter
+}
+
+// WithRetryBudget replaces an agents workload's retry budget (default RetryBudget(agents)).
+// rate.NewLimiter(rate.Inf, 0) leaves retries unbounded.
+func WithRetryBudget(l *rate.Limiter) Option { return func(o *options) { o.retryBudget = l } }
+
 // New builds workload i of sc (defaults must have been applied).
-func New(sc *scenarios.Scenario, i int) (Workload, error) {
+func New(sc *scenarios.Scenario, i int, opts ...Option) (Workload, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if i < 0 || i >= len(sc.Workloads) {
 		return nil, fmt.Errorf("workload: index %d out of range", i)
 	}
@@ -119,7 +136,11 @@ func New(sc *scenarios.Scenario, i int) (Workload, error) {
 	c := Common{Spec: spec, Seed: sc.Seed, Model: sc.Target.Model, Deadlines: Deadlines(sc.Deadlines)}
 	switch spec.Type {
 	case scenarios.WorkloadAgents:
-		return &Agents{Common: c}, nil
+		budget := o.retryBudget
+		if budget == nil {
+			budget = RetryBudget(spec.Agents)
+		}
+		return &Agents{Common: c, budget: budget}, nil
 	case scenarios.WorkloadOpenLoop:
 		p, err := NewPacer(spec.Pacer, c.rng(1<<63), spec.Duration.D())
 		if err != nil {

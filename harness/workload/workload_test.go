@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"pdsoak/harness/client"
@@ -59,9 +61,7 @@ func fingerprint(t *testing.T, reqs []*Req) string {
 	var b strings.Builder
 	for _, r := range reqs {
 		body, _, err := client.Body(&r.Request)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		fmt.Fprintf(&b, "%s %d %d %s\n", r.ID, r.Session, r.Turn, body)
 	}
 	return b.String()
@@ -71,9 +71,7 @@ func runAll(t *testing.T, sc *scenarios.Scenario, s Sender) {
 	t.Helper()
 	for i := range sc.Workloads {
 		w, err := New(sc, i)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		w.Run(context.Background(), time.Now(), s)
 	}
 }
@@ -84,31 +82,24 @@ func TestAgentsConversationGrows(t *testing.T) {
 	f := &fakeSender{}
 	runAll(t, sc, f)
 	reqs := f.sorted()
-	if len(reqs) != 9 {
-		t.Fatalf("got %d requests, want 9", len(reqs))
-	}
+	require.Len(t, reqs, 9)
 	for _, r := range reqs {
-		if want := fmt.Sprintf("ag-s%03d-t%03d", r.Session, r.Turn); r.ID != want {
-			t.Fatalf("id %s, want %s", r.ID, want)
-		}
+		require.Equal(t, fmt.Sprintf("ag-s%03d-t%03d", r.Session, r.Turn), r.ID)
 		// system + task, then per earlier turn: assistant reply + tool result.
-		if want := 2 + 2*(r.Turn-1); len(r.Messages) != want {
-			t.Fatalf("%s has %d messages, want %d", r.ID, len(r.Messages), want)
-		}
+		require.Len(t, r.Messages, 2+2*(r.Turn-1), r.ID)
 		if r.Turn > 1 {
 			prevReply := r.Messages[len(r.Messages)-2]
-			if prevReply.Role != "assistant" || !strings.HasPrefix(prevReply.Content, fmt.Sprintf("reply to ag-s%03d-t%03d", r.Session, r.Turn-1)) {
-				t.Fatalf("%s: previous reply not appended: %+v", r.ID, prevReply)
-			}
+			assert.Equal(t, "assistant", prevReply.Role, r.ID)
+			assert.True(t, strings.HasPrefix(prevReply.Content, fmt.Sprintf("reply to ag-s%03d-t%03d", r.Session, r.Turn-1)),
+				"%s: previous reply not appended: %+v", r.ID, prevReply)
 			tool := r.Messages[len(r.Messages)-1].Content
 			wantTool := toolNames[(r.Turn-2)%2]
-			if !strings.HasPrefix(tool, "tool "+wantTool+" result: ") || len(tool) < 40 {
-				t.Fatalf("%s: tool result %q", r.ID, tool)
-			}
+			assert.True(t, strings.HasPrefix(tool, "tool "+wantTool+" result: "), "%s: tool result %q", r.ID, tool)
+			assert.GreaterOrEqual(t, len(tool), 40, "%s: tool result size", r.ID)
 		}
-		if !r.Stream || r.Model != "ref" || r.MaxTokens != 16 {
-			t.Fatalf("request fields: %+v", r.Request)
-		}
+		assert.True(t, r.Stream, r.ID)
+		assert.Equal(t, "ref", r.Model, r.ID)
+		assert.Equal(t, 16, r.MaxTokens, r.ID)
 	}
 }
 
@@ -126,15 +117,9 @@ func TestSameSeedSameRequests(t *testing.T) {
 		runAll(t, mk(seed), f)
 		prints = append(prints, fingerprint(t, f.sorted()))
 	}
-	if prints[0] != prints[1] {
-		t.Fatal("same seed produced different requests")
-	}
-	if prints[0] == prints[2] {
-		t.Fatal("different seeds produced identical requests")
-	}
-	if n := strings.Count(prints[0], "\n"); n != 4*2+15+5 {
-		t.Fatalf("got %d requests, want 28", n)
-	}
+	assert.Equal(t, prints[0], prints[1], "same seed produced different requests")
+	assert.NotEqual(t, prints[0], prints[2], "different seeds produced identical requests")
+	assert.Equal(t, 4*2+15+5, strings.Count(prints[0], "\n"), "requests")
 }
 
 // A stuck request blocks its own session and no other.
@@ -161,22 +146,20 @@ func TestAgentsStuckRequestBlocksSession(t *testing.T) {
 	select {
 	case <-othersDone:
 	case <-time.After(10 * time.Second):
-		t.Fatal("other sessions did not finish")
+		require.FailNow(t, "other sessions did not finish")
 	}
 	for _, r := range f.sorted() {
-		if r.Session == 2 && r.Turn > 1 {
-			t.Fatalf("session 2 sent turn %d while turn 1 was stuck", r.Turn)
+		if r.Session == 2 {
+			require.Equal(t, 1, r.Turn, "session 2 sent another turn while turn 1 was stuck")
 		}
 	}
 	close(release)
 	select {
 	case <-finished:
 	case <-time.After(10 * time.Second):
-		t.Fatal("workload did not finish after release")
+		require.FailNow(t, "workload did not finish after release")
 	}
-	if n := len(f.sorted()); n != 9 {
-		t.Fatalf("got %d requests, want 9", n)
-	}
+	assert.Len(t, f.sorted(), 9)
 }
 
 func TestOpenLoopScheduledTimes(t *testing.T) {
@@ -185,25 +168,21 @@ func TestOpenLoopScheduledTimes(t *testing.T) {
 	f := &fakeSender{}
 	start := time.Now()
 	w, err := New(sc, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	st := w.Run(context.Background(), start, f)
 	reqs := f.sorted()
-	if len(reqs) != 19 || st.Requests != 19 {
-		t.Fatalf("got %d requests (stats %d), want 19", len(reqs), st.Requests)
-	}
+	require.Len(t, reqs, 19)
+	assert.Equal(t, 19, st.Requests, "stats")
 	var ids []string
 	for _, r := range reqs {
 		ids = append(ids, r.ID)
+		// The schedule is the ideal one (within the 400ms window), however late vegeta sent.
 		off := r.Scheduled.Sub(start)
-		if off < 0 || off > 2*time.Second {
-			t.Fatalf("%s scheduled at %v from start", r.ID, off)
-		}
+		assert.GreaterOrEqual(t, off, time.Duration(0), r.ID)
+		assert.LessOrEqual(t, off, 2*time.Second, r.ID)
 	}
-	if ids[0] != "ol-000000" || ids[18] != "ol-000018" {
-		t.Fatalf("ids %v", ids)
-	}
+	assert.Equal(t, "ol-000000", ids[0])
+	assert.Equal(t, "ol-000018", ids[18])
 }
 
 func TestOpenLoopStopsOnCancel(t *testing.T) {
@@ -217,11 +196,10 @@ func TestOpenLoopStopsOnCancel(t *testing.T) {
 	go func() { done <- w.Run(ctx, time.Now(), f) }()
 	select {
 	case st := <-done:
-		if st.Requests == 0 || st.Requests > 20 {
-			t.Fatalf("sent %d", st.Requests)
-		}
+		assert.NotZero(t, st.Requests)
+		assert.LessOrEqual(t, st.Requests, 20)
 	case <-time.After(10 * time.Second):
-		t.Fatal("open loop did not stop on cancel")
+		require.FailNow(t, "open loop did not stop on cancel")
 	}
 }
 
@@ -230,13 +208,9 @@ func TestBurst(t *testing.T) {
 	f := &fakeSender{}
 	runAll(t, sc, f)
 	reqs := f.sorted()
-	if len(reqs) != 12 {
-		t.Fatalf("got %d", len(reqs))
-	}
+	require.Len(t, reqs, 12)
 	for _, r := range reqs {
-		if !r.Scheduled.Equal(reqs[0].Scheduled) {
-			t.Fatal("burst requests must share one scheduled instant")
-		}
+		assert.True(t, r.Scheduled.Equal(reqs[0].Scheduled), "burst requests must share one scheduled instant")
 	}
 }
 
@@ -258,21 +232,12 @@ func TestSchedule(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := NewPacer(&tt.pacer, rng(), tt.du)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			s := Schedule(p, tt.du, 0)
-			if len(s) < tt.minHits || len(s) > tt.maxHits {
-				t.Fatalf("%d hits, want [%d, %d]", len(s), tt.minHits, tt.maxHits)
-			}
-			for i := 1; i < len(s); i++ {
-				if s[i] < s[i-1] {
-					t.Fatalf("schedule not monotonic at %d", i)
-				}
-			}
-			if s[len(s)-1] > tt.du {
-				t.Fatalf("last hit at %v beyond %v", s[len(s)-1], tt.du)
-			}
+			require.GreaterOrEqual(t, len(s), tt.minHits, "hits")
+			require.LessOrEqual(t, len(s), tt.maxHits, "hits")
+			assert.IsNonDecreasing(t, s, "schedule not monotonic")
+			assert.LessOrEqual(t, s[len(s)-1], tt.du, "last hit beyond the duration")
 		})
 	}
 }
@@ -281,9 +246,8 @@ func TestPoissonDeterministicAndExponential(t *testing.T) {
 	a := NewPoisson(100, rand.New(rand.NewPCG(9, 9)))
 	b := NewPoisson(100, rand.New(rand.NewPCG(9, 9)))
 	// Query b out of order: memoisation makes Pace a pure function of (elapsed, hits).
-	if b.Arrival(500) != a.Arrival(500) || a.Arrival(3) != b.Arrival(3) {
-		t.Fatal("same seed, different arrivals")
-	}
+	require.Equal(t, a.Arrival(500), b.Arrival(500), "same seed, different arrivals")
+	require.Equal(t, a.Arrival(3), b.Arrival(3), "same seed, different arrivals")
 	// Gaps of a Poisson process: mean 1/λ and coefficient of variation 1.
 	n := 20000
 	var sum, sumSq float64
@@ -294,23 +258,19 @@ func TestPoissonDeterministicAndExponential(t *testing.T) {
 	}
 	mean := sum / float64(n-1)
 	cv := (sumSq/float64(n-1) - mean*mean) / (mean * mean)
-	if mean < 0.0095 || mean > 0.0105 || cv < 0.9 || cv > 1.1 {
-		t.Fatalf("mean gap %v (want 0.01), squared CV %v (want 1)", mean, cv)
-	}
-	if w, stop := a.Pace(0, 0); stop || w != a.Arrival(0) {
-		t.Fatalf("Pace(0,0) = %v %v", w, stop)
-	}
-	if a.Rate(time.Hour) != 100 {
-		t.Fatal("rate")
-	}
+	assert.InDelta(t, 0.01, mean, 0.0005, "mean gap")
+	assert.InDelta(t, 1, cv, 0.1, "squared coefficient of variation")
+	w, stop := a.Pace(0, 0)
+	assert.False(t, stop)
+	assert.Equal(t, a.Arrival(0), w, "Pace(0,0)")
+	assert.Equal(t, float64(100), a.Rate(time.Hour), "rate")
 }
 
 func TestNewPacerErrors(t *testing.T) {
 	for _, p := range []*scenarios.Pacer{nil, {Type: "constant"}, {Type: "sine", Rate: 5}, {Type: "sine", Rate: 5, Amplitude: 9, Period: scenarios.Duration(time.Second)}, {Type: "weird", Rate: 1}} {
-		if _, err := NewPacer(p, rand.New(rand.NewPCG(1, 1)), time.Second); err == nil {
-			b, _ := json.Marshal(p)
-			t.Fatalf("pacer %s: want error", b)
-		}
+		_, err := NewPacer(p, rand.New(rand.NewPCG(1, 1)), time.Second)
+		b, _ := json.Marshal(p)
+		assert.ErrorContains(t, err, "workload: ", "pacer %s", b)
 	}
 }
 
@@ -339,15 +299,13 @@ func TestOpenLoopMaxInFlight(t *testing.T) {
 	w, _ := New(sc, 0)
 	w.Run(context.Background(), time.Now(), f)
 	reqs := f.sorted()
-	if len(reqs) != 8 || peak > 2 {
-		t.Fatalf("%d requests, peak concurrency %d (cap 2)", len(reqs), peak)
-	}
+	require.Len(t, reqs, 8)
+	assert.LessOrEqual(t, peak, 2, "peak concurrency (cap 2)")
 	// Hit 7 was due at 80ms; with two at a time and 30ms each it went out much later,
 	// but its scheduled time is still the ideal one.
 	last := reqs[7]
-	if got := last.Scheduled.Sub(reqs[0].Scheduled); got > 100*time.Millisecond {
-		t.Fatalf("hit 7 scheduled %v after hit 0; want its ideal offset (70ms)", got)
-	}
+	assert.LessOrEqual(t, last.Scheduled.Sub(reqs[0].Scheduled), 100*time.Millisecond,
+		"hit 7 must keep its ideal offset (70ms)")
 }
 
 func TestRetryAfter(t *testing.T) {
@@ -359,9 +317,7 @@ func TestRetryAfter(t *testing.T) {
 		{"3600", MaxRetryAfter}, {"Wed, 21 Oct 2015 07:28:00 GMT", DefaultRetryAfter}, {"-1", DefaultRetryAfter},
 	}
 	for _, tt := range tests {
-		if got := retryAfter(tt.h); got != tt.want {
-			t.Errorf("retryAfter(%q) = %v, want %v", tt.h, got, tt.want)
-		}
+		assert.Equal(t, tt.want, retryAfter(tt.h), "retryAfter(%q)", tt.h)
 	}
 }
 
@@ -384,12 +340,9 @@ func TestAgentsBackOffOnRejection(t *testing.T) {
 	s := &rejectingSender{}
 	w, _ := New(sc, 0)
 	w.Run(context.Background(), time.Now(), s)
-	if len(s.times) != 3 {
-		t.Fatalf("%d requests", len(s.times))
-	}
+	require.Len(t, s.times, 3)
 	for i := 1; i < 3; i++ {
-		if gap := s.times[i].Sub(s.times[i-1]); gap < 200*time.Millisecond {
-			t.Fatalf("turn %d sent %v after a rejection asking for 200ms", i+1, gap)
-		}
+		assert.GreaterOrEqual(t, s.times[i].Sub(s.times[i-1]), 200*time.Millisecond,
+			"turn %d sent sooner than the rejection's Retry-After asked", i+1)
 	}
 }
