@@ -281,3 +281,24 @@ func Encode(w io.Writer, ev Event) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// ReadData reads a whole stream and returns the data of its events in order, skipping
+// comments. It returns ErrUnexpectedEOF when the stream ends inside an event, and nil
+// at a clean end. For tests and tools that check a complete body; live streams use
+// NewReader.
+func ReadData(src io.Reader, opts ...Option) ([]string, error) {
+	r := NewReader(src, opts...)
+	var out []string
+	for {
+		ev, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		if !ev.Comment {
+			out = append(out, ev.Data)
+		}
+	}
+}

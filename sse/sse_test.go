@@ -158,3 +158,27 @@ func FuzzSSE(f *testing.F) {
 		}
 	})
 }
+
+func TestReadData(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    []string
+		wantErr error
+	}{
+		{name: "data in order, comments skipped", in: ": hi\n\ndata: a\n\ndata: [DONE]\n\n", want: []string{"a", "[DONE]"}},
+		{name: "empty", in: ""},
+		{name: "ends inside an event", in: "data: a\n\ndata: b\n", want: []string{"a"}, wantErr: ErrUnexpectedEOF},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ReadData(strings.NewReader(tt.in))
+			if tt.wantErr == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tt.wantErr)
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"pdsoak/server/gen"
+	"pdsoak/sse"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -187,30 +187,17 @@ type sseEvent = string
 // readSSE splits a text/event-stream body into its data payloads, checking the framing.
 func readSSE(t *testing.T, body []byte) []sseEvent {
 	t.Helper()
-	var out []sseEvent
-	sc := bufio.NewScanner(strings.NewReader(string(body)))
-	expectBlank := false
-	for sc.Scan() {
-		line := sc.Text()
-		if expectBlank {
-			if line != "" {
-				t.Fatalf("SSE event not followed by a blank line: %q", line)
-			}
-			expectBlank = false
-			continue
-		}
-		if line == "" {
-			continue
-		}
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok {
-			t.Fatalf("SSE line without data prefix: %q", line)
-		}
-		out = append(out, data)
-		expectBlank = true
+	out, err := sse.ReadData(strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatalf("SSE stream: %v: %q", err, body)
 	}
-	if expectBlank {
-		t.Fatalf("stream ends without the blank line after the last event: %q", body)
+	// The writer's framing is exact: each event is one "data: " line and a blank line.
+	var want strings.Builder
+	for _, d := range out {
+		want.WriteString("data: " + d + "\n\n")
+	}
+	if want.String() != string(body) {
+		t.Fatalf("SSE framing is not one data line and a blank line per event: %q", body)
 	}
 	return out
 }

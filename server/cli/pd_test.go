@@ -11,6 +11,7 @@ import (
 
 	"pdsoak/kernels"
 	"pdsoak/server/gen"
+	"pdsoak/sse"
 )
 
 // workerLeg posts a gen.WorkerRequest to /generate and collects the stream.
@@ -23,9 +24,13 @@ func workerLeg(t *testing.T, ctx context.Context, url string, wr gen.WorkerReque
 	}
 	var toks []int
 	var last gen.WorkerChunk
-	for _, ev := range strings.Split(strings.TrimSpace(string(b)), "\n\n") {
+	events, err := sse.ReadData(strings.NewReader(string(b)))
+	if err != nil {
+		return nil, last, st, fmt.Errorf("stream %q: %w", b, err)
+	}
+	for _, ev := range events {
 		var c gen.WorkerChunk
-		if err := json.Unmarshal([]byte(strings.TrimPrefix(ev, "data: ")), &c); err != nil {
+		if err := json.Unmarshal([]byte(ev), &c); err != nil {
 			return nil, last, st, fmt.Errorf("chunk %q: %v", ev, err)
 		}
 		toks = append(toks, c.TokenIDs...)

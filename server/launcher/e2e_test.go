@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"pdsoak/server/failpoint"
+	"pdsoak/sse"
 )
 
 var builtDir string
@@ -77,12 +79,19 @@ func complete(ctx context.Context, url, prompt string, maxTokens int) (outcome, 
 		o.errMsg = string(b)
 		return o, nil
 	}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		data, ok := strings.CutPrefix(sc.Text(), "data: ")
-		if !ok {
+	sr := sse.NewReader(resp.Body)
+	for {
+		ev, err := sr.Next()
+		if errors.Is(err, io.EOF) {
+			return o, nil
+		}
+		if err != nil {
+			return o, err
+		}
+		if ev.Comment {
 			continue
 		}
+		data := ev.Data
 		if data == "[DONE]" {
 			o.done = true
 			break
@@ -101,7 +110,7 @@ func complete(ctx context.Context, url, prompt string, maxTokens int) (outcome, 
 			o.text += ch.Text
 		}
 	}
-	return o, sc.Err()
+	return o, nil
 }
 
 // TestRealTopologyWorkerKilled runs router + prefill + decode from the real pdserver:
