@@ -380,44 +380,13 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 	st.cancel = cancel
 	defer st.waitFired(c.inspectGrace) // runs last: after the timers are stopped
 	defer cancel(nil)
-	dl := req.Deadlines
-	if dl.Total > 0 {
-		st.total = time.AfterFunc(dl.Total, c.fire(req, st, obs, ErrTotalDeadline, "total", nil))
-		// Backstop: even if an observer hangs, the request ends.
-		var cancelT context.CancelFunc
-		rctx, cancelT = context.WithDeadlineCause(rctx, now.Add(dl.Total+c.inspectGrace), ErrTotalDeadline)
-		defer cancelT()
-	}
-	if dl.Connect > 0 {
-		st.connect = time.AfterFunc(dl.Connect, c.fire(req, st, obs, ErrConnectDeadline, "connect",
-			func() bool { return st.phase.Load() == phConnect }))
-	}
-	if req.Stream && dl.FirstToken > 0 {
-		st.first = time.AfterFunc(dl.FirstToken, c.fire(req, st, obs, ErrFirstTokenDeadline, "first_token", nil))
-	}
-	defer st.stop()
+	rctx, disarm := c.armDeadlines(rctx, req, st, obs, now)
+	defer disarm()
 
-	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
-		st.advance(phBeforeHeaders)
-		if st.connect != nil {
-			st.connect.Stop()
-		}
-	}}
-	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(rctx, trace), http.MethodPost, c.base+path, bytes.NewReader(body))
+	hreq, err := c.newHTTPRequest(rctx, req, st, path, body)
 	if err != nil {
-		return c.finish(res, ledger.OutcomeInvalid, "", fmt.Errorf("client: build request: %w", err))
+		return c.finish(res, ledger.OutcomeInvalid, "", err)
 	}
-	for k, v := range req.Header {
-		hreq.Header[k] = v
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("X-Request-ID", req.ID)
-	if req.Stream {
-		hreq.Header.Set("Accept", "text/event-stream")
-	} else {
-		hreq.Header.Set("Accept", "application/json")
-	}
-
 	resp, err := c.hc.Do(hreq)
 	if err != nil {
 		return c.classifyErr(rctx, res, st, err)
@@ -432,16 +401,9 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 	cb := &countingReader{r: resp.Body}
 	defer func() { res.Bytes = cb.n }()
 
-	switch {
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
-		res.RetryAfter = resp.Header.Get("Retry-After")
-		msg := c.readError(cb)
-		return c.finish(res, ledger.OutcomeRejected, "", fmt.Errorf("client: status %d: %s", resp.StatusCode, msg))
-	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		msg := c.readError(cb)
-		return c.finish(res, ledger.OutcomeHTTPError, "", fmt.Errorf("client: status %d: %s", resp.StatusCode, msg))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return c.refused(res, resp, cb)
 	}
-
 	if !req.Stream {
 		return c.readWhole(rctx, req, res, st, cb, obs)
 	}
@@ -452,8 +414,8 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 	if st.connect != nil {
 		st.connect.Stop()
 	}
-	if dl.Stall > 0 {
-		st.stall = time.AfterFunc(dl.Stall, c.fire(req, st, obs, ErrStallDeadline, "stall", nil))
+	if req.Deadlines.Stall > 0 {
+		st.stall = time.AfterFunc(req.Deadlines.Stall, c.fire(req, st, obs, ErrStallDeadline, "stall", nil))
 	}
 	res = c.readStream(rctx, req, res, st, cb, obs)
 	if res.Outcome == ledger.OutcomeOK {
@@ -461,6 +423,66 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 		drain(cb, cancel, c.drainGrace)
 	}
 	return res
+}
+
+// armDeadlines starts the timers of the total, connect and first-token deadlines (the
+// stall timer starts with the stream) and puts a hard backstop on ctx. disarm stops them.
+func (c *Client) armDeadlines(ctx context.Context, req *Request, st *reqState, obs Observer, now time.Time) (_ context.Context, disarm func()) {
+	dl := req.Deadlines
+	cancelT := context.CancelFunc(func() {})
+	if dl.Total > 0 {
+		st.total = time.AfterFunc(dl.Total, c.fire(req, st, obs, ErrTotalDeadline, "total", nil))
+		// Backstop: even if an observer hangs, the request ends.
+		ctx, cancelT = context.WithDeadlineCause(ctx, now.Add(dl.Total+c.inspectGrace), ErrTotalDeadline)
+	}
+	if dl.Connect > 0 {
+		st.connect = time.AfterFunc(dl.Connect, c.fire(req, st, obs, ErrConnectDeadline, "connect",
+			func() bool { return st.phase.Load() == phConnect }))
+	}
+	if req.Stream && dl.FirstToken > 0 {
+		st.first = time.AfterFunc(dl.FirstToken, c.fire(req, st, obs, ErrFirstTokenDeadline, "first_token", nil))
+	}
+	return ctx, func() {
+		st.stop()
+		cancelT()
+	}
+}
+
+// newHTTPRequest builds the POST for req; writing it ends the connect phase.
+func (c *Client) newHTTPRequest(ctx context.Context, req *Request, st *reqState, path string, body []byte) (*http.Request, error) {
+	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
+		st.advance(phBeforeHeaders)
+		if st.connect != nil {
+			st.connect.Stop()
+		}
+	}}
+	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, c.base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("client: build request: %w", err)
+	}
+	for k, v := range req.Header {
+		hreq.Header[k] = v
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("X-Request-ID", req.ID)
+	if req.Stream {
+		hreq.Header.Set("Accept", "text/event-stream")
+	} else {
+		hreq.Header.Set("Accept", "application/json")
+	}
+	return hreq, nil
+}
+
+// refused classifies a non-2xx answer: 429 and 503 are explicit refusals, the rest
+// HTTP errors.
+func (c *Client) refused(res *Result, resp *http.Response, body io.Reader) *Result {
+	msg := c.readError(body)
+	err := fmt.Errorf("client: status %d: %s", resp.StatusCode, msg)
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		res.RetryAfter = resp.Header.Get("Retry-After")
+		return c.finish(res, ledger.OutcomeRejected, "", err)
+	}
+	return c.finish(res, ledger.OutcomeHTTPError, "", err)
 }
 
 // isEventStream reports whether a Content-Type header names text/event-stream.
