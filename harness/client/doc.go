@@ -6,6 +6,13 @@
 // invalid, stalled, deadline_exceeded, cancelled), with the phase a silent drop
 // happened in. SSE comments and keep-alives are not progress.
 //
+// ok means complete by the protocol: a stream request needs a text/event-stream answer
+// with a finish_reason on some chunk and then data: [DONE] (what follows is ignored);
+// a whole body needs a JSON object whose choices all carry a finish_reason; usage, when
+// sent, must count at least the content chunks received. A missing finish_reason or
+// [DONE] is truncated; a non-SSE answer to a stream request, or disagreeing usage,
+// invalid. Streams are read with pdsoak/sse.
+//
 // It has its own net/http Transport (dial timeout, no global timeouts, no proxy, no
 // compression) so nothing else in the process can change its behaviour, and every
 // request carries an X-Request-ID. Timers are time.AfterFunc, so a waiting request

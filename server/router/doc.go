@@ -18,6 +18,8 @@
 //		client goes away   -> cancel both legs (the workers abort and free their KV)
 //	}
 //
+// Worker streams are read with pdsoak/sse (events bounded by MaxEventBytes); a stream
+// that ends without a done event, or with a malformed event, is a broken leg.
 // Workers' error statuses and stream errors come back as the gen sentinel errors they
 // were (gen.WorkerError.Err). Health: every worker's /health is polled; a worker that
 // fails DefaultFailThreshold checks in a row, or refuses a connection on a request, is
