@@ -133,3 +133,40 @@ func BenchmarkStreamChunks(b *testing.B) {
 		}
 	}
 }
+
+// FuzzClassify feeds arbitrary bodies to the stream and whole-body classifiers: they
+// never panic, always decide an outcome, and call nothing ok that lacks a finish_reason
+// (or, for a stream, [DONE]).
+func FuzzClassify(f *testing.F) {
+	for _, s := range []string{
+		role + tokA + tokB + stop + usage2 + doneEv, tokA + tokB + doneEv, tokA + stop, tokA + stop + usage1 + doneEv,
+		wholeOK, `{"choices":[{"text":"a","finish_reason":null}]}`, "event: error\ndata: x\n\n", ": c\n\n", "data: [DONE]\n\n",
+	} {
+		f.Add(s)
+	}
+	c, err := New("http://127.0.0.1:1")
+	require.NoError(f, err)
+	f.Fuzz(func(t *testing.T, body string) {
+		for _, stream := range []bool{true, false} {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			st := &reqState{cancel: cancel}
+			req := &Request{ID: "f", Stream: stream}
+			var res *Result
+			if stream {
+				res = c.readStream(ctx, req, &Result{}, st, strings.NewReader(body), nil)
+			} else {
+				res = c.readWhole(ctx, req, &Result{}, st, strings.NewReader(body), nil)
+			}
+			cancel(nil)
+			require.NotEmpty(t, res.Outcome)
+			if res.Outcome == ledger.OutcomeOK {
+				require.NotEmpty(t, res.FinishReason, "ok without a finish_reason")
+				if stream {
+					require.Contains(t, body, done, "ok stream without [DONE]")
+				}
+			} else {
+				require.NotEmpty(t, res.Err, "%s without a reason", res.Outcome)
+			}
+		}
+	})
+}
