@@ -63,6 +63,10 @@ type Timeline struct {
 	Faults    []FaultWindow
 	Steps     []Step // sorted by time, then start before stop
 	Requests  int    // expected total
+	// FaultCover describes a repeated or scaled fault timeline; empty when fixed.
+	FaultCover string
+	// Notes are things the reader of the plan should know (faults left out).
+	Notes []string
 }
 
 // Plan computes the timeline of a scenario (after ApplyDefaults). It is pure: it starts,
@@ -110,6 +114,7 @@ func Plan(sc *Scenario) Timeline {
 			Step{At: start, Kind: StepFaultStart, Name: f.Name, Detail: detail},
 			Step{At: stop, Kind: StepFaultStop, Name: f.Name, Detail: "revert"})
 	}
+	tl.FaultCover, tl.Notes = describeFaultTimeline(sc)
 	tl.Steps = append(tl.Steps,
 		Step{At: tl.Load, Kind: StepLoadEnd, Detail: "stop sending; drain in-flight requests"},
 		Step{At: tl.Load + tl.Drain, Kind: StepDrainEnd, Detail: "anything unresolved is a silent drop; leak check"})
@@ -122,6 +127,36 @@ func Plan(sc *Scenario) Timeline {
 		return order[a.Kind] < order[b.Kind]
 	})
 	return tl
+}
+
+// describeFaultTimeline says how a repeated or scaled fault list covers the duration,
+// and which faults it leaves out.
+func describeFaultTimeline(sc *Scenario) (string, []string) {
+	ft := sc.FaultTimeline
+	spec := sc.specFaults()
+	if ft.mode() == CoverFixed || len(spec) == 0 {
+		return "", nil
+	}
+	period := ft.period(spec)
+	cover := fmt.Sprintf("%s repeated every %s: %s", plural(len(spec), "fault"), period, plural(len(sc.Faults), "injection"))
+	if ft.mode() == CoverScale {
+		cover = fmt.Sprintf("%s scaled ×%.3g from a %s cycle to the %s load", plural(len(spec), "fault"),
+			float64(sc.Duration)/float64(period), period, sc.Duration)
+	}
+	var notes []string
+	if out := sc.FaultsLeftOut(); len(out) > 0 {
+		notes = append(notes, fmt.Sprintf("%s left out: %s (they would not end before the end of load at %s; a cycle is %s)",
+			plural(len(out), "fault"), strings.Join(out, ", "), sc.Duration, period))
+	}
+	return cover, notes
+}
+
+// plural formats a count and a noun, adding an s unless the count is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func describeTarget(sc *Scenario) string {
@@ -248,7 +283,14 @@ func (tl Timeline) Write(w io.Writer) error {
 			open = ", plus agent sessions that keep taking turns until their window ends"
 		}
 	}
-	fmt.Fprintf(&b, "requests  ~%d expected%s\n\n", tl.Requests, open)
+	fmt.Fprintf(&b, "requests  ~%d expected%s\n", tl.Requests, open)
+	if tl.FaultCover != "" {
+		fmt.Fprintf(&b, "faults    %s\n", tl.FaultCover)
+	}
+	for _, n := range tl.Notes {
+		fmt.Fprintf(&b, "note      %s\n", n)
+	}
+	b.WriteByte('\n')
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "AT\tEVENT\tNAME\tDETAIL")
 	for _, s := range tl.Steps {

@@ -30,6 +30,7 @@ var enums = map[string][]string{
 	"Reference.backend":   {"tinyref", "simtime", "paced"},
 	"Reference.semantics": {"strict", "sglang"},
 	"Launch.role":         {"router", "prefill", "decode", "colocated"},
+	"FaultTimeline.cover": {CoverFixed, CoverRepeat, CoverScale},
 }
 
 const durationPattern = `^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$`
