@@ -342,6 +342,12 @@ func (w *walker) walkMerge(k, v *yaml.Node, t reflect.Type, path string) {
 		w.add(v, path, "merge keys nested too deep (or a merge that includes itself)")
 		return
 	}
+	if w.visits++; w.visits == maxVisits {
+		w.add(v, path, "too many nodes once aliases are expanded (more than %d)", maxVisits)
+	}
+	if w.visits >= maxVisits {
+		return
+	}
 	if v.Kind == yaml.AliasNode && v.Alias != nil {
 		defer w.enter(v.Alias, k.Line)()
 		v = v.Alias

@@ -80,19 +80,20 @@ func repeatFaults(faults []Fault, period, duration Duration) []Fault {
 
 func scaleFaults(faults []Fault, period, duration Duration) []Fault {
 	factor := float64(duration) / float64(period)
-	scale := func(d Duration, minimum Duration) Duration {
-		if d <= 0 {
-			return d
-		}
+	// Scaled times are cut to whole milliseconds (readable plans), downwards so that
+	// nothing moves past the end of load.
+	scale := func(d Duration) Duration {
 		v := math.Min(float64(d)*factor, float64(duration))
-		return max(Duration(time.Duration(v).Round(time.Millisecond)), minimum)
+		return Duration(time.Duration(v).Truncate(time.Millisecond))
 	}
 	out := make([]Fault, len(faults))
 	for i, f := range faults {
 		g := f
-		g.At = scale(f.At, 0)
-		// A scaled for never rounds to 0: that would mean "held until the end of load".
-		g.For = scale(f.For, Duration(time.Millisecond))
+		g.At = min(scale(f.At), max(duration-1, 0))
+		if f.For > 0 {
+			// A scaled for never becomes 0: that would mean "held until the end of load".
+			g.For = max(scale(f.At+f.For)-g.At, min(Duration(time.Millisecond), duration-g.At))
+		}
 		g.Params = maps.Clone(f.Params)
 		out[i] = g
 	}

@@ -511,6 +511,10 @@ func (v *validator) checkFaultWindow(p string, f Fault) {
 	if f.At < 0 || f.For < 0 {
 		return
 	}
+	if f.At+f.For < f.At {
+		v.add(p+".for", "at + for is too large")
+		return
+	}
 	switch sc.FaultTimeline.mode() {
 	case CoverFixed:
 		if sc.Duration > 0 && f.At >= sc.Duration {
