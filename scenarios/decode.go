@@ -214,38 +214,53 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
 	case reflect.Struct:
 		w.walkStruct(n, t, path)
 	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			w.add(n, path, "must be a list")
-			return
-		}
-		for i, c := range n.Content {
-			p := fmt.Sprintf("%s[%d]", path, i)
-			w.record(p, c)
-			w.walk(c, t.Elem(), p)
-		}
+		w.walkSlice(n, t, path)
 	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			w.add(n, path, "must be a mapping")
-			return
-		}
-		seen := map[string]bool{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if k.Kind != yaml.ScalarNode {
-				w.add(k, path, "keys must be strings")
-				continue
-			}
-			p := join(path, k.Value)
-			if seen[k.Value] {
-				w.add(k, p, "duplicate key")
-				continue
-			}
-			seen[k.Value] = true
-			w.record(p, k)
-			w.walk(v, t.Elem(), p)
-		}
+		w.walkMap(n, t, path)
 	case reflect.Interface:
 		// Free-form (fault params): anything YAML can hold.
+	default:
+		w.walkScalar(n, t, path)
+	}
+}
+
+func (w *walker) walkSlice(n *yaml.Node, t reflect.Type, path string) {
+	if n.Kind != yaml.SequenceNode {
+		w.add(n, path, "must be a list")
+		return
+	}
+	for i, c := range n.Content {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		w.record(p, c)
+		w.walk(c, t.Elem(), p)
+	}
+}
+
+func (w *walker) walkMap(n *yaml.Node, t reflect.Type, path string) {
+	if n.Kind != yaml.MappingNode {
+		w.add(n, path, "must be a mapping")
+		return
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			w.add(k, path, "keys must be strings")
+			continue
+		}
+		p := join(path, k.Value)
+		if seen[k.Value] {
+			w.add(k, p, "duplicate key")
+			continue
+		}
+		seen[k.Value] = true
+		w.record(p, k)
+		w.walk(v, t.Elem(), p)
+	}
+}
+
+func (w *walker) walkScalar(n *yaml.Node, t reflect.Type, path string) {
+	switch t.Kind() {
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode {
 			w.add(n, path, "must be a string")

@@ -782,6 +782,21 @@ workloads:
 		`m.yaml:4: workloads[1].agnets: unknown field (did you mean "agents"?) (from anchor &c, line 3)`)
 }
 
+func TestProblemsSummary(t *testing.T) {
+	tests := []struct {
+		ps   Problems
+		want string
+	}{
+		{Problems{{Msg: "a"}}, "1 problem"},
+		{Problems{{Msg: "a"}, {Msg: "b"}}, "2 problems"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.ps.Summary())
+		})
+	}
+}
+
 // An alias bomb (each anchor aliasing the previous one ten times) is refused quickly.
 func TestAliasBomb(t *testing.T) {
 	var b strings.Builder

@@ -316,7 +316,6 @@ func (v *validator) checkFaultTimeline() {
 }
 
 func (v *validator) checkWorkload(i int, w Workload, names map[string]bool) {
-	sc := v.sc
 	p := fmt.Sprintf("workloads[%d]", i)
 	switch {
 	case w.Name == "":
@@ -350,47 +349,10 @@ func (v *validator) checkWorkload(i int, w Workload, names map[string]bool) {
 	if w.Temperature < 0 || w.Temperature > 2 {
 		v.add(p+".temperature", "must be between 0 and 2")
 	}
-	// Fields that only apply to some types: a set field on the wrong type is a mistake.
-	only := func(field, typ string) {
-		if w.Type != typ && w.Type != "" && sc.IsSet(p+"."+field) {
-			v.add(p+"."+field, "only applies to type %s, not %s", typ, w.Type)
-		}
-	}
-	for _, f := range []string{"agents", "turns", "tool_result_bytes", "tool_latency", "think_time", "retries", "restart"} {
-		only(f, WorkloadAgents)
-	}
-	only("pacer", WorkloadOpenLoop)
-	only("max_in_flight", WorkloadOpenLoop)
-	if w.Type == WorkloadAgents && sc.IsSet(p+".count") {
-		v.add(p+".count", "only applies to types burst and open_loop")
-	}
+	v.checkWorkloadFields(p, w)
 	switch w.Type {
 	case WorkloadAgents:
-		if w.Agents < 1 {
-			v.add(p+".agents", "must be ≥ 1")
-		} else if w.Agents > 10000 {
-			v.add(p+".agents", "must be ≤ 10000")
-		}
-		if w.Turns < 0 {
-			v.add(p+".turns", "must be ≥ 0 (0: until the window ends)")
-		}
-		if w.ToolResultBytes < 0 {
-			v.add(p+".tool_result_bytes", "must be ≥ 0")
-		}
-		if w.ToolLatency < 0 {
-			v.add(p+".tool_latency", "must be ≥ 0")
-		}
-		if w.ThinkTime < 0 {
-			v.add(p+".think_time", "must be ≥ 0")
-		}
-		if w.Retries < 0 {
-			v.add(p+".retries", "must be ≥ 0")
-		} else if w.Retries > 100 {
-			v.add(p+".retries", "must be ≤ 100")
-		}
-		if w.Restart && w.Turns == 0 {
-			v.add(p+".restart", "needs turns ≥ 1 (turns 0 already runs until the window ends)")
-		}
+		v.checkAgents(p, w)
 	case WorkloadOpenLoop:
 		v.checkPacer(p+".pacer", w.Pacer)
 		if w.Count < 0 {
@@ -406,6 +368,58 @@ func (v *validator) checkWorkload(i int, w Workload, names map[string]bool) {
 			v.add(p+".count", "must be ≤ 100000")
 		}
 	}
+	v.checkWorkloadWindow(p, w)
+}
+
+// checkWorkloadFields refuses fields set on a workload type they do not apply to: a set
+// field on the wrong type is a mistake.
+func (v *validator) checkWorkloadFields(p string, w Workload) {
+	only := func(field, typ string) {
+		if w.Type != typ && w.Type != "" && v.sc.IsSet(p+"."+field) {
+			v.add(p+"."+field, "only applies to type %s, not %s", typ, w.Type)
+		}
+	}
+	for _, f := range []string{"agents", "turns", "tool_result_bytes", "tool_latency", "think_time", "retries", "restart"} {
+		only(f, WorkloadAgents)
+	}
+	only("pacer", WorkloadOpenLoop)
+	only("max_in_flight", WorkloadOpenLoop)
+	if w.Type == WorkloadAgents && v.sc.IsSet(p+".count") {
+		v.add(p+".count", "only applies to types burst and open_loop")
+	}
+}
+
+func (v *validator) checkAgents(p string, w Workload) {
+	if w.Agents < 1 {
+		v.add(p+".agents", "must be ≥ 1")
+	} else if w.Agents > 10000 {
+		v.add(p+".agents", "must be ≤ 10000")
+	}
+	if w.Turns < 0 {
+		v.add(p+".turns", "must be ≥ 0 (0: until the window ends)")
+	}
+	if w.ToolResultBytes < 0 {
+		v.add(p+".tool_result_bytes", "must be ≥ 0")
+	}
+	if w.ToolLatency < 0 {
+		v.add(p+".tool_latency", "must be ≥ 0")
+	}
+	if w.ThinkTime < 0 {
+		v.add(p+".think_time", "must be ≥ 0")
+	}
+	if w.Retries < 0 {
+		v.add(p+".retries", "must be ≥ 0")
+	} else if w.Retries > 100 {
+		v.add(p+".retries", "must be ≤ 100")
+	}
+	if w.Restart && w.Turns == 0 {
+		v.add(p+".restart", "needs turns ≥ 1 (turns 0 already runs until the window ends)")
+	}
+}
+
+// checkWorkloadWindow checks that a workload's window lies within the scenario's duration.
+func (v *validator) checkWorkloadWindow(p string, w Workload) {
+	sc := v.sc
 	if w.Start < 0 {
 		v.add(p+".start", "must be ≥ 0")
 	} else if w.Start >= sc.Duration && sc.Duration > 0 {
