@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -816,4 +817,22 @@ func TestAliasBomb(t *testing.T) {
 	_, err := Parse("bomb.yaml", []byte(b.String()))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "too many nodes once aliases are expanded")
+}
+
+// The scenario as run (JSON, written next to a run's outputs) holds the concrete
+// injections; decoding it and applying defaults again does not repeat the repeats.
+func TestExpandedScenarioRoundTrips(t *testing.T) {
+	sc, err := Load("nightly-soak", WithOverrides(func(sc *Scenario) { sc.Duration = Duration(20 * time.Minute) }))
+	require.NoError(t, err)
+	data, err := json.Marshal(sc)
+	require.NoError(t, err)
+	var again Scenario
+	require.NoError(t, json.Unmarshal(data, &again))
+	again.ApplyDefaults()
+	require.NoError(t, again.Validate())
+	require.Len(t, again.Faults, len(sc.Faults))
+	for i, f := range sc.Faults {
+		g := again.Faults[i]
+		assert.Equal(t, []any{f.Name, f.At, f.For}, []any{g.Name, g.At, g.For})
+	}
 }

@@ -40,7 +40,7 @@ type Scenario struct {
 	Faults []Fault `yaml:"faults" json:"faults"`
 	// FaultTimeline says how the faults' timeline covers the scenario's duration: as
 	// written (fixed), repeated in cycles, or scaled.
-	FaultTimeline FaultTimeline `yaml:"fault_timeline" json:"fault_timeline,omitzero"`
+	FaultTimeline FaultTimeline `yaml:"fault_timeline" json:"-"` // the JSON (the scenario as run) holds the expanded Faults; expanding them again would repeat the repeats
 
 	// File is the path (or embedded name) the scenario was loaded from.
 	File string `yaml:"-" json:"-"`
