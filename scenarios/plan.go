@@ -151,10 +151,13 @@ func describeFaultTimeline(sc *Scenario) (string, []string) {
 	return cover, notes
 }
 
-// plural formats a count and a noun, adding an s unless the count is 1.
+// plural formats a count and a noun: "1 turn", "4 turns", "2 retries".
 func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "y") {
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(noun, "y"))
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }
@@ -226,15 +229,15 @@ func describeWorkload(w Workload, ww WorkloadWindow) string {
 	var s string
 	switch w.Type {
 	case WorkloadAgents:
-		turns := fmt.Sprintf("%d turns", w.Turns)
+		turns := plural(w.Turns, "turn")
 		if w.Turns == 0 {
 			turns = "turns until the window ends"
 		} else if w.Restart {
 			turns += ", restarting until the window ends"
 		}
-		s = fmt.Sprintf("agents: %d sessions × %s, tool result %dB", w.Agents, turns, w.ToolResultBytes)
+		s = fmt.Sprintf("agents: %s × %s, tool result %dB", plural(w.Agents, "session"), turns, w.ToolResultBytes)
 		if w.Retries > 0 {
-			s += fmt.Sprintf(", up to %d retries per refused turn", w.Retries)
+			s += fmt.Sprintf(", up to %s per refused turn", plural(w.Retries, "retry"))
 		}
 	case WorkloadOpenLoop:
 		if w.Pacer != nil {
@@ -247,11 +250,11 @@ func describeWorkload(w Workload, ww WorkloadWindow) string {
 			}
 		}
 	case WorkloadBurst:
-		s = fmt.Sprintf("burst: %d requests at once", w.Count)
+		s = fmt.Sprintf("burst: %s at once", plural(w.Count, "request"))
 	}
 	s += fmt.Sprintf(", %s %s, max_tokens %d", w.Endpoint, stream, w.MaxTokens)
 	if !ww.Open {
-		s += fmt.Sprintf(", ~%d requests", ww.Requests)
+		s += fmt.Sprintf(", ~%s", plural(ww.Requests, "request"))
 	}
 	return s
 }

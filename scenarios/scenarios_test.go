@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -574,10 +575,22 @@ func TestPlanAgentsRestart(t *testing.T) {
 		{"fixed turns", "", 30, false, "agents: 10 sessions × 3 turns, tool result 256B, chat stream, max_tokens 16, ~30 requests"},
 		{"restart", "    restart: true\n", 0, true, "agents: 10 sessions × 3 turns, restarting until the window ends, tool result 256B, chat stream, max_tokens 16"},
 		{"retries", "    retries: 2\n", 30, false, "agents: 10 sessions × 3 turns, tool result 256B, up to 2 retries per refused turn, chat stream, max_tokens 16, ~30 requests"},
+		{"singular", "    agents: 1\n    turns: 1\n    retries: 1\n", 1, false, "agents: 1 session × 1 turn, tool result 256B, up to 1 retry per refused turn, chat stream, max_tokens 16, ~1 request"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sc, err := Parse("p.yaml", []byte("name: p\nduration: 10s\nworkloads:\n  - name: a\n    type: agents\n    agents: 10\n    turns: 3\n"+tt.extra))
+			// extra's keys replace the base ones (a key given twice is a problem).
+			base := map[string]string{"agents": "10", "turns": "3"}
+			for _, l := range strings.Split(strings.TrimSpace(tt.extra), "\n") {
+				if k, v, ok := strings.Cut(strings.TrimSpace(l), ": "); ok {
+					base[k] = v
+				}
+			}
+			y := "name: p\nduration: 10s\nworkloads:\n  - name: a\n    type: agents\n"
+			for _, k := range slices.Sorted(maps.Keys(base)) {
+				y += fmt.Sprintf("    %s: %s\n", k, base[k])
+			}
+			sc, err := Parse("p.yaml", []byte(y))
 			require.NoError(t, err)
 			tl := Plan(sc)
 			require.Len(t, tl.Workloads, 1)
