@@ -57,10 +57,12 @@ func expandFaults(ft FaultTimeline, faults []Fault, duration Duration) []Fault {
 
 func repeatFaults(faults []Fault, period, duration Duration) []Fault {
 	out := []Fault{}
-	for cycle := 0; Duration(cycle)*period < duration; cycle++ {
-		offset := Duration(cycle) * period
+	// offset goes negative if it overflows; a cycle with no injection ends the list (the
+	// later ones start later still).
+	for cycle, offset := 0, Duration(0); offset >= 0 && offset < duration; cycle, offset = cycle+1, offset+period {
+		added := 0
 		for _, f := range faults {
-			if f.For <= 0 || f.At < 0 || f.At+offset+f.For > duration {
+			if f.For <= 0 || f.At < 0 || f.At+offset+f.For > duration || f.At+offset+f.For < 0 {
 				continue
 			}
 			g := f
@@ -70,9 +72,13 @@ func repeatFaults(faults []Fault, period, duration Duration) []Fault {
 				g.Name = fmt.Sprintf("%s#%d", f.Name, cycle+1)
 			}
 			out = append(out, g)
+			added++
 			if len(out) > MaxInjections {
 				return out
 			}
+		}
+		if added == 0 {
+			break
 		}
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -847,5 +848,30 @@ func TestExpandedScenarioRoundTrips(t *testing.T) {
 	for i, f := range sc.Faults {
 		g := again.Faults[i]
 		assert.Equal(t, []any{f.Name, f.At, f.For}, []any{g.Name, g.At, g.For})
+	}
+}
+
+// Expansion runs before validation, so it must stay quick on lists validation refuses:
+// held faults with a nanosecond period over hours, or periods that overflow.
+func TestExpandFaultsBounded(t *testing.T) {
+	tests := []struct {
+		name     string
+		faults   []Fault
+		period   Duration
+		duration Duration
+		want     int
+	}{
+		{"held faults never repeat", []Fault{{Name: "h", At: 0, For: 0}}, 1, Duration(time.Hour), 0},
+		{"tiny period is capped", []Fault{{Name: "k", At: 0, For: 1}}, 1, Duration(time.Hour), MaxInjections + 1},
+		{"huge period", []Fault{{Name: "k", At: 0, For: 1}}, Duration(math.MaxInt64), Duration(math.MaxInt64), 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := expandFaults(FaultTimeline{Cover: CoverRepeat, Period: tt.period}, tt.faults, tt.duration)
+			assert.Len(t, got, tt.want)
+			for _, f := range got {
+				assert.GreaterOrEqual(t, f.At, Duration(0))
+			}
+		})
 	}
 }
