@@ -145,7 +145,7 @@ func describeFaultTimeline(sc *Scenario) (string, []string) {
 	}
 	var notes []string
 	if out := sc.FaultsLeftOut(); len(out) > 0 {
-		notes = append(notes, fmt.Sprintf("%s left out: %s (they would not end before the end of load at %s; a cycle is %s)",
+		notes = append(notes, fmt.Sprintf("%s left out: %s (none of its injections would end before the end of load at %s; one cycle is %s)",
 			plural(len(out), "fault"), strings.Join(out, ", "), sc.Duration, period))
 	}
 	return cover, notes

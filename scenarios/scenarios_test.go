@@ -875,3 +875,40 @@ func TestExpandFaultsBounded(t *testing.T) {
 		})
 	}
 }
+
+// The plan says how a repeated or scaled fault list covers the duration, and which
+// faults never run.
+func TestPlanFaultTimeline(t *testing.T) {
+	const faults = "faults:\n  - {name: kill, type: x, target: client, at: 10s, for: 5s}\n  - {name: stall, type: y, target: client, at: 30s, for: 10s}\n"
+	tests := []struct {
+		name     string
+		timeline string
+		duration string
+		cover    string
+		notes    []string
+	}{
+		{"fixed says nothing", "", "1m", "", nil},
+		{"repeat", "{cover: repeat}", "100s", "2 faults repeated every 40s: 5 injections", nil},
+		{"repeat shorter than a cycle", "{cover: repeat}", "20s", "2 faults repeated every 40s: 1 injection",
+			[]string{"1 fault left out: stall (none of its injections would end before the end of load at 20s; one cycle is 40s)"}},
+		{"scale", "{cover: scale}", "160s", "2 faults scaled ×4 from a 40s cycle to the 2m40s load", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			y := minimal + "duration: " + tt.duration + "\n" + faults
+			if tt.timeline != "" {
+				y += "fault_timeline: " + tt.timeline + "\n"
+			}
+			sc, err := Parse("p.yaml", []byte(y))
+			require.NoError(t, err)
+			tl := Plan(sc)
+			assert.Equal(t, tt.cover, tl.FaultCover)
+			assert.Equal(t, tt.notes, tl.Notes)
+			var buf bytes.Buffer
+			require.NoError(t, tl.Write(&buf))
+			for _, n := range tt.notes {
+				assert.Contains(t, buf.String(), "note      "+n)
+			}
+		})
+	}
+}
