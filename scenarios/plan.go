@@ -145,8 +145,12 @@ func describeFaultTimeline(sc *Scenario) (string, []string) {
 	}
 	var notes []string
 	if out := sc.FaultsLeftOut(); len(out) > 0 {
-		notes = append(notes, fmt.Sprintf("%s left out: %s (none of its injections would end before the end of load at %s; one cycle is %s)",
-			plural(len(out), "fault"), strings.Join(out, ", "), sc.Duration, period))
+		pronoun := "they do"
+		if len(out) == 1 {
+			pronoun = "it does"
+		}
+		notes = append(notes, fmt.Sprintf("%s left out: %s (%s not fit before the end of load at %s; one cycle is %s)",
+			plural(len(out), "fault"), strings.Join(out, ", "), pronoun, sc.Duration, period))
 	}
 	return cover, notes
 }

@@ -890,7 +890,7 @@ func TestPlanFaultTimeline(t *testing.T) {
 		{"fixed says nothing", "", "1m", "", nil},
 		{"repeat", "{cover: repeat}", "100s", "2 faults repeated every 40s: 5 injections", nil},
 		{"repeat shorter than a cycle", "{cover: repeat}", "20s", "2 faults repeated every 40s: 1 injection",
-			[]string{"1 fault left out: stall (none of its injections would end before the end of load at 20s; one cycle is 40s)"}},
+			[]string{"1 fault left out: stall (it does not fit before the end of load at 20s; one cycle is 40s)"}},
 		{"scale", "{cover: scale}", "160s", "2 faults scaled ×4 from a 40s cycle to the 2m40s load", nil},
 	}
 	for _, tt := range tests {
