@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -23,13 +24,13 @@ func Decode(file string, data []byte) (*Scenario, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, Problems{{File: file, Msg: "empty scenario"}}
 		}
-		return nil, Problems{syntaxProblem(file, err)}
+		return nil, Problems{syntaxProblem(file, data, err)}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		return nil, Problems{{File: file, Line: extra.Line, Msg: "more than one YAML document; a scenario is one document"}}
 	} else if !errors.Is(err, io.EOF) {
-		return nil, Problems{syntaxProblem(file, err)}
+		return nil, Problems{syntaxProblem(file, data, err)}
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
@@ -38,7 +39,7 @@ func Decode(file string, data []byte) (*Scenario, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, Problems{{File: file, Line: root.Line, Msg: "a scenario must be a YAML mapping (name: ..., workloads: ...)"}}
 	}
-	w := &walker{file: file, pos: map[string]int{}, set: map[string]bool{}}
+	w := &walker{file: file, pos: map[string]int{}, set: map[string]bool{}, anchored: map[string]anchorRef{}}
 	w.walk(root, reflect.TypeFor[Scenario](), "")
 	if len(w.problems) > 0 {
 		return nil, w.problems.sorted()
@@ -51,10 +52,15 @@ func Decode(file string, data []byte) (*Scenario, error) {
 	sc.File = file
 	sc.pos = w.pos
 	sc.set = w.set
+	sc.anchored = w.anchored
 	return sc, nil
 }
 
-func syntaxProblem(file string, err error) Problem {
+// tabHint is the problem for a syntax error caused by a tab in indentation: the parser's
+// own message ("found character that cannot start any token") does not say so.
+const tabHint = "YAML does not allow tabs for indentation; use spaces"
+
+func syntaxProblem(file string, data []byte, err error) Problem {
 	msg := err.Error()
 	msg = strings.TrimPrefix(msg, "yaml: ")
 	line := 0
@@ -66,23 +72,98 @@ func syntaxProblem(file string, err error) Problem {
 			}
 		}
 	}
+	if tab := tabLine(data, line); tab > 0 {
+		return Problem{File: file, Line: tab, Msg: tabHint}
+	}
 	return Problem{File: file, Line: line, Msg: "YAML syntax: " + msg}
+}
+
+// tabLine returns the line, near the parser's reported line, whose indentation holds a
+// tab, or 0. The parser reports some tab errors at the line before the tab.
+func tabLine(data []byte, reported int) int {
+	if reported <= 0 {
+		return 0
+	}
+	lines := strings.Split(string(data), "\n")
+	for l := reported; l <= reported+1 && l <= len(lines); l++ {
+		line := lines[l-1]
+		indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+		if strings.Contains(indent, "\t") {
+			return l
+		}
+	}
+	return 0
 }
 
 // walker checks a YAML node tree against the Go types, records the line of every field
 // path and collects every problem instead of stopping at the first.
+//
+// Inside an alias (*name) or a merge key (<<: *name) the lines recorded and reported are
+// the alias's: the entry that uses the anchor is the one a problem is about (ten
+// workloads merging one anchor are ten entries, each with its own start and duration).
+// The anchor's own line goes into the message.
 type walker struct {
 	file     string
 	pos      map[string]int
 	set      map[string]bool
+	anchored map[string]anchorRef
 	problems Problems
 	depth    int
+	visits   int
+	// via is the outermost alias being walked through, or nil.
+	via *anchorRef
 }
+
+// anchorRef says where an aliased value came from: the anchor's name and the line of the
+// value inside the anchor; Site is the line of the alias or merge key that used it.
+type anchorRef struct {
+	Name string
+	Line int
+	Site int
+}
+
+// maxVisits bounds the nodes walked, aliases expanded: an "alias bomb" (an anchor that
+// aliases another ten times, nested) would otherwise take exponential time.
+const maxVisits = 100_000
 
 var durationType = reflect.TypeFor[Duration]()
 
 func (w *walker) add(n *yaml.Node, path, format string, args ...any) {
-	w.problems = append(w.problems, Problem{File: w.file, Line: n.Line, Path: path, Msg: fmt.Sprintf(format, args...)})
+	msg := fmt.Sprintf(format, args...)
+	if w.via != nil {
+		msg += fmt.Sprintf(" (from anchor &%s, line %d)", w.via.Name, n.Line)
+	}
+	w.problems = append(w.problems, Problem{File: w.file, Line: w.line(n), Path: path, Msg: msg})
+}
+
+// line is the line recorded for n: its own, or inside an alias the alias's.
+func (w *walker) line(n *yaml.Node) int {
+	if w.via != nil {
+		return w.via.Site
+	}
+	return n.Line
+}
+
+// record notes that path was present in the source, at key k.
+func (w *walker) record(path string, k *yaml.Node) {
+	w.pos[path] = w.line(k)
+	w.set[path] = true
+	if w.via != nil {
+		w.anchored[path] = anchorRef{Name: w.via.Name, Line: k.Line, Site: w.via.Site}
+	} else {
+		delete(w.anchored, path)
+	}
+}
+
+// enter starts walking the anchor an alias at line site refers to; the returned
+// function restores the previous state. Only the outermost alias counts: it is the
+// entry in the scenario that uses the anchor.
+func (w *walker) enter(anchor *yaml.Node, site int) func() {
+	if w.via != nil {
+		return func() {}
+	}
+	w.via = &anchorRef{Name: anchor.Anchor, Line: anchor.Line, Site: site}
+	return func() { w.via = nil }
 }
 
 func join(path, key string) string {
@@ -99,11 +180,18 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
 		w.add(n, path, "nesting too deep")
 		return
 	}
+	if w.visits++; w.visits == maxVisits {
+		w.add(n, path, "too many nodes once aliases are expanded (more than %d)", maxVisits)
+	}
+	if w.visits >= maxVisits {
+		return
+	}
 	if n.Kind == yaml.AliasNode {
 		if n.Alias == nil {
 			w.add(n, path, "unresolved alias")
 			return
 		}
+		defer w.enter(n.Alias, n.Line)()
 		n = n.Alias
 	}
 	for t.Kind() == reflect.Pointer {
@@ -126,40 +214,53 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
 	case reflect.Struct:
 		w.walkStruct(n, t, path)
 	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			w.add(n, path, "must be a list")
-			return
-		}
-		for i, c := range n.Content {
-			p := fmt.Sprintf("%s[%d]", path, i)
-			w.pos[p] = c.Line
-			w.set[p] = true
-			w.walk(c, t.Elem(), p)
-		}
+		w.walkSlice(n, t, path)
 	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			w.add(n, path, "must be a mapping")
-			return
-		}
-		seen := map[string]bool{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if k.Kind != yaml.ScalarNode {
-				w.add(k, path, "keys must be strings")
-				continue
-			}
-			p := join(path, k.Value)
-			if seen[k.Value] {
-				w.add(k, p, "duplicate key")
-				continue
-			}
-			seen[k.Value] = true
-			w.pos[p] = k.Line
-			w.set[p] = true
-			w.walk(v, t.Elem(), p)
-		}
+		w.walkMap(n, t, path)
 	case reflect.Interface:
 		// Free-form (fault params): anything YAML can hold.
+	default:
+		w.walkScalar(n, t, path)
+	}
+}
+
+func (w *walker) walkSlice(n *yaml.Node, t reflect.Type, path string) {
+	if n.Kind != yaml.SequenceNode {
+		w.add(n, path, "must be a list")
+		return
+	}
+	for i, c := range n.Content {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		w.record(p, c)
+		w.walk(c, t.Elem(), p)
+	}
+}
+
+func (w *walker) walkMap(n *yaml.Node, t reflect.Type, path string) {
+	if n.Kind != yaml.MappingNode {
+		w.add(n, path, "must be a mapping")
+		return
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			w.add(k, path, "keys must be strings")
+			continue
+		}
+		p := join(path, k.Value)
+		if seen[k.Value] {
+			w.add(k, p, "duplicate key")
+			continue
+		}
+		seen[k.Value] = true
+		w.record(p, k)
+		w.walk(v, t.Elem(), p)
+	}
+}
+
+func (w *walker) walkScalar(n *yaml.Node, t reflect.Type, path string) {
+	switch t.Kind() {
 	case reflect.String:
 		if n.Kind != yaml.ScalarNode {
 			w.add(n, path, "must be a string")
@@ -205,6 +306,13 @@ func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, path string) {
 		w.add(n, path, "must be a mapping, got %s", describe(n))
 		return
 	}
+	// Merge keys first: the mapping's own keys override merged ones (YAML's rule), so
+	// their lines must be the ones recorded.
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; isMerge(k) {
+			w.walkMerge(k, n.Content[i+1], t, path)
+		}
+	}
 	fields := yamlFields(t)
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -213,16 +321,14 @@ func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, path string) {
 			w.add(k, path, "keys must be strings")
 			continue
 		}
-		if k.Value == "<<" && k.Tag == "!!merge" {
-			// A merge key (<<: *anchor or <<: [*a, *b]): its keys belong to this mapping.
-			w.walkMerge(v, t, path)
+		if isMerge(k) {
 			continue
 		}
 		p := join(path, k.Value)
 		f, ok := fields[k.Value]
 		if !ok {
 			msg := "unknown field"
-			if s := suggest(k.Value, fields); s != "" {
+			if s := suggest(k.Value, slices.Sorted(maps.Keys(fields))); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 			w.add(k, p, "%s", msg)
@@ -233,20 +339,32 @@ func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, path string) {
 			continue
 		}
 		seen[k.Value] = true
-		w.pos[p] = k.Line
-		w.set[p] = true
+		w.record(p, k)
 		w.walk(v, f.Type, p)
 	}
 }
 
-func (w *walker) walkMerge(v *yaml.Node, t reflect.Type, path string) {
+// isMerge reports whether k is a merge key (<<: *anchor or <<: [*a, *b]).
+func isMerge(k *yaml.Node) bool {
+	return k.Kind == yaml.ScalarNode && k.Value == "<<" && k.Tag == "!!merge"
+}
+
+// walkMerge walks the value v of merge key k: its keys belong to the mapping at path.
+func (w *walker) walkMerge(k, v *yaml.Node, t reflect.Type, path string) {
 	w.depth++
 	defer func() { w.depth-- }()
 	if w.depth > 64 {
 		w.add(v, path, "merge keys nested too deep (or a merge that includes itself)")
 		return
 	}
+	if w.visits++; w.visits == maxVisits {
+		w.add(v, path, "too many nodes once aliases are expanded (more than %d)", maxVisits)
+	}
+	if w.visits >= maxVisits {
+		return
+	}
 	if v.Kind == yaml.AliasNode && v.Alias != nil {
+		defer w.enter(v.Alias, k.Line)()
 		v = v.Alias
 	}
 	switch v.Kind {
@@ -254,7 +372,7 @@ func (w *walker) walkMerge(v *yaml.Node, t reflect.Type, path string) {
 		w.walkStruct(v, t, path)
 	case yaml.SequenceNode:
 		for _, c := range v.Content {
-			w.walkMerge(c, t, path)
+			w.walkMerge(k, c, t, path)
 		}
 	default:
 		w.add(v, path, "a merge key (<<) needs a mapping or a list of mappings")
@@ -281,14 +399,10 @@ func yamlFields(t reflect.Type) map[string]reflect.StructField {
 	return out
 }
 
-// suggest returns the known key closest to k, if it is close enough to be a typo.
-func suggest(k string, fields map[string]reflect.StructField) string {
-	names := make([]string, 0, len(fields))
-	for n := range fields {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	best, bestD := "", 3
+// suggest returns the name in names (sorted) closest to k, if it is close enough to be
+// a typo: at most 2 edits, and not more than half of k's letters.
+func suggest(k string, names []string) string {
+	best, bestD := "", min(3, len(k)/2+1)
 	for _, n := range names {
 		if d := editDistance(k, n); d < bestD {
 			best, bestD = n, d

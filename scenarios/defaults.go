@@ -35,9 +35,10 @@ const (
 	DefaultLaunchTimeout   = Duration(120 * time.Second)
 )
 
-// ApplyDefaults fills every field the scenario left out. It is idempotent. For a scenario
-// decoded from YAML, booleans with a true default (workloads[].stream) are set only when
-// the key was absent; for a scenario built in Go, booleans are left as they are.
+// ApplyDefaults fills every field the scenario left out and expands a repeated or scaled
+// fault timeline into concrete injections. It is idempotent. For a scenario decoded from
+// YAML, booleans with a true default (workloads[].stream) are set only when the key was
+// absent; for a scenario built in Go, booleans are left as they are.
 func (sc *Scenario) ApplyDefaults() {
 	if sc.Name == "" && sc.File != "" {
 		base := path.Base(strings.ReplaceAll(sc.File, "\\", "/"))
@@ -57,6 +58,16 @@ func (sc *Scenario) ApplyDefaults() {
 			sc.Target.Launch[i].StartTimeout = DefaultLaunchTimeout
 		}
 	}
+	sc.referenceDefaults()
+	for i := range sc.Workloads {
+		sc.workloadDefaults(i)
+	}
+	sc.limitDefaults()
+	sc.faultDefaults()
+	sc.assertionDefaults()
+}
+
+func (sc *Scenario) referenceDefaults() {
 	ref := &sc.Reference
 	if !sc.IsSet("reference.prefill") && !sc.IsSet("reference.decode") && ref.Prefill == 0 && ref.Decode == 0 {
 		ref.Prefill, ref.Decode = 1, 1
@@ -70,52 +81,44 @@ func (sc *Scenario) ApplyDefaults() {
 	if ref.StartTimeout == 0 {
 		ref.StartTimeout = DefaultRefStartTimeout
 	}
-	if len(sc.Faults) > 0 && !sc.IsSet("reference.fault_injection") {
-		ref.FaultInjection = true
-	}
-	if !sc.IsSet("reference.proxies") && sc.Target.URL == "" {
-		topo := sc.Topology()
-		for _, f := range sc.Faults {
-			if k, ok := topo.Resolve(f.Target); ok && k == TargetLink {
-				ref.Proxies = true
-			}
-		}
-	}
+}
 
-	for i := range sc.Workloads {
-		w := &sc.Workloads[i]
-		p := fmt.Sprintf("workloads[%d]", i)
-		if w.Name == "" && w.Type != "" {
-			w.Name = fmt.Sprintf("%s-%d", w.Type, i)
+func (sc *Scenario) workloadDefaults(i int) {
+	w := &sc.Workloads[i]
+	p := fmt.Sprintf("workloads[%d]", i)
+	if w.Name == "" && w.Type != "" {
+		w.Name = fmt.Sprintf("%s-%d", w.Type, i)
+	}
+	if w.Endpoint == "" {
+		w.Endpoint = EndpointChat
+	}
+	if sc.set != nil && !sc.IsSet(p+".stream") {
+		w.Stream = true
+	}
+	if w.MaxTokens == 0 && !sc.IsSet(p+".max_tokens") {
+		w.MaxTokens = DefaultMaxTokens
+	}
+	if w.PromptTokens == 0 && !sc.IsSet(p+".prompt_tokens") {
+		w.PromptTokens = DefaultPromptTokens
+	}
+	if w.Type == WorkloadAgents {
+		if w.Agents == 0 && !sc.IsSet(p+".agents") {
+			w.Agents = DefaultAgents
 		}
-		if w.Endpoint == "" {
-			w.Endpoint = EndpointChat
+		if w.Turns == 0 && !sc.IsSet(p+".turns") {
+			w.Turns = DefaultTurns
 		}
-		if sc.set != nil && !sc.IsSet(p+".stream") {
-			w.Stream = true
-		}
-		if w.MaxTokens == 0 && !sc.IsSet(p+".max_tokens") {
-			w.MaxTokens = DefaultMaxTokens
-		}
-		if w.PromptTokens == 0 && !sc.IsSet(p+".prompt_tokens") {
-			w.PromptTokens = DefaultPromptTokens
-		}
-		if w.Type == WorkloadAgents {
-			if w.Agents == 0 && !sc.IsSet(p+".agents") {
-				w.Agents = DefaultAgents
-			}
-			if w.Turns == 0 && !sc.IsSet(p+".turns") {
-				w.Turns = DefaultTurns
-			}
-			if w.ToolResultBytes == 0 && !sc.IsSet(p+".tool_result_bytes") {
-				w.ToolResultBytes = DefaultToolResultBytes
-			}
-		}
-		if w.Duration == 0 && w.Start < sc.Duration {
-			w.Duration = sc.Duration - w.Start
+		if w.ToolResultBytes == 0 && !sc.IsSet(p+".tool_result_bytes") {
+			w.ToolResultBytes = DefaultToolResultBytes
 		}
 	}
+	if w.Duration == 0 && w.Start < sc.Duration {
+		w.Duration = sc.Duration - w.Start
+	}
+}
 
+// limitDefaults fills the deadlines, the drain, the recovery parameters and the self check.
+func (sc *Scenario) limitDefaults() {
 	d := &sc.Deadlines
 	if d.Connect == 0 {
 		d.Connect = DefaultConnect
@@ -148,25 +151,56 @@ func (sc *Scenario) ApplyDefaults() {
 	if sc.SelfCheck.MaxLag == 0 {
 		sc.SelfCheck.MaxLag = DefaultMaxLag
 	}
+}
 
-	if sc.Assertions == nil && !sc.IsSet("assertions") {
-		sc.Assertions = []string{reports.AssertNoSilentDrops, reports.AssertValidResponses}
-		if sc.HasMetrics() {
-			sc.Assertions = append(sc.Assertions, reports.AssertNoLeaks)
-		}
-		if len(sc.Faults) > 0 {
-			sc.Assertions = append(sc.Assertions, reports.AssertRecovery)
+// faultDefaults names the faults, expands the fault timeline (the list as written is kept
+// for validation, so that problems point at its lines) and turns on what faults need in
+// the reference topology.
+func (sc *Scenario) faultDefaults() {
+	if sc.faultSpec == nil {
+		sc.faultSpec = sc.Faults
+	}
+	spec := sc.faultSpec
+	for i := range spec {
+		if spec[i].Name == "" && spec[i].Type != "" {
+			spec[i].Name = fmt.Sprintf("%s-%d", spec[i].Type, i)
 		}
 	}
-	for i := range sc.Faults {
-		if sc.Faults[i].Name == "" && sc.Faults[i].Type != "" {
-			sc.Faults[i].Name = fmt.Sprintf("%s-%d", sc.Faults[i].Type, i)
+	sc.Faults = expandFaults(sc.FaultTimeline, spec, sc.Duration)
+	ref := &sc.Reference
+	if len(spec) > 0 && !sc.IsSet("reference.fault_injection") {
+		ref.FaultInjection = true
+	}
+	if !sc.IsSet("reference.proxies") && sc.Target.URL == "" {
+		topo := sc.Topology()
+		for _, f := range spec {
+			if k, ok := topo.Resolve(f.Target); ok && k == TargetLink {
+				ref.Proxies = true
+			}
 		}
+	}
+}
+
+// assertionDefaults lists the built-in assertions that can be evaluated: no_leaks only
+// with a metrics endpoint and recovery only when a fault is injected, so that the
+// defaults never add an assertion that validation would refuse.
+func (sc *Scenario) assertionDefaults() {
+	if sc.Assertions != nil || sc.IsSet("assertions") {
+		return
+	}
+	sc.Assertions = []string{reports.AssertNoSilentDrops, reports.AssertValidResponses}
+	if sc.HasMetrics() {
+		sc.Assertions = append(sc.Assertions, reports.AssertNoLeaks)
+	}
+	if len(sc.Faults) > 0 {
+		sc.Assertions = append(sc.Assertions, reports.AssertRecovery)
 	}
 }
 
 // Embedded reports whether the harness starts the reference server itself.
 func (sc *Scenario) Embedded() bool { return sc.Target.URL == "" }
 
-// HasMetrics reports whether a metrics endpoint is known (set, or the embedded server's).
+// HasMetrics reports whether a metrics endpoint is known: target.metrics_url, or the
+// embedded reference server's router. An external target (with or without
+// target.launch) has one only when target.metrics_url names it.
 func (sc *Scenario) HasMetrics() bool { return sc.Target.MetricsURL != "" || sc.Embedded() }

@@ -63,6 +63,10 @@ type Timeline struct {
 	Faults    []FaultWindow
 	Steps     []Step // sorted by time, then start before stop
 	Requests  int    // expected total
+	// FaultCover describes a repeated or scaled fault timeline; empty when fixed.
+	FaultCover string
+	// Notes are things the reader of the plan should know (faults left out).
+	Notes []string
 }
 
 // Plan computes the timeline of a scenario (after ApplyDefaults). It is pure: it starts,
@@ -110,6 +114,7 @@ func Plan(sc *Scenario) Timeline {
 			Step{At: start, Kind: StepFaultStart, Name: f.Name, Detail: detail},
 			Step{At: stop, Kind: StepFaultStop, Name: f.Name, Detail: "revert"})
 	}
+	tl.FaultCover, tl.Notes = describeFaultTimeline(sc)
 	tl.Steps = append(tl.Steps,
 		Step{At: tl.Load, Kind: StepLoadEnd, Detail: "stop sending; drain in-flight requests"},
 		Step{At: tl.Load + tl.Drain, Kind: StepDrainEnd, Detail: "anything unresolved is a silent drop; leak check"})
@@ -122,6 +127,43 @@ func Plan(sc *Scenario) Timeline {
 		return order[a.Kind] < order[b.Kind]
 	})
 	return tl
+}
+
+// describeFaultTimeline says how a repeated or scaled fault list covers the duration,
+// and which faults it leaves out.
+func describeFaultTimeline(sc *Scenario) (string, []string) {
+	ft := sc.FaultTimeline
+	spec := sc.specFaults()
+	if ft.mode() == CoverFixed || len(spec) == 0 {
+		return "", nil
+	}
+	period := ft.period(spec)
+	cover := fmt.Sprintf("%s repeated every %s: %s", plural(len(spec), "fault"), period, plural(len(sc.Faults), "injection"))
+	if ft.mode() == CoverScale {
+		cover = fmt.Sprintf("%s scaled ×%.3g from a %s cycle to the %s load", plural(len(spec), "fault"),
+			float64(sc.Duration)/float64(period), period, sc.Duration)
+	}
+	var notes []string
+	if out := sc.FaultsLeftOut(); len(out) > 0 {
+		pronoun := "they do"
+		if len(out) == 1 {
+			pronoun = "it does"
+		}
+		notes = append(notes, fmt.Sprintf("%s left out: %s (%s not fit before the end of load at %s; one cycle is %s)",
+			plural(len(out), "fault"), strings.Join(out, ", "), pronoun, sc.Duration, period))
+	}
+	return cover, notes
+}
+
+// plural formats a count and a noun: "1 turn", "4 turns", "2 retries".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "y") {
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(noun, "y"))
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func describeTarget(sc *Scenario) string {
@@ -191,15 +233,15 @@ func describeWorkload(w Workload, ww WorkloadWindow) string {
 	var s string
 	switch w.Type {
 	case WorkloadAgents:
-		turns := fmt.Sprintf("%d turns", w.Turns)
+		turns := plural(w.Turns, "turn")
 		if w.Turns == 0 {
 			turns = "turns until the window ends"
 		} else if w.Restart {
 			turns += ", restarting until the window ends"
 		}
-		s = fmt.Sprintf("agents: %d sessions × %s, tool result %dB", w.Agents, turns, w.ToolResultBytes)
+		s = fmt.Sprintf("agents: %s × %s, tool result %dB", plural(w.Agents, "session"), turns, w.ToolResultBytes)
 		if w.Retries > 0 {
-			s += fmt.Sprintf(", up to %d retries per refused turn", w.Retries)
+			s += fmt.Sprintf(", up to %s per refused turn", plural(w.Retries, "retry"))
 		}
 	case WorkloadOpenLoop:
 		if w.Pacer != nil {
@@ -212,11 +254,11 @@ func describeWorkload(w Workload, ww WorkloadWindow) string {
 			}
 		}
 	case WorkloadBurst:
-		s = fmt.Sprintf("burst: %d requests at once", w.Count)
+		s = fmt.Sprintf("burst: %s at once", plural(w.Count, "request"))
 	}
 	s += fmt.Sprintf(", %s %s, max_tokens %d", w.Endpoint, stream, w.MaxTokens)
 	if !ww.Open {
-		s += fmt.Sprintf(", ~%d requests", ww.Requests)
+		s += fmt.Sprintf(", ~%s", plural(ww.Requests, "request"))
 	}
 	return s
 }
@@ -248,7 +290,14 @@ func (tl Timeline) Write(w io.Writer) error {
 			open = ", plus agent sessions that keep taking turns until their window ends"
 		}
 	}
-	fmt.Fprintf(&b, "requests  ~%d expected%s\n\n", tl.Requests, open)
+	fmt.Fprintf(&b, "requests  ~%d expected%s\n", tl.Requests, open)
+	if tl.FaultCover != "" {
+		fmt.Fprintf(&b, "faults    %s\n", tl.FaultCover)
+	}
+	for _, n := range tl.Notes {
+		fmt.Fprintf(&b, "note      %s\n", n)
+	}
+	b.WriteByte('\n')
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "AT\tEVENT\tNAME\tDETAIL")
 	for _, s := range tl.Steps {

@@ -63,3 +63,6 @@ func (ps Problems) sorted() Problems {
 	sort.SliceStable(ps, func(i, j int) bool { return ps[i].Line < ps[j].Line })
 	return ps
 }
+
+// Summary counts the problems with the right plural: "1 problem", "32 problems".
+func (ps Problems) Summary() string { return plural(len(ps), "problem") }

@@ -2,12 +2,20 @@ package scenarios
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const minimal = `name: t
@@ -18,10 +26,22 @@ workloads:
 func problemsOf(t *testing.T, err error) Problems {
 	t.Helper()
 	var ps Problems
-	if !errors.As(err, &ps) {
-		t.Fatalf("want Problems, got %T: %v", err, err)
-	}
+	require.ErrorAs(t, err, &ps)
 	return ps
+}
+
+// requireProblems checks that err holds exactly the wanted problems, each given as a
+// prefix of its "file:line: path: msg" line.
+func requireProblems(t *testing.T, err error, want ...string) {
+	t.Helper()
+	require.Error(t, err, "want problems, got none")
+	lines := problemsOf(t, err).Lines()
+	all := strings.Join(lines, "\n")
+	assert.Len(t, lines, len(want), "problems:\n%s", all)
+	for _, w := range want {
+		assert.True(t, slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, w) }),
+			"missing problem %q in:\n%s", w, all)
+	}
 }
 
 func TestParseProblems(t *testing.T) {
@@ -125,7 +145,27 @@ func TestParseProblems(t *testing.T) {
 		{
 			name: "no_leaks needs metrics on an external target",
 			yaml: "name: t\ntarget:\n  url: http://127.0.0.1:1\nworkloads:\n  - type: agents\nassertions: [no_leaks]\n",
-			want: []string{"t.yaml:6: assertions[0]: no_leaks needs target.metrics_url"},
+			want: []string{"t.yaml:6: assertions[0]: no_leaks cannot be evaluated: an external target has no metrics endpoint unless target.metrics_url"},
+		},
+		{
+			name: "no_leaks needs metrics on a launched target",
+			yaml: "name: t\ntarget:\n  url: http://127.0.0.1:1\n  launch:\n    - {name: sglang, role: colocated, command: [sglang]}\nworkloads:\n  - type: agents\nassertions:\n  - no_silent_drops\n  - no_leaks\n",
+			want: []string{"t.yaml:10: assertions[1]: no_leaks cannot be evaluated"},
+		},
+		{
+			name: "recovery needs a fault",
+			yaml: "name: t\nworkloads:\n  - type: agents\nassertions:\n  - no_silent_drops\n  - recovery\n",
+			want: []string{"t.yaml:6: assertions[1]: recovery cannot be evaluated: the scenario injects no fault"},
+		},
+		{
+			name: "recovery needs a fault within the duration",
+			yaml: "name: t\nduration: 10s\nworkloads:\n  - type: agents\nfault_timeline: {cover: repeat}\nfaults:\n  - {type: decode_crash, target: decode, at: 8s, for: 5s}\nassertions: [recovery]\n",
+			want: []string{"t.yaml:8: assertions[0]: recovery cannot be evaluated: no fault ends before the end of load (duration 10s)"},
+		},
+		{
+			name: "threshold over an unknown outcome points at its line",
+			yaml: "name: t\nworkloads:\n  - type: agents\nassertions:\n  - no_silent_drops\n  - rate(invlid) < 0.1\n",
+			want: []string{`t.yaml:6: assertions[1]: assertion "rate(invlid) < 0.1":`},
 		},
 		{
 			name: "fault target does not exist",
@@ -137,6 +177,74 @@ func TestParseProblems(t *testing.T) {
 			yaml: "name: t\nworkloads:\n  - type: agents\nfaults:\n  - type: meteor\n    target: decode\n",
 			opts: []Option{WithKnownFaults("decode_crash", "network_partition")},
 			want: []string{`t.yaml:5: faults[0].type: unknown fault type "meteor" (known: decode_crash, network_partition)`},
+		},
+		{
+			name: "unknown fault type with a suggestion",
+			yaml: "name: t\nworkloads:\n  - type: agents\nfaults:\n  - type: decode_crsh\n    target: decode\n",
+			opts: []Option{WithKnownFaults("decode_crash", "network_partition")},
+			want: []string{`t.yaml:5: faults[0].type: unknown fault type "decode_crsh" (did you mean "decode_crash"? known: decode_crash, network_partition)`},
+		},
+		{
+			name: "tab in indentation",
+			yaml: "name: t\nworkloads:\n\t- type: agents\n",
+			want: []string{"t.yaml:3: " + tabHint},
+		},
+		{
+			name: "tab in indentation reported a line early by the parser",
+			yaml: "name: t\nworkloads:\n  - type: agents\n\t  agents: 3\n",
+			want: []string{"t.yaml:4: " + tabHint},
+		},
+		{
+			name: "unknown cover",
+			yaml: "name: t\nworkloads:\n  - type: agents\nfault_timeline:\n  cover: repaet\n",
+			want: []string{`t.yaml:5: fault_timeline.cover: must be fixed, repeat or scale, got "repaet" (did you mean "repeat"?)`},
+		},
+		{
+			name: "period with a fixed timeline",
+			yaml: "name: t\nworkloads:\n  - type: agents\nfault_timeline:\n  period: 1m\n",
+			want: []string{"t.yaml:5: fault_timeline.period: only applies with cover: repeat or scale"},
+		},
+		{
+			name: "repeat needs every fault to end, within the period, without '#'",
+			yaml: "name: t\nworkloads:\n  - type: agents\nfault_timeline: {cover: repeat, period: 20s}\nfaults:\n" +
+				"  - {name: held, type: decode_crash, target: decode, at: 1s}\n" +
+				"  - {name: long, type: decode_crash, target: decode, at: 10s, for: 15s}\n" +
+				"  - {name: a#1, type: decode_crash, target: decode, at: 1s, for: 1s}\n",
+			want: []string{
+				"t.yaml:6: faults[0].for: must be > 0 with cover: repeat",
+				"t.yaml:7: faults[1].for: at + for (25s) exceeds fault_timeline.period (20s)",
+				"t.yaml:8: faults[2].name: must not contain '#'",
+			},
+		},
+		{
+			name: "repeat with too many injections",
+			yaml: "name: t\nduration: 1h\nworkloads:\n  - type: agents\nfault_timeline: {cover: repeat, period: 100ms}\nfaults:\n  - {type: decode_crash, target: decode, at: 0s, for: 10ms}\n",
+			want: []string{"t.yaml:5: fault_timeline.period: repeating every 100ms over 1h0m0s makes more than 10000 injections"},
+		},
+		{
+			name: "scale needs faults within the period",
+			yaml: "name: t\nworkloads:\n  - type: agents\nfault_timeline: {cover: scale, period: 20s}\nfaults:\n  - {type: decode_crash, target: decode, at: 20s}\n  - {type: decode_crash, target: decode, at: 5s, for: 20s}\n",
+			want: []string{
+				"t.yaml:6: faults[0].at: (20s) must be before the end of fault_timeline.period (20s)",
+				"t.yaml:7: faults[1].for: at + for (25s) exceeds fault_timeline.period (20s)",
+			},
+		},
+		{
+			name: "problems inside an anchor point at the entry that uses it",
+			yaml: "name: t\nduration: 30s\nworkloads:\n  - &cohort\n    type: agents\n    duration: 20s\n  - {<<: *cohort, name: b, start: 20s}\n  - <<: *cohort\n    name: c\n    start: 25s\n",
+			want: []string{
+				"t.yaml:7: workloads[1].duration: start + duration (40s) exceeds the scenario's duration (30s) (set by anchor &cohort, line 6)",
+				"t.yaml:8: workloads[2].duration: start + duration (45s) exceeds the scenario's duration (30s) (set by anchor &cohort, line 6)",
+			},
+		},
+		{
+			name: "type errors inside an anchor point at each alias",
+			yaml: "name: t\nworkloads:\n  - &w {type: agents, agents: many}\n  - *w\n  - {<<: *w, name: x}\n",
+			want: []string{
+				`t.yaml:3: workloads[0].agents: must be an integer, got "many"`,
+				`t.yaml:4: workloads[1].agents: must be an integer, got "many" (from anchor &w, line 3)`,
+				`t.yaml:5: workloads[2].agents: must be an integer, got "many" (from anchor &w, line 3)`,
+			},
 		},
 		{
 			name: "fault target of the wrong kind",
@@ -172,34 +280,14 @@ func TestParseProblems(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse("t.yaml", []byte(tt.yaml), tt.opts...)
-			if err == nil {
-				t.Fatal("want problems, got none")
-			}
-			ps := problemsOf(t, err)
-			lines := ps.Lines()
-			if len(lines) != len(tt.want) {
-				t.Errorf("got %d problems, want %d:\n%s", len(lines), len(tt.want), strings.Join(lines, "\n"))
-			}
-			for _, w := range tt.want {
-				found := false
-				for _, l := range lines {
-					if strings.HasPrefix(l, w) {
-						found = true
-					}
-				}
-				if !found {
-					t.Errorf("missing problem %q in:\n%s", w, strings.Join(lines, "\n"))
-				}
-			}
+			requireProblems(t, err, tt.want...)
 		})
 	}
 }
 
 func TestDefaults(t *testing.T) {
 	sc, err := Parse("mini.yaml", []byte(minimal))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	w := sc.Workloads[0]
 	checks := []struct {
 		name      string
@@ -225,40 +313,74 @@ func TestDefaults(t *testing.T) {
 		{"no proxies", sc.Reference.Proxies, false},
 	}
 	for _, c := range checks {
-		if c.got != c.want {
-			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
-		}
+		assert.Equal(t, c.want, c.got, c.name)
 	}
 	// Explicit values win, including false and 0.
 	sc, err = Parse("x.yaml", []byte("name: t\nseed: 0\nworkloads:\n  - type: agents\n    stream: false\n    turns: 0\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sc.Seed != 0 || sc.Workloads[0].Stream || sc.Workloads[0].Turns != 0 {
-		t.Errorf("explicit values overridden: seed %d stream %v turns %d", sc.Seed, sc.Workloads[0].Stream, sc.Workloads[0].Turns)
-	}
+	require.NoError(t, err)
+	assert.Zero(t, sc.Seed)
+	assert.False(t, sc.Workloads[0].Stream)
+	assert.Zero(t, sc.Workloads[0].Turns)
 	// Defaults are idempotent.
 	before := *sc
 	sc.ApplyDefaults()
-	if before.Drain != sc.Drain || before.Deadlines != sc.Deadlines {
-		t.Error("ApplyDefaults is not idempotent")
+	assert.Equal(t, before.Drain, sc.Drain)
+	assert.Equal(t, before.Deadlines, sc.Deadlines)
+}
+
+// The default assertions never include one that validation would refuse: no_leaks only
+// with a metrics endpoint, recovery only when a fault is injected.
+func TestDefaultAssertions(t *testing.T) {
+	const fault = "faults:\n  - {type: decode_crash, target: client, at: 5s, for: 5s}\n"
+	tests := []struct {
+		name      string
+		yaml      string
+		overrides func(*Scenario)
+		want      string
+	}{
+		{"embedded", minimal, nil, "no_silent_drops,valid_responses,no_leaks"},
+		{"embedded with a fault", minimal + fault, nil, "no_silent_drops,valid_responses,no_leaks,recovery"},
+		{"external without metrics", minimal + "target: {url: http://127.0.0.1:1}\n", nil, "no_silent_drops,valid_responses"},
+		{"external with metrics", minimal + "target: {url: http://127.0.0.1:1, metrics_url: http://127.0.0.1:2/metrics}\n", nil,
+			"no_silent_drops,valid_responses,no_leaks"},
+		{"launched without metrics", minimal + fault + "target:\n  url: http://127.0.0.1:1\n  launch: [{name: s, role: colocated, command: [s]}]\n", nil,
+			"no_silent_drops,valid_responses,recovery"},
+		{"--target override", minimal, func(sc *Scenario) { sc.Target.URL = "http://127.0.0.1:1" }, "no_silent_drops,valid_responses"},
+		{"repeat with no fault in the window", minimal + "duration: 10s\nfault_timeline: {cover: repeat}\nfaults:\n  - {type: x, target: client, at: 8s, for: 5s}\n", nil,
+			"no_silent_drops,valid_responses,no_leaks"},
 	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var opts []Option
+			if tt.overrides != nil {
+				opts = append(opts, WithOverrides(tt.overrides))
+			}
+			sc, err := Parse("d.yaml", []byte(tt.yaml), opts...)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, strings.Join(sc.Assertions, ","))
+		})
+	}
+}
+
+// --target (an override) without a metrics URL refuses a listed no_leaks before the run.
+func TestOverrideRefusesNoLeaks(t *testing.T) {
+	yaml := "name: t\nworkloads:\n  - type: agents\nassertions:\n  - no_leaks\n"
+	_, err := Parse("o.yaml", []byte(yaml), WithOverrides(func(sc *Scenario) { sc.Target.URL = "http://127.0.0.1:1" }))
+	requireProblems(t, err, "o.yaml:5: assertions[0]: no_leaks cannot be evaluated")
+	_, err = Parse("o.yaml", []byte(yaml), WithOverrides(func(sc *Scenario) {
+		sc.Target.URL = "http://127.0.0.1:1"
+		sc.Target.MetricsURL = "http://127.0.0.1:1/metrics"
+	}))
+	require.NoError(t, err)
 }
 
 func TestFaultDefaults(t *testing.T) {
 	sc, err := Parse("f.yaml", []byte(minimal+"faults:\n  - type: kv_transfer_stall\n    target: prefill->decode\n    at: 5s\n    for: 5s\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !sc.Reference.Proxies || !sc.Reference.FaultInjection {
-		t.Errorf("proxies %v fault_injection %v, want both true", sc.Reference.Proxies, sc.Reference.FaultInjection)
-	}
-	if sc.Faults[0].Name != "kv_transfer_stall-0" {
-		t.Errorf("fault name %q", sc.Faults[0].Name)
-	}
-	if got := strings.Join(sc.Assertions, ","); !strings.Contains(got, "recovery") {
-		t.Errorf("assertions %s lack recovery", got)
-	}
+	require.NoError(t, err)
+	assert.True(t, sc.Reference.Proxies)
+	assert.True(t, sc.Reference.FaultInjection)
+	assert.Equal(t, "kv_transfer_stall-0", sc.Faults[0].Name)
+	assert.Contains(t, sc.Assertions, "recovery")
 }
 
 func TestTopology(t *testing.T) {
@@ -285,21 +407,17 @@ func TestTopology(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.target, func(t *testing.T) {
 			k, ok := topo.Resolve(tt.target)
-			if k != tt.kind || ok != tt.ok {
-				t.Errorf("Resolve = %v, %v; want %v, %v", k, ok, tt.kind, tt.ok)
-			}
-			if got := strings.Join(topo.Members(tt.target), ","); got != tt.members {
-				t.Errorf("Members = %q, want %q", got, tt.members)
-			}
+			assert.Equal(t, tt.kind, k)
+			assert.Equal(t, tt.ok, ok)
+			assert.Equal(t, tt.members, strings.Join(topo.Members(tt.target), ","))
 		})
 	}
 	ext := &Scenario{Target: Target{URL: "http://x", Launch: []Launch{{Name: "sglang-decode", Role: "decode"}}}}
-	if k, ok := ext.Topology().Resolve("sglang-decode"); !ok || k != TargetProcess {
-		t.Error("launch process not a target")
-	}
-	if _, ok := ext.Topology().Resolve("router"); ok {
-		t.Error("external target has no embedded router")
-	}
+	k, ok := ext.Topology().Resolve("sglang-decode")
+	assert.True(t, ok, "launch process not a target")
+	assert.Equal(t, TargetProcess, k)
+	_, ok = ext.Topology().Resolve("router")
+	assert.False(t, ok, "external target has no embedded router")
 }
 
 func TestDurationParse(t *testing.T) {
@@ -316,38 +434,33 @@ func TestDurationParse(t *testing.T) {
 		{"soon", 0, false},
 	}
 	for _, tt := range tests {
-		d, err := ParseDuration(tt.in)
-		if (err == nil) != tt.ok || d.D() != tt.want {
-			t.Errorf("ParseDuration(%q) = %v, %v", tt.in, d, err)
-		}
+		t.Run(tt.in, func(t *testing.T) {
+			d, err := ParseDuration(tt.in)
+			if tt.ok {
+				require.NoError(t, err)
+			} else {
+				require.Error(t, err)
+			}
+			assert.Equal(t, tt.want, d.D())
+		})
 	}
 }
 
 func TestLoad(t *testing.T) {
-	if _, err := Load("smoke"); err != nil {
-		t.Fatalf("embedded smoke: %v", err)
-	}
-	if _, err := Load("smoke.yaml"); err != nil {
-		t.Fatalf("embedded smoke.yaml: %v", err)
-	}
+	_, err := Load("smoke")
+	require.NoError(t, err, "embedded smoke")
+	_, err = Load("smoke.yaml")
+	require.NoError(t, err, "embedded smoke.yaml")
 	dir := t.TempDir()
 	p := filepath.Join(dir, "mine.yaml")
-	if err := os.WriteFile(p, []byte(minimal), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(p, []byte(minimal), 0o644))
 	sc, err := Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sc.File != p {
-		t.Errorf("File = %q", sc.File)
-	}
-	if _, err := Load("no-such-scenario"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("want ErrNotFound, got %v", err)
-	}
-	if _, err := Load("../etc/passwd"); err == nil {
-		t.Error("loaded a path outside")
-	}
+	require.NoError(t, err)
+	assert.Equal(t, p, sc.File)
+	_, err = Load("no-such-scenario")
+	assert.ErrorIs(t, err, ErrNotFound)
+	_, err = Load("../etc/passwd")
+	assert.Error(t, err, "loaded a path outside")
 }
 
 // TestShippedScenarios loads every embedded scenario and checks its header comment.
@@ -357,29 +470,54 @@ func TestShippedScenarios(t *testing.T) {
 	for _, info := range list {
 		t.Run(info.Name, func(t *testing.T) {
 			sc, err := Load(info.Name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if sc.Name != info.Name {
-				t.Errorf("name %q differs from file %s", sc.Name, info.File)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, info.Name, sc.Name, "name differs from file %s", info.File)
 			data, _ := Embedded(info.Name)
-			if !bytes.HasPrefix(data, []byte("# ")) || !bytes.Contains(data, []byte("Expected")) {
-				t.Errorf("%s lacks a header comment saying what it shows and the expected verdict", info.File)
-			}
-			if info.Summary == "" {
-				t.Error("empty summary")
-			}
-			if info.Expected != "PASS" && info.Expected != "FAIL" {
-				t.Errorf("header says expected verdict %q, want PASS or FAIL", info.Expected)
-			}
+			assert.True(t, bytes.HasPrefix(data, []byte("# ")) && bytes.Contains(data, []byte("Expected")),
+				"%s lacks a header comment saying what it shows and the expected verdict", info.File)
+			assert.NotEmpty(t, info.Summary)
+			assert.Contains(t, []string{"PASS", "FAIL"}, info.Expected)
 		})
 		if info.Name == "smoke" {
 			found = true
 		}
 	}
-	if !found {
-		t.Error("smoke not listed")
+	assert.True(t, found, "smoke not listed")
+}
+
+// nightly-soak's fault timeline covers whatever duration it is given: a short run keeps
+// the faults that fit, a long one repeats the cycle to the end.
+func TestNightlySoakDurations(t *testing.T) {
+	tests := []struct {
+		duration   time.Duration
+		injections int
+		leftOut    int
+		last       string
+	}{
+		{time.Minute, 1, 14, "saturate"},
+		{10 * time.Minute, 16, 0, "saturate#2"},
+		{2 * time.Hour, 199, 0, "kv-drop#14"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.duration.String(), func(t *testing.T) {
+			sc, err := Load("nightly-soak", WithOverrides(func(sc *Scenario) { sc.Duration = Duration(tt.duration) }))
+			require.NoError(t, err)
+			require.Len(t, sc.Faults, tt.injections)
+			assert.Len(t, sc.FaultsLeftOut(), tt.leftOut)
+			assert.Equal(t, tt.last, sc.Faults[len(sc.Faults)-1].Name)
+			names := map[string]bool{}
+			for _, f := range sc.Faults {
+				assert.False(t, names[f.Name], "duplicate injection %s", f.Name)
+				names[f.Name] = true
+				assert.LessOrEqual(t, (f.At + f.For).D(), tt.duration, "%s ends after the load", f.Name)
+				assert.Positive(t, f.For.D(), "%s", f.Name)
+			}
+			// The last injection starts in the last cycle: no long quiet tail.
+			assert.Greater(t, sc.Faults[len(sc.Faults)-1].At.D(), tt.duration-9*time.Minute)
+			var buf bytes.Buffer
+			require.NoError(t, Plan(sc).Write(&buf))
+			assert.Contains(t, buf.String(), fmt.Sprintf("faults    15 faults repeated every 9m0s: %s", plural(tt.injections, "injection")))
+		})
 	}
 }
 
@@ -413,24 +551,16 @@ faults:
     target: decode
     at: 45s
 `))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tl := Plan(sc)
-	if tl.Requests != 30+480+50 {
-		t.Errorf("expected requests %d", tl.Requests)
-	}
+	assert.Equal(t, 30+480+50, tl.Requests, "expected requests")
 	var buf bytes.Buffer
-	if err := tl.Write(&buf); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, tl.Write(&buf))
 	golden(t, "testdata/plan.golden", buf.Bytes())
 	// Plan is pure: the same scenario gives the same plan.
 	var again bytes.Buffer
-	_ = Plan(sc).Write(&again)
-	if !bytes.Equal(buf.Bytes(), again.Bytes()) {
-		t.Error("plan is not deterministic")
-	}
+	require.NoError(t, Plan(sc).Write(&again))
+	assert.Equal(t, buf.String(), again.String(), "plan is not deterministic")
 }
 
 // A restarting agents workload has no fixed request count: the plan says so and
@@ -446,30 +576,30 @@ func TestPlanAgentsRestart(t *testing.T) {
 		{"fixed turns", "", 30, false, "agents: 10 sessions × 3 turns, tool result 256B, chat stream, max_tokens 16, ~30 requests"},
 		{"restart", "    restart: true\n", 0, true, "agents: 10 sessions × 3 turns, restarting until the window ends, tool result 256B, chat stream, max_tokens 16"},
 		{"retries", "    retries: 2\n", 30, false, "agents: 10 sessions × 3 turns, tool result 256B, up to 2 retries per refused turn, chat stream, max_tokens 16, ~30 requests"},
+		{"singular", "    agents: 1\n    turns: 1\n    retries: 1\n", 1, false, "agents: 1 session × 1 turn, tool result 256B, up to 1 retry per refused turn, chat stream, max_tokens 16, ~1 request"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sc, err := Parse("p.yaml", []byte("name: p\nduration: 10s\nworkloads:\n  - name: a\n    type: agents\n    agents: 10\n    turns: 3\n"+tt.extra))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tl := Plan(sc)
-			if len(tl.Workloads) != 1 {
-				t.Fatalf("workloads %+v", tl.Workloads)
-			}
-			w := tl.Workloads[0]
-			if w.Requests != tt.requests || w.Open != tt.open {
-				t.Errorf("requests %d open %v, want %d %v", w.Requests, w.Open, tt.requests, tt.open)
-			}
-			found := false
-			for _, s := range tl.Steps {
-				if s.Name == "a" && s.Detail == tt.detail {
-					found = true
+			// extra's keys replace the base ones (a key given twice is a problem).
+			base := map[string]string{"agents": "10", "turns": "3"}
+			for _, l := range strings.Split(strings.TrimSpace(tt.extra), "\n") {
+				if k, v, ok := strings.Cut(strings.TrimSpace(l), ": "); ok {
+					base[k] = v
 				}
 			}
-			if !found {
-				t.Errorf("no step with detail %q in %+v", tt.detail, tl.Steps)
+			y := "name: p\nduration: 10s\nworkloads:\n  - name: a\n    type: agents\n"
+			for _, k := range slices.Sorted(maps.Keys(base)) {
+				y += fmt.Sprintf("    %s: %s\n", k, base[k])
 			}
+			sc, err := Parse("p.yaml", []byte(y))
+			require.NoError(t, err)
+			tl := Plan(sc)
+			require.Len(t, tl.Workloads, 1)
+			w := tl.Workloads[0]
+			assert.Equal(t, tt.requests, w.Requests)
+			assert.Equal(t, tt.open, w.Open)
+			assert.True(t, slices.ContainsFunc(tl.Steps, func(s Step) bool { return s.Name == "a" && s.Detail == tt.detail }),
+				"no step with detail %q in %+v", tt.detail, tl.Steps)
 		})
 	}
 }
@@ -477,49 +607,149 @@ func TestPlanAgentsRestart(t *testing.T) {
 func golden(t *testing.T, path string, got []byte) {
 	t.Helper()
 	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, got, 0o644))
 	}
 	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (run with -update):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	require.NoError(t, err, "run with -update")
+	assert.Equal(t, string(want), string(got), "%s differs (run with -update)", path)
 }
 
 func FuzzLoad(f *testing.F) {
 	f.Add([]byte(minimal))
-	if data, ok := Embedded("smoke"); ok {
-		f.Add(data)
+	for _, name := range []string{"smoke", "nightly-soak"} {
+		if data, ok := Embedded(name); ok {
+			f.Add(data)
+		}
 	}
 	f.Add([]byte("name: t\nworkloads: [{type: open_loop, pacer: {type: sine, rate: 3, amplitude: 1, period: 5s}}]\n"))
 	f.Add([]byte("a: &x [*x]\n"))
 	f.Add([]byte("workloads:\n  - &a {type: agents}\n  - {<<: *a, name: b}\n  - &c\n    <<: *c\n"))
 	f.Add([]byte("faults:\n  - {type: x, target: decode, at: -5s, params: {a: [1, {b: 2}]}}\n"))
 	f.Add([]byte("duration: 1h\nworkloads: [{type: burst, count: 99999999999999999999}]\n"))
+	f.Add([]byte("name: t\nduration: 95s\nworkloads: [{type: agents}]\nfault_timeline: {cover: repeat, period: 30s}\nfaults: [{type: x, target: client, at: 5s, for: 10s}]\n"))
+	f.Add([]byte("name: t\nduration: 1h\nworkloads: [{type: agents}]\nfault_timeline: {cover: scale}\nfaults: [{type: x, target: client, at: 5s, for: 10s}, {type: y, target: decode, at: 20s}]\n"))
+	f.Add([]byte("name: t\nworkloads:\n\t- type: agents\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sc, err := Parse("fuzz.yaml", data)
 		if err != nil {
 			var ps Problems
-			if errors.As(err, &ps) && len(ps) == 0 {
-				t.Fatal("empty Problems")
+			if errors.As(err, &ps) {
+				require.NotEmpty(t, ps, "empty Problems")
 			}
 			return
 		}
 		// A valid scenario always has a plan, and the plan is within bounds.
 		tl := Plan(sc)
 		for _, s := range tl.Steps {
-			if s.At < 0 || s.At > tl.Load+tl.Drain {
-				t.Fatalf("step %+v outside the timeline", s)
-			}
+			require.True(t, s.At >= 0 && s.At <= tl.Load+tl.Drain, "step %+v outside the timeline", s)
+		}
+		checkInjections(t, sc)
+	})
+}
+
+// checkInjections checks the expanded faults of a valid scenario: within the load,
+// uniquely named, bounded in number.
+func checkInjections(t *testing.T, sc *Scenario) {
+	t.Helper()
+	require.LessOrEqual(t, len(sc.Faults), MaxInjections)
+	names := map[string]bool{}
+	for _, f := range sc.Faults {
+		require.False(t, names[f.Name], "duplicate injection name %q", f.Name)
+		names[f.Name] = true
+		require.GreaterOrEqual(t, f.At, Duration(0))
+		require.Less(t, f.At, sc.Duration, "%s starts after the load", f.Name)
+		require.LessOrEqual(t, f.At+f.For, sc.Duration, "%s ends after the load", f.Name)
+	}
+}
+
+// FuzzFaultTimeline expands one or two faults under every cover mode with arbitrary
+// times: a scenario that validates always yields injections inside the load.
+func FuzzFaultTimeline(f *testing.F) {
+	f.Add(uint8(1), int64(95), int64(30), int64(5), int64(10), int64(20), int64(0))
+	f.Add(uint8(2), int64(3600), int64(0), int64(5), int64(10), int64(20), int64(0))
+	f.Add(uint8(2), int64(1), int64(540), int64(30), int64(15), int64(520), int64(1))
+	f.Add(uint8(0), int64(60), int64(0), int64(30), int64(15), int64(59), int64(0))
+	f.Fuzz(func(t *testing.T, mode uint8, duration, period, at1, for1, at2, for2 int64) {
+		cover := []string{CoverFixed, CoverRepeat, CoverScale}[int(mode)%3]
+		ms := func(v int64) string { return fmt.Sprintf("%dms", v) }
+		yaml := fmt.Sprintf("name: t\nduration: %s\nworkloads: [{type: agents}]\nfault_timeline: {cover: %s, period: %s}\n"+
+			"faults:\n  - {type: x, target: client, at: %s, for: %s}\n  - {type: y, target: decode, at: %s, for: %s}\n",
+			ms(duration), cover, ms(period), ms(at1), ms(for1), ms(at2), ms(for2))
+		if cover == CoverFixed {
+			yaml = strings.Replace(yaml, ", period: "+ms(period), "", 1)
+		}
+		sc, err := Parse("f.yaml", []byte(yaml))
+		if err != nil {
+			problemsOf(t, err)
+			return
+		}
+		checkInjections(t, sc)
+		if cover != CoverRepeat {
+			require.Len(t, sc.Faults, 2)
 		}
 	})
+}
+
+// TestExpandFaults checks the expansion of each cover mode.
+func TestExpandFaults(t *testing.T) {
+	s := func(d time.Duration) Duration { return Duration(d) }
+	faults := []Fault{
+		{Name: "kill", At: s(10 * time.Second), For: s(5 * time.Second)},
+		{Name: "stall", At: s(30 * time.Second), For: s(10 * time.Second)},
+	}
+	type inj struct {
+		name     string
+		at, for_ time.Duration
+	}
+	tests := []struct {
+		name     string
+		ft       FaultTimeline
+		duration time.Duration
+		want     []inj
+	}{
+		{"fixed is the list", FaultTimeline{}, time.Hour, []inj{{"kill", 10 * time.Second, 5 * time.Second}, {"stall", 30 * time.Second, 10 * time.Second}}},
+		{"repeat every span", FaultTimeline{Cover: CoverRepeat}, 100 * time.Second, []inj{
+			{"kill", 10 * time.Second, 5 * time.Second}, {"stall", 30 * time.Second, 10 * time.Second},
+			{"kill#2", 50 * time.Second, 5 * time.Second}, {"stall#2", 70 * time.Second, 10 * time.Second},
+			{"kill#3", 90 * time.Second, 5 * time.Second}, // stall#3 would end at 120s
+		}},
+		{"repeat with a period", FaultTimeline{Cover: CoverRepeat, Period: s(time.Minute)}, 2 * time.Minute, []inj{
+			{"kill", 10 * time.Second, 5 * time.Second}, {"stall", 30 * time.Second, 10 * time.Second},
+			{"kill#2", 70 * time.Second, 5 * time.Second}, {"stall#2", 90 * time.Second, 10 * time.Second},
+		}},
+		{"repeat shorter than a cycle", FaultTimeline{Cover: CoverRepeat}, 20 * time.Second, []inj{{"kill", 10 * time.Second, 5 * time.Second}}},
+		{"scale up", FaultTimeline{Cover: CoverScale}, 400 * time.Second, []inj{{"kill", 100 * time.Second, 50 * time.Second}, {"stall", 300 * time.Second, 100 * time.Second}}},
+		{"scale down", FaultTimeline{Cover: CoverScale, Period: s(time.Minute)}, 20 * time.Second, []inj{
+			{"kill", 3333 * time.Millisecond, 1667 * time.Millisecond}, {"stall", 10 * time.Second, 3333 * time.Millisecond}}},
+		{"scale cuts to milliseconds", FaultTimeline{Cover: CoverScale, Period: s(time.Hour)}, time.Second, []inj{
+			{"kill", 2 * time.Millisecond, 2 * time.Millisecond}, {"stall", 8 * time.Millisecond, 3 * time.Millisecond}}},
+		{"scale never cuts for to 0", FaultTimeline{Cover: CoverScale, Period: s(time.Hour)}, 100 * time.Millisecond, []inj{
+			{"kill", 0, time.Millisecond}, {"stall", 0, time.Millisecond}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []inj
+			for _, f := range expandFaults(tt.ft, faults, Duration(tt.duration)) {
+				got = append(got, inj{f.Name, f.At.D(), f.For.D()})
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+// ApplyDefaults expands a repeated timeline once, however often it is called, and the
+// problems of a repeated fault point at the fault as written.
+func TestFaultTimelineIdempotent(t *testing.T) {
+	sc, err := Parse("r.yaml", []byte(minimal+"duration: 1m\nfault_timeline: {cover: repeat}\nfaults:\n  - {name: k, type: x, target: client, at: 5s, for: 5s}\n"))
+	require.NoError(t, err)
+	require.Len(t, sc.Faults, 6)
+	sc.ApplyDefaults()
+	sc.ApplyDefaults()
+	assert.Len(t, sc.Faults, 6)
+	assert.Equal(t, "k#6", sc.Faults[5].Name)
+	require.NoError(t, sc.Validate())
+	assert.Empty(t, sc.FaultsLeftOut())
 }
 
 func TestOverrides(t *testing.T) {
@@ -527,17 +757,12 @@ func TestOverrides(t *testing.T) {
 		sc.Duration = Duration(90 * time.Second)
 		sc.Seed = 9
 	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sc.Seed != 9 || sc.Workloads[0].Duration.D() != 90*time.Second {
-		t.Errorf("seed %d workload duration %s", sc.Seed, sc.Workloads[0].Duration)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, int64(9), sc.Seed)
+	assert.Equal(t, 90*time.Second, sc.Workloads[0].Duration.D())
 	_, err = Parse("o.yaml", []byte(minimal+"faults:\n  - {type: decode_crash, target: decode, at: 20s}\n"),
 		WithOverrides(func(sc *Scenario) { sc.Duration = Duration(10 * time.Second) }))
-	if ps := problemsOf(t, err); !strings.Contains(ps.Error(), "faults[0].at: (20s) must be before the end of load") {
-		t.Errorf("override not validated: %v", ps)
-	}
+	requireProblems(t, err, "o.yaml:5: faults[0].at: (20s) must be before the end of load")
 }
 
 func TestMergeKeys(t *testing.T) {
@@ -552,19 +777,138 @@ workloads:
     name: b
     start: 10s
 `))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w := sc.Workloads[1]; w.Name != "b" || w.Agents != 3 || w.Turns != 2 || w.Start.D() != 10*time.Second {
-		t.Errorf("merged workload %+v", w)
-	}
+	require.NoError(t, err)
+	w := sc.Workloads[1]
+	assert.Equal(t, "b", w.Name)
+	assert.Equal(t, 3, w.Agents)
+	assert.Equal(t, 2, w.Turns)
+	assert.Equal(t, 10*time.Second, w.Start.D())
+	// Lines: the merge site's own keys keep theirs, merged keys take the merge key's.
+	assert.Equal(t, 9, sc.Line("workloads[1].name"))
+	assert.Equal(t, 8, sc.Line("workloads[1].agents"))
+	assert.Equal(t, 6, sc.Line("workloads[0].agents"))
 	for _, self := range []string{"workloads:\n  - &a\n    <<: *a\n", "target: &t\n  <<: [*t]\n", "&r\n<<: *r\n"} {
-		if _, err := Parse("r.yaml", []byte(self)); err == nil {
-			t.Errorf("self-merge %q accepted", self)
-		}
+		_, err := Parse("r.yaml", []byte(self))
+		assert.Error(t, err, "self-merge %q accepted", self)
 	}
 	_, err = Parse("m.yaml", []byte("name: m\nworkloads:\n  - &c {type: agents, agnets: 1}\n  - <<: *c\n"))
-	if err == nil || !strings.Contains(err.Error(), "agnets: unknown field") {
-		t.Errorf("unknown key under a merge not reported: %v", err)
+	requireProblems(t, err,
+		`m.yaml:3: workloads[0].agnets: unknown field (did you mean "agents"?)`,
+		`m.yaml:4: workloads[1].agnets: unknown field (did you mean "agents"?) (from anchor &c, line 3)`)
+}
+
+func TestProblemsSummary(t *testing.T) {
+	tests := []struct {
+		ps   Problems
+		want string
+	}{
+		{Problems{{Msg: "a"}}, "1 problem"},
+		{Problems{{Msg: "a"}, {Msg: "b"}}, "2 problems"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.ps.Summary())
+		})
+	}
+}
+
+// An alias bomb (each anchor aliasing the previous one ten times) is refused quickly.
+func TestAliasBomb(t *testing.T) {
+	var b strings.Builder
+	// Merge keys accept lists, and the walker follows them: the place a bomb could go off.
+	b.WriteString("name: t\nbombs:\n  - &a0 {type: agents}\n")
+	for i := 1; i <= 9; i++ {
+		fmt.Fprintf(&b, "  - &a%d [", i)
+		for j := range 10 {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "*a%d", i-1)
+		}
+		b.WriteString("]\n")
+	}
+	b.WriteString("workloads:\n  - <<: *a9\n")
+	_, err := Parse("bomb.yaml", []byte(b.String()))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "too many nodes once aliases are expanded")
+}
+
+// The scenario as run (JSON, written next to a run's outputs) holds the concrete
+// injections; decoding it and applying defaults again does not repeat the repeats.
+func TestExpandedScenarioRoundTrips(t *testing.T) {
+	sc, err := Load("nightly-soak", WithOverrides(func(sc *Scenario) { sc.Duration = Duration(20 * time.Minute) }))
+	require.NoError(t, err)
+	data, err := json.Marshal(sc)
+	require.NoError(t, err)
+	var again Scenario
+	require.NoError(t, json.Unmarshal(data, &again))
+	again.ApplyDefaults()
+	require.NoError(t, again.Validate())
+	require.Len(t, again.Faults, len(sc.Faults))
+	for i, f := range sc.Faults {
+		g := again.Faults[i]
+		assert.Equal(t, []any{f.Name, f.At, f.For}, []any{g.Name, g.At, g.For})
+	}
+}
+
+// Expansion runs before validation, so it must stay quick on lists validation refuses:
+// held faults with a nanosecond period over hours, or periods that overflow.
+func TestExpandFaultsBounded(t *testing.T) {
+	tests := []struct {
+		name     string
+		faults   []Fault
+		period   Duration
+		duration Duration
+		want     int
+	}{
+		{"held faults never repeat", []Fault{{Name: "h", At: 0, For: 0}}, 1, Duration(time.Hour), 0},
+		{"tiny period is capped", []Fault{{Name: "k", At: 0, For: 1}}, 1, Duration(time.Hour), MaxInjections + 1},
+		{"huge period", []Fault{{Name: "k", At: 0, For: 1}}, Duration(math.MaxInt64), Duration(math.MaxInt64), 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := expandFaults(FaultTimeline{Cover: CoverRepeat, Period: tt.period}, tt.faults, tt.duration)
+			assert.Len(t, got, tt.want)
+			for _, f := range got {
+				assert.GreaterOrEqual(t, f.At, Duration(0))
+			}
+		})
+	}
+}
+
+// The plan says how a repeated or scaled fault list covers the duration, and which
+// faults never run.
+func TestPlanFaultTimeline(t *testing.T) {
+	const faults = "faults:\n  - {name: kill, type: x, target: client, at: 10s, for: 5s}\n  - {name: stall, type: y, target: client, at: 30s, for: 10s}\n"
+	tests := []struct {
+		name     string
+		timeline string
+		duration string
+		cover    string
+		notes    []string
+	}{
+		{"fixed says nothing", "", "1m", "", nil},
+		{"repeat", "{cover: repeat}", "100s", "2 faults repeated every 40s: 5 injections", nil},
+		{"repeat shorter than a cycle", "{cover: repeat}", "20s", "2 faults repeated every 40s: 1 injection",
+			[]string{"1 fault left out: stall (it does not fit before the end of load at 20s; one cycle is 40s)"}},
+		{"scale", "{cover: scale}", "160s", "2 faults scaled ×4 from a 40s cycle to the 2m40s load", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			y := minimal + "duration: " + tt.duration + "\n" + faults
+			if tt.timeline != "" {
+				y += "fault_timeline: " + tt.timeline + "\n"
+			}
+			sc, err := Parse("p.yaml", []byte(y))
+			require.NoError(t, err)
+			tl := Plan(sc)
+			assert.Equal(t, tt.cover, tl.FaultCover)
+			assert.Equal(t, tt.notes, tl.Notes)
+			var buf bytes.Buffer
+			require.NoError(t, tl.Write(&buf))
+			for _, n := range tt.notes {
+				assert.Contains(t, buf.String(), "note      "+n)
+			}
+		})
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -30,6 +32,7 @@ var enums = map[string][]string{
 	"Reference.backend":   {"tinyref", "simtime", "paced"},
 	"Reference.semantics": {"strict", "sglang"},
 	"Launch.role":         {"router", "prefill", "decode", "colocated"},
+	"FaultTimeline.cover": {CoverFixed, CoverRepeat, CoverScale},
 }
 
 const durationPattern = `^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$`
@@ -39,9 +42,7 @@ func fieldDocs(t *testing.T) map[string]string {
 	t.Helper()
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "types.go", nil, parser.ParseComments)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	docs := map[string]string{}
 	ast.Inspect(f, func(n ast.Node) bool {
 		ts, ok := n.(*ast.TypeSpec)
@@ -122,9 +123,7 @@ func generateSchema(t *testing.T) []byte {
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(s); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, enc.Encode(s))
 	return buf.Bytes()
 }
 
@@ -133,29 +132,19 @@ func generateSchema(t *testing.T) []byte {
 func TestSchemaUpToDate(t *testing.T) {
 	want := generateSchema(t)
 	if *update {
-		if err := os.WriteFile(schemaFile, want, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(schemaFile, want, 0o644))
 	}
 	got, err := os.ReadFile(schemaFile)
-	if err != nil {
-		t.Fatalf("read %s: %v (run go test ./scenarios -run TestSchema -update)", schemaFile, err)
-	}
+	require.NoError(t, err, "run go test ./scenarios -run TestSchema -update")
 	var schema map[string]any
-	if err := json.Unmarshal(got, &schema); err != nil {
-		t.Fatalf("%s is not JSON: %v", schemaFile, err)
-	}
+	require.NoError(t, json.Unmarshal(got, &schema), "%s is not JSON", schemaFile)
 	// Every YAML key path of the Go types must be a schema property path.
 	keys := map[string]bool{}
 	schemaKeys(schema, "", keys)
 	for _, k := range typeKeys(reflect.TypeFor[Scenario](), "") {
-		if !keys[k] {
-			t.Errorf("schema lacks key %s", k)
-		}
+		assert.True(t, keys[k], "schema lacks key %s", k)
 	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s is stale; run go test ./scenarios -run TestSchema -update", schemaFile)
-	}
+	assert.Equal(t, string(want), string(got), "%s is stale; run go test ./scenarios -run TestSchema -update", schemaFile)
 }
 
 func typeKeys(t reflect.Type, prefix string) []string {
@@ -266,38 +255,38 @@ func validateSchema(s map[string]any, v any, path string) []string {
 
 func TestSchemaAcceptsShippedScenarios(t *testing.T) {
 	raw, err := os.ReadFile(schemaFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var schema map[string]any
-	if err := json.Unmarshal(raw, &schema); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(raw, &schema))
 	list := List()
-	if len(list) == 0 {
-		t.Fatal("no embedded scenarios")
-	}
+	require.NotEmpty(t, list, "no embedded scenarios")
 	for _, info := range list {
 		t.Run(info.Name, func(t *testing.T) {
 			data, _ := Embedded(info.Name)
 			var v any
-			if err := yaml.Unmarshal(data, &v); err != nil {
-				t.Fatal(err)
-			}
-			for _, e := range validateSchema(schema, v, info.File) {
-				t.Error(e)
-			}
+			require.NoError(t, yaml.Unmarshal(data, &v))
+			assert.Empty(t, validateSchema(schema, v, info.File))
 		})
 	}
 }
 
 func TestSchemaRejectsUnknownKey(t *testing.T) {
-	raw, _ := os.ReadFile(schemaFile)
+	raw, err := os.ReadFile(schemaFile)
+	require.NoError(t, err)
 	var schema map[string]any
-	_ = json.Unmarshal(raw, &schema)
-	var v any
-	_ = yaml.Unmarshal([]byte("workloads:\n  - type: agents\n    agnets: 3\n"), &v)
-	if errs := validateSchema(schema, v, "x"); len(errs) == 0 {
-		t.Fatal("schema accepted an unknown key")
+	require.NoError(t, json.Unmarshal(raw, &schema))
+	tests := []struct {
+		name string
+		yaml string
+	}{
+		{"misspelt workload key", "workloads:\n  - type: agents\n    agnets: 3\n"},
+		{"unknown cover", "workloads: [{type: agents}]\nfault_timeline: {cover: cycle}\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var v any
+			require.NoError(t, yaml.Unmarshal([]byte(tt.yaml), &v))
+			assert.NotEmpty(t, validateSchema(schema, v, "x"), "schema accepted it")
+		})
 	}
 }

@@ -34,8 +34,13 @@ type Scenario struct {
 	// Default: [no_silent_drops, valid_responses], plus no_leaks when metrics are known,
 	// plus recovery when faults are present.
 	Assertions []string `yaml:"assertions" json:"assertions"`
-	// Faults are injected on the timeline, relative to the start of load.
+	// Faults are injected on the timeline, relative to the start of load. After
+	// ApplyDefaults they are the concrete injections: a repeated timeline (FaultTimeline)
+	// is expanded into one entry per cycle, named name, name#2, name#3, ...
 	Faults []Fault `yaml:"faults" json:"faults"`
+	// FaultTimeline says how the faults' timeline covers the scenario's duration: as
+	// written (fixed), repeated in cycles, or scaled.
+	FaultTimeline FaultTimeline `yaml:"fault_timeline" json:"-"` // the JSON (the scenario as run) holds the expanded Faults; expanding them again would repeat the repeats
 
 	// File is the path (or embedded name) the scenario was loaded from.
 	File string `yaml:"-" json:"-"`
@@ -43,6 +48,32 @@ type Scenario struct {
 	pos map[string]int
 	// set records which field paths were present in the source (for defaults).
 	set map[string]bool
+	// anchored maps field paths whose value came from an anchor (&name, used by an
+	// alias or a merge key) to where the anchor wrote it, for problem messages.
+	anchored map[string]anchorRef
+	// faultSpec is the fault list as written (before a repeated or scaled timeline is
+	// expanded into Faults); validation reports against it, at the lines of the source.
+	faultSpec []Fault
+}
+
+// Fault timeline cover modes.
+const (
+	CoverFixed  = "fixed"  // every fault once, at its `at`
+	CoverRepeat = "repeat" // the faults again every period until the duration ends
+	CoverScale  = "scale"  // at and for stretched (or shrunk) so that one period spans the duration
+)
+
+// FaultTimeline says how the faults' timeline covers the scenario's duration, so that a
+// soak given a longer (or shorter) --duration keeps injecting faults throughout it.
+type FaultTimeline struct {
+	// Cover is fixed (default: every fault once, at its `at`), repeat (the list runs again
+	// every period, named name#2, name#3, ...; an injection that would not end before the
+	// end of load is left out) or scale (every at and for is multiplied by duration /
+	// period, so that one cycle spans the whole duration).
+	Cover string `yaml:"cover" json:"cover,omitempty"`
+	// Period is the length of one cycle of the fault list. Default: the end of the last
+	// fault (the largest at + for).
+	Period Duration `yaml:"period" json:"period,omitempty"`
 }
 
 // Target is the endpoint under test.

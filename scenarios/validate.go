@@ -2,8 +2,10 @@ package scenarios
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -87,8 +89,14 @@ func (v *validator) line(path string) int {
 	return 0
 }
 
+// add records a problem at the line of path. A value that came from an anchor is
+// reported at the entry that uses it, and the message says where the anchor set it.
 func (v *validator) add(path, format string, args ...any) {
-	v.problems = append(v.problems, Problem{File: v.sc.File, Line: v.line(path), Path: path, Msg: fmt.Sprintf(format, args...)})
+	msg := fmt.Sprintf(format, args...)
+	if a, ok := v.sc.anchored[path]; ok {
+		msg += fmt.Sprintf(" (set by anchor &%s, line %d)", a.Name, a.Line)
+	}
+	v.problems = append(v.problems, Problem{File: v.sc.File, Line: v.line(path), Path: path, Msg: msg})
 }
 
 func (v *validator) checkURL(path, s string) {
@@ -101,6 +109,7 @@ func (v *validator) checkURL(path, s string) {
 	}
 }
 
+// check runs every check; each part adds its problems and none stops the others.
 func (v *validator) check(o options) {
 	sc := v.sc
 	if sc.Name == "" {
@@ -111,8 +120,27 @@ func (v *validator) check(o options) {
 	if sc.Duration <= 0 {
 		v.add("duration", "must be > 0")
 	}
+	v.checkTarget()
+	v.checkReference()
+	if len(sc.Workloads) == 0 {
+		v.add("workloads", "at least one workload is required")
+	}
+	wnames := map[string]bool{}
+	for i, w := range sc.Workloads {
+		v.checkWorkload(i, w, wnames)
+	}
+	v.checkLimits()
+	v.checkAssertions()
+	v.checkFaultTimeline()
+	topo := sc.Topology()
+	fnames := map[string]bool{}
+	for i, f := range sc.specFaults() {
+		v.checkFault(i, f, topo, fnames, o)
+	}
+}
 
-	// Target.
+func (v *validator) checkTarget() {
+	sc := v.sc
 	v.checkURL("target.url", sc.Target.URL)
 	v.checkURL("target.metrics_url", sc.Target.MetricsURL)
 	v.checkURL("target.debug_url", sc.Target.DebugURL)
@@ -147,9 +175,10 @@ func (v *validator) check(o options) {
 			v.add(p+".start_timeout", "must be ≥ 0")
 		}
 	}
+}
 
-	// Reference.
-	ref := sc.Reference
+func (v *validator) checkReference() {
+	ref := v.sc.Reference
 	if ref.Prefill < 0 {
 		v.add("reference.prefill", "must be ≥ 0")
 	}
@@ -162,30 +191,36 @@ func (v *validator) check(o options) {
 	if ref.Prefill > 16 || ref.Decode > 16 {
 		v.add("reference", "at most 16 prefill and 16 decode workers")
 	}
-	switch ref.Backend {
-	case "tinyref", "simtime", "paced":
-	default:
-		v.add("reference.backend", "must be tinyref, simtime or paced, got %q", ref.Backend)
-	}
-	switch ref.Semantics {
-	case "strict", "sglang":
-	default:
-		v.add("reference.semantics", "must be strict or sglang, got %q", ref.Semantics)
-	}
+	v.oneOf("reference.backend", ref.Backend, "tinyref", "simtime", "paced")
+	v.oneOf("reference.semantics", ref.Semantics, "strict", "sglang")
 	if ref.StartTimeout < 0 {
 		v.add("reference.start_timeout", "must be ≥ 0")
 	}
+}
 
-	// Workloads.
-	if len(sc.Workloads) == 0 {
-		v.add("workloads", "at least one workload is required")
+// oneOf checks that value is one of a closed set, with a "did you mean" for a typo.
+func (v *validator) oneOf(path, value string, set ...string) {
+	if slices.Contains(set, value) {
+		return
 	}
-	wnames := map[string]bool{}
-	for i, w := range sc.Workloads {
-		v.checkWorkload(i, w, wnames)
+	msg := fmt.Sprintf("must be %s, got %q", orList(set), value)
+	if s := suggest(value, set); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	}
+	v.add(path, "%s", msg)
+}
 
-	// Deadlines.
+// orList formats a, b or c.
+func orList(set []string) string {
+	if len(set) < 2 {
+		return strings.Join(set, "")
+	}
+	return strings.Join(set[:len(set)-1], ", ") + " or " + set[len(set)-1]
+}
+
+// checkLimits checks the deadlines, the drain, the recovery parameters and the self check.
+func (v *validator) checkLimits() {
+	sc := v.sc
 	d := sc.Deadlines
 	for _, f := range []struct {
 		name string
@@ -215,8 +250,12 @@ func (v *validator) check(o options) {
 	if sc.SelfCheck.MaxLag <= 0 {
 		v.add("self_check.max_lag", "must be > 0")
 	}
+}
 
-	// Assertions.
+// checkAssertions parses every assertion and refuses the ones the run could not
+// evaluate: a listed assertion that cannot be judged must never read as a pass.
+func (v *validator) checkAssertions() {
+	sc := v.sc
 	seen := map[string]bool{}
 	for i, a := range sc.Assertions {
 		p := fmt.Sprintf("assertions[%d]", i)
@@ -229,21 +268,54 @@ func (v *validator) check(o options) {
 			v.add(p, "duplicate assertion %q", pa.Name)
 		}
 		seen[pa.Name] = true
-		if pa.Name == reports.AssertNoLeaks && !sc.HasMetrics() {
-			v.add(p, "no_leaks needs target.metrics_url for an external target")
+		switch {
+		case pa.Name == reports.AssertNoLeaks && !sc.HasMetrics():
+			v.add(p, "no_leaks cannot be evaluated: an external target has no metrics endpoint unless target.metrics_url (or --metrics-url) names one; set it, or remove no_leaks")
+		case pa.Name == reports.AssertRecovery && len(sc.specFaults()) == 0:
+			v.add(p, "recovery cannot be evaluated: the scenario injects no fault; add a fault, or remove recovery")
+		case pa.Name == reports.AssertRecovery && len(sc.Faults) == 0:
+			v.add(p, "recovery cannot be evaluated: no fault ends before the end of load (duration %s); lengthen the duration, or remove recovery", sc.Duration)
 		}
 	}
+}
 
-	// Faults.
-	topo := sc.Topology()
-	fnames := map[string]bool{}
-	for i, f := range sc.Faults {
-		v.checkFault(i, f, topo, fnames, o)
+// checkFaultTimeline checks fault_timeline; the faults themselves are checked against
+// it by checkFaultWindow.
+func (v *validator) checkFaultTimeline() {
+	sc := v.sc
+	ft := sc.FaultTimeline
+	switch ft.mode() {
+	case CoverFixed:
+		if ft.Period != 0 {
+			v.add("fault_timeline.period", "only applies with cover: repeat or scale")
+		}
+		return
+	case CoverRepeat, CoverScale:
+	default:
+		v.oneOf("fault_timeline.cover", ft.Cover, CoverFixed, CoverRepeat, CoverScale)
+		return
+	}
+	spec := sc.specFaults()
+	if ft.Period < 0 {
+		v.add("fault_timeline.period", "must be > 0")
+		return
+	}
+	if len(spec) == 0 {
+		return
+	}
+	period := ft.period(spec)
+	if period <= 0 {
+		v.add("fault_timeline", "cover: %s needs a period: every fault starts at 0s and is held, so the list has no length", ft.Cover)
+		return
+	}
+	if ft.mode() == CoverRepeat {
+		if n := repeatCount(spec, period, sc.Duration); n > MaxInjections {
+			v.add("fault_timeline.period", "repeating every %s over %s makes more than %d injections; lengthen the period", period, sc.Duration, MaxInjections)
+		}
 	}
 }
 
 func (v *validator) checkWorkload(i int, w Workload, names map[string]bool) {
-	sc := v.sc
 	p := fmt.Sprintf("workloads[%d]", i)
 	switch {
 	case w.Name == "":
@@ -277,47 +349,10 @@ func (v *validator) checkWorkload(i int, w Workload, names map[string]bool) {
 	if w.Temperature < 0 || w.Temperature > 2 {
 		v.add(p+".temperature", "must be between 0 and 2")
 	}
-	// Fields that only apply to some types: a set field on the wrong type is a mistake.
-	only := func(field, typ string) {
-		if w.Type != typ && w.Type != "" && sc.IsSet(p+"."+field) {
-			v.add(p+"."+field, "only applies to type %s, not %s", typ, w.Type)
-		}
-	}
-	for _, f := range []string{"agents", "turns", "tool_result_bytes", "tool_latency", "think_time", "retries", "restart"} {
-		only(f, WorkloadAgents)
-	}
-	only("pacer", WorkloadOpenLoop)
-	only("max_in_flight", WorkloadOpenLoop)
-	if w.Type == WorkloadAgents && sc.IsSet(p+".count") {
-		v.add(p+".count", "only applies to types burst and open_loop")
-	}
+	v.checkWorkloadFields(p, w)
 	switch w.Type {
 	case WorkloadAgents:
-		if w.Agents < 1 {
-			v.add(p+".agents", "must be ≥ 1")
-		} else if w.Agents > 10000 {
-			v.add(p+".agents", "must be ≤ 10000")
-		}
-		if w.Turns < 0 {
-			v.add(p+".turns", "must be ≥ 0 (0: until the window ends)")
-		}
-		if w.ToolResultBytes < 0 {
-			v.add(p+".tool_result_bytes", "must be ≥ 0")
-		}
-		if w.ToolLatency < 0 {
-			v.add(p+".tool_latency", "must be ≥ 0")
-		}
-		if w.ThinkTime < 0 {
-			v.add(p+".think_time", "must be ≥ 0")
-		}
-		if w.Retries < 0 {
-			v.add(p+".retries", "must be ≥ 0")
-		} else if w.Retries > 100 {
-			v.add(p+".retries", "must be ≤ 100")
-		}
-		if w.Restart && w.Turns == 0 {
-			v.add(p+".restart", "needs turns ≥ 1 (turns 0 already runs until the window ends)")
-		}
+		v.checkAgents(p, w)
 	case WorkloadOpenLoop:
 		v.checkPacer(p+".pacer", w.Pacer)
 		if w.Count < 0 {
@@ -333,6 +368,58 @@ func (v *validator) checkWorkload(i int, w Workload, names map[string]bool) {
 			v.add(p+".count", "must be ≤ 100000")
 		}
 	}
+	v.checkWorkloadWindow(p, w)
+}
+
+// checkWorkloadFields refuses fields set on a workload type they do not apply to: a set
+// field on the wrong type is a mistake.
+func (v *validator) checkWorkloadFields(p string, w Workload) {
+	only := func(field, typ string) {
+		if w.Type != typ && w.Type != "" && v.sc.IsSet(p+"."+field) {
+			v.add(p+"."+field, "only applies to type %s, not %s", typ, w.Type)
+		}
+	}
+	for _, f := range []string{"agents", "turns", "tool_result_bytes", "tool_latency", "think_time", "retries", "restart"} {
+		only(f, WorkloadAgents)
+	}
+	only("pacer", WorkloadOpenLoop)
+	only("max_in_flight", WorkloadOpenLoop)
+	if w.Type == WorkloadAgents && v.sc.IsSet(p+".count") {
+		v.add(p+".count", "only applies to types burst and open_loop")
+	}
+}
+
+func (v *validator) checkAgents(p string, w Workload) {
+	if w.Agents < 1 {
+		v.add(p+".agents", "must be ≥ 1")
+	} else if w.Agents > 10000 {
+		v.add(p+".agents", "must be ≤ 10000")
+	}
+	if w.Turns < 0 {
+		v.add(p+".turns", "must be ≥ 0 (0: until the window ends)")
+	}
+	if w.ToolResultBytes < 0 {
+		v.add(p+".tool_result_bytes", "must be ≥ 0")
+	}
+	if w.ToolLatency < 0 {
+		v.add(p+".tool_latency", "must be ≥ 0")
+	}
+	if w.ThinkTime < 0 {
+		v.add(p+".think_time", "must be ≥ 0")
+	}
+	if w.Retries < 0 {
+		v.add(p+".retries", "must be ≥ 0")
+	} else if w.Retries > 100 {
+		v.add(p+".retries", "must be ≤ 100")
+	}
+	if w.Restart && w.Turns == 0 {
+		v.add(p+".restart", "needs turns ≥ 1 (turns 0 already runs until the window ends)")
+	}
+}
+
+// checkWorkloadWindow checks that a workload's window lies within the scenario's duration.
+func (v *validator) checkWorkloadWindow(p string, w Workload) {
+	sc := v.sc
 	if w.Start < 0 {
 		v.add(p+".start", "must be ≥ 0")
 	} else if w.Start >= sc.Duration && sc.Duration > 0 {
@@ -340,7 +427,7 @@ func (v *validator) checkWorkload(i int, w Workload, names map[string]bool) {
 	}
 	if w.Duration < 0 {
 		v.add(p+".duration", "must be ≥ 0")
-	} else if sc.Duration > 0 && w.Start >= 0 && w.Start+w.Duration > sc.Duration {
+	} else if sc.Duration > 0 && w.Start >= 0 && w.Start < sc.Duration && w.Start+w.Duration > sc.Duration {
 		v.add(p+".duration", "start + duration (%s) exceeds the scenario's duration (%s)", w.Start+w.Duration, sc.Duration)
 	}
 }
@@ -381,13 +468,14 @@ func (v *validator) checkPacer(p string, pc *Pacer) {
 }
 
 func (v *validator) checkFault(i int, f Fault, topo Topology, names map[string]bool, o options) {
-	sc := v.sc
 	p := fmt.Sprintf("faults[%d]", i)
 	switch {
 	case f.Name == "":
 		v.add(p+".name", "must be set")
 	case names[f.Name]:
 		v.add(p+".name", "duplicate fault name %q", f.Name)
+	case v.sc.FaultTimeline.mode() == CoverRepeat && strings.Contains(f.Name, "#"):
+		v.add(p+".name", "must not contain '#' with cover: repeat (the later cycles are named %s#2, %s#3, ...)", f.Name, f.Name)
 	}
 	names[f.Name] = true
 	var ft FaultType
@@ -398,12 +486,12 @@ func (v *validator) checkFault(i int, f Fault, topo Topology, names map[string]b
 	} else if o.faultTypes != nil {
 		ft, known = o.faultTypes[f.Type]
 		if !known {
-			list := make([]string, 0, len(o.faultTypes))
-			for n := range o.faultTypes {
-				list = append(list, n)
+			list := slices.Sorted(maps.Keys(o.faultTypes))
+			hint := ""
+			if s := suggest(f.Type, list); s != "" {
+				hint = fmt.Sprintf("did you mean %q? ", s)
 			}
-			sort.Strings(list)
-			v.add(p+".type", "unknown fault type %q (known: %s)", f.Type, strings.Join(list, ", "))
+			v.add(p+".type", "unknown fault type %q (%sknown: %s)", f.Type, hint, strings.Join(list, ", "))
 		}
 	}
 	kind, ok := topo.Resolve(f.Target)
@@ -415,19 +503,50 @@ func (v *validator) checkFault(i int, f Fault, topo Topology, names map[string]b
 	case known && ft.Targets != 0 && ft.Targets&kind == 0:
 		v.add(p+".target", "fault type %s needs a %s target, and %q is a %s (%s)", f.Type, ft.Targets, f.Target, kind, describeTargets(topo, ft.Targets))
 	}
-	if f.At < 0 {
-		v.add(p+".at", "must be ≥ 0")
-	} else if sc.Duration > 0 && f.At >= sc.Duration {
-		v.add(p+".at", "(%s) must be before the end of load (duration %s)", f.At, sc.Duration)
-	}
-	if f.For < 0 {
-		v.add(p+".for", "must be ≥ 0 (0: until the end of load)")
-	} else if f.For > 0 && sc.Duration > 0 && f.At >= 0 && f.At < sc.Duration && f.At+f.For > sc.Duration {
-		v.add(p+".for", "at + for (%s) exceeds the scenario's duration (%s)", f.At+f.For, sc.Duration)
-	}
+	v.checkFaultWindow(p, f)
 	if known && ft.Check != nil {
 		if err := ft.Check(f); err != nil {
 			v.add(p+".params", "%v", err)
+		}
+	}
+}
+
+// checkFaultWindow checks when a fault (as written) runs. With a fixed timeline it must
+// lie within the duration; repeated or scaled, within one period (the expansion fits the
+// injections into the duration).
+func (v *validator) checkFaultWindow(p string, f Fault) {
+	sc := v.sc
+	if f.At < 0 {
+		v.add(p+".at", "must be ≥ 0")
+	}
+	if f.For < 0 {
+		v.add(p+".for", "must be ≥ 0 (0: until the end of load)")
+	}
+	if f.At < 0 || f.For < 0 {
+		return
+	}
+	if f.At+f.For < f.At {
+		v.add(p+".for", "at + for is too large")
+		return
+	}
+	switch sc.FaultTimeline.mode() {
+	case CoverFixed:
+		if sc.Duration > 0 && f.At >= sc.Duration {
+			v.add(p+".at", "(%s) must be before the end of load (duration %s)", f.At, sc.Duration)
+		} else if f.For > 0 && sc.Duration > 0 && f.At+f.For > sc.Duration {
+			v.add(p+".for", "at + for (%s) exceeds the scenario's duration (%s)", f.At+f.For, sc.Duration)
+		}
+	case CoverRepeat:
+		if f.For == 0 {
+			v.add(p+".for", "must be > 0 with cover: repeat (a fault held until the end of load cannot repeat)")
+		} else if sc.FaultTimeline.Period > 0 && f.At+f.For > sc.FaultTimeline.Period {
+			v.add(p+".for", "at + for (%s) exceeds fault_timeline.period (%s): the cycles would overlap", f.At+f.For, sc.FaultTimeline.Period)
+		}
+	case CoverScale:
+		if period := sc.FaultTimeline.period(sc.specFaults()); period > 0 && f.At >= period {
+			v.add(p+".at", "(%s) must be before the end of fault_timeline.period (%s)", f.At, period)
+		} else if sc.FaultTimeline.Period > 0 && f.At+f.For > sc.FaultTimeline.Period {
+			v.add(p+".for", "at + for (%s) exceeds fault_timeline.period (%s): scaled, it would end after the load", f.At+f.For, sc.FaultTimeline.Period)
 		}
 	}
 }

@@ -150,7 +150,7 @@ func printError(w io.Writer, err error) {
 		for _, l := range ps.Lines() {
 			fmt.Fprintln(w, l)
 		}
-		fmt.Fprintf(w, "harness: %d problem(s) in the scenario\n", len(ps))
+		fmt.Fprintf(w, "harness: %s in the scenario\n", ps.Summary())
 		return
 	}
 	fmt.Fprintln(w, err)
