@@ -219,7 +219,7 @@ func (p *Process) run() error {
 	if err := <-started; err != nil {
 		return fmt.Errorf("supervisor: start %s: %w", p.name, err)
 	}
-	p.log.Info("supervisor: started", "name", p.name, "pid", p.PID(), "log", p.cfg.logPath)
+	p.log.Debug("supervisor: started", "name", p.name, "pid", p.PID(), "log", p.cfg.logPath)
 	return nil
 }
 
