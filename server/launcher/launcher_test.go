@@ -201,7 +201,7 @@ func TestLinks(t *testing.T) {
 	require.GreaterOrEqual(t, i, 0, "router args %v", rargs)
 	assert.Equal(t, "0:0=127.0.0.1:1", rargs[i+1])
 	_, err := Start(context.Background(), Config{Command: []string{fakepd}, Prefill: 1, Decode: 1, LogDir: t.TempDir(),
-		Links: func(string, string) (string, error) { return "", errors.New("no proxy") }})
+		Links: func(string, string) (string, error) { return "", errors.New("no proxy") }, Logger: quiet})
 	require.ErrorContains(t, err, "no proxy")
 }
 
