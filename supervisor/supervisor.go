@@ -99,7 +99,7 @@ func WithRestartLimit(every time.Duration, burst int) Option {
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // WithOnExit is called (from the process's goroutine) after every run ends, asked for
-// or not.
+// or not. It must not Stop, Kill or Restart the same process: those wait for it.
 func WithOnExit(f func(*Process, Exit)) Option { return func(c *config) { c.onExit = f } }
 
 // Process is one supervised child process, possibly restarted.
@@ -354,6 +354,9 @@ func (p *Process) WaitHealthy(ctx context.Context) error {
 			return p.exitedErr()
 		case <-ctx.Done():
 			tm.Stop()
+			if errors.Is(ctx.Err(), context.Canceled) {
+				return fmt.Errorf("supervisor: %s: health wait: %w", p.name, ctx.Err())
+			}
 			return fmt.Errorf("supervisor: %s not healthy at %s within %s (last: %v); log %s:\n%s",
 				p.name, p.cfg.healthURL, p.cfg.healthTimeout, last, p.cfg.logPath, p.Tail(2048))
 		case <-tm.C:
