@@ -13,13 +13,12 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+
+	"pdsoak/harness/target"
 )
 
-// DebugSource is one server process's /debug/requests endpoint.
-type DebugSource struct {
-	Process string // router, prefill-0, decode-0, target
-	URL     string
-}
+// DebugSource is one server process's /debug/requests (or /metrics) endpoint.
+type DebugSource = target.Source
 
 // DebugReport is what the target's /debug/requests endpoints said about one request
 // when the harness noticed it was silently dropped. It is stored as the done event's

@@ -1,7 +1,7 @@
 // Package harness runs a scenario against an OpenAI-compatible endpoint and writes the
 // ledger (events.jsonl) from which every report is computed.
 //
-// Run gets a target — the embedded reference PD topology through server/launcher (or a
+// Run gets a target (package harness/target) — the embedded reference PD topology through server/launcher (or a
 // colocated process), the processes of target.launch started and supervised in their
 // own process groups, or an external target.url — drives the workloads
 // (harness/workload) through the classifying client (harness/client), runs the fault

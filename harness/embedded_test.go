@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -12,6 +11,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
@@ -38,18 +40,14 @@ func fakepd(t *testing.T) string {
 			t.Logf("%s", out)
 		}
 	})
-	if fakeErr != nil {
-		t.Fatal(fakeErr)
-	}
+	require.NoError(t, fakeErr)
 	return fakeBin
 }
 
 func parseScenario(t *testing.T, yaml string) *scenarios.Scenario {
 	t.Helper()
 	sc, err := scenarios.Parse("test.yaml", []byte(yaml))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return sc
 }
 
@@ -77,23 +75,19 @@ func TestEmbeddedTopology(t *testing.T) {
 	bin := fakepd(t)
 	sc := parseScenario(t, embeddedYAML)
 	dir := t.TempDir()
-	if err := Run(context.Background(), sc, Options{OutDir: dir, PDServerCommand: []string{bin}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Run(context.Background(), sc, Options{OutDir: dir, PDServerCommand: []string{bin}}))
 	evs := readLedger(t, dir)
 	outcomes := checkOneTerminal(t, evs)
-	if outcomes[ledger.OutcomeOK] != 6 {
-		t.Fatalf("outcomes %v, want 6 ok", outcomes)
-	}
+	assert.Equal(t, 6, outcomes[ledger.OutcomeOK], "outcomes %v", outcomes)
 	lc := eventsOf(evs, ledger.EventLeakCheck)
-	if len(lc) != 1 || lc[0].Passed == nil || !*lc[0].Passed || !strings.Contains(lc[0].Detail, "3 endpoints") {
-		t.Fatalf("leak check over the 3 workers: %+v", lc)
-	}
+	require.Len(t, lc, 1)
+	require.NotNil(t, lc[0].Passed)
+	assert.True(t, *lc[0].Passed, "leak check: %+v", lc[0])
+	assert.Contains(t, lc[0].Detail, "3 endpoints", "the leak check covers the 3 workers")
 	for _, name := range []string{"router.log", "prefill-0.log", "prefill-1.log", "decode-0.log"} {
 		b, err := os.ReadFile(filepath.Join(dir, "logs", name))
-		if err != nil || !strings.Contains(string(b), "listening") {
-			t.Fatalf("%s: %v %q", name, err, b)
-		}
+		require.NoError(t, err)
+		assert.Contains(t, string(b), "listening", name)
 	}
 }
 
@@ -112,20 +106,18 @@ self_check: {max_lag: 5s}
 func TestEmbeddedColocated(t *testing.T) {
 	bin := fakepd(t)
 	dir := t.TempDir()
-	if err := Run(context.Background(), parseScenario(t, colocatedYAML), Options{OutDir: dir, PDServerCommand: []string{bin}}); err != nil {
-		t.Fatal(err)
-	}
-	if outcomes := checkOneTerminal(t, readLedger(t, dir)); outcomes[ledger.OutcomeOK] != 4 {
-		t.Fatalf("outcomes %v", outcomes)
-	}
+	require.NoError(t, Run(context.Background(), parseScenario(t, colocatedYAML), Options{OutDir: dir, PDServerCommand: []string{bin}}))
+	outcomes := checkOneTerminal(t, readLedger(t, dir))
+	assert.Equal(t, 4, outcomes[ledger.OutcomeOK], "outcomes %v", outcomes)
+	b, err := os.ReadFile(filepath.Join(dir, "logs", "colocated.log"))
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "listening")
 }
 
 func TestEmbeddedStartFailureIsInfrastructure(t *testing.T) {
 	dir := t.TempDir()
 	err := Run(context.Background(), parseScenario(t, embeddedYAML), Options{OutDir: dir, PDServerCommand: []string{"/nonexistent/pdserver"}})
-	if !errors.Is(err, ErrInfrastructure) {
-		t.Fatalf("err = %v, want an infrastructure error", err)
-	}
+	require.ErrorIs(t, err, ErrInfrastructure)
 }
 
 // target.launch: the harness starts and supervises external processes (as it would
@@ -157,28 +149,19 @@ assertions: [no_silent_drops]
 `, port, bin)
 	sc := parseScenario(t, yaml)
 	dir := t.TempDir()
-	if err := Run(context.Background(), sc, Options{OutDir: dir}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Run(context.Background(), sc, Options{OutDir: dir}))
 	evs := readLedger(t, dir)
 	outcomes := checkOneTerminal(t, evs)
-	if outcomes[ledger.OutcomeOK] == 0 {
-		t.Fatalf("outcomes %v", outcomes)
-	}
-	verified := 0
-	for _, ev := range eventsOf(evs, ledger.EventFaultVerified) {
-		if ev.Passed == nil || !*ev.Passed {
-			t.Fatalf("fault not verified: %+v", ev)
-		}
-		verified++
-	}
-	if verified != 2 {
-		t.Fatalf("%d faults verified, want 2", verified)
+	assert.NotZero(t, outcomes[ledger.OutcomeOK], "outcomes %v", outcomes)
+	verified := eventsOf(evs, ledger.EventFaultVerified)
+	require.Len(t, verified, 2)
+	for _, ev := range verified {
+		require.NotNil(t, ev.Passed)
+		assert.True(t, *ev.Passed, "fault not verified: %+v", ev)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "logs", "server.log"))
-	if err != nil || strings.Count(string(b), "listening") != 2 {
-		t.Fatalf("server.log should show two starts: %v %q", err, b)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, 2, strings.Count(string(b), "listening"), "server.log should show two starts: %q", b)
 }
 
 // Ctrl-C with the embedded topology: Run returns promptly, the ledger is complete and
@@ -191,25 +174,21 @@ func TestEmbeddedCancel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
 	defer cancel()
 	dir := t.TempDir()
-	start := time.Now()
-	if err := Run(ctx, sc, Options{OutDir: dir, PDServerCommand: []string{bin}}); err != nil {
-		t.Fatal(err)
-	}
-	if el := time.Since(start); el > 20*time.Second {
-		t.Fatalf("Run took %v after Ctrl-C", el)
-	}
+	require.NoError(t, Run(ctx, sc, Options{OutDir: dir, PDServerCommand: []string{bin}}))
 	evs := readLedger(t, dir)
 	checkOneTerminal(t, evs)
-	if end := eventsOf(evs, ledger.EventRunEnd); len(end) != 1 {
-		t.Fatal("no run_end")
-	}
+	assert.Len(t, eventsOf(evs, ledger.EventRunEnd), 1, "run_end")
 	// The topology is gone: its router no longer answers.
+	routers := 0
 	for _, ev := range eventsOf(evs, ledger.EventLog) {
 		if ev.URL != "" {
-			if resp, err := http.Get(ev.URL + "/health"); err == nil {
+			routers++
+			resp, err := http.Get(ev.URL + "/health")
+			if err == nil {
 				resp.Body.Close()
-				t.Fatalf("router %s still answers after the run", ev.URL)
 			}
+			assert.Error(t, err, "router %s still answers after the run", ev.URL)
 		}
 	}
+	assert.Equal(t, 1, routers, "the ledger names the router")
 }

@@ -6,11 +6,11 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"pdsoak/chaos"
 	"pdsoak/harness/client"
+	"pdsoak/harness/target"
 	"pdsoak/harness/workload"
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
@@ -33,16 +33,9 @@ func ChaosTimeline(log *slog.Logger) FaultRunner {
 	}
 }
 
-// Supervisor is implemented by targets whose processes the harness controls (the
-// embedded reference topology): it gives faults signals, restarts, failpoints and link
-// proxies. Targets without it support only load, client and metrics faults.
-type Supervisor interface {
-	Process(name string) (chaos.Process, error)
-	Signal(name string, sig syscall.Signal) error
-	Restart(ctx context.Context, name string) error
-	Failpoints(process string) (chaos.Failpoints, error)
-	Link(name string) (chaos.Link, error)
-}
+// Supervisor is implemented by targets whose processes the harness controls (see
+// target.Supervisor).
+type Supervisor = target.Supervisor
 
 // chaosEnv builds the chaos.Env of a run.
 func (r *runner) chaosEnv() chaos.Env {

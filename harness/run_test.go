@@ -363,9 +363,6 @@ func TestUnreachableTargetIsInfrastructure(t *testing.T) {
 	}
 	url := "http://" + ln.Addr().String()
 	ln.Close()
-	old := ReachTimeout
-	ReachTimeout = 500 * time.Millisecond
-	defer func() { ReachTimeout = old }()
 	dir := t.TempDir()
 	err = Run(context.Background(), testScenario(url, time.Second, scenarios.Workload{Type: "burst", Count: 1}), Options{OutDir: dir})
 	if !errors.Is(err, ErrInfrastructure) {

@@ -13,16 +13,18 @@
 //
 // Start runs:
 //
-//	for each worker: pick free ports, exec "<Command> prefill|decode <args> --host H --port P
-//	    [--disaggregation-bootstrap-port B]" with its own process group and Pdeathsig=SIGKILL
-//	wait for every worker's /health (fail fast, with the log's tail, if one exits)
-//	exec "<Command> router --prefill URL --prefill-bootstrap ADDR ... --decode URL [--kv-link P:D=ADDR]"
+//	for each worker: pick free ports, supervisor.Start "<Command> prefill|decode <args> --host H
+//	    --port P [--disaggregation-bootstrap-port B]" (env: Env, FaultTokenEnv=FaultToken)
+//	wait for every worker's /health (fail fast, with the log's tail, if one exits; a worker
+//	    whose port was taken meanwhile starts again on new ports)
+//	supervisor.Start "<Command> router --prefill URL --prefill-bootstrap ADDR ... --decode URL [--kv-link P:D=ADDR]"
 //	wait for the router's /health
 //
-// Each child is reaped by its own goroutine: an unexpected exit is logged, shown by
-// Processes (Running false, Exit) and reported to Config.OnExit; its log (LogDir/<name>.log,
-// appended across restarts) is kept. Children are forked from one locked OS thread that
-// lives as long as the topology, so Pdeathsig kills them if the launcher's process dies,
-// even by SIGKILL. Stop sends SIGTERM to the router, then to the workers, and SIGKILL to
-// any process group still alive after StopTimeout.
+// Every child is a pdsoak/supervisor process: its own process group, Pdeathsig=SIGKILL
+// (it dies with the launcher, even by SIGKILL), its log in LogDir/<name>.log (appended
+// across restarts). An unexpected exit is logged, shown by Processes (Running false,
+// Exit) and reported to Config.OnExit. Stop sends SIGTERM to the router, then to the
+// workers, and SIGKILL to any process group still alive after StopTimeout. The
+// fault-injection token travels only in the workers' environment: argv is visible to
+// every local user in ps.
 package launcher

@@ -286,8 +286,8 @@ func TestUpCommand(t *testing.T) {
 func TestRealTopologyCorruptedPage(t *testing.T) {
 	exe := realServer(t)
 	topo, err := Start(context.Background(), Config{Command: []string{exe}, Prefill: 1, Decode: 1, LogDir: t.TempDir(),
-		CommonArgs: []string{"--backend", "tinyref", "--seed", "1", "--log-level", "warn",
-			"--enable-fault-injection", "--fault-injection-token", "t0ken"},
+		CommonArgs:    []string{"--backend", "tinyref", "--seed", "1", "--log-level", "warn", "--enable-fault-injection"},
+		FaultToken:    "t0ken",
 		RouterArgs:    []string{"--log-level", "warn"},
 		HealthTimeout: 60 * time.Second, Logger: quiet})
 	if err != nil {

@@ -5,18 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	"pdsoak/supervisor"
 )
 
 // Defaults of Config.
@@ -28,6 +26,10 @@ const (
 	// DefaultHost is the loopback address every process binds.
 	DefaultHost = "127.0.0.1"
 )
+
+// FaultTokenEnv is the environment variable pdserver reads its fault-injection token
+// from.
+const FaultTokenEnv = "PDSOAK_FAULT_INJECTION_TOKEN"
 
 // Roles of the processes.
 const (
@@ -56,6 +58,9 @@ type Config struct {
 	LogDir string
 	// Env is added to the children's environment (os.Environ() is inherited).
 	Env []string
+	// FaultToken, when set, is the failpoint admin API's bearer token, passed to the
+	// workers in their environment as FaultTokenEnv (never in argv, never logged).
+	FaultToken string
 	// HealthTimeout bounds the wait for /health (DefaultHealthTimeout when 0).
 	HealthTimeout time.Duration
 	// StopTimeout is the SIGTERM→SIGKILL bound of Stop (DefaultStopTimeout when 0).
@@ -87,16 +92,16 @@ type Process struct {
 	Args []string
 }
 
-// proc is the live state of one child.
+// proc is one child: its addresses and its supervised process.
 type proc struct {
-	Process
-	port      int
-	assign    func() error // picks ports and sets port, URL, Args (and BootstrapAddr)
-	fixedPort bool         // the port was given: never moved
-	logOffset int64        // size of the log when the current run started
-	cmd       *exec.Cmd
-	exited    chan struct{} // closed when the current run has been reaped
-	stopping  bool          // the launcher asked it to end
+	name, role         string
+	url, bootstrapAddr string
+	logPath            string
+	args               []string
+	port               int
+	assign             func() error // picks ports and sets port, url, args (and bootstrapAddr)
+	fixedPort          bool         // the port was given: never moved
+	sup                *supervisor.Process
 }
 
 // Topology is a running router with its prefill and decode workers.
@@ -106,20 +111,11 @@ type Topology struct {
 	// LogDir is where the processes' logs are.
 	LogDir string
 
-	cfg   Config
-	log   *slog.Logger
-	spawn chan spawnReq
-	quit  chan struct{}
-	once  sync.Once
+	cfg Config
+	log *slog.Logger
 
 	mu    sync.Mutex
 	procs []*proc
-	wg    sync.WaitGroup
-}
-
-type spawnReq struct {
-	cmd  *exec.Cmd
-	errc chan error
 }
 
 // Start launches Prefill prefill workers and Decode decode workers, waits for their
@@ -153,36 +149,17 @@ func Start(ctx context.Context, cfg Config) (*Topology, error) {
 	} else if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
 		return nil, fmt.Errorf("launcher: %w", err)
 	}
-	t := &Topology{cfg: cfg, LogDir: cfg.LogDir, log: cfg.Logger, spawn: make(chan spawnReq), quit: make(chan struct{})}
+	t := &Topology{cfg: cfg, LogDir: cfg.LogDir, log: cfg.Logger}
 	if t.log == nil {
 		t.log = slog.Default()
 	}
-	t.wg.Add(1)
-	go t.spawner()
 	if err := t.start(ctx); err != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), cfg.StopTimeout+time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.StopTimeout+time.Second)
 		defer cancel()
 		_ = t.Stop(sctx)
 		return nil, err
 	}
 	return t, nil
-}
-
-// spawner starts every child from one locked OS thread that lives as long as the
-// topology: Pdeathsig fires when the thread that forked the child ends, so this thread
-// must not be reused or retired by the runtime before the children are stopped.
-func (t *Topology) spawner() {
-	defer t.wg.Done()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	for {
-		select {
-		case r := <-t.spawn:
-			r.errc <- r.cmd.Start()
-		case <-t.quit:
-			return
-		}
-	}
 }
 
 // portRetries is how many times a worker or the router is started again on new ports
@@ -208,7 +185,7 @@ func (t *Topology) start(ctx context.Context) error {
 			args = append(args, "--host", cfg.Host, "--port", strconv.Itoa(port), "--disaggregation-bootstrap-port", strconv.Itoa(boot))
 			t.setAddr(p, port, args)
 			t.mu.Lock()
-			p.BootstrapAddr = hostPort(cfg.Host, boot)
+			p.bootstrapAddr = hostPort(cfg.Host, boot)
 			t.mu.Unlock()
 			return nil
 		}
@@ -236,27 +213,27 @@ func (t *Topology) start(ctx context.Context) error {
 	var links []string
 	for i := 0; i < cfg.Prefill; i++ {
 		p := workers[i]
-		addr, err := cfg.Links(fmt.Sprintf("router->%s", p.Name), hostPort(cfg.Host, p.port))
+		addr, err := cfg.Links(fmt.Sprintf("router->%s", p.name), hostPort(cfg.Host, p.port))
 		if err != nil {
-			return fmt.Errorf("launcher: link router->%s: %w", p.Name, err)
+			return fmt.Errorf("launcher: link router->%s: %w", p.name, err)
 		}
-		links = append(links, "--prefill", "http://"+addr, "--prefill-bootstrap", p.BootstrapAddr)
+		links = append(links, "--prefill", "http://"+addr, "--prefill-bootstrap", p.bootstrapAddr)
 		for j := 0; j < cfg.Decode; j++ {
-			link := fmt.Sprintf("%s->decode-%d", p.Name, j)
-			kv, err := cfg.Links(link, p.BootstrapAddr)
+			link := fmt.Sprintf("%s->decode-%d", p.name, j)
+			kv, err := cfg.Links(link, p.bootstrapAddr)
 			if err != nil {
 				return fmt.Errorf("launcher: link %s: %w", link, err)
 			}
-			if kv != p.BootstrapAddr {
+			if kv != p.bootstrapAddr {
 				links = append(links, "--kv-link", fmt.Sprintf("%d:%d=%s", i, j, kv))
 			}
 		}
 	}
 	for j := 0; j < cfg.Decode; j++ {
 		d := workers[cfg.Prefill+j]
-		addr, err := cfg.Links(fmt.Sprintf("router->%s", d.Name), hostPort(cfg.Host, d.port))
+		addr, err := cfg.Links(fmt.Sprintf("router->%s", d.name), hostPort(cfg.Host, d.port))
 		if err != nil {
-			return fmt.Errorf("launcher: link router->%s: %w", d.Name, err)
+			return fmt.Errorf("launcher: link router->%s: %w", d.name, err)
 		}
 		links = append(links, "--decode", "http://"+addr)
 	}
@@ -278,7 +255,7 @@ func (t *Topology) start(ctx context.Context) error {
 	if err := t.launch(ctx, []*proc{r}); err != nil {
 		return err
 	}
-	t.RouterURL = r.URL
+	t.RouterURL = r.url
 	t.log.Info("launcher: topology up", "router", t.RouterURL, "prefill", cfg.Prefill, "decode", cfg.Decode, "logs", cfg.LogDir)
 	return nil
 }
@@ -297,16 +274,16 @@ func (t *Topology) launch(ctx context.Context, ps []*proc) error {
 		}
 		var retry []*proc
 		for _, p := range ps {
-			err := t.waitHealthy(ctx, p)
+			err := p.sup.WaitHealthy(ctx)
 			if err == nil {
 				continue
 			}
-			if attempt < portRetries && !p.fixedPort && t.portTaken(p) {
-				t.log.Warn("launcher: port taken by another process, retrying on new ports", "name", p.Name, "url", p.URL)
+			if attempt < portRetries && !p.fixedPort && portTaken(p.sup) {
+				t.log.Warn("launcher: port taken by another process, retrying on new ports", "name", p.name, "url", p.url)
 				retry = append(retry, p)
 				continue
 			}
-			return err
+			return fmt.Errorf("launcher: %w", err)
 		}
 		if len(retry) == 0 {
 			return nil
@@ -315,31 +292,26 @@ func (t *Topology) launch(ctx context.Context, ps []*proc) error {
 	}
 }
 
-// portTaken reports whether p has exited and its last run's log says a port was in use.
-func (t *Topology) portTaken(p *proc) bool {
-	t.mu.Lock()
-	running, off := p.Running, p.logOffset
-	t.mu.Unlock()
-	if running {
+// portTaken reports whether the process has exited and its last run's log says a
+// port was in use.
+func portTaken(sp *supervisor.Process) bool {
+	if sp.Running() {
 		return false
 	}
-	b, err := os.ReadFile(p.LogPath)
-	if err != nil || int64(len(b)) < off {
-		return false
-	}
-	return bytes.Contains(b[off:], []byte("address already in use"))
+	b, err := sp.RunLog()
+	return err == nil && bytes.Contains(b, []byte("address already in use"))
 }
 
 func (t *Topology) setAddr(p *proc, port int, args []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p.port, p.Args, p.URL = port, args, "http://"+hostPort(t.cfg.Host, port)
+	p.port, p.args, p.url = port, args, "http://"+hostPort(t.cfg.Host, port)
 }
 
 func hostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
 
 func (t *Topology) newProc(name, role string) *proc {
-	p := &proc{Process: Process{Name: name, Role: role, LogPath: filepath.Join(t.cfg.LogDir, name+".log")}}
+	p := &proc{name: name, role: role, logPath: filepath.Join(t.cfg.LogDir, name+".log")}
 	t.mu.Lock()
 	t.procs = append(t.procs, p)
 	t.mu.Unlock()
@@ -356,274 +328,177 @@ func freePort(host string) (int, error) {
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
-// run starts p's process (again) and a goroutine that reaps it.
+// run starts p's process under a supervisor (a new one: the arguments may have
+// changed). The fault-injection token goes into the workers' environment only: argv is
+// visible to every local user in ps.
 func (t *Topology) run(p *proc) error {
-	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("launcher: %s: %w", p.Name, err)
-	}
-	var off int64
-	if st, err := logf.Stat(); err == nil {
-		off = st.Size()
-	}
-	argv := append(append([]string(nil), t.cfg.Command[1:]...), p.Args...)
-	cmd := exec.Command(t.cfg.Command[0], argv...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = append(os.Environ(), t.cfg.Env...)
-	// Own process group (signals to the group reach grandchildren; the terminal's ^C does
-	// not reach children behind our back), and SIGKILL if the launcher dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	errc := make(chan error, 1)
-	select {
-	case t.spawn <- spawnReq{cmd, errc}:
-	case <-t.quit:
-		logf.Close()
-		return fmt.Errorf("launcher: %s: topology stopped", p.Name)
-	}
-	if err := <-errc; err != nil {
-		logf.Close()
-		return fmt.Errorf("launcher: start %s: %w", p.Name, err)
-	}
-	exited := make(chan struct{})
 	t.mu.Lock()
-	p.cmd, p.exited, p.stopping, p.logOffset = cmd, exited, false, off
-	p.PID, p.Running, p.Exit = cmd.Process.Pid, true, ""
+	argv := append(append([]string(nil), t.cfg.Command...), p.args...)
+	url := p.url
 	t.mu.Unlock()
-	t.log.Info("launcher: started", "name", p.Name, "pid", cmd.Process.Pid, "url", p.URL, "log", p.LogPath)
-	t.wg.Add(1)
-	go func() {
-		defer t.wg.Done()
-		werr := cmd.Wait()
-		logf.Close()
-		t.mu.Lock()
-		p.Running = false
-		p.Exit = exitString(werr)
-		expected := p.stopping
-		snap := p.Process
-		t.mu.Unlock()
-		close(exited)
-		if !expected {
-			t.log.Warn("launcher: process exited unexpectedly", "name", p.Name, "pid", snap.PID, "exit", snap.Exit, "log", p.LogPath)
-			if t.cfg.OnExit != nil {
-				t.cfg.OnExit(snap)
-			}
-		}
-	}()
-	return nil
-}
-
-func exitString(err error) string {
-	if err == nil {
-		return "exit status 0"
+	env := append([]string(nil), t.cfg.Env...)
+	if t.cfg.FaultToken != "" && p.role != RoleRouter {
+		env = append(env, FaultTokenEnv+"="+t.cfg.FaultToken)
 	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return "signal: " + ws.Signal().String()
-		}
-	}
-	return err.Error()
-}
-
-// waitHealthy polls each process's /health until 200; it fails early when one exits.
-func (t *Topology) waitHealthy(ctx context.Context, ps ...*proc) error {
-	ctx, cancel := context.WithTimeout(ctx, t.cfg.HealthTimeout)
-	defer cancel()
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	for _, p := range ps {
-		t.mu.Lock()
-		exited := p.exited
-		t.mu.Unlock()
-		for {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/health", nil)
-			resp, err := client.Do(req)
-			if err == nil {
-				_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
+	sp, err := supervisor.Start(p.name, argv,
+		supervisor.WithEnv(env...),
+		supervisor.WithLog(p.logPath),
+		supervisor.WithHealthURL(url+"/health"),
+		supervisor.WithHealthTimeout(t.cfg.HealthTimeout),
+		supervisor.WithStopTimeout(t.cfg.StopTimeout),
+		supervisor.WithLogger(t.log),
+		supervisor.WithOnExit(func(_ *supervisor.Process, e supervisor.Exit) {
+			if !e.Expected && t.cfg.OnExit != nil {
+				t.cfg.OnExit(t.snapshot(p))
 			}
-			tm := time.NewTimer(50 * time.Millisecond)
-			select {
-			case <-exited:
-				tm.Stop()
-				t.mu.Lock()
-				exit := p.Exit
-				t.mu.Unlock()
-				return fmt.Errorf("launcher: %s exited before it was healthy (%s); log %s:\n%s", p.Name, exit, p.LogPath, tail(p.LogPath, 2048))
-			case <-ctx.Done():
-				tm.Stop()
-				return fmt.Errorf("launcher: %s not healthy within %s (last: %v); log %s:\n%s", p.Name, t.cfg.HealthTimeout, err, p.LogPath, tail(p.LogPath, 2048))
-			case <-tm.C:
-			}
-		}
-	}
-	return nil
-}
-
-// tail returns the last n bytes of a file.
-func tail(path string, n int64) string {
-	f, err := os.Open(path)
+		}))
 	if err != nil {
-		return ""
+		return fmt.Errorf("launcher: %w", err)
 	}
-	defer f.Close()
-	if st, err := f.Stat(); err == nil && st.Size() > n {
-		_, _ = f.Seek(st.Size()-n, io.SeekStart)
+	t.mu.Lock()
+	p.sup = sp
+	t.mu.Unlock()
+	t.log.Info("launcher: started", "name", p.name, "pid", sp.PID(), "url", url, "log", p.logPath)
+	return nil
+}
+
+// snapshot describes p now.
+func (t *Topology) snapshot(p *proc) Process {
+	t.mu.Lock()
+	out := Process{Name: p.name, Role: p.role, URL: p.url, BootstrapAddr: p.bootstrapAddr, LogPath: p.logPath,
+		Args: append([]string(nil), p.args...)}
+	sp := p.sup
+	t.mu.Unlock()
+	if sp != nil {
+		out.PID, out.Running, out.Restarts = sp.PID(), sp.Running(), sp.Restarts()
+		if !out.Running {
+			out.Exit = sp.Exit().Status
+		}
 	}
-	b, _ := io.ReadAll(f)
-	return string(bytes.TrimSpace(b))
+	return out
 }
 
 // Processes returns a snapshot of every process.
 func (t *Topology) Processes() []*Process {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]*Process, 0, len(t.procs))
-	for _, p := range t.procs {
-		c := p.Process
-		c.Args = append([]string(nil), p.Args...)
-		out = append(out, &c)
+	procs := append([]*proc(nil), t.procs...)
+	t.mu.Unlock()
+	out := make([]*Process, 0, len(procs))
+	for _, p := range procs {
+		s := t.snapshot(p)
+		out = append(out, &s)
 	}
 	return out
 }
 
 // Process returns a snapshot of the named process.
 func (t *Topology) Process(name string) (*Process, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	p, err := t.findLocked(name)
+	p, err := t.find(name)
 	if err != nil {
 		return nil, err
 	}
-	c := p.Process
-	return &c, nil
+	s := t.snapshot(p)
+	return &s, nil
 }
 
-func (t *Topology) findLocked(name string) (*proc, error) {
+// Supervised returns the named process's supervisor (for its /proc state, log, ...).
+func (t *Topology) Supervised(name string) (*supervisor.Process, error) {
+	p, err := t.find(name)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p.sup == nil {
+		return nil, fmt.Errorf("launcher: %s was never started", name)
+	}
+	return p.sup, nil
+}
+
+func (t *Topology) find(name string) (*proc, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	for _, p := range t.procs {
-		if p.Name == name {
+		if p.name == name {
 			return p, nil
 		}
 	}
 	return nil, fmt.Errorf("launcher: no process %q", name)
 }
 
-// Signal sends sig to the named process (for example SIGSTOP / SIGCONT to freeze it).
+// Signal sends sig to the named process's group (for example SIGSTOP / SIGCONT to
+// freeze it).
 func (t *Topology) Signal(name string, sig syscall.Signal) error {
-	t.mu.Lock()
-	p, err := t.findLocked(name)
-	if err == nil && !p.Running {
-		err = fmt.Errorf("launcher: %s is not running (%s)", name, p.Exit)
-	}
-	var pid int
-	if err == nil {
-		pid = p.PID
-		if sig == syscall.SIGKILL || sig == syscall.SIGTERM || sig == syscall.SIGINT {
-			p.stopping = true // asked for: not "unexpected"
-		}
-	}
-	t.mu.Unlock()
+	sp, err := t.Supervised(name)
 	if err != nil {
 		return err
 	}
-	if err := syscall.Kill(pid, sig); err != nil {
-		return fmt.Errorf("launcher: signal %s to %s: %w", sig, name, err)
+	if err := sp.Signal(sig); err != nil {
+		return fmt.Errorf("launcher: %w", err)
 	}
 	return nil
 }
 
 // Kill sends SIGKILL to the named process and waits until it has been reaped.
 func (t *Topology) Kill(name string) error {
-	t.mu.Lock()
-	p, err := t.findLocked(name)
-	var exited chan struct{}
-	if err == nil {
-		exited = p.exited
-	}
-	t.mu.Unlock()
+	sp, err := t.Supervised(name)
 	if err != nil {
 		return err
 	}
-	if err := t.Signal(name, syscall.SIGKILL); err != nil {
-		return err
+	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.StopTimeout)
+	defer cancel()
+	if err := sp.Kill(ctx); err != nil {
+		return fmt.Errorf("launcher: %w", err)
 	}
-	select {
-	case <-exited:
-		return nil
-	case <-time.After(t.cfg.StopTimeout):
-		return fmt.Errorf("launcher: %s not reaped after SIGKILL", name)
-	}
+	return nil
 }
 
 // Restart stops the named process if it runs (SIGTERM, then SIGKILL after the stop
 // timeout), starts it again with the same arguments and ports, and waits for its
 // /health.
 func (t *Topology) Restart(ctx context.Context, name string) error {
-	t.mu.Lock()
-	p, err := t.findLocked(name)
-	t.mu.Unlock()
+	sp, err := t.Supervised(name)
 	if err != nil {
 		return err
 	}
-	t.stopProc(ctx, p)
-	t.mu.Lock()
-	p.Restarts++
-	t.mu.Unlock()
-	if err := t.run(p); err != nil {
-		return err
+	if err := sp.Restart(ctx); err != nil {
+		return fmt.Errorf("launcher: %w", err)
 	}
-	return t.waitHealthy(ctx, p)
-}
-
-// stopProc ends one process: SIGTERM to its group, SIGKILL after the bound.
-func (t *Topology) stopProc(ctx context.Context, p *proc) {
-	t.mu.Lock()
-	running, pid, exited := p.Running, p.PID, p.exited
-	p.stopping = true
-	t.mu.Unlock()
-	if !running {
-		return
-	}
-	_ = syscall.Kill(-pid, syscall.SIGTERM)
-	_ = syscall.Kill(-pid, syscall.SIGCONT) // a paused (SIGSTOP) process must run to handle it
-	tm := time.NewTimer(t.cfg.StopTimeout)
-	defer tm.Stop()
-	select {
-	case <-exited:
-		return
-	case <-tm.C:
-	case <-ctx.Done():
-	}
-	t.log.Warn("launcher: process ignored SIGTERM, killing", "name", p.Name, "pid", pid)
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	<-exited
+	return nil
 }
 
 // Stop ends every process (the router first, then the workers, in parallel within each
 // step) and waits for them. ctx cuts the SIGTERM grace short (SIGKILL at once).
 func (t *Topology) Stop(ctx context.Context) error {
 	t.mu.Lock()
-	procs := append([]*proc(nil), t.procs...)
-	t.mu.Unlock()
-	var router, workers []*proc
-	for _, p := range procs {
-		if p.Role == RoleRouter {
-			router = append(router, p)
-		} else {
-			workers = append(workers, p)
+	var router, workers []*supervisor.Process
+	for _, p := range t.procs {
+		switch {
+		case p.sup == nil:
+		case p.role == RoleRouter:
+			router = append(router, p.sup)
+		default:
+			workers = append(workers, p.sup)
 		}
 	}
-	for _, group := range [][]*proc{router, workers} {
+	t.mu.Unlock()
+	var errs []error
+	var mu sync.Mutex
+	for _, group := range [][]*supervisor.Process{router, workers} {
 		var wg sync.WaitGroup
-		for _, p := range group {
-			wg.Add(1)
-			go func() { defer wg.Done(); t.stopProc(ctx, p) }()
+		for _, sp := range group {
+			wg.Go(func() {
+				if err := sp.Stop(ctx); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			})
 		}
 		wg.Wait()
 	}
-	t.once.Do(func() { close(t.quit) })
-	t.wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("launcher: %w", err)
+	}
 	return nil
 }

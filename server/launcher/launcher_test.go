@@ -2,10 +2,12 @@ package launcher
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -14,12 +16,17 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"pdsoak/supervisor"
 )
 
 var fakepd string // path of the built testdata/fakepd
@@ -76,32 +83,18 @@ var client = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{D
 func argsOf(t *testing.T, url string) []string {
 	t.Helper()
 	resp, err := client.Get(url + "/args")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer resp.Body.Close()
 	var out struct{ Args []string }
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
 	return out.Args
 }
 
 // alive reports whether pid runs; a zombie (dead, not yet reaped by whoever adopted it)
 // counts as dead.
 func alive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the parenthesised command name: "pid (comm) S ...".
-	if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'Z' {
-		return false
-	}
-	return true
+	st, err := supervisor.ReadState(pid)
+	return err == nil && st != supervisor.StateGone && st != supervisor.StateZombie
 }
 
 func start(t *testing.T, cfg Config) *Topology {
@@ -113,11 +106,11 @@ func start(t *testing.T, cfg Config) *Topology {
 	if cfg.HealthTimeout == 0 {
 		cfg.HealthTimeout = 20 * time.Second
 	}
-	cfg.Logger = quiet
-	topo, err := Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
 	}
+	topo, err := Start(context.Background(), cfg)
+	require.NoError(t, err)
 	t.Cleanup(func() { topo.Stop(context.Background()) })
 	return topo
 }
@@ -129,34 +122,68 @@ func TestStartStop(t *testing.T) {
 	var names []string
 	for _, p := range procs {
 		names = append(names, p.Name+"/"+p.Role)
-		if !p.Running || p.PID == 0 || !alive(p.PID) {
-			t.Fatalf("%s not running: %+v", p.Name, p)
-		}
+		assert.True(t, p.Running && p.PID != 0 && alive(p.PID), "%s not running: %+v", p.Name, p)
 	}
-	if got := strings.Join(names, " "); got != "prefill-0/prefill prefill-1/prefill decode-0/decode router/router" {
-		t.Fatalf("processes %s", got)
-	}
+	assert.Equal(t, []string{"prefill-0/prefill", "prefill-1/prefill", "decode-0/decode", "router/router"}, names)
 	rargs := argsOf(t, topo.RouterURL)
 	for _, want := range []string{"--r", "--prefill", procs[0].URL, "--prefill-bootstrap", procs[0].BootstrapAddr, procs[1].URL, "--decode", procs[2].URL} {
-		if !slices.Contains(rargs, want) {
-			t.Fatalf("router args %v lack %q", rargs, want)
-		}
+		assert.Contains(t, rargs, want)
 	}
 	pargs := argsOf(t, procs[0].URL)
-	if pargs[0] != "prefill" || !slices.Contains(pargs, "--p") || !slices.Contains(pargs, "3") || slices.Contains(pargs, "--d") {
-		t.Fatalf("prefill args %v", pargs)
-	}
-	if err := topo.Stop(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	assert.Equal(t, "prefill", pargs[0])
+	assert.Subset(t, pargs, []string{"--p", "3"})
+	assert.NotContains(t, pargs, "--d")
+	require.NoError(t, topo.Stop(context.Background()))
 	for _, p := range topo.Processes() {
-		if p.Running || alive(p.PID) {
-			t.Fatalf("%s still alive after Stop", p.Name)
-		}
-		if b, _ := os.ReadFile(p.LogPath); !strings.Contains(string(b), "fakepd: serving") {
-			t.Fatalf("%s log %q", p.Name, b)
-		}
+		assert.False(t, p.Running || alive(p.PID), "%s still alive after Stop", p.Name)
+		b, err := os.ReadFile(p.LogPath)
+		require.NoError(t, err)
+		assert.Contains(t, string(b), "fakepd: serving", p.Name)
 	}
+}
+
+// The fault-injection token is in the workers' environment only: not in any argv
+// (/proc/PID/cmdline is what ps shows every local user), not in any log.
+func TestFaultTokenNotInArgvOrLogs(t *testing.T) {
+	const token = "f4ult-t0ken-5ecret"
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	topo := start(t, Config{Prefill: 1, Decode: 1, FaultToken: token, CommonArgs: []string{"--enable-fault-injection"}, Logger: logger})
+	for _, p := range topo.Processes() {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.PID))
+		require.NoError(t, err)
+		assert.NotContains(t, string(cmdline), token, p.Name)
+		environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.PID))
+		require.NoError(t, err)
+		assert.Equal(t, p.Role != RoleRouter, bytes.Contains(environ, []byte(FaultTokenEnv+"="+token)),
+			"%s: the workers, and only they, get the token in their environment", p.Name)
+	}
+	require.NoError(t, topo.Restart(context.Background(), "decode-0"))
+	require.NoError(t, topo.Stop(context.Background()))
+	mu.Lock()
+	assert.NotEmpty(t, logs.String())
+	assert.NotContains(t, logs.String(), token)
+	mu.Unlock()
+	entries, err := os.ReadDir(topo.LogDir)
+	require.NoError(t, err)
+	require.NotEmpty(t, entries)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(topo.LogDir, e.Name()))
+		require.NoError(t, err)
+		assert.NotContains(t, string(b), token, e.Name())
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
 
 func TestLinks(t *testing.T) {
@@ -168,18 +195,14 @@ func TestLinks(t *testing.T) {
 		}
 		return upstream, nil
 	}})
-	if got := strings.Join(asked, ","); got != "router->prefill-0,prefill-0->decode-0,router->decode-0" {
-		t.Fatalf("links asked %s", got)
-	}
+	assert.Equal(t, []string{"router->prefill-0", "prefill-0->decode-0", "router->decode-0"}, asked)
 	rargs := argsOf(t, topo.RouterURL)
-	if i := slices.Index(rargs, "--kv-link"); i < 0 || rargs[i+1] != "0:0=127.0.0.1:1" {
-		t.Fatalf("router args %v", rargs)
-	}
+	i := slices.Index(rargs, "--kv-link")
+	require.GreaterOrEqual(t, i, 0, "router args %v", rargs)
+	assert.Equal(t, "0:0=127.0.0.1:1", rargs[i+1])
 	_, err := Start(context.Background(), Config{Command: []string{fakepd}, Prefill: 1, Decode: 1, LogDir: t.TempDir(),
-		Links: func(string, string) (string, error) { return "", errors.New("no proxy") }})
-	if err == nil || !strings.Contains(err.Error(), "no proxy") {
-		t.Fatalf("Links error not returned: %v", err)
-	}
+		Links: func(string, string) (string, error) { return "", errors.New("no proxy") }, Logger: quiet})
+	require.ErrorContains(t, err, "no proxy")
 }
 
 func TestUnexpectedExitAndRestart(t *testing.T) {
@@ -187,98 +210,93 @@ func TestUnexpectedExitAndRestart(t *testing.T) {
 	exited := make(chan Process, 1)
 	topo := start(t, Config{Prefill: 1, Decode: 1, OnExit: func(p Process) { exits.Add(1); exited <- p }})
 	d, err := topo.Process("decode-0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	syscall.Kill(d.PID, syscall.SIGKILL) // behind the launcher's back, like a crash
-	select {
-	case p := <-exited:
-		if p.Name != "decode-0" || p.Exit != "signal: killed" {
-			t.Fatalf("exit %+v", p)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("crash not noticed")
-	}
-	if now, _ := topo.Process("decode-0"); now.Running {
-		t.Fatal("crashed process still shown running")
-	}
-	if err := topo.Restart(context.Background(), "decode-0"); err != nil {
-		t.Fatal(err)
-	}
-	now, _ := topo.Process("decode-0")
-	if !now.Running || now.PID == d.PID || now.URL != d.URL || now.Restarts != 1 {
-		t.Fatalf("after restart %+v (before %+v)", now, d)
-	}
-	if err := topo.Kill("decode-0"); err != nil {
-		t.Fatal(err)
-	}
-	if err := topo.Signal("decode-0", syscall.SIGCONT); err == nil {
-		t.Fatal("signal to a dead process succeeded")
-	}
-	if exits.Load() != 1 {
-		t.Fatalf("OnExit called %d times; a requested kill is not unexpected", exits.Load())
-	}
-	if _, err := topo.Process("nope"); err == nil {
-		t.Fatal("unknown process found")
-	}
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(d.PID, syscall.SIGKILL)) // behind the launcher's back, like a crash
+	p := <-exited
+	assert.Equal(t, "decode-0", p.Name)
+	assert.Equal(t, "signal: killed", p.Exit)
+	now, err := topo.Process("decode-0")
+	require.NoError(t, err)
+	assert.False(t, now.Running, "crashed process still shown running")
+	require.NoError(t, topo.Restart(context.Background(), "decode-0"))
+	now, err = topo.Process("decode-0")
+	require.NoError(t, err)
+	assert.True(t, now.Running)
+	assert.NotEqual(t, d.PID, now.PID)
+	assert.Equal(t, d.URL, now.URL, "restarted on the same port")
+	assert.Equal(t, 1, now.Restarts)
+	require.NoError(t, topo.Kill("decode-0"))
+	assert.Error(t, topo.Signal("decode-0", syscall.SIGCONT), "signal to a dead process")
+	assert.EqualValues(t, 1, exits.Load(), "a requested kill is not unexpected")
+	_, err = topo.Process("nope")
+	assert.Error(t, err)
 }
 
 func TestStartFailure(t *testing.T) {
 	_, err := Start(context.Background(), Config{Command: []string{fakepd}, Prefill: 1, Decode: 2, LogDir: t.TempDir(),
-		Env: []string{"FAKEPD_EXIT=decode"}, HealthTimeout: 20 * time.Second})
-	if err == nil || !strings.Contains(err.Error(), "decode-0 exited before it was healthy") || !strings.Contains(err.Error(), "told to fail") {
-		t.Fatalf("got %v", err)
+		Env: []string{"FAKEPD_EXIT=decode"}, HealthTimeout: 20 * time.Second, Logger: quiet})
+	require.ErrorContains(t, err, "decode-0 exited before it was healthy")
+	assert.ErrorContains(t, err, "told to fail")
+	assert.ErrorIs(t, err, supervisor.ErrExited)
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{name: "no prefill", cfg: Config{Command: []string{fakepd}, Prefill: 0, Decode: 1}},
+		{name: "no decode", cfg: Config{Command: []string{fakepd}, Prefill: 1, Decode: 0}},
+		{name: "empty command", cfg: Config{Prefill: 1, Decode: 1}},
 	}
-	for _, c := range []Config{{Prefill: 0, Decode: 1}, {Prefill: 1, Decode: 0}} {
-		c.Command = []string{fakepd}
-		if _, err := Start(context.Background(), c); err == nil {
-			t.Fatalf("%+v accepted", c)
-		}
-	}
-	if _, err := Start(context.Background(), Config{Prefill: 1, Decode: 1}); err == nil {
-		t.Fatal("empty command accepted")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Start(context.Background(), tt.cfg)
+			assert.Error(t, err)
+		})
 	}
 }
 
 func TestPortTakenRetried(t *testing.T) {
 	topo := start(t, Config{Prefill: 1, Decode: 1, Env: []string{"FAKEPD_CLASH_ONCE=" + filepath.Join(t.TempDir(), "clashed")}})
 	d, err := topo.Process("decode-0")
-	if err != nil || !d.Running {
-		t.Fatalf("%+v %v", d, err)
-	}
-	b, _ := os.ReadFile(d.LogPath)
-	if !strings.Contains(string(b), "address already in use") || !strings.Contains(string(b), "fakepd: serving") {
-		t.Fatalf("decode log %s", b)
-	}
-	if rargs := argsOf(t, topo.RouterURL); !slices.Contains(rargs, d.URL) {
-		t.Fatalf("router args %v lack the decode's new URL %s", rargs, d.URL)
-	}
+	require.NoError(t, err)
+	assert.True(t, d.Running)
+	b, err := os.ReadFile(d.LogPath)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "address already in use")
+	assert.Contains(t, string(b), "fakepd: serving")
+	assert.Contains(t, argsOf(t, topo.RouterURL), d.URL, "the router has the decode's new URL")
 }
 
-func TestStopEndsPausedProcess(t *testing.T) {
-	topo := start(t, Config{Prefill: 1, Decode: 1, StopTimeout: 20 * time.Second})
-	if err := topo.Signal("decode-0", syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
+func TestStop(t *testing.T) {
+	tests := []struct {
+		name  string
+		cfg   Config
+		pause string
+		exit  map[string]string
+	}{
+		{name: "paused process gets SIGCONT and exits on SIGTERM", pause: "decode-0",
+			cfg:  Config{Prefill: 1, Decode: 1, StopTimeout: time.Hour},
+			exit: map[string]string{"prefill-0": "exit status 0", "decode-0": "exit status 0", "router": "exit status 0"}},
+		{name: "SIGTERM ignored: SIGKILL after the bound",
+			cfg:  Config{Prefill: 1, Decode: 1, Env: []string{"FAKEPD_IGNORE_TERM=1"}, StopTimeout: 200 * time.Millisecond},
+			exit: map[string]string{"prefill-0": "signal: killed", "decode-0": "signal: killed", "router": "signal: killed"}},
 	}
-	start := time.Now()
-	if err := topo.Stop(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	d, _ := topo.Process("decode-0")
-	if d.Running || d.Exit != "exit status 0" || time.Since(start) > 15*time.Second {
-		t.Fatalf("paused decode: %+v after %s", d, time.Since(start))
-	}
-}
-
-func TestStopEscalatesToKill(t *testing.T) {
-	topo := start(t, Config{Prefill: 1, Decode: 1, Env: []string{"FAKEPD_IGNORE_TERM=1"}, StopTimeout: 200 * time.Millisecond})
-	if err := topo.Stop(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range topo.Processes() {
-		if p.Running || alive(p.PID) || p.Exit != "signal: killed" {
-			t.Fatalf("%+v", p)
-		}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			topo := start(t, tt.cfg)
+			if tt.pause != "" {
+				require.NoError(t, topo.Signal(tt.pause, syscall.SIGSTOP))
+				sp, err := topo.Supervised(tt.pause)
+				require.NoError(t, err)
+				require.Eventually(t, func() bool { st, _ := sp.State(); return st == supervisor.StateStopped }, 10*time.Second, 10*time.Millisecond)
+			}
+			require.NoError(t, topo.Stop(context.Background()))
+			got := map[string]string{}
+			for _, p := range topo.Processes() {
+				assert.False(t, p.Running || alive(p.PID), p.Name)
+				got[p.Name] = p.Exit
+			}
+			assert.Equal(t, tt.exit, got)
+		})
 	}
 }
 
@@ -288,12 +306,8 @@ func TestNoOrphans(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "LAUNCHER_TEST_PARENT="+fakepd, "LAUNCHER_TEST_LOGS="+t.TempDir())
 	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
 	var pids []int
 	sc := bufio.NewScanner(out)
 	for sc.Scan() {
@@ -306,25 +320,13 @@ func TestNoOrphans(t *testing.T) {
 			break
 		}
 	}
-	if len(pids) != 3 {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("parent started %v", pids)
-	}
 	cmd.Process.Kill()
 	cmd.Wait()
+	require.Len(t, pids, 3, "parent started %v", pids)
 	for _, pid := range pids {
-		gone := false
-		for i := 0; i < 500 && !gone; i++ {
-			// The children are reparented to init (or a subreaper), which reaps them.
-			gone = !alive(pid)
-			if !gone {
-				time.Sleep(10 * time.Millisecond)
-			}
-		}
-		if !gone {
+		// The children are reparented to init (or a subreaper), which reaps them.
+		if !assert.Eventually(t, func() bool { return !alive(pid) }, 10*time.Second, 10*time.Millisecond, "child %d outlived its launcher", pid) {
 			syscall.Kill(pid, syscall.SIGKILL)
-			t.Fatalf("child %d outlived its launcher", pid)
 		}
 	}
 }
