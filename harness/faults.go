@@ -56,7 +56,7 @@ func (r *runner) chaosEnv() chaos.Env {
 		ScrapeFunc: func(ctx context.Context, process string) (map[string]float64, error) {
 			for _, s := range r.tgt.MetricsSources() {
 				if s.Process == process {
-					return scrape(ctx, r.hc, s.URL)
+					return r.scr.scrape(ctx, s.URL)
 				}
 			}
 			return nil, fmt.Errorf("harness: no metrics endpoint for %q: %w", process, chaos.ErrUnsupported)

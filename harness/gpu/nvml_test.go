@@ -119,6 +119,9 @@ func TestTwoDevices(t *testing.T) {
 	if want := "GPU telemetry: 2 devices: 0: NVIDIA H200 GPU-0000; 1: NVIDIA H200 GPU-1111"; s.Status() != want {
 		t.Errorf("status %q, want %q", s.Status(), want)
 	}
+	if got := s.Names(); len(got) != 2 || got[0] != "NVIDIA H200" || got[1] != "NVIDIA H200" {
+		t.Errorf("names %q, want both devices' names", got)
+	}
 	want := []ledger.GPU{
 		{Index: 0, Name: "NVIDIA H200", UUID: "GPU-0000", Util: ptr(0.0), MemUtil: ptr(0.0),
 			MemUsed: ptr(uint64(70 << 30)), MemTotal: ptr(uint64(141 << 30)), PowerW: ptr(75.5), TempC: ptr(31.0)},
