@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"runtime"
@@ -88,22 +89,25 @@ func isDigits(s string) bool {
 	return s != ""
 }
 
-// describeTarget asks the target about itself — GET /v1/models, and a server version
-// from /version or /server_info where it offers one — within targetInfoBound, and
-// writes what it learnt in a target event. Every question is optional: a failure is a
-// log line, never a reason to stop the run.
+// describeTarget writes the target event: what the target says about itself.
 func (r *runner) describeTarget(ctx context.Context) {
+	r.led.Emit(targetInfo(ctx, r.hc, r.log, r.tgt.URL()))
+}
+
+// targetInfo asks the target at base about itself — GET /v1/models, and a server
+// version from /version or /server_info where it offers one — within targetInfoBound.
+// Every question is optional: a failure is a log line, never a reason to stop the run.
+func targetInfo(ctx context.Context, hc *http.Client, log *slog.Logger, base string) ledger.Event {
 	ctx, cancel := context.WithTimeout(ctx, targetInfoBound)
 	defer cancel()
-	base := r.tgt.URL()
 	paths := []string{"/v1/models", "/version", "/server_info"}
 	bodies := make([][]byte, len(paths))
 	var wg sync.WaitGroup
 	for i, p := range paths {
 		wg.Go(func() {
-			b, err := getJSON(ctx, r.hc, base+p)
+			b, err := getJSON(ctx, hc, base+p)
 			if err != nil {
-				r.log.Info("target info unavailable", "url", base+p, "err", err)
+				log.Info("target info unavailable", "url", base+p, "err", err)
 				return
 			}
 			bodies[i] = b
@@ -117,7 +121,7 @@ func (r *runner) describeTarget(ctx context.Context) {
 			break
 		}
 	}
-	r.led.Emit(ev)
+	return ev
 }
 
 // getJSON GETs url and returns its body when the answer is 200 with valid JSON.

@@ -80,7 +80,7 @@ func New(lib Lib) (*Sampler, error) {
 func noGPU(ret nvml.Return) (string, bool) {
 	switch ret {
 	case nvml.ERROR_LIBRARY_NOT_FOUND:
-		return "NVML library (libnvidia-ml.so.1) not found; no NVIDIA driver here", true
+		return "the NVML library (libnvidia-ml.so.1, part of the NVIDIA driver) was not found", true
 	case nvml.ERROR_DRIVER_NOT_LOADED:
 		return "the NVIDIA kernel driver is not loaded", true
 	case nvml.ERROR_GPU_NOT_FOUND, nvml.ERROR_NOT_FOUND:

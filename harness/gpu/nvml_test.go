@@ -58,7 +58,7 @@ func TestUnavailable(t *testing.T) {
 		wantErr   error  // nil: informational, no error
 		shutdowns int
 	}{
-		{name: "no library", lib: fakeLib(nvml.ERROR_LIBRARY_NOT_FOUND), status: "libnvidia-ml.so.1) not found"},
+		{name: "no library", lib: fakeLib(nvml.ERROR_LIBRARY_NOT_FOUND), status: "libnvidia-ml.so.1, part of the NVIDIA driver) was not found"},
 		{name: "no driver", lib: fakeLib(nvml.ERROR_DRIVER_NOT_LOADED), status: "driver is not loaded"},
 		{name: "no devices", lib: fakeLib(nvml.SUCCESS), status: "found no GPU", shutdowns: 1},
 		{name: "count says no GPU", lib: func() *mock.Interface {
