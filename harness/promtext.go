@@ -12,7 +12,7 @@ import (
 
 // metricsNames is how metric and label names are validated: UTF-8, as Prometheus 3 and
 // current exporters allow (the legacy [a-zA-Z_:][a-zA-Z0-9_:]* names are a subset).
-var metricsNames = model.UTF8Validation
+const metricsNames = model.UTF8Validation
 
 // ParseMetrics reads Prometheus text exposition (through prometheus/common's expfmt)
 // and returns the sum of every sample per series name: label sets are summed, so a
