@@ -218,28 +218,21 @@ func (r *runner) run(ctx context.Context) error {
 	// Requests outlive the load window and Ctrl-C: the drain decides when they end.
 	reqCtx, cancelReqs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelReqs()
-	r.startExecutor(c, reqCtx)
+	r.startExecutor(reqCtx, c)
 
 	stopSamplers := r.startSamplers(ctx)
 	defer stopSamplers()
 
-	ld := r.runLoad(ctx)         // load started, the load window
-	r.drain(ctx, ld, cancelReqs) // drain
-	faultErr := r.stopFaults(ld) // fault_stop (the fault runner's)
-	stopSamplers()               // no sample after the drain
-	var errs []error
-	if faultErr != nil && ctx.Err() == nil {
-		r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "fault timeline failed: " + faultErr.Error()})
-		errs = append(errs, fmt.Errorf("harness: faults: %w: %w", faultErr, ErrInfrastructure))
-	}
-	r.checkLeaks(ctx) // leak_check
-	if err := r.selfCheck(); err != nil {
-		errs = append(errs, err) // self_check
-	}
+	ld := r.runLoad(ctx)              // load started; requests and faults run
+	r.drain(ctx, ld, cancelReqs)      // drain
+	faultErr := r.stopFaults(ctx, ld) // everything reverted
+	stopSamplers()                    // no sample after the drain
+	r.checkLeaks(ctx)                 // leak_check
+	selfErr := r.selfCheck()          // self_check
 	if ctx.Err() != nil {
 		r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "run interrupted: " + context.Cause(ctx).Error()})
 	}
-	return errors.Join(errs...)
+	return errors.Join(faultErr, selfErr)
 }
 
 // announce writes run_start (with the run's provenance), one note per Options.Notes,
@@ -330,7 +323,7 @@ func (r *runner) stopTarget(ctx context.Context) {
 
 // startExecutor wires the workloads' Sender: the client, the ledger, the debug probe
 // consulted on silent drops, and the lag recorder of the self-check.
-func (r *runner) startExecutor(c *client.Client, reqCtx context.Context) {
+func (r *runner) startExecutor(reqCtx context.Context, c *client.Client) {
 	r.lag = newLagRecorder(r.opts.SelfCheckTick)
 	r.exec = &executor{c: c, led: r.led, log: r.log,
 		probe: newDebugProbe(r.hc, r.tgt.DebugSources(), r.opts.DebugTimeout, r.log),
@@ -434,13 +427,22 @@ func (r *runner) drain(ctx context.Context, ld *loadRun, cancelReqs context.Canc
 	r.led.Emit(ledger.Event{Type: ledger.EventDrain, InFlight: int(left), Passed: ledger.Bool(drained), Detail: detail})
 }
 
-// stopFaults makes the fault runner revert everything and waits (bounded) for it.
-func (r *runner) stopFaults(ld *loadRun) error {
+// stopFaults makes the fault runner revert everything and waits (bounded) for it. A
+// fault that could not be applied, verified or reverted makes the run invalid
+// (ErrInfrastructure) — except after Ctrl-C, which cuts fault steps short.
+func (r *runner) stopFaults(ctx context.Context, ld *loadRun) error {
 	ld.stopFaults()
-	if !waitFor(ld.faultDone, faultStopBound) {
-		return errors.Join(ld.faultErr, fmt.Errorf("harness: fault runner did not return within %v of being stopped", faultStopBound))
+	var err error
+	if waitFor(ld.faultDone, faultStopBound) {
+		err = ld.faultErr
+	} else {
+		err = fmt.Errorf("harness: fault runner did not return within %v of being stopped", faultStopBound)
 	}
-	return ld.faultErr
+	if err == nil || ctx.Err() != nil {
+		return nil
+	}
+	r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "fault timeline failed: " + err.Error()})
+	return fmt.Errorf("harness: faults: %w: %w", err, ErrInfrastructure)
 }
 
 // checkLeaks writes leak_check: whether the target's running/queued gauges returned to
