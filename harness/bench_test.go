@@ -43,7 +43,7 @@ func newBenchExecutor(b *testing.B, url string, onEvent func(ledger.Event)) (*ex
 	}
 	tr := client.NewTransport(5 * time.Second)
 	c, _ := client.New(url, client.WithTransport(tr))
-	e := &executor{c: c, led: led, log: slog.New(slog.DiscardHandler), lag: newLagRecorder(), reqCtx: context.Background()}
+	e := &executor{c: c, led: led, log: slog.New(slog.DiscardHandler), lag: newLagRecorder(DefaultSelfCheckTick), reqCtx: context.Background()}
 	return e, func() { c.CloseIdleConnections(); led.Close() }
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
@@ -13,12 +14,10 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 
 	"pdsoak/harness/target"
 )
-
-// DebugSource is one server process's /debug/requests (or /metrics) endpoint.
-type DebugSource = target.Source
 
 // DebugReport is what the target's /debug/requests endpoints said about one request
 // when the harness noticed it was silently dropped. It is stored as the done event's
@@ -39,17 +38,21 @@ type DebugSourceHit struct {
 	Error   string            `json:"error,omitempty"`
 }
 
-// DebugTimeout bounds one /debug/requests snapshot (all sources in parallel).
-var DebugTimeout = 2 * time.Second
-
 // debugCacheTTL lets simultaneous drops share one snapshot.
 const debugCacheTTL = 300 * time.Millisecond
+
+// debugWarnEvery spaces out the log lines about failed /debug/requests fetches: a
+// server in trouble fails every probe, and each drop's ledger event says so anyway.
+const debugWarnEvery = 30 * time.Second
 
 // debugProbe fetches /debug/requests from every source, sharing snapshots taken
 // within debugCacheTTL between requests that drop at the same moment.
 type debugProbe struct {
 	hc      *http.Client
-	sources []DebugSource
+	sources []target.Source
+	timeout time.Duration // one snapshot, all sources in parallel
+	log     *slog.Logger
+	warn    rate.Sometimes
 	sf      singleflight.Group
 	mu      sync.Mutex
 	at      time.Time
@@ -57,13 +60,14 @@ type debugProbe struct {
 }
 
 type snapshot struct {
-	src     DebugSource
+	src     target.Source
 	entries []json.RawMessage
 	err     error
 }
 
-func newDebugProbe(hc *http.Client, sources []DebugSource) *debugProbe {
-	return &debugProbe{hc: hc, sources: sources}
+func newDebugProbe(hc *http.Client, sources []target.Source, timeout time.Duration, log *slog.Logger) *debugProbe {
+	return &debugProbe{hc: hc, sources: sources, timeout: timeout, log: log,
+		warn: rate.Sometimes{First: 1, Interval: debugWarnEvery}}
 }
 
 func (p *debugProbe) enabled() bool { return p != nil && len(p.sources) > 0 }
@@ -110,7 +114,7 @@ func (p *debugProbe) snapshot(ctx context.Context) []snapshot {
 	}
 	p.mu.Unlock()
 	v, _, _ := p.sf.Do("snap", func() (any, error) {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DebugTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.timeout)
 		defer cancel()
 		out := make([]snapshot, len(p.sources))
 		var wg sync.WaitGroup
@@ -119,6 +123,9 @@ func (p *debugProbe) snapshot(ctx context.Context) []snapshot {
 			go func() {
 				defer wg.Done()
 				entries, err := fetchDebug(ctx, p.hc, src.URL)
+				if err != nil {
+					p.warn.Do(func() { p.log.Warn("debug probe failed", "process", src.Process, "err", err) })
+				}
 				out[i] = snapshot{src: src, entries: entries, err: err}
 			}()
 		}

@@ -3,6 +3,9 @@ package harness
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseDebugRequests(t *testing.T) {
@@ -23,36 +26,39 @@ func TestParseDebugRequests(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ParseDebugRequests([]byte(tt.body))
-			if (err != nil) != tt.wantErr || len(got) != tt.want {
-				t.Fatalf("got %d entries, err %v", len(got), err)
+			if tt.wantErr {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), "harness: debug")
+				return
 			}
+			require.NoError(t, err)
+			assert.Len(t, got, tt.want)
 		})
 	}
 }
 
 func TestEntryMatchesAndDescribe(t *testing.T) {
 	tests := []struct {
+		name  string
 		entry string
 		id    string
 		match bool
 		desc  string
 	}{
-		{`{"id":"agents-s001-t002","stage":"prealloc","age_seconds":12.34,"stage_age_seconds":10}`, "agents-s001-t002", true, "prealloc for 10.0s (age 12.3s)"},
-		{`{"rid":"r-1-decode","stage":"transfer"}`, "r-1", true, "transfer"},
-		{`{"request_id":"x"}`, "x", true, "listed"},
-		{`{"id":"agents-s001-t0021"}`, "agents-s001-t002", false, ""},
-		{`{"id":7}`, "7", false, ""},
-		{`[1]`, "x", false, ""},
+		{"stage and ages", `{"id":"agents-s001-t002","stage":"prealloc","age_seconds":12.34,"stage_age_seconds":10}`, "agents-s001-t002", true, "prealloc for 10.0s (age 12.3s)"},
+		{"suffixed rid", `{"rid":"r-1-decode","stage":"transfer"}`, "r-1", true, "transfer"},
+		{"request_id, no stage", `{"request_id":"x"}`, "x", true, "listed"},
+		{"longer id is another request", `{"id":"agents-s001-t0021"}`, "agents-s001-t002", false, ""},
+		{"numeric id", `{"id":7}`, "7", false, ""},
+		{"not an object", `[1]`, "x", false, ""},
 	}
 	for _, tt := range tests {
-		if got := entryMatches(json.RawMessage(tt.entry), tt.id); got != tt.match {
-			t.Errorf("%s ~ %s: got %v", tt.entry, tt.id, got)
-		}
-		if tt.match {
-			if got := describeEntry(json.RawMessage(tt.entry)); got != tt.desc {
-				t.Errorf("describe %s = %q, want %q", tt.entry, got, tt.desc)
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.match, entryMatches(json.RawMessage(tt.entry), tt.id))
+			if tt.match {
+				assert.Equal(t, tt.desc, describeEntry(json.RawMessage(tt.entry)))
 			}
-		}
+		})
 	}
 }
 

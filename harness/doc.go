@@ -13,18 +13,28 @@
 // deadline_exceeded) carries what the router's and every worker's /debug/requests said
 // about it just before the harness gave up on it.
 //
-// Main loop (Run):
+// Main loop (Run, then runner.run: one method per phase, each writing its own events):
 //
-//	ledger := open(OutDir/events.jsonl)                        // run_start
-//	target := startLaunched | startEmbedded | openExternal     // ErrInfrastructure on failure
-//	go sampler(target.MetricsSources())                        // sample events
-//	go gpuSampler(gpu.Open())                                  // GPU sample events, when NVML finds GPUs
-//	go faults(faultCtx, sc, chaosEnv, t0)                      // fault_start/verified/stop
-//	for each workload: go w.Run(ctx, t0, executor)             // scheduled … done events
-//	wait(load window) → drain(bounded) → cancel leftovers      // drain event
-//	stop faults → leak check → self-check → stop target        // leak_check, self_check, run_end
+//	ledger := open(OutDir/events.jsonl); gpu.Open()
+//	announce()        // run_start (provenance), a note per Options.Notes, GPU telemetry line (+ note)
+//	prepare()         // build workloads and the fault timeline: a bad spec fails before anything starts
+//	startTarget()     // startLaunched | startEmbedded | openExternal; ErrInfrastructure on failure
+//	describeTarget()  // target event: /v1/models, server version (optional, bounded)
+//	startExecutor()   // client, debug probe, lag recorder
+//	startSamplers()   // metrics and GPU sample events, self-check ticker
+//	runLoad()         // go faults(faultCtx, sc, chaosEnv, t0); go w.Run(ctx, t0, executor) per workload;
+//	                  // wait for the load window: scheduled … done events, fault_* events
+//	drain()           // bounded wait, then cancel leftovers: drain event
+//	stopFaults()      // revert everything, bounded
+//	checkLeaks()      // leak_check: passed, failed, or not evaluated (Passed absent) and why
+//	selfCheck()       // self_check: a late harness makes the run invalid
+//	stopTarget()      // deferred; run_end carries Error and, after Ctrl-C, Interrupted
+//
+// Timings (sample interval, drain after Ctrl-C, self-check tick, …) are Options fields
+// whose zero value takes the Default* constant.
 //
 // Nothing here judges the run: the reports package computes the verdict from the
-// ledger. Run's error is only for runs that could not be judged (ErrInfrastructure) or
-// bad input (a fault spec the chaos registry rejects).
+// ledger alone (an interrupted run says so in run_end). Run's error is only for runs
+// that could not be judged (ErrInfrastructure) or bad input (a fault spec the chaos
+// registry rejects).
 package harness

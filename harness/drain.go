@@ -4,37 +4,38 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
-	"pdsoak/ledger"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
+
+	"pdsoak/harness/target"
+	"pdsoak/ledger"
 )
 
-// Exported knobs of the post-load checks.
-var (
-	// SampleInterval is how often server gauges are sampled into the ledger during a run.
-	SampleInterval = 2 * time.Second
-	// LeakPollInterval is how often gauges are scraped while waiting for them to drain.
-	LeakPollInterval = 250 * time.Millisecond
-	// ScrapeTimeout bounds one metrics scrape.
-	ScrapeTimeout = 2 * time.Second
-	// CancelDrain is how long in-flight requests may keep running after Ctrl-C.
-	CancelDrain = 2 * time.Second
-	// ResolveAfterCancel bounds the wait for cancelled requests to return.
-	ResolveAfterCancel = 10 * time.Second
-)
+// scrapeWarnEvery spaces out the log lines about failed metric scrapes during load.
+const scrapeWarnEvery = 30 * time.Second
+
+// scraper fetches Prometheus endpoints, each scrape bounded by timeout.
+type scraper struct {
+	hc      *http.Client
+	timeout time.Duration
+}
 
 // scrape fetches and parses one Prometheus endpoint.
-func scrape(ctx context.Context, hc *http.Client, url string) (map[string]float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, ScrapeTimeout)
+func (s scraper) scrape(ctx context.Context, url string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("harness: scrape %s: %w", url, err)
 	}
-	resp, err := hc.Do(req)
+	resp, err := s.hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("harness: scrape %s: %w", url, err)
 	}
@@ -46,42 +47,43 @@ func scrape(ctx context.Context, hc *http.Client, url string) (map[string]float6
 }
 
 // scrapeAll scrapes every source in parallel.
-func scrapeAll(ctx context.Context, hc *http.Client, srcs []DebugSource) ([]map[string]float64, []error) {
+func (s scraper) scrapeAll(ctx context.Context, srcs []target.Source) ([]map[string]float64, []error) {
 	vals := make([]map[string]float64, len(srcs))
 	errs := make([]error, len(srcs))
 	var wg sync.WaitGroup
-	for i, s := range srcs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			vals[i], errs[i] = scrape(ctx, hc, s.URL)
-		}()
+	for i, src := range srcs {
+		wg.Go(func() { vals[i], errs[i] = s.scrape(ctx, src.URL) })
 	}
 	wg.Wait()
 	return vals, errs
 }
 
-// sampler records the interesting gauges of every metrics source every interval.
-func sampler(ctx context.Context, hc *http.Client, srcs []DebugSource, led *ledger.Writer, every time.Duration) {
+// sampler records the interesting gauges of every metrics source every interval. A
+// failed scrape leaves a gap in the samples and a log line now and then.
+func sampler(ctx context.Context, s scraper, srcs []target.Source, led *ledger.Writer, log *slog.Logger, every time.Duration) {
 	if len(srcs) == 0 {
 		return
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	warn := rate.Sometimes{First: 1, Interval: scrapeWarnEvery}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		vals, _ := scrapeAll(ctx, hc, srcs)
+		vals, errs := s.scrapeAll(ctx, srcs)
 		for i, v := range vals {
-			if v == nil {
+			if errs[i] != nil {
+				if ctx.Err() == nil {
+					warn.Do(func() { log.Warn("metrics sample failed", "process", srcs[i].Process, "err", errs[i]) })
+				}
 				continue
 			}
 			m := map[string]float64{}
 			for name, x := range v {
-				if IsLeakGauge(name) || contains(sampleGauges, name) {
+				if IsLeakGauge(name) || slices.Contains(sampleGauges, name) {
 					m[name] = x
 				}
 			}
@@ -90,16 +92,8 @@ func sampler(ctx context.Context, hc *http.Client, srcs []DebugSource, led *ledg
 	}
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// leakResult is the outcome of the leak check.
+// leakResult is the outcome of the leak check. skipped means not evaluated: the
+// check could not tell, and passed means nothing.
 type leakResult struct {
 	passed   bool
 	skipped  bool
@@ -108,61 +102,100 @@ type leakResult struct {
 	waited   time.Duration
 }
 
-// leakCheck scrapes every source until all leak gauges read 0 or bound passes.
-func leakCheck(ctx context.Context, hc *http.Client, srcs []DebugSource, bound time.Duration) leakResult {
+// leakCheck scrapes every source until all leak gauges read 0 or bound passes. It
+// passes when one round of scrapes answered everywhere with every leak gauge at 0; it
+// fails when the last answer of some source still has a gauge above 0; anything else
+// (no source, a source that never answered or stopped answering, no leak gauge at all)
+// is not evaluated.
+func leakCheck(ctx context.Context, s scraper, srcs []target.Source, bound, poll time.Duration) leakResult {
 	if len(srcs) == 0 {
-		return leakResult{skipped: true, detail: "skipped: the target has no metrics endpoint"}
+		return leakResult{skipped: true, detail: "not evaluated: the target has no metrics endpoint"}
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	var last leakResult
+	st := leakState{srcs: srcs, gauges: make([]map[string]float64, len(srcs)), errs: make([]error, len(srcs))}
 	for {
-		vals, errs := scrapeAll(ctx, hc, srcs)
-		res := leakResult{passed: true, residual: map[string]float64{}}
-		var problems []string
-		seen := 0
-		for i, v := range vals {
-			if errs[i] != nil {
-				res.passed = false
-				problems = append(problems, fmt.Sprintf("%s: %v", srcs[i].Process, errs[i]))
-				continue
-			}
-			for name, x := range v {
-				if !IsLeakGauge(name) {
-					continue
-				}
-				seen++
-				if x != 0 {
-					res.passed = false
-					res.residual[srcs[i].Process+"/"+name] = x
-				}
+		vals, errs := s.scrapeAll(ctx, srcs)
+		st.update(vals, errs)
+		res := st.judge(time.Since(start))
+		if res.passed {
+			return res
+		}
+		select {
+		case <-ctx.Done():
+			return res
+		case <-time.After(poll):
+		}
+	}
+}
+
+// leakState is what the leak check knows about each source: its leak gauges in its
+// latest answer (nil: never answered) and the error of its latest scrape.
+type leakState struct {
+	srcs   []target.Source
+	gauges []map[string]float64
+	errs   []error
+}
+
+func (st *leakState) update(vals []map[string]float64, errs []error) {
+	for i := range st.srcs {
+		st.errs[i] = errs[i]
+		if errs[i] != nil {
+			continue
+		}
+		g := map[string]float64{}
+		for name, x := range vals[i] {
+			if IsLeakGauge(name) {
+				g[name] = x
 			}
 		}
-		if seen == 0 && len(problems) == 0 {
-			res.passed = false
-			problems = append(problems, "no running/queued gauge (sglang:* or vllm:*) found in any scrape")
+		st.gauges[i] = g
+	}
+}
+
+func (st *leakState) judge(waited time.Duration) leakResult {
+	res := leakResult{residual: map[string]float64{}, waited: waited}
+	var unknown []string
+	seen := 0
+	for i, src := range st.srcs {
+		switch {
+		case st.gauges[i] == nil:
+			unknown = append(unknown, fmt.Sprintf("%s never answered (%v)", src.Process, st.errs[i]))
+		case st.errs[i] != nil:
+			unknown = append(unknown, fmt.Sprintf("%s stopped answering (%v)", src.Process, st.errs[i]))
 		}
+		for name, x := range st.gauges[i] {
+			seen++
+			if x != 0 {
+				res.residual[src.Process+"/"+name] = x
+			}
+		}
+	}
+	if seen == 0 && len(unknown) == 0 {
+		unknown = append(unknown, "no running/queued gauge (sglang:* or vllm:*) found in any scrape")
+	}
+	w := waited.Round(time.Millisecond)
+	switch {
+	case len(res.residual) > 0:
 		keys := make([]string, 0, len(res.residual))
 		for k := range res.residual {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
+		problems := make([]string, 0, len(keys)+len(unknown))
 		for _, k := range keys {
 			problems = append(problems, fmt.Sprintf("%s = %g", k, res.residual[k]))
 		}
-		res.waited = time.Since(start)
-		if res.passed {
-			res.detail = fmt.Sprintf("running and queued gauges at 0 after %v (%d gauges on %d endpoints)",
-				res.waited.Round(time.Millisecond), seen, len(srcs))
-			return res
-		}
-		res.detail = fmt.Sprintf("not drained after %v: %s", res.waited.Round(time.Millisecond), strings.Join(problems, "; "))
-		last = res
-		select {
-		case <-ctx.Done():
-			return last
-		case <-time.After(LeakPollInterval):
-		}
+		res.detail = fmt.Sprintf("not drained after %v: %s", w, strings.Join(append(problems, unknown...), "; "))
+	case len(unknown) > 0:
+		res.skipped = true
+		res.residual = nil
+		res.detail = fmt.Sprintf("not evaluated: after %v, %s", w, strings.Join(unknown, "; "))
+	default:
+		res.passed = true
+		res.residual = nil
+		res.detail = fmt.Sprintf("running and queued gauges at 0 after %v (%d gauges on %d endpoints)", w, seen, len(st.srcs))
 	}
+	return res
 }

@@ -33,10 +33,6 @@ func ChaosTimeline(log *slog.Logger) FaultRunner {
 	}
 }
 
-// Supervisor is implemented by targets whose processes the harness controls (see
-// target.Supervisor).
-type Supervisor = target.Supervisor
-
 // chaosEnv builds the chaos.Env of a run.
 func (r *runner) chaosEnv() chaos.Env {
 	topo := r.sc.Topology()
@@ -49,14 +45,14 @@ func (r *runner) chaosEnv() chaos.Env {
 		ScrapeFunc: func(ctx context.Context, process string) (map[string]float64, error) {
 			for _, s := range r.tgt.MetricsSources() {
 				if s.Process == process {
-					return scrape(ctx, r.hc, s.URL)
+					return r.scr.scrape(ctx, s.URL)
 				}
 			}
 			return nil, fmt.Errorf("harness: no metrics endpoint for %q: %w", process, chaos.ErrUnsupported)
 		},
 		EmitFunc: r.led.Emit,
 	}
-	if sup, ok := r.tgt.(Supervisor); ok {
+	if sup, ok := r.tgt.(target.Supervisor); ok {
 		env.ProcessFunc = sup.Process
 		env.SignalFunc = sup.Signal
 		env.RestartFunc = sup.Restart

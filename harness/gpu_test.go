@@ -12,6 +12,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"pdsoak/harness/gpu"
 	"pdsoak/ledger"
@@ -32,22 +34,24 @@ func mockGPU(util uint32) *mock.Device {
 	}
 }
 
-// The GPU sampler writes sample events with both devices' readings and the in-flight
-// count until its context ends, and the ledger's reports see them.
-func TestGPUSamplerLedger(t *testing.T) {
-	devs := []*mock.Device{mockGPU(0), mockGPU(55)}
-	lib := &mock.Interface{
-		InitFunc:           func() nvml.Return { return nvml.SUCCESS },
+func mockLib(initRet nvml.Return, devs ...*mock.Device) *mock.Interface {
+	return &mock.Interface{
+		InitFunc:           func() nvml.Return { return initRet },
 		ShutdownFunc:       func() nvml.Return { return nvml.SUCCESS },
 		DeviceGetCountFunc: func() (int, nvml.Return) { return len(devs), nvml.SUCCESS },
 		DeviceGetHandleByIndexFunc: func(i int) (nvml.Device, nvml.Return) {
 			return devs[i], nvml.SUCCESS
 		},
 	}
+}
+
+// The GPU sampler writes sample events with both devices' readings and the in-flight
+// count until its context ends, and the ledger's reports see them.
+func TestGPUSamplerLedger(t *testing.T) {
+	lib := mockLib(nvml.SUCCESS, mockGPU(0), mockGPU(55))
 	s, err := gpu.New(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, []string{"NVIDIA H200", "NVIDIA H200"}, s.Names())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	seen := make(chan struct{}, 100)
@@ -60,9 +64,7 @@ func TestGPUSamplerLedger(t *testing.T) {
 			}
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -77,37 +79,58 @@ func TestGPUSamplerLedger(t *testing.T) {
 	}
 	cancel()
 	<-done
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := led.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(lib.ShutdownCalls()); n != 1 {
-		t.Errorf("Shutdown called %d times", n)
-	}
+	require.NoError(t, s.Close())
+	require.NoError(t, led.Close())
+	assert.Len(t, lib.ShutdownCalls(), 1, "Shutdown calls")
 
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
+	evs, _, err := ledger.ReadFile(path)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(evs), 3)
+	for _, e := range evs {
+		require.Equal(t, ledger.EventSample, e.Type)
+		require.Equal(t, ledger.GPUSource, e.Source)
+		require.Len(t, e.GPUs, 2)
+		assert.Equal(t, 7, e.InFlight)
+		require.NotNil(t, e.GPUs[0].Util)
+		require.NotNil(t, e.GPUs[1].Util)
+		assert.Zero(t, *e.GPUs[0].Util)
+		assert.Equal(t, 55.0, *e.GPUs[1].Util)
+		assert.Nil(t, e.GPUs[1].PowerW)
 	}
-	defer f.Close()
-	samples := 0
-	if _, err := ledger.Read(f, func(e ledger.Event) error {
-		if e.Type != ledger.EventSample || e.Source != ledger.GPUSource {
-			t.Errorf("unexpected event %+v", e)
-			return nil
-		}
-		samples++
-		if len(e.GPUs) != 2 || e.InFlight != 7 || e.GPUs[0].Util == nil || *e.GPUs[0].Util != 0 ||
-			e.GPUs[1].Util == nil || *e.GPUs[1].Util != 55 || e.GPUs[1].PowerW != nil {
-			t.Errorf("sample %+v", e)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+}
+
+// A machine with NVIDIA device nodes and no usable NVML gets a note (the CLI prints
+// notes); a machine without such nodes, or with working telemetry, does not.
+func TestNVIDIANote(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "nvidia0"), nil, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "nvidiactl"), nil, 0o644))
+	withDevices := filepath.Join(dir, "nvidia*")
+	noDevices := filepath.Join(dir, "absent*")
+	tests := []struct {
+		name     string
+		initRet  nvml.Return
+		glob     string
+		wantNote string // "" for none
+	}{
+		{"no library, devices present", nvml.ERROR_LIBRARY_NOT_FOUND, withDevices, "NVML library (libnvidia-ml.so.1, part of the NVIDIA driver) was not found"},
+		{"driver not loaded, devices present", nvml.ERROR_DRIVER_NOT_LOADED, withDevices, "driver is not loaded"},
+		{"no library, no devices", nvml.ERROR_LIBRARY_NOT_FOUND, noDevices, ""},
+		{"telemetry works", nvml.SUCCESS, withDevices, ""},
 	}
-	if samples < 3 {
-		t.Errorf("%d samples in the ledger, want >= 3", samples)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := gpu.New(mockLib(tt.initRet, mockGPU(0)))
+			require.NoError(t, err)
+			defer s.Close()
+			note, ok := nvidiaNote(s, tt.glob)
+			if tt.wantNote == "" {
+				assert.False(t, ok, "note %q", note)
+				return
+			}
+			require.True(t, ok)
+			assert.Contains(t, note, tt.wantNote)
+			assert.Contains(t, note, filepath.Join(dir, "nvidia0"))
+		})
 	}
 }

@@ -1,116 +1,64 @@
 package harness
 
 import (
-	"bufio"
 	"fmt"
 	"io"
-	"math"
-	"strconv"
 	"strings"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
-// ParseMetrics reads Prometheus text exposition and returns the sum of every sample
-// per metric name (label sets are summed: a gauge per queue per worker adds up to
-// the queue's total). Comment and blank lines are skipped; a malformed line is an
-// error naming its line number. Histogram and summary series keep their suffixed
-// names (_bucket, _sum, _count).
+// metricsNames is how metric and label names are validated: UTF-8, as Prometheus 3 and
+// current exporters allow (the legacy [a-zA-Z_:][a-zA-Z0-9_:]* names are a subset).
+const metricsNames = model.UTF8Validation
+
+// ParseMetrics reads Prometheus text exposition (through prometheus/common's expfmt)
+// and returns the sum of every sample per series name: label sets are summed, so a
+// gauge per queue per worker adds up to the queue's total. Histogram and summary
+// series keep their suffixed names (_bucket, _sum, _count; a summary's quantiles add
+// up under its own name). Malformed input is an error naming its line.
 func ParseMetrics(r io.Reader) (map[string]float64, error) {
-	out := map[string]float64{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, v, err := parseSample(line)
-		if err != nil {
-			return out, fmt.Errorf("harness: metrics line %d: %w", n, err)
-		}
-		out[name] += v
+	p := expfmt.NewTextParser(metricsNames)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("harness: metrics: %w", err)
 	}
-	if err := sc.Err(); err != nil {
-		return out, fmt.Errorf("harness: metrics: %w", err)
+	out := map[string]float64{}
+	for name, mf := range fams {
+		for _, m := range mf.GetMetric() {
+			addSample(out, name, mf.GetType(), m)
+		}
 	}
 	return out, nil
 }
 
-func parseSample(line string) (string, float64, error) {
-	i := strings.IndexAny(line, "{ \t")
-	if i <= 0 {
-		return "", 0, fmt.Errorf("no value in %q", clip(line))
-	}
-	name := line[:i]
-	if !validName(name) {
-		return "", 0, fmt.Errorf("bad metric name %q", clip(name))
-	}
-	rest := line[i:]
-	if rest[0] == '{' {
-		end, err := labelsEnd(rest)
-		if err != nil {
-			return "", 0, err
+// addSample adds one metric of a family to out under the names its series have in
+// the text format.
+func addSample(out map[string]float64, name string, typ dto.MetricType, m *dto.Metric) {
+	switch typ {
+	case dto.MetricType_COUNTER:
+		out[name] += m.GetCounter().GetValue()
+	case dto.MetricType_GAUGE:
+		out[name] += m.GetGauge().GetValue()
+	case dto.MetricType_SUMMARY:
+		s := m.GetSummary()
+		for _, q := range s.GetQuantile() {
+			out[name] += q.GetValue()
 		}
-		rest = rest[end+1:]
-	}
-	fields := strings.Fields(rest)
-	if len(fields) < 1 || len(fields) > 2 {
-		return "", 0, fmt.Errorf("want value [timestamp] after %s, got %q", name, clip(rest))
-	}
-	v, err := parseValue(fields[0])
-	if err != nil {
-		return "", 0, err
-	}
-	return name, v, nil
-}
-
-// labelsEnd returns the index of the '}' closing the label set at s[0], honouring
-// quoted values with backslash escapes.
-func labelsEnd(s string) (int, error) {
-	inQuote := false
-	for i := 1; i < len(s); i++ {
-		switch c := s[i]; {
-		case inQuote && c == '\\':
-			i++
-		case c == '"':
-			inQuote = !inQuote
-		case !inQuote && c == '}':
-			return i, nil
+		out[name+"_sum"] += s.GetSampleSum()
+		out[name+"_count"] += float64(s.GetSampleCount())
+	case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM:
+		h := m.GetHistogram()
+		for _, b := range h.GetBucket() {
+			out[name+"_bucket"] += float64(b.GetCumulativeCount()) + b.GetCumulativeCountFloat()
 		}
+		out[name+"_sum"] += h.GetSampleSum()
+		out[name+"_count"] += float64(h.GetSampleCount()) + h.GetSampleCountFloat()
+	default: // untyped
+		out[name] += m.GetUntyped().GetValue()
 	}
-	return 0, fmt.Errorf("unterminated label set in %q", clip(s))
-}
-
-func parseValue(s string) (float64, error) {
-	switch s {
-	case "+Inf", "Inf":
-		return math.Inf(1), nil
-	case "-Inf":
-		return math.Inf(-1), nil
-	case "NaN":
-		return math.NaN(), nil
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return 0, fmt.Errorf("bad value %q", clip(s))
-	}
-	return v, nil
-}
-
-func validName(s string) bool {
-	for i, c := range s {
-		ok := c == '_' || c == ':' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i > 0 && c >= '0' && c <= '9')
-		if !ok {
-			return false
-		}
-	}
-	return s != ""
-}
-
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "..."
-	}
-	return s
 }
 
 // leakGauges are the gauges that must return to 0 once load has drained: running and

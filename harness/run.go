@@ -14,6 +14,8 @@ import (
 
 	"pdsoak/chaos"
 	"pdsoak/harness/client"
+	"pdsoak/harness/gpu"
+	"pdsoak/harness/target"
 	"pdsoak/harness/workload"
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
@@ -24,7 +26,40 @@ import (
 // bottleneck. The CLI maps it to exit code 3.
 var ErrInfrastructure = errors.New("harness: infrastructure failure")
 
-// Options configure Run.
+// Defaults of the Options timings, applied by Run to fields left zero.
+const (
+	// DefaultSampleInterval is how often server gauges and GPUs are sampled into the ledger.
+	DefaultSampleInterval = 2 * time.Second
+	// DefaultLeakPollInterval is how often gauges are scraped while waiting for them to drain.
+	DefaultLeakPollInterval = 250 * time.Millisecond
+	// DefaultScrapeTimeout bounds one metrics scrape.
+	DefaultScrapeTimeout = 2 * time.Second
+	// DefaultCancelDrain is how long in-flight requests may keep running after Ctrl-C.
+	DefaultCancelDrain = 2 * time.Second
+	// DefaultResolveAfterCancel bounds the wait for cancelled requests to return.
+	DefaultResolveAfterCancel = 10 * time.Second
+	// DefaultSelfCheckTick is the period of the self-check ticker: the harness measures
+	// how late each tick is delivered, which shows a starved scheduler (GC, CPU) even
+	// when no request happens to be due.
+	DefaultSelfCheckTick = 10 * time.Millisecond
+	// DefaultDebugTimeout bounds one /debug/requests snapshot (all sources in parallel).
+	DefaultDebugTimeout = 2 * time.Second
+	// DefaultNVIDIADevices is the glob of NVIDIA device nodes: when it matches and NVML
+	// cannot be used, the run says so in a note.
+	DefaultNVIDIADevices = "/dev/nvidia*"
+)
+
+// Bounds of the run's own housekeeping.
+const (
+	// faultStopBound is how long the fault runner gets to revert everything once stopped.
+	faultStopBound = 30 * time.Second
+	// targetStopBound is how long the target gets to stop.
+	targetStopBound = 30 * time.Second
+	// targetInfoBound bounds the questions asked about the target (/v1/models, version).
+	targetInfoBound = 3 * time.Second
+)
+
+// Options configure Run. Zero timings take the Default* constants.
 type Options struct {
 	// OutDir receives events.jsonl and, for the embedded server, its process logs.
 	OutDir string
@@ -39,18 +74,78 @@ type Options struct {
 	// Faults runs the fault timeline (nil: ChaosTimeline, the chaos package's
 	// Timeline). Scenarios without faults never call it.
 	Faults FaultRunner
+	// Notes are messages for the report's reader (e.g. a flag that cannot apply to the
+	// chosen target); each becomes a note event right after run_start.
+	Notes []string
+	// CommandLine is recorded in the run's provenance (nil: os.Args). A caller that was
+	// handed a secret on its command line passes a redacted copy.
+	CommandLine []string
+
+	// SampleInterval is how often server gauges and GPUs are sampled.
+	SampleInterval time.Duration
+	// LeakPollInterval is how often gauges are scraped while waiting for them to drain.
+	LeakPollInterval time.Duration
+	// ScrapeTimeout bounds one metrics scrape.
+	ScrapeTimeout time.Duration
+	// CancelDrain is how long in-flight requests may keep running after Ctrl-C.
+	CancelDrain time.Duration
+	// ResolveAfterCancel bounds the wait for cancelled requests to return.
+	ResolveAfterCancel time.Duration
+	// SelfCheckTick is the period of the self-check ticker.
+	SelfCheckTick time.Duration
+	// DebugTimeout bounds one /debug/requests snapshot.
+	DebugTimeout time.Duration
+	// NVIDIADevices is the glob of NVIDIA device nodes (DefaultNVIDIADevices).
+	NVIDIADevices string
 }
 
-// runner holds one run's state.
+// withDefaults fills the zero fields with their defaults.
+func (o Options) withDefaults() Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.SampleInterval, DefaultSampleInterval)
+	def(&o.LeakPollInterval, DefaultLeakPollInterval)
+	def(&o.ScrapeTimeout, DefaultScrapeTimeout)
+	def(&o.CancelDrain, DefaultCancelDrain)
+	def(&o.ResolveAfterCancel, DefaultResolveAfterCancel)
+	def(&o.SelfCheckTick, DefaultSelfCheckTick)
+	def(&o.DebugTimeout, DefaultDebugTimeout)
+	if o.NVIDIADevices == "" {
+		o.NVIDIADevices = DefaultNVIDIADevices
+	}
+	if o.CommandLine == nil {
+		o.CommandLine = os.Args
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// runner holds one run's state. Its fields are set phase by phase, in the order of run.
 type runner struct {
 	sc       *scenarios.Scenario
 	opts     Options
 	log      *slog.Logger
 	led      *ledger.Writer
-	tgt      Target
-	exec     *executor
-	hc       *http.Client // auxiliary GETs: metrics, debug
+	hc       *http.Client // auxiliary GETs: metrics, debug, target info
+	scr      scraper
+	gpu      *gpu.Sampler // opened before run_start (its names are provenance)
+	gpuErr   error
 	burstSeq atomic.Int64
+
+	// prepare
+	workloads []workload.Workload
+	noLag     map[string]bool // workloads throttled on purpose (max_in_flight)
+	faults    FaultRunner     // nil: the scenario has no faults
+
+	// startTarget, startExecutor
+	tgt  target.Target
+	exec *executor
+	lag  *lagRecorder
 }
 
 // Run executes a scenario: it starts (or reaches) the target, drives the workloads,
@@ -59,7 +154,8 @@ type runner struct {
 // the verdict (the reports package judges the ledger); an error wrapping
 // ErrInfrastructure when the run could not be judged; another error for bad options.
 // Cancelling ctx stops load, drains briefly, records the rest as cancelled, stops
-// the embedded server and still writes the ledger.
+// the embedded server and still writes the ledger; run_end then says why in
+// Interrupted.
 func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) {
 	if sc == nil {
 		return errors.New("harness: nil scenario")
@@ -74,221 +170,311 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
 		return fmt.Errorf("harness: out dir: %w", err)
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	opts = opts.withDefaults()
 	led, err := ledger.Create(filepath.Join(opts.OutDir, "events.jsonl"), opts.OnEvent)
 	if err != nil {
 		return err
 	}
-	r := &runner{sc: sc, opts: opts, log: log, led: led,
-		hc: &http.Client{Transport: client.NewTransport(sc.Deadlines.Connect.D())}}
+	hc := &http.Client{Transport: client.NewTransport(sc.Deadlines.Connect.D())}
+	r := &runner{sc: sc, opts: opts, log: opts.Logger, led: led, hc: hc,
+		scr: scraper{hc: hc, timeout: opts.ScrapeTimeout}}
 	defer func() {
 		end := ledger.Event{Type: ledger.EventRunEnd}
 		if err != nil {
 			end.Error = err.Error()
+		}
+		if ctx.Err() != nil {
+			end.Interrupted = context.Cause(ctx).Error()
 		}
 		led.Emit(end)
 		if cerr := led.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	defer r.hc.CloseIdleConnections()
+	defer hc.CloseIdleConnections()
+	r.gpu, r.gpuErr = gpu.Open()
+	defer r.closeGPU() // after run: the GPU sampler has stopped by then
 	return r.run(ctx)
 }
 
+// run is the main loop, one phase per step; each phase writes its own ledger events.
 func (r *runner) run(ctx context.Context) error {
+	r.announce() // run_start, notes, GPU telemetry
+	if err := r.prepare(); err != nil {
+		return err
+	}
+	tgt, err := r.startTarget(ctx)
+	if err != nil {
+		return err
+	}
+	r.tgt = tgt
+	defer r.stopTarget(ctx)
+	r.describeTarget(ctx) // the target event
+
+	c, err := client.New(tgt.URL(), client.WithTransport(client.NewTransport(r.sc.Deadlines.Connect.D())))
+	if err != nil {
+		return fmt.Errorf("harness: %v: %w", err, ErrInfrastructure)
+	}
+	defer c.CloseIdleConnections()
+	// Requests outlive the load window and Ctrl-C: the drain decides when they end.
+	reqCtx, cancelReqs := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelReqs()
+	r.startExecutor(reqCtx, c)
+
+	stopSamplers := r.startSamplers(ctx)
+	defer stopSamplers()
+
+	ld := r.runLoad(ctx)              // load started; requests and faults run
+	r.drain(ctx, ld, cancelReqs)      // drain
+	faultErr := r.stopFaults(ctx, ld) // everything reverted
+	stopSamplers()                    // no sample after the drain
+	r.checkLeaks(ctx)                 // leak_check
+	selfErr := r.selfCheck()          // self_check
+	if ctx.Err() != nil {
+		r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "run interrupted: " + context.Cause(ctx).Error()})
+	}
+	return errors.Join(faultErr, selfErr)
+}
+
+// announce writes run_start (with the run's provenance), one note per Options.Notes,
+// and the GPU telemetry line (plus a note when NVIDIA devices exist but NVML cannot
+// be used).
+func (r *runner) announce() {
 	sc := r.sc
-	start := ledger.Event{Type: ledger.EventRunStart, Scenario: sc.Name, Seed: sc.Seed, URL: sc.Target.URL}
+	start := ledger.Event{Type: ledger.EventRunStart, Scenario: sc.Name, Seed: sc.Seed, URL: sc.Target.URL,
+		Provenance: provenance(r.opts.CommandLine, r.gpu)}
 	if sc.Embedded() {
 		start.Message = "embedded reference server"
 	}
 	r.led.Emit(start)
+	for _, n := range r.opts.Notes {
+		r.led.Emit(ledger.Event{Type: ledger.EventNote, Message: n})
+	}
+	r.announceGPU()
+}
 
-	// Build every workload first: a bad workload fails before anything starts.
-	var ws []workload.Workload
-	noLag := map[string]bool{}
+// prepare builds every workload and the fault timeline before anything starts: a bad
+// workload or fault spec is the scenario's problem (chaos.ErrBadSpec, exit 2), not the
+// infrastructure's.
+func (r *runner) prepare() error {
+	sc := r.sc
+	r.noLag = map[string]bool{}
 	for i := range sc.Workloads {
 		w, err := workload.New(sc, i)
 		if err != nil {
 			return fmt.Errorf("harness: %w", err)
 		}
-		ws = append(ws, w)
+		r.workloads = append(r.workloads, w)
 		if sc.Workloads[i].MaxInFlight > 0 {
-			noLag[w.Name()] = true
+			r.noLag[w.Name()] = true
 		}
 	}
-	faults := r.opts.Faults
-	if faults == nil && len(sc.Faults) > 0 {
-		// Build the timeline before anything starts: a bad fault spec is the
-		// scenario's problem (chaos.ErrBadSpec, exit 2), not the infrastructure's.
+	if len(sc.Faults) == 0 {
+		return nil
+	}
+	r.faults = r.opts.Faults
+	if r.faults == nil {
 		tl, err := chaos.NewTimeline(sc.Faults, chaos.WithLogger(r.log))
 		if err != nil {
 			return fmt.Errorf("harness: faults: %w", err)
 		}
-		faults = func(ctx context.Context, _ *scenarios.Scenario, env chaos.Env, start time.Time) error {
+		r.faults = func(ctx context.Context, _ *scenarios.Scenario, env chaos.Env, start time.Time) error {
 			return tl.Run(ctx, env, start)
 		}
 	}
+	return nil
+}
 
-	// The target.
-	var tgt Target
-	var err error
+// startTarget starts (or reaches) the target: the processes of target.launch, the
+// embedded reference server, or an external target.url.
+func (r *runner) startTarget(ctx context.Context) (target.Target, error) {
+	sc := r.sc
 	switch {
 	case len(sc.Target.Launch) > 0:
-		tgt, err = startLaunched(ctx, sc, r.opts, r.log, r.hc)
+		tgt, err := startLaunched(ctx, sc, r.opts, r.log, r.hc)
 		if err != nil {
-			return err
+			return nil, err
 		}
+		return tgt, nil
 	case sc.Embedded():
-		tgt, err = startEmbedded(ctx, sc, r.opts, r.log)
+		tgt, err := startEmbedded(ctx, sc, r.opts, r.log)
 		if err != nil {
-			return fmt.Errorf("harness: start the reference server: %v: %w", err, ErrInfrastructure)
+			return nil, fmt.Errorf("harness: start the reference server: %v: %w", err, ErrInfrastructure)
 		}
 		r.led.Emit(ledger.Event{Type: ledger.EventLog, URL: tgt.URL(), Message: "reference server up at " + tgt.URL()})
+		return tgt, nil
 	default:
-		tgt, err = openExternal(ctx, sc, r.hc)
+		tgt, err := openExternal(ctx, sc, r.hc)
 		if err != nil {
-			return err
+			return nil, err
 		}
+		return tgt, nil
 	}
-	r.tgt = tgt
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if err := tgt.Stop(sctx); err != nil {
-			r.log.Warn("stop target", "err", err)
-			r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "stop target: " + err.Error()})
-		}
-	}()
+}
 
-	c, err := client.New(tgt.URL(), client.WithTransport(client.NewTransport(sc.Deadlines.Connect.D())))
-	if err != nil {
-		return fmt.Errorf("harness: %v: %w", err, ErrInfrastructure)
+// stopTarget stops whatever startTarget started, bounded, even after Ctrl-C.
+func (r *runner) stopTarget(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), targetStopBound)
+	defer cancel()
+	if err := r.tgt.Stop(sctx); err != nil {
+		r.log.Warn("stop target", "err", err)
+		r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "stop target: " + err.Error()})
 	}
-	defer c.CloseIdleConnections()
-	reqCtx, cancelReqs := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelReqs()
-	lag := newLagRecorder()
-	r.exec = &executor{c: c, led: r.led, log: r.log, probe: newDebugProbe(r.hc, tgt.DebugSources()),
-		lag: lag, reqCtx: reqCtx, noLag: noLag}
+}
 
-	// Samples and the self-check ticker run for the whole load phase.
+// startExecutor wires the workloads' Sender: the client, the ledger, the debug probe
+// consulted on silent drops, and the lag recorder of the self-check.
+func (r *runner) startExecutor(reqCtx context.Context, c *client.Client) {
+	r.lag = newLagRecorder(r.opts.SelfCheckTick)
+	r.exec = &executor{c: c, led: r.led, log: r.log,
+		probe: newDebugProbe(r.hc, r.tgt.DebugSources(), r.opts.DebugTimeout, r.log),
+		lag:   r.lag, reqCtx: reqCtx, noLag: r.noLag}
+}
+
+// startSamplers starts, for the whole load phase, the metrics sampler, the GPU sampler
+// and the self-check ticker. The returned func stops them all and waits (idempotent).
+func (r *runner) startSamplers(ctx context.Context) (stop func()) {
 	auxCtx, stopAux := context.WithCancel(ctx)
 	var aux sync.WaitGroup
-	aux.Add(1)
-	go func() { defer aux.Done(); sampler(auxCtx, r.hc, tgt.MetricsSources(), r.led, SampleInterval) }()
-	defer r.startGPU(auxCtx, &aux)() // a ledger line on GPU telemetry, then GPU samples; NVML shut down after aux
-	lag.Start()
-	stopAuxOnce := sync.OnceFunc(func() { stopAux(); aux.Wait(); lag.Stop() })
-	defer stopAuxOnce()
+	aux.Go(func() { sampler(auxCtx, r.scr, r.tgt.MetricsSources(), r.led, r.log, r.opts.SampleInterval) })
+	if r.gpu.Available() {
+		inflight := func() int { return int(r.exec.inflight.Load()) }
+		aux.Go(func() { gpuSampler(auxCtx, r.gpu, r.led, r.log, inflight, r.opts.SampleInterval) })
+	}
+	r.lag.Start()
+	return sync.OnceFunc(func() { stopAux(); aux.Wait(); r.lag.Stop() })
+}
 
-	// Load.
-	t0 := time.Now()
-	loadCtx, cancelLoad := context.WithDeadline(ctx, t0.Add(sc.Duration.D()))
+// loadRun is the load phase in progress.
+type loadRun struct {
+	t0         time.Time
+	done       chan struct{} // closed when every workload has returned
+	faultDone  chan struct{} // closed when the fault runner has returned
+	faultErr   error         // the fault runner's, set before faultDone closes
+	stopFaults context.CancelFunc
+}
+
+// runLoad starts the fault timeline and every workload at t0 and returns when the load
+// window is over: at the scenario's duration, or earlier when the workloads are done
+// and there are no faults (a fault timeline plays out over the whole duration).
+func (r *runner) runLoad(ctx context.Context) *loadRun {
+	sc := r.sc
+	ld := &loadRun{t0: time.Now(), done: make(chan struct{}), faultDone: make(chan struct{})}
+	loadCtx, cancelLoad := context.WithDeadline(ctx, ld.t0.Add(sc.Duration.D()))
 	defer cancelLoad()
-	r.led.Emit(ledger.Event{Time: t0, Type: ledger.EventLog, Message: fmt.Sprintf("load started: %d workloads for %v", len(ws), sc.Duration)})
+	r.led.Emit(ledger.Event{Time: ld.t0, Type: ledger.EventLog,
+		Message: fmt.Sprintf("load started: %d workloads for %v", len(r.workloads), sc.Duration)})
 
-	var faultErr error
-	faultDone := make(chan struct{})
-	faultCtx, stopFaults := context.WithCancel(ctx)
-	defer stopFaults()
-	if len(sc.Faults) > 0 {
+	var faultCtx context.Context
+	faultCtx, ld.stopFaults = context.WithCancel(ctx)
+	if r.faults != nil {
 		env := r.chaosEnv()
 		go func() {
-			defer close(faultDone)
+			defer close(ld.faultDone)
 			defer func() {
 				if p := recover(); p != nil {
-					faultErr = fmt.Errorf("harness: fault runner panicked: %v", p)
+					ld.faultErr = fmt.Errorf("harness: fault runner panicked: %v", p)
 				}
 			}()
-			faultErr = faults(faultCtx, sc, env, t0)
+			ld.faultErr = r.faults(faultCtx, sc, env, ld.t0)
 		}()
 	} else {
-		close(faultDone)
+		close(ld.faultDone)
 	}
 
 	var wl sync.WaitGroup
-	for _, w := range ws {
-		wl.Add(1)
-		go func() {
-			defer wl.Done()
+	for _, w := range r.workloads {
+		wl.Go(func() {
 			// Workloads keep to their own windows; ctx only carries Ctrl-C, so whether
 			// a request at the end of a window is sent does not race the load timer.
-			st := w.Run(ctx, t0, r.exec)
+			st := w.Run(ctx, ld.t0, r.exec)
 			r.log.Info("workload finished", "workload", w.Name(), "requests", st.Requests)
-		}()
+		})
 	}
-	loadDone := make(chan struct{})
-	go func() { wl.Wait(); close(loadDone) }()
+	go func() { wl.Wait(); close(ld.done) }()
 
-	if len(sc.Faults) > 0 {
-		<-loadCtx.Done() // the fault timeline plays out over the whole duration
+	if r.faults != nil {
+		<-loadCtx.Done()
 	} else {
 		select {
-		case <-loadDone:
+		case <-ld.done:
 		case <-loadCtx.Done():
 		}
 	}
-	cancelLoad() // the load window is over; workloads stop at their own windows
+	return ld
+}
 
-	// Drain: in-flight requests run to their own deadlines, within the drain bound
-	// (a brief one after Ctrl-C); then whatever is left is cancelled.
-	drainBound := sc.Drain.Timeout.D()
+// drain lets in-flight requests run to their own deadlines within the drain bound (a
+// brief one after Ctrl-C), then cancels whatever is left and waits, bounded, for it.
+func (r *runner) drain(ctx context.Context, ld *loadRun, cancelReqs context.CancelFunc) {
+	bound := r.sc.Drain.Timeout.D()
 	if ctx.Err() != nil {
-		drainBound = CancelDrain
+		bound = r.opts.CancelDrain
 	}
-	drainStart := time.Now()
-	drained := waitFor(loadDone, drainBound)
+	start := time.Now()
+	drained := waitFor(ld.done, bound)
 	left := r.exec.inflight.Load()
 	if !drained {
 		cancelReqs()
-		waitFor(loadDone, ResolveAfterCancel)
+		waitFor(ld.done, r.opts.ResolveAfterCancel)
 	}
-	detail := fmt.Sprintf("all requests resolved %v after load stopped", time.Since(drainStart).Round(time.Millisecond))
+	detail := fmt.Sprintf("all requests resolved %v after load stopped", time.Since(start).Round(time.Millisecond))
 	if !drained {
-		detail = fmt.Sprintf("%d requests still in flight after %v; cancelled", left, drainBound)
+		detail = fmt.Sprintf("%d requests still in flight after %v; cancelled", left, bound)
 	}
 	if ctx.Err() != nil {
 		detail = "interrupted: " + detail
 	}
 	r.led.Emit(ledger.Event{Type: ledger.EventDrain, InFlight: int(left), Passed: ledger.Bool(drained), Detail: detail})
+}
 
-	// Faults: revert everything and wait (bounded) for the runner to finish.
-	stopFaults()
-	if !waitFor(faultDone, 30*time.Second) {
-		faultErr = errors.Join(faultErr, errors.New("harness: fault runner did not return within 30s of being stopped"))
+// stopFaults makes the fault runner revert everything and waits (bounded) for it. A
+// fault that could not be applied, verified or reverted makes the run invalid
+// (ErrInfrastructure) — except after Ctrl-C, which cuts fault steps short.
+func (r *runner) stopFaults(ctx context.Context, ld *loadRun) error {
+	ld.stopFaults()
+	var err error
+	if waitFor(ld.faultDone, faultStopBound) {
+		err = ld.faultErr
+	} else {
+		err = fmt.Errorf("harness: fault runner did not return within %v of being stopped", faultStopBound)
 	}
-	stopAuxOnce()
-
-	var errs []error
-	if faultErr != nil && ctx.Err() == nil {
-		r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "fault timeline failed: " + faultErr.Error()})
-		errs = append(errs, fmt.Errorf("harness: faults: %w: %w", faultErr, ErrInfrastructure))
+	if err == nil || ctx.Err() != nil {
+		return nil
 	}
+	r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "fault timeline failed: " + err.Error()})
+	return fmt.Errorf("harness: faults: %w: %w", err, ErrInfrastructure)
+}
 
-	// Leak check (not after Ctrl-C: the user wants out).
-	if ctx.Err() == nil {
-		lr := leakCheck(ctx, r.hc, tgt.MetricsSources(), sc.Drain.LeakTimeout.D())
-		ev := ledger.Event{Type: ledger.EventLeakCheck, Detail: lr.detail, Metrics: lr.residual}
-		if !lr.skipped {
-			ev.Passed = ledger.Bool(lr.passed)
-		}
+// checkLeaks writes leak_check: whether the target's running/queued gauges returned to
+// 0. A check that could not be evaluated (Ctrl-C, no metrics endpoint, an endpoint that
+// never answered) has no Passed: it is neither a pass nor a fail.
+func (r *runner) checkLeaks(ctx context.Context) {
+	ev := ledger.Event{Type: ledger.EventLeakCheck}
+	if ctx.Err() != nil {
+		// The user wants out: no waiting for gauges.
+		ev.Detail = "not evaluated: the run was interrupted"
 		r.led.Emit(ev)
+		return
 	}
+	lr := leakCheck(ctx, r.scr, r.tgt.MetricsSources(), r.sc.Drain.LeakTimeout.D(), r.opts.LeakPollInterval)
+	ev.Detail, ev.Metrics = lr.detail, lr.residual
+	if !lr.skipped {
+		ev.Passed = ledger.Bool(lr.passed)
+	}
+	r.led.Emit(ev)
+}
 
-	// Self-check: was the harness on time?
-	scr := lag.Result(sc.SelfCheck.MaxLag.D())
+// selfCheck writes self_check: was the harness on time? A late harness makes the run
+// invalid (ErrInfrastructure).
+func (r *runner) selfCheck() error {
+	scr := r.lag.Result(r.sc.SelfCheck.MaxLag.D())
 	r.led.Emit(ledger.Event{Type: ledger.EventSelfCheck, Passed: ledger.Bool(scr.Passed),
 		LagP99: max(scr.SendP99, scr.TickP99).Seconds(), LagMax: max(scr.SendMax, scr.TickMax).Seconds(), Detail: scr.Detail()})
 	if !scr.Passed {
-		errs = append(errs, fmt.Errorf("harness: self-check: %s: %w", scr.Detail(), ErrInfrastructure))
+		return fmt.Errorf("harness: self-check: %s: %w", scr.Detail(), ErrInfrastructure)
 	}
-	if ctx.Err() != nil {
-		r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "run interrupted: " + context.Cause(ctx).Error()})
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // waitFor waits until ch is closed or d passes; it reports whether ch closed.

@@ -7,14 +7,10 @@ import (
 	"time"
 )
 
-// SelfCheckTick is the period of the self-check ticker: the harness measures how late
-// each tick is delivered, which shows a starved scheduler (GC, CPU) even when no
-// request happens to be due.
-var SelfCheckTick = 10 * time.Millisecond
-
 // lagRecorder collects the harness's own scheduling lag: how late requests were sent
 // relative to their schedule, and how late the self-check ticker woke.
 type lagRecorder struct {
+	every time.Duration // the ticker's period (Options.SelfCheckTick)
 	mu    sync.Mutex
 	send  []time.Duration
 	tick  []time.Duration
@@ -23,8 +19,8 @@ type lagRecorder struct {
 	start sync.Once
 }
 
-func newLagRecorder() *lagRecorder {
-	return &lagRecorder{stop: make(chan struct{}), done: make(chan struct{})}
+func newLagRecorder(every time.Duration) *lagRecorder {
+	return &lagRecorder{every: every, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // Start runs the ticker until Stop.
@@ -32,9 +28,9 @@ func (l *lagRecorder) Start() {
 	l.start.Do(func() {
 		go func() {
 			defer close(l.done)
-			t := time.NewTicker(SelfCheckTick)
+			t := time.NewTicker(l.every)
 			defer t.Stop()
-			next := time.Now().Add(SelfCheckTick)
+			next := time.Now().Add(l.every)
 			for {
 				select {
 				case <-l.stop:
@@ -46,7 +42,7 @@ func (l *lagRecorder) Start() {
 					lag := max(now.Sub(next), 0)
 					// A ticker drops ticks when the reader is late; realign to the grid.
 					for !next.After(now) {
-						next = next.Add(SelfCheckTick)
+						next = next.Add(l.every)
 					}
 					l.mu.Lock()
 					if len(l.tick) < 1_000_000 {

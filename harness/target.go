@@ -13,12 +13,9 @@ import (
 	"pdsoak/scenarios"
 )
 
-// Target is the server under test (see package target).
-type Target = target.Target
-
 // startLaunched starts the processes of target.launch (logs in OutDir/logs), then
 // reaches target.url.
-func startLaunched(ctx context.Context, sc *scenarios.Scenario, opts Options, log *slog.Logger, hc *http.Client) (Target, error) {
+func startLaunched(ctx context.Context, sc *scenarios.Scenario, opts Options, log *slog.Logger, hc *http.Client) (target.Target, error) {
 	t, err := target.StartLaunched(ctx, sc.Target, filepath.Join(opts.OutDir, "logs"),
 		target.WithLogger(log), target.WithDebugProbe(probeDebugURL(hc)))
 	if err != nil {
@@ -29,7 +26,7 @@ func startLaunched(ctx context.Context, sc *scenarios.Scenario, opts Options, lo
 
 // startEmbedded starts the reference server of a scenario without target.url, logs in
 // OutDir/logs.
-func startEmbedded(ctx context.Context, sc *scenarios.Scenario, opts Options, log *slog.Logger) (Target, error) {
+func startEmbedded(ctx context.Context, sc *scenarios.Scenario, opts Options, log *slog.Logger) (target.Target, error) {
 	cmd, err := pdserverCommand(opts)
 	if err != nil {
 		return nil, err
@@ -38,7 +35,7 @@ func startEmbedded(ctx context.Context, sc *scenarios.Scenario, opts Options, lo
 }
 
 // openExternal reaches target.url.
-func openExternal(ctx context.Context, sc *scenarios.Scenario, hc *http.Client) (Target, error) {
+func openExternal(ctx context.Context, sc *scenarios.Scenario, hc *http.Client) (target.Target, error) {
 	t, err := target.OpenExternal(ctx, sc.Target, target.WithDebugProbe(probeDebugURL(hc)))
 	if err != nil {
 		return nil, fmt.Errorf("harness: %w: %w", err, ErrInfrastructure)

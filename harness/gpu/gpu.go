@@ -15,6 +15,7 @@ var ErrBusy = errors.New("gpu: the previous sample has not returned yet")
 // no error.
 type Sampler struct {
 	status   string
+	names    []string                     // device names, in index order
 	read     func() ([]ledger.GPU, error) // nil: unavailable
 	shutdown func() error                 // nil: nothing to shut down
 
@@ -28,6 +29,10 @@ func unavailable(status string) *Sampler { return &Sampler{status: status} }
 
 // Available reports whether the sampler has GPUs to read.
 func (s *Sampler) Available() bool { return s.read != nil }
+
+// Names returns the device names NVML reported when the sampler was opened (nil when
+// unavailable), for a run's provenance.
+func (s *Sampler) Names() []string { return append([]string(nil), s.names...) }
 
 // Status is one line for the ledger: which GPUs are read, or why there is no GPU
 // telemetry.

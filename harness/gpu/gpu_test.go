@@ -3,6 +3,8 @@ package gpu
 import (
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -12,24 +14,19 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // without cgo) is an informational state, never an error.
 func TestOpenSystem(t *testing.T) {
 	s, err := Open()
-	if err != nil {
-		t.Fatalf("Open: %v (status %q)", err, s.Status())
-	}
+	require.NoError(t, err, "status %q", s.Status())
 	t.Logf("available=%v: %s", s.Available(), s.Status())
 	gs, err := s.Sample()
 	if err != nil {
 		t.Logf("sample errors (not fatal): %v", err)
 	}
-	if s.Available() != (len(gs) > 0) {
-		t.Errorf("available=%v but %d readings", s.Available(), len(gs))
-	}
+	assert.Equal(t, s.Available(), len(gs) > 0, "available=%v but %d readings", s.Available(), len(gs))
+	assert.Equal(t, s.Available(), len(s.Names()) > 0, "names %q", s.Names())
 	for _, g := range gs {
 		t.Logf("%+v", g)
 	}
-	if err := s.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-	if gs, err := s.Sample(); gs != nil || err != nil {
-		t.Errorf("Sample after Close = %v, %v; want nil, nil", gs, err)
-	}
+	assert.NoError(t, s.Close())
+	gs, err = s.Sample()
+	assert.Nil(t, gs, "Sample after Close")
+	assert.NoError(t, err, "Sample after Close")
 }

@@ -56,11 +56,13 @@ func New(lib Lib) (*Sampler, error) {
 	}
 	r := &reader{lib: lib, devs: make([]*device, n)}
 	names := make([]string, n)
+	models := make([]string, n)
 	for i := range r.devs {
 		d := &device{index: i, unsupported: map[string]bool{}}
 		r.devs[i] = d
 		var errs []string
 		_ = r.identify(d, &errs) // in the status line; samples ask again unless unsupported
+		models[i] = d.name
 		names[i] = fmt.Sprintf("%d: %s", i, strings.TrimSpace(d.name+" "+d.uuid))
 		if len(errs) > 0 {
 			names[i] += " (" + strings.Join(errs, ", ") + ")"
@@ -68,6 +70,7 @@ func New(lib Lib) (*Sampler, error) {
 	}
 	return &Sampler{
 		status:   fmt.Sprintf("GPU telemetry: %d devices: %s", n, strings.Join(names, "; ")),
+		names:    models,
 		read:     r.read,
 		shutdown: shutdown,
 	}, nil
@@ -77,7 +80,7 @@ func New(lib Lib) (*Sampler, error) {
 func noGPU(ret nvml.Return) (string, bool) {
 	switch ret {
 	case nvml.ERROR_LIBRARY_NOT_FOUND:
-		return "NVML library (libnvidia-ml.so.1) not found; no NVIDIA driver here", true
+		return "the NVML library (libnvidia-ml.so.1, part of the NVIDIA driver) was not found", true
 	case nvml.ERROR_DRIVER_NOT_LOADED:
 		return "the NVIDIA kernel driver is not loaded", true
 	case nvml.ERROR_GPU_NOT_FOUND, nvml.ERROR_NOT_FOUND:

@@ -4,14 +4,15 @@ package gpu
 
 import (
 	"encoding/json"
-	"errors"
-	"pdsoak/ledger"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"pdsoak/ledger"
 )
 
 // fakeDevice is a mock.Device answering every call the sampler makes.
@@ -58,7 +59,7 @@ func TestUnavailable(t *testing.T) {
 		wantErr   error  // nil: informational, no error
 		shutdowns int
 	}{
-		{name: "no library", lib: fakeLib(nvml.ERROR_LIBRARY_NOT_FOUND), status: "libnvidia-ml.so.1) not found"},
+		{name: "no library", lib: fakeLib(nvml.ERROR_LIBRARY_NOT_FOUND), status: "libnvidia-ml.so.1, part of the NVIDIA driver) was not found"},
 		{name: "no driver", lib: fakeLib(nvml.ERROR_DRIVER_NOT_LOADED), status: "driver is not loaded"},
 		{name: "no devices", lib: fakeLib(nvml.SUCCESS), status: "found no GPU", shutdowns: 1},
 		{name: "count says no GPU", lib: func() *mock.Interface {
@@ -77,33 +78,23 @@ func TestUnavailable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s, err := New(tt.lib)
-			if tt.wantErr == nil && err != nil {
-				t.Fatalf("New: %v; want no error", err)
+			if tt.wantErr == nil {
+				require.NoError(t, err)
+			} else {
+				require.ErrorIs(t, err, tt.wantErr)
+				assert.Regexp(t, "^gpu: ", err.Error(), "the error names its package")
 			}
-			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
-				t.Fatalf("New: %v; want %v", err, tt.wantErr)
-			}
-			if err != nil && !strings.HasPrefix(err.Error(), "gpu: ") {
-				t.Errorf("error %q lacks the package name", err)
-			}
-			if s == nil || s.Available() {
-				t.Fatalf("want an unavailable sampler, got %+v", s)
-			}
-			if !strings.Contains(s.Status(), tt.status) || !strings.HasPrefix(s.Status(), "no GPU telemetry: ") {
-				t.Errorf("status %q, want it to say %q", s.Status(), tt.status)
-			}
-			if gs, err := s.Sample(); gs != nil || err != nil {
-				t.Errorf("Sample = %v, %v; want nil, nil", gs, err)
-			}
-			if err := s.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-			if n := len(tt.lib.InitCalls()); n != 1 {
-				t.Errorf("Init called %d times", n)
-			}
-			if n := len(tt.lib.ShutdownCalls()); n != tt.shutdowns {
-				t.Errorf("Shutdown called %d times, want %d", n, tt.shutdowns)
-			}
+			require.NotNil(t, s)
+			require.False(t, s.Available(), "want an unavailable sampler")
+			assert.Contains(t, s.Status(), tt.status)
+			assert.Regexp(t, "^no GPU telemetry: ", s.Status())
+			assert.Nil(t, s.Names())
+			gs, err := s.Sample()
+			assert.Nil(t, gs)
+			assert.NoError(t, err)
+			assert.NoError(t, s.Close())
+			assert.Len(t, tt.lib.InitCalls(), 1, "Init calls")
+			assert.Len(t, tt.lib.ShutdownCalls(), tt.shutdowns, "Shutdown calls")
 		})
 	}
 }
@@ -113,12 +104,10 @@ func TestTwoDevices(t *testing.T) {
 		fakeDevice("NVIDIA H200", "GPU-0000", 0, 0, 70<<30, 141<<30, 75_500, 31),
 		fakeDevice("NVIDIA H200", "GPU-1111", 97, 40, 120<<30, 141<<30, 690_000, 64))
 	s, err := New(lib)
-	if err != nil || !s.Available() {
-		t.Fatalf("New: %v, available %v", err, s.Available())
-	}
-	if want := "GPU telemetry: 2 devices: 0: NVIDIA H200 GPU-0000; 1: NVIDIA H200 GPU-1111"; s.Status() != want {
-		t.Errorf("status %q, want %q", s.Status(), want)
-	}
+	require.NoError(t, err)
+	require.True(t, s.Available())
+	assert.Equal(t, "GPU telemetry: 2 devices: 0: NVIDIA H200 GPU-0000; 1: NVIDIA H200 GPU-1111", s.Status())
+	assert.Equal(t, []string{"NVIDIA H200", "NVIDIA H200"}, s.Names())
 	want := []ledger.GPU{
 		{Index: 0, Name: "NVIDIA H200", UUID: "GPU-0000", Util: ptr(0.0), MemUtil: ptr(0.0),
 			MemUsed: ptr(uint64(70 << 30)), MemTotal: ptr(uint64(141 << 30)), PowerW: ptr(75.5), TempC: ptr(31.0)},
@@ -127,26 +116,17 @@ func TestTwoDevices(t *testing.T) {
 	}
 	for round := range 3 {
 		gs, err := s.Sample()
-		if err != nil {
-			t.Fatalf("round %d: %v", round, err)
-		}
+		require.NoError(t, err, "round %d", round)
 		assertReadings(t, gs, want)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if gs, err := s.Sample(); gs != nil || err != nil {
-		t.Errorf("Sample after Close = %v, %v", gs, err)
-	}
-	if i, sh := len(lib.InitCalls()), len(lib.ShutdownCalls()); i != 1 || sh != 1 {
-		t.Errorf("Init %d, Shutdown %d times; want once each", i, sh)
-	}
-	if n := len(lib.DeviceGetHandleByIndexCalls()); n != 2 {
-		t.Errorf("handles asked %d times; want once per device", n)
-	}
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close())
+	gs, err := s.Sample()
+	assert.Nil(t, gs, "Sample after Close")
+	assert.NoError(t, err, "Sample after Close")
+	assert.Len(t, lib.InitCalls(), 1, "Init calls")
+	assert.Len(t, lib.ShutdownCalls(), 1, "Shutdown calls")
+	assert.Len(t, lib.DeviceGetHandleByIndexCalls(), 2, "handles are asked once per device")
 }
 
 func TestFailingCalls(t *testing.T) {
@@ -157,21 +137,14 @@ func TestFailingCalls(t *testing.T) {
 	d1.GetUUIDFunc = func() (string, nvml.Return) { return "", nvml.ERROR_NOT_SUPPORTED }
 	lib := fakeLib(nvml.SUCCESS, d0, d1)
 	s, err := New(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s.Close()
-	if !strings.Contains(s.Status(), "1: B (uuid: ERROR_NOT_SUPPORTED)") {
-		t.Errorf("status %q should name the failed uuid read", s.Status())
-	}
+	assert.Contains(t, s.Status(), "1: B (uuid: ERROR_NOT_SUPPORTED)", "the status names the failed uuid read")
 
 	gs, err := s.Sample()
-	if !errors.Is(err, nvml.ERROR_GPU_IS_LOST) || !errors.Is(err, nvml.ERROR_NOT_SUPPORTED) {
-		t.Errorf("err = %v; want it to wrap GPU_IS_LOST and NOT_SUPPORTED", err)
-	}
-	if err != nil && !strings.Contains(err.Error(), "gpu: device 0 utilization: ERROR_GPU_IS_LOST") {
-		t.Errorf("err %q should say which device and field", err)
-	}
+	require.ErrorIs(t, err, nvml.ERROR_GPU_IS_LOST)
+	require.ErrorIs(t, err, nvml.ERROR_NOT_SUPPORTED)
+	assert.Contains(t, err.Error(), "gpu: device 0 utilization: ERROR_GPU_IS_LOST", "the error says which device and field")
 	want := []ledger.GPU{
 		{Index: 0, Name: "A", UUID: "GPU-a", MemUsed: ptr(uint64(1)), MemTotal: ptr(uint64(2)), PowerW: ptr(1.0), TempC: ptr(40.0),
 			Errors: []string{"utilization: ERROR_GPU_IS_LOST"}},
@@ -182,20 +155,13 @@ func TestFailingCalls(t *testing.T) {
 
 	// Next sample: an unsupported field is not asked again, a lost GPU is.
 	gs, err = s.Sample()
-	if !errors.Is(err, nvml.ERROR_GPU_IS_LOST) || errors.Is(err, nvml.ERROR_NOT_SUPPORTED) {
-		t.Errorf("second err = %v; want GPU_IS_LOST only", err)
-	}
+	require.ErrorIs(t, err, nvml.ERROR_GPU_IS_LOST)
+	assert.NotErrorIs(t, err, nvml.ERROR_NOT_SUPPORTED)
 	want[1].Errors = nil
 	assertReadings(t, gs, want)
-	if n := len(d1.GetPowerUsageCalls()); n != 1 {
-		t.Errorf("unsupported power asked %d times; want once", n)
-	}
-	if n := len(d1.GetUUIDCalls()); n != 1 {
-		t.Errorf("unsupported uuid asked %d times; want once", n)
-	}
-	if n := len(d0.GetUtilizationRatesCalls()); n != 2 {
-		t.Errorf("utilization of the lost GPU asked %d times; want every sample", n)
-	}
+	assert.Len(t, d1.GetPowerUsageCalls(), 1, "unsupported power is asked once")
+	assert.Len(t, d1.GetUUIDCalls(), 1, "unsupported uuid is asked once")
+	assert.Len(t, d0.GetUtilizationRatesCalls(), 2, "the lost GPU's utilization is asked every sample")
 }
 
 func TestHandleRetried(t *testing.T) {
@@ -210,19 +176,18 @@ func TestHandleRetried(t *testing.T) {
 		return d, nvml.SUCCESS
 	}
 	s, err := New(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s.Close()
 	gs, err := s.Sample()
-	if !errors.Is(err, nvml.ERROR_UNKNOWN) || len(gs) != 1 || gs[0].Util != nil ||
-		len(gs[0].Errors) != 1 || gs[0].Errors[0] != "handle: ERROR_UNKNOWN" {
-		t.Fatalf("first sample = %+v, %v; want an empty reading that names the handle failure", gs, err)
-	}
+	require.ErrorIs(t, err, nvml.ERROR_UNKNOWN)
+	require.Len(t, gs, 1)
+	assert.Nil(t, gs[0].Util, "the first reading is empty")
+	assert.Equal(t, []string{"handle: ERROR_UNKNOWN"}, gs[0].Errors)
 	gs, err = s.Sample()
-	if err != nil || gs[0].Util == nil || gs[0].UUID != "GPU-a" {
-		t.Fatalf("second sample = %+v, %v; want a full reading", gs, err)
-	}
+	require.NoError(t, err)
+	require.Len(t, gs, 1)
+	assert.NotNil(t, gs[0].Util, "the second reading is full")
+	assert.Equal(t, "GPU-a", gs[0].UUID)
 }
 
 // Close does not wait for a sample stuck in the driver; NVML is shut down, once, when
@@ -237,49 +202,34 @@ func TestCloseDuringStuckSample(t *testing.T) {
 	}
 	lib := fakeLib(nvml.SUCCESS, d)
 	s, err := New(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	var got []ledger.GPU
 	go func() { defer wg.Done(); got, _ = s.Sample() }()
 	<-entered
-	if _, err := s.Sample(); !errors.Is(err, ErrBusy) {
-		t.Errorf("concurrent Sample: %v; want ErrBusy", err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(lib.ShutdownCalls()); n != 0 {
-		t.Errorf("Shutdown during a sample: %d calls", n)
-	}
+	_, err = s.Sample()
+	assert.ErrorIs(t, err, ErrBusy, "a concurrent Sample is refused")
+	require.NoError(t, s.Close())
+	assert.Empty(t, lib.ShutdownCalls(), "no Shutdown during a sample")
 	close(release)
 	wg.Wait()
-	if len(got) != 1 || got[0].Util == nil || *got[0].Util != 3 {
-		t.Errorf("the stuck sample still returns its reading, got %+v", got)
-	}
-	if n := len(lib.ShutdownCalls()); n != 1 {
-		t.Errorf("Shutdown called %d times after the sample returned; want 1", n)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(lib.ShutdownCalls()); n != 1 {
-		t.Errorf("Shutdown called %d times; want 1", n)
-	}
+	require.Len(t, got, 1, "the stuck sample still returns its reading")
+	require.NotNil(t, got[0].Util)
+	assert.Equal(t, 3.0, *got[0].Util)
+	assert.Len(t, lib.ShutdownCalls(), 1, "Shutdown once the sample returned")
+	require.NoError(t, s.Close())
+	assert.Len(t, lib.ShutdownCalls(), 1, "Shutdown once in all")
 }
 
 func assertReadings(t *testing.T, got, want []ledger.GPU) {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%d readings, want %d: %+v", len(got), len(want), got)
-	}
+	require.Len(t, got, len(want))
 	for i := range want {
-		g, _ := json.Marshal(got[i])
-		w, _ := json.Marshal(want[i])
-		if string(g) != string(w) {
-			t.Errorf("device %d:\n got %s\nwant %s", i, g, w)
-		}
+		g, err := json.Marshal(got[i])
+		require.NoError(t, err)
+		w, err := json.Marshal(want[i])
+		require.NoError(t, err)
+		assert.JSONEq(t, string(w), string(g), "device %d", i)
 	}
 }
