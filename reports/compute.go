@@ -434,7 +434,6 @@ func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 	return StateNotEvaluated, "unknown assertion"
 }
 
-
 func firstNonEmpty(a, b string) string {
 	if a != "" {
 		return a
