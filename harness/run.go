@@ -39,6 +39,9 @@ type Options struct {
 	// Faults runs the fault timeline (nil: ChaosTimeline, the chaos package's
 	// Timeline). Scenarios without faults never call it.
 	Faults FaultRunner
+	// Notes are messages for the report's reader (from the CLI); each becomes a note
+	// event right after run_start.
+	Notes []string
 }
 
 // runner holds one run's state.
@@ -105,6 +108,9 @@ func (r *runner) run(ctx context.Context) error {
 		start.Message = "embedded reference server"
 	}
 	r.led.Emit(start)
+	for _, n := range r.opts.Notes {
+		r.led.Emit(ledger.Event{Type: ledger.EventNote, Message: n})
+	}
 
 	// Build every workload first: a bad workload fails before anything starts.
 	var ws []workload.Workload

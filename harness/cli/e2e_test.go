@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
@@ -105,22 +108,12 @@ func TestEndToEndExternalTarget(t *testing.T) {
 			srv := fakeOpenAI(t, tt.every, tt.odd)
 			out := filepath.Join(t.TempDir(), "out")
 			code, stdout, stderr := execute(t, []string{"run", e2eScenario(t), "--target", srv.URL, "--out", out, "-q"}, WithRunner(harnessRun))
-			if code != tt.code {
-				t.Fatalf("exit %d, want %d\n%s\n%s", code, tt.code, stdout, stderr)
-			}
-			data, err := os.ReadFile(filepath.Join(out, reports.ResultsFile))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var res reports.Results
-			if err := json.Unmarshal(data, &res); err != nil {
-				t.Fatal(err)
-			}
-			if (res.SilentDrops > 0) != tt.drops {
-				t.Errorf("silent drops %d\n%s", res.SilentDrops, stdout)
-			}
-			if tt.drops && (len(res.Drops) == 0 || !strings.HasPrefix(string(res.Drops[0].Phase), "before")) {
-				t.Errorf("drop details %+v", res.Drops)
+			require.Equal(t, tt.code, code, "%s\n%s", stdout, stderr)
+			res := readResults(t, out)
+			assert.Equal(t, tt.drops, res.SilentDrops > 0, stdout)
+			if tt.drops {
+				require.NotEmpty(t, res.Drops)
+				assert.True(t, strings.HasPrefix(string(res.Drops[0].Phase), "before"), "drop details %+v", res.Drops)
 			}
 		})
 	}
@@ -138,19 +131,20 @@ func TestEndToEndEmbeddedSmoke(t *testing.T) {
 	code, stdout, stderr := execute(t, []string{"run", "smoke", "--duration", "6s", "--out", out, "-q"}, WithRunner(harnessRun))
 	if code != ExitPass {
 		log, _ := os.ReadFile(filepath.Join(out, "harness.log"))
-		t.Fatalf("exit %d\n%s\n%s\n%s", code, stdout, stderr, tail(log, 3000))
+		require.Equal(t, ExitPass, code, "%s\n%s\n%s", stdout, stderr, tail(log, 3000))
 	}
-	data, err := os.ReadFile(filepath.Join(out, reports.ResultsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := readResults(t, out)
+	assert.NotZero(t, res.Outcomes[ledger.OutcomeOK], "outcomes %v", res.Outcomes)
+	assert.Zero(t, res.SilentDrops)
+}
+
+func readResults(t *testing.T, dir string) reports.Results {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, reports.ResultsFile))
+	require.NoError(t, err)
 	var res reports.Results
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
-	}
-	if res.Outcomes[ledger.OutcomeOK] == 0 || res.SilentDrops != 0 {
-		t.Errorf("outcomes %v, silent drops %d", res.Outcomes, res.SilentDrops)
-	}
+	require.NoError(t, json.Unmarshal(data, &res))
+	return res
 }
 
 func tail(b []byte, n int) string {
@@ -186,9 +180,7 @@ func TestShippedScenarioVerdicts(t *testing.T) {
 			wantCode := map[string]int{"PASS": ExitPass, "FAIL": ExitFail}[info.Expected]
 			out := filepath.Join(t.TempDir(), "out")
 			code, stdout, stderr := execute(t, []string{"run", info.Name, "--out", out}, WithRunner(harnessRun))
-			if code != wantCode {
-				t.Errorf("exit %d, header expects %s (exit %d)\n%s\n%s", code, info.Expected, wantCode, stdout, stderr)
-			}
+			assert.Equal(t, wantCode, code, "header expects %s\n%s\n%s", info.Expected, stdout, stderr)
 		})
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -35,7 +34,8 @@ func computeResults(dir string, sc *scenarios.Scenario) *reports.Results {
 	res, err := reports.ComputeFile(filepath.Join(dir, ledger.EventsFile), cfg)
 	if err != nil {
 		res = reports.Compute(nil, cfg)
-		res.InvalidReasons = append(res.InvalidReasons, "no readable ledger: "+err.Error())
+		// The one reason: the others (no requests, nothing evaluated) follow from it.
+		res.InvalidReasons = []string{"no readable ledger: " + reports.Readable(err.Error())}
 		res.Verdict = reports.VerdictInvalid
 	}
 	return res
@@ -67,15 +67,19 @@ summary table and exits with the verdict's code (0 pass, 1 fail, 3 invalid).`,
 			if !quiet {
 				_ = reports.WriteTable(cmd.OutOrStdout(), res)
 			}
+			if quiet {
+				fmt.Fprintln(cmd.OutOrStdout(), reports.VerdictLine(res))
+			}
 			switch res.Verdict {
 			case reports.VerdictPass:
 				return nil
 			case reports.VerdictFail:
 				return &ExitError{Code: ExitFail}
 			}
-			return &ExitError{Code: ExitInfra, Err: fmt.Errorf("harness: invalid run: %s", strings.Join(res.InvalidReasons, "; "))}
+			// The verdict printed above says why.
+			return &ExitError{Code: ExitInfra}
 		},
 	}
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no table")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no table: print the verdict line only")
 	return cmd
 }
