@@ -199,6 +199,23 @@ func (b *Builder) Add(e ledger.Event) {
 	}
 }
 
+// runErrors splits run_end's error (errors.Join puts one per line) into readable parts,
+// leaving out what the ledger already says on its own: a failed self-check is its own
+// reason, and "infrastructure failure" is the runner's marker for an invalid run.
+func (b *Builder) runErrors() []string {
+	var out []string
+	for _, line := range strings.Split(b.runErr, "\n") {
+		msg := strings.TrimSuffix(Readable(line), ": infrastructure failure")
+		switch {
+		case msg == "", msg == "infrastructure failure":
+		case b.self != nil && !b.self.Passed && strings.HasPrefix(msg, "self-check"):
+		default:
+			out = append(out, msg)
+		}
+	}
+	return out
+}
+
 func (b *Builder) provenance() *Provenance {
 	if b.prov == nil {
 		b.prov = &Provenance{}
@@ -319,8 +336,8 @@ func (b *Builder) Results() *Results {
 	}
 
 	// Invalid runs: the evidence cannot be trusted. Each reason is said once, here.
-	if b.runErr != "" {
-		r.InvalidReasons = append(r.InvalidReasons, "run failed: "+Readable(b.runErr))
+	for _, e := range b.runErrors() {
+		r.InvalidReasons = append(r.InvalidReasons, "run failed: "+e)
 	}
 	if b.interrupt != "" {
 		r.InvalidReasons = append(r.InvalidReasons, "interrupted before the run completed: "+Readable(b.interrupt))

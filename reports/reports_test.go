@@ -179,6 +179,14 @@ func TestVerdicts(t *testing.T) {
 		{"duplicate terminal is invalid", with(done("a", 1, ledger.OutcomeOK), done("a", 2, ledger.OutcomeOK)), Config{}, VerdictInvalid, "1 request with more than one"},
 		{"run error is invalid, without package names", with(done("a", 1, ledger.OutcomeOK),
 			ev(ledger.EventRunEnd, 3, func(e *ledger.Event) { e.Error = "harness: launcher: router died" })), Config{}, VerdictInvalid, "run failed: router died"},
+		{"a joined run error gives one reason per part", with(done("a", 1, ledger.OutcomeOK),
+			ev(ledger.EventRunEnd, 3, func(e *ledger.Event) {
+				e.Error = "harness: faults: chaos: proxy refused: harness: infrastructure failure\nharness: metrics: timeout"
+			})), Config{}, VerdictInvalid, "run failed: faults: proxy refused\nrun failed: metrics: timeout"},
+		{"a failed self-check is said once", with(done("a", 1, ledger.OutcomeOK),
+			ev(ledger.EventSelfCheck, 3, func(e *ledger.Event) { e.Passed = ledger.Bool(false); e.Detail = "p99 lag 2s" }),
+			ev(ledger.EventRunEnd, 4, func(e *ledger.Event) { e.Error = "harness: self-check: p99 lag 2s: harness: infrastructure failure" })),
+			Config{}, VerdictInvalid, "harness self-check failed (the harness was the bottleneck): p99 lag 2s"},
 		{"interruption is invalid", with(done("a", 1, ledger.OutcomeOK),
 			ev(ledger.EventRunEnd, 3, func(e *ledger.Event) { e.Interrupted = "interrupt signal received" })), Config{}, VerdictInvalid, "interrupted before the run completed: interrupt signal received"},
 		{"no leak check: no_leaks not evaluated", with(done("a", 1, ledger.OutcomeOK)), Config{Assertions: []string{AssertNoLeaks}}, VerdictInvalid, "no_leaks not evaluated: no leak check in the ledger"},
@@ -203,6 +211,12 @@ func TestVerdicts(t *testing.T) {
 			}
 			if tt.want != VerdictInvalid {
 				assert.Empty(t, res.InvalidReasons)
+			}
+			for _, r := range res.InvalidReasons {
+				assert.NotContains(t, r, "infrastructure failure", "the runner's marker is noise in a verdict")
+			}
+			if strings.Contains(tt.name, "said once") {
+				assert.Len(t, res.InvalidReasons, 1, "%q", res.InvalidReasons)
 			}
 		})
 	}
