@@ -417,6 +417,8 @@ func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 			b.idList(ledger.OutcomeInvalid, ledger.OutcomeTruncated))
 	case a.Name == AssertNoLeaks:
 		switch {
+		case b.leak == nil && b.interrupt != "":
+			return StateNotEvaluated, "the run was interrupted before the leak check"
 		case b.leak == nil:
 			return StateNotEvaluated, "no leak check in the ledger (the run ended before the drain, or the harness had no metrics endpoint)"
 		case b.leak.State == StateNotEvaluated:

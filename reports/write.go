@@ -432,6 +432,9 @@ func WriteTable(w io.Writer, r *Results) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(r.InvalidReasons) > 0 {
+		b.WriteString("\n")
+	}
 	for _, s := range r.InvalidReasons {
 		fmt.Fprintf(&b, "INVALID: %s\n", s)
 	}

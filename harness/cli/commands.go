@@ -275,7 +275,7 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 
 	// Outputs are written whatever happened, from the ledger alone, exactly as
 	// `harness report` recomputes them.
-	res := computeResults(outDir, sc)
+	res, ledgerRead := computeResults(outDir, sc)
 	if err := reports.WriteAll(outDir, res); err != nil {
 		return &ExitError{Code: ExitInfra, Err: err}
 	}
@@ -287,9 +287,9 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 	} else {
 		fmt.Fprintf(stdout, "%s (%s)\n", reports.VerdictLine(res), outDir)
 	}
-	// The verdict says why a run is invalid. A run error the ledger does not carry (the
-	// runner failed before it could write run_end) must still be seen.
-	if runErr != nil && !strings.Contains(strings.Join(res.InvalidReasons, "\n"), reports.Readable(runErr.Error())) {
+	// The verdict says why a run is invalid, from run_end. A run error the ledger cannot
+	// carry (the runner failed before writing it) must still be seen.
+	if runErr != nil && (!ledgerRead || res.Verdict != reports.VerdictInvalid) {
 		fmt.Fprintln(stderr, "harness: run failed:", reports.Readable(runErr.Error()))
 	}
 

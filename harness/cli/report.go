@@ -28,8 +28,9 @@ func writeResolved(dir string, sc *scenarios.Scenario) error {
 	return nil
 }
 
-// computeResults judges dir/events.jsonl; a missing or unreadable ledger is an invalid run.
-func computeResults(dir string, sc *scenarios.Scenario) *reports.Results {
+// computeResults judges dir/events.jsonl; a missing or unreadable ledger is an invalid
+// run (read reports false).
+func computeResults(dir string, sc *scenarios.Scenario) (res *reports.Results, read bool) {
 	cfg := reportConfig(sc)
 	res, err := reports.ComputeFile(filepath.Join(dir, ledger.EventsFile), cfg)
 	if err != nil {
@@ -37,8 +38,9 @@ func computeResults(dir string, sc *scenarios.Scenario) *reports.Results {
 		// The one reason: the others (no requests, nothing evaluated) follow from it.
 		res.InvalidReasons = []string{"no readable ledger: " + reports.Readable(err.Error())}
 		res.Verdict = reports.VerdictInvalid
+		return res, false
 	}
-	return res
+	return res, true
 }
 
 func (a *app) reportCommand() *cobra.Command {
@@ -60,7 +62,7 @@ summary table and exits with the verdict's code (0 pass, 1 fail, 3 invalid).`,
 			if err := json.Unmarshal(data, &sc); err != nil {
 				return usageError("%s: %v", filepath.Join(dir, ResolvedFile), err)
 			}
-			res := computeResults(dir, &sc)
+			res, _ := computeResults(dir, &sc)
 			if err := reports.WriteAll(dir, res); err != nil {
 				return &ExitError{Code: ExitInfra, Err: err}
 			}
