@@ -299,6 +299,8 @@ func TestReadable(t *testing.T) {
 		{"prefix after a context", "run failed: harness: router did not become healthy", "run failed: router did not become healthy"},
 		{"prose keeps its words", "no readable ledger: open x: no such file", "no readable ledger: open x: no such file"},
 		{"not a package", "decode-0: exited", "decode-0: exited"},
+		{"standard library", `invalid argument "soon" for "--duration" flag: time: invalid duration "soon"`, `invalid argument "soon" for "--duration" flag: invalid duration "soon"`},
+		{"strconv", `invalid argument "x" for "--seed" flag: strconv.ParseInt: parsing "x": invalid syntax`, `invalid argument "x" for "--seed" flag: parsing "x": invalid syntax`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { assert.Equal(t, tt.want, Readable(tt.in)) })

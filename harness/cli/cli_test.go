@@ -157,7 +157,8 @@ func TestExitCodes(t *testing.T) {
 		{name: "unknown scenario on run", args: []string{"run", "no-such-scenario"}, code: 2, stderr: "embedded: "},
 		{name: "missing argument", args: []string{"run"}, code: 2, stderr: "harness: run needs exactly one SCENARIO"},
 		{name: "unknown flag", args: []string{"run", "smoke", "--bogus"}, code: 2, stderr: "harness: unknown flag: --bogus"},
-		{name: "bad flag value", args: []string{"run", "smoke", "--duration", "soon"}, code: 2, stderr: "invalid argument"},
+		{name: "bad flag value", args: []string{"run", "smoke", "--duration", "soon"}, code: 2, stderr: `harness: invalid argument "soon" for "--duration" flag: invalid duration "soon"`},
+		{name: "bad number", args: []string{"plan", "smoke", "--seed", "x"}, code: 2, stderr: `invalid argument "x" for "--seed" flag`},
 		{name: "unknown command", args: []string{"fly"}, code: 2, stderr: `harness: unknown command "fly"`},
 		{name: "unknown command with a suggestion", args: []string{"rnu"}, code: 2, stderr: `(did you mean "run"?)`},
 		{name: "no arguments: usage on stderr", args: []string{}, code: 2, stderr: "Usage:\n  harness [flags]"},
@@ -214,7 +215,7 @@ func TestExitCodes(t *testing.T) {
 			if tt.notStderr != "" {
 				assert.NotContains(t, stderr, tt.notStderr)
 			}
-			for _, pkg := range []string{"scenarios: ", "reports: ", "chaos: ", "ledger: ", "harness: harness"} {
+			for _, pkg := range []string{"scenarios: ", "reports: ", "chaos: ", "ledger: ", "time: ", "strconv.", "harness: harness"} {
 				assert.NotContains(t, stderr, pkg, "an internal package name leaks")
 			}
 		})
