@@ -169,6 +169,8 @@ func TestExitCodes(t *testing.T) {
 		{name: "--semantics with --target", args: []string{"run", good, "--target", "http://127.0.0.1:9", "--semantics", "sglang"}, code: 2,
 			stderr: "harness: --semantics applies only to the embedded reference server"},
 		{name: "--semantics with target.url", args: []string{"validate", external, "--semantics", "strict"}, code: 2, stderr: "--semantics applies only"},
+		{name: "--semantics with --target is said before the problems it causes", args: []string{"validate", "smoke", "--target", "http://127.0.0.1:9", "--semantics", "sglang"},
+			code: 2, stderr: "--semantics applies only", notStderr: "no_leaks"},
 		{name: "--metrics-url with the embedded server", args: []string{"plan", good, "--metrics-url", "http://127.0.0.1:9/metrics"}, code: 2,
 			stderr: "--metrics-url applies only to an external target"},
 		{name: "validate takes run's overrides", args: []string{"validate", good, "--target", "http://127.0.0.1:9", "--metrics-url", "http://127.0.0.1:9/metrics",

@@ -46,6 +46,7 @@ func (f *scenarioFlags) register(fs *pflag.FlagSet) {
 // refused like a bad file. The notes say what an override changed beyond its own field.
 func (a *app) load(cmd *cobra.Command, arg string, f *scenarioFlags) (*scenarios.Scenario, []string, error) {
 	var notes []string
+	var flagErr error // a flag that cannot apply to the chosen target
 	seedSet := cmd.Flags().Changed("seed")
 	if f.duration < 0 {
 		return nil, nil, usageError("--duration must be > 0")
@@ -72,17 +73,21 @@ func (a *app) load(cmd *cobra.Command, arg string, f *scenarioFlags) (*scenarios
 		if f.semantics != "" {
 			sc.Reference.Semantics = f.semantics
 		}
+		// Flags that cannot apply to the chosen target are errors, never silently
+		// ignored; said before the problems they may cause.
+		switch {
+		case f.semantics != "" && sc.Target.URL != "":
+			flagErr = usageError("--semantics applies only to the embedded reference server; this run's target is the external %s (--target or target.url)", sc.Target.URL)
+		case f.metricsURL != "" && sc.Target.URL == "":
+			flagErr = usageError("--metrics-url applies only to an external target (--target or target.url); the embedded server's metrics are scraped without it")
+		}
 	}
 	sc, err := scenarios.Load(arg, scenarios.WithFaultTypes(a.faultTypes), scenarios.WithOverrides(override))
+	if flagErr != nil {
+		return nil, nil, flagErr
+	}
 	if err != nil {
 		return nil, nil, err
-	}
-	// Flags that cannot apply to the chosen target are errors, never silently ignored.
-	if f.semantics != "" && !sc.Embedded() {
-		return nil, nil, usageError("--semantics applies only to the embedded reference server; this run's target is the external %s (--target or target.url)", sc.Target.URL)
-	}
-	if f.metricsURL != "" && sc.Embedded() {
-		return nil, nil, usageError("--metrics-url applies only to an external target (--target or target.url); the embedded server's metrics are scraped without it")
 	}
 	return sc, notes, nil
 }
