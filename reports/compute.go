@@ -332,7 +332,12 @@ func (b *Builder) Results() *Results {
 	r.Faults = b.faultResults()
 
 	for _, a := range b.assertions() {
-		r.Assertions = append(r.Assertions, b.evaluate(a, r))
+		res := b.evaluate(a, r)
+		r.Assertions = append(r.Assertions, res)
+		if res.Name == AssertNoLeaks && r.Leak == nil {
+			// Listed but never run: the leak_check section says so rather than vanish.
+			r.Leak = &CheckResult{State: StateNotEvaluated, Detail: res.Detail}
+		}
 	}
 
 	// Invalid runs: the evidence cannot be trusted. Each reason is said once, here.

@@ -269,6 +269,14 @@ func TestNotEvaluatedEverywhere(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(tab.String(), "metrics endpoint never answered; ")+strings.Count(tab.String(), "INVALID: no_leaks not evaluated"),
 		"the invalid reason is said once")
 	assert.Equal(t, "INVALID ne: 1 request, 0 silent drops; no_leaks not evaluated: metrics endpoint never answered", VerdictLine(res))
+
+	// No leak check event at all: the section still says not evaluated, and why.
+	missing := Compute(evs[:2], Config{Assertions: []string{AssertNoLeaks}})
+	require.NotNil(t, missing.Leak)
+	assert.Equal(t, StateNotEvaluated, missing.Leak.State)
+	assert.Contains(t, missing.Leak.Detail, "no leak check in the ledger")
+	// Not listed and not run: no section.
+	assert.Nil(t, Compute(evs[:2], Config{}).Leak)
 }
 
 func TestVerdictLine(t *testing.T) {
