@@ -119,6 +119,29 @@ func TestEndToEndExternalTarget(t *testing.T) {
 	}
 }
 
+// TestEndToEndNotesReachTheReport: a note from the command line goes through the real
+// runner's ledger into results.json and onto the console.
+func TestEndToEndNotesReachTheReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real harness for a few seconds")
+	}
+	srv := fakeOpenAI(t, 0, nil)
+	sc := strings.Replace(readFile(t, e2eScenario(t)), "duration: 2s\n", "duration: 1s\ntarget:\n  url: http://127.0.0.1:1\n  launch:\n    - {name: s, role: colocated, command: [sleep, \"60\"]}\n", 1)
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := execute(t, []string{"run", writeFile(t, t.TempDir(), "launch.yaml", sc), "--target", srv.URL, "--out", out}, WithRunner(harnessRun))
+	require.Equal(t, ExitPass, code, "%s\n%s", stdout, stderr)
+	note := "--target replaces target.launch: the scenario's 1 launched process is not started"
+	assert.Contains(t, stdout, "harness: note: "+note)
+	assert.Contains(t, readResults(t, out).Notes, note)
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(data)
+}
+
 // TestEndToEndEmbeddedSmoke runs the shipped smoke scenario, shortened, against the
 // embedded reference PD topology that the harness starts through its own hidden
 // pdserver subcommand: the path `make run` takes.
