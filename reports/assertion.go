@@ -22,14 +22,14 @@ var Builtins = []string{AssertNoSilentDrops, AssertValidResponses, AssertNoLeaks
 // Assertion is a parsed assertion: a built-in name, or a threshold expression
 // FUNC(ARG) OP VALUE where
 //
-//	FUNC(ARG)   p50|p90|p99|max|mean ( ttft|itl|e2e )   VALUE a duration (2s, 250ms) or seconds
+//	FUNC(ARG)   p50|p90|p95|p99|max|mean ( ttft|itl|e2e )   VALUE a duration (2s, 250ms) or seconds
 //	            rate ( OUTCOME|silent_drops )            VALUE a fraction of all requests
 //	            count ( OUTCOME|silent_drops )           VALUE a whole number
 //	OP          < <= > >= == !=
 type Assertion struct {
 	Raw   string
 	Name  string  // the built-in name, or the normalised expression
-	Func  string  // p50, p90, p99, max, mean, rate, count; empty for built-ins
+	Func  string  // p50, p90, p95, p99, max, mean, rate, count; empty for built-ins
 	Arg   string  // ttft, itl, e2e, or an outcome / silent_drops
 	Op    string  // comparison operator
 	Value float64 // seconds for latencies, a fraction for rate, a count for count
@@ -57,8 +57,31 @@ func (a Assertion) Compare(got float64) bool {
 	return false
 }
 
-var latencyFuncs = map[string]bool{"p50": true, "p90": true, "p99": true, "max": true, "mean": true}
-var latencyArgs = map[string]bool{"ttft": true, "itl": true, "e2e": true}
+// The threshold vocabulary, in the order error messages list it.
+var (
+	latencyFuncList = []string{"p50", "p90", "p95", "p99", "max", "mean"}
+	latencyArgList  = []string{"ttft", "itl", "e2e"}
+	funcList        = append(append([]string{}, latencyFuncList...), "rate", "count")
+	latencyFuncs    = setOf(latencyFuncList)
+	latencyArgs     = setOf(latencyArgList)
+)
+
+func setOf(xs []string) map[string]bool {
+	m := make(map[string]bool, len(xs))
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
+
+// countArgs are what rate() and count() take: an outcome or silent_drops.
+func countArgs() []string {
+	out := make([]string, 0, len(ledger.Outcomes)+1)
+	for _, o := range ledger.Outcomes {
+		out = append(out, string(o))
+	}
+	return append(out, "silent_drops")
+}
 
 // ParseAssertion parses a built-in name or a threshold expression.
 func ParseAssertion(s string) (Assertion, error) {
@@ -71,7 +94,7 @@ func ParseAssertion(s string) (Assertion, error) {
 	}
 	open := strings.IndexByte(s, '(')
 	if open < 0 {
-		return Assertion{}, fmt.Errorf("reports: unknown assertion %q (built-ins: %s; or an expression such as \"p99(ttft) < 2s\")", s, strings.Join(Builtins, ", "))
+		return Assertion{}, fmt.Errorf("reports: unknown assertion %q%s (built-ins: %s; or an expression such as \"p99(ttft) < 2s\")", s, didYouMean(s, Builtins), strings.Join(Builtins, ", "))
 	}
 	fn := strings.TrimSpace(s[:open])
 	closing := strings.IndexByte(s, ')')
@@ -98,7 +121,7 @@ func ParseAssertion(s string) (Assertion, error) {
 	switch {
 	case latencyFuncs[fn]:
 		if !latencyArgs[arg] {
-			return Assertion{}, fmt.Errorf("reports: assertion %q: %s() takes ttft, itl or e2e, not %q", s, fn, arg)
+			return Assertion{}, fmt.Errorf("reports: assertion %q: %s() takes ttft, itl or e2e, not %q%s", s, fn, arg, didYouMean(arg, latencyArgList))
 		}
 		v, err := parseSeconds(val)
 		if err != nil {
@@ -107,7 +130,7 @@ func ParseAssertion(s string) (Assertion, error) {
 		a.Value = v
 	case fn == "rate" || fn == "count":
 		if arg != "silent_drops" && !ledger.Outcome(arg).Valid() {
-			return Assertion{}, fmt.Errorf("reports: assertion %q: %s() takes an outcome (%s) or silent_drops, not %q", s, fn, outcomeList(), arg)
+			return Assertion{}, fmt.Errorf("reports: assertion %q: %s() takes an outcome (%s) or silent_drops, not %q%s", s, fn, outcomeList(), arg, didYouMean(arg, countArgs()))
 		}
 		v, err := strconv.ParseFloat(val, 64)
 		if err != nil || v != v {
@@ -121,7 +144,7 @@ func ParseAssertion(s string) (Assertion, error) {
 		}
 		a.Value = v
 	default:
-		return Assertion{}, fmt.Errorf("reports: assertion %q: unknown function %q (want p50, p90, p99, max, mean, rate or count)", s, fn)
+		return Assertion{}, fmt.Errorf("reports: assertion %q: unknown function %q%s (want p50, p90, p95, p99, max, mean, rate or count)", s, fn, didYouMean(fn, funcList))
 	}
 	a.Name = a.String()
 	return a, nil
@@ -159,4 +182,41 @@ func outcomeList() string {
 		s[i] = string(o)
 	}
 	return strings.Join(s, ", ")
+}
+
+// didYouMean returns ` (did you mean "x"?)` for the closest candidate within a small
+// edit distance of s, or "".
+func didYouMean(s string, candidates []string) string {
+	best, bestD := "", 0
+	for _, c := range candidates {
+		d := editDistance(strings.ToLower(s), c)
+		if best == "" || d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if best == "" || bestD > max(2, len(best)/3) {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }

@@ -21,6 +21,8 @@ type Builder struct {
 	seedSet    bool
 	target     string
 	runErr     string
+	interrupt  string
+	prov       *Provenance
 	scheduled  map[string]bool // request id -> resolved
 	outcomes   map[ledger.Outcome]int
 	workloads  map[string]int
@@ -115,9 +117,28 @@ func (b *Builder) Add(e ledger.Event) {
 		} else if e.Target != "" {
 			b.target = e.Target
 		}
+		if e.Provenance != nil {
+			p := b.provenance()
+			p.Provenance = *e.Provenance
+		}
 	case ledger.EventRunEnd:
 		if e.Error != "" {
 			b.runErr = e.Error
+		}
+		if e.Interrupted != "" {
+			b.interrupt = e.Interrupted
+		}
+	case ledger.EventNote:
+		if e.Message != "" {
+			b.notes = append(b.notes, e.Message)
+		}
+	case ledger.EventTarget:
+		p := b.provenance()
+		if e.ServerVersion != "" {
+			p.ServerVersion = e.ServerVersion
+		}
+		if len(e.Models) > 0 {
+			p.Models = e.Models
 		}
 	case ledger.EventScheduled:
 		if e.RequestID != "" {
@@ -162,13 +183,44 @@ func (b *Builder) Add(e ledger.Event) {
 			f.res.Detail = joinDetail(f.res.Detail, e.Detail)
 		}
 	case ledger.EventLeakCheck:
-		b.leak = &CheckResult{Passed: e.Passed != nil && *e.Passed, Detail: e.Detail, Metrics: e.Metrics}
+		// Passed nil: the harness could not run the check (no metrics answer).
+		b.leak = &CheckResult{State: StateNotEvaluated, Detail: e.Detail, Metrics: e.Metrics}
+		if e.Passed != nil {
+			b.leak.State, b.leak.Passed = newState(*e.Passed), *e.Passed
+		} else if b.leak.Detail == "" {
+			b.leak.Detail = "the harness could not run the leak check"
+		}
 	case ledger.EventSelfCheck:
-		b.self = &CheckResult{Passed: e.Passed == nil || *e.Passed, Detail: e.Detail}
+		passed := e.Passed == nil || *e.Passed
+		b.self = &CheckResult{State: newState(passed), Passed: passed, Detail: e.Detail}
 		if e.LagP99 > 0 || e.LagMax > 0 {
 			b.self.Metrics = map[string]float64{"lag_p99": e.LagP99, "lag_max": e.LagMax}
 		}
 	}
+}
+
+// runErrors splits run_end's error (errors.Join puts one per line) into readable parts,
+// leaving out what the ledger already says on its own: a failed self-check is its own
+// reason, and "infrastructure failure" is the runner's marker for an invalid run.
+func (b *Builder) runErrors() []string {
+	var out []string
+	for _, line := range strings.Split(b.runErr, "\n") {
+		msg := strings.TrimSuffix(Readable(line), ": infrastructure failure")
+		switch {
+		case msg == "", msg == "infrastructure failure":
+		case b.self != nil && !b.self.Passed && strings.HasPrefix(msg, "self-check"):
+		default:
+			out = append(out, msg)
+		}
+	}
+	return out
+}
+
+func (b *Builder) provenance() *Provenance {
+	if b.prov == nil {
+		b.prov = &Provenance{}
+	}
+	return b.prov
 }
 
 func joinDetail(a, b string) string {
@@ -247,6 +299,10 @@ func (b *Builder) Results() *Results {
 		GPU:        b.gpu.result(),
 		Notes:      append([]string(nil), b.notes...),
 	}
+	if b.prov != nil {
+		p := *b.prov
+		r.Provenance = &p
+	}
 	if r.Drops == nil {
 		r.Drops = []SilentDrop{}
 	}
@@ -276,12 +332,20 @@ func (b *Builder) Results() *Results {
 	r.Faults = b.faultResults()
 
 	for _, a := range b.assertions() {
-		r.Assertions = append(r.Assertions, b.evaluate(a, r))
+		res := b.evaluate(a, r)
+		r.Assertions = append(r.Assertions, res)
+		if res.Name == AssertNoLeaks && r.Leak == nil {
+			// Listed but never run: the leak_check section says so rather than vanish.
+			r.Leak = &CheckResult{State: StateNotEvaluated, Detail: res.Detail}
+		}
 	}
 
-	// Invalid runs: the evidence cannot be trusted.
-	if b.runErr != "" {
-		r.InvalidReasons = append(r.InvalidReasons, "run failed: "+b.runErr)
+	// Invalid runs: the evidence cannot be trusted. Each reason is said once, here.
+	for _, e := range b.runErrors() {
+		r.InvalidReasons = append(r.InvalidReasons, "run failed: "+e)
+	}
+	if b.interrupt != "" {
+		r.InvalidReasons = append(r.InvalidReasons, "interrupted before the run completed: "+Readable(b.interrupt))
 	}
 	if b.self != nil && !b.self.Passed {
 		r.InvalidReasons = append(r.InvalidReasons, "harness self-check failed (the harness was the bottleneck): "+b.self.Detail)
@@ -291,11 +355,16 @@ func (b *Builder) Results() *Results {
 			r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("fault %s (%s on %s) did not take effect: %s", f.Name, f.Type, f.Target, f.Detail))
 		}
 	}
+	for _, a := range r.Assertions {
+		if a.State == StateNotEvaluated {
+			r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("%s not evaluated: %s", a.Name, a.Detail))
+		}
+	}
 	if r.Unresolved > 0 {
-		r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("%d scheduled requests have no terminal outcome in the ledger", r.Unresolved))
+		r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("%s without a terminal outcome in the ledger", plural(r.Unresolved, "scheduled request")))
 	}
 	if len(b.duplicate) > 0 {
-		r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("%d requests have more than one terminal outcome (first: %s)", len(b.duplicate), b.duplicate[0]))
+		r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("%s with more than one terminal outcome (first: %s)", plural(len(b.duplicate), "request"), b.duplicate[0]))
 	}
 	if r.Requests == 0 {
 		r.InvalidReasons = append(r.InvalidReasons, "no request reached a terminal outcome")
@@ -320,8 +389,8 @@ func (b *Builder) assertions() []Assertion {
 	for _, s := range list {
 		a, err := ParseAssertion(s)
 		if err != nil {
-			// Scenarios validate assertions before a run; keep a bad one visible as a failure.
-			a = Assertion{Raw: s, Name: s, Op: "invalid: " + err.Error()}
+			// Scenarios validate assertions before a run; a bad one cannot be evaluated.
+			a = Assertion{Raw: s, Name: s, Op: "invalid: " + strings.TrimPrefix(err.Error(), "reports: ")}
 		}
 		out = append(out, a)
 	}
@@ -329,69 +398,64 @@ func (b *Builder) assertions() []Assertion {
 }
 
 func (b *Builder) evaluate(a Assertion, r *Results) AssertionResult {
-	res := AssertionResult{Name: a.Name}
+	state, detail := b.judge(a, r)
+	return AssertionResult{Name: a.Name, State: state, Passed: state == StatePass, Detail: detail}
+}
+
+// judge decides one assertion: pass, fail, or not_evaluated with the reason.
+func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 	if strings.HasPrefix(a.Op, "invalid: ") {
-		res.Detail = strings.TrimPrefix(a.Op, "invalid: ")
-		return res
+		return StateNotEvaluated, strings.TrimPrefix(a.Op, "invalid: ")
 	}
 	switch {
 	case a.Name == AssertNoSilentDrops:
-		res.Passed = r.SilentDrops == 0
-		if res.Passed {
-			res.Detail = fmt.Sprintf("all %d requests resolved within their deadlines", r.Requests)
-		} else {
-			res.Detail = fmt.Sprintf("%d silent drops (%d stalled, %d deadline_exceeded)%s",
-				r.SilentDrops, r.Outcomes[ledger.OutcomeStalled], r.Outcomes[ledger.OutcomeDeadlineExceeded], b.dropSummary(r))
+		if r.SilentDrops == 0 {
+			return StatePass, fmt.Sprintf("all %s resolved within their deadlines", plural(r.Requests, "request"))
 		}
+		return StateFail, fmt.Sprintf("%s (%d stalled, %d deadline_exceeded)%s",
+			plural(r.SilentDrops, "silent drop"), r.Outcomes[ledger.OutcomeStalled], r.Outcomes[ledger.OutcomeDeadlineExceeded], b.dropSummary(r))
 	case a.Name == AssertValidResponses:
-		n := r.Outcomes[ledger.OutcomeInvalid] + r.Outcomes[ledger.OutcomeTruncated]
-		res.Passed = n == 0
-		if res.Passed {
-			res.Detail = fmt.Sprintf("no invalid or truncated responses among %d (explicit errors are valid)", r.Requests)
-		} else {
-			res.Detail = fmt.Sprintf("%d invalid, %d truncated%s", r.Outcomes[ledger.OutcomeInvalid], r.Outcomes[ledger.OutcomeTruncated],
-				b.idList(ledger.OutcomeInvalid, ledger.OutcomeTruncated))
+		if n := r.Outcomes[ledger.OutcomeInvalid] + r.Outcomes[ledger.OutcomeTruncated]; n == 0 {
+			return StatePass, fmt.Sprintf("no invalid or truncated responses among %d (explicit errors are valid)", r.Requests)
 		}
+		return StateFail, fmt.Sprintf("%d invalid, %d truncated%s", r.Outcomes[ledger.OutcomeInvalid], r.Outcomes[ledger.OutcomeTruncated],
+			b.idList(ledger.OutcomeInvalid, ledger.OutcomeTruncated))
 	case a.Name == AssertNoLeaks:
 		switch {
+		case b.leak == nil && b.interrupt != "":
+			return StateNotEvaluated, "the run was interrupted before the leak check"
 		case b.leak == nil:
-			res.Detail = "no leak check in the ledger (no metrics endpoint, or the run ended before drain)"
+			return StateNotEvaluated, "no leak check in the ledger (the run ended before the drain, or the harness had no metrics endpoint)"
+		case b.leak.State == StateNotEvaluated:
+			return StateNotEvaluated, b.leak.Detail
 		case b.leak.Passed:
-			res.Passed = true
-			res.Detail = firstNonEmpty(b.leak.Detail, "gauges returned to their idle values after drain")
-		default:
-			res.Detail = firstNonEmpty(b.leak.Detail, "gauges did not return to idle after drain") + formatMetrics(b.leak.Metrics)
+			return StatePass, firstNonEmpty(b.leak.Detail, "gauges returned to their idle values after drain")
 		}
+		return StateFail, firstNonEmpty(b.leak.Detail, "gauges did not return to idle after drain") + formatMetrics(b.leak.Metrics)
 	case a.Name == AssertRecovery:
-		res.Passed, res.Detail = b.recoveryVerdict(r.Faults)
+		return b.recoveryVerdict(r.Faults)
 	case latencyFuncs[a.Func]:
 		p := map[string]Percentiles{"ttft": r.TTFT, "itl": r.ITL, "e2e": r.E2E}[a.Arg]
 		if p.Count == 0 {
-			res.Detail = fmt.Sprintf("no %s samples", a.Arg)
-			return res
+			return StateNotEvaluated, fmt.Sprintf("no %s samples", a.Arg)
 		}
-		got := map[string]float64{"p50": p.P50, "p90": p.P90, "p99": p.P99, "max": p.Max, "mean": p.Mean}[a.Func]
-		res.Passed = a.Compare(got)
-		res.Detail = fmt.Sprintf("%s(%s) = %s over %d samples", a.Func, a.Arg, fmtSeconds(got), p.Count)
+		got := map[string]float64{"p50": p.P50, "p90": p.P90, "p95": p.P95, "p99": p.P99, "max": p.Max, "mean": p.Mean}[a.Func]
+		return newState(a.Compare(got)), fmt.Sprintf("%s(%s) = %s over %s", a.Func, a.Arg, fmtSeconds(got), plural(p.Count, "sample"))
 	case a.Func == "rate" || a.Func == "count":
 		n := r.SilentDrops
 		if a.Arg != "silent_drops" {
 			n = r.Outcomes[ledger.Outcome(a.Arg)]
 		}
 		if a.Func == "count" {
-			res.Passed = a.Compare(float64(n))
-			res.Detail = fmt.Sprintf("count(%s) = %d", a.Arg, n)
-			return res
+			return newState(a.Compare(float64(n))), fmt.Sprintf("count(%s) = %d", a.Arg, n)
 		}
 		if r.Requests == 0 {
-			res.Detail = "no requests"
-			return res
+			return StateNotEvaluated, "no requests"
 		}
 		rate := float64(n) / float64(r.Requests)
-		res.Passed = a.Compare(rate)
-		res.Detail = fmt.Sprintf("rate(%s) = %.4g (%d of %d)", a.Arg, rate, n, r.Requests)
+		return newState(a.Compare(rate)), fmt.Sprintf("rate(%s) = %.4g (%d of %d)", a.Arg, rate, n, r.Requests)
 	}
-	return res
+	return StateNotEvaluated, "unknown assertion"
 }
 
 func firstNonEmpty(a, b string) string {
@@ -551,27 +615,35 @@ func (b *Builder) recover(stop time.Time) (*bool, *float64) {
 	return ledger.Bool(false), nil
 }
 
-func (b *Builder) recoveryVerdict(faults []FaultResult) (bool, string) {
+// recoveryVerdict fails when any fault's success rate did not recover; otherwise it is
+// not evaluated when no fault was injected or one could not be measured.
+func (b *Builder) recoveryVerdict(faults []FaultResult) (State, string) {
 	if len(faults) == 0 {
-		return true, "no faults were injected"
+		return StateNotEvaluated, "no fault was injected, so there is nothing to recover from"
 	}
 	rc := b.cfg.Recovery
-	passed := true
+	state := StatePass
 	var parts []string
 	for _, f := range faults {
 		switch {
 		case f.Stop == nil:
 			parts = append(parts, f.Name+": never reverted during load (not measurable)")
+			if state == StatePass {
+				state = StateNotEvaluated
+			}
 		case f.Recovered == nil:
 			parts = append(parts, f.Name+": no requests after it stopped (not measurable)")
+			if state == StatePass {
+				state = StateNotEvaluated
+			}
 		case *f.Recovered:
 			parts = append(parts, fmt.Sprintf("%s: recovered in %s", f.Name, fmtSeconds(*f.TimeToRecover)))
 		default:
-			passed = false
+			state = StateFail
 			parts = append(parts, fmt.Sprintf("%s: success rate stayed below %g over %s windows for %s", f.Name, rc.Threshold, rc.Window, rc.Within))
 		}
 	}
-	return passed, strings.Join(parts, "; ")
+	return state, strings.Join(parts, "; ")
 }
 
 func percentiles(xs []float64) Percentiles {
@@ -592,6 +664,7 @@ func percentiles(xs []float64) Percentiles {
 		Count: len(s),
 		P50:   round(rank(0.50)),
 		P90:   round(rank(0.90)),
+		P95:   round(rank(0.95)),
 		P99:   round(rank(0.99)),
 		Max:   round(s[len(s)-1]),
 		Mean:  round(sum / float64(len(s))),

@@ -13,15 +13,26 @@
 //
 // ComputeFile does the first three lines for a file. Assertions are built-in names
 // (no_silent_drops, valid_responses, no_leaks, recovery) or threshold expressions parsed by
-// ParseAssertion: p50|p90|p99|max|mean(ttft|itl|e2e) OP duration, rate(outcome) OP
+// ParseAssertion: p50|p90|p95|p99|max|mean(ttft|itl|e2e) OP duration, rate(outcome) OP
 // fraction, count(outcome) OP n, with OP one of < <= > >= == !=.
+//
+// Every assertion ends pass, fail or not_evaluated (with the reason in its detail): a
+// leak check the harness could not run, no leak check at all, recovery with no fault or
+// no requests after one, a latency threshold with no samples. A not_evaluated assertion
+// is never a pass: it makes the run invalid, and junit.xml reports it as an error.
+//
+// The ledger also carries the run's context: note events (listed in results.json's notes
+// and summary.md's Notes), run_start's provenance and the target event (results.json's
+// provenance, one line of summary.md), and run_end's error and interruption cause (each
+// an invalid reason). Nothing else adds to the verdict, so recomputing a ledger
+// reproduces a run's outputs byte for byte.
 //
 // valid_responses fails when any request ended invalid (success status, unparseable body)
 // or truncated (no terminal marker); explicit errors — rejected, http_error, stream_error,
 // transport_error — are valid answers. A run is invalid (not failed) when the ledger shows
 // that its evidence cannot be trusted: the harness's self-check failed, a fault did not
-// verify, the run ended with an error, a scheduled request has no terminal outcome, or no
-// request finished at all.
+// verify, the run ended with an error or was interrupted, a listed assertion could not be
+// evaluated, a scheduled request has no terminal outcome, or no request finished at all.
 //
 // GPU samples (sample events with Source "gpu", written by the harness through
 // harness/gpu when NVML is present) add a gpu section to results.json and one line to

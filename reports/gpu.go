@@ -154,7 +154,7 @@ func gpuLine(g *GPUResult) string {
 			plural(g.StuckInFlightMax, "request"), g.StuckSeconds, *g.StuckUtilMean)
 	}
 	if g.ReadErrors > 0 {
-		s += fmt.Sprintf(" (%d readings incomplete)", g.ReadErrors)
+		s += fmt.Sprintf(" (%s incomplete)", plural(g.ReadErrors, "reading"))
 	}
 	return s
 }

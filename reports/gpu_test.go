@@ -3,9 +3,12 @@ package reports
 import (
 	"bytes"
 	"encoding/json"
-	"pdsoak/ledger"
-	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"pdsoak/ledger"
 )
 
 func f64(x float64) *float64 { return &x }
@@ -74,11 +77,11 @@ func TestGPUResult(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := Compute(tt.events, Config{}).GPU
-			gj, _ := json.Marshal(got)
-			wj, _ := json.Marshal(tt.want)
-			if !bytes.Equal(gj, wj) {
-				t.Errorf("gpu section:\n got %s\nwant %s", gj, wj)
-			}
+			gj, err := json.Marshal(got)
+			require.NoError(t, err)
+			wj, err := json.Marshal(tt.want)
+			require.NoError(t, err)
+			assert.JSONEq(t, string(wj), string(gj), "gpu section")
 		})
 	}
 }
@@ -87,26 +90,13 @@ func TestGPUSummaryLine(t *testing.T) {
 	evs := []ledger.Event{ev(ledger.EventRunStart, 0, nil), sched("a", 0), gpuSample(2, 0), gpuSample(4, 0), done("a", 5, ledger.OutcomeStalled)}
 	var md, js bytes.Buffer
 	r := Compute(evs, Config{})
-	if err := WriteMarkdown(&md, r); err != nil {
-		t.Fatal(err)
-	}
-	want := "- GPU (1 device, 2 samples): utilisation max 0%, mean 0.0%, memory up to 50%; up to **1 request stuck** for 4 s while GPU utilisation averaged **0.0%**\n"
-	if !strings.Contains(md.String(), want) {
-		t.Errorf("summary.md lacks the GPU line %q:\n%s", want, md.String())
-	}
+	require.NoError(t, WriteMarkdown(&md, r))
+	assert.Contains(t, md.String(), "- GPU (1 device, 2 samples): utilisation max 0%, mean 0.0%, memory up to 50%; up to **1 request stuck** for 4 s while GPU utilisation averaged **0.0%**\n")
 	var tab bytes.Buffer
-	if err := WriteTable(&tab, r); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(tab.String(), "\nGPU (1 device, 2 samples): utilisation max 0%, mean 0.0%, memory up to 50%; up to 1 request stuck for 4 s while GPU utilisation averaged 0.0%\n") {
-		t.Errorf("table lacks the GPU line:\n%s", tab.String())
-	}
-	if err := WriteJSON(&js, r); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(js.String(), `"stuck_util_mean": 0`) {
-		t.Errorf("results.json lacks stuck_util_mean 0:\n%s", js.String())
-	}
+	require.NoError(t, WriteTable(&tab, r))
+	assert.Contains(t, tab.String(), "\nGPU (1 device, 2 samples): utilisation max 0%, mean 0.0%, memory up to 50%; up to 1 request stuck for 4 s while GPU utilisation averaged 0.0%\n")
+	require.NoError(t, WriteJSON(&js, r))
+	assert.Contains(t, js.String(), `"stuck_util_mean": 0`)
 }
 
 // An event written by a newer harness round-trips, and an old ledger without GPUs
@@ -115,21 +105,15 @@ func TestGPUEventJSON(t *testing.T) {
 	in := gpuSample(1, 0)
 	in.InFlight = 30
 	b, err := json.Marshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(b), `"util":0`) {
-		t.Errorf("a 0%% reading must be written, got %s", b)
-	}
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"util":0`, "a 0% reading must be written")
 	var out ledger.Event
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
-	}
-	if len(out.GPUs) != 1 || out.GPUs[0].Util == nil || *out.GPUs[0].Util != 0 || out.InFlight != 30 {
-		t.Errorf("round trip: %+v", out)
-	}
-	plain, _ := json.Marshal(ev(ledger.EventSample, 0, func(e *ledger.Event) { e.Metrics = map[string]float64{"x": 1} }))
-	if strings.Contains(string(plain), "gpus") {
-		t.Errorf("a plain sample must not mention gpus: %s", plain)
-	}
+	require.NoError(t, json.Unmarshal(b, &out))
+	require.Len(t, out.GPUs, 1)
+	require.NotNil(t, out.GPUs[0].Util)
+	assert.Zero(t, *out.GPUs[0].Util)
+	assert.Equal(t, 30, out.InFlight)
+	plain, err := json.Marshal(ev(ledger.EventSample, 0, func(e *ledger.Event) { e.Metrics = map[string]float64{"x": 1} }))
+	require.NoError(t, err)
+	assert.NotContains(t, string(plain), "gpus", "a plain sample must not mention gpus")
 }

@@ -53,14 +53,39 @@ type Results struct {
 	GPU *GPUResult `json:"gpu,omitempty"`
 	// InvalidReasons says why the verdict is invalid.
 	InvalidReasons []string `json:"invalid_reasons,omitempty"`
-	Notes          []string `json:"notes,omitempty"`
+	// Notes are the ledger's note events (what the CLI and the harness told the reader)
+	// and the report's own remarks, in ledger order.
+	Notes []string `json:"notes,omitempty"`
+	// Provenance is where and how the run was made; absent when the ledger says nothing.
+	Provenance *Provenance `json:"provenance,omitempty"`
 }
+
+// Provenance is run_start's provenance plus what the target said about itself.
+type Provenance struct {
+	ledger.Provenance
+	// ServerVersion and Models come from the target event: the server's version where
+	// it offers one and its raw /v1/models answer.
+	ServerVersion string          `json:"server_version,omitempty"`
+	Models        json.RawMessage `json:"models,omitempty"`
+}
+
+// State is the outcome of one assertion or check.
+type State string
+
+// States. A listed assertion that could not be evaluated is never a pass: it makes the
+// run invalid.
+const (
+	StatePass         State = "pass"
+	StateFail         State = "fail"
+	StateNotEvaluated State = "not_evaluated"
+)
 
 // Percentiles of a latency in seconds.
 type Percentiles struct {
 	Count int     `json:"count"`
 	P50   float64 `json:"p50"`
 	P90   float64 `json:"p90"`
+	P95   float64 `json:"p95"`
 	P99   float64 `json:"p99"`
 	Max   float64 `json:"max"`
 	Mean  float64 `json:"mean"`
@@ -83,8 +108,10 @@ type SilentDrop struct {
 }
 
 // AssertionResult is one assertion's outcome; junit.xml has one test case per result.
+// Passed is State == StatePass; Detail says why (for not_evaluated: why it could not be).
 type AssertionResult struct {
 	Name   string `json:"name"`
+	State  State  `json:"state"`
 	Passed bool   `json:"passed"`
 	Detail string `json:"detail"`
 }
@@ -106,8 +133,10 @@ type FaultResult struct {
 	TimeToRecover *float64 `json:"time_to_recover,omitempty"`
 }
 
-// CheckResult is the outcome of a check the harness ran (leak check, self-check).
+// CheckResult is the outcome of a check the harness ran (leak check, self-check). A
+// check the harness could not complete is StateNotEvaluated with the reason in Detail.
 type CheckResult struct {
+	State   State              `json:"state"`
 	Passed  bool               `json:"passed"`
 	Detail  string             `json:"detail,omitempty"`
 	Metrics map[string]float64 `json:"metrics,omitempty"`
@@ -150,9 +179,27 @@ const (
 // Passed reports whether every assertion passed.
 func (r *Results) Passed() bool {
 	for _, a := range r.Assertions {
-		if !a.Passed {
+		if a.State != StatePass {
 			return false
 		}
 	}
 	return true
+}
+
+// Failed lists the assertions that failed.
+func (r *Results) Failed() []string {
+	var out []string
+	for _, a := range r.Assertions {
+		if a.State == StateFail {
+			out = append(out, a.Name)
+		}
+	}
+	return out
+}
+
+func newState(passed bool) State {
+	if passed {
+		return StatePass
+	}
+	return StateFail
 }

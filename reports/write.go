@@ -112,7 +112,14 @@ func WriteJUnit(w io.Writer, r *Results) error {
 	}
 	for _, a := range r.Assertions {
 		c := junitCase{Name: a.Name, Classname: class, Time: "0", SystemOut: a.Detail}
-		if !a.Passed {
+		switch a.State {
+		case StatePass:
+		case StateNotEvaluated:
+			// An error, not a skip: CI must not count it as green.
+			c.Error = &junitProblem{Message: "not evaluated: " + a.Detail, Type: "NotEvaluated", Text: a.Detail}
+			c.SystemOut = ""
+			s.Errors++
+		default:
 			c.Failure = &junitProblem{Message: a.Detail, Type: "AssertionFailed", Text: a.Detail}
 			c.SystemOut = ""
 			s.Failures++
@@ -158,11 +165,76 @@ func verdictWord(v Verdict) string {
 	return "INVALID"
 }
 
-func mark(ok bool) string {
-	if ok {
+func mark(s State) string {
+	switch s {
+	case StatePass:
 		return "pass"
+	case StateNotEvaluated:
+		return "NOT EVALUATED"
 	}
 	return "FAIL"
+}
+
+// VerdictLine is the one-line verdict (harness run --quiet): the verdict, the scenario,
+// the counts, and why it failed or is invalid.
+func VerdictLine(r *Results) string {
+	s := fmt.Sprintf("%s %s: %s, %s", verdictWord(r.Verdict), r.Scenario, plural(r.Requests, "request"), plural(r.SilentDrops, "silent drop"))
+	switch r.Verdict {
+	case VerdictFail:
+		s += "; failed: " + strings.Join(r.Failed(), ", ")
+	case VerdictInvalid:
+		s += "; " + strings.Join(r.InvalidReasons, "; ")
+	}
+	return s
+}
+
+// provenanceLine is summary.md's line about where and how the run was made.
+func provenanceLine(p *Provenance) string {
+	var parts []string
+	add := func(label, v string) {
+		if v != "" {
+			parts = append(parts, label+v)
+		}
+	}
+	h := p.HarnessVersion
+	if p.Revision != "" {
+		h = strings.TrimSpace(h + " (" + p.Revision + ")")
+	}
+	add("harness ", h)
+	add("", p.GoVersion)
+	add("host ", p.Host)
+	add("", p.OS)
+	add("CPU ", p.CPU)
+	if len(p.GPUs) > 0 {
+		add("GPUs ", strings.Join(p.GPUs, ", "))
+	}
+	add("server ", p.ServerVersion)
+	if ids := modelIDs(p.Models); len(ids) > 0 {
+		add("models ", strings.Join(ids, ", "))
+	}
+	if len(p.CommandLine) > 0 {
+		add("command ", "`"+strings.ReplaceAll(strings.Join(p.CommandLine, " "), "`", "'")+"`")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// modelIDs reads the model ids of an OpenAI /v1/models answer ({"data": [{"id"}]}).
+func modelIDs(raw json.RawMessage) []string {
+	var m struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil {
+		return nil
+	}
+	var ids []string
+	for _, d := range m.Data {
+		if d.ID != "" {
+			ids = append(ids, d.ID)
+		}
+	}
+	return ids
 }
 
 // WriteMarkdown writes summary.md.
@@ -174,6 +246,11 @@ func WriteMarkdown(w io.Writer, r *Results) error {
 	if r.GPU != nil {
 		fmt.Fprintf(&b, "- %s\n", gpuLine(r.GPU))
 	}
+	if r.Provenance != nil {
+		if line := provenanceLine(r.Provenance); line != "" {
+			fmt.Fprintf(&b, "- provenance: %s\n", mdEscape(line))
+		}
+	}
 	if len(r.InvalidReasons) > 0 {
 		b.WriteString("\n**The run is invalid:**\n\n")
 		for _, s := range r.InvalidReasons {
@@ -182,18 +259,18 @@ func WriteMarkdown(w io.Writer, r *Results) error {
 	}
 	b.WriteString("\n## Assertions\n\n| assertion | result | detail |\n|---|---|---|\n")
 	for _, a := range r.Assertions {
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", a.Name, mark(a.Passed), mdEscape(a.Detail))
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", a.Name, mark(a.State), mdEscape(a.Detail))
 	}
 	b.WriteString("\n## Outcomes\n\n| outcome | count |\n|---|---:|\n")
 	for _, o := range ledger.Outcomes {
 		fmt.Fprintf(&b, "| %s | %d |\n", o, r.Outcomes[o])
 	}
-	b.WriteString("\n## Latency (seconds)\n\n| | count | p50 | p90 | p99 | max | mean |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n## Latency (seconds)\n\n| | count | p50 | p90 | p95 | p99 | max | mean |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, l := range []struct {
 		name string
 		p    Percentiles
 	}{{"ttft", r.TTFT}, {"itl", r.ITL}, {"e2e", r.E2E}, {"harness lag", r.Lag}} {
-		fmt.Fprintf(&b, "| %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f |\n", l.name, l.p.Count, l.p.P50, l.p.P90, l.p.P99, l.p.Max, l.p.Mean)
+		fmt.Fprintf(&b, "| %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", l.name, l.p.Count, l.p.P50, l.p.P90, l.p.P95, l.p.P99, l.p.Max, l.p.Mean)
 	}
 	if len(r.Faults) > 0 {
 		b.WriteString("\n## Faults\n\n| fault | type | target | start | stop | verified | time to recover |\n|---|---|---|---:|---:|---|---:|\n")
@@ -212,6 +289,9 @@ func WriteMarkdown(w io.Writer, r *Results) error {
 			fmt.Fprintf(&b, "| `%s` | %s | %s | %.1f | %s |\n", d.RequestID, d.Workload, d.Phase, d.Age, debugCell(d.ServerDebug))
 		}
 	}
+	if r.Leak != nil && r.Leak.State == StateNotEvaluated {
+		fmt.Fprintf(&b, "\n## Leak check\n\nNot evaluated: %s\n", r.Leak.Detail)
+	}
 	if r.Leak != nil && len(r.Leak.Metrics) > 0 {
 		b.WriteString("\n## Gauges after drain\n\n| gauge | value |\n|---|---:|\n")
 		keys := make([]string, 0, len(r.Leak.Metrics))
@@ -226,7 +306,7 @@ func WriteMarkdown(w io.Writer, r *Results) error {
 	if len(r.Notes) > 0 {
 		b.WriteString("\n## Notes\n\n")
 		for _, n := range r.Notes {
-			fmt.Fprintf(&b, "- %s\n", n)
+			fmt.Fprintf(&b, "- %s\n", mdEscape(n))
 		}
 	}
 	_, err := io.WriteString(w, b.String())
@@ -302,12 +382,12 @@ func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 func WriteTable(w io.Writer, r *Results) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%s  %s  (seed %d, target %s)\n", verdictWord(r.Verdict), r.Scenario, r.Seed, r.Target)
-	fmt.Fprintf(&b, "%d requests in %.1fs (%.2f/s), %d silent drops\n\n", r.Requests, r.Duration, r.Throughput, r.SilentDrops)
+	fmt.Fprintf(&b, "%s in %.1fs (%.2f/s), %s\n\n", plural(r.Requests, "request"), r.Duration, r.Throughput, plural(r.SilentDrops, "silent drop"))
 	if r.GPU != nil {
 		fmt.Fprintf(&b, "%s\n\n", strings.ReplaceAll(gpuLine(r.GPU), "**", ""))
 	}
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "OUTCOME\tCOUNT\t\tLATENCY\tP50\tP90\tP99\tMAX")
+	fmt.Fprintln(tw, "OUTCOME\tCOUNT\t\tLATENCY\tP50\tP90\tP95\tP99\tMAX")
 	lat := []struct {
 		name string
 		p    Percentiles
@@ -316,16 +396,16 @@ func WriteTable(w io.Writer, r *Results) error {
 		row := fmt.Sprintf("%s\t%d\t", o, r.Outcomes[o])
 		if i < len(lat) {
 			l := lat[i].p
-			row += fmt.Sprintf("\t%s\t%.3fs\t%.3fs\t%.3fs\t%.3fs", lat[i].name, l.P50, l.P90, l.P99, l.Max)
+			row += fmt.Sprintf("\t%s\t%.3fs\t%.3fs\t%.3fs\t%.3fs\t%.3fs", lat[i].name, l.P50, l.P90, l.P95, l.P99, l.Max)
 		} else {
-			row += "\t\t\t\t\t"
+			row += "\t\t\t\t\t\t"
 		}
 		fmt.Fprintln(tw, row)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "ASSERTION\tRESULT\tDETAIL")
 	for _, a := range r.Assertions {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", a.Name, mark(a.Passed), a.Detail)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", a.Name, mark(a.State), a.Detail)
 	}
 	if len(r.Faults) > 0 {
 		fmt.Fprintln(tw)
@@ -351,6 +431,9 @@ func WriteTable(w io.Writer, r *Results) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(r.InvalidReasons) > 0 {
+		b.WriteString("\n")
 	}
 	for _, s := range r.InvalidReasons {
 		fmt.Fprintf(&b, "INVALID: %s\n", s)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -23,7 +23,8 @@ import (
 	"pdsoak/scenarios"
 )
 
-// scenarioFlags are the overrides run and plan accept.
+// scenarioFlags are the overrides run, plan and validate accept: each sets only the
+// field it names.
 type scenarioFlags struct {
 	target     string
 	metricsURL string
@@ -33,41 +34,34 @@ type scenarioFlags struct {
 }
 
 func (f *scenarioFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.target, "target", "", "base URL of an OpenAI-compatible endpoint; overrides the scenario's target (no embedded server)")
-	fs.StringVar(&f.metricsURL, "metrics-url", "", "Prometheus endpoint of the --target (enables no_leaks)")
+	fs.StringVar(&f.target, "target", "", "base URL of an OpenAI-compatible endpoint: sets target.url (no embedded server, no target.launch); the scenario's metrics_url and debug_url are kept")
+	fs.StringVar(&f.metricsURL, "metrics-url", "", "Prometheus endpoint of an external target: sets target.metrics_url (enables no_leaks)")
 	fs.DurationVar(&f.duration, "duration", 0, "override the scenario's load duration (e.g. 2m)")
 	fs.Int64Var(&f.seed, "seed", 0, "override the scenario's seed")
 	fs.StringVar(&f.semantics, "semantics", "", "override the embedded server's semantics: strict or sglang (e.g. to show a scenario fails under SGLang's PD behaviour)")
 }
 
-// load reads, overrides, defaults and validates a scenario.
+// load reads, overrides, defaults and validates a scenario. Overrides are applied before
+// validation, so a combination that cannot run (no_leaks without any metrics URL) is
+// refused like a bad file. The notes say what an override changed beyond its own field.
 func (a *app) load(cmd *cobra.Command, arg string, f *scenarioFlags) (*scenarios.Scenario, []string, error) {
 	var notes []string
+	var flagErr error // a flag that cannot apply to the chosen target
 	seedSet := cmd.Flags().Changed("seed")
 	if f.duration < 0 {
 		return nil, nil, usageError("--duration must be > 0")
 	}
 	override := func(sc *scenarios.Scenario) {
 		if f.target != "" {
+			// An external URL replaces launching: the launched processes would serve
+			// another address.
+			if n := len(sc.Target.Launch); n > 0 {
+				notes = append(notes, fmt.Sprintf("--target replaces target.launch: the scenario's %s not started", plural(n, "launched process is", "launched processes are")))
+			}
 			sc.Target.URL = f.target
 			sc.Target.Launch = nil
-			sc.Target.MetricsURL = f.metricsURL
-			sc.Target.DebugURL = ""
-			if f.metricsURL == "" {
-				// An external endpoint has no known metrics: a leak check cannot run.
-				kept := sc.Assertions[:0:0]
-				for _, as := range sc.Assertions {
-					if strings.TrimSpace(as) == reports.AssertNoLeaks {
-						notes = append(notes, "no_leaks skipped: --target has no --metrics-url")
-						continue
-					}
-					kept = append(kept, as)
-				}
-				if sc.Assertions != nil {
-					sc.Assertions = kept
-				}
-			}
-		} else if f.metricsURL != "" {
+		}
+		if f.metricsURL != "" {
 			sc.Target.MetricsURL = f.metricsURL
 		}
 		if f.duration > 0 {
@@ -79,27 +73,56 @@ func (a *app) load(cmd *cobra.Command, arg string, f *scenarioFlags) (*scenarios
 		if f.semantics != "" {
 			sc.Reference.Semantics = f.semantics
 		}
+		// Flags that cannot apply to the chosen target are errors, never silently
+		// ignored; said before the problems they may cause.
+		switch {
+		case f.semantics != "" && sc.Target.URL != "":
+			flagErr = usageError("--semantics applies only to the embedded reference server; this run's target is the external %s (--target or target.url)", sc.Target.URL)
+		case f.metricsURL != "" && sc.Target.URL == "":
+			flagErr = usageError("--metrics-url applies only to an external target (--target or target.url); the embedded server's metrics are scraped without it")
+		}
 	}
 	sc, err := scenarios.Load(arg, scenarios.WithFaultTypes(a.faultTypes), scenarios.WithOverrides(override))
-	return sc, notes, err
+	if flagErr != nil {
+		return nil, nil, flagErr
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return sc, notes, nil
+}
+
+// plural is "1 thing" or "2 things".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 func (a *app) validateCommand() *cobra.Command {
-	return &cobra.Command{
+	var f scenarioFlags
+	cmd := &cobra.Command{
 		Use:   "validate SCENARIO",
-		Short: "Check a scenario strictly; print every problem with file, line and field",
+		Short: "Check a scenario strictly, with the same overrides as run; print every problem with file, line and field",
 		Args:  exactlyOne,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var f scenarioFlags
-			sc, _, err := a.load(cmd, args[0], &f)
+			sc, notes, err := a.load(cmd, args[0], &f)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: ok (scenario %s, %d workloads, %d faults, %d assertions)\n",
-				sc.File, sc.Name, len(sc.Workloads), len(sc.Faults), len(sc.Assertions))
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%s: ok (scenario %s, %s, %s, %s)\n", sc.File, sc.Name,
+				plural(len(sc.Workloads), "workload", "workloads"), plural(len(sc.Faults), "fault", "faults"),
+				plural(len(sc.Assertions), "assertion", "assertions"))
+			for _, n := range notes {
+				fmt.Fprintln(out, "note:", n)
+			}
 			return nil
 		},
 	}
+	f.register(cmd.Flags())
+	return cmd
 }
 
 func (a *app) planCommand() *cobra.Command {
@@ -221,19 +244,22 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 		return &ExitError{Code: ExitInfra, Err: err}
 	}
 
+	// A signal cancels the run; the runner records the cause in run_end and reports
+	// makes the run invalid from it.
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	if !quiet {
 		fmt.Fprintf(stdout, "harness: running %s (seed %d) against %s for %s; output in %s\n",
 			sc.Name, sc.Seed, reportConfig(sc).Target, sc.Duration, outDir)
-		for _, n := range notes {
-			fmt.Fprintln(stdout, "harness: note:", n)
-		}
 	}
+	// Notes travel through the ledger (the runner emits them after run_start) and are
+	// printed as their events go by, with the harness's own.
 	var st *status
-	onEvent := func(ledger.Event) {}
-	if !quiet {
+	var onEvent func(ledger.Event)
+	if quiet {
+		onEvent = notePrinter(stderr)
+	} else {
 		tty := isTerminal(stdout)
 		every := a.statusEvery
 		if every == 0 {
@@ -246,25 +272,15 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 		onEvent = st.observe
 		go st.run()
 	}
-	runErr := a.run(ctx, sc, RunOptions{OutDir: outDir, Logger: logger, OnEvent: onEvent, PDServerCommand: a.pdCommand()})
-	interrupted := ctx.Err() != nil && parent.Err() == nil
+	runErr := a.run(ctx, sc, RunOptions{OutDir: outDir, Logger: logger, OnEvent: onEvent, PDServerCommand: a.pdCommand(), Notes: notes})
 	stop()
 	if st != nil {
 		st.close()
 	}
 
-	// Outputs are written whatever happened, from the ledger.
-	res := computeResults(outDir, sc)
-	res.Notes = append(res.Notes, notes...)
-	if runErr != nil {
-		res.InvalidReasons = append(res.InvalidReasons, "run: "+runErr.Error())
-	}
-	if interrupted {
-		res.InvalidReasons = append(res.InvalidReasons, "interrupted by a signal before the run completed")
-	}
-	if len(res.InvalidReasons) > 0 {
-		res.Verdict = reports.VerdictInvalid
-	}
+	// Outputs are written whatever happened, from the ledger alone, exactly as
+	// `harness report` recomputes them.
+	res, ledgerRead := computeResults(outDir, sc)
 	if err := reports.WriteAll(outDir, res); err != nil {
 		return &ExitError{Code: ExitInfra, Err: err}
 	}
@@ -274,19 +290,34 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 			filepath.Join(outDir, ledger.EventsFile), filepath.Join(outDir, reports.ResultsFile),
 			filepath.Join(outDir, reports.JUnitFile), filepath.Join(outDir, reports.SummaryFile)}, ", "))
 	} else {
-		fmt.Fprintf(stdout, "%s %s: %d requests, %d silent drops (%s)\n",
-			strings.ToUpper(string(res.Verdict)), sc.Name, res.Requests, res.SilentDrops, outDir)
+		fmt.Fprintf(stdout, "%s (%s)\n", reports.VerdictLine(res), outDir)
+	}
+	// The verdict says why a run is invalid, from run_end. A run error the ledger cannot
+	// carry (the runner failed before writing it) must still be seen.
+	if runErr != nil && (!ledgerRead || res.Verdict != reports.VerdictInvalid) {
+		fmt.Fprintln(stderr, "harness: run failed:", reports.Readable(runErr.Error()))
 	}
 
 	switch {
 	case runErr != nil && isScenarioError(runErr):
-		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("harness: %w", runErr)}
-	case runErr != nil:
-		return &ExitError{Code: ExitInfra, Err: fmt.Errorf("harness: run failed: %w", runErr)}
-	case res.Verdict == reports.VerdictInvalid:
-		return &ExitError{Code: ExitInfra, Err: errors.New("harness: invalid run: " + strings.Join(res.InvalidReasons, "; "))}
+		return &ExitError{Code: ExitUsage}
+	case runErr != nil, res.Verdict == reports.VerdictInvalid:
+		return &ExitError{Code: ExitInfra}
 	case res.Verdict == reports.VerdictFail:
 		return &ExitError{Code: ExitFail}
 	}
 	return nil
+}
+
+// notePrinter prints note events on w (for --quiet, where there is no status line).
+func notePrinter(w io.Writer) func(ledger.Event) {
+	var mu sync.Mutex
+	return func(e ledger.Event) {
+		if e.Type != ledger.EventNote {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintln(w, "harness: note:", e.Message)
+	}
 }

@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
@@ -105,25 +108,38 @@ func TestEndToEndExternalTarget(t *testing.T) {
 			srv := fakeOpenAI(t, tt.every, tt.odd)
 			out := filepath.Join(t.TempDir(), "out")
 			code, stdout, stderr := execute(t, []string{"run", e2eScenario(t), "--target", srv.URL, "--out", out, "-q"}, WithRunner(harnessRun))
-			if code != tt.code {
-				t.Fatalf("exit %d, want %d\n%s\n%s", code, tt.code, stdout, stderr)
-			}
-			data, err := os.ReadFile(filepath.Join(out, reports.ResultsFile))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var res reports.Results
-			if err := json.Unmarshal(data, &res); err != nil {
-				t.Fatal(err)
-			}
-			if (res.SilentDrops > 0) != tt.drops {
-				t.Errorf("silent drops %d\n%s", res.SilentDrops, stdout)
-			}
-			if tt.drops && (len(res.Drops) == 0 || !strings.HasPrefix(string(res.Drops[0].Phase), "before")) {
-				t.Errorf("drop details %+v", res.Drops)
+			require.Equal(t, tt.code, code, "%s\n%s", stdout, stderr)
+			res := readResults(t, out)
+			assert.Equal(t, tt.drops, res.SilentDrops > 0, stdout)
+			if tt.drops {
+				require.NotEmpty(t, res.Drops)
+				assert.True(t, strings.HasPrefix(string(res.Drops[0].Phase), "before"), "drop details %+v", res.Drops)
 			}
 		})
 	}
+}
+
+// TestEndToEndNotesReachTheReport: a note from the command line goes through the real
+// runner's ledger into results.json and onto the console.
+func TestEndToEndNotesReachTheReport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real harness for a few seconds")
+	}
+	srv := fakeOpenAI(t, 0, nil)
+	sc := strings.Replace(readFile(t, e2eScenario(t)), "duration: 2s\n", "duration: 1s\ntarget:\n  url: http://127.0.0.1:1\n  launch:\n    - {name: s, role: colocated, command: [sleep, \"60\"]}\n", 1)
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := execute(t, []string{"run", writeFile(t, t.TempDir(), "launch.yaml", sc), "--target", srv.URL, "--out", out}, WithRunner(harnessRun))
+	require.Equal(t, ExitPass, code, "%s\n%s", stdout, stderr)
+	note := "--target replaces target.launch: the scenario's 1 launched process is not started"
+	assert.Contains(t, stdout, "harness: note: "+note)
+	assert.Contains(t, readResults(t, out).Notes, note)
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(data)
 }
 
 // TestEndToEndEmbeddedSmoke runs the shipped smoke scenario, shortened, against the
@@ -138,19 +154,20 @@ func TestEndToEndEmbeddedSmoke(t *testing.T) {
 	code, stdout, stderr := execute(t, []string{"run", "smoke", "--duration", "6s", "--out", out, "-q"}, WithRunner(harnessRun))
 	if code != ExitPass {
 		log, _ := os.ReadFile(filepath.Join(out, "harness.log"))
-		t.Fatalf("exit %d\n%s\n%s\n%s", code, stdout, stderr, tail(log, 3000))
+		require.Equal(t, ExitPass, code, "%s\n%s\n%s", stdout, stderr, tail(log, 3000))
 	}
-	data, err := os.ReadFile(filepath.Join(out, reports.ResultsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := readResults(t, out)
+	assert.NotZero(t, res.Outcomes[ledger.OutcomeOK], "outcomes %v", res.Outcomes)
+	assert.Zero(t, res.SilentDrops)
+}
+
+func readResults(t *testing.T, dir string) reports.Results {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, reports.ResultsFile))
+	require.NoError(t, err)
 	var res reports.Results
-	if err := json.Unmarshal(data, &res); err != nil {
-		t.Fatal(err)
-	}
-	if res.Outcomes[ledger.OutcomeOK] == 0 || res.SilentDrops != 0 {
-		t.Errorf("outcomes %v, silent drops %d", res.Outcomes, res.SilentDrops)
-	}
+	require.NoError(t, json.Unmarshal(data, &res))
+	return res
 }
 
 func tail(b []byte, n int) string {
@@ -186,9 +203,7 @@ func TestShippedScenarioVerdicts(t *testing.T) {
 			wantCode := map[string]int{"PASS": ExitPass, "FAIL": ExitFail}[info.Expected]
 			out := filepath.Join(t.TempDir(), "out")
 			code, stdout, stderr := execute(t, []string{"run", info.Name, "--out", out}, WithRunner(harnessRun))
-			if code != wantCode {
-				t.Errorf("exit %d, header expects %s (exit %d)\n%s\n%s", code, info.Expected, wantCode, stdout, stderr)
-			}
+			assert.Equal(t, wantCode, code, "header expects %s\n%s\n%s", info.Expected, stdout, stderr)
 		})
 	}
 }

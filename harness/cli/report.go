@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -29,16 +28,19 @@ func writeResolved(dir string, sc *scenarios.Scenario) error {
 	return nil
 }
 
-// computeResults judges dir/events.jsonl; a missing or unreadable ledger is an invalid run.
-func computeResults(dir string, sc *scenarios.Scenario) *reports.Results {
+// computeResults judges dir/events.jsonl; a missing or unreadable ledger is an invalid
+// run (read reports false).
+func computeResults(dir string, sc *scenarios.Scenario) (res *reports.Results, read bool) {
 	cfg := reportConfig(sc)
 	res, err := reports.ComputeFile(filepath.Join(dir, ledger.EventsFile), cfg)
 	if err != nil {
 		res = reports.Compute(nil, cfg)
-		res.InvalidReasons = append(res.InvalidReasons, "no readable ledger: "+err.Error())
+		// The one reason: the others (no requests, nothing evaluated) follow from it.
+		res.InvalidReasons = []string{"no readable ledger: " + reports.Readable(err.Error())}
 		res.Verdict = reports.VerdictInvalid
+		return res, false
 	}
-	return res
+	return res, true
 }
 
 func (a *app) reportCommand() *cobra.Command {
@@ -60,12 +62,15 @@ summary table and exits with the verdict's code (0 pass, 1 fail, 3 invalid).`,
 			if err := json.Unmarshal(data, &sc); err != nil {
 				return usageError("%s: %v", filepath.Join(dir, ResolvedFile), err)
 			}
-			res := computeResults(dir, &sc)
+			res, _ := computeResults(dir, &sc)
 			if err := reports.WriteAll(dir, res); err != nil {
 				return &ExitError{Code: ExitInfra, Err: err}
 			}
 			if !quiet {
 				_ = reports.WriteTable(cmd.OutOrStdout(), res)
+			}
+			if quiet {
+				fmt.Fprintln(cmd.OutOrStdout(), reports.VerdictLine(res))
 			}
 			switch res.Verdict {
 			case reports.VerdictPass:
@@ -73,9 +78,10 @@ summary table and exits with the verdict's code (0 pass, 1 fail, 3 invalid).`,
 			case reports.VerdictFail:
 				return &ExitError{Code: ExitFail}
 			}
-			return &ExitError{Code: ExitInfra, Err: fmt.Errorf("harness: invalid run: %s", strings.Join(res.InvalidReasons, "; "))}
+			// The verdict printed above says why.
+			return &ExitError{Code: ExitInfra}
 		},
 	}
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no table")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no table: print the verdict line only")
 	return cmd
 }

@@ -11,8 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"pdsoak/reports"
 	"pdsoak/scenarios"
 	servercli "pdsoak/server/cli"
+	"pdsoak/version"
 )
 
 // Exit codes of the harness command.
@@ -86,12 +88,22 @@ OpenAI-compatible endpoint (the embedded reference PD server by default), faults
 timeline, and assertions that every request resolved — a complete response or an explicit
 error — within its deadline.
 
-Exit codes: 0 pass, 1 an assertion failed, 2 bad scenario or usage, 3 target or
-infrastructure failure (including a run where the harness itself was the bottleneck).`,
-		SilenceUsage:      true,
-		SilenceErrors:     true,
-		CompletionOptions: cobra.CompletionOptions{HiddenDefaultCmd: true},
+Exit codes: 0 pass, 1 an assertion failed, 2 bad scenario or usage, 3 an invalid run:
+target or infrastructure failure, an interrupted run, an assertion that could not be
+evaluated, or a run where the harness itself was the bottleneck.`,
+		Version:       version.String(),
+		Args:          rootArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// No subcommand: the usage on stderr and exit 2, like pdserver.
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cmd.SetOut(cmd.ErrOrStderr())
+			_ = cmd.Usage()
+			return &ExitError{Code: ExitUsage}
+		},
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SuggestionsMinimumDistance = 2
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError("%v (see %s --help)", err, c.CommandPath())
 	})
@@ -144,6 +156,8 @@ func isUnder(cmd *cobra.Command, name string) bool {
 	return false
 }
 
+// printError prints err for a user: "harness: " and the message without the Go package
+// prefixes it gathered on the way up.
 func printError(w io.Writer, err error) {
 	var ps scenarios.Problems
 	if errors.As(err, &ps) {
@@ -153,7 +167,19 @@ func printError(w io.Writer, err error) {
 		fmt.Fprintf(w, "harness: %s in the scenario\n", ps.Summary())
 		return
 	}
-	fmt.Fprintln(w, err)
+	fmt.Fprintln(w, "harness: "+reports.Readable(err.Error()))
+}
+
+// rootArgs refuses an unknown subcommand with cobra's "did you mean" suggestions.
+func rootArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+	}
+	return usageError("%s; see %s --help", msg, cmd.CommandPath())
 }
 
 // exitCode maps an error to the exit code. Only this function (and Execute) decide codes.
@@ -180,14 +206,14 @@ func exitCode(err error) int {
 // exactlyOne is cobra.ExactArgs(1) with a usage exit code.
 func exactlyOne(cmd *cobra.Command, args []string) error {
 	if len(args) != 1 {
-		return usageError("%s needs exactly one SCENARIO (a path or an embedded name; see harness list), got %d arguments", cmd.CommandPath(), len(args))
+		return usageError("%s needs exactly one SCENARIO (a path or an embedded name; see harness list), got %s", cmd.Name(), plural(len(args), "argument", "arguments"))
 	}
 	return nil
 }
 
 func noArgs(cmd *cobra.Command, args []string) error {
 	if len(args) != 0 {
-		return usageError("%s takes no arguments, got %q", cmd.CommandPath(), args[0])
+		return usageError("%s takes no arguments, got %q", cmd.Name(), args[0])
 	}
 	return nil
 }

@@ -17,6 +17,9 @@ type RunOptions struct {
 	Logger          *slog.Logger
 	OnEvent         func(ledger.Event)
 	PDServerCommand []string
+	// Notes are messages for the report's reader; the runner writes each as a note
+	// event after run_start.
+	Notes []string
 }
 
 // RunFunc runs a validated scenario, writing OutDir/events.jsonl. Its error says the run
@@ -30,6 +33,7 @@ func harnessRun(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) er
 		Logger:          opts.Logger,
 		OnEvent:         opts.OnEvent,
 		PDServerCommand: opts.PDServerCommand,
+		Notes:           opts.Notes,
 	})
 }
 

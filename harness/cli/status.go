@@ -4,19 +4,23 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"pdsoak/ledger"
 	"strings"
 	"sync"
 	"time"
+
+	"pdsoak/ledger"
 )
 
 // status follows the ledger through Options.OnEvent and prints progress: a live line
-// rewritten in place on a terminal, a plain line every interval otherwise.
+// rewritten in place on a terminal, a plain line every interval otherwise. Note events
+// are printed as they go by.
 type status struct {
 	w        io.Writer
 	tty      bool
 	interval time.Duration
 	now      func() time.Time
+
+	wmu sync.Mutex // serialises writes to w (the printer and notes)
 
 	mu        sync.Mutex
 	start     time.Time
@@ -50,6 +54,10 @@ func newStatus(w io.Writer, tty bool, interval time.Duration) *status {
 
 // observe is the OnEvent callback; the harness may call it from many goroutines.
 func (s *status) observe(e ledger.Event) {
+	if e.Type == ledger.EventNote {
+		s.note(e.Message)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch e.Type {
@@ -65,6 +73,17 @@ func (s *status) observe(e ledger.Event) {
 	case ledger.EventFaultStop:
 		delete(s.faults, e.Fault)
 	}
+}
+
+// note prints a note on its own line (clearing the live line on a terminal; the
+// printer redraws it at its next tick).
+func (s *status) note(msg string) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if s.tty {
+		fmt.Fprint(s.w, "\r\033[K")
+	}
+	fmt.Fprintln(s.w, "harness: note:", msg)
 }
 
 // line renders the current status.
@@ -99,17 +118,23 @@ func (s *status) run() {
 		select {
 		case <-s.stop:
 			if s.tty {
-				fmt.Fprintf(s.w, "\r\033[K%s\n", s.line())
+				s.print("\r\033[K%s\n", s.line())
 			}
 			return
 		case <-t.C:
 			if s.tty {
-				fmt.Fprintf(s.w, "\r\033[K%s", s.line())
+				s.print("\r\033[K%s", s.line())
 			} else {
-				fmt.Fprintln(s.w, s.line())
+				s.print("%s\n", s.line())
 			}
 		}
 	}
+}
+
+func (s *status) print(format string, args ...any) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	fmt.Fprintf(s.w, format, args...)
 }
 
 // close stops the printer and waits for it.
