@@ -71,7 +71,9 @@ func TestLimitsBounds(t *testing.T) {
 	}{
 		{"strict defaults", func(*Limits) {}, Bounds{Bootstrap: 30 * time.Second, Prealloc: 30 * time.Second,
 			Transfer: 15 * time.Second, Waiting: 60 * time.Second, Request: 300 * time.Second, Watchdog: 30 * time.Second}},
-		{"strict, set and off", func(l *Limits) { l.WaitingTimeout, l.WatchdogTimeout, l.RunningTimeout = 5*time.Second, -1, 7*time.Second },
+		{"strict, set and off", func(l *Limits) {
+			l.WaitingTimeout, l.WatchdogTimeout, l.RunningTimeout = 5*time.Second, -1, 7*time.Second
+		},
 			Bounds{Bootstrap: 30 * time.Second, Prealloc: 30 * time.Second, Transfer: 15 * time.Second,
 				Waiting: 5 * time.Second, Running: 7 * time.Second, Request: 300 * time.Second}},
 		{"sglang defaults", func(l *Limits) { l.Semantics = SemanticsSGLang }, Bounds{Bootstrap: 300 * time.Second, Watchdog: 300 * time.Second}},

@@ -192,7 +192,7 @@ func (r *request) output() int { return len(r.tokens) - r.nPrompt }
 type Scheduler struct {
 	cfg    Config
 	bounds Bounds // the timeouts in force
-	pool *kvpool.Pool
+	pool   *kvpool.Pool
 
 	nextSeq uint64
 	reqs    map[uint64]*request
