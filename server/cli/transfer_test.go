@@ -83,7 +83,7 @@ func newXferPair(t *testing.T, sem engine.Semantics, preOpts, decOpts []kvtransf
 	log := slog.New(slog.DiscardHandler)
 	f := defaultWorkerFlags()
 	f.bootstrapPort = 0
-	f.semantics = string(sem)
+	f.limits.Semantics = sem
 	p := &xferPair{preSink: newRecSink(), decSink: newRecSink()}
 	var err error
 	for _, kv := range []**kernels.KVStore{&p.preKV, &p.decKV} {

@@ -20,8 +20,7 @@ import (
 	"pdsoak/server/api"
 	"pdsoak/server/engine"
 	"pdsoak/server/failpoint"
-	"pdsoak/server/kvpool"
-)
+	)
 
 const (
 	roleColocated = engine.RoleColocated
@@ -61,15 +60,14 @@ func newWorkerCommand(role engine.Role) *cobra.Command {
 	return cmd
 }
 
-// poolPages sizes the KV pool in pages: from --max-total-tokens, or from
-// --mem-fraction-static × --device-memory-gb ÷ the model's KV bytes per token, or the
-// backend's default store when neither is given.
+// poolPages sizes the KV pool in pages (engine.PoolPages), or the backend's default
+// store when neither --max-total-tokens nor --device-memory-gb is given.
 func poolPages(f *workerFlags, info kernels.ModelInfo) (int, error) {
-	if f.maxTotalTokens == 0 && f.deviceMemoryGB == 0 {
-		return kernels.DefaultNumPages, nil
+	n, err := engine.PoolPages(f.engineConfig(roleColocated), info, f.limits.PageSize)
+	if n == 0 && err == nil {
+		n = kernels.DefaultNumPages
 	}
-	return kvpool.Capacity(kvpool.CapacityConfig{MaxTotalTokens: f.maxTotalTokens, MemFractionStatic: f.memFraction,
-		DeviceMemoryGB: f.deviceMemoryGB, PageSize: f.pageSize}, info)
+	return n, err
 }
 
 // worker is a built, not yet serving, worker process.
@@ -94,7 +92,7 @@ func buildWorker(role engine.Role, f *workerFlags, logw ioWriter) (*worker, erro
 	kc := f.kernelsConfig()
 	info, err := kernels.Describe(kc)
 	if err != nil {
-		return nil, &UsageError{Err: err}
+		return nil, &UsageError{Err: fmt.Errorf("--backend %s --model-name %s: %w", f.backend, f.modelName, err)}
 	}
 	pages, err := poolPages(f, info)
 	if err != nil {
@@ -103,11 +101,12 @@ func buildWorker(role engine.Role, f *workerFlags, logw ioWriter) (*worker, erro
 	kc.NumPages = pages
 	backend, err := kernels.New(kc)
 	if err != nil {
-		return nil, &UsageError{Err: err}
+		return nil, &UsageError{Err: fmt.Errorf("a KV pool of %d pages (--max-total-tokens, or --mem-fraction-static × --device-memory-gb): %w", pages, err)}
 	}
 	w := &worker{log: log, grace: time.Duration(f.shutdownGrace), info: map[string]any{
-		"semantics": f.semantics, "backend": f.backend, "page_size": f.pageSize, "pool_pages": pages,
-		"pool_tokens": pages * f.pageSize, "max_queued_requests": f.maxQueued, "max_running_requests": f.maxRunning,
+		"semantics": f.limits.Semantics, "backend": f.backend, "page_size": f.limits.PageSize, "pool_pages": pages,
+		"pool_tokens": pages * f.limits.PageSize, "max_queued_requests": f.limits.MaxQueuedRequests,
+		"max_running_requests": f.limits.MaxRunningRequests,
 		"kv_bytes_per_token": info.ModelKVBytesPerToken, "seed": f.seed, "vocab_size": info.VocabSize,
 	}}
 	if f.backend != kernels.BackendTinyRef {
@@ -141,7 +140,7 @@ func buildWorker(role engine.Role, f *workerFlags, logw ioWriter) (*worker, erro
 	}
 	w.ln = ln
 	hopts := []api.Option{
-		api.WithModelName(f.modelName), api.WithContextLength(f.contextLength), api.WithVocabSize(info.VocabSize),
+		api.WithModelName(f.modelName), api.WithContextLength(f.limits.ContextLength), api.WithVocabSize(info.VocabSize),
 		api.WithGatherer(reg), api.WithLogger(log), api.WithRole(string(role)), api.WithServerInfo(w.info),
 	}
 	if f.enableFaultInjection {
