@@ -20,7 +20,7 @@ import (
 	"pdsoak/server/api"
 	"pdsoak/server/engine"
 	"pdsoak/server/failpoint"
-	)
+)
 
 const (
 	roleColocated = engine.RoleColocated
@@ -107,7 +107,7 @@ func buildWorker(role engine.Role, f *workerFlags, logw ioWriter) (*worker, erro
 		"semantics": f.limits.Semantics, "backend": f.backend, "page_size": f.limits.PageSize, "pool_pages": pages,
 		"pool_tokens": pages * f.limits.PageSize, "max_queued_requests": f.limits.MaxQueuedRequests,
 		"max_running_requests": f.limits.MaxRunningRequests,
-		"kv_bytes_per_token": info.ModelKVBytesPerToken, "seed": f.seed, "vocab_size": info.VocabSize,
+		"kv_bytes_per_token":   info.ModelKVBytesPerToken, "seed": f.seed, "vocab_size": info.VocabSize,
 	}}
 	if f.backend != kernels.BackendTinyRef {
 		w.info["sim_profile"] = f.simProfile
