@@ -373,7 +373,7 @@ func (e *Engine) Healthy() error {
 		}
 		if n := e.live.Load(); n > 0 {
 			if idle := now.Sub(time.Unix(0, e.progressAt.Load())); idle >= wd {
-				return fmt.Errorf("engine: watchdog: no progress for %s with %d requests in flight", idle.Round(time.Millisecond), n)
+				return fmt.Errorf("engine: watchdog: no progress for %s with %s in flight", idle.Round(time.Millisecond), plural(int(n), "request"))
 			}
 		}
 		if s := e.stepAt.Load(); s != 0 && now.Sub(time.Unix(0, s)) >= wd {
@@ -393,3 +393,11 @@ func (s sink) Received(room uint64, firstToken int, err error) {
 	s.e.post(receivedEv{room: room, tok: firstToken, err: err})
 }
 func (s sink) Sent(room uint64, err error) { s.e.post(sentEv{room: room, err: err}) }
+
+// plural is "1 request", "2 requests".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

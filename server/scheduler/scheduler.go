@@ -396,13 +396,13 @@ func (s *Scheduler) admissible(req *gen.Request) error {
 		// Requests already wait for KV pages that are not free: refuse now (503 with
 		// Retry-After) rather than let this one age in a queue it cannot leave.
 		return &gen.OverloadError{RetryAfter: s.cfg.RetryAfter,
-			Reason: fmt.Sprintf("scheduler: KV pool exhausted: %d requests wait for pages, %d of %d free",
-				s.kvBlocked, s.pool.FreePages(), s.cfg.Pages)}
+			Reason: fmt.Sprintf("scheduler: KV pool exhausted: %s waiting for pages, %d of %d free",
+				plural(s.kvBlocked, "request"), s.pool.FreePages(), s.cfg.Pages)}
 	}
 	if s.cfg.MaxQueuedRequests > 0 && (s.strict() || s.cfg.Role == RoleColocated) {
 		if q := s.queued(); q >= s.cfg.MaxQueuedRequests {
 			return &gen.OverloadError{RetryAfter: s.cfg.RetryAfter,
-				Reason: fmt.Sprintf("scheduler: %d requests queued (--max-queued-requests %d)", q, s.cfg.MaxQueuedRequests)}
+				Reason: fmt.Sprintf("scheduler: %s queued (--max-queued-requests %d)", plural(q, "request"), s.cfg.MaxQueuedRequests)}
 		}
 	}
 	return nil
@@ -723,8 +723,8 @@ func (s *Scheduler) watchdog(now time.Time) {
 	// Nothing moved for the watchdog timeout: fail every request, including those of a
 	// step that never came back (their pages are freed when it does).
 	stuck := s.sortedLive()
-	s.watchdogErr = fmt.Errorf("scheduler: watchdog: no progress for %s with %d requests in flight (%d queued); failed them",
-		now.Sub(s.lastProgress).Round(time.Millisecond), len(stuck), s.queued())
+	s.watchdogErr = fmt.Errorf("scheduler: watchdog: no progress for %s with %s in flight (%d queued); failed them",
+		now.Sub(s.lastProgress).Round(time.Millisecond), plural(len(stuck), "request"), s.queued())
 	for _, r := range stuck {
 		s.finish(now, r, "", &gen.StageError{Stage: string(r.stage),
 			Err: fmt.Errorf("scheduler: watchdog: no progress for %s: %w", wd, gen.ErrTimeout)})
@@ -747,8 +747,8 @@ func (s *Scheduler) Health(now time.Time) error {
 		return nil
 	}
 	if len(s.reqs) > 0 && now.Sub(s.lastProgress) >= wd {
-		return fmt.Errorf("scheduler: no progress for %s with %d requests in flight",
-			now.Sub(s.lastProgress).Round(time.Millisecond), len(s.reqs))
+		return fmt.Errorf("scheduler: no progress for %s with %s in flight",
+			now.Sub(s.lastProgress).Round(time.Millisecond), plural(len(s.reqs), "request"))
 	}
 	if s.batch != nil && now.Sub(s.batchStart) >= wd {
 		return fmt.Errorf("scheduler: a step has not returned for %s", now.Sub(s.batchStart).Round(time.Millisecond))
@@ -836,3 +836,11 @@ func (s *Scheduler) LastProgress() time.Time { return s.lastProgress }
 
 // LastOutput is when a token was last sampled or received.
 func (s *Scheduler) LastOutput() time.Time { return s.lastOutput }
+
+// plural is "1 request", "2 requests".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
