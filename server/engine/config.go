@@ -53,12 +53,19 @@ func (c Config) Validate() error {
 type Option func(*options)
 
 type options struct {
-	reg      prometheus.Registerer
-	logger   *slog.Logger
-	clock    Clock
-	transfer Transfer
-	tick     time.Duration
+	reg       prometheus.Registerer
+	logger    *slog.Logger
+	clock     Clock
+	transfer  Transfer
+	tick      time.Duration
+	warnEvery time.Duration
 }
+
+// Defaults of the options.
+const (
+	DefaultTickInterval = 20 * time.Millisecond
+	DefaultWarnEvery    = time.Second
+)
 
 // WithRegisterer registers the engine's metrics on reg (default: a private registry,
 // reachable through Engine.Gatherer).
@@ -73,7 +80,12 @@ func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
 // WithTransfer gives a prefill or decode engine its KV transfer (required for those roles).
 func WithTransfer(t Transfer) Option { return func(o *options) { o.transfer = t } }
 
-// WithTickInterval sets how often an idle engine re-checks its timeouts (default 20ms).
+// WithWarnEvery bounds warnings that repeat under load (KV retractions) to one per d on
+// the engine's clock; each says how many events it stands for (default DefaultWarnEvery).
+func WithWarnEvery(d time.Duration) Option { return func(o *options) { o.warnEvery = d } }
+
+// WithTickInterval sets how often an idle engine re-checks its timeouts (default
+// DefaultTickInterval).
 func WithTickInterval(d time.Duration) Option { return func(o *options) { o.tick = d } }
 
 // Clock is the time source of the engine loop.

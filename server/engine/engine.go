@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"pdsoak/kernels"
 	"pdsoak/server/failpoint"
@@ -41,6 +42,10 @@ type Engine struct {
 	lastThruAt   time.Time
 	lastThruToks uint64
 	lastSnapAt   time.Time
+	// retractLog bounds the retraction warnings; retractsUnlogged counts the
+	// retractions since the last one.
+	retractLog       *rate.Limiter
+	retractsUnlogged int
 
 	// Inbox: any goroutine appends, the loop drains.
 	mu    sync.Mutex
@@ -120,8 +125,12 @@ func New(b kernels.Backend, cfg Config, opts ...Option) (*Engine, error) {
 		e.clock = realClock{}
 	}
 	if e.tick <= 0 {
-		e.tick = 20 * time.Millisecond
+		e.tick = DefaultTickInterval
 	}
+	if o.warnEvery <= 0 {
+		o.warnEvery = DefaultWarnEvery
+	}
+	e.retractLog = rate.NewLimiter(rate.Every(o.warnEvery), 1)
 	kv := b.KV()
 	if kv == nil {
 		return nil, errors.New("engine: backend has no KV store")

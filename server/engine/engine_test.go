@@ -7,12 +7,15 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"pdsoak/kernels"
@@ -29,9 +32,7 @@ const bound = 20 * time.Second
 func startEngine(t *testing.T, b kernels.Backend, cfg Config, opts ...Option) *Engine {
 	t.Helper()
 	e, err := New(b, cfg, append([]Option{WithLogger(quiet)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), bound)
@@ -292,12 +293,14 @@ func TestSlowClient(t *testing.T) {
 }
 
 // TestRetractionRecomputes: a pool too small for every running request forces
-// retraction; outputs still match the requests run alone.
+// retraction; outputs still match the requests run alone, and the retraction warning is
+// written once per WithWarnEvery however often it happens.
 func TestRetractionRecomputes(t *testing.T) {
 	cfg := DefaultConfig()
 	fb := newFakeBackend(10, 4)
 	fb.step = time.Millisecond
-	e := startEngine(t, fb, cfg)
+	logs := &syncBuffer{}
+	e := startEngine(t, fb, cfg, WithLogger(slog.New(slog.NewTextHandler(logs, nil))), WithWarnEvery(time.Hour))
 	reqs := make([]*gen.Request, 3)
 	for i := range reqs {
 		reqs[i] = &gen.Request{ID: fmt.Sprint("r", i), Prompt: []int{0, 10 + i, 11, 12, 13, 14}, MaxTokens: 10, IgnoreEOS: true}
@@ -309,22 +312,31 @@ func TestRetractionRecomputes(t *testing.T) {
 	chans := make([]<-chan gen.Event, 3)
 	for i, r := range reqs {
 		ch, err := e.Generate(context.Background(), r)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		chans[i] = ch
 	}
 	for i := range chans {
 		r := collect(t, chans[i])
-		if r.done.Err != nil || !slices.Equal(r.tokens, alone[i]) {
-			t.Fatalf("request %d: %v (err %v), alone %v", i, r.tokens, r.done.Err, alone[i])
-		}
+		require.NoError(t, r.done.Err, "request %d", i)
+		require.Equal(t, alone[i], r.tokens, "request %d", i)
 	}
-	if value(e.m.retractions) == 0 {
-		t.Fatal("expected retractions with 10 pages for 3 × 16 tokens")
-	}
+	require.NotZero(t, value(e.m.retractions), "expected retractions with 10 pages for 3 × 16 tokens")
 	waitFor(t, "idle", func() bool { return idle(e) })
+	assert.Equal(t, 1, strings.Count(logs.String(), "requests retracted"), "%v retractions", value(e.m.retractions))
 }
+
+// syncBuffer is a log sink shared by the engine's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestStageTimeouts runs the engine on a manual clock: a request stuck behind a running
 // one expires with a waiting-stage timeout, and the total bound ends the running one.
