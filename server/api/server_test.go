@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/server/gen"
 )
 
@@ -100,19 +102,14 @@ func TestShutdownLetsRequestsFinish(t *testing.T) {
 	shutdownDone := make(chan error, 1)
 	go func() { shutdownDone <- srv.Shutdown(context.Background()) }()
 	// New connections are refused once shutdown began (poll: Shutdown runs concurrently).
-	refused := false
-	for i := 0; i < 500 && !refused; i++ {
+	require.Eventually(t, func() bool {
 		c, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "http://"), time.Second)
 		if err != nil {
-			refused = true
-		} else {
-			c.Close()
-			time.Sleep(2 * time.Millisecond)
+			return true
 		}
-	}
-	if !refused {
-		t.Fatal("listener still accepting during shutdown")
-	}
+		c.Close()
+		return false
+	}, 20*time.Second, 2*time.Millisecond, "listener still accepting during shutdown")
 	close(release)
 	r := <-got
 	events := readSSE(t, r.body)

@@ -108,13 +108,7 @@ func generate(t *testing.T, e *Engine, req *gen.Request) result {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	require.Eventually(t, cond, bound, 2*time.Millisecond, "waiting for %s", what)
 }
 
 func idle(e *Engine) bool {
