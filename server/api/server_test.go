@@ -21,9 +21,7 @@ import (
 func runServer(t *testing.T, h http.Handler, opts ...ServerOption) (url string, srv *Server, wait func() error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	srv = NewServer(h, append([]ServerOption{WithServerLogger(discardLogger())}, opts...)...)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -40,9 +38,7 @@ func TestSlowLorisIsCut(t *testing.T) {
 	}()
 
 	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close()
 	// Dribble a header one byte every 20 ms for up to 20 s; the server must hang up long
 	// before the request is complete.
@@ -116,12 +112,8 @@ func TestShutdownLetsRequestsFinish(t *testing.T) {
 	if events[len(events)-1] != "[DONE]" {
 		t.Fatalf("in-flight request did not finish: %v", events)
 	}
-	if err := <-shutdownDone; err != nil {
-		t.Fatal(err)
-	}
-	if err := wait(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-shutdownDone)
+	require.NoError(t, wait())
 	f.wg.Wait()
 }
 
@@ -143,9 +135,7 @@ func TestShutdownAbortsStuckRequests(t *testing.T) {
 	go func() { whole <- post(t, url+"/v1/completions", `{"prompt":"x","max_tokens":3}`) }()
 	<-f.started
 	<-f.started
-	if err := srv.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Shutdown(context.Background()))
 	r := <-streamed
 	events := readSSE(t, r.body)
 	var er ErrorResponse
@@ -156,17 +146,13 @@ func TestShutdownAbortsStuckRequests(t *testing.T) {
 	if r.status != 503 || errorOf(t, r).Type != "unavailable" {
 		t.Fatalf("aborted request before headers: %d %s", r.status, r.body)
 	}
-	if err := wait(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, wait())
 	f.wg.Wait()
 }
 
 func TestServeStopsWithContext(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
@@ -179,9 +165,7 @@ func TestServeStopsWithContext(t *testing.T) {
 	cancel()
 	select {
 	case err := <-errc:
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("Serve did not return after its context ended")
 	}
@@ -219,9 +203,7 @@ func TestStalledReaderIsCut(t *testing.T) {
 	}}
 	srv, h := startServer(t, f, WithWriteStall(100*time.Millisecond), WithContextLength(1<<22))
 	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close()
 	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
 	body := `{"prompt":"x","stream":true,"max_tokens":4000000}`

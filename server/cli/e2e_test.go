@@ -57,12 +57,8 @@ func startWorker(t *testing.T, role engine.Role, args ...string) *testWorker {
 	f := defaultWorkerFlags()
 	fs := pflag.NewFlagSet(string(role), pflag.ContinueOnError)
 	f.register(fs, role == rolePrefill)
-	if err := fs.Parse(append([]string{"--port", "0", "--disaggregation-bootstrap-port", "0"}[:condLen(role)], args...)); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.validate(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, fs.Parse(append([]string{"--port", "0", "--disaggregation-bootstrap-port", "0"}[:condLen(role)], args...)))
+	require.NoError(t, f.validate())
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &testWorker{cancel: cancel, done: make(chan error, 1), logs: &lockedBuffer{}}
 	ready := make(chan string, 1)
@@ -227,9 +223,7 @@ func TestGreedyDeterminism(t *testing.T) {
 	var first string
 	for i := 0; i < 2; i++ {
 		resp, err := c.Chat.Completions.New(ctx, chatParams("Where do the boats come in?", 32))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if i == 0 {
 			first = resp.Choices[0].Message.Content
 		} else if resp.Choices[0].Message.Content != first {
@@ -353,9 +347,7 @@ func TestBadInputKeepsServerHealthy(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			st, hdr, body, err := rawPost(t, ctx, w.url+tc.path, tc.body)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			var er struct {
 				Error *struct {
 					Message string `json:"message"`
@@ -428,9 +420,7 @@ func TestShutdownEndsInFlight(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := w.stop(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, w.stop())
 	r := <-got
 	if r.err != nil {
 		t.Fatalf("in-flight request got a transport error instead of an explicit end: %v", r.err)
@@ -560,9 +550,7 @@ func TestFaultInjectionAdmin(t *testing.T) {
 // --backend tinyref --seed 1`) and answers an openai-go streaming chat request.
 func TestRootCommandServes(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	root := NewRootCommand()

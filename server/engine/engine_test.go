@@ -49,9 +49,7 @@ func tinyref(t *testing.T, pages int) kernels.Backend {
 	kc := kernels.DefaultConfig()
 	kc.NumPages = pages
 	b, err := kernels.New(kc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
@@ -147,9 +145,7 @@ func TestBatchInvariance(t *testing.T) {
 	chans := make([]<-chan gen.Event, len(reqs))
 	for i, r := range reqs {
 		ch, err := e.Generate(context.Background(), r)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		chans[i] = ch
 	}
 	for i := range reqs {
@@ -247,9 +243,7 @@ func TestAbortFreesPages(t *testing.T) {
 	e := startEngine(t, fb, DefaultConfig())
 	ctx, cancel := context.WithCancel(context.Background())
 	ch, err := e.Generate(ctx, &gen.Request{ID: "ab", Prompt: []int{0, 9, 9, 9, 9, 9}, MaxTokens: 200, IgnoreEOS: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	first := <-ch
 	if len(first.Tokens) == 0 || first.Done {
 		t.Fatalf("first event %+v", first)
@@ -272,9 +266,7 @@ func TestSlowClient(t *testing.T) {
 	e := startEngine(t, newFakeBackend(64, 4), DefaultConfig())
 	req := &gen.Request{ID: "s", Prompt: []int{0, 3, 4}, MaxTokens: 100, IgnoreEOS: true}
 	ch, err := e.Generate(context.Background(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	waitFor(t, "request done", func() bool { return idle(e) })
 	slow := collect(t, ch)
 	fast := generate(t, e, req)
@@ -345,13 +337,9 @@ func TestStageTimeouts(t *testing.T) {
 	cfg.WatchdogTimeout = -1
 	e := startEngine(t, fb, cfg, WithClock(clk))
 	a, err := e.Generate(context.Background(), &gen.Request{ID: "a", Prompt: []int{0, 5, 6}, MaxTokens: 1000, IgnoreEOS: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b, err := e.Generate(context.Background(), &gen.Request{ID: "b", Prompt: []int{0, 7, 8}, MaxTokens: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var bDone gen.Event
 	var aTokens int
 	for step := 0; step < 100 && !bDone.Done; step++ {
@@ -397,16 +385,12 @@ func TestShutdownErrorsInFlight(t *testing.T) {
 	fb := newFakeBackend(1100, 4)
 	fb.step = time.Millisecond
 	e, err := New(fb, DefaultConfig(), WithLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e.Start()
 	var chans []<-chan gen.Event
 	for i := range 6 {
 		ch, err := e.Generate(context.Background(), &gen.Request{ID: fmt.Sprint("s", i), Prompt: []int{0, 4, 4}, MaxTokens: 4000, IgnoreEOS: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		chans = append(chans, ch)
 	}
 	<-chans[0]
@@ -431,19 +415,13 @@ func TestShutdownErrorsInFlight(t *testing.T) {
 // TestShutdownDrains: with time to spare, Shutdown lets requests finish normally.
 func TestShutdownDrains(t *testing.T) {
 	e, err := New(newFakeBackend(64, 4), DefaultConfig(), WithLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e.Start()
 	ch, err := e.Generate(context.Background(), &gen.Request{ID: "d", Prompt: []int{0, 4}, MaxTokens: 50, IgnoreEOS: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	if err := e.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, e.Shutdown(ctx))
 	if r := collect(t, ch); r.done.Err != nil || len(r.tokens) != 50 {
 		t.Fatalf("drained request: %d tokens, %v", len(r.tokens), r.done.Err)
 	}
@@ -544,9 +522,7 @@ func TestSimTimeAndPaced(t *testing.T) {
 			kc := kernels.DefaultConfig()
 			kc.Backend, kc.NumPages, kc.Profile = name, 256, "tiny-cpu"
 			b, err := kernels.New(kc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			e := startEngine(t, b, DefaultConfig())
 			a, c := generate(t, e, req), generate(t, e, req)
 			if a.done.Err != nil || len(a.tokens) != 6 || !slices.Equal(a.tokens, c.tokens) {
@@ -561,12 +537,8 @@ func TestSimTimeAndPaced(t *testing.T) {
 
 func TestShutdownBeforeStart(t *testing.T) {
 	e, err := New(newFakeBackend(16, 4), DefaultConfig(), WithLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, e.Shutdown(context.Background()))
 	e.Start() // no-op after Shutdown
 	if _, err := e.Generate(context.Background(), &gen.Request{ID: "x", Prompt: []int{0}, MaxTokens: 1}); !errors.Is(err, gen.ErrUnavailable) {
 		t.Fatalf("generate: %v", err)

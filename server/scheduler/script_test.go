@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/server/gen"
 )
 
@@ -423,13 +425,9 @@ func TestScripts(t *testing.T) {
 	for _, f := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
 			src, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			blocks, err := parseScript(string(src))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			rn := newRunner()
 			changed := false
 			for i, b := range blocks {
@@ -447,9 +445,7 @@ func TestScripts(t *testing.T) {
 				checkPool(t, rn.s)
 			}
 			if changed {
-				if err := os.WriteFile(f, []byte(formatScript(blocks)), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, os.WriteFile(f, []byte(formatScript(blocks)), 0o644))
 			}
 		})
 	}
