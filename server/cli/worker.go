@@ -31,17 +31,22 @@ const (
 // engineShutdownBound bounds the engine's own shutdown after the HTTP server stopped.
 const engineShutdownBound = 10 * time.Second
 
-var roleHelp = map[engine.Role]string{
-	roleColocated: "Run a colocated worker: prefill and decode in one process, the OpenAI API on --port",
-	rolePrefill:   "Run a prefill worker of a PD deployment (KV bootstrap server on --disaggregation-bootstrap-port)",
-	roleDecode:    "Run a decode worker of a PD deployment (receives KV from prefill workers)",
+// roleHelp is the short help of a worker command.
+func roleHelp(role engine.Role) string {
+	switch role {
+	case rolePrefill:
+		return "Run a prefill worker of a PD deployment (KV bootstrap server on --disaggregation-bootstrap-port)"
+	case roleDecode:
+		return "Run a decode worker of a PD deployment (receives KV from prefill workers)"
+	}
+	return "Run a colocated worker: prefill and decode in one process, the OpenAI API on --port"
 }
 
 func newWorkerCommand(role engine.Role) *cobra.Command {
 	f := defaultWorkerFlags()
 	cmd := &cobra.Command{
 		Use:   string(role),
-		Short: roleHelp[role],
+		Short: roleHelp(role),
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.validate(); err != nil {
