@@ -75,7 +75,7 @@ func TestUsageErrors(t *testing.T) {
 		{"mem fraction", []string{"colocated", "--mem-fraction-static", "1.5"}, []string{"pdserver: --mem-fraction-static must be in (0, 1] (got 1.5)"}},
 		{"context length", []string{"colocated", "--context-length", "0"}, []string{"pdserver: --context-length must be > 1 (got 0)"}},
 		{"max running", []string{"colocated", "--max-running-requests", "0"}, []string{"pdserver: --max-running-requests must be > 0 (got 0)"}},
-		{"page size", []string{"colocated", "--page-size", "0"}, []string{"pdserver: --page-size must be > 0 (got 0)"}},
+		{"page size", []string{"colocated", "--page-size", "-1"}, []string{"pdserver: --page-size must be in [0, 4096] (got -1)"}},
 		{"max total below a page", []string{"colocated", "--max-total-tokens", "3"}, []string{"--max-total-tokens 3 is less than one page"}},
 		{"timeout", []string{"colocated", "--watchdog-timeout", "soon"}, []string{"--watchdog-timeout"}},
 		{"log level", []string{"colocated", "--log-level", "loud"}, []string{"--log-level"}},

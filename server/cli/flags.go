@@ -115,7 +115,7 @@ func (f *workerFlags) register(fs *pflag.FlagSet, bootstrap bool) {
 	fs.Float64Var(&l.MemFractionStatic, "mem-fraction-static", l.MemFractionStatic, "fraction of --device-memory-gb given to the KV pool")
 	fs.Float64Var(&l.DeviceMemoryGB, "device-memory-gb", l.DeviceMemoryGB, "modelled device memory in GiB (0 with --max-total-tokens 0: the backend's default pool)")
 	fs.IntVar(&l.MaxTotalTokens, "max-total-tokens", l.MaxTotalTokens, "KV pool size in tokens (overrides the memory fraction)")
-	fs.IntVar(&l.PageSize, "page-size", l.PageSize, "tokens per KV page")
+	fs.IntVar(&l.PageSize, "page-size", l.PageSize, "tokens per KV page (0: the backend's)")
 	fs.IntVar(&l.CudaGraphMaxBS, "cuda-graph-max-bs", l.CudaGraphMaxBS, "caps the decode batch (0: no cap)")
 	fs.IntVar(&l.MaxPrefillTokens, "max-prefill-tokens", l.MaxPrefillTokens, "new prompt tokens admitted into one step")
 	fs.IntVar(&l.ChunkedPrefillSize, "chunked-prefill-size", l.ChunkedPrefillSize, "prefill longer prompts in chunks of this many tokens (0: off)")
@@ -168,11 +168,6 @@ func (f *workerFlags) validate() error {
 		if _, err := kernels.LookupProfile(f.simProfile); err != nil {
 			errs = append(errs, fmt.Errorf("--sim-profile: %s", userMessage(err)))
 		}
-	}
-	if f.limits.PageSize == 0 {
-		// The engine reads 0 as "the backend's"; on the command line the backend is
-		// built from this very flag, so 0 is a mistake.
-		bad("--page-size", "must be > 0 (got 0)")
 	}
 	errs = append(errs, flagErrors(f.limits.Validate())...)
 	if f.shutdownGrace < 0 {
@@ -273,8 +268,16 @@ func (f *workerFlags) kernelsConfig() kernels.Config {
 	kc.Model = f.modelName
 	kc.Seed = f.seed
 	kc.Profile = f.simProfile
-	kc.PageSize = f.limits.PageSize
+	kc.PageSize = f.pageSize()
 	return kc
+}
+
+// pageSize is --page-size, or the backend's default for 0 (as the engine reads it).
+func (f *workerFlags) pageSize() int {
+	if f.limits.PageSize == 0 {
+		return kernels.DefaultPageSize
+	}
+	return f.limits.PageSize
 }
 
 // engineConfig is the engine configuration of the flags for role.

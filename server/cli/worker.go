@@ -68,7 +68,7 @@ func newWorkerCommand(role engine.Role) *cobra.Command {
 // poolPages sizes the KV pool in pages (engine.PoolPages), or the backend's default
 // store when neither --max-total-tokens nor --device-memory-gb is given.
 func poolPages(f *workerFlags, info kernels.ModelInfo) (int, error) {
-	n, err := engine.PoolPages(f.engineConfig(roleColocated), info, f.limits.PageSize)
+	n, err := engine.PoolPages(f.engineConfig(roleColocated), info, f.pageSize())
 	if n == 0 && err == nil {
 		n = kernels.DefaultNumPages
 	}
@@ -109,8 +109,8 @@ func buildWorker(role engine.Role, f *workerFlags, logw ioWriter) (*worker, erro
 		return nil, &UsageError{Err: fmt.Errorf("a KV pool of %d pages (--max-total-tokens, or --mem-fraction-static × --device-memory-gb): %w", pages, err)}
 	}
 	w := &worker{log: log, grace: time.Duration(f.shutdownGrace), info: map[string]any{
-		"semantics": f.limits.Semantics, "backend": f.backend, "page_size": f.limits.PageSize, "pool_pages": pages,
-		"pool_tokens": pages * f.limits.PageSize, "max_queued_requests": f.limits.MaxQueuedRequests,
+		"semantics": f.limits.Semantics, "backend": f.backend, "page_size": f.pageSize(), "pool_pages": pages,
+		"pool_tokens": pages * f.pageSize(), "max_queued_requests": f.limits.MaxQueuedRequests,
 		"max_running_requests": f.limits.MaxRunningRequests,
 		"kv_bytes_per_token":   info.ModelKVBytesPerToken, "seed": f.seed, "vocab_size": info.VocabSize,
 	}}
