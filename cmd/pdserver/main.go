@@ -1,13 +1,12 @@
 package main
 
 import (
+	"context"
 	"os"
 
 	"pdsoak/server/cli"
 )
 
 func main() {
-	if err := cli.NewRootCommand().Execute(); err != nil {
-		os.Exit(cli.ExitCode(err))
-	}
+	os.Exit(cli.Execute(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"pdsoak/server/gen"
@@ -170,9 +172,7 @@ func TestNonStream(t *testing.T) {
 		t.Fatalf("chat: %d %s", r.status, r.body)
 	}
 	var chat ChatResponse
-	if err := json.Unmarshal(r.body, &chat); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(r.body, &chat))
 	if chat.Object != "chat.completion" || len(chat.Choices) != 1 || chat.Choices[0].Message == nil ||
 		chat.Choices[0].Message.Content != "hello world" || chat.Choices[0].Message.Role != "assistant" ||
 		*chat.Choices[0].FinishReason != "length" {
@@ -317,9 +317,7 @@ func TestErrorAfterStart(t *testing.T) {
 		r := post(t, srv.URL+"/generate", `{"input_ids":[256,1],"sampling_params":{"max_new_tokens":8}}`)
 		events := readSSE(t, r.body)
 		var c gen.WorkerChunk
-		if err := json.Unmarshal([]byte(events[len(events)-1]), &c); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, json.Unmarshal([]byte(events[len(events)-1]), &c))
 		if !c.Done || c.Error == nil || c.Error.Kind != "kv_transfer_failed" || c.Error.Stage != "transfer" || c.Finish != "" {
 			t.Fatalf("final worker chunk %+v", c)
 		}
@@ -362,9 +360,7 @@ func TestStopStrings(t *testing.T) {
 				}
 				for _, c := range chunks {
 					var cr CompletionResponse
-					if err := json.Unmarshal([]byte(c), &cr); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, json.Unmarshal([]byte(c), &cr))
 					text += cr.Choices[0].Text
 					if cr.Choices[0].FinishReason != nil {
 						finish = *cr.Choices[0].FinishReason
@@ -577,9 +573,7 @@ func TestWorkerGenerate(t *testing.T) {
 	var final gen.WorkerChunk
 	for _, ev := range readSSE(t, r.body) {
 		var c gen.WorkerChunk
-		if err := json.Unmarshal([]byte(ev), &c); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, json.Unmarshal([]byte(ev), &c))
 		toks = append(toks, c.TokenIDs...)
 		final = c
 	}

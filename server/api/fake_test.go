@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"go.uber.org/goleak"
 
 	"pdsoak/server/gen"
@@ -135,9 +137,7 @@ func do(t *testing.T, method, url, body string, hdr map[string]string) response 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range hdr {
 		req.Header.Set(k, v)
@@ -172,9 +172,7 @@ func errorOf(t *testing.T, r response) ErrorDetail {
 		}
 	}
 	var er ErrorResponse
-	if err := json.Unmarshal(r.body, &er); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal(r.body, &er))
 	if er.Error.Message == "" || er.Error.Type == "" {
 		t.Fatalf("empty message or type: %s", r.body)
 	}

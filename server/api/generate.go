@@ -109,14 +109,14 @@ func (h *Handler) admit(r *http.Request, req *gen.Request, log *slog.Logger) (co
 	ctx, cancel := context.WithCancel(r.Context())
 	stopAfter := context.AfterFunc(h.abortCtx, cancel)
 	done := sync.OnceFunc(func() { stopAfter(); cancel() })
-	log.Info("request received", "prompt_tokens", len(req.Prompt), "max_tokens", req.MaxTokens,
-		"temperature", req.Sampling.Temperature, "bootstrap", req.Bootstrap != nil)
 	ch, err := h.gen.Generate(ctx, req)
 	if err != nil {
 		done()
 		h.inFlight.Add(-1)
 		return nil, nil, nil, h.explain(r, err)
 	}
+	log.Info("request received", "prompt_tokens", len(req.Prompt), "max_tokens", req.MaxTokens,
+		"temperature", req.Sampling.Temperature, "bootstrap", req.Bootstrap != nil)
 	return ctx, done, ch, nil
 }
 
@@ -136,7 +136,7 @@ type genStream struct {
 func (h *Handler) open(w http.ResponseWriter, r *http.Request, req *gen.Request, log *slog.Logger) *genStream {
 	ctx, done, ch, e := h.admit(r, req, log)
 	if e != nil {
-		log.Info("request refused", "status", e.status, "kind", e.kind, "err", e.msg)
+		h.logRefusal(log, req, e)
 		writeError(w, e)
 		return nil
 	}
@@ -147,6 +147,21 @@ func (h *Handler) open(w http.ResponseWriter, r *http.Request, req *gen.Request,
 		done()
 		h.inFlight.Add(-1)
 	}}
+}
+
+// logRefusal writes the one line of a refused request. Overload refusals come in floods,
+// one per request, exactly when the server is busiest: past the refusal log rate they are
+// counted, and the next line written says how many were left out.
+func (h *Handler) logRefusal(log *slog.Logger, req *gen.Request, e *apiError) {
+	if e.kind == gen.ErrorKind(gen.ErrOverloaded) && !h.refusalLog.Allow() {
+		h.refusalsLeftOut.Add(1)
+		return
+	}
+	attrs := []any{"status", e.status, "kind", e.kind, "prompt_tokens", len(req.Prompt), "max_tokens", req.MaxTokens, "err", e.msg}
+	if n := h.refusalsLeftOut.Swap(0); n > 0 {
+		attrs = append(attrs, "overload_refusals_not_logged", n)
+	}
+	log.Info("request refused", attrs...)
 }
 
 // explain turns a generator error into the client's error; an abort caused by shutdown

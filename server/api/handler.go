@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/time/rate"
 
 	"pdsoak/kernels"
 	"pdsoak/server/gen"
@@ -115,6 +116,19 @@ func WithSeedSource(f func() uint64) Option { return func(h *Handler) { h.seed =
 // failpoint admin API). Without it /admin/ does not exist.
 func WithAdminHandler(a http.Handler) Option { return func(h *Handler) { h.admin = a } }
 
+// Defaults of WithRefusalLogRate: a burst of 20 overload refusals logged, then one a second.
+const (
+	DefaultRefusalLogEvery = time.Second
+	DefaultRefusalLogBurst = 20
+)
+
+// WithRefusalLogRate bounds the log lines of overload refusals (503) to burst, refilled
+// one per every; the others are counted in the next line written. Other refusals are
+// always logged.
+func WithRefusalLogRate(every time.Duration, burst int) Option {
+	return func(h *Handler) { h.refusalLog = rate.NewLimiter(rate.Every(every), burst) }
+}
+
 // Handler is the HTTP front end of a generator: the OpenAI API, the worker /generate
 // endpoint and the operational endpoints. It is safe for concurrent use.
 type Handler struct {
@@ -143,6 +157,11 @@ type Handler struct {
 	abortCtx context.Context
 	abortAll context.CancelFunc
 	inFlight atomic.Int64
+
+	// refusalLog bounds the lines of overload refusals; refusalsLeftOut counts those
+	// not written since the last one that was.
+	refusalLog      *rate.Limiter
+	refusalsLeftOut atomic.Int64
 }
 
 type route struct {
@@ -157,6 +176,7 @@ func New(g gen.Generator, opts ...Option) *Handler {
 		gen: g, tok: kernels.Tokenizer{}, model: DefaultModelName, role: "colocated",
 		maxBody: DefaultMaxBodyBytes, abortGrace: DefaultAbortGrace, writeStall: DefaultWriteStall, log: slog.Default(),
 		seed: randomSeed, info: map[string]any{}, created: time.Now().Unix(),
+		refusalLog: rate.NewLimiter(rate.Every(DefaultRefusalLogEvery), DefaultRefusalLogBurst),
 	}
 	if in, ok := g.(gen.Inspector); ok {
 		h.insp = in

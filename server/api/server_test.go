@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/server/gen"
 )
 
@@ -19,9 +21,7 @@ import (
 func runServer(t *testing.T, h http.Handler, opts ...ServerOption) (url string, srv *Server, wait func() error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	srv = NewServer(h, append([]ServerOption{WithServerLogger(discardLogger())}, opts...)...)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -38,9 +38,7 @@ func TestSlowLorisIsCut(t *testing.T) {
 	}()
 
 	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close()
 	// Dribble a header one byte every 20 ms for up to 20 s; the server must hang up long
 	// before the request is complete.
@@ -100,31 +98,22 @@ func TestShutdownLetsRequestsFinish(t *testing.T) {
 	shutdownDone := make(chan error, 1)
 	go func() { shutdownDone <- srv.Shutdown(context.Background()) }()
 	// New connections are refused once shutdown began (poll: Shutdown runs concurrently).
-	refused := false
-	for i := 0; i < 500 && !refused; i++ {
+	require.Eventually(t, func() bool {
 		c, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "http://"), time.Second)
 		if err != nil {
-			refused = true
-		} else {
-			c.Close()
-			time.Sleep(2 * time.Millisecond)
+			return true
 		}
-	}
-	if !refused {
-		t.Fatal("listener still accepting during shutdown")
-	}
+		c.Close()
+		return false
+	}, 20*time.Second, 2*time.Millisecond, "listener still accepting during shutdown")
 	close(release)
 	r := <-got
 	events := readSSE(t, r.body)
 	if events[len(events)-1] != "[DONE]" {
 		t.Fatalf("in-flight request did not finish: %v", events)
 	}
-	if err := <-shutdownDone; err != nil {
-		t.Fatal(err)
-	}
-	if err := wait(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, <-shutdownDone)
+	require.NoError(t, wait())
 	f.wg.Wait()
 }
 
@@ -146,9 +135,7 @@ func TestShutdownAbortsStuckRequests(t *testing.T) {
 	go func() { whole <- post(t, url+"/v1/completions", `{"prompt":"x","max_tokens":3}`) }()
 	<-f.started
 	<-f.started
-	if err := srv.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Shutdown(context.Background()))
 	r := <-streamed
 	events := readSSE(t, r.body)
 	var er ErrorResponse
@@ -159,17 +146,13 @@ func TestShutdownAbortsStuckRequests(t *testing.T) {
 	if r.status != 503 || errorOf(t, r).Type != "unavailable" {
 		t.Fatalf("aborted request before headers: %d %s", r.status, r.body)
 	}
-	if err := wait(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, wait())
 	f.wg.Wait()
 }
 
 func TestServeStopsWithContext(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
@@ -182,9 +165,7 @@ func TestServeStopsWithContext(t *testing.T) {
 	cancel()
 	select {
 	case err := <-errc:
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("Serve did not return after its context ended")
 	}
@@ -222,9 +203,7 @@ func TestStalledReaderIsCut(t *testing.T) {
 	}}
 	srv, h := startServer(t, f, WithWriteStall(100*time.Millisecond), WithContextLength(1<<22))
 	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer conn.Close()
 	_ = conn.(*net.TCPConn).SetReadBuffer(4096)
 	body := `{"prompt":"x","stream":true,"max_tokens":4000000}`

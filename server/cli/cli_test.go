@@ -3,15 +3,21 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"pdsoak/server/engine"
+	"pdsoak/version"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -30,69 +36,143 @@ func execute(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// run is `pdserver args...` through Execute: exit code, stdout, stderr.
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code := Execute(ctx, args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// assertUserFacing checks what pdserver prints on an error: every line starts with
+// "pdserver", and no internal package name leaks.
+func assertUserFacing(t *testing.T, stderr string) {
+	t.Helper()
+	for _, l := range strings.Split(strings.TrimRight(stderr, "\n"), "\n") {
+		assert.True(t, strings.HasPrefix(l, "pdserver"), "line %q lacks the pdserver prefix", l)
+	}
+	for _, pkg := range []string{"cli: ", "engine: ", "scheduler: ", "kvpool: ", "kernels: "} {
+		assert.NotContains(t, stderr, pkg, "an internal package name leaks")
+	}
+}
+
 func TestUsageErrors(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "no-such-file")
+	empty := filepath.Join(t.TempDir(), "empty")
+	require.NoError(t, os.WriteFile(empty, []byte(" \n"), 0o600))
 	tests := []struct {
 		name string
 		args []string
-		flag string // the message must name it
+		want []string // the message must contain each
 	}{
-		{"unknown flag", []string{"colocated", "--no-such-flag"}, "--no-such-flag"},
-		{"bad int", []string{"colocated", "--port", "abc"}, "--port"},
-		{"port range", []string{"colocated", "--port", "70000"}, "--port"},
-		{"backend", []string{"colocated", "--backend", "gpu"}, "--backend"},
-		{"semantics", []string{"decode", "--semantics", "loose"}, "--semantics"},
-		{"mem fraction", []string{"colocated", "--mem-fraction-static", "1.5"}, "--mem-fraction-static"},
-		{"context length", []string{"colocated", "--context-length", "0"}, "--context-length"},
-		{"max running", []string{"colocated", "--max-running-requests", "0"}, "--max-running-requests"},
-		{"page size", []string{"colocated", "--page-size", "0"}, "--page-size"},
-		{"max total below a page", []string{"colocated", "--max-total-tokens", "3"}, "--max-total-tokens"},
-		{"timeout", []string{"colocated", "--watchdog-timeout", "soon"}, "--watchdog-timeout"},
-		{"log level", []string{"colocated", "--log-level", "loud"}, "--log-level"},
-		{"profile", []string{"colocated", "--backend", "simtime", "--sim-profile", "nope"}, "--sim-profile"},
-		{"fault token missing", []string{"colocated", "--enable-fault-injection"}, "--fault-injection-token"},
-		{"bootstrap port on decode", []string{"decode", "--disaggregation-bootstrap-port", "1"}, "--disaggregation-bootstrap-port"},
-		{"stray argument", []string{"colocated", "extra"}, "extra"},
-		{"unknown command", []string{"frobnicate"}, "frobnicate"},
+		{"unknown flag", []string{"colocated", "--no-such-flag"}, []string{"--no-such-flag"}},
+		{"bad int", []string{"colocated", "--port", "abc"}, []string{"--port"}},
+		{"port range", []string{"colocated", "--port", "70000"}, []string{"pdserver: --port must be in [0, 65535] (got 70000)"}},
+		{"backend", []string{"colocated", "--backend", "gpu"}, []string{"--backend"}},
+		{"semantics", []string{"decode", "--semantics", "loose"}, []string{`pdserver: --semantics "loose" is unknown`}},
+		{"mem fraction", []string{"colocated", "--mem-fraction-static", "1.5"}, []string{"pdserver: --mem-fraction-static must be in (0, 1] (got 1.5)"}},
+		{"context length", []string{"colocated", "--context-length", "0"}, []string{"pdserver: --context-length must be > 1 (got 0)"}},
+		{"max running", []string{"colocated", "--max-running-requests", "0"}, []string{"pdserver: --max-running-requests must be > 0 (got 0)"}},
+		{"page size", []string{"colocated", "--page-size", "-1"}, []string{"pdserver: --page-size must be in [0, 4096] (got -1)"}},
+		{"max total below a page", []string{"colocated", "--max-total-tokens", "3"}, []string{"--max-total-tokens 3 is less than one page"}},
+		{"timeout", []string{"colocated", "--watchdog-timeout", "soon"}, []string{"--watchdog-timeout"}},
+		{"log level", []string{"colocated", "--log-level", "loud"}, []string{"--log-level"}},
+		{"profile", []string{"colocated", "--backend", "simtime", "--sim-profile", "nope"}, []string{"--sim-profile"}},
+		{"fault injection without a token", []string{"colocated", "--enable-fault-injection"},
+			[]string{"--enable-fault-injection needs a bearer token", FaultTokenEnv, "--fault-injection-token-file"}},
+		{"the old token flag is gone", []string{"colocated", "--enable-fault-injection", "--fault-injection-token", "x"},
+			[]string{"unknown flag: --fault-injection-token"}},
+		{"token file missing", []string{"colocated", "--enable-fault-injection", "--fault-injection-token-file", missing},
+			[]string{"--fault-injection-token-file: cannot read " + missing}},
+		{"token file empty", []string{"colocated", "--enable-fault-injection", "--fault-injection-token-file", empty},
+			[]string{"--fault-injection-token-file: " + empty + " is empty"}},
+		{"token file without fault injection", []string{"colocated", "--fault-injection-token-file", empty},
+			[]string{"--fault-injection-token-file has no effect without --enable-fault-injection"}},
+		{"bootstrap port on decode", []string{"decode", "--disaggregation-bootstrap-port", "1"}, []string{"--disaggregation-bootstrap-port"}},
+		{"stray argument", []string{"colocated", "extra"}, []string{"extra"}},
+		{"unknown command", []string{"frobnicate"}, []string{`unknown command "frobnicate"`}},
+		{"did you mean", []string{"colocate"}, []string{"did you mean colocated?"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := execute(t, tc.args...)
-			if err == nil {
-				t.Fatalf("no error; output %s", out)
+			t.Setenv(FaultTokenEnv, "")
+			code, _, stderr := run(t, tc.args...)
+			assert.Equal(t, 2, code, stderr)
+			for _, w := range tc.want {
+				assert.Contains(t, stderr, w)
 			}
-			if code := ExitCode(err); code != 2 {
-				t.Errorf("exit code %d, want 2 (%v)", code, err)
-			}
-			if !strings.Contains(err.Error(), tc.flag) {
-				t.Errorf("error %q does not name %s", err, tc.flag)
-			}
+			assertUserFacing(t, stderr)
+		})
+	}
+}
+
+func TestNoArgumentsPrintsUsageOnStderr(t *testing.T) {
+	code, stdout, stderr := run(t)
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "Usage:")
+	assert.Contains(t, stderr, "colocated")
+	assert.True(t, strings.HasSuffix(stderr, "\npdserver: a command is required\n"), stderr)
+}
+
+func TestVersion(t *testing.T) {
+	code, stdout, _ := run(t, "--version")
+	assert.Equal(t, 0, code)
+	assert.Equal(t, version.String()+"\n", stdout)
+}
+
+func TestCompletion(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		t.Run(shell, func(t *testing.T) {
+			code, stdout, stderr := run(t, "completion", shell)
+			require.Equal(t, 0, code, stderr)
+			assert.Contains(t, stdout, "pdserver")
 		})
 	}
 }
 
 func TestManyProblemsAtOnce(t *testing.T) {
-	_, err := execute(t, "colocated", "--port", "-1", "--max-running-requests", "0", "--semantics", "x")
+	code, _, stderr := run(t, "colocated", "--port", "-1", "--max-running-requests", "0", "--semantics", "x")
+	assert.Equal(t, 2, code)
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	assert.Len(t, lines, 3, stderr)
 	for _, flag := range []string{"--port", "--max-running-requests", "--semantics"} {
-		if !strings.Contains(err.Error(), flag) {
-			t.Errorf("%q missing from %v", flag, err)
-		}
+		assert.Contains(t, stderr, flag)
+	}
+	assertUserFacing(t, stderr)
+}
+
+func TestErrorText(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"plain", errors.New("boom"), "pdserver: boom"},
+		{"internal prefixes", errors.New("cli: --port 1: engine: scheduler: no"), "pdserver: --port 1: no"},
+		{"every line", errors.Join(errors.New("--a bad"), errors.New("kernels: --b bad")), "pdserver: --a bad\npdserver: --b bad"},
+		{"already prefixed", errors.New("pdserver up: the router exited"), "pdserver up: the router exited"},
+		{"nil", nil, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, ErrorText(tc.err))
+		})
 	}
 }
 
 func TestHelpListsSGLangFlags(t *testing.T) {
 	out, err := execute(t, "prefill", "--help")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, flag := range []string{"--host", "--port", "--model-name", "--backend", "--seed", "--sim-profile",
 		"--max-queued-requests", "--max-running-requests", "--context-length", "--mem-fraction-static",
-		"--device-memory-gb", "--max-total-tokens", "--page-size", "--cuda-graph-max-bs",
+		"--device-memory-gb", "--max-total-tokens", "--page-size", "--cuda-graph-max-bs", "--chunked-prefill-size",
 		"--disable-overlap-schedule", "--watchdog-timeout", "--bootstrap-timeout", "--prealloc-timeout",
 		"--transfer-timeout", "--waiting-timeout", "--running-timeout", "--request-timeout", "--semantics",
-		"--disaggregation-bootstrap-port", "--log-level", "--enable-fault-injection", "--fault-injection-token"} {
-		if !strings.Contains(out, flag) {
-			t.Errorf("help lacks %s", flag)
-		}
+		"--disaggregation-bootstrap-port", "--log-level", "--enable-fault-injection", "--fault-injection-token-file"} {
+		assert.Contains(t, out, flag)
 	}
 }
 
@@ -101,9 +181,9 @@ func TestExtraCommands(t *testing.T) {
 	defer func() { extraCommands = saved }()
 	extraCommands = append(extraCommands, func() *cobra.Command { return &cobra.Command{Use: "probe", Run: func(*cobra.Command, []string) {}} })
 	root := NewRootCommand()
-	if c, _, err := root.Find([]string{"probe"}); err != nil || c.Name() != "probe" {
-		t.Fatalf("registered command not found: %v", err)
-	}
+	c, _, err := root.Find([]string{"probe"})
+	require.NoError(t, err)
+	assert.Equal(t, "probe", c.Name())
 }
 
 func TestSecondsValue(t *testing.T) {
@@ -117,11 +197,16 @@ func TestSecondsValue(t *testing.T) {
 		{"soon", 0, false}, {"NaN", 0, false}, {"1e300", 0, false}, {"", 0, false},
 	}
 	for _, tc := range tests {
-		var s secondsValue
-		err := s.Set(tc.in)
-		if (err == nil) != tc.ok || (tc.ok && time.Duration(s) != tc.want) {
-			t.Errorf("Set(%q) = %v, %v; want %v ok=%v", tc.in, time.Duration(s), err, tc.want, tc.ok)
-		}
+		t.Run(tc.in, func(t *testing.T) {
+			var s secondsValue
+			err := s.Set(tc.in)
+			if !tc.ok {
+				assert.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, time.Duration(s))
+		})
 	}
 }
 
@@ -129,33 +214,28 @@ func TestFlagsMapOntoConfigs(t *testing.T) {
 	f := defaultWorkerFlags()
 	fs := pflag.NewFlagSet("decode", pflag.ContinueOnError)
 	f.register(fs, false)
-	if err := fs.Parse([]string{"--max-queued-requests", "32", "--context-length", "524288",
+	require.NoError(t, fs.Parse([]string{"--max-queued-requests", "32", "--context-length", "524288",
 		"--mem-fraction-static", "0.5", "--cuda-graph-max-bs", "96", "--disable-overlap-schedule",
 		"--semantics", "sglang", "--transfer-timeout", "15", "--prealloc-timeout", "-1", "--backend", "simtime",
-		"--page-size", "32", "--seed", "9", "--model-name", "m"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.validate(); err != nil {
-		t.Fatal(err)
-	}
+		"--page-size", "32", "--seed", "9", "--model-name", "m", "--chunked-prefill-size", "0", "--retry-after", "2"}))
+	require.NoError(t, f.validate())
 	ec := f.engineConfig(engine.RoleDecode)
-	if ec.Role != engine.RoleDecode || ec.Semantics != engine.SemanticsSGLang || ec.MaxQueuedRequests != 32 ||
-		ec.ContextLength != 524288 || ec.MemFractionStatic != 0.5 || ec.CudaGraphMaxBS != 96 ||
-		!ec.DisableOverlapSchedule || ec.TransferTimeout != 15*time.Second || ec.PreallocTimeout != -time.Second ||
-		ec.PageSize != 32 {
-		t.Fatalf("engine config %+v", ec)
-	}
-	if err := ec.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	want := engine.DefaultConfig()
+	want.Role, want.Semantics, want.MaxQueuedRequests, want.ContextLength = engine.RoleDecode, engine.SemanticsSGLang, 32, 524288
+	want.MemFractionStatic, want.CudaGraphMaxBS, want.DisableOverlapSchedule = 0.5, 96, true
+	want.TransferTimeout, want.PreallocTimeout, want.PageSize = 15*time.Second, -time.Second, 32
+	want.ChunkedPrefillSize, want.RetryAfter = 0, 2*time.Second
+	assert.Equal(t, want, ec)
+	require.NoError(t, ec.Validate())
 	kc := f.kernelsConfig()
-	if kc.Backend != "simtime" || kc.PageSize != 32 || kc.Seed != 9 || kc.Model != "m" {
-		t.Fatalf("kernels config %+v", kc)
-	}
+	assert.Equal(t, "simtime", kc.Backend)
+	assert.Equal(t, 32, kc.PageSize)
+	assert.Equal(t, uint64(9), kc.Seed)
+	assert.Equal(t, "m", kc.Model)
 }
 
 func TestExitCode(t *testing.T) {
-	if ExitCode(nil) != 0 || ExitCode(context.Canceled) != 1 || ExitCode(&UsageError{Err: context.Canceled}) != 2 {
-		t.Fatal("exit codes")
-	}
+	assert.Equal(t, 0, ExitCode(nil))
+	assert.Equal(t, 1, ExitCode(context.Canceled))
+	assert.Equal(t, 2, ExitCode(&UsageError{Err: context.Canceled}))
 }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +19,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"pdsoak/server/engine"
 )
@@ -53,12 +57,8 @@ func startWorker(t *testing.T, role engine.Role, args ...string) *testWorker {
 	f := defaultWorkerFlags()
 	fs := pflag.NewFlagSet(string(role), pflag.ContinueOnError)
 	f.register(fs, role == rolePrefill)
-	if err := fs.Parse(append([]string{"--port", "0", "--disaggregation-bootstrap-port", "0"}[:condLen(role)], args...)); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.validate(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, fs.Parse(append([]string{"--port", "0", "--disaggregation-bootstrap-port", "0"}[:condLen(role)], args...)))
+	require.NoError(t, f.validate())
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &testWorker{cancel: cancel, done: make(chan error, 1), logs: &lockedBuffer{}}
 	ready := make(chan string, 1)
@@ -223,9 +223,7 @@ func TestGreedyDeterminism(t *testing.T) {
 	var first string
 	for i := 0; i < 2; i++ {
 		resp, err := c.Chat.Completions.New(ctx, chatParams("Where do the boats come in?", 32))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if i == 0 {
 			first = resp.Choices[0].Message.Content
 		} else if resp.Choices[0].Message.Content != first {
@@ -349,9 +347,7 @@ func TestBadInputKeepsServerHealthy(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			st, hdr, body, err := rawPost(t, ctx, w.url+tc.path, tc.body)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			var er struct {
 				Error *struct {
 					Message string `json:"message"`
@@ -424,9 +420,7 @@ func TestShutdownEndsInFlight(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := w.stop(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, w.stop())
 	r := <-got
 	if r.err != nil {
 		t.Fatalf("in-flight request got a transport error instead of an explicit end: %v", r.err)
@@ -508,27 +502,47 @@ func TestClientDisconnectColocated(t *testing.T) {
 	waitIdle(t, w)
 }
 
+// TestFaultInjectionAdmin serves the admin API only with --enable-fault-injection, with
+// the token from the environment or from a file, and never writes the token to the logs.
 func TestFaultInjectionAdmin(t *testing.T) {
 	off := startWorker(t, roleColocated)
-	if st, _ := getText(t, off.url+"/admin/failpoints"); st != 404 {
-		t.Fatalf("admin API present without --enable-fault-injection: %d", st)
+	st, _ := getText(t, off.url+"/admin/failpoints")
+	require.Equal(t, http.StatusNotFound, st, "admin API present without --enable-fault-injection")
+
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("  f1le-s3cret\n"), 0o600))
+	tests := []struct {
+		name  string
+		env   string
+		args  []string
+		token string
+	}{
+		{"from the environment", "env-s3cret", nil, "env-s3cret"},
+		{"from a file, trimmed", "", []string{"--fault-injection-token-file", tokenFile}, "f1le-s3cret"},
+		{"the file wins over the environment", "env-s3cret", []string{"--fault-injection-token-file", tokenFile}, "f1le-s3cret"},
 	}
-	on := startWorker(t, roleColocated, "--enable-fault-injection", "--fault-injection-token", "s3cret")
-	if st, _ := getText(t, on.url+"/admin/failpoints"); st != 401 {
-		t.Fatalf("admin API without token: %d, want 401", st)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, on.url+"/admin/failpoints", nil)
-	req.Header.Set("Authorization", "Bearer s3cret")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), "failpoints") {
-		t.Fatalf("admin API with token: %d %s", resp.StatusCode, body)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(FaultTokenEnv, tc.env)
+			on := startWorker(t, roleColocated, append([]string{"--enable-fault-injection", "--log-level", "debug"}, tc.args...)...)
+			st, _ := getText(t, on.url+"/admin/failpoints")
+			require.Equal(t, http.StatusUnauthorized, st, "admin API without a token")
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, on.url+"/admin/failpoints", nil)
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode, "admin API with the token: %s", body)
+			assert.Contains(t, string(body), "failpoints")
+			require.NoError(t, on.stop())
+			assert.NotContains(t, on.logs.String(), tc.token, "the token is in the logs")
+			if tc.env != "" {
+				assert.NotContains(t, on.logs.String(), tc.env, "the token is in the logs")
+			}
+		})
 	}
 }
 
@@ -536,9 +550,7 @@ func TestFaultInjectionAdmin(t *testing.T) {
 // --backend tinyref --seed 1`) and answers an openai-go streaming chat request.
 func TestRootCommandServes(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	root := NewRootCommand()

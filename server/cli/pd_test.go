@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/kernels"
 	"pdsoak/server/gen"
 	"pdsoak/sse"
@@ -120,9 +122,7 @@ func TestDecodeLegFailsWhenPrefillIsUnreachable(t *testing.T) {
 	body, _ := json.Marshal(gen.WorkerRequest{RID: "lost", InputIDs: kernels.Tokenizer{}.EncodeWithBOS("hello"),
 		SamplingParams: gen.WorkerSampling{MaxNewTokens: 4}, BootstrapRoom: &room, BootstrapAddr: "127.0.0.1:1"})
 	st, _, b, err := rawPost(t, ctx, dec.url+"/generate", string(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var er struct {
 		Error struct{ Type string } `json:"error"`
 	}

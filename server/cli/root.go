@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"pdsoak/version"
 )
 
 // extraCommands are added to the root command by other files of this package (router.go
@@ -17,20 +21,30 @@ import (
 var extraCommands []func() *cobra.Command
 
 // NewRootCommand returns the pdserver command: colocated, prefill and decode workers, plus
-// every command registered in extraCommands.
+// every command registered in extraCommands, shell completion and --version.
 func NewRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "pdserver",
 		Short: "Reference prefill/decode-disaggregated LLM server (SGLang's PD mode, on loopback)",
 		Long: `pdserver runs the processes of the reference server: a colocated worker (both phases),
 prefill and decode workers of a PD deployment, and the router in front of them. Flags use
-SGLang's names (--max-queued-requests, --context-length, --mem-fraction-static, ...).`,
-		SilenceUsage: true,
+SGLang's names (--max-queued-requests, --context-length, --mem-fraction-static, ...).
+
+Exit codes: 0 clean stop, 1 failure, 2 bad command line.`,
+		Version:       version.String(),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// Under another binary (harness pdserver) unknown commands reach RunE as args.
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			_ = cmd.Help()
-			return usageErrorf("pdserver: a command is required")
+			if len(args) > 0 {
+				return unknownCommand(cmd, args[0])
+			}
+			fmt.Fprint(cmd.ErrOrStderr(), cmd.UsageString())
+			return usageErrorf("a command is required")
 		},
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &UsageError{Err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
@@ -39,6 +53,54 @@ SGLang's names (--max-queued-requests, --context-length, --mem-fraction-static, 
 		root.AddCommand(f())
 	}
 	return root
+}
+
+// unknownCommand is the usage error for name, with cobra's "did you mean" suggestions.
+func unknownCommand(cmd *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, cmd.CommandPath())
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return usageErrorf("%s (see %s --help)", msg, cmd.CommandPath())
+}
+
+// Execute runs pdserver with args and returns the process exit code: errors are printed
+// on stderr by ErrorText.
+func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := NewRootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, ErrorText(err))
+	}
+	return ExitCode(err)
+}
+
+// internalPrefix matches the package prefixes errors carry inside the program ("cli: ",
+// "engine: ", ...); a user of pdserver has no use for them.
+var internalPrefix = regexp.MustCompile(`(^|\n|: )(?:(?:cli|engine|scheduler|kvpool|kernels|kvtransfer|launcher|supervisor|failpoint|api|gen|config): )+`)
+
+// userMessage is err's text without internal package prefixes.
+func userMessage(err error) string {
+	return internalPrefix.ReplaceAllString(err.Error(), "$1")
+}
+
+// ErrorText is err as pdserver prints it: every line prefixed "pdserver: ", internal
+// package prefixes removed. A binary that embeds the pdserver command prints its errors
+// with it.
+func ErrorText(err error) string {
+	if err == nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(userMessage(err), "\n"), "\n")
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "pdserver") {
+			lines[i] = "pdserver: " + l
+		}
+	}
+	return strings.Join(lines, "\n")
 }
 
 // UsageError is a bad command line: an unknown flag, a bad flag value, a stray argument.

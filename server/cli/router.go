@@ -94,34 +94,35 @@ The model name and context length are read from the first decode worker's /serve
 func (f *routerFlags) workers() ([]router.Worker, []router.Worker, []router.Option, error) {
 	var errs []error
 	bad := func(flag, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("--%s: %s", flag, fmt.Sprintf(format, args...)))
+		errs = append(errs, fmt.Errorf("--%s %s", flag, fmt.Sprintf(format, args...)))
 	}
 	if f.port < 0 || f.port > 65535 {
 		bad("port", "must be in [0, 65535] (got %d)", f.port)
 	}
 	if len(f.prefill) == 0 {
-		bad("prefill", "at least one prefill worker URL is required")
+		bad("prefill", "is required: a prefill worker URL (repeatable)")
 	}
 	if len(f.decode) == 0 {
-		bad("decode", "at least one decode worker URL is required")
+		bad("decode", "is required: a decode worker URL (repeatable)")
 	}
 	if len(f.prefillBoot) != 0 && len(f.prefillBoot) != len(f.prefill) {
-		bad("prefill-bootstrap", "given %d times for %d --prefill; give it for every prefill worker or none", len(f.prefillBoot), len(f.prefill))
+		bad("prefill-bootstrap", "is given %s for %s; give it once per --prefill or not at all",
+			plural(len(f.prefillBoot), "time"), plural(len(f.prefill), "prefill worker"))
 	}
 	if f.healthInterval <= 0 {
-		bad("health-interval", "must be > 0")
+		bad("health-interval", "must be > 0 (got %s)", time.Duration(f.healthInterval))
 	}
 	if f.healthTimeout <= 0 {
-		bad("health-timeout", "must be > 0")
+		bad("health-timeout", "must be > 0 (got %s)", time.Duration(f.healthTimeout))
 	}
 	if f.maxRetries < 0 {
-		bad("max-retries", "must be >= 0")
+		bad("max-retries", "must be >= 0 (got %d)", f.maxRetries)
 	}
 	if f.contextLength < 0 {
-		bad("context-length", "must be >= 0")
+		bad("context-length", "must be >= 0 (got %d)", f.contextLength)
 	}
 	if f.requestTimeout < 0 {
-		bad("request-timeout", "must be >= 0")
+		bad("request-timeout", "must be >= 0 (got %s)", time.Duration(f.requestTimeout))
 	}
 	if _, err := parseLevel(f.logLevel); err != nil {
 		bad("log-level", "%v", err)
@@ -149,15 +150,23 @@ func (f *routerFlags) workers() ([]router.Worker, []router.Worker, []router.Opti
 	for _, l := range f.kvLinks {
 		p, d, addr, err := parseKVLink(l)
 		if err == nil && (p >= len(ps) || d >= len(ds)) {
-			err = fmt.Errorf("there are %d prefill and %d decode workers", len(ps), len(ds))
+			err = fmt.Errorf("the router has %s and %s (indexes from 0)", plural(len(ps), "prefill worker"), plural(len(ds), "decode worker"))
 		}
 		if err != nil {
-			bad("kv-link", "%q: %v", l, err)
+			bad("kv-link", "%q: %s", l, userMessage(err))
 			continue
 		}
 		opts = append(opts, router.WithKVLink(strings.TrimRight(ps[p].URL, "/"), strings.TrimRight(ds[d].URL, "/"), addr))
 	}
 	return ps, ds, opts, errors.Join(errs...)
+}
+
+// plural is "1 time", "2 times".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // parseKVLink parses "P:D=host:port" (P and D are worker indexes from 0).

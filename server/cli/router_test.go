@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestParseKVLink(t *testing.T) {
@@ -56,14 +59,11 @@ func TestRouterFlagsEveryProblemAtOnce(t *testing.T) {
 	f := &routerFlags{port: -1, prefill: []string{"http://a"}, prefillBoot: []string{"x", "y"},
 		kvLinks: []string{"5:0=127.0.0.1:1"}, logLevel: "loud", logFormat: "xml"}
 	_, _, _, err := f.workers()
-	if err == nil {
-		t.Fatal("accepted")
-	}
+	require.Error(t, err)
 	for _, flag := range []string{"--port", "--decode", "--prefill-bootstrap", "--health-interval", "--kv-link", "--log-level", "--log-format"} {
-		if !strings.Contains(err.Error(), flag) {
-			t.Errorf("error does not name %s: %v", flag, err)
-		}
+		assert.Contains(t, err.Error(), flag)
 	}
+	assert.Contains(t, err.Error(), "--prefill-bootstrap is given 2 times for 1 prefill worker")
 }
 
 // TestRouterEqualsColocated runs the router command in process over real prefill and

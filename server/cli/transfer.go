@@ -75,7 +75,7 @@ func newTransfer(role engine.Role, b kernels.Backend, f *workerFlags, reg promet
 		}
 	}
 	opts := append([]kvtransfer.Option{kvtransfer.WithLogger(log), kvtransfer.WithOnComplete(t.onComplete)}, extra...)
-	opts = append(opts, semanticsOptions(engine.Semantics(f.semantics))...)
+	opts = append(opts, semanticsOptions(f.limits.Semantics)...)
 	switch role {
 	case rolePrefill:
 		opts = append(opts,

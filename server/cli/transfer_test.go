@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -83,7 +85,7 @@ func newXferPair(t *testing.T, sem engine.Semantics, preOpts, decOpts []kvtransf
 	log := slog.New(slog.DiscardHandler)
 	f := defaultWorkerFlags()
 	f.bootstrapPort = 0
-	f.semantics = string(sem)
+	f.limits.Semantics = sem
 	p := &xferPair{preSink: newRecSink(), decSink: newRecSink()}
 	var err error
 	for _, kv := range []**kernels.KVStore{&p.preKV, &p.decKV} {
@@ -110,9 +112,7 @@ func newXferPair(t *testing.T, sem engine.Semantics, preOpts, decOpts []kvtransf
 func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	t.Helper()
 	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Write(&m))
 	return m.GetCounter().GetValue()
 }
 

@@ -20,7 +20,6 @@ import (
 	"pdsoak/server/api"
 	"pdsoak/server/engine"
 	"pdsoak/server/failpoint"
-	"pdsoak/server/kvpool"
 )
 
 const (
@@ -32,17 +31,22 @@ const (
 // engineShutdownBound bounds the engine's own shutdown after the HTTP server stopped.
 const engineShutdownBound = 10 * time.Second
 
-var roleHelp = map[engine.Role]string{
-	roleColocated: "Run a colocated worker: prefill and decode in one process, the OpenAI API on --port",
-	rolePrefill:   "Run a prefill worker of a PD deployment (KV bootstrap server on --disaggregation-bootstrap-port)",
-	roleDecode:    "Run a decode worker of a PD deployment (receives KV from prefill workers)",
+// roleHelp is the short help of a worker command.
+func roleHelp(role engine.Role) string {
+	switch role {
+	case rolePrefill:
+		return "Run a prefill worker of a PD deployment (KV bootstrap server on --disaggregation-bootstrap-port)"
+	case roleDecode:
+		return "Run a decode worker of a PD deployment (receives KV from prefill workers)"
+	}
+	return "Run a colocated worker: prefill and decode in one process, the OpenAI API on --port"
 }
 
 func newWorkerCommand(role engine.Role) *cobra.Command {
 	f := defaultWorkerFlags()
 	cmd := &cobra.Command{
 		Use:   string(role),
-		Short: roleHelp[role],
+		Short: roleHelp(role),
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := f.validate(); err != nil {
@@ -61,15 +65,14 @@ func newWorkerCommand(role engine.Role) *cobra.Command {
 	return cmd
 }
 
-// poolPages sizes the KV pool in pages: from --max-total-tokens, or from
-// --mem-fraction-static × --device-memory-gb ÷ the model's KV bytes per token, or the
-// backend's default store when neither is given.
+// poolPages sizes the KV pool in pages (engine.PoolPages), or the backend's default
+// store when neither --max-total-tokens nor --device-memory-gb is given.
 func poolPages(f *workerFlags, info kernels.ModelInfo) (int, error) {
-	if f.maxTotalTokens == 0 && f.deviceMemoryGB == 0 {
-		return kernels.DefaultNumPages, nil
+	n, err := engine.PoolPages(f.engineConfig(roleColocated), info, f.pageSize())
+	if n == 0 && err == nil {
+		n = kernels.DefaultNumPages
 	}
-	return kvpool.Capacity(kvpool.CapacityConfig{MaxTotalTokens: f.maxTotalTokens, MemFractionStatic: f.memFraction,
-		DeviceMemoryGB: f.deviceMemoryGB, PageSize: f.pageSize}, info)
+	return n, err
 }
 
 // worker is a built, not yet serving, worker process.
@@ -94,7 +97,7 @@ func buildWorker(role engine.Role, f *workerFlags, logw ioWriter) (*worker, erro
 	kc := f.kernelsConfig()
 	info, err := kernels.Describe(kc)
 	if err != nil {
-		return nil, &UsageError{Err: err}
+		return nil, &UsageError{Err: fmt.Errorf("--backend %s --model-name %s: %w", f.backend, f.modelName, err)}
 	}
 	pages, err := poolPages(f, info)
 	if err != nil {
@@ -103,12 +106,13 @@ func buildWorker(role engine.Role, f *workerFlags, logw ioWriter) (*worker, erro
 	kc.NumPages = pages
 	backend, err := kernels.New(kc)
 	if err != nil {
-		return nil, &UsageError{Err: err}
+		return nil, &UsageError{Err: fmt.Errorf("a KV pool of %d pages (--max-total-tokens, or --mem-fraction-static × --device-memory-gb): %w", pages, err)}
 	}
 	w := &worker{log: log, grace: time.Duration(f.shutdownGrace), info: map[string]any{
-		"semantics": f.semantics, "backend": f.backend, "page_size": f.pageSize, "pool_pages": pages,
-		"pool_tokens": pages * f.pageSize, "max_queued_requests": f.maxQueued, "max_running_requests": f.maxRunning,
-		"kv_bytes_per_token": info.ModelKVBytesPerToken, "seed": f.seed, "vocab_size": info.VocabSize,
+		"semantics": f.limits.Semantics, "backend": f.backend, "page_size": f.pageSize(), "pool_pages": pages,
+		"pool_tokens": pages * f.pageSize(), "max_queued_requests": f.limits.MaxQueuedRequests,
+		"max_running_requests": f.limits.MaxRunningRequests,
+		"kv_bytes_per_token":   info.ModelKVBytesPerToken, "seed": f.seed, "vocab_size": info.VocabSize,
 	}}
 	if f.backend != kernels.BackendTinyRef {
 		w.info["sim_profile"] = f.simProfile
@@ -141,7 +145,7 @@ func buildWorker(role engine.Role, f *workerFlags, logw ioWriter) (*worker, erro
 	}
 	w.ln = ln
 	hopts := []api.Option{
-		api.WithModelName(f.modelName), api.WithContextLength(f.contextLength), api.WithVocabSize(info.VocabSize),
+		api.WithModelName(f.modelName), api.WithContextLength(f.limits.ContextLength), api.WithVocabSize(info.VocabSize),
 		api.WithGatherer(reg), api.WithLogger(log), api.WithRole(string(role)), api.WithServerInfo(w.info),
 	}
 	if f.enableFaultInjection {

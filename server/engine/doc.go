@@ -28,6 +28,10 @@
 // working while the loop is stuck; strict /health also fails when a step has not
 // returned within the watchdog timeout.
 //
+// Config embeds scheduler.Limits (validated once, by Limits.Validate) and adds only the
+// role. Warnings that repeat under load (KV retractions) are bounded by an x/time/rate
+// limiter on the engine's clock (WithWarnEvery).
+//
 // Use:
 //
 //	e, err := engine.New(backend, engine.DefaultConfig(), engine.WithRegisterer(reg))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 
 	"pdsoak/kernels"
 	"pdsoak/server/failpoint"
@@ -41,6 +42,10 @@ type Engine struct {
 	lastThruAt   time.Time
 	lastThruToks uint64
 	lastSnapAt   time.Time
+	// retractLog bounds the retraction warnings; retractsUnlogged counts the
+	// retractions since the last one.
+	retractLog       *rate.Limiter
+	retractsUnlogged int
 
 	// Inbox: any goroutine appends, the loop drains.
 	mu    sync.Mutex
@@ -75,43 +80,10 @@ var (
 	_ gen.Inspector = (*Engine)(nil)
 )
 
-// resolved holds the bounds after semantics defaults (0: off).
+// resolved holds the pool and the timeouts in force (0: off).
 type resolved struct {
-	pages, pageSize                                          int
-	bootstrap, prealloc, transfer, waiting, running, request time.Duration
-	watchdog                                                 time.Duration
-}
-
-func pick(v, def time.Duration) time.Duration {
-	switch {
-	case v < 0:
-		return 0
-	case v == 0:
-		return def
-	}
-	return v
-}
-
-// Resolved bounds: strict and SGLang defaults (see Config).
-func (c Config) resolve() resolved {
-	if c.Semantics == SemanticsSGLang {
-		return resolved{
-			bootstrap: pick(c.BootstrapTimeout, 300*time.Second),
-			waiting:   pick(c.WaitingTimeout, 0),
-			running:   pick(c.RunningTimeout, 0),
-			request:   pick(c.RequestTimeout, 0),
-			watchdog:  pick(c.WatchdogTimeout, 300*time.Second),
-		}
-	}
-	return resolved{
-		bootstrap: pick(c.BootstrapTimeout, 30*time.Second),
-		prealloc:  pick(c.PreallocTimeout, 30*time.Second),
-		transfer:  pick(c.TransferTimeout, 15*time.Second),
-		waiting:   pick(c.WaitingTimeout, 60*time.Second),
-		running:   pick(c.RunningTimeout, 0),
-		request:   pick(c.RequestTimeout, 300*time.Second),
-		watchdog:  pick(c.WatchdogTimeout, 30*time.Second),
-	}
+	pages, pageSize int
+	scheduler.Bounds
 }
 
 // PoolPages is the KV pool size in pages for cfg and a backend described by info: from
@@ -142,7 +114,7 @@ func New(b kernels.Backend, cfg Config, opts ...Option) (*Engine, error) {
 	for _, fn := range opts {
 		fn(&o)
 	}
-	e := &Engine{b: b, info: b.Info(), cfg: cfg, res: cfg.resolve(), log: o.logger, clock: o.clock,
+	e := &Engine{b: b, info: b.Info(), cfg: cfg, res: resolved{Bounds: cfg.Bounds()}, log: o.logger, clock: o.clock,
 		tick: o.tick, xfer: o.transfer, streams: map[uint64]*stream{}, behind: map[uint64]*stream{}, wake: make(chan struct{}, 1),
 		drainReq: make(chan struct{}), forceReq: make(chan struct{}), done: make(chan struct{})}
 	if e.log == nil {
@@ -153,8 +125,12 @@ func New(b kernels.Backend, cfg Config, opts ...Option) (*Engine, error) {
 		e.clock = realClock{}
 	}
 	if e.tick <= 0 {
-		e.tick = 20 * time.Millisecond
+		e.tick = DefaultTickInterval
 	}
+	if o.warnEvery <= 0 {
+		o.warnEvery = DefaultWarnEvery
+	}
+	e.retractLog = rate.NewLimiter(rate.Every(o.warnEvery), 1)
 	kv := b.KV()
 	if kv == nil {
 		return nil, errors.New("engine: backend has no KV store")
@@ -180,17 +156,10 @@ func New(b kernels.Backend, cfg Config, opts ...Option) (*Engine, error) {
 	if cfg.Role != RoleColocated && e.xfer == nil {
 		return nil, fmt.Errorf("engine: the %s role needs WithTransfer", cfg.Role)
 	}
-	e.sched, err = scheduler.New(scheduler.Config{
-		Role: cfg.Role, Semantics: cfg.Semantics, Pages: pages, PageSize: e.res.pageSize,
-		VocabSize: e.info.VocabSize, EOS: e.info.EOS,
-		MaxQueuedRequests: cfg.MaxQueuedRequests, MaxRunningRequests: cfg.MaxRunningRequests,
-		CudaGraphMaxBS: cfg.CudaGraphMaxBS, ContextLength: cfg.ContextLength, MaxPrefillTokens: cfg.MaxPrefillTokens,
-		ChunkedPrefillSize: cfg.ChunkedPrefillSize,
-		BootstrapTimeout:   e.res.bootstrap, PreallocTimeout: e.res.prealloc, TransferTimeout: e.res.transfer,
-		WaitingTimeout: e.res.waiting, RunningTimeout: e.res.running, RequestTimeout: e.res.request,
-		WatchdogTimeout: e.res.watchdog, RetryAfter: cfg.RetryAfter,
-		ReservedDecodeTokens: cfg.ReservedDecodeTokens, DecodeLogInterval: cfg.DecodeLogInterval,
-	})
+	limits := cfg.Limits
+	limits.PageSize = e.res.pageSize
+	e.sched, err = scheduler.New(scheduler.Config{Role: cfg.Role, Limits: limits, Pages: pages,
+		VocabSize: e.info.VocabSize, EOS: e.info.EOS})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -334,8 +303,8 @@ func (e *Engine) Generate(ctx context.Context, req *gen.Request) (<-chan gen.Eve
 	a := &arrival{ctx: ctx, req: req, reply: make(chan admitResult, 1)}
 	e.post(a)
 	var timeout <-chan time.Time
-	if e.cfg.Semantics == SemanticsStrict && e.res.watchdog > 0 {
-		timeout = e.clock.After(e.res.watchdog)
+	if e.cfg.Semantics == SemanticsStrict && e.res.Watchdog > 0 {
+		timeout = e.clock.After(e.res.Watchdog)
 	}
 	var cause error
 	select {
@@ -346,7 +315,7 @@ func (e *Engine) Generate(ctx context.Context, req *gen.Request) (<-chan gen.Eve
 	case <-e.done:
 		cause = fmt.Errorf("engine: stopped: %w", gen.ErrUnavailable)
 	case <-timeout:
-		cause = fmt.Errorf("engine: scheduler did not answer within %s: %w", e.res.watchdog, gen.ErrUnavailable)
+		cause = fmt.Errorf("engine: scheduler did not answer within %s: %w", e.res.Watchdog, gen.ErrUnavailable)
 	}
 	a.mu.Lock()
 	a.gone = true
@@ -403,7 +372,7 @@ func (e *Engine) Healthy() error {
 		return fmt.Errorf("engine: shutting down: %w", gen.ErrUnavailable)
 	}
 	now := e.clock.Now()
-	wd := e.res.watchdog
+	wd := e.res.Watchdog
 	if wd > 0 {
 		if e.cfg.Semantics == SemanticsSGLang {
 			if s := e.stepAt.Load(); s != 0 && now.Sub(time.Unix(0, s)) >= wd && now.Sub(time.Unix(0, e.outputAt.Load())) >= wd {
@@ -413,7 +382,7 @@ func (e *Engine) Healthy() error {
 		}
 		if n := e.live.Load(); n > 0 {
 			if idle := now.Sub(time.Unix(0, e.progressAt.Load())); idle >= wd {
-				return fmt.Errorf("engine: watchdog: no progress for %s with %d requests in flight", idle.Round(time.Millisecond), n)
+				return fmt.Errorf("engine: watchdog: no progress for %s with %s in flight", idle.Round(time.Millisecond), plural(int(n), "request"))
 			}
 		}
 		if s := e.stepAt.Load(); s != 0 && now.Sub(time.Unix(0, s)) >= wd {
@@ -433,3 +402,11 @@ func (s sink) Received(room uint64, firstToken int, err error) {
 	s.e.post(receivedEv{room: room, tok: firstToken, err: err})
 }
 func (s sink) Sent(room uint64, err error) { s.e.post(sentEv{room: room, err: err}) }
+
+// plural is "1 request", "2 requests".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -7,12 +7,15 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"pdsoak/kernels"
@@ -29,9 +32,7 @@ const bound = 20 * time.Second
 func startEngine(t *testing.T, b kernels.Backend, cfg Config, opts ...Option) *Engine {
 	t.Helper()
 	e, err := New(b, cfg, append([]Option{WithLogger(quiet)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), bound)
@@ -48,9 +49,7 @@ func tinyref(t *testing.T, pages int) kernels.Backend {
 	kc := kernels.DefaultConfig()
 	kc.NumPages = pages
 	b, err := kernels.New(kc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b
 }
 
@@ -107,13 +106,7 @@ func generate(t *testing.T, e *Engine, req *gen.Request) result {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	require.Eventually(t, cond, bound, 2*time.Millisecond, "waiting for %s", what)
 }
 
 func idle(e *Engine) bool {
@@ -152,9 +145,7 @@ func TestBatchInvariance(t *testing.T) {
 	chans := make([]<-chan gen.Event, len(reqs))
 	for i, r := range reqs {
 		ch, err := e.Generate(context.Background(), r)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		chans[i] = ch
 	}
 	for i := range reqs {
@@ -252,9 +243,7 @@ func TestAbortFreesPages(t *testing.T) {
 	e := startEngine(t, fb, DefaultConfig())
 	ctx, cancel := context.WithCancel(context.Background())
 	ch, err := e.Generate(ctx, &gen.Request{ID: "ab", Prompt: []int{0, 9, 9, 9, 9, 9}, MaxTokens: 200, IgnoreEOS: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	first := <-ch
 	if len(first.Tokens) == 0 || first.Done {
 		t.Fatalf("first event %+v", first)
@@ -277,9 +266,7 @@ func TestSlowClient(t *testing.T) {
 	e := startEngine(t, newFakeBackend(64, 4), DefaultConfig())
 	req := &gen.Request{ID: "s", Prompt: []int{0, 3, 4}, MaxTokens: 100, IgnoreEOS: true}
 	ch, err := e.Generate(context.Background(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	waitFor(t, "request done", func() bool { return idle(e) })
 	slow := collect(t, ch)
 	fast := generate(t, e, req)
@@ -292,12 +279,14 @@ func TestSlowClient(t *testing.T) {
 }
 
 // TestRetractionRecomputes: a pool too small for every running request forces
-// retraction; outputs still match the requests run alone.
+// retraction; outputs still match the requests run alone, and the retraction warning is
+// written once per WithWarnEvery however often it happens.
 func TestRetractionRecomputes(t *testing.T) {
 	cfg := DefaultConfig()
 	fb := newFakeBackend(10, 4)
 	fb.step = time.Millisecond
-	e := startEngine(t, fb, cfg)
+	logs := &syncBuffer{}
+	e := startEngine(t, fb, cfg, WithLogger(slog.New(slog.NewTextHandler(logs, nil))), WithWarnEvery(time.Hour))
 	reqs := make([]*gen.Request, 3)
 	for i := range reqs {
 		reqs[i] = &gen.Request{ID: fmt.Sprint("r", i), Prompt: []int{0, 10 + i, 11, 12, 13, 14}, MaxTokens: 10, IgnoreEOS: true}
@@ -309,22 +298,31 @@ func TestRetractionRecomputes(t *testing.T) {
 	chans := make([]<-chan gen.Event, 3)
 	for i, r := range reqs {
 		ch, err := e.Generate(context.Background(), r)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		chans[i] = ch
 	}
 	for i := range chans {
 		r := collect(t, chans[i])
-		if r.done.Err != nil || !slices.Equal(r.tokens, alone[i]) {
-			t.Fatalf("request %d: %v (err %v), alone %v", i, r.tokens, r.done.Err, alone[i])
-		}
+		require.NoError(t, r.done.Err, "request %d", i)
+		require.Equal(t, alone[i], r.tokens, "request %d", i)
 	}
-	if value(e.m.retractions) == 0 {
-		t.Fatal("expected retractions with 10 pages for 3 × 16 tokens")
-	}
+	require.NotZero(t, value(e.m.retractions), "expected retractions with 10 pages for 3 × 16 tokens")
 	waitFor(t, "idle", func() bool { return idle(e) })
+	assert.Equal(t, 1, strings.Count(logs.String(), "requests retracted"), "%v retractions", value(e.m.retractions))
 }
+
+// syncBuffer is a log sink shared by the engine's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestStageTimeouts runs the engine on a manual clock: a request stuck behind a running
 // one expires with a waiting-stage timeout, and the total bound ends the running one.
@@ -339,13 +337,9 @@ func TestStageTimeouts(t *testing.T) {
 	cfg.WatchdogTimeout = -1
 	e := startEngine(t, fb, cfg, WithClock(clk))
 	a, err := e.Generate(context.Background(), &gen.Request{ID: "a", Prompt: []int{0, 5, 6}, MaxTokens: 1000, IgnoreEOS: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b, err := e.Generate(context.Background(), &gen.Request{ID: "b", Prompt: []int{0, 7, 8}, MaxTokens: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var bDone gen.Event
 	var aTokens int
 	for step := 0; step < 100 && !bDone.Done; step++ {
@@ -391,16 +385,12 @@ func TestShutdownErrorsInFlight(t *testing.T) {
 	fb := newFakeBackend(1100, 4)
 	fb.step = time.Millisecond
 	e, err := New(fb, DefaultConfig(), WithLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e.Start()
 	var chans []<-chan gen.Event
 	for i := range 6 {
 		ch, err := e.Generate(context.Background(), &gen.Request{ID: fmt.Sprint("s", i), Prompt: []int{0, 4, 4}, MaxTokens: 4000, IgnoreEOS: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		chans = append(chans, ch)
 	}
 	<-chans[0]
@@ -425,19 +415,13 @@ func TestShutdownErrorsInFlight(t *testing.T) {
 // TestShutdownDrains: with time to spare, Shutdown lets requests finish normally.
 func TestShutdownDrains(t *testing.T) {
 	e, err := New(newFakeBackend(64, 4), DefaultConfig(), WithLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e.Start()
 	ch, err := e.Generate(context.Background(), &gen.Request{ID: "d", Prompt: []int{0, 4}, MaxTokens: 50, IgnoreEOS: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	if err := e.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, e.Shutdown(ctx))
 	if r := collect(t, ch); r.done.Err != nil || len(r.tokens) != 50 {
 		t.Fatalf("drained request: %d tokens, %v", len(r.tokens), r.done.Err)
 	}
@@ -538,9 +522,7 @@ func TestSimTimeAndPaced(t *testing.T) {
 			kc := kernels.DefaultConfig()
 			kc.Backend, kc.NumPages, kc.Profile = name, 256, "tiny-cpu"
 			b, err := kernels.New(kc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			e := startEngine(t, b, DefaultConfig())
 			a, c := generate(t, e, req), generate(t, e, req)
 			if a.done.Err != nil || len(a.tokens) != 6 || !slices.Equal(a.tokens, c.tokens) {
@@ -555,12 +537,8 @@ func TestSimTimeAndPaced(t *testing.T) {
 
 func TestShutdownBeforeStart(t *testing.T) {
 	e, err := New(newFakeBackend(16, 4), DefaultConfig(), WithLogger(quiet))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, e.Shutdown(context.Background()))
 	e.Start() // no-op after Shutdown
 	if _, err := e.Generate(context.Background(), &gen.Request{ID: "x", Prompt: []int{0}, MaxTokens: 1}); !errors.Is(err, gen.ErrUnavailable) {
 		t.Fatalf("generate: %v", err)

@@ -170,7 +170,8 @@ func (e *Engine) admit(now time.Time, a *arrival) {
 	seq, err := e.sched.Arrive(now, a.req)
 	if err != nil {
 		e.m.refused.WithLabelValues(gen.ErrorKind(err)).Inc()
-		e.log.Info("request refused", "rid", a.req.ID, "err", err)
+		// The API logs the refusal (rate-limited under overload); this is the detail.
+		e.log.Debug("request refused", "rid", a.req.ID, "err", err)
 		a.reply <- admitResult{err: err}
 		return
 	}
@@ -207,7 +208,13 @@ func (e *Engine) apply(now time.Time, rd scheduler.Ready) {
 	}
 	if n := len(rd.Retracted); n > 0 {
 		e.m.retractions.Add(float64(n))
-		e.log.Warn("kv pool exhausted: requests retracted", "count", n)
+		// Under KV pressure this repeats every few steps: at most one line per
+		// retractLogEvery, counting every retraction since the previous line.
+		e.retractsUnlogged += n
+		if e.retractLog.AllowN(now, 1) {
+			e.log.Warn("kv pool exhausted: requests retracted", "count", e.retractsUnlogged)
+			e.retractsUnlogged = 0
+		}
 	}
 	for seq, st := range e.behind { // clients that were behind may have read since
 		if st.flush() {

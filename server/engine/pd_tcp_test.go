@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/kernels"
 	"pdsoak/server/gen"
 	"pdsoak/server/kvtransfer"
@@ -112,9 +114,7 @@ func TestPDOverTCP(t *testing.T) {
 		sends: map[uint64]context.CancelFunc{}, done: map[uint64]chan struct{}{}}
 	pt.sender = kvtransfer.NewSender(pb.KV(), kvtransfer.WithLogger(quiet), kvtransfer.WithHook(hook),
 		kvtransfer.WithOnRegister(func(r kvtransfer.Registration) { pt.sink.Registered(r.Room, len(r.DestPages)) }))
-	if err := pt.sender.Listen("127.0.0.1:0"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, pt.sender.Listen("127.0.0.1:0"))
 	dt := &tcpTransfer{xfers: map[uint64]*kvtransfer.Transfer{},
 		sends: map[uint64]context.CancelFunc{}, done: map[uint64]chan struct{}{},
 		receiver: kvtransfer.NewReceiver(db.KV(), kvtransfer.WithLogger(quiet))}
@@ -131,13 +131,9 @@ func TestPDOverTCP(t *testing.T) {
 		preq.Bootstrap = &gen.Bootstrap{Room: room, Addr: addr}
 		dreq.Bootstrap = preq.Bootstrap
 		dch, err := pd.decode.Generate(context.Background(), &dreq)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		pch, err := pd.prefill.Generate(context.Background(), &preq)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		pr := collect(t, pch)
 		return collect(t, dch), pr.done
 	}

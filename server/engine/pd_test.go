@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/kernels"
 	"pdsoak/server/gen"
 )
@@ -142,13 +144,9 @@ func TestPDTransferTokenCounts(t *testing.T) {
 	preq := *dreq
 	preq.Prompt = []int{0, 5, 6, 7, 8, 9}
 	dch, err := pd.decode.Generate(context.Background(), dreq)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	pch, err := pd.prefill.Generate(context.Background(), &preq)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if r := collect(t, pch); !errors.Is(r.done.Err, gen.ErrTransfer) {
 		t.Fatalf("prefill leg: %v, want ErrTransfer", r.done.Err)
 	}
@@ -166,9 +164,7 @@ func TestPDDecodeAbort(t *testing.T) {
 	// Only the decode leg: it preallocates and waits in the transfer queue.
 	ch, err := pd.decode.Generate(ctx, &gen.Request{ID: "gone", Prompt: []int{0, 5, 6, 7, 8}, MaxTokens: 4,
 		Bootstrap: &gen.Bootstrap{Room: 3, Addr: "prefill:1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	waitFor(t, "transfer stage", func() bool {
 		rs := pd.decode.Requests()
 		return len(rs) == 1 && rs[0].Stage == "transfer" && rs[0].Room != nil && *rs[0].Room == 3 && rs[0].Pages == 2
@@ -195,14 +191,10 @@ func TestPDStrictBounds(t *testing.T) {
 	pd := startPD(t, newFakeBackend(64, 4), newFakeBackend(64, 4), pcfg, dcfg)
 	dch, err := pd.decode.Generate(context.Background(), &gen.Request{ID: "d", Prompt: []int{0, 5}, MaxTokens: 4,
 		Bootstrap: &gen.Bootstrap{Room: 1, Addr: "nowhere:1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	pch, err := pd.prefill.Generate(context.Background(), &gen.Request{ID: "p", Prompt: []int{0, 5}, MaxTokens: 4,
 		Bootstrap: &gen.Bootstrap{Room: 2}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, c := range []struct {
 		ch    <-chan gen.Event
 		stage string
@@ -251,9 +243,7 @@ func TestDecodeHeadOfLine(t *testing.T) {
 			dreq := *small
 			dreq.Bootstrap = &gen.Bootstrap{Room: 2, Addr: "p:1"}
 			sch, err := pd.decode.Generate(ctx, &dreq)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			waitFor(t, "both in prealloc", func() bool {
 				rs := pd.decode.Requests()
 				return len(rs) == 2 && rs[0].Stage == "prealloc" && rs[1].Stage == "prealloc"

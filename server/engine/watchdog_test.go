@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/server/failpoint"
 	"pdsoak/server/gen"
 )
@@ -19,14 +21,10 @@ func TestWatchdogStalledLoop(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.WatchdogTimeout = 100 * time.Millisecond
 	e := startEngine(t, newFakeBackend(64, 4), cfg)
-	if err := failpoint.Enable(failpoint.EngineStep, "pause"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, failpoint.Enable(failpoint.EngineStep, "pause"))
 	t.Cleanup(func() { _ = failpoint.Disable(failpoint.EngineStep) })
 	stuck, err := e.Generate(context.Background(), &gen.Request{ID: "stuck", Prompt: []int{0, 5}, MaxTokens: 3, IgnoreEOS: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	waitFor(t, "the step to stall", func() bool { st, _ := failpoint.Get(failpoint.EngineStep); return st.Paused == 1 })
 	queued, err := e.Generate(context.Background(), &gen.Request{ID: "queued", Prompt: []int{0, 6}, MaxTokens: 3, IgnoreEOS: true})
 	if err != nil {
@@ -45,9 +43,7 @@ func TestWatchdogStalledLoop(t *testing.T) {
 	if err := e.Healthy(); err == nil {
 		t.Fatal("healthy while the step is stalled")
 	}
-	if err := failpoint.Disable(failpoint.EngineStep); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, failpoint.Disable(failpoint.EngineStep))
 	waitFor(t, "healthy again", func() bool { return e.Healthy() == nil })
 	if r := generate(t, e, &gen.Request{ID: "after", Prompt: []int{0, 5}, MaxTokens: 3, IgnoreEOS: true}); r.done.Err != nil {
 		t.Fatalf("after the stall: %v", r.done.Err)
@@ -67,9 +63,7 @@ func TestWatchdogSGLangIdleStall(t *testing.T) {
 	// A decode leg whose prefill never sends: it sits in the transfer queue forever.
 	ch, err := pd.decode.Generate(ctx, &gen.Request{ID: "t", Prompt: []int{0, 5}, MaxTokens: 3,
 		Bootstrap: &gen.Bootstrap{Room: 9, Addr: "p:1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	waitFor(t, "transfer", func() bool {
 		rs := pd.decode.Requests()
 		return len(rs) == 1 && rs[0].Stage == "transfer" && rs[0].AgeSeconds > 0.05

@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestAdminHandlerAuth(t *testing.T) {
@@ -78,9 +80,7 @@ func TestAdminOverLoopback(t *testing.T) {
 	c := NewClient(srv.URL, "tok")
 
 	s, err := c.Enable(ctx, KVTransferSendFrame, "2*return(corrupt)")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if !s.Enabled || s.Terms != "2*return(corrupt)" || s.Name != KVTransferSendFrame {
 		t.Fatalf("Enable status = %+v", s)
 	}
@@ -100,9 +100,7 @@ func TestAdminOverLoopback(t *testing.T) {
 	if _, err := c.Get(ctx, "never"); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Fatalf("unknown Get: %v", err)
 	}
-	if err := c.Disable(ctx, KVTransferSendFrame); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Disable(ctx, KVTransferSendFrame))
 	if err := c.Disable(ctx, KVTransferSendFrame); err != nil {
 		t.Fatalf("second Disable should be quiet: %v", err)
 	}
@@ -115,9 +113,7 @@ func TestAdminOverLoopback(t *testing.T) {
 	req.Header.Set("Authorization", "Bearer tok")
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(body), `"terms":"pause"`) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -51,9 +52,7 @@ func TestEvalSequences(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := NewRegistry(quiet())
-			if err := r.Enable("a/b", tc.terms); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, r.Enable("a/b", tc.terms))
 			got := evalN(t, r, "a/b", len(tc.want))
 			for i := range got {
 				if got[i] != tc.want[i] {
@@ -73,18 +72,14 @@ func TestEvalDisabledAndUnknown(t *testing.T) {
 	if v, err := r.Eval(context.Background(), "nope"); v != "" || err != nil {
 		t.Fatalf("Eval of nothing = %q, %v", v, err)
 	}
-	if err := r.Enable("x", "return(1)"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Enable("x", "return(1)"))
 	if v, _ := r.Eval(context.Background(), "other"); v != "" {
 		t.Fatalf("other failpoint fired: %q", v)
 	}
 	if v, _ := r.Eval(context.Background(), "x"); v != "1" {
 		t.Fatalf("enabled failpoint = %q", v)
 	}
-	if err := r.Disable("x"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Disable("x"))
 	if v, _ := r.Eval(context.Background(), "x"); v != "" {
 		t.Fatalf("disabled failpoint fired: %q", v)
 	}
@@ -121,9 +116,7 @@ func TestEnableErrors(t *testing.T) {
 func TestPercentagesSeeded(t *testing.T) {
 	run := func(seed uint64) (int, []string) {
 		r := NewRegistry(WithSeed(seed), quiet())
-		if err := r.Enable("p", "30%return(y)"); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, r.Enable("p", "30%return(y)"))
 		got := evalN(t, r, "p", 2000)
 		n := 0
 		for _, v := range got {
@@ -151,9 +144,7 @@ func TestPercentagesSeeded(t *testing.T) {
 
 func TestEnableSpec(t *testing.T) {
 	r := NewRegistry(quiet())
-	if err := r.EnableSpec("engine/step=1*return(a); kvtransfer/send-frame=return(corrupt);"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.EnableSpec("engine/step=1*return(a); kvtransfer/send-frame=return(corrupt);"))
 	if v, _ := r.Eval(context.Background(), EngineStep); v != "a" {
 		t.Errorf("engine/step = %q", v)
 	}
@@ -165,23 +156,16 @@ func TestEnableSpec(t *testing.T) {
 	}
 }
 
-// waitFor polls cond for up to 5 s; it is a synchronisation helper, not a timing assertion.
+// waitFor polls cond (bounded generously for a loaded machine); it is a synchronisation
+// helper, not a timing assertion.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	require.Eventually(t, cond, 20*time.Second, time.Millisecond, "waiting for %s", what)
 }
 
 func TestPauseReleasedByDisable(t *testing.T) {
 	r := NewRegistry(quiet())
-	if err := r.Enable(EngineStep, "pause"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Enable(EngineStep, "pause"))
 	const n = 4
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -202,9 +186,7 @@ func TestPauseReleasedByDisable(t *testing.T) {
 		t.Fatalf("a paused Eval returned before Disable: %v", err)
 	default:
 	}
-	if err := r.Disable(EngineStep); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Disable(EngineStep))
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -219,18 +201,14 @@ func TestPauseReleasedByDisable(t *testing.T) {
 
 func TestPauseReleasedByChange(t *testing.T) {
 	r := NewRegistry(quiet())
-	if err := r.Enable("x", "pause"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Enable("x", "pause"))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_, _ = r.Eval(context.Background(), "x")
 	}()
 	waitFor(t, "paused", func() bool { s, _ := r.Get("x"); return s.Paused == 1 })
-	if err := r.Enable("x", "off"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Enable("x", "off"))
 	<-done
 }
 
@@ -238,9 +216,7 @@ func TestPauseAndSleepHonourContext(t *testing.T) {
 	for _, terms := range []string{"pause", "sleep(1h)"} {
 		t.Run(terms, func(t *testing.T) {
 			r := NewRegistry(quiet())
-			if err := r.Enable("x", terms); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, r.Enable("x", terms))
 			ctx, cancel := context.WithCancel(context.Background())
 			res := make(chan error, 1)
 			go func() {
@@ -258,28 +234,20 @@ func TestPauseAndSleepHonourContext(t *testing.T) {
 
 func TestSleepReleasedByDisable(t *testing.T) {
 	r := NewRegistry(quiet())
-	if err := r.Enable("x", "sleep(1h)"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Enable("x", "sleep(1h)"))
 	res := make(chan error, 1)
 	go func() {
 		_, err := r.Eval(context.Background(), "x")
 		res <- err
 	}()
 	waitFor(t, "sleeping", func() bool { s, _ := r.Get("x"); return s.Sleeping == 1 })
-	if err := r.Disable("x"); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-res; err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Disable("x"))
+	require.NoError(t, <-res)
 }
 
 func TestPanic(t *testing.T) {
 	r := NewRegistry(quiet())
-	if err := r.Enable("x", "1*panic(boom)"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Enable("x", "1*panic(boom)"))
 	func() {
 		defer func() {
 			if p := recover(); p != "failpoint panic: x: boom" {
@@ -296,9 +264,7 @@ func TestPanic(t *testing.T) {
 
 func TestConcurrentCounts(t *testing.T) {
 	r := NewRegistry(quiet())
-	if err := r.Enable("x", "100*return(y)"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Enable("x", "100*return(y)"))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	fired := 0
@@ -323,9 +289,7 @@ func TestConcurrentCounts(t *testing.T) {
 
 func TestDefaultRegistry(t *testing.T) {
 	t.Cleanup(Default.DisableAll)
-	if err := Enable("pkg/x", "return(z)"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Enable("pkg/x", "return(z)"))
 	if v, _ := Eval(context.Background(), "pkg/x"); v != "z" || Hits("pkg/x") != 1 {
 		t.Fatalf("Eval = %q hits %d", v, Hits("pkg/x"))
 	}
@@ -335,9 +299,7 @@ func TestDefaultRegistry(t *testing.T) {
 	if len(List()) == 0 {
 		t.Fatal("List empty")
 	}
-	if err := Disable("pkg/x"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Disable("pkg/x"))
 }
 
 func BenchmarkEvalNothingEnabled(b *testing.B) {

@@ -126,14 +126,12 @@ type CapacityConfig struct {
 }
 
 // Capacity returns the pool size in pages: MaxTotalTokens ÷ PageSize when set, else
-// MemFractionStatic × DeviceMemoryGB GiB ÷ info.ModelKVBytesPerToken ÷ PageSize. It is
-// an error when the result is 0 pages or the inputs are out of range.
+// MemFractionStatic × DeviceMemoryGB GiB ÷ info.ModelKVBytesPerToken ÷ PageSize. The
+// flags' own ranges are checked once, by scheduler.Limits.Validate; Capacity reports what
+// only the combination with the model can tell: a pool of no page at all, or too many.
 func Capacity(c CapacityConfig, info kernels.ModelInfo) (int, error) {
 	if c.PageSize <= 0 {
 		return 0, fmt.Errorf("kvpool: page size must be > 0 (got %d)", c.PageSize)
-	}
-	if c.MaxTotalTokens < 0 {
-		return 0, fmt.Errorf("kvpool: --max-total-tokens must be >= 0 (got %d)", c.MaxTotalTokens)
 	}
 	if c.MaxTotalTokens > 0 {
 		pages := c.MaxTotalTokens / c.PageSize
@@ -141,9 +139,6 @@ func Capacity(c CapacityConfig, info kernels.ModelInfo) (int, error) {
 			return 0, fmt.Errorf("kvpool: --max-total-tokens %d is less than one page of %d tokens", c.MaxTotalTokens, c.PageSize)
 		}
 		return pages, nil
-	}
-	if !(c.MemFractionStatic > 0 && c.MemFractionStatic <= 1) {
-		return 0, fmt.Errorf("kvpool: --mem-fraction-static must be in (0, 1] (got %v)", c.MemFractionStatic)
 	}
 	if !(c.DeviceMemoryGB > 0) || math.IsInf(c.DeviceMemoryGB, 0) {
 		return 0, fmt.Errorf("kvpool: --device-memory-gb must be > 0 when --max-total-tokens is not set (got %v)", c.DeviceMemoryGB)
@@ -157,9 +152,17 @@ func Capacity(c CapacityConfig, info kernels.ModelInfo) (int, error) {
 	if pages > math.MaxInt32 {
 		return 0, fmt.Errorf("kvpool: %.0f pages is more than the pool can index", pages)
 	}
-	if int(pages) == 0 {
-		return 0, fmt.Errorf("kvpool: %.2f × %.2f GiB holds %.0f tokens of %d KV bytes, less than one page of %d tokens",
-			c.MemFractionStatic, c.DeviceMemoryGB, tokens, info.ModelKVBytesPerToken, c.PageSize)
+	if !(pages >= 1) {
+		return 0, fmt.Errorf("kvpool: --mem-fraction-static %v × --device-memory-gb %v GiB holds %s of %d KV bytes, less than one page of %d tokens",
+			c.MemFractionStatic, c.DeviceMemoryGB, plural(int(tokens), "token"), info.ModelKVBytesPerToken, c.PageSize)
 	}
 	return int(pages), nil
+}
+
+// plural is "1 token", "2 tokens".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

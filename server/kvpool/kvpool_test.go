@@ -6,6 +6,9 @@ import (
 	"testing"
 	"testing/quick"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/kernels"
 )
 
@@ -170,16 +173,19 @@ func TestCapacity(t *testing.T) {
 		{"mem fraction", CapacityConfig{MemFractionStatic: 0.83, DeviceMemoryGB: 80, PageSize: 16}, info, 33996, false},
 		{"mem fraction too small", CapacityConfig{MemFractionStatic: 0.01, DeviceMemoryGB: 0.0001, PageSize: 16}, info, 0, true},
 		{"no device memory", CapacityConfig{MemFractionStatic: 0.83, PageSize: 16}, info, 0, true},
-		{"bad fraction", CapacityConfig{MemFractionStatic: 1.5, DeviceMemoryGB: 80, PageSize: 16}, info, 0, true},
+		// The range of --mem-fraction-static is scheduler.Limits.Validate's to check.
 		{"bad page size", CapacityConfig{MaxTotalTokens: 100}, info, 0, true},
 		{"zero kv bytes", CapacityConfig{MemFractionStatic: 0.5, DeviceMemoryGB: 1, PageSize: 16}, kernels.ModelInfo{}, 0, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Capacity(tc.cfg, tc.info)
-			if (err != nil) != tc.wantErr || got != tc.want {
-				t.Fatalf("Capacity = %d, %v; want %d, err=%v", got, err, tc.want, tc.wantErr)
+			if tc.wantErr {
+				require.Error(t, err)
+			} else {
+				require.NoError(t, err)
 			}
+			assert.Equal(t, tc.want, got)
 		})
 	}
 }

@@ -14,6 +14,12 @@
 //	           (num_decode_transfer_queue_reqs) → waiting → running, plus retracted
 //	           (num_retracted_reqs)
 //
+// Configuration: Limits holds every SGLang-named bound of a worker (--max-queued-requests,
+// --context-length, the stage timeouts, ...). It is the only place they are checked:
+// Limits.Validate reports every problem at once as *LimitError values naming the flag,
+// the CLI maps its flags onto a Limits and calls it, and engine.Config embeds it.
+// Limits.Bounds applies the semantics' timeout defaults (0: default, < 0: off).
+//
 // The driver's loop (etcd raft's Step/Ready pattern):
 //
 //	s, _ := scheduler.New(cfg)

@@ -29,90 +29,32 @@ const (
 	StageWatchdog  Stage = "watchdog"  // no progress anywhere (errors only)
 )
 
-// Config is the scheduler's configuration. Durations of 0 mean "no bound"; the engine
-// resolves semantics defaults before building a scheduler.
+// Config is the scheduler's configuration: the worker's Limits (validated by
+// Limits.Validate; the scheduler applies the semantics' timeout defaults itself) and what
+// the engine resolves from its backend.
 type Config struct {
-	Role      Role
-	Semantics Semantics
+	Role Role
+	// Limits.PageSize must be resolved (> 0) here: the engine takes the backend's when
+	// --page-size is 0.
+	Limits
 
-	Pages    int // KV pool capacity in pages
-	PageSize int // tokens per page
+	Pages int // KV pool capacity in pages
 
 	VocabSize int // token ids must be in [0, VocabSize)
 	EOS       int
-
-	MaxQueuedRequests  int // 0: no limit
-	MaxRunningRequests int
-	CudaGraphMaxBS     int // 0: no cap
-	ContextLength      int
-	MaxPrefillTokens   int // new prompt tokens per step (a longer prompt runs alone)
-	ChunkedPrefillSize int // > 0: prefill long prompts in chunks of this many tokens
-
-	BootstrapTimeout time.Duration
-	PreallocTimeout  time.Duration
-	TransferTimeout  time.Duration
-	WaitingTimeout   time.Duration
-	RunningTimeout   time.Duration
-	RequestTimeout   time.Duration
-	WatchdogTimeout  time.Duration
-
-	RetryAfter           time.Duration
-	ReservedDecodeTokens int // SGLang semantics: decode prealloc headroom per request
-	DecodeLogInterval    int // SGLang semantics: decode steps between gauge refreshes
 }
 
-// Validate reports every problem at once.
+// Validate reports every problem at once: the limits' and the backend-derived fields'.
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("scheduler: config: "+format, args...))
-	}
-	switch c.Role {
-	case RoleColocated, RolePrefill, RoleDecode:
-	default:
-		bad("role %q is unknown", c.Role)
-	}
-	switch c.Semantics {
-	case SemanticsStrict, SemanticsSGLang:
-	default:
-		bad("semantics %q is unknown", c.Semantics)
-	}
+	errs := []error{c.Role.Validate(), c.Limits.Validate()}
 	if c.Pages <= 0 {
-		bad("pages must be > 0 (got %d)", c.Pages)
+		errs = append(errs, fmt.Errorf("scheduler: config: pages must be > 0 (got %d)", c.Pages))
 	}
 	if c.PageSize <= 0 {
-		bad("page size must be > 0 (got %d)", c.PageSize)
+		errs = append(errs, fmt.Errorf("scheduler: config: the page size must be resolved to > 0 (got %d)", c.PageSize))
 	}
 	if c.VocabSize <= 0 || c.EOS < 0 || c.EOS >= c.VocabSize {
-		bad("vocab %d / eos %d out of range", c.VocabSize, c.EOS)
-	}
-	if c.MaxQueuedRequests < 0 {
-		bad("max queued requests must be >= 0 (got %d)", c.MaxQueuedRequests)
-	}
-	if c.MaxRunningRequests <= 0 {
-		bad("max running requests must be > 0 (got %d)", c.MaxRunningRequests)
-	}
-	if c.CudaGraphMaxBS < 0 {
-		bad("cuda graph max bs must be >= 0 (got %d)", c.CudaGraphMaxBS)
-	}
-	if c.ContextLength <= 1 {
-		bad("context length must be > 1 (got %d)", c.ContextLength)
-	}
-	if c.MaxPrefillTokens <= 0 {
-		bad("max prefill tokens must be > 0 (got %d)", c.MaxPrefillTokens)
-	}
-	if c.ChunkedPrefillSize < 0 {
-		bad("chunked prefill size must be >= 0 (got %d)", c.ChunkedPrefillSize)
-	}
-	for _, d := range []time.Duration{c.BootstrapTimeout, c.PreallocTimeout, c.TransferTimeout,
-		c.WaitingTimeout, c.RunningTimeout, c.RequestTimeout, c.WatchdogTimeout, c.RetryAfter} {
-		if d < 0 {
-			bad("durations must be >= 0 (got %s)", d)
-			break
-		}
-	}
-	if c.ReservedDecodeTokens < 0 || c.DecodeLogInterval < 0 {
-		bad("reserved decode tokens and decode log interval must be >= 0")
+		errs = append(errs, fmt.Errorf("scheduler: config: vocab %d / eos %d out of range", c.VocabSize, c.EOS))
 	}
 	return errors.Join(errs...)
 }
@@ -248,8 +190,9 @@ func (r *request) output() int { return len(r.tokens) - r.nPrompt }
 
 // Scheduler is the state machine. Not safe for concurrent use.
 type Scheduler struct {
-	cfg  Config
-	pool *kvpool.Pool
+	cfg    Config
+	bounds Bounds // the timeouts in force
+	pool   *kvpool.Pool
 
 	nextSeq uint64
 	reqs    map[uint64]*request
@@ -281,7 +224,7 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, err
 	}
 	return &Scheduler{
-		cfg: cfg, pool: kvpool.New(cfg.Pages),
+		cfg: cfg, bounds: cfg.Bounds(), pool: kvpool.New(cfg.Pages),
 		reqs: map[uint64]*request{}, rooms: map[uint64]*request{}, regs: map[uint64]time.Time{},
 		statsDue: true, timeoutsByStage: map[Stage]uint64{},
 	}, nil
@@ -382,8 +325,8 @@ func (s *Scheduler) Arrive(now time.Time, req *gen.Request) (uint64, error) {
 		tokens: append(make([]int, 0, len(req.Prompt)+min(req.MaxTokens, 4096)), req.Prompt...), nPrompt: len(req.Prompt),
 		arrived: now, since: now,
 	}
-	if s.cfg.RequestTimeout > 0 {
-		r.deadline = now.Add(s.cfg.RequestTimeout)
+	if s.bounds.Request > 0 {
+		r.deadline = now.Add(s.bounds.Request)
 	}
 	if s.strict() && !req.Deadline.IsZero() && (r.deadline.IsZero() || req.Deadline.Before(r.deadline)) {
 		r.deadline = req.Deadline
@@ -453,13 +396,13 @@ func (s *Scheduler) admissible(req *gen.Request) error {
 		// Requests already wait for KV pages that are not free: refuse now (503 with
 		// Retry-After) rather than let this one age in a queue it cannot leave.
 		return &gen.OverloadError{RetryAfter: s.cfg.RetryAfter,
-			Reason: fmt.Sprintf("scheduler: KV pool exhausted: %d requests wait for pages, %d of %d free",
-				s.kvBlocked, s.pool.FreePages(), s.cfg.Pages)}
+			Reason: fmt.Sprintf("scheduler: KV pool exhausted: %s waiting for pages, %d of %d free",
+				plural(s.kvBlocked, "request"), s.pool.FreePages(), s.cfg.Pages)}
 	}
 	if s.cfg.MaxQueuedRequests > 0 && (s.strict() || s.cfg.Role == RoleColocated) {
 		if q := s.queued(); q >= s.cfg.MaxQueuedRequests {
 			return &gen.OverloadError{RetryAfter: s.cfg.RetryAfter,
-				Reason: fmt.Sprintf("scheduler: %d requests queued (--max-queued-requests %d)", q, s.cfg.MaxQueuedRequests)}
+				Reason: fmt.Sprintf("scheduler: %s queued (--max-queued-requests %d)", plural(q, "request"), s.cfg.MaxQueuedRequests)}
 		}
 	}
 	return nil
@@ -731,7 +674,7 @@ func (s *Scheduler) Tick(now time.Time) {
 			Err: fmt.Errorf("scheduler: %s bound expired after %s: %w", st, age.Round(time.Millisecond), gen.ErrTimeout)})
 	}
 	// Registrations whose leg never came.
-	keep := s.cfg.BootstrapTimeout
+	keep := s.bounds.Bootstrap
 	if keep <= 0 {
 		keep = 5 * time.Minute
 	}
@@ -746,25 +689,25 @@ func (s *Scheduler) Tick(now time.Time) {
 func (s *Scheduler) bound(st Stage) time.Duration {
 	switch st {
 	case StageBootstrap:
-		return s.cfg.BootstrapTimeout
+		return s.bounds.Bootstrap
 	case StagePrealloc:
 		if s.strict() {
-			return s.cfg.PreallocTimeout
+			return s.bounds.Prealloc
 		}
 	case StageTransfer, StageInflight:
 		if s.strict() {
-			return s.cfg.TransferTimeout
+			return s.bounds.Transfer
 		}
 	case StageWaiting, StageRetracted:
-		return s.cfg.WaitingTimeout
+		return s.bounds.Waiting
 	case StageRunning:
-		return s.cfg.RunningTimeout
+		return s.bounds.Running
 	}
 	return 0
 }
 
 func (s *Scheduler) watchdog(now time.Time) {
-	wd := s.cfg.WatchdogTimeout
+	wd := s.bounds.Watchdog
 	if wd <= 0 || !s.strict() {
 		return
 	}
@@ -780,8 +723,8 @@ func (s *Scheduler) watchdog(now time.Time) {
 	// Nothing moved for the watchdog timeout: fail every request, including those of a
 	// step that never came back (their pages are freed when it does).
 	stuck := s.sortedLive()
-	s.watchdogErr = fmt.Errorf("scheduler: watchdog: no progress for %s with %d requests in flight (%d queued); failed them",
-		now.Sub(s.lastProgress).Round(time.Millisecond), len(stuck), s.queued())
+	s.watchdogErr = fmt.Errorf("scheduler: watchdog: no progress for %s with %s in flight (%d queued); failed them",
+		now.Sub(s.lastProgress).Round(time.Millisecond), plural(len(stuck), "request"), s.queued())
 	for _, r := range stuck {
 		s.finish(now, r, "", &gen.StageError{Stage: string(r.stage),
 			Err: fmt.Errorf("scheduler: watchdog: no progress for %s: %w", wd, gen.ErrTimeout)})
@@ -793,7 +736,7 @@ func (s *Scheduler) watchdog(now time.Time) {
 // watchdog fired); in SGLang semantics only a batch running longer than the watchdog
 // without output.
 func (s *Scheduler) Health(now time.Time) error {
-	wd := s.cfg.WatchdogTimeout
+	wd := s.bounds.Watchdog
 	if wd <= 0 {
 		return nil
 	}
@@ -804,8 +747,8 @@ func (s *Scheduler) Health(now time.Time) error {
 		return nil
 	}
 	if len(s.reqs) > 0 && now.Sub(s.lastProgress) >= wd {
-		return fmt.Errorf("scheduler: no progress for %s with %d requests in flight",
-			now.Sub(s.lastProgress).Round(time.Millisecond), len(s.reqs))
+		return fmt.Errorf("scheduler: no progress for %s with %s in flight",
+			now.Sub(s.lastProgress).Round(time.Millisecond), plural(len(s.reqs), "request"))
 	}
 	if s.batch != nil && now.Sub(s.batchStart) >= wd {
 		return fmt.Errorf("scheduler: a step has not returned for %s", now.Sub(s.batchStart).Round(time.Millisecond))
@@ -893,3 +836,11 @@ func (s *Scheduler) LastProgress() time.Time { return s.lastProgress }
 
 // LastOutput is when a token was last sampled or received.
 func (s *Scheduler) LastOutput() time.Time { return s.lastOutput }
+
+// plural is "1 request", "2 requests".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/server/gen"
 )
 
@@ -106,8 +108,24 @@ func newRunner() *runner {
 }
 
 func testConfig() Config {
-	return Config{Role: RoleColocated, Semantics: SemanticsStrict, Pages: 16, PageSize: 4, VocabSize: 300, EOS: 1,
-		MaxRunningRequests: 4, ContextLength: 256, MaxPrefillTokens: 64, RetryAfter: time.Second, DecodeLogInterval: 40}
+	// Every timeout off unless a script sets it (0 would take the semantics' default).
+	off := -time.Nanosecond
+	return Config{Role: RoleColocated, Pages: 16, VocabSize: 300, EOS: 1, Limits: Limits{
+		Semantics: SemanticsStrict, PageSize: 4, MemFractionStatic: 1,
+		MaxRunningRequests: 4, ContextLength: 256, MaxPrefillTokens: 64, RetryAfter: time.Second, DecodeLogInterval: 40,
+		WatchdogTimeout: off, BootstrapTimeout: off, PreallocTimeout: off, TransferTimeout: off,
+		WaitingTimeout: off, RunningTimeout: off, RequestTimeout: off,
+	}}
+}
+
+// scriptDur reads a timeout of a config line; 0 is off, as in the scheduler's plans
+// (Limits would read it as the semantics' default).
+func scriptDur(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if d == 0 {
+		d = -time.Nanosecond
+	}
+	return d, err
 }
 
 func argInt(b block, k string, def int) (int, error) {
@@ -161,19 +179,19 @@ func (rn *runner) exec(b block) (string, error) {
 			case "log_interval":
 				c.DecodeLogInterval, err = strconv.Atoi(v)
 			case "bootstrap":
-				c.BootstrapTimeout, err = time.ParseDuration(v)
+				c.BootstrapTimeout, err = scriptDur(v)
 			case "prealloc":
-				c.PreallocTimeout, err = time.ParseDuration(v)
+				c.PreallocTimeout, err = scriptDur(v)
 			case "transfer":
-				c.TransferTimeout, err = time.ParseDuration(v)
+				c.TransferTimeout, err = scriptDur(v)
 			case "waiting":
-				c.WaitingTimeout, err = time.ParseDuration(v)
+				c.WaitingTimeout, err = scriptDur(v)
 			case "running":
-				c.RunningTimeout, err = time.ParseDuration(v)
+				c.RunningTimeout, err = scriptDur(v)
 			case "total":
-				c.RequestTimeout, err = time.ParseDuration(v)
+				c.RequestTimeout, err = scriptDur(v)
 			case "watchdog":
-				c.WatchdogTimeout, err = time.ParseDuration(v)
+				c.WatchdogTimeout, err = scriptDur(v)
 			default:
 				return "", fmt.Errorf("unknown config key %q", k)
 			}
@@ -407,13 +425,9 @@ func TestScripts(t *testing.T) {
 	for _, f := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
 			src, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			blocks, err := parseScript(string(src))
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			rn := newRunner()
 			changed := false
 			for i, b := range blocks {
@@ -431,9 +445,7 @@ func TestScripts(t *testing.T) {
 				checkPool(t, rn.s)
 			}
 			if changed {
-				if err := os.WriteFile(f, []byte(formatScript(blocks)), 0o644); err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, os.WriteFile(f, []byte(formatScript(blocks)), 0o644))
 			}
 		})
 	}
