@@ -136,7 +136,7 @@ func Execute(ctx context.Context, args []string, stdout, stderr io.Writer, opts 
 		return ExitPass
 	}
 	if cmd != nil && isUnder(cmd, "pdserver") {
-		fmt.Fprintln(stderr, err)
+		fmt.Fprintln(stderr, servercli.ErrorText(err))
 		return servercli.ExitCode(err)
 	}
 	code := exitCode(err)
