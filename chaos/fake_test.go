@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"go.uber.org/goleak"
 
 	"pdsoak/chaos/netproxy"
@@ -257,9 +259,7 @@ type echo struct {
 func newEchoServer(t *testing.T) *echo {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e := &echo{ln: ln}
 	e.wg.Add(1)
 	go func() {
@@ -302,19 +302,21 @@ func (e *fakeEnv) withLinks(names ...string) {
 	e.links = l
 }
 
-// traffic sends one line through a link and reads what comes back (bounded; errors are
-// returned, not fatal, since toxics may cut the connection).
-func (e *fakeEnv) traffic(link string) error {
+// traffic sends one line through a link and reads what comes back within bound (errors
+// are returned, not fatal, since toxics may cut the connection). Through a toxic a short
+// I/O bound keeps the test quick; where the echo must come back, a generous one keeps a
+// loaded machine from failing it.
+func (e *fakeEnv) traffic(link string, bound time.Duration) error {
 	k, err := e.links.Link(link)
 	if err != nil {
 		return err
 	}
-	c, err := net.DialTimeout("tcp", k.Addr(), 2*time.Second)
+	c, err := net.DialTimeout("tcp", k.Addr(), waitBound) // the dial itself must not fail for load
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	_ = c.SetDeadline(time.Now().Add(bound))
 	if _, err := io.WriteString(c, "ping\n"); err != nil {
 		return err
 	}

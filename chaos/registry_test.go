@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/scenarios"
 )
 
@@ -39,9 +41,7 @@ func TestValidateSpec(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := ValidateSpec(tc.spec, targets)
 			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("ValidateSpec = %v", err)
-				}
+				require.NoError(t, err, "ValidateSpec =")
 				return
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -12,6 +12,8 @@ import (
 
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
+
+	"github.com/stretchr/testify/require"
 )
 
 // script records what scripted faults did, in order, and the events the timeline
@@ -118,9 +120,7 @@ func scripted(t *testing.T, specs []scenarios.Fault, faults []*scriptFault, opts
 		specs[i].Type, specs[i].Target = "decode_crash", "decode-0"
 	}
 	tl, err := NewTimeline(specs, append([]TimelineOption{WithLogger(quietLogger())}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, f := range faults {
 		found := false
 		for _, e := range tl.entries {
@@ -135,16 +135,15 @@ func scripted(t *testing.T, specs []scenarios.Fault, faults []*scriptFault, opts
 	return tl
 }
 
+// waitBound bounds a wait for something that must happen: far above what a loaded
+// machine (CI under stress-ng, -race) delays it by, and never reached when all is well.
+const waitBound = 30 * time.Second
+
 // waitFor polls (bounded) until log contains want.
 func waitFor(t *testing.T, log func() []string, want string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !slices.Contains(log(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("never saw %q; have %q", want, log())
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return slices.Contains(log(), want) }, waitBound, 2*time.Millisecond,
+		"never saw %q", want)
 }
 
 // A fault whose verification is slow does not hold up a fault scheduled to overlap
@@ -201,7 +200,7 @@ func TestTimelineVerifyCutAtRevert(t *testing.T) {
 		{Name: "never", At: ms_(0), For: ms_(50)},
 		{Name: "held", At: ms_(0)},
 	}, []*scriptFault{never, held}, WithVerifyTimeout(time.Hour))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	err := tl.Run(ctx, &FuncEnv{EmitFunc: s.emit}, time.Now())
 	if !errors.Is(err, ErrNotVerified) || !strings.Contains(err.Error(), "before its revert at 50ms") {
@@ -240,7 +239,7 @@ func TestTimelineFailureCancelsAndRevertsAll(t *testing.T) {
 		{Name: "broken", At: ms_(20), For: ms_(10)},
 		{Name: "later", At: scenarios.Duration(time.Hour)},
 	}, faults, WithVerifyTimeout(time.Hour))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	err := tl.Run(ctx, &FuncEnv{EmitFunc: s.emit}, time.Now())
 	if !errors.Is(err, ErrApply) || !strings.Contains(err.Error(), "admin API refused") {
@@ -281,11 +280,9 @@ func TestTimelineSameInstantRevertBeforeApply(t *testing.T) {
 		{Name: "first", At: ms_(0), For: ms_(20)},
 		{Name: "second", At: ms_(20), For: ms_(10)},
 	}, []*scriptFault{{name: "first", s: s, revertSleep: 30 * time.Millisecond}, {name: "second", s: s}})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
-	if err := tl.Run(ctx, &FuncEnv{EmitFunc: s.emit}, time.Now()); err != nil {
-		t.Fatalf("Run = %v", err)
-	}
+	require.NoError(t, tl.Run(ctx, &FuncEnv{EmitFunc: s.emit}, time.Now()), "Run =")
 	if got, want := s.log(), []string{"apply:first", "revert:first", "apply:second", "revert:second"}; !slices.Equal(got, want) {
 		t.Fatalf("calls = %q\nwant %q", got, want)
 	}
@@ -311,9 +308,7 @@ func TestTimelineInjectedClock(t *testing.T) {
 		{Name: "a", At: ms_(0), For: ms_(5)},
 		{Name: "b", At: ms_(0), For: ms_(5)},
 	}, []*scriptFault{{name: "a", s: s}, {name: "b", s: s}}, WithClock(clock))
-	if err := tl.Run(context.Background(), &FuncEnv{EmitFunc: s.emit}, time.Now()); err != nil {
-		t.Fatalf("Run = %v", err)
-	}
+	require.NoError(t, tl.Run(context.Background(), &FuncEnv{EmitFunc: s.emit}, time.Now()), "Run =")
 	seen := map[time.Time]bool{}
 	for _, ev := range s.events {
 		if ev.Time.Year() != 2030 || seen[ev.Time] {

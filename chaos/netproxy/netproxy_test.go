@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"go.uber.org/goleak"
 )
 
@@ -27,9 +29,7 @@ type echoServer struct {
 func newEcho(t testing.TB) *echoServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e := &echoServer{ln: ln}
 	e.wg.Add(1)
 	go func() {
@@ -76,9 +76,7 @@ func newLinks(t *testing.T) *Links {
 func dial(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -92,9 +90,7 @@ func roundTrip(t *testing.T, c net.Conn, msg string) (string, time.Duration) {
 		t.Fatal(err)
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		t.Fatalf("read: %v", err)
-	}
+	require.NoError(t, err, "read")
 	return strings.TrimSuffix(line, "\n"), time.Since(start)
 }
 
@@ -102,9 +98,7 @@ func TestPassThroughAndCounters(t *testing.T) {
 	e := newEcho(t)
 	l := newLinks(t)
 	addr, err := l.Hook("router->decode-0", e.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if addr == e.addr() || !strings.HasPrefix(addr, "127.0.0.1:") {
 		t.Fatalf("proxy addr %q", addr)
 	}
@@ -113,9 +107,7 @@ func TestPassThroughAndCounters(t *testing.T) {
 		t.Fatalf("echo = %q", got)
 	}
 	k, err := l.Link("router->decode-0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cs := k.Counters()
 	if cs.UpBytes != 6 || cs.DownBytes != 6 || cs.Conns != 1 {
 		t.Fatalf("counters = %+v, want 6/6/1", cs)
@@ -136,12 +128,8 @@ func TestLatencyObservable(t *testing.T) {
 	e := newEcho(t)
 	l := newLinks(t)
 	k, err := l.Add("a->b", e.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.AddToxic(Toxic{Type: ToxicLatency, Attributes: map[string]any{"latency": 300}}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, k.AddToxic(Toxic{Type: ToxicLatency, Attributes: map[string]any{"latency": 300}}))
 	if got := k.Toxics(); len(got) != 1 || got[0] != "latency_downstream" {
 		t.Fatalf("Toxics = %v", got)
 	}
@@ -150,9 +138,7 @@ func TestLatencyObservable(t *testing.T) {
 	if got, d := roundTrip(t, c, "slow"); got != "slow" || d < 250*time.Millisecond {
 		t.Fatalf("with latency: %q after %s, want ≥ 300ms", got, d)
 	}
-	if err := k.RemoveToxic(context.Background(), "latency_downstream"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k.RemoveToxic(context.Background(), "latency_downstream"))
 	if len(k.Toxics()) != 0 {
 		t.Fatalf("toxics left: %v", k.Toxics())
 	}
@@ -168,15 +154,11 @@ func TestDownClosesConnectionsAndUpRestores(t *testing.T) {
 	e := newEcho(t)
 	l := newLinks(t)
 	k, err := l.Add("prefill-0->decode-0", e.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	addr := k.Addr()
 	c := dial(t, addr)
 	roundTrip(t, c, "x")
-	if err := k.Down(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k.Down())
 	if k.IsUp() {
 		t.Fatal("IsUp after Down")
 	}
@@ -190,9 +172,7 @@ func TestDownClosesConnectionsAndUpRestores(t *testing.T) {
 		c2.Close()
 		t.Fatal("dial succeeded while the link is down")
 	}
-	if err := k.Up(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k.Up())
 	if k.Addr() != addr {
 		t.Fatalf("Up moved the address: %s → %s", addr, k.Addr())
 	}
@@ -250,16 +230,13 @@ func TestToxics(t *testing.T) {
 			e := newEcho(t)
 			l := newLinks(t)
 			k, err := l.Add("l", e.addr())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := k.AddToxic(tc.toxic); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
+			require.NoError(t, k.AddToxic(tc.toxic))
 			tc.check(t, dial(t, k.Addr()))
-			if k.Counters().UpBytes == 0 {
-				t.Error("upstream counter did not move")
-			}
+			// The proxy reads the client's bytes on its own goroutine: through a black
+			// hole nothing orders that read before check returns.
+			require.Eventually(t, func() bool { return k.Counters().UpBytes > 0 }, 30*time.Second, 5*time.Millisecond,
+				"upstream counter did not move")
 			k.ResetToxics(context.Background())
 			if len(k.Toxics()) != 0 {
 				t.Errorf("toxics after reset: %v", k.Toxics())
@@ -272,9 +249,7 @@ func TestAddToxicErrors(t *testing.T) {
 	e := newEcho(t)
 	l := newLinks(t)
 	k, err := l.Add("l", e.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for name, tx := range map[string]Toxic{
 		"unknown type": {Type: "explode"},
 		"bad stream":   {Type: ToxicLatency, Stream: "sideways"},
@@ -285,9 +260,7 @@ func TestAddToxicErrors(t *testing.T) {
 			t.Errorf("%s: AddToxic succeeded", name)
 		}
 	}
-	if err := k.AddToxic(Toxic{Type: ToxicLatency}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k.AddToxic(Toxic{Type: ToxicLatency}))
 	if err := k.AddToxic(Toxic{Type: ToxicLatency}); err == nil {
 		t.Error("duplicate toxic accepted")
 	}
@@ -303,13 +276,9 @@ func TestRetargetKeepsAddress(t *testing.T) {
 	e1, e2 := newEcho(t), newEcho(t)
 	l := newLinks(t)
 	addr, err := l.Hook("router->prefill-0", e1.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	addr2, err := l.Hook("router->prefill-0", e2.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if addr2 != addr {
 		t.Fatalf("re-target moved the proxy: %s → %s", addr, addr2)
 	}
@@ -326,23 +295,15 @@ func TestHealAndClose(t *testing.T) {
 	e := newEcho(t)
 	l := New()
 	k, err := l.Add("l", e.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_ = k.AddToxic(Toxic{Type: ToxicLatency, Attributes: map[string]any{"latency": 1}})
 	_ = k.Down()
-	if err := l.Heal(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Heal(context.Background()))
 	if !k.IsUp() || len(k.Toxics()) != 0 {
 		t.Fatalf("after Heal: up=%v toxics=%v", k.IsUp(), k.Toxics())
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Close())
+	require.NoError(t, l.Close())
 	if _, err := l.Add("m", e.addr()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Add after Close = %v", err)
 	}
