@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
 	"go.uber.org/goleak"
 
 	"pdsoak/chaos/netproxy"

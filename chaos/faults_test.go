@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"pdsoak/scenarios"
-	"pdsoak/server/failpoint"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"pdsoak/scenarios"
+	"pdsoak/server/failpoint"
 )
 
 // faultCase drives one fault type through apply → verify (must fail before the effect)

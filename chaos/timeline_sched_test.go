@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
-
-	"github.com/stretchr/testify/require"
 )
 
 // script records what scripted faults did, in order, and the events the timeline

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"pdsoak/scenarios"
-
 	"github.com/stretchr/testify/require"
+
+	"pdsoak/scenarios"
 )
 
 func ms_(n int) scenarios.Duration { return scenarios.Duration(time.Duration(n) * time.Millisecond) }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -87,9 +89,7 @@ func TestDescribe(t *testing.T) {
 			cfg := DefaultConfig()
 			tt.edit(&cfg)
 			info, err := Describe(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if info.KVBytesPerTokenPerLayer != tt.perLayer || info.ModelKVBytesPerToken != tt.modelPerToken {
 				t.Fatalf("Describe = %+v, want per-layer %d, model per token %d", info, tt.perLayer, tt.modelPerToken)
 			}
@@ -98,9 +98,7 @@ func TestDescribe(t *testing.T) {
 			}
 			cfg.NumPages = 8
 			b, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if b.Info() != info {
 				t.Fatalf("New().Info() = %+v, Describe = %+v", b.Info(), info)
 			}
