@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"pdsoak/ledger"
@@ -172,15 +173,11 @@ func TestTimelineSlowVerifyDoesNotDelayOthers(t *testing.T) {
 	if runErr != nil {
 		t.Fatalf("Run = %v, want nil", runErr)
 	}
-	if got, want := s.log(), []string{"apply:slow", "apply:quick", "revert:quick", "verified:slow", "revert:slow"}; !slices.Equal(got, want) {
-		t.Fatalf("calls = %q\nwant %q", got, want)
-	}
+	require.Equal(t, []string{"apply:slow", "apply:quick", "revert:quick", "verified:slow", "revert:slow"}, s.log(), "calls")
 	events := s.eventLog()
 	for _, f := range []string{"slow", "quick"} {
 		want := []string{"fault_start:" + f, "fault_verified:" + f + ":true", "fault_stop:" + f}
-		if got := of(events, f); !slices.Equal(got, want) {
-			t.Errorf("%s events = %q\nwant %q", f, got, want)
-		}
+		assert.Equal(t, want, of(events, f), "%s events", f)
 	}
 	for _, ev := range s.events {
 		if ev.FaultType != "decode_crash" || ev.Target != "decode-0" || ev.Time.IsZero() {
@@ -211,16 +208,10 @@ func TestTimelineVerifyCutAtRevert(t *testing.T) {
 	}
 	// Same instant: "never" is applied before "held" (spec order), so it is reverted
 	// after it.
-	if got, want := s.log(), []string{"apply:never", "apply:held", "revert:held", "revert:never"}; !slices.Equal(got, want) {
-		t.Fatalf("calls = %q\nwant %q", got, want)
-	}
+	require.Equal(t, []string{"apply:never", "apply:held", "revert:held", "revert:never"}, s.log(), "calls")
 	events := s.eventLog()
-	if got, want := of(events, "never"), []string{"fault_start:never", "fault_verified:never:false", "fault_stop:never"}; !slices.Equal(got, want) {
-		t.Errorf("never events = %q\nwant %q", got, want)
-	}
-	if got, want := of(events, "held"), []string{"fault_start:held", "fault_verified:held:true", "fault_stop:held"}; !slices.Equal(got, want) {
-		t.Errorf("held events = %q\nwant %q", got, want)
-	}
+	assert.Equal(t, []string{"fault_start:never", "fault_verified:never:false", "fault_stop:never"}, of(events, "never"), "never events")
+	assert.Equal(t, []string{"fault_start:held", "fault_verified:held:true", "fault_stop:held"}, of(events, "held"), "held events")
 }
 
 // A failure in one fault cancels the others, including one still verifying (its
@@ -251,9 +242,7 @@ func TestTimelineFailureCancelsAndRevertsAll(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatal("Run outlived its context")
 	}
-	if got, want := s.log(), []string{"apply:held", "apply:verifying", "apply:broken", "revert:broken", "revert:verifying", "revert:held"}; !slices.Equal(got, want) {
-		t.Fatalf("calls = %q\nwant %q", got, want)
-	}
+	require.Equal(t, []string{"apply:held", "apply:verifying", "apply:broken", "revert:broken", "revert:verifying", "revert:held"}, s.log(), "calls")
 	events := s.eventLog()
 	for f, want := range map[string][]string{
 		"held":      {"fault_start:held", "fault_verified:held:true", "fault_stop:held"},
@@ -261,9 +250,7 @@ func TestTimelineFailureCancelsAndRevertsAll(t *testing.T) {
 		"broken":    {"fault_start:broken", "fault_verified:broken:false", "fault_stop:broken"},
 		"later":     nil,
 	} {
-		if got := of(events, f); !slices.Equal(got, want) {
-			t.Errorf("%s events = %q\nwant %q", f, got, want)
-		}
+		assert.Equal(t, want, of(events, f), "%s events", f)
 	}
 	for _, ev := range s.events {
 		if ev.Fault == "verifying" && ev.Type == ledger.EventFaultVerified && !strings.Contains(ev.Detail, "aborted") {
@@ -283,14 +270,10 @@ func TestTimelineSameInstantRevertBeforeApply(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	require.NoError(t, tl.Run(ctx, &FuncEnv{EmitFunc: s.emit}, time.Now()), "Run =")
-	if got, want := s.log(), []string{"apply:first", "revert:first", "apply:second", "revert:second"}; !slices.Equal(got, want) {
-		t.Fatalf("calls = %q\nwant %q", got, want)
-	}
+	require.Equal(t, []string{"apply:first", "revert:first", "apply:second", "revert:second"}, s.log(), "calls")
 	want := []string{"fault_start:first", "fault_verified:first:true", "fault_stop:first",
 		"fault_start:second", "fault_verified:second:true", "fault_stop:second"}
-	if got := s.eventLog(); !slices.Equal(got, want) {
-		t.Fatalf("events = %q\nwant %q", got, want)
-	}
+	require.Equal(t, want, s.eventLog(), "events")
 }
 
 // The injected clock stamps the events.

@@ -27,9 +27,7 @@ func TestTimelineSteps(t *testing.T) {
 		got = append(got, s.At.String()+" "+string(s.Kind)+" "+s.Fault.Name)
 	}
 	want := []string{"0s apply early", "20ms apply held", "50ms revert early", "50ms apply late", "60ms revert late"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("steps = %q\nwant %q", got, want)
-	}
+	require.Equal(t, want, got, "steps")
 }
 
 func TestNewTimelineReportsAllErrors(t *testing.T) {
@@ -76,9 +74,7 @@ func TestTimelineRunAppliesVerifiesReverts(t *testing.T) {
 	events := e.eventLog()
 	for _, f := range []string{"cut", "freeze"} {
 		want := []string{"fault_start:" + f, "fault_verified:" + f + ":true", "fault_stop:" + f}
-		if got := of(events, f); !slices.Equal(got, want) {
-			t.Fatalf("%s events = %q\nwant %q", f, got, want)
-		}
+		require.Equal(t, want, of(events, f), "%s events", f)
 	}
 	for _, ev := range e.events {
 		if ev.FaultType == "" || ev.Target == "" || ev.Time.IsZero() {
@@ -117,9 +113,7 @@ func TestTimelineUnverifiedFailsAndReverts(t *testing.T) {
 		"cut":   {"fault_start:cut", "fault_verified:cut:true", "fault_stop:cut"},
 		"flood": {"fault_start:flood", "fault_verified:flood:false", "fault_stop:flood"},
 	} {
-		if got := of(events, f); !slices.Equal(got, want) {
-			t.Fatalf("%s events = %q\nwant %q", f, got, want)
-		}
+		require.Equal(t, want, of(events, f), "%s events", f)
 	}
 	// Reverted latest first.
 	var starts, stops []string
@@ -155,9 +149,7 @@ func TestTimelineApplyFailure(t *testing.T) {
 		t.Fatalf("Run = %v", err)
 	}
 	want := []string{"fault_start:ghost", "fault_verified:ghost:false", "fault_stop:ghost"}
-	if got := e.eventLog(); !slices.Equal(got, want) {
-		t.Fatalf("events = %q\nwant %q", got, want)
-	}
+	require.Equal(t, want, e.eventLog(), "events")
 }
 
 func TestTimelineCancelRevertsHeldFaults(t *testing.T) {
@@ -178,9 +170,7 @@ func TestTimelineCancelRevertsHeldFaults(t *testing.T) {
 		t.Fatalf("Run after cancel = %v, want nil", err)
 	}
 	want := []string{"fault_start:cut", "fault_verified:cut:true", "fault_stop:cut"}
-	if got := e.eventLog(); !slices.Equal(got, want) {
-		t.Fatalf("events = %q\nwant %q", got, want)
-	}
+	require.Equal(t, want, e.eventLog(), "events")
 	// RevertAll again is a no-op.
 	if err := tl.RevertAll(context.Background(), e); err != nil || len(e.eventLog()) != 3 {
 		t.Fatalf("second RevertAll: %v, %d events", err, len(e.eventLog()))
