@@ -249,10 +249,11 @@ func (e *fakeEnv) eventLog() []string {
 
 // echo is a loopback echo server for link tests.
 type echo struct {
-	ln net.Listener
-	wg sync.WaitGroup
-	mu sync.Mutex
-	cs []net.Conn
+	ln     net.Listener
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	cs     []net.Conn
+	closed bool // set by cleanup: a connection accepted after it is closed at once
 }
 
 func newEchoServer(t *testing.T) *echo {
@@ -268,7 +269,15 @@ func newEchoServer(t *testing.T) *echo {
 			if err != nil {
 				return
 			}
+			// Accept may return a connection after cleanup closed the others: close
+			// it too, or its copy (and cleanup's Wait) would last as long as the peer
+			// keeps it open.
 			e.mu.Lock()
+			if e.closed {
+				e.mu.Unlock()
+				c.Close()
+				continue
+			}
 			e.cs = append(e.cs, c)
 			e.mu.Unlock()
 			e.wg.Add(1)
@@ -278,6 +287,7 @@ func newEchoServer(t *testing.T) *echo {
 	t.Cleanup(func() {
 		ln.Close()
 		e.mu.Lock()
+		e.closed = true
 		for _, c := range e.cs {
 			c.Close()
 		}

@@ -19,10 +19,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // echoServer is a real loopback echo server.
 type echoServer struct {
-	ln net.Listener
-	wg sync.WaitGroup
-	mu sync.Mutex
-	cs []net.Conn
+	ln     net.Listener
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	cs     []net.Conn
+	closed bool // set by close: a connection accepted after it is closed at once
 }
 
 func newEcho(t testing.TB) *echoServer {
@@ -38,7 +39,14 @@ func newEcho(t testing.TB) *echoServer {
 			if err != nil {
 				return
 			}
+			// Accept may return a connection after close ran: close it too, or its
+			// copy (and close's Wait) would last as long as the peer keeps it open.
 			e.mu.Lock()
+			if e.closed {
+				e.mu.Unlock()
+				c.Close()
+				continue
+			}
 			e.cs = append(e.cs, c)
 			e.mu.Unlock()
 			e.wg.Add(1)
@@ -56,6 +64,7 @@ func newEcho(t testing.TB) *echoServer {
 func (e *echoServer) close() {
 	e.ln.Close()
 	e.mu.Lock()
+	e.closed = true
 	for _, c := range e.cs {
 		c.Close()
 	}
