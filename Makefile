@@ -8,14 +8,14 @@ STATICCHECK_VERSION := v0.8.2
 # Pure packages (no goroutines) run without -race to keep the suite short; every other
 # package gets -race, so a new package is raced unless it is listed here. $(wildcard) lets a
 # listed directory be absent.
-PURE_DIRS := kernels scenarios reports cmd ledger version sse
+PURE_DIRS := kernels scenarios reports cmd version sse
 PURE_PKGS := $(patsubst %,./%/...,$(wildcard $(PURE_DIRS)))
 empty :=
 space := $(empty) $(empty)
 # Recursive (=) so `go list` runs only for the targets that use it.
 RACE_PKGS = $(shell $(GO) list ./... | grep -Ev '^pdsoak/($(subst $(space),|,$(strip $(PURE_DIRS))))(/|$$)')
 TEST_TIMEOUT ?= 12m
-# make test-stress: the whole `make test` STRESS_RUNS times in a row under `stress-ng --cpu 2`,
+# make test-stress: the whole `make test` STRESS_RUNS times in a row under `stress-ng --cpu 2`
 # for anyone who touches timing. Not part of `make test`.
 STRESS_RUNS ?= 5
 STRESS_CPU ?= 2
