@@ -15,8 +15,9 @@ space := $(empty) $(empty)
 # Recursive (=) so `go list` runs only for the targets that use it.
 RACE_PKGS = $(shell $(GO) list ./... | grep -Ev '^pdsoak/($(subst $(space),|,$(strip $(PURE_DIRS))))(/|$$)')
 TEST_TIMEOUT ?= 12m
-# make test-stress: the whole `make test` STRESS_RUNS times in a row under `stress-ng --cpu 2`
-# for anyone who touches timing. Not part of `make test`.
+# make test-stress (for anyone who touches timing): the whole `make test` STRESS_RUNS times
+# in a row under `stress-ng --cpu STRESS_CPU`, stopping at the first failure. Not part of
+# `make test`.
 STRESS_RUNS ?= 5
 STRESS_CPU ?= 2
 # Benchmarks report ratios against a baseline measured in the same run (see README).
