@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"pdsoak/scenarios"
@@ -47,9 +48,7 @@ func TestValidateSpec(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("ValidateSpec = %v, want error containing %q", err, tc.want)
 			}
-			if !errors.Is(err, ErrBadSpec) {
-				t.Errorf("error does not wrap ErrBadSpec: %v", err)
-			}
+			assert.ErrorIs(t, err, ErrBadSpec, "error does not wrap ErrBadSpec")
 		})
 	}
 	// nil targets skip the target check.

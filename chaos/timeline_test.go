@@ -2,12 +2,12 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"pdsoak/scenarios"
@@ -36,13 +36,9 @@ func TestNewTimelineReportsAllErrors(t *testing.T) {
 		{Name: "b", Type: "decode_crash", Target: "decode-0", Params: map[string]any{"bogus": 1}},
 		{Name: "b", Type: "decode_crash", Target: "decode-0"},
 	})
-	if err == nil {
-		t.Fatal("NewTimeline accepted bad specs")
-	}
+	require.Error(t, err, "NewTimeline accepted bad specs")
 	for _, want := range []string{`"meteor"`, "params.bogus", `duplicate fault name "b"`} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks %q: %v", want, err)
-		}
+		assert.ErrorContains(t, err, want)
 	}
 }
 
@@ -66,7 +62,7 @@ func TestTimelineRunAppliesVerifiesReverts(t *testing.T) {
 	require.Eventually(t, func() bool {
 		log := e.eventLog()
 		return slices.Contains(log, "fault_stop:cut") && slices.Contains(log, "fault_verified:freeze:true")
-	}, waitBound, 5*time.Millisecond, "events: %q", e.eventLog())
+	}, waitBound, 5*time.Millisecond, "cut never reverted or freeze never verified")
 	cancel()
 	require.NoError(t, <-done, "Run")
 	// The faults overlap and run on their own schedules: only each fault's own events
@@ -85,9 +81,7 @@ func TestTimelineRunAppliesVerifiesReverts(t *testing.T) {
 		}
 	}
 	k, _ := e.links.Link("router->decode-0")
-	if !k.IsUp() {
-		t.Error("link still down after the run")
-	}
+	assert.True(t, k.IsUp(), "link still down after the run")
 	procState("decode-0", func(st byte) bool { return !stoppedState(st) }, "running")(t, e)
 }
 
@@ -102,12 +96,8 @@ func TestTimelineUnverifiedFailsAndReverts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	err = tl.Run(ctx, e, time.Now())
-	if !errors.Is(err, ErrNotVerified) {
-		t.Fatalf("Run = %v, want ErrNotVerified", err)
-	}
-	if !strings.Contains(err.Error(), "flood") {
-		t.Errorf("error does not name the fault: %v", err)
-	}
+	require.ErrorIs(t, err, ErrNotVerified, "Run")
+	assert.ErrorContains(t, err, "flood", "the error names the fault")
 	events := e.eventLog()
 	for f, want := range map[string][]string{
 		"cut":   {"fault_start:cut", "fault_verified:cut:true", "fault_stop:cut"},
@@ -128,16 +118,10 @@ func TestTimelineUnverifiedFailsAndReverts(t *testing.T) {
 		}
 	}
 	slices.Reverse(starts)
-	if !slices.Equal(stops, starts) {
-		t.Errorf("reverted in order %q, want the reverse of the applies %q", stops, starts)
-	}
-	if !e.lastRun().stopped.Load() {
-		t.Error("burst not stopped")
-	}
+	assert.Equal(t, starts, stops, "reverted in the reverse order of the applies")
+	assert.True(t, e.lastRun().stopped.Load(), "burst not stopped")
 	k, _ := e.links.Link("router->decode-0")
-	if !k.IsUp() {
-		t.Error("held partition not reverted on failure")
-	}
+	assert.True(t, k.IsUp(), "held partition not reverted on failure")
 }
 
 func TestTimelineApplyFailure(t *testing.T) {
@@ -145,9 +129,8 @@ func TestTimelineApplyFailure(t *testing.T) {
 	tl, err := NewTimeline([]scenarios.Fault{{Name: "ghost", Type: "decode_crash", Target: "decode-9"}}, WithLogger(quietLogger()))
 	require.NoError(t, err)
 	err = tl.Run(context.Background(), e, time.Now())
-	if !errors.Is(err, ErrApply) || !strings.Contains(err.Error(), "names nothing") {
-		t.Fatalf("Run = %v", err)
-	}
+	require.ErrorIs(t, err, ErrApply)
+	require.ErrorContains(t, err, "names nothing")
 	want := []string{"fault_start:ghost", "fault_verified:ghost:false", "fault_stop:ghost"}
 	require.Equal(t, want, e.eventLog(), "events")
 }
@@ -166,13 +149,10 @@ func TestTimelineCancelRevertsHeldFaults(t *testing.T) {
 	// Wait (bounded) until the first fault is verified, then end the run.
 	waitFor(t, e.eventLog, "fault_verified:cut:true")
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run after cancel = %v, want nil", err)
-	}
+	require.NoError(t, <-done, "Run after cancel")
 	want := []string{"fault_start:cut", "fault_verified:cut:true", "fault_stop:cut"}
 	require.Equal(t, want, e.eventLog(), "events")
 	// RevertAll again is a no-op.
-	if err := tl.RevertAll(context.Background(), e); err != nil || len(e.eventLog()) != 3 {
-		t.Fatalf("second RevertAll: %v, %d events", err, len(e.eventLog()))
-	}
+	require.NoError(t, tl.RevertAll(context.Background(), e), "second RevertAll")
+	require.Len(t, e.eventLog(), 3, "events after the second RevertAll")
 }
