@@ -311,24 +311,27 @@ func (e *fakeEnv) withLinks(names ...string) {
 	e.links = l
 }
 
-// traffic sends one line through a link and reads what comes back within bound (errors
-// are returned, not fatal, since toxics may cut the connection). Through a toxic a short
-// I/O bound keeps the test quick; where the echo must come back, a generous one keeps a
-// loaded machine from failing it.
-func (e *fakeEnv) traffic(link string, bound time.Duration) error {
+// traffic sends one line through a link and reads the whole echo back, bounded by
+// waitBound (errors are returned, not fatal, since toxics may cut the connection).
+// Reading all of it matters: a connection closed while a toxic still holds some of its
+// bytes can deadlock toxiproxy's RemoveToxic (Shopify/toxiproxy#558: the toxic blocks
+// sending to a link writer that waits for the lock RemoveToxic holds), so the fault's
+// Revert would hang. Every toxic these tests apply delivers or cuts within the bound.
+func (e *fakeEnv) traffic(link string) error {
 	k, err := e.links.Link(link)
 	if err != nil {
 		return err
 	}
-	c, err := net.DialTimeout("tcp", k.Addr(), waitBound) // the dial itself must not fail for load
+	c, err := net.DialTimeout("tcp", k.Addr(), waitBound)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(bound))
-	if _, err := io.WriteString(c, "ping\n"); err != nil {
+	_ = c.SetDeadline(time.Now().Add(waitBound))
+	msg := "ping\n"
+	if _, err := io.WriteString(c, msg); err != nil {
 		return err
 	}
-	_, err = c.Read(make([]byte, 5))
+	_, err = io.ReadFull(c, make([]byte, len(msg)))
 	return err
 }

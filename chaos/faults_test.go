@@ -70,7 +70,7 @@ func fpDisabled(point string) func(t *testing.T, e *fakeEnv) {
 
 func linkTraffic(link string) func(t *testing.T, e *fakeEnv) func() {
 	return func(t *testing.T, e *fakeEnv) func() {
-		_ = e.traffic(link, 300*time.Millisecond) // toxics may cut or stall it; the counters move regardless
+		_ = e.traffic(link) // toxics may cut it; the counters move regardless
 		return nil
 	}
 }
@@ -81,7 +81,7 @@ func noToxics(link string) func(t *testing.T, e *fakeEnv) {
 		if got := k.Toxics(); len(got) != 0 {
 			t.Fatalf("toxics left on %s: %v", link, got)
 		}
-		if err := e.traffic(link, waitBound); err != nil {
+		if err := e.traffic(link); err != nil {
 			t.Fatalf("link %s broken after revert: %v", link, err)
 		}
 	}
