@@ -107,29 +107,22 @@ func TestPassThroughAndCounters(t *testing.T) {
 	l := newLinks(t)
 	addr, err := l.Hook("router->decode-0", e.addr())
 	require.NoError(t, err)
-	if addr == e.addr() || !strings.HasPrefix(addr, "127.0.0.1:") {
-		t.Fatalf("proxy addr %q", addr)
-	}
+	require.NotEqual(t, e.addr(), addr, "the proxy has its own address")
+	require.True(t, strings.HasPrefix(addr, "127.0.0.1:"), "proxy addr %q", addr)
 	c := dial(t, addr)
-	if got, _ := roundTrip(t, c, "hello"); got != "hello" {
-		t.Fatalf("echo = %q", got)
-	}
+	got, _ := roundTrip(t, c, "hello")
+	require.Equal(t, "hello", got, "echo")
 	k, err := l.Link("router->decode-0")
 	require.NoError(t, err)
-	cs := k.Counters()
-	if cs.UpBytes != 6 || cs.DownBytes != 6 || cs.Conns != 1 {
-		t.Fatalf("counters = %+v, want 6/6/1", cs)
-	}
-	if _, err := l.Link("nope"); !errors.Is(err, ErrUnknownLink) {
-		t.Fatalf("unknown link: %v", err)
-	}
-	if got := l.Names(); len(got) != 1 || got[0] != "router->decode-0" {
-		t.Fatalf("Names = %v", got)
-	}
+	// The counter toxic counts a chunk before passing it on, so the echo's return
+	// orders both counts before this read.
+	require.Equal(t, Counters{UpBytes: 6, DownBytes: 6, Conns: 1}, k.Counters())
+	_, err = l.Link("nope")
+	require.ErrorIs(t, err, ErrUnknownLink)
+	require.Equal(t, []string{"router->decode-0"}, l.Names())
 	// Same upstream again: same address.
-	if again, _ := l.Hook("router->decode-0", e.addr()); again != addr {
-		t.Fatalf("second Hook moved the proxy: %s vs %s", again, addr)
-	}
+	again, _ := l.Hook("router->decode-0", e.addr())
+	require.Equal(t, addr, again, "second Hook moved the proxy")
 }
 
 func TestLatencyObservable(t *testing.T) {
@@ -138,24 +131,17 @@ func TestLatencyObservable(t *testing.T) {
 	k, err := l.Add("a->b", e.addr())
 	require.NoError(t, err)
 	require.NoError(t, k.AddToxic(Toxic{Type: ToxicLatency, Attributes: map[string]any{"latency": 300}}))
-	if got := k.Toxics(); len(got) != 1 || got[0] != "latency_downstream" {
-		t.Fatalf("Toxics = %v", got)
-	}
+	require.Equal(t, []string{"latency_downstream"}, k.Toxics())
 	c := dial(t, k.Addr())
 	// A lower bound only: the toxic guarantees at least 300 ms, a loaded machine only adds.
-	if got, d := roundTrip(t, c, "slow"); got != "slow" || d < 250*time.Millisecond {
-		t.Fatalf("with latency: %q after %s, want ≥ 300ms", got, d)
-	}
+	got, d := roundTrip(t, c, "slow")
+	require.Equal(t, "slow", got)
+	require.GreaterOrEqual(t, d, 250*time.Millisecond, "round trip through a 300 ms latency toxic")
 	require.NoError(t, k.RemoveToxic(context.Background(), "latency_downstream"))
-	if len(k.Toxics()) != 0 {
-		t.Fatalf("toxics left: %v", k.Toxics())
-	}
-	if got, _ := roundTrip(t, c, "fast"); got != "fast" {
-		t.Fatalf("after removal: %q", got)
-	}
-	if err := k.RemoveToxic(context.Background(), "latency_downstream"); err == nil {
-		t.Fatal("removing a missing toxic succeeded")
-	}
+	require.Empty(t, k.Toxics(), "toxics left")
+	got, _ = roundTrip(t, c, "fast")
+	require.Equal(t, "fast", got, "after removal")
+	require.Error(t, k.RemoveToxic(context.Background(), "latency_downstream"), "removing a missing toxic")
 }
 
 func TestDownClosesConnectionsAndUpRestores(t *testing.T) {
