@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"pdsoak/chaos/netproxy"
@@ -248,18 +249,17 @@ func (e *fakeEnv) eventLog() []string {
 
 // echo is a loopback echo server for link tests.
 type echo struct {
-	ln net.Listener
-	wg sync.WaitGroup
-	mu sync.Mutex
-	cs []net.Conn
+	ln     net.Listener
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	cs     []net.Conn
+	closed bool // set by cleanup: a connection accepted after it is closed at once
 }
 
 func newEchoServer(t *testing.T) *echo {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e := &echo{ln: ln}
 	e.wg.Add(1)
 	go func() {
@@ -269,7 +269,15 @@ func newEchoServer(t *testing.T) *echo {
 			if err != nil {
 				return
 			}
+			// Accept may return a connection after cleanup closed the others: close
+			// it too, or its copy (and cleanup's Wait) would last as long as the peer
+			// keeps it open.
 			e.mu.Lock()
+			if e.closed {
+				e.mu.Unlock()
+				c.Close()
+				continue
+			}
 			e.cs = append(e.cs, c)
 			e.mu.Unlock()
 			e.wg.Add(1)
@@ -279,6 +287,7 @@ func newEchoServer(t *testing.T) *echo {
 	t.Cleanup(func() {
 		ln.Close()
 		e.mu.Lock()
+		e.closed = true
 		for _, c := range e.cs {
 			c.Close()
 		}
@@ -302,22 +311,27 @@ func (e *fakeEnv) withLinks(names ...string) {
 	e.links = l
 }
 
-// traffic sends one line through a link and reads what comes back (bounded; errors are
-// returned, not fatal, since toxics may cut the connection).
+// traffic sends one line through a link and reads the whole echo back, bounded by
+// waitBound (errors are returned, not fatal, since toxics may cut the connection).
+// Reading all of it matters: a connection closed while a toxic still holds some of its
+// bytes can deadlock toxiproxy's RemoveToxic (Shopify/toxiproxy#558: the toxic blocks
+// sending to a link writer that waits for the lock RemoveToxic holds), so the fault's
+// Revert would hang. Every toxic these tests apply delivers or cuts within the bound.
 func (e *fakeEnv) traffic(link string) error {
 	k, err := e.links.Link(link)
 	if err != nil {
 		return err
 	}
-	c, err := net.DialTimeout("tcp", k.Addr(), 2*time.Second)
+	c, err := net.DialTimeout("tcp", k.Addr(), waitBound)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(300 * time.Millisecond))
-	if _, err := io.WriteString(c, "ping\n"); err != nil {
+	_ = c.SetDeadline(time.Now().Add(waitBound))
+	msg := "ping\n"
+	if _, err := io.WriteString(c, msg); err != nil {
 		return err
 	}
-	_, err = c.Read(make([]byte, 5))
+	_, err = io.ReadFull(c, make([]byte, len(msg)))
 	return err
 }

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/scenarios"
 	"pdsoak/server/failpoint"
 )
@@ -67,7 +70,7 @@ func fpDisabled(point string) func(t *testing.T, e *fakeEnv) {
 
 func linkTraffic(link string) func(t *testing.T, e *fakeEnv) func() {
 	return func(t *testing.T, e *fakeEnv) func() {
-		_ = e.traffic(link) // toxics may cut or stall it; the counters move regardless
+		_ = e.traffic(link) // toxics may cut it; the counters move regardless
 		return nil
 	}
 }
@@ -97,9 +100,7 @@ func runStopped(t *testing.T, e *fakeEnv) {
 func procState(name string, want func(byte) bool, what string) func(t *testing.T, e *fakeEnv) {
 	return func(t *testing.T, e *fakeEnv) {
 		p, err := e.Process(name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if err := waitState(context.Background(), p.PID, func(st byte, gone bool) bool { return !gone && want(st) }); err != nil {
 			t.Fatalf("%s: %v (want %s)", name, err, what)
 		}
@@ -188,13 +189,9 @@ func TestEveryFaultType(t *testing.T) {
 				tc.setup(t, e)
 			}
 			f, err := New(tc.spec)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			ctx := context.Background()
-			if err := f.Apply(ctx, e); err != nil {
-				t.Fatalf("Apply: %v", err)
-			}
+			require.NoError(t, f.Apply(ctx, e), "Apply")
 			if !tc.immediate {
 				if err := f.Verify(ctx, e); err == nil {
 					t.Fatal("Verify passed before the fault could have taken effect")
@@ -204,25 +201,16 @@ func TestEveryFaultType(t *testing.T) {
 			if tc.effect != nil {
 				join = tc.effect(t, e)
 			}
-			var verr error
-			for range 100 { // bounded poll, as the timeline does
-				if verr = f.Verify(ctx, e); verr == nil {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			if verr != nil {
-				t.Fatalf("Verify after the effect: %v", verr)
-			}
+			require.EventuallyWithT(t, func(c *assert.CollectT) { // a bounded poll, as the timeline does
+				assert.NoError(c, f.Verify(ctx, e), "Verify after the effect")
+			}, waitBound, 10*time.Millisecond)
 			if ev, ok := f.(Evidencer); !ok || ev.Evidence() == "" {
 				t.Error("no evidence recorded")
 			}
 			if tc.applied != nil {
 				tc.applied(t, e)
 			}
-			if err := f.Revert(ctx, e); err != nil {
-				t.Fatalf("Revert: %v", err)
-			}
+			require.NoError(t, f.Revert(ctx, e), "Revert")
 			if join != nil {
 				join()
 			}
@@ -268,12 +256,8 @@ func TestSilentNoOpIsCaught(t *testing.T) {
 			e.startProc("prefill-0", "prefill")
 			noop := &noopSignalEnv{fakeEnv: e}
 			f, err := New(spec(typ, "prefill-0", nil))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := f.Apply(context.Background(), noop); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
+			require.NoError(t, f.Apply(context.Background(), noop))
 			if err := f.Verify(context.Background(), noop); err == nil {
 				t.Errorf("%s: Verify passed although the signal was never sent", typ)
 			}
@@ -284,9 +268,7 @@ func TestSilentNoOpIsCaught(t *testing.T) {
 		e := newFakeEnv(t)
 		e.addFailpoints("prefill-0", "")
 		f, _ := New(spec("kv_transfer_corrupt", "prefill-0", nil))
-		if err := f.Apply(context.Background(), e); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, f.Apply(context.Background(), e))
 		err := f.Verify(context.Background(), e)
 		if err == nil || !strings.Contains(err.Error(), "not hit yet") {
 			t.Fatalf("Verify = %v", err)
@@ -297,9 +279,7 @@ func TestSilentNoOpIsCaught(t *testing.T) {
 		e := newFakeEnv(t)
 		r := e.addFailpoints("prefill-0", "")
 		f, _ := New(spec("kv_transfer_drop", "prefill-0", nil))
-		if err := f.Apply(context.Background(), e); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, f.Apply(context.Background(), e))
 		r.DisableAll()
 		if err := f.Verify(context.Background(), e); err == nil || !strings.Contains(err.Error(), "no longer enabled") {
 			t.Fatalf("Verify = %v", err)
@@ -310,9 +290,7 @@ func TestSilentNoOpIsCaught(t *testing.T) {
 		e.members["decode-0"] = []string{"decode-0"}
 		e.scrape["decode-0"] = map[string]float64{"sglang:token_usage": 0.5}
 		f, _ := New(spec("kv_pool_exhaustion", "decode-0", nil))
-		if err := f.Apply(context.Background(), e); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, f.Apply(context.Background(), e))
 		e.lastRun().set(RunStats{Sent: 64, Done: 10}) // all sent is not proof of exhaustion
 		if err := f.Verify(context.Background(), e); err == nil {
 			t.Fatal("Verify passed without evidence of exhaustion")
@@ -348,16 +326,12 @@ func TestApplyErrors(t *testing.T) {
 				tc.setup(t, e)
 			}
 			f, err := New(tc.spec)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			err = f.Apply(context.Background(), e)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Apply = %v, want error containing %q", err, tc.want)
 			}
-			if err := f.Revert(context.Background(), e); err != nil {
-				t.Fatalf("Revert after a failed Apply: %v", err)
-			}
+			require.NoError(t, f.Revert(context.Background(), e), "Revert after a failed Apply")
 		})
 	}
 }
@@ -368,20 +342,12 @@ func TestMultipleMembers(t *testing.T) {
 	e.startProc("decode-1", "decode")
 	e.members["decode"] = []string{"decode-0", "decode-1"}
 	f, err := New(spec("process_pause", "decode", nil))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx := context.Background()
-	if err := f.Apply(ctx, e); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.Apply(ctx, e))
 	for _, n := range []string{"decode-0", "decode-1"} {
 		procState(n, stoppedState, "stopped")(t, e)
 	}
-	if err := f.Verify(ctx, e); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Revert(ctx, e); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, f.Verify(ctx, e))
+	require.NoError(t, f.Revert(ctx, e))
 }

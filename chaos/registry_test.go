@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/scenarios"
 )
 
@@ -39,17 +42,13 @@ func TestValidateSpec(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := ValidateSpec(tc.spec, targets)
 			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("ValidateSpec = %v", err)
-				}
+				require.NoError(t, err, "ValidateSpec =")
 				return
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("ValidateSpec = %v, want error containing %q", err, tc.want)
 			}
-			if !errors.Is(err, ErrBadSpec) {
-				t.Errorf("error does not wrap ErrBadSpec: %v", err)
-			}
+			assert.ErrorIs(t, err, ErrBadSpec, "error does not wrap ErrBadSpec")
 		})
 	}
 	// nil targets skip the target check.

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
 )
@@ -118,9 +121,7 @@ func scripted(t *testing.T, specs []scenarios.Fault, faults []*scriptFault, opts
 		specs[i].Type, specs[i].Target = "decode_crash", "decode-0"
 	}
 	tl, err := NewTimeline(specs, append([]TimelineOption{WithLogger(quietLogger())}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, f := range faults {
 		found := false
 		for _, e := range tl.entries {
@@ -135,16 +136,15 @@ func scripted(t *testing.T, specs []scenarios.Fault, faults []*scriptFault, opts
 	return tl
 }
 
+// waitBound bounds a wait for something that must happen: far above what a loaded
+// machine (CI under stress-ng, -race) delays it by, and never reached when all is well.
+const waitBound = 30 * time.Second
+
 // waitFor polls (bounded) until log contains want.
 func waitFor(t *testing.T, log func() []string, want string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !slices.Contains(log(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("never saw %q; have %q", want, log())
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return slices.Contains(log(), want) }, waitBound, 2*time.Millisecond,
+		"never saw %q", want)
 }
 
 // A fault whose verification is slow does not hold up a fault scheduled to overlap
@@ -173,15 +173,11 @@ func TestTimelineSlowVerifyDoesNotDelayOthers(t *testing.T) {
 	if runErr != nil {
 		t.Fatalf("Run = %v, want nil", runErr)
 	}
-	if got, want := s.log(), []string{"apply:slow", "apply:quick", "revert:quick", "verified:slow", "revert:slow"}; !slices.Equal(got, want) {
-		t.Fatalf("calls = %q\nwant %q", got, want)
-	}
+	require.Equal(t, []string{"apply:slow", "apply:quick", "revert:quick", "verified:slow", "revert:slow"}, s.log(), "calls")
 	events := s.eventLog()
 	for _, f := range []string{"slow", "quick"} {
 		want := []string{"fault_start:" + f, "fault_verified:" + f + ":true", "fault_stop:" + f}
-		if got := of(events, f); !slices.Equal(got, want) {
-			t.Errorf("%s events = %q\nwant %q", f, got, want)
-		}
+		assert.Equal(t, want, of(events, f), "%s events", f)
 	}
 	for _, ev := range s.events {
 		if ev.FaultType != "decode_crash" || ev.Target != "decode-0" || ev.Time.IsZero() {
@@ -201,7 +197,7 @@ func TestTimelineVerifyCutAtRevert(t *testing.T) {
 		{Name: "never", At: ms_(0), For: ms_(50)},
 		{Name: "held", At: ms_(0)},
 	}, []*scriptFault{never, held}, WithVerifyTimeout(time.Hour))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	err := tl.Run(ctx, &FuncEnv{EmitFunc: s.emit}, time.Now())
 	if !errors.Is(err, ErrNotVerified) || !strings.Contains(err.Error(), "before its revert at 50ms") {
@@ -212,16 +208,10 @@ func TestTimelineVerifyCutAtRevert(t *testing.T) {
 	}
 	// Same instant: "never" is applied before "held" (spec order), so it is reverted
 	// after it.
-	if got, want := s.log(), []string{"apply:never", "apply:held", "revert:held", "revert:never"}; !slices.Equal(got, want) {
-		t.Fatalf("calls = %q\nwant %q", got, want)
-	}
+	require.Equal(t, []string{"apply:never", "apply:held", "revert:held", "revert:never"}, s.log(), "calls")
 	events := s.eventLog()
-	if got, want := of(events, "never"), []string{"fault_start:never", "fault_verified:never:false", "fault_stop:never"}; !slices.Equal(got, want) {
-		t.Errorf("never events = %q\nwant %q", got, want)
-	}
-	if got, want := of(events, "held"), []string{"fault_start:held", "fault_verified:held:true", "fault_stop:held"}; !slices.Equal(got, want) {
-		t.Errorf("held events = %q\nwant %q", got, want)
-	}
+	assert.Equal(t, []string{"fault_start:never", "fault_verified:never:false", "fault_stop:never"}, of(events, "never"), "never events")
+	assert.Equal(t, []string{"fault_start:held", "fault_verified:held:true", "fault_stop:held"}, of(events, "held"), "held events")
 }
 
 // A failure in one fault cancels the others, including one still verifying (its
@@ -240,7 +230,7 @@ func TestTimelineFailureCancelsAndRevertsAll(t *testing.T) {
 		{Name: "broken", At: ms_(20), For: ms_(10)},
 		{Name: "later", At: scenarios.Duration(time.Hour)},
 	}, faults, WithVerifyTimeout(time.Hour))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	err := tl.Run(ctx, &FuncEnv{EmitFunc: s.emit}, time.Now())
 	if !errors.Is(err, ErrApply) || !strings.Contains(err.Error(), "admin API refused") {
@@ -252,9 +242,7 @@ func TestTimelineFailureCancelsAndRevertsAll(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatal("Run outlived its context")
 	}
-	if got, want := s.log(), []string{"apply:held", "apply:verifying", "apply:broken", "revert:broken", "revert:verifying", "revert:held"}; !slices.Equal(got, want) {
-		t.Fatalf("calls = %q\nwant %q", got, want)
-	}
+	require.Equal(t, []string{"apply:held", "apply:verifying", "apply:broken", "revert:broken", "revert:verifying", "revert:held"}, s.log(), "calls")
 	events := s.eventLog()
 	for f, want := range map[string][]string{
 		"held":      {"fault_start:held", "fault_verified:held:true", "fault_stop:held"},
@@ -262,9 +250,7 @@ func TestTimelineFailureCancelsAndRevertsAll(t *testing.T) {
 		"broken":    {"fault_start:broken", "fault_verified:broken:false", "fault_stop:broken"},
 		"later":     nil,
 	} {
-		if got := of(events, f); !slices.Equal(got, want) {
-			t.Errorf("%s events = %q\nwant %q", f, got, want)
-		}
+		assert.Equal(t, want, of(events, f), "%s events", f)
 	}
 	for _, ev := range s.events {
 		if ev.Fault == "verifying" && ev.Type == ledger.EventFaultVerified && !strings.Contains(ev.Detail, "aborted") {
@@ -281,19 +267,13 @@ func TestTimelineSameInstantRevertBeforeApply(t *testing.T) {
 		{Name: "first", At: ms_(0), For: ms_(20)},
 		{Name: "second", At: ms_(20), For: ms_(10)},
 	}, []*scriptFault{{name: "first", s: s, revertSleep: 30 * time.Millisecond}, {name: "second", s: s}})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
-	if err := tl.Run(ctx, &FuncEnv{EmitFunc: s.emit}, time.Now()); err != nil {
-		t.Fatalf("Run = %v", err)
-	}
-	if got, want := s.log(), []string{"apply:first", "revert:first", "apply:second", "revert:second"}; !slices.Equal(got, want) {
-		t.Fatalf("calls = %q\nwant %q", got, want)
-	}
+	require.NoError(t, tl.Run(ctx, &FuncEnv{EmitFunc: s.emit}, time.Now()), "Run =")
+	require.Equal(t, []string{"apply:first", "revert:first", "apply:second", "revert:second"}, s.log(), "calls")
 	want := []string{"fault_start:first", "fault_verified:first:true", "fault_stop:first",
 		"fault_start:second", "fault_verified:second:true", "fault_stop:second"}
-	if got := s.eventLog(); !slices.Equal(got, want) {
-		t.Fatalf("events = %q\nwant %q", got, want)
-	}
+	require.Equal(t, want, s.eventLog(), "events")
 }
 
 // The injected clock stamps the events.
@@ -311,9 +291,7 @@ func TestTimelineInjectedClock(t *testing.T) {
 		{Name: "a", At: ms_(0), For: ms_(5)},
 		{Name: "b", At: ms_(0), For: ms_(5)},
 	}, []*scriptFault{{name: "a", s: s}, {name: "b", s: s}}, WithClock(clock))
-	if err := tl.Run(context.Background(), &FuncEnv{EmitFunc: s.emit}, time.Now()); err != nil {
-		t.Fatalf("Run = %v", err)
-	}
+	require.NoError(t, tl.Run(context.Background(), &FuncEnv{EmitFunc: s.emit}, time.Now()), "Run =")
 	seen := map[time.Time]bool{}
 	for _, ev := range s.events {
 		if ev.Time.Year() != 2030 || seen[ev.Time] {

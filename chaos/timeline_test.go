@@ -2,11 +2,13 @@ package chaos
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"pdsoak/scenarios"
 )
@@ -19,17 +21,13 @@ func TestTimelineSteps(t *testing.T) {
 		{Name: "early", Type: "network_partition", Target: "l", At: ms_(0), For: ms_(50)},
 		{Name: "held", Type: "decode_crash", Target: "decode-0", At: ms_(20)},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var got []string
 	for _, s := range tl.Steps() {
 		got = append(got, s.At.String()+" "+string(s.Kind)+" "+s.Fault.Name)
 	}
 	want := []string{"0s apply early", "20ms apply held", "50ms revert early", "50ms apply late", "60ms revert late"}
-	if !slices.Equal(got, want) {
-		t.Fatalf("steps = %q\nwant %q", got, want)
-	}
+	require.Equal(t, want, got, "steps")
 }
 
 func TestNewTimelineReportsAllErrors(t *testing.T) {
@@ -38,13 +36,9 @@ func TestNewTimelineReportsAllErrors(t *testing.T) {
 		{Name: "b", Type: "decode_crash", Target: "decode-0", Params: map[string]any{"bogus": 1}},
 		{Name: "b", Type: "decode_crash", Target: "decode-0"},
 	})
-	if err == nil {
-		t.Fatal("NewTimeline accepted bad specs")
-	}
+	require.Error(t, err, "NewTimeline accepted bad specs")
 	for _, want := range []string{`"meteor"`, "params.bogus", `duplicate fault name "b"`} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error lacks %q: %v", want, err)
-		}
+		assert.ErrorContains(t, err, want)
 	}
 }
 
@@ -53,27 +47,30 @@ func TestTimelineRunAppliesVerifiesReverts(t *testing.T) {
 	e.withLinks("router->decode-0")
 	e.startProc("decode-0", "decode")
 	tl, err := NewTimeline([]scenarios.Fault{
-		// Each fault must be verified before its own revert: For leaves room for that
-		// on a loaded machine.
+		// A partition's proof (dialling is refused) holds from Apply on, so its timed
+		// revert cannot overtake it however loaded the machine. A paused process shows
+		// state T only once the kernel has run it: that fault is held until the test
+		// has seen its proof, so no deadline races the scheduler.
 		{Name: "cut", Type: "network_partition", Target: "router->decode-0", At: ms_(0), For: ms_(300)},
-		{Name: "freeze", Type: "process_pause", Target: "decode-0", At: ms_(20), For: ms_(300)},
+		{Name: "freeze", Type: "process_pause", Target: "decode-0", At: ms_(20)},
 	}, WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := tl.Run(ctx, e, time.Now()); err != nil {
-		t.Fatalf("Run: %v", err)
-	}
+	done := make(chan error, 1)
+	go func() { done <- tl.Run(ctx, e, time.Now()) }()
+	require.Eventually(t, func() bool {
+		log := e.eventLog()
+		return slices.Contains(log, "fault_stop:cut") && slices.Contains(log, "fault_verified:freeze:true")
+	}, waitBound, 5*time.Millisecond, "cut never reverted or freeze never verified")
+	cancel()
+	require.NoError(t, <-done, "Run")
 	// The faults overlap and run on their own schedules: only each fault's own events
 	// are ordered.
 	events := e.eventLog()
 	for _, f := range []string{"cut", "freeze"} {
 		want := []string{"fault_start:" + f, "fault_verified:" + f + ":true", "fault_stop:" + f}
-		if got := of(events, f); !slices.Equal(got, want) {
-			t.Fatalf("%s events = %q\nwant %q", f, got, want)
-		}
+		require.Equal(t, want, of(events, f), "%s events", f)
 	}
 	for _, ev := range e.events {
 		if ev.FaultType == "" || ev.Target == "" || ev.Time.IsZero() {
@@ -84,9 +81,7 @@ func TestTimelineRunAppliesVerifiesReverts(t *testing.T) {
 		}
 	}
 	k, _ := e.links.Link("router->decode-0")
-	if !k.IsUp() {
-		t.Error("link still down after the run")
-	}
+	assert.True(t, k.IsUp(), "link still down after the run")
 	procState("decode-0", func(st byte) bool { return !stoppedState(st) }, "running")(t, e)
 }
 
@@ -97,26 +92,18 @@ func TestTimelineUnverifiedFailsAndReverts(t *testing.T) {
 		{Name: "cut", Type: "network_partition", Target: "router->decode-0", At: ms_(0)}, // held
 		{Name: "flood", Type: "queue_saturation", Target: "client", At: ms_(5), For: ms_(1000)},
 	}, WithVerifyTimeout(100*time.Millisecond), WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	err = tl.Run(ctx, e, time.Now())
-	if !errors.Is(err, ErrNotVerified) {
-		t.Fatalf("Run = %v, want ErrNotVerified", err)
-	}
-	if !strings.Contains(err.Error(), "flood") {
-		t.Errorf("error does not name the fault: %v", err)
-	}
+	require.ErrorIs(t, err, ErrNotVerified, "Run")
+	assert.ErrorContains(t, err, "flood", "the error names the fault")
 	events := e.eventLog()
 	for f, want := range map[string][]string{
 		"cut":   {"fault_start:cut", "fault_verified:cut:true", "fault_stop:cut"},
 		"flood": {"fault_start:flood", "fault_verified:flood:false", "fault_stop:flood"},
 	} {
-		if got := of(events, f); !slices.Equal(got, want) {
-			t.Fatalf("%s events = %q\nwant %q", f, got, want)
-		}
+		require.Equal(t, want, of(events, f), "%s events", f)
 	}
 	// Reverted latest first.
 	var starts, stops []string
@@ -131,32 +118,21 @@ func TestTimelineUnverifiedFailsAndReverts(t *testing.T) {
 		}
 	}
 	slices.Reverse(starts)
-	if !slices.Equal(stops, starts) {
-		t.Errorf("reverted in order %q, want the reverse of the applies %q", stops, starts)
-	}
-	if !e.lastRun().stopped.Load() {
-		t.Error("burst not stopped")
-	}
+	assert.Equal(t, starts, stops, "reverted in the reverse order of the applies")
+	assert.True(t, e.lastRun().stopped.Load(), "burst not stopped")
 	k, _ := e.links.Link("router->decode-0")
-	if !k.IsUp() {
-		t.Error("held partition not reverted on failure")
-	}
+	assert.True(t, k.IsUp(), "held partition not reverted on failure")
 }
 
 func TestTimelineApplyFailure(t *testing.T) {
 	e := newFakeEnv(t)
 	tl, err := NewTimeline([]scenarios.Fault{{Name: "ghost", Type: "decode_crash", Target: "decode-9"}}, WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	err = tl.Run(context.Background(), e, time.Now())
-	if !errors.Is(err, ErrApply) || !strings.Contains(err.Error(), "names nothing") {
-		t.Fatalf("Run = %v", err)
-	}
+	require.ErrorIs(t, err, ErrApply)
+	require.ErrorContains(t, err, "names nothing")
 	want := []string{"fault_start:ghost", "fault_verified:ghost:false", "fault_stop:ghost"}
-	if got := e.eventLog(); !slices.Equal(got, want) {
-		t.Fatalf("events = %q\nwant %q", got, want)
-	}
+	require.Equal(t, want, e.eventLog(), "events")
 }
 
 func TestTimelineCancelRevertsHeldFaults(t *testing.T) {
@@ -166,30 +142,17 @@ func TestTimelineCancelRevertsHeldFaults(t *testing.T) {
 		{Name: "cut", Type: "network_partition", Target: "prefill-0->decode-0", At: ms_(0)},
 		{Name: "never", Type: "network_partition", Target: "prefill-0->decode-0", At: scenarios.Duration(time.Hour)},
 	}, WithLogger(quietLogger()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- tl.Run(ctx, e, time.Now()) }()
 	// Wait (bounded) until the first fault is verified, then end the run.
-	deadline := time.Now().Add(5 * time.Second)
-	for !slices.Contains(e.eventLog(), "fault_verified:cut:true") {
-		if time.Now().After(deadline) {
-			t.Fatal("first fault never verified")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, e.eventLog, "fault_verified:cut:true")
 	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run after cancel = %v, want nil", err)
-	}
+	require.NoError(t, <-done, "Run after cancel")
 	want := []string{"fault_start:cut", "fault_verified:cut:true", "fault_stop:cut"}
-	if got := e.eventLog(); !slices.Equal(got, want) {
-		t.Fatalf("events = %q\nwant %q", got, want)
-	}
+	require.Equal(t, want, e.eventLog(), "events")
 	// RevertAll again is a no-op.
-	if err := tl.RevertAll(context.Background(), e); err != nil || len(e.eventLog()) != 3 {
-		t.Fatalf("second RevertAll: %v, %d events", err, len(e.eventLog()))
-	}
+	require.NoError(t, tl.RevertAll(context.Background(), e), "second RevertAll")
+	require.Len(t, e.eventLog(), 3, "events after the second RevertAll")
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/blas32"
 )
@@ -119,9 +120,7 @@ func BenchmarkDecode(b *testing.B) {
 			for i := range batch {
 				batch[i] = SeqInput{Tokens: promptIDs(i, 64), Pages: pagesFor(i*16, 16), Sample: true}
 			}
-			if err := m.Forward(batch, out); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, m.Forward(batch, out))
 			step := 0
 			for b.Loop() {
 				for i := range batch {
@@ -131,9 +130,7 @@ func BenchmarkDecode(b *testing.B) {
 					}
 					batch[i].Pos = 64 + step%192
 				}
-				if err := m.Forward(batch, out); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, m.Forward(batch, out))
 				step++
 			}
 			b.ReportMetric(float64(bs*b.N)/b.Elapsed().Seconds(), "tok/s")
@@ -148,9 +145,7 @@ func BenchmarkPrefill(b *testing.B) {
 	in := []SeqInput{{Tokens: promptIDs(1, n), Pages: pagesFor(0, n/16), Sample: true}}
 	out := []int{0}
 	for b.Loop() {
-		if err := m.Forward(in, out); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, m.Forward(in, out))
 	}
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tok/s")
 }
@@ -165,16 +160,12 @@ func BenchmarkSimTimeDecode(b *testing.B) {
 	for i := range batch {
 		batch[i] = SeqInput{Tokens: promptIDs(i, ctx), Pages: pagesFor(i*(ctx/16+1), ctx/16+1)}
 	}
-	if err := s.Forward(batch, out); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, s.Forward(batch, out))
 	for i := range batch {
 		batch[i].Tokens, batch[i].Pos, batch[i].Sample = []int{'a'}, ctx, true
 	}
 	for b.Loop() {
-		if err := s.Forward(batch, out); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, s.Forward(batch, out))
 	}
 	b.ReportMetric(float64(bs*b.N)/b.Elapsed().Seconds(), "tok/s")
 }

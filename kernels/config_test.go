@@ -4,6 +4,9 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -43,28 +46,18 @@ func TestConfigValidate(t *testing.T) {
 			tt.edit(&cfg)
 			err := cfg.Validate()
 			if len(tt.want) == 0 {
-				if err != nil {
-					t.Fatalf("Validate() = %v, want nil", err)
-				}
+				require.NoError(t, err)
 				return
 			}
-			if err == nil {
-				t.Fatalf("Validate() = nil, want error containing %q", tt.want)
-			}
+			require.Error(t, err)
 			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Validate() = %q, want it to contain %q", err, w)
-				}
+				assert.ErrorContains(t, err, w)
 			}
-			if !strings.HasPrefix(err.Error(), "kernels: ") {
-				t.Errorf("error %q lacks the package prefix", err)
-			}
-			if _, derr := Describe(cfg); derr == nil {
-				t.Errorf("Describe accepted an invalid config")
-			}
-			if _, nerr := New(cfg); nerr == nil {
-				t.Errorf("New accepted an invalid config")
-			}
+			assert.True(t, strings.HasPrefix(err.Error(), "kernels: "), "error %q lacks the package prefix", err)
+			_, derr := Describe(cfg)
+			assert.Error(t, derr, "Describe accepted an invalid config")
+			_, nerr := New(cfg)
+			assert.Error(t, nerr, "New accepted an invalid config")
 		})
 	}
 }
@@ -87,27 +80,23 @@ func TestDescribe(t *testing.T) {
 			cfg := DefaultConfig()
 			tt.edit(&cfg)
 			info, err := Describe(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if info.KVBytesPerTokenPerLayer != tt.perLayer || info.ModelKVBytesPerToken != tt.modelPerToken {
-				t.Fatalf("Describe = %+v, want per-layer %d, model per token %d", info, tt.perLayer, tt.modelPerToken)
-			}
-			if info.Name != "ref" || info.BOS != TokenBOS || info.EOS != TokenEOS || info.VocabSize != cfg.Vocab || info.Layers != cfg.Layers {
-				t.Fatalf("Describe = %+v", info)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.perLayer, info.KVBytesPerTokenPerLayer, "KV bytes per token per layer")
+			assert.Equal(t, tt.modelPerToken, info.ModelKVBytesPerToken, "model KV bytes per token")
+			assert.Equal(t, "ref", info.Name)
+			assert.Equal(t, TokenBOS, info.BOS)
+			assert.Equal(t, TokenEOS, info.EOS)
+			assert.Equal(t, cfg.Vocab, info.VocabSize)
+			assert.Equal(t, cfg.Layers, info.Layers)
 			cfg.NumPages = 8
 			b, err := New(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if b.Info() != info {
-				t.Fatalf("New().Info() = %+v, Describe = %+v", b.Info(), info)
-			}
+			require.NoError(t, err)
+			require.Equal(t, info, b.Info(), "New().Info() and Describe")
 			kv := b.KV()
-			if kv.NumPages != 8 || kv.PageSize != cfg.PageSize || kv.Layers != cfg.Layers || kv.BytesPerToken != info.KVBytesPerTokenPerLayer {
-				t.Fatalf("KV store %+v does not match config", kv)
-			}
+			assert.Equal(t, 8, kv.NumPages)
+			assert.Equal(t, cfg.PageSize, kv.PageSize)
+			assert.Equal(t, cfg.Layers, kv.Layers)
+			assert.Equal(t, info.KVBytesPerTokenPerLayer, kv.BytesPerToken)
 		})
 	}
 }
@@ -123,15 +112,10 @@ func TestDescribeDoesNotAllocateThePool(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if allocs != 0 {
-		t.Fatalf("Describe allocated %v times", allocs)
-	}
+	require.Zero(t, allocs, "Describe allocated")
 	_, err := New(cfg)
-	if err == nil || !strings.Contains(err.Error(), "GiB limit") {
-		t.Fatalf("New with 2^31-1 pages = %v, want the size limit error", err)
-	}
+	require.ErrorContains(t, err, "GiB limit", "New with 2^31-1 pages")
 	cfg.NumPages = 0
-	if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "NumPages") {
-		t.Fatalf("New with 0 pages = %v, want a NumPages error", err)
-	}
+	_, err = New(cfg)
+	require.ErrorContains(t, err, "NumPages", "New with 0 pages")
 }

@@ -3,6 +3,8 @@ package kernels
 import (
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // newTiny builds a tinyref backend from the default config with edits applied.
@@ -14,9 +16,7 @@ func newTiny(t testing.TB, edit func(*Config)) *TinyRef {
 		edit(&cfg)
 	}
 	b, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b.(*TinyRef)
 }
 
@@ -43,15 +43,11 @@ func promptIDs(seed, n int) []int {
 func generate(t testing.TB, b Backend, prompt []int, pages []int32, sp Sampling, maxNew int) []int {
 	t.Helper()
 	out := []int{0}
-	if err := b.Forward([]SeqInput{{Tokens: prompt, Pages: pages, Sample: true, Sampling: sp}}, out); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.Forward([]SeqInput{{Tokens: prompt, Pages: pages, Sample: true, Sampling: sp}}, out))
 	gen := []int{out[0]}
 	pos := len(prompt)
 	for len(gen) < maxNew && gen[len(gen)-1] != TokenEOS {
-		if err := b.Forward([]SeqInput{{Tokens: gen[len(gen)-1:], Pos: pos, Pages: pages, Sample: true, Sampling: sp}}, out); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, b.Forward([]SeqInput{{Tokens: gen[len(gen)-1:], Pos: pos, Pages: pages, Sample: true, Sampling: sp}}, out))
 		pos++
 		gen = append(gen, out[0])
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func newSim(t testing.TB, edit func(*Config)) *SimTime {
@@ -16,17 +18,13 @@ func newSim(t testing.TB, edit func(*Config)) *SimTime {
 		edit(&cfg)
 	}
 	b, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return b.(*SimTime)
 }
 
 func TestProfileStepTime(t *testing.T) {
 	p, err := LookupProfile("llama3-8b-h100")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	tests := []struct {
 		name            string
 		prefill, decode int
@@ -133,9 +131,7 @@ func TestSimTimeForward(t *testing.T) {
 	}
 	// The KV bytes are a function of (token, position, layer) only.
 	c := newSim(t, nil)
-	if err := c.Forward([]SeqInput{{Tokens: prompt, Pages: pagesFor(30, 20)}}, []int{0}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.Forward([]SeqInput{{Tokens: prompt, Pages: pagesFor(30, 20)}}, []int{0}))
 	if string(seqKV(a.KV(), pages, 50)) != string(seqKV(c.KV(), pagesFor(30, 20), 50)) {
 		t.Fatal("prompt KV bytes depend on the pages they sit in")
 	}
@@ -155,17 +151,13 @@ func TestSimTimeDetectsCorruptKV(t *testing.T) {
 	pages := pagesFor(0, 4)
 	s := newSim(t, nil)
 	out := []int{0}
-	if err := s.Forward([]SeqInput{{Tokens: prompt, Pages: pages}}, out); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Forward([]SeqInput{{Tokens: prompt, Pages: pages}}, out))
 	// next decodes four tokens after the prompt (writing positions 64..67).
 	next := func() [4]int {
 		var got [4]int
 		tok := int('x')
 		for k := range got {
-			if err := s.Forward([]SeqInput{{Tokens: []int{tok}, Pos: 64 + k, Pages: []int32{0, 1, 2, 3, 4}, Sample: true}}, out); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, s.Forward([]SeqInput{{Tokens: []int{tok}, Pos: 64 + k, Pages: []int32{0, 1, 2, 3, 4}, Sample: true}}, out))
 			got[k], tok = out[0], out[0]
 		}
 		return got
@@ -199,9 +191,7 @@ func TestPaced(t *testing.T) {
 	cfg.Jitter = 0
 	cfg.NumPages = 64
 	b, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p, _ := LookupProfile("tiny-cpu")
 	if got := b.StepTime(3, 4); got != p.StepTime(3, 4) {
 		t.Fatalf("paced StepTime = %v, want %v", got, p.StepTime(3, 4))
@@ -221,9 +211,7 @@ func TestPaced(t *testing.T) {
 
 func TestKVStoreLayout(t *testing.T) {
 	kv, err := NewKVStore(3, 4, 2, 16)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	seen := map[*float32]string{}
 	for p := int32(0); p < 3; p++ {
 		for l := 0; l < 2; l++ {
@@ -274,9 +262,7 @@ func TestSimTimeBatchInvariance(t *testing.T) {
 	got := make([][]int, n)
 	out := make([]int, n)
 	for range 20 {
-		if err := s.Forward(batch, out); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, s.Forward(batch, out))
 		for i := range batch {
 			got[i] = append(got[i], out[i])
 			batch[i].Pos += len(batch[i].Tokens)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestTinyRefDeterministic(t *testing.T) {
@@ -81,9 +83,7 @@ func TestBatchInvariance(t *testing.T) {
 	for i := range batch {
 		batch[i].Sampling = sps(i)
 	}
-	if err := m.Forward(batch, out); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.Forward(batch, out))
 	got := make([][]int, n)
 	for i := range n {
 		got[i] = []int{out[i]}
@@ -102,9 +102,7 @@ func TestBatchInvariance(t *testing.T) {
 			break
 		}
 		o := make([]int, len(dec))
-		if err := m.Forward(dec, o); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, m.Forward(dec, o))
 		for k, i := range idx {
 			got[i] = append(got[i], o[k])
 		}
@@ -129,9 +127,7 @@ func TestChunkedPrefillEqualsOneShot(t *testing.T) {
 		for p := 0; p < len(prompt); p += chunk {
 			end := min(p+chunk, len(prompt))
 			out := []int{0}
-			if err := m.Forward([]SeqInput{{Tokens: prompt[p:end], Pos: p, Pages: pages, Sample: end == len(prompt)}}, out); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, m.Forward([]SeqInput{{Tokens: prompt[p:end], Pos: p, Pages: pages, Sample: end == len(prompt)}}, out))
 			if end < len(prompt) && out[0] != -1 {
 				t.Fatalf("chunk without Sample returned token %d", out[0])
 			}
@@ -257,9 +253,7 @@ func TestForwardSplitsLongSteps(t *testing.T) {
 		{Tokens: promptIDs(13, 40), Pages: pagesFor(300, 3)},
 		{Tokens: short, Pages: shortPages, Sample: true},
 	}
-	if err := m.Forward(batch, out); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.Forward(batch, out))
 	if out[0] != wantLong || out[1] != -1 || out[2] != wantShort {
 		t.Fatalf("out = %v, want [%d -1 %d]", out, wantLong, wantShort)
 	}
@@ -288,9 +282,7 @@ func TestForwardOutMayAliasTokens(t *testing.T) {
 				cfg := DefaultConfig()
 				cfg.Backend, cfg.NumPages, cfg.Jitter = name, 32, 0
 				b, err := New(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				out := make([]int, 3)
 				batch := make([]SeqInput, 3)
 				for i := range batch {
@@ -298,9 +290,7 @@ func TestForwardOutMayAliasTokens(t *testing.T) {
 				}
 				var got []int
 				for range 10 {
-					if err := b.Forward(batch, out); err != nil {
-						t.Fatal(err)
-					}
+					require.NoError(t, b.Forward(batch, out))
 					got = append(got, out...)
 					for i := range batch {
 						batch[i].Pos += len(batch[i].Tokens)

@@ -5,15 +5,15 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // pump sends n bytes through addr to the echo server and reads them back.
 func pump(b *testing.B, addr string, n int) time.Duration {
 	b.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 	buf := make([]byte, 32<<10)
@@ -28,9 +28,7 @@ func pump(b *testing.B, addr string, n int) time.Duration {
 			b.Fatal(err)
 		}
 	}
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, <-done)
 	return time.Since(start)
 }
 
@@ -42,9 +40,7 @@ func BenchmarkProxyOverhead(b *testing.B) {
 	l := New()
 	defer l.Close()
 	k, err := l.Add("bench", e.addr())
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	const n = 8 << 20
 	var direct, proxied time.Duration
 	b.SetBytes(2 * n)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -18,18 +19,17 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // echoServer is a real loopback echo server.
 type echoServer struct {
-	ln net.Listener
-	wg sync.WaitGroup
-	mu sync.Mutex
-	cs []net.Conn
+	ln     net.Listener
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	cs     []net.Conn
+	closed bool // set by close: a connection accepted after it is closed at once
 }
 
 func newEcho(t testing.TB) *echoServer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	e := &echoServer{ln: ln}
 	e.wg.Add(1)
 	go func() {
@@ -39,7 +39,14 @@ func newEcho(t testing.TB) *echoServer {
 			if err != nil {
 				return
 			}
+			// Accept may return a connection after close ran: close it too, or its
+			// copy (and close's Wait) would last as long as the peer keeps it open.
 			e.mu.Lock()
+			if e.closed {
+				e.mu.Unlock()
+				c.Close()
+				continue
+			}
 			e.cs = append(e.cs, c)
 			e.mu.Unlock()
 			e.wg.Add(1)
@@ -57,6 +64,7 @@ func newEcho(t testing.TB) *echoServer {
 func (e *echoServer) close() {
 	e.ln.Close()
 	e.mu.Lock()
+	e.closed = true
 	for _, c := range e.cs {
 		c.Close()
 	}
@@ -76,9 +84,7 @@ func newLinks(t *testing.T) *Links {
 func dial(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -92,9 +98,7 @@ func roundTrip(t *testing.T, c net.Conn, msg string) (string, time.Duration) {
 		t.Fatal(err)
 	}
 	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		t.Fatalf("read: %v", err)
-	}
+	require.NoError(t, err, "read")
 	return strings.TrimSuffix(line, "\n"), time.Since(start)
 }
 
@@ -102,81 +106,53 @@ func TestPassThroughAndCounters(t *testing.T) {
 	e := newEcho(t)
 	l := newLinks(t)
 	addr, err := l.Hook("router->decode-0", e.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if addr == e.addr() || !strings.HasPrefix(addr, "127.0.0.1:") {
-		t.Fatalf("proxy addr %q", addr)
-	}
+	require.NoError(t, err)
+	require.NotEqual(t, e.addr(), addr, "the proxy has its own address")
+	require.True(t, strings.HasPrefix(addr, "127.0.0.1:"), "proxy addr %q", addr)
 	c := dial(t, addr)
-	if got, _ := roundTrip(t, c, "hello"); got != "hello" {
-		t.Fatalf("echo = %q", got)
-	}
+	got, _ := roundTrip(t, c, "hello")
+	require.Equal(t, "hello", got, "echo")
 	k, err := l.Link("router->decode-0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := k.Counters()
-	if cs.UpBytes != 6 || cs.DownBytes != 6 || cs.Conns != 1 {
-		t.Fatalf("counters = %+v, want 6/6/1", cs)
-	}
-	if _, err := l.Link("nope"); !errors.Is(err, ErrUnknownLink) {
-		t.Fatalf("unknown link: %v", err)
-	}
-	if got := l.Names(); len(got) != 1 || got[0] != "router->decode-0" {
-		t.Fatalf("Names = %v", got)
-	}
+	require.NoError(t, err)
+	// The counter toxic counts a chunk before passing it on, so the echo's return
+	// orders both counts before this read.
+	require.Equal(t, Counters{UpBytes: 6, DownBytes: 6, Conns: 1}, k.Counters())
+	_, err = l.Link("nope")
+	require.ErrorIs(t, err, ErrUnknownLink)
+	require.Equal(t, []string{"router->decode-0"}, l.Names())
 	// Same upstream again: same address.
-	if again, _ := l.Hook("router->decode-0", e.addr()); again != addr {
-		t.Fatalf("second Hook moved the proxy: %s vs %s", again, addr)
-	}
+	again, _ := l.Hook("router->decode-0", e.addr())
+	require.Equal(t, addr, again, "second Hook moved the proxy")
 }
 
 func TestLatencyObservable(t *testing.T) {
 	e := newEcho(t)
 	l := newLinks(t)
 	k, err := l.Add("a->b", e.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.AddToxic(Toxic{Type: ToxicLatency, Attributes: map[string]any{"latency": 300}}); err != nil {
-		t.Fatal(err)
-	}
-	if got := k.Toxics(); len(got) != 1 || got[0] != "latency_downstream" {
-		t.Fatalf("Toxics = %v", got)
-	}
+	require.NoError(t, err)
+	require.NoError(t, k.AddToxic(Toxic{Type: ToxicLatency, Attributes: map[string]any{"latency": 300}}))
+	require.Equal(t, []string{"latency_downstream"}, k.Toxics())
 	c := dial(t, k.Addr())
 	// A lower bound only: the toxic guarantees at least 300 ms, a loaded machine only adds.
-	if got, d := roundTrip(t, c, "slow"); got != "slow" || d < 250*time.Millisecond {
-		t.Fatalf("with latency: %q after %s, want ≥ 300ms", got, d)
-	}
-	if err := k.RemoveToxic(context.Background(), "latency_downstream"); err != nil {
-		t.Fatal(err)
-	}
-	if len(k.Toxics()) != 0 {
-		t.Fatalf("toxics left: %v", k.Toxics())
-	}
-	if got, _ := roundTrip(t, c, "fast"); got != "fast" {
-		t.Fatalf("after removal: %q", got)
-	}
-	if err := k.RemoveToxic(context.Background(), "latency_downstream"); err == nil {
-		t.Fatal("removing a missing toxic succeeded")
-	}
+	got, d := roundTrip(t, c, "slow")
+	require.Equal(t, "slow", got)
+	require.GreaterOrEqual(t, d, 250*time.Millisecond, "round trip through a 300 ms latency toxic")
+	require.NoError(t, k.RemoveToxic(context.Background(), "latency_downstream"))
+	require.Empty(t, k.Toxics(), "toxics left")
+	got, _ = roundTrip(t, c, "fast")
+	require.Equal(t, "fast", got, "after removal")
+	require.Error(t, k.RemoveToxic(context.Background(), "latency_downstream"), "removing a missing toxic")
 }
 
 func TestDownClosesConnectionsAndUpRestores(t *testing.T) {
 	e := newEcho(t)
 	l := newLinks(t)
 	k, err := l.Add("prefill-0->decode-0", e.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	addr := k.Addr()
 	c := dial(t, addr)
 	roundTrip(t, c, "x")
-	if err := k.Down(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k.Down())
 	if k.IsUp() {
 		t.Fatal("IsUp after Down")
 	}
@@ -190,9 +166,7 @@ func TestDownClosesConnectionsAndUpRestores(t *testing.T) {
 		c2.Close()
 		t.Fatal("dial succeeded while the link is down")
 	}
-	if err := k.Up(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k.Up())
 	if k.Addr() != addr {
 		t.Fatalf("Up moved the address: %s → %s", addr, k.Addr())
 	}
@@ -250,16 +224,13 @@ func TestToxics(t *testing.T) {
 			e := newEcho(t)
 			l := newLinks(t)
 			k, err := l.Add("l", e.addr())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := k.AddToxic(tc.toxic); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
+			require.NoError(t, k.AddToxic(tc.toxic))
 			tc.check(t, dial(t, k.Addr()))
-			if k.Counters().UpBytes == 0 {
-				t.Error("upstream counter did not move")
-			}
+			// The proxy reads the client's bytes on its own goroutine: through a black
+			// hole nothing orders that read before check returns.
+			require.Eventually(t, func() bool { return k.Counters().UpBytes > 0 }, 30*time.Second, 5*time.Millisecond,
+				"upstream counter did not move")
 			k.ResetToxics(context.Background())
 			if len(k.Toxics()) != 0 {
 				t.Errorf("toxics after reset: %v", k.Toxics())
@@ -272,9 +243,7 @@ func TestAddToxicErrors(t *testing.T) {
 	e := newEcho(t)
 	l := newLinks(t)
 	k, err := l.Add("l", e.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for name, tx := range map[string]Toxic{
 		"unknown type": {Type: "explode"},
 		"bad stream":   {Type: ToxicLatency, Stream: "sideways"},
@@ -285,9 +254,7 @@ func TestAddToxicErrors(t *testing.T) {
 			t.Errorf("%s: AddToxic succeeded", name)
 		}
 	}
-	if err := k.AddToxic(Toxic{Type: ToxicLatency}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, k.AddToxic(Toxic{Type: ToxicLatency}))
 	if err := k.AddToxic(Toxic{Type: ToxicLatency}); err == nil {
 		t.Error("duplicate toxic accepted")
 	}
@@ -303,13 +270,9 @@ func TestRetargetKeepsAddress(t *testing.T) {
 	e1, e2 := newEcho(t), newEcho(t)
 	l := newLinks(t)
 	addr, err := l.Hook("router->prefill-0", e1.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	addr2, err := l.Hook("router->prefill-0", e2.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if addr2 != addr {
 		t.Fatalf("re-target moved the proxy: %s → %s", addr, addr2)
 	}
@@ -326,23 +289,15 @@ func TestHealAndClose(t *testing.T) {
 	e := newEcho(t)
 	l := New()
 	k, err := l.Add("l", e.addr())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_ = k.AddToxic(Toxic{Type: ToxicLatency, Attributes: map[string]any{"latency": 1}})
 	_ = k.Down()
-	if err := l.Heal(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Heal(context.Background()))
 	if !k.IsUp() || len(k.Toxics()) != 0 {
 		t.Fatalf("after Heal: up=%v toxics=%v", k.IsUp(), k.Toxics())
 	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, l.Close())
+	require.NoError(t, l.Close())
 	if _, err := l.Add("m", e.addr()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Add after Close = %v", err)
 	}

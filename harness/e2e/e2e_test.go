@@ -15,6 +15,9 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/ledger"
 	"pdsoak/reports"
 )
@@ -267,9 +270,7 @@ func (c faultCase) yaml() string {
 func (c faultCase) write(t *testing.T, dir string) string {
 	t.Helper()
 	p := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".yaml")
-	if err := os.WriteFile(p, []byte(c.yaml()), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(p, []byte(c.yaml()), 0o644))
 	return p
 }
 
@@ -294,42 +295,25 @@ func TestFaults(t *testing.T) {
 func checkStrictPass(t *testing.T, r run, c faultCase) {
 	t.Helper()
 	res := r.res
-	ok := true
-	fail := func(format string, args ...any) {
-		t.Errorf(format, args...)
-		ok = false
-	}
-	if r.code != 0 {
-		fail("exit %d, want 0 (pass)", r.code)
-	}
-	if res.Verdict != reports.VerdictPass {
-		fail("verdict %q %v, want pass", res.Verdict, res.InvalidReasons)
-	}
-	if res.SilentDrops != 0 || res.Unresolved != 0 {
-		fail("%d silent drops, %d unresolved; drops: %+v", res.SilentDrops, res.Unresolved, res.Drops)
-	}
-	if res.Outcomes[ledger.OutcomeOK] == 0 {
-		fail("no request succeeded: %v", res.Outcomes)
-	}
-	if res.Leak == nil || !res.Leak.Passed {
-		fail("leak check %+v, want passed", res.Leak)
-	}
+	// assert, not require: one failing case shows every check it fails.
+	ok := assert.Zero(t, r.code, "exit code, want 0 (pass)")
+	ok = assert.Equal(t, reports.VerdictPass, res.Verdict, "verdict (reasons %v)", res.InvalidReasons) && ok
+	ok = assert.Zero(t, res.SilentDrops, "silent drops: %+v", res.Drops) && ok
+	ok = assert.Zero(t, res.Unresolved, "unresolved requests") && ok
+	ok = assert.NotZero(t, res.Outcomes[ledger.OutcomeOK], "no request succeeded: %v", res.Outcomes) && ok
+	ok = assert.True(t, res.Leak != nil && res.Leak.Passed, "leak check %+v, want passed", res.Leak) && ok
 	for _, a := range res.Assertions {
-		if !a.Passed {
-			fail("assertion %s failed: %s", a.Name, a.Detail)
-		}
+		ok = assert.True(t, a.Passed, "assertion %s failed: %s", a.Name, a.Detail) && ok
 	}
-	if len(res.Faults) != len(c.faults) {
-		fail("%d faults in results, the scenario has %d: %+v", len(res.Faults), len(c.faults), res.Faults)
-	}
+	ok = assert.Len(t, res.Faults, len(c.faults), "faults in results: %+v", res.Faults) && ok
 	for _, f := range res.Faults {
 		switch {
 		case f.Verified == nil || !*f.Verified:
-			fail("fault %s (%s) not verified: %s", f.Name, f.Type, f.Detail)
+			ok = assert.Fail(t, "fault not verified", "fault %s (%s): %s", f.Name, f.Type, f.Detail)
 		case f.Stop == nil:
-			fail("fault %s (%s) never stopped", f.Name, f.Type)
+			ok = assert.Fail(t, "fault never stopped", "fault %s (%s)", f.Name, f.Type)
 		case f.Recovered == nil || !*f.Recovered:
-			fail("fault %s (%s) did not recover (recovered %v)", f.Name, f.Type, deref(f.Recovered))
+			ok = assert.Fail(t, "fault did not recover", "fault %s (%s): recovered %v", f.Name, f.Type, deref(f.Recovered))
 		}
 		ttr := "-"
 		if f.TimeToRecover != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
 	"pdsoak/ledger"
@@ -39,9 +40,7 @@ func expectShipped(t *testing.T, name, verdict string) {
 func shortened(t *testing.T, dir, name string, set map[string]any) string {
 	t.Helper()
 	data, err := os.ReadFile(shipped(name))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var doc map[string]any
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		t.Fatalf("%s: %v", name, err)
@@ -50,13 +49,9 @@ func shortened(t *testing.T, dir, name string, set map[string]any) string {
 		doc[k] = v
 	}
 	out, err := yaml.Marshal(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	p := filepath.Join(dir, name+"-short.yaml")
-	if err := os.WriteFile(p, out, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(p, out, 0o644))
 	return p
 }
 
@@ -203,9 +198,7 @@ func TestSemanticsPairs(t *testing.T) {
 	}
 	for _, p := range pairs {
 		sc, err := scenarios.Parse("pair.yaml", []byte(faultCase{name: "pair", faults: []string{p.fault}}.yaml()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		typ := sc.Faults[0].Type
 		t.Run(typ+"/strict", func(t *testing.T) {
 			t.Parallel()

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/kernels"
 )
 
@@ -14,9 +16,7 @@ import (
 // baseline the transfer is compared against.
 func rawCopy(b *testing.B, src []byte, dst []byte) time.Duration {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer ln.Close()
 	done := make(chan error, 1)
 	go func() {
@@ -30,17 +30,13 @@ func rawCopy(b *testing.B, src []byte, dst []byte) time.Duration {
 		done <- err
 	}()
 	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer c.Close()
 	start := time.Now()
 	if _, err := c.Write(src); err != nil {
 		b.Fatal(err)
 	}
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, <-done)
 	return time.Since(start)
 }
 
@@ -59,9 +55,7 @@ func BenchmarkTransfer(b *testing.B) {
 	total := pages * pageSize * layers * bpt
 	raw, rawDst := make([]byte, total), make([]byte, total)
 	s := NewSender(src, WithHook(nil), WithLogger(nil))
-	if err := s.Listen("127.0.0.1:0"); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, s.Listen("127.0.0.1:0"))
 	defer s.Close()
 	r := NewReceiver(dst, WithHook(nil), WithLogger(nil))
 	defer r.Close()
@@ -73,12 +67,8 @@ func BenchmarkTransfer(b *testing.B) {
 		start := time.Now()
 		room := uint64(i + 1)
 		tr, err := r.Start(context.Background(), s.Addr(), room, all, pages*pageSize)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Send(context.Background(), room, all, pages*pageSize, 1); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
+		require.NoError(b, s.Send(context.Background(), room, all, pages*pageSize, 1))
 		if res := <-tr.Done(); res.Err != nil {
 			b.Fatal(res.Err)
 		}

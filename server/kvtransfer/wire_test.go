@@ -2,9 +2,10 @@ package kvtransfer
 
 import (
 	"bytes"
-	"errors"
 	"reflect"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestHeaderRoundTrip(t *testing.T) {
@@ -21,9 +22,8 @@ func TestHeaderRoundTrip(t *testing.T) {
 			var b [HeaderSize]byte
 			tc.h.Put(b[:])
 			got, err := ParseHeader(b[:])
-			if err != nil || got != tc.h {
-				t.Fatalf("got %+v, %v", got, err)
-			}
+			require.NoError(t, err)
+			require.Equal(t, tc.h, got)
 		})
 	}
 }
@@ -51,9 +51,8 @@ func TestParseHeaderRejects(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := ParseHeader(tc.b); !errors.Is(err, ErrProtocol) {
-				t.Fatalf("got %v", err)
-			}
+			_, err := ParseHeader(tc.b)
+			require.ErrorIs(t, err, ErrProtocol)
 		})
 	}
 }
@@ -61,9 +60,8 @@ func TestParseHeaderRejects(t *testing.T) {
 func TestReadMessageControlChecksum(t *testing.T) {
 	msg := appendMessage(nil, MsgDone, 4, AppendDone(nil, Done{1, 2, 3}))
 	msg[len(msg)-1] ^= 1
-	if _, _, _, err := ReadMessage(bytes.NewReader(msg), nil); !errors.Is(err, ErrProtocol) {
-		t.Fatalf("corrupted control body: %v", err)
-	}
+	_, _, _, err := ReadMessage(bytes.NewReader(msg), nil)
+	require.ErrorIs(t, err, ErrProtocol, "corrupted control body")
 }
 
 func frameSeeds() [][]byte {
@@ -158,10 +156,8 @@ func TestReadMessagePageBound(t *testing.T) {
 	var hb [HeaderSize]byte
 	(&Header{Type: MsgPage, Room: 1, Len: 4096}).Put(hb[:])
 	msg := append(hb[:], make([]byte, 4096)...)
-	if _, _, _, err := readMessage(bytes.NewReader(msg), nil, 1024); !errors.Is(err, ErrProtocol) {
-		t.Fatalf("oversized page accepted: %v", err)
-	}
-	if _, _, _, err := readMessage(bytes.NewReader(msg), nil, 4096); err != nil {
-		t.Fatalf("page at the bound refused: %v", err)
-	}
+	_, _, _, err := readMessage(bytes.NewReader(msg), nil, 1024)
+	require.ErrorIs(t, err, ErrProtocol, "oversized page")
+	_, _, _, err = readMessage(bytes.NewReader(msg), nil, 4096)
+	require.NoError(t, err, "page at the bound")
 }
