@@ -26,7 +26,11 @@ func MatMulT(c, a, b []float32, m, n, k int) {
 	if m == 0 || n == 0 {
 		return
 	}
-	workers := matmulWorkers(m, n, k)
+	matMulTWorkers(c, a, b, m, n, k, matmulWorkers(m, n, k))
+}
+
+// matMulTWorkers is MatMulT over at most workers goroutines (tests pin it to 1).
+func matMulTWorkers(c, a, b []float32, m, n, k, workers int) {
 	if workers <= 1 {
 		matmulRange(c, a, b, m, n, k, 0, n)
 		return
@@ -49,18 +53,11 @@ func MatMulT(c, a, b []float32, m, n, k int) {
 // parallelMinMACs is the smallest product that is worth handing to several goroutines.
 const parallelMinMACs = 1 << 18
 
-// maxMatmulWorkers caps the goroutines of one product; 0 means GOMAXPROCS.
-var maxMatmulWorkers = 0
-
 func matmulWorkers(m, n, k int) int {
 	if m*n*k < parallelMinMACs || n < 2*colTile {
 		return 1
 	}
-	w := runtime.GOMAXPROCS(0)
-	if maxMatmulWorkers > 0 {
-		w = min(w, maxMatmulWorkers)
-	}
-	return max(1, min(w, n/colTile))
+	return max(1, min(runtime.GOMAXPROCS(0), n/colTile))
 }
 
 const (

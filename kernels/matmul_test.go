@@ -56,13 +56,16 @@ func TestMatMulTRowInvariance(t *testing.T) {
 		alone := make([]float32, n)
 		MatMulT(alone, row, b, 1, n, k)
 		for _, workers := range []int{1, 0} {
-			maxMatmulWorkers = workers
 			for m := 1; m <= 40; m++ {
 				a := randSlice(m*k, uint64(m))
 				at := (m * 7) % m
 				copy(a[at*k:], row)
 				c := make([]float32, m*n)
-				MatMulT(c, a, b, m, n, k)
+				if workers == 0 {
+					MatMulT(c, a, b, m, n, k)
+				} else {
+					matMulTWorkers(c, a, b, m, n, k, workers)
+				}
 				for j := range n {
 					if c[at*n+j] != alone[j] {
 						t.Fatalf("k=%d m=%d workers=%d: row at %d col %d = %v, alone %v", k, m, workers, at, j, c[at*n+j], alone[j])
@@ -70,7 +73,6 @@ func TestMatMulTRowInvariance(t *testing.T) {
 				}
 			}
 		}
-		maxMatmulWorkers = 0
 	}
 }
 

@@ -40,6 +40,10 @@ type TinyRef struct {
 	bigram    []float32 // NumByteTokens+1 rows × vocab: bias by previous token (row 256: BOS/other)
 	invFreq   []float64 // headDim/2 RoPE frequencies
 
+	// stepTokens is the most tokens one internal sub-step runs (MaxStepTokens; tests
+	// lower it on their own instance to exercise the split).
+	stepTokens int
+
 	buf tinyScratch
 }
 
@@ -82,7 +86,7 @@ func newTinyRef(cfg Config, info ModelInfo, kv *KVStore) *TinyRef {
 	m := &TinyRef{
 		info: info, kv: kv, seed: cfg.Seed,
 		dim: cfg.Dim, heads: cfg.Heads, kvHeads: cfg.KVHeads, headDim: cfg.Dim / cfg.Heads,
-		ffn: cfg.FFN, vocab: cfg.Vocab, layers: cfg.Layers,
+		ffn: cfg.FFN, vocab: cfg.Vocab, layers: cfg.Layers, stepTokens: MaxStepTokens,
 	}
 	m.kvDim = m.kvHeads * m.headDim
 	seed := cfg.Seed
@@ -174,7 +178,7 @@ func (m *TinyRef) Forward(batch []SeqInput, out []int) error {
 	for i := range res {
 		res[i] = -1
 	}
-	// Run the batch in sub-steps of at most maxStepTokens tokens, splitting long inputs
+	// Run the batch in sub-steps of at most m.stepTokens tokens, splitting long inputs
 	// like a chunked prefill. That bounds the scratch memory and changes no bit: every
 	// sub-step only attends to positions whose K/V earlier sub-steps have written.
 	sub := m.buf.sub[:0]
@@ -182,14 +186,14 @@ func (m *TinyRef) Forward(batch []SeqInput, out []int) error {
 	tokens := 0
 	for i, s := range batch {
 		for off := 0; off < len(s.Tokens); {
-			n := min(len(s.Tokens)-off, maxStepTokens-tokens)
+			n := min(len(s.Tokens)-off, m.stepTokens-tokens)
 			last := off+n == len(s.Tokens)
 			sub = append(sub, SeqInput{Tokens: s.Tokens[off : off+n], Pos: s.Pos + off, Pages: s.Pages,
 				Sample: s.Sample && last, Sampling: s.Sampling})
 			idx = append(idx, i)
 			off += n
 			tokens += n
-			if tokens == maxStepTokens {
+			if tokens == m.stepTokens {
 				m.runStep(sub, idx, res)
 				sub, idx, tokens = sub[:0], idx[:0], 0
 			}
@@ -203,8 +207,8 @@ func (m *TinyRef) Forward(batch []SeqInput, out []int) error {
 	return nil
 }
 
-// maxStepTokens is the most tokens one internal sub-step runs (a variable for tests).
-var maxStepTokens = 1024
+// MaxStepTokens is the most tokens one internal sub-step of Forward runs.
+const MaxStepTokens = 1024
 
 // runStep runs one sub-step and samples into out[idx[i]] for each sampled sub[i].
 func (m *TinyRef) runStep(sub []SeqInput, idx []int, out []int) {

@@ -232,11 +232,10 @@ func TestSampleToken(t *testing.T) {
 }
 
 // TestForwardSplitsLongSteps checks that Forward's internal sub-steps (at most
-// maxStepTokens tokens each) give the same K/V and tokens as one unsplit pass.
+// stepTokens tokens each) give the same K/V and tokens as one unsplit pass.
 func TestForwardSplitsLongSteps(t *testing.T) {
-	defer func(n int) { maxStepTokens = n }(maxStepTokens)
-	maxStepTokens = 64
-	long := promptIDs(11, 2*maxStepTokens+30)
+	const stepTokens = 64
+	long := promptIDs(11, 2*stepTokens+30)
 	short := promptIDs(12, 100)
 	longPages, shortPages := pagesFor(0, 12), pagesFor(200, 8)
 
@@ -246,6 +245,7 @@ func TestForwardSplitsLongSteps(t *testing.T) {
 	wantShort := sampleToken(whole.biased(1, short), Sampling{}, len(short))
 
 	m := newTiny(t, nil)
+	m.stepTokens = stepTokens
 	out := []int{0, 0, 0}
 	// The middle sequence is not sampled; the short one straddles a sub-step boundary.
 	batch := []SeqInput{
