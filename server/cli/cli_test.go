@@ -94,6 +94,7 @@ func TestUsageErrors(t *testing.T) {
 		{"stray argument", []string{"colocated", "extra"}, []string{"extra"}},
 		{"unknown command", []string{"frobnicate"}, []string{`unknown command "frobnicate"`}},
 		{"did you mean", []string{"colocate"}, []string{"did you mean colocated?"}},
+		{"did you mean, a typo", []string{"colocatd"}, []string{"did you mean colocated?"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -44,6 +44,9 @@ Exit codes: 0 clean stop, 1 failure, 2 bad command line.`,
 			return usageErrorf("a command is required")
 		},
 	}
+	// SuggestionsFor only matches prefixes unless a distance is set (cobra sets it lazily,
+	// on its own unknown-command path, which pdserver's RunE replaces).
+	root.SuggestionsMinimumDistance = 2
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &UsageError{Err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
