@@ -27,8 +27,10 @@ BENCHTIME ?= 300ms
 
 all: build
 
+# -buildvcs=auto: stamp the VCS revision for --version and provenance even where GOFLAGS
+# says -buildvcs=false (as on some CI images).
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -buildvcs=auto -o $(BIN)/ ./cmd/...
 
 # Runs the smoke scenario (30 agent sessions) against the embedded reference PD server.
 run: build
