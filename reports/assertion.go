@@ -3,6 +3,7 @@ package reports
 import (
 	"fmt"
 	"pdsoak/ledger"
+	"pdsoak/suggest"
 	"strconv"
 	"strings"
 	"time"
@@ -184,39 +185,10 @@ func outcomeList() string {
 	return strings.Join(s, ", ")
 }
 
-// didYouMean returns ` (did you mean "x"?)` for the closest candidate within a small
-// edit distance of s, or "".
+// didYouMean returns ` (did you mean "x"?)` for the candidate closest to s, or "".
 func didYouMean(s string, candidates []string) string {
-	best, bestD := "", 0
-	for _, c := range candidates {
-		d := editDistance(strings.ToLower(s), c)
-		if best == "" || d < bestD {
-			best, bestD = c, d
-		}
+	if best := suggest.Closest(s, candidates); best != "" {
+		return fmt.Sprintf(" (did you mean %q?)", best)
 	}
-	if best == "" || bestD > max(2, len(best)/3) {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
-}
-
-// editDistance is the Levenshtein distance between a and b (bytes).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return ""
 }

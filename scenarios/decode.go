@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"pdsoak/suggest"
 	"reflect"
 	"slices"
 	"strconv"
@@ -328,7 +329,7 @@ func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, path string) {
 		f, ok := fields[k.Value]
 		if !ok {
 			msg := "unknown field"
-			if s := suggest(k.Value, slices.Sorted(maps.Keys(fields))); s != "" {
+			if s := suggest.Closest(k.Value, slices.Sorted(maps.Keys(fields))); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 			w.add(k, p, "%s", msg)
@@ -397,39 +398,4 @@ func yamlFields(t reflect.Type) map[string]reflect.StructField {
 		out[name] = f
 	}
 	return out
-}
-
-// suggest returns the name in names (sorted) closest to k, if it is close enough to be
-// a typo: at most 2 edits, and not more than half of k's letters.
-func suggest(k string, names []string) string {
-	best, bestD := "", min(3, len(k)/2+1)
-	for _, n := range names {
-		if d := editDistance(k, n); d < bestD {
-			best, bestD = n, d
-		}
-	}
-	return best
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 99
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
-			if a[i-1] != b[j-1] {
-				c++
-			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"pdsoak/reports"
+	"pdsoak/suggest"
 )
 
 // FaultType describes a fault type known to the chaos package, for validation.
@@ -204,7 +205,7 @@ func (v *validator) oneOf(path, value string, set ...string) {
 		return
 	}
 	msg := fmt.Sprintf("must be %s, got %q", orList(set), value)
-	if s := suggest(value, set); s != "" {
+	if s := suggest.Closest(value, set); s != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	v.add(path, "%s", msg)
@@ -488,7 +489,7 @@ func (v *validator) checkFault(i int, f Fault, topo Topology, names map[string]b
 		if !known {
 			list := slices.Sorted(maps.Keys(o.faultTypes))
 			hint := ""
-			if s := suggest(f.Type, list); s != "" {
+			if s := suggest.Closest(f.Type, list); s != "" {
 				hint = fmt.Sprintf("did you mean %q? ", s)
 			}
 			v.add(p+".type", "unknown fault type %q (%sknown: %s)", f.Type, hint, strings.Join(list, ", "))
