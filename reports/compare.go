@@ -24,6 +24,12 @@ const (
 	// DefaultMinRateChange is the smallest absolute change of an outcome rate that can be
 	// a regression, so that 0 → 2 rejections in 10,000 does not trip the z-test.
 	DefaultMinRateChange = 0.01
+	// DefaultMinTail is how many samples must lie beyond a percentile, on both sides,
+	// for it to be gated: the bootstrap of an extreme quantile from a few tail samples is
+	// degenerate (it resamples the same two or three values) and its interval far too
+	// narrow. p99 needs 1,000 samples, p90 100, p50 20; below that a figure is shown,
+	// not judged.
+	DefaultMinTail = 10
 )
 
 // CompareOptions say how strict compare is; zero fields take the defaults.
@@ -33,6 +39,7 @@ type CompareOptions struct {
 	Tolerance     float64
 	Alpha         float64
 	MinRateChange float64
+	MinTail       int
 	Resamples     int
 	Level         float64
 	Seed          uint64
@@ -47,6 +54,9 @@ func (o *CompareOptions) defaults() {
 	}
 	if o.MinRateChange <= 0 {
 		o.MinRateChange = DefaultMinRateChange
+	}
+	if o.MinTail <= 0 {
+		o.MinTail = DefaultMinTail
 	}
 	if o.Resamples <= 0 {
 		o.Resamples = DefaultResamples
@@ -217,6 +227,13 @@ func (c *Comparison) latency(group string, bs, ns *Samples, bt, bi, be, nt, ni, 
 			bv, nv float64
 		}{{"p50", 0.5, m.bp.P50, m.np.P50}, {"p90", 0.9, m.bp.P90, m.np.P90}, {"p99", 0.99, m.bp.P99, m.np.P99}} {
 			row := Row{Group: group, Figure: q.name + "(" + m.name + ")", Base: q.bv, New: q.nv, Unit: "s"}
+			if tail := float64(min(len(m.bx), len(m.nx))) * (1 - q.q); tail < float64(o.MinTail) {
+				if len(m.bx) > 0 && len(m.nx) > 0 {
+					row.Why = fmt.Sprintf("not gated: fewer than %d samples beyond %s", o.MinTail, q.name)
+				}
+				c.add(row)
+				continue
+			}
 			if ci, ok := BootstrapRelDiff(m.bx, m.nx, q.q, o.Resamples, o.Level, o.Seed); ok {
 				ci = Interval{Lo: round(ci.Lo), Hi: round(ci.Hi)}
 				row.CI = &ci
@@ -308,8 +325,8 @@ func WriteCompareMarkdown(w io.Writer, c *Comparison) error {
 	fmt.Fprintf(&b, "# compare %s: %s\n\n", c.New.Scenario, c.VerdictText())
 	fmt.Fprintf(&b, "- BASE: %s, seed %d, %s, %s, started %s (digest %s)\n", c.Base.Verdict, c.Base.Seed, plural(c.Base.Requests, "request"), c.Base.Target, c.Base.Start.UTC().Format("2006-01-02 15:04:05Z"), c.BaseDigest)
 	fmt.Fprintf(&b, "- NEW: %s, seed %d, %s, %s, started %s (digest %s)\n", c.New.Verdict, c.New.Seed, plural(c.New.Requests, "request"), c.New.Target, c.New.Start.UTC().Format("2006-01-02 15:04:05Z"), c.NewDigest)
-	fmt.Fprintf(&b, "- gates: latency regresses when the %g%% bootstrap interval (%d resamples) of its relative change lies above +%g%%; an outcome rate when a two-proportion z-test gives p < %g and it moved by ≥ %g; any silent drop in NEW where BASE had none\n",
-		100*c.Options.Level, c.Options.Resamples, 100*c.Options.Tolerance, c.Options.Alpha, c.Options.MinRateChange)
+	fmt.Fprintf(&b, "- gates: latency regresses when the %g%% bootstrap interval (%d resamples) of its relative change lies above +%g%%; an outcome rate when a two-proportion z-test gives p < %g and it moved by ≥ %g; any silent drop in NEW where BASE had none; a percentile with fewer than %d samples beyond it (on either side) is shown, not gated\n",
+		100*c.Options.Level, c.Options.Resamples, 100*c.Options.Tolerance, c.Options.Alpha, c.Options.MinRateChange, c.Options.MinTail)
 	if c.Forced {
 		b.WriteString("\n**Forced:** the scenarios differ (digests " + c.BaseDigest + " and " + c.NewDigest + "); compared anyway with --force.\n")
 	}
@@ -335,6 +352,8 @@ func WriteCompareMarkdown(w io.Writer, c *Comparison) error {
 			stat = fmt.Sprintf("[%+.1f%%, %+.1f%%]", 100*r.CI.Lo, 100*r.CI.Hi)
 		case r.P != nil:
 			stat = fmt.Sprintf("p = %.2g", *r.P)
+		case strings.HasPrefix(r.Why, "not gated"):
+			stat = "too few samples"
 		}
 		flag := ""
 		if r.Regression {
