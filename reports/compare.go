@@ -85,6 +85,12 @@ type Row struct {
 
 // Change is New - Base, relative to Base when Base is not 0.
 func (r Row) Change() string {
+	if r.Unit == "s" && (r.Base < 0 || r.New < 0) { // a fault that never recovered
+		if r.Base == r.New {
+			return "="
+		}
+		return "-"
+	}
 	d := r.New - r.Base
 	if r.Base == 0 {
 		if d == 0 {

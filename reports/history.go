@@ -30,10 +30,15 @@ type HistoryEntry struct {
 var KeyFigures = []string{"requests", "throughput", "silent_drops", "ok_rate", "rejected_rate",
 	"ttft_p50", "ttft_p99", "itl_p99", "e2e_p50", "e2e_p99"}
 
-// NewHistoryEntry makes a history line from a run's results.
+// NewHistoryEntry makes a history line from a run's results. Its time is the run's start,
+// or now when the ledger had none (a run that never started is still a night).
 func NewHistoryEntry(r *Results, digest, label, dir string) HistoryEntry {
+	at := r.Start.UTC()
+	if r.Start.IsZero() {
+		at = time.Now().UTC()
+	}
 	return HistoryEntry{
-		Scenario: r.Scenario, Digest: digest, Label: label, Time: r.Start.UTC(), Verdict: r.Verdict, Dir: dir,
+		Scenario: r.Scenario, Digest: digest, Label: label, Time: at, Verdict: r.Verdict, Dir: dir,
 		Figures: map[string]float64{
 			"requests": float64(r.Requests), "throughput": round(r.Throughput), "silent_drops": float64(r.SilentDrops),
 			"ok_rate":       round(rate(r.Outcomes[ledger.OutcomeOK], r.Requests)),

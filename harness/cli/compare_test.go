@@ -89,6 +89,8 @@ func TestCompareEndToEnd(t *testing.T) {
 	other := writeFile(t, dir, "other.yaml", strings.Replace(compareScenario, "RATE", "20", 1))
 	fast, slow := slowOpenAI(t, 100*time.Millisecond), slowOpenAI(t, 400*time.Millisecond)
 	hist := filepath.Join(dir, "history.jsonl")
+	runSummary := filepath.Join(dir, "run-summary.md")
+	t.Setenv(StepSummaryEnv, runSummary)
 	run := func(name, scenario, url string) string {
 		out := filepath.Join(dir, name)
 		code, stdout, stderr := execute(t, []string{"run", scenario, "--target", url, "--out", out, "-q", "--history", hist, "--label", name}, WithRunner(harnessRun))
@@ -99,6 +101,16 @@ func TestCompareEndToEnd(t *testing.T) {
 	again := run("again", sc, fast.URL)
 	slower := run("slower", sc, slow.URL)
 	different := run("different", other, fast.URL)
+	// Each run appended its summary.md to $GITHUB_STEP_SUMMARY and one line to --history.
+	assert.Equal(t, 4, strings.Count(readFile(t, runSummary), "# compare: PASS\n"))
+	lines := strings.Split(strings.TrimSpace(readFile(t, hist)), "\n")
+	require.Len(t, lines, 4)
+	first, err := reports.ParseHistoryLine([]byte(lines[0]))
+	require.NoError(t, err)
+	assert.Equal(t, "base", first.Dir)
+	assert.Equal(t, "base", first.Label)
+	assert.Equal(t, reports.VerdictPass, first.Verdict)
+	assert.NotZero(t, first.Figures["ttft_p50"])
 
 	t.Run("same seed, same target: no regression", func(t *testing.T) {
 		code, stdout, stderr := execute(t, []string{"compare", base, again})
@@ -146,6 +158,19 @@ func TestCompareEndToEnd(t *testing.T) {
 		require.Equal(t, ExitNoRegression, code)
 		got := readFile(t, summary)
 		assert.True(t, strings.HasPrefix(got, "earlier step\n# compare compare: no regression"), got)
+	})
+	t.Run("report --history appends a line", func(t *testing.T) {
+		h2 := filepath.Join(dir, "sub", "h2.jsonl")
+		require.NoError(t, os.MkdirAll(filepath.Dir(h2), 0o755))
+		code, stdout, stderr := execute(t, []string{"report", slower, "-q", "--history", h2, "--label", "again"})
+		require.Equal(t, ExitPass, code, "%s\n%s", stdout, stderr)
+		got, problems, err := reports.ReadHistory(strings.NewReader(readFile(t, h2)))
+		require.NoError(t, err)
+		require.Empty(t, problems)
+		require.Len(t, got, 1)
+		assert.Equal(t, "../slower", got[0].Dir)
+		assert.Equal(t, "again", got[0].Label)
+		assert.InDelta(t, 0.4, got[0].Figures["ttft_p50"], 0.1)
 	})
 	t.Run("trend over the history", func(t *testing.T) {
 		// A torn line in the middle is skipped and reported with its line number.
