@@ -87,6 +87,12 @@ func ChartSVG(title, xLabel, yLabel string, series []Series) (template.HTML, err
 	p.Y.Min = 0
 	p.Legend.Top = true
 	p.Add(plotter.NewGrid())
+	top := 0.0
+	for _, s := range series {
+		for _, v := range s.XY {
+			top = math.Max(top, v[1])
+		}
+	}
 	for i, s := range series {
 		if len(s.XY) == 0 {
 			continue
@@ -120,6 +126,8 @@ func ChartSVG(title, xLabel, yLabel string, series []Series) (template.HTML, err
 			p.Legend.Add("failing", sc)
 		}
 	}
+	// Headroom above the data for the legend, which sits top right.
+	p.Y.Max = top * 1.3
 	if p.Y.Max <= p.Y.Min {
 		p.Y.Max = p.Y.Min + 1
 	}
@@ -139,7 +147,8 @@ func ChartSVG(title, xLabel, yLabel string, series []Series) (template.HTML, err
 const pageStyle = `body{font-family:sans-serif;margin:1.5em;color:#222;max-width:1100px}
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
 td:first-child,th:first-child{text-align:left}.reg{background:#fdd;font-weight:bold}.fail{color:#b00;font-weight:bold}
-.pass{color:#070}svg{max-width:100%;height:auto;display:block;margin:.5em 0}code{background:#f4f4f4}`
+.pass{color:#070}svg{max-width:100%;height:auto;display:block;margin:.5em 0}code{background:#f4f4f4}
+.charts svg{display:inline-block;width:49%;margin:0}`
 
 var compareTmpl = template.Must(template.New("compare").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>compare {{.C.New.Scenario}}</title><style>` + pageStyle + `</style></head>

@@ -17,7 +17,7 @@ var trendTmpl = template.Must(template.New("trend").Parse(`<!DOCTYPE html>
 {{if .Problems}}<p class="fail">Skipped malformed history lines:</p><ul>{{range .Problems}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{range .Scenarios}}<h2 id="{{.Name}}">{{.Name}}</h2>
 <p>{{.Runs}} runs, {{.Failing}} not passing (marked ✕ on the charts){{if gt (len .Digests) 1}}; the scenario changed over time (digests {{range .Digests}}{{.}} {{end}}){{end}}.</p>
-{{range .Charts}}{{.}}{{end}}
+<div class="charts">{{range .Charts}}{{.}}{{end}}</div>
 <table><tr><th>#</th><th>time (UTC)</th><th>label</th><th>verdict</th><th>report</th></tr>
 {{range .Rows}}<tr><td>{{.N}}</td><td>{{.Time}}</td><td>{{.Label}}</td><td class="{{.Verdict}}">{{.Verdict}}</td><td>{{if .Link}}<a href="{{.Link}}">report.html</a>{{else}}-{{end}}</td></tr>
 {{end}}</table>{{end}}
