@@ -227,11 +227,13 @@ func (c *Comparison) latency(group string, bs, ns *Samples, bt, bi, be, nt, ni, 
 		bx, nx []float64
 		bp, np Percentiles
 	}{{"ttft", bs.TTFT, ns.TTFT, bt, nt}, {"itl", bs.ITL, ns.ITL, bi, ni}, {"e2e", bs.E2E, ns.E2E, be, ne}} {
-		for _, q := range []struct {
+		qs := []struct {
 			name   string
 			q      float64
 			bv, nv float64
-		}{{"p50", 0.5, m.bp.P50, m.np.P50}, {"p90", 0.9, m.bp.P90, m.np.P90}, {"p99", 0.99, m.bp.P99, m.np.P99}} {
+		}{{"p50", 0.5, m.bp.P50, m.np.P50}, {"p90", 0.9, m.bp.P90, m.np.P90}, {"p99", 0.99, m.bp.P99, m.np.P99}}
+		cis, oks := BootstrapRelDiffs(m.bx, m.nx, []float64{0.5, 0.9, 0.99}, o.Resamples, o.Level, o.Seed)
+		for i, q := range qs {
 			row := Row{Group: group, Figure: q.name + "(" + m.name + ")", Base: q.bv, New: q.nv, Unit: "s"}
 			if tail := float64(min(len(m.bx), len(m.nx))) * (1 - q.q); tail < float64(o.MinTail) {
 				if len(m.bx) > 0 && len(m.nx) > 0 {
@@ -240,8 +242,8 @@ func (c *Comparison) latency(group string, bs, ns *Samples, bt, bi, be, nt, ni, 
 				c.add(row)
 				continue
 			}
-			if ci, ok := BootstrapRelDiff(m.bx, m.nx, q.q, o.Resamples, o.Level, o.Seed); ok {
-				ci = Interval{Lo: round(ci.Lo), Hi: round(ci.Hi)}
+			if oks[i] {
+				ci := Interval{Lo: round(cis[i].Lo), Hi: round(cis[i].Hi)}
 				row.CI = &ci
 				if ci.Lo > o.Tolerance {
 					row.Regression = true

@@ -13,7 +13,7 @@ const (
 	DefaultLevel     = 0.95
 	// MaxBootstrapSamples bounds the per-request samples a bootstrap resamples: beyond
 	// it a seeded uniform subsample of this size is used (the point estimates still use
-	// every sample). It keeps compare of a night-long soak to about a second.
+	// every sample). One row (p50, p90 and p99 of one latency) then takes about 0.3 s on one core.
 	MaxBootstrapSamples = 10000
 	bootstrapSeed       = 0x5eed
 )
@@ -33,35 +33,45 @@ func quantile(sorted []float64, q float64) float64 {
 // of (Q(new) - Q(base)) / Q(base), where Q is the nearest-rank q-quantile, from
 // resamples independent resamples of each side. ok is false when either side has no
 // samples or the base quantile is not positive.
+func BootstrapRelDiff(base, new []float64, q float64, resamples int, level float64, seed uint64) (Interval, bool) {
+	cis, oks := BootstrapRelDiffs(base, new, []float64{q}, resamples, level, seed)
+	return cis[0], oks[0]
+}
+
+// BootstrapRelDiffs is BootstrapRelDiff for several quantiles from the same resamples
+// (compare asks for p50, p90 and p99 of each latency at once).
 //
 // Each resample is drawn in O(n): on the sorted samples, the q-quantile of a resample
 // is the value at the k-th smallest of n uniformly drawn indices, found by counting.
-func BootstrapRelDiff(base, new []float64, q float64, resamples int, level float64, seed uint64) (Interval, bool) {
+func BootstrapRelDiffs(base, new []float64, qs []float64, resamples int, level float64, seed uint64) ([]Interval, []bool) {
+	cis, oks := make([]Interval, len(qs)), make([]bool, len(qs))
 	if len(base) == 0 || len(new) == 0 || resamples <= 0 {
-		return Interval{}, false
+		return cis, oks
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	b := prepare(base, rng)
 	n := prepare(new, rng)
-	if quantile(b, q) <= 0 {
-		return Interval{}, false
-	}
-	diffs := make([]float64, 0, resamples)
+	diffs := make([][]float64, len(qs))
 	cb, cn := make([]int32, len(b)), make([]int32, len(n))
+	qb, qn := make([]float64, len(qs)), make([]float64, len(qs))
 	for range resamples {
-		qb := resampleQuantile(b, q, cb, rng)
-		qn := resampleQuantile(n, q, cn, rng)
-		if qb <= 0 {
+		resampleQuantiles(b, qs, cb, qb, rng)
+		resampleQuantiles(n, qs, cn, qn, rng)
+		for i := range qs {
+			if qb[i] > 0 {
+				diffs[i] = append(diffs[i], (qn[i]-qb[i])/qb[i])
+			}
+		}
+	}
+	alpha := (1 - level) / 2
+	for i, q := range qs {
+		if quantile(b, q) <= 0 || len(diffs[i]) == 0 {
 			continue
 		}
-		diffs = append(diffs, (qn-qb)/qb)
+		sort.Float64s(diffs[i])
+		cis[i], oks[i] = Interval{Lo: quantile(diffs[i], alpha), Hi: quantile(diffs[i], 1-alpha)}, true
 	}
-	if len(diffs) == 0 {
-		return Interval{}, false
-	}
-	sort.Float64s(diffs)
-	alpha := (1 - level) / 2
-	return Interval{Lo: quantile(diffs, alpha), Hi: quantile(diffs, 1-alpha)}, true
+	return cis, oks
 }
 
 // prepare sorts a copy of xs, subsampled to MaxBootstrapSamples.
@@ -79,23 +89,23 @@ func prepare(xs []float64, rng *rand.Rand) []float64 {
 	return s
 }
 
-// resampleQuantile draws len(sorted) indices with replacement and returns the q-quantile
-// of the values they pick.
-func resampleQuantile(sorted []float64, q float64, counts []int32, rng *rand.Rand) float64 {
+// resampleQuantiles draws len(sorted) indices with replacement and puts the qs-quantiles
+// (ascending) of the values they pick into out.
+func resampleQuantiles(sorted []float64, qs []float64, counts []int32, out []float64, rng *rand.Rand) {
 	clear(counts)
 	n := len(sorted)
 	for range n {
 		counts[rng.IntN(n)]++
 	}
-	k := max(1, int(math.Ceil(q*float64(n)))) // 1-based rank
-	seen := 0
-	for i, c := range counts {
-		seen += int(c)
-		if seen >= k {
-			return sorted[i]
+	seen, i := 0, 0
+	for j := range qs {
+		k := max(1, int(math.Ceil(qs[j]*float64(n)))) // 1-based rank
+		for i < n-1 && seen+int(counts[i]) < k {
+			seen += int(counts[i])
+			i++
 		}
+		out[j] = sorted[i]
 	}
-	return sorted[n-1]
 }
 
 // TwoProportionZ is the two-proportion z-test of x1/n1 against x2/n2 with the pooled

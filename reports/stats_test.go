@@ -103,3 +103,25 @@ func TestBootstrapSubsamples(t *testing.T) {
 	require.True(t, ok)
 	assert.True(t, ci.Lo <= 0 && 0 <= ci.Hi, "%+v", ci)
 }
+
+// BenchmarkBootstrapRelDiff: one latency (p50, p90, p99) of compare at the subsample cap.
+func BenchmarkBootstrapRelDiff(b *testing.B) {
+	base := normal(MaxBootstrapSamples, 1, 0.1, 1)
+	new := normal(MaxBootstrapSamples, 1.1, 0.1, 2)
+	for b.Loop() {
+		BootstrapRelDiffs(base, new, []float64{0.5, 0.9, 0.99}, DefaultResamples, DefaultLevel, 1)
+	}
+}
+
+// TestBootstrapRelDiffsSeveralQuantiles: one set of resamples serves every quantile.
+func TestBootstrapRelDiffsSeveralQuantiles(t *testing.T) {
+	base, shifted := normal(4000, 1.0, 0.1, 11), normal(4000, 1.2, 0.1, 12)
+	// Median: 1.2/1.0 - 1 = +20%; p90: 1.3282/1.1282 - 1 = +17.7%; p99: +16.2%.
+	truth := []float64{0.2, 0.177, 0.162}
+	cis, oks := BootstrapRelDiffs(base, shifted, []float64{0.5, 0.9, 0.99}, DefaultResamples, DefaultLevel, 5)
+	for i := range truth {
+		require.True(t, oks[i])
+		assert.True(t, cis[i].Lo <= truth[i] && truth[i] <= cis[i].Hi, "q%d: %+v does not contain %g", i, cis[i], truth[i])
+		assert.Less(t, cis[i].Hi-cis[i].Lo, 0.1, "q%d: %+v", i, cis[i])
+	}
+}
