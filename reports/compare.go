@@ -30,6 +30,11 @@ const (
 	// narrow. p99 needs 1,000 samples, p90 100, p50 20; below that a figure is shown,
 	// not judged.
 	DefaultMinTail = 10
+	// DefaultMinLatencyChange is the smallest absolute change of a latency percentile
+	// that can be a regression: below a few milliseconds, run-to-run differences are the
+	// machine's scheduling (a sub-millisecond ITL tripled between two runs of smoke on a
+	// busy CI host), which resampling one run cannot see.
+	DefaultMinLatencyChange = 0.005
 )
 
 // CompareOptions say how strict compare is; zero fields take the defaults.
@@ -40,9 +45,11 @@ type CompareOptions struct {
 	Alpha         float64
 	MinRateChange float64
 	MinTail       int
-	Resamples     int
-	Level         float64
-	Seed          uint64
+	// MinLatencyChange is in seconds.
+	MinLatencyChange float64
+	Resamples        int
+	Level            float64
+	Seed             uint64
 }
 
 func (o *CompareOptions) defaults() {
@@ -54,6 +61,9 @@ func (o *CompareOptions) defaults() {
 	}
 	if o.MinRateChange <= 0 {
 		o.MinRateChange = DefaultMinRateChange
+	}
+	if o.MinLatencyChange <= 0 {
+		o.MinLatencyChange = DefaultMinLatencyChange
 	}
 	if o.MinTail <= 0 {
 		o.MinTail = DefaultMinTail
@@ -103,13 +113,16 @@ func (r Row) Change() string {
 
 // Comparison is compare's answer.
 type Comparison struct {
-	Base, New   *Results
-	BaseDigest  string
-	NewDigest   string
-	Forced      bool // digests differ and the user compared anyway
-	Options     CompareOptions
-	Rows        []Row
-	Regressions []string
+	Base, New  *Results
+	BaseDigest string
+	NewDigest  string
+	Forced     bool // digests differ and the user compared anyway
+	// BaseReport and NewReport are each run's report.html relative to the compare
+	// outputs, when it exists ("" otherwise).
+	BaseReport, NewReport string
+	Options               CompareOptions
+	Rows                  []Row
+	Regressions           []string
 }
 
 // Comparable says whether the two runs ran the same scenario.
@@ -138,7 +151,12 @@ func Compare(base, new *Run, baseDigest, newDigest string, opts CompareOptions) 
 	c.latency("run", base.Samples, new.Samples, b.TTFT, b.ITL, b.E2E, n.TTFT, n.ITL, n.E2E)
 	c.faults(b.Faults, n.Faults)
 
-	for _, name := range workloadNames(mergeNames(b.ByWorkload, n.ByWorkload)) {
+	// One workload in both: its rows would repeat the run's.
+	names := workloadNames(mergeNames(b.ByWorkload, n.ByWorkload))
+	if len(names) == 1 && len(b.ByWorkload) == 1 && len(n.ByWorkload) == 1 {
+		names = nil
+	}
+	for _, name := range names {
 		bw, nw := b.ByWorkload[name], n.ByWorkload[name]
 		g := "workload " + name
 		c.add(Row{Group: g, Figure: "requests", Base: float64(bw.Requests), New: float64(nw.Requests)})
@@ -245,7 +263,7 @@ func (c *Comparison) latency(group string, bs, ns *Samples, bt, bi, be, nt, ni, 
 			if oks[i] {
 				ci := Interval{Lo: round(cis[i].Lo), Hi: round(cis[i].Hi)}
 				row.CI = &ci
-				if ci.Lo > o.Tolerance {
+				if ci.Lo > o.Tolerance && q.nv-q.bv >= o.MinLatencyChange {
 					row.Regression = true
 					row.Why = fmt.Sprintf("%g%% interval of the change [%+.1f%%, %+.1f%%] lies above +%g%%", 100*o.Level, 100*ci.Lo, 100*ci.Hi, 100*o.Tolerance)
 				}
@@ -333,8 +351,8 @@ func WriteCompareMarkdown(w io.Writer, c *Comparison) error {
 	fmt.Fprintf(&b, "# compare %s: %s\n\n", c.New.Scenario, c.VerdictText())
 	fmt.Fprintf(&b, "- BASE: %s, seed %d, %s, %s, started %s (digest %s)\n", c.Base.Verdict, c.Base.Seed, plural(c.Base.Requests, "request"), c.Base.Target, c.Base.Start.UTC().Format("2006-01-02 15:04:05Z"), c.BaseDigest)
 	fmt.Fprintf(&b, "- NEW: %s, seed %d, %s, %s, started %s (digest %s)\n", c.New.Verdict, c.New.Seed, plural(c.New.Requests, "request"), c.New.Target, c.New.Start.UTC().Format("2006-01-02 15:04:05Z"), c.NewDigest)
-	fmt.Fprintf(&b, "- gates: latency regresses when the %g%% bootstrap interval (%d resamples) of its relative change lies above +%g%%; an outcome rate when a two-proportion z-test gives p < %g and it moved by ≥ %g; any silent drop in NEW where BASE had none; a percentile with fewer than %d samples beyond it (on either side) is shown, not gated\n",
-		100*c.Options.Level, c.Options.Resamples, 100*c.Options.Tolerance, c.Options.Alpha, c.Options.MinRateChange, c.Options.MinTail)
+	fmt.Fprintf(&b, "- gates: latency regresses when the %g%% bootstrap interval (%d resamples) of its relative change lies above +%g%% and it grew by at least %s; an outcome rate when a two-proportion z-test gives p < %g and it moved by ≥ %g; any silent drop in NEW where BASE had none; a percentile with fewer than %d samples beyond it (on either side) is shown, not gated\n",
+		100*c.Options.Level, c.Options.Resamples, 100*c.Options.Tolerance, fmtSeconds(c.Options.MinLatencyChange), c.Options.Alpha, c.Options.MinRateChange, c.Options.MinTail)
 	if c.Forced {
 		b.WriteString("\n**Forced:** the scenarios differ (digests " + c.BaseDigest + " and " + c.NewDigest + "); compared anyway with --force.\n")
 	}

@@ -43,6 +43,7 @@ func TestCompareGates(t *testing.T) {
 		{name: "5% slower is within the tolerance", base: synthetic(1000, 0, ledger.OutcomeRejected, 0.1, VerdictPass), new: synthetic(1000, 0, ledger.OutcomeRejected, 0.105, VerdictPass)},
 		{name: "twice as slow", base: synthetic(1000, 0, ledger.OutcomeRejected, 0.1, VerdictPass), new: synthetic(1000, 0, ledger.OutcomeRejected, 0.2, VerdictPass),
 			regressed: []string{"run p50(ttft)", "run p90(ttft)", "run p99(ttft)"}},
+		{name: "doubling below the absolute floor is not a regression", base: synthetic(1000, 0, ledger.OutcomeRejected, 0.001, VerdictPass), new: synthetic(1000, 0, ledger.OutcomeRejected, 0.002, VerdictPass)},
 		{name: "faster is not a regression", base: synthetic(1000, 0, ledger.OutcomeRejected, 0.2, VerdictPass), new: synthetic(1000, 0, ledger.OutcomeRejected, 0.1, VerdictPass)},
 		{name: "rejections 1% to 5%", base: synthetic(1000, 10, ledger.OutcomeRejected, 0.1, VerdictPass), new: synthetic(1000, 50, ledger.OutcomeRejected, 0.1, VerdictPass),
 			regressed: []string{"run rate ok", "run rate rejected"}},

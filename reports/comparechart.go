@@ -154,8 +154,8 @@ var compareTmpl = template.Must(template.New("compare").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>compare {{.C.New.Scenario}}</title><style>` + pageStyle + `</style></head>
 <body>
 <h1>compare {{.C.New.Scenario}}: <span class="{{if .C.Regressed}}fail{{else}}pass{{end}}">{{.C.VerdictText}}</span></h1>
-<p>BASE: {{.C.Base.Verdict}}, seed {{.C.Base.Seed}}, {{.C.Base.Requests}} requests, {{.C.Base.Target}} (digest {{.C.BaseDigest}})<br>
-NEW: {{.C.New.Verdict}}, seed {{.C.New.Seed}}, {{.C.New.Requests}} requests, {{.C.New.Target}} (digest {{.C.NewDigest}})</p>
+<p>BASE: {{.C.Base.Verdict}}, seed {{.C.Base.Seed}}, {{.C.Base.Requests}} requests, {{.C.Base.Target}} (digest {{.C.BaseDigest}}){{if .C.BaseReport}}, <a href="{{.C.BaseReport}}">report</a>{{end}}<br>
+NEW: {{.C.New.Verdict}}, seed {{.C.New.Seed}}, {{.C.New.Requests}} requests, {{.C.New.Target}} (digest {{.C.NewDigest}}){{if .C.NewReport}}, <a href="{{.C.NewReport}}">report</a>{{end}}</p>
 {{if .C.Forced}}<p class="fail">Forced: the scenarios differ; compared anyway with --force.</p>{{end}}
 {{if .C.Regressed}}<h2>Regressions</h2><ul>{{range .C.Regressions}}<li>{{.}}</li>{{end}}</ul>{{end}}
 <h2>Timelines (both runs, seconds from each run's start)</h2>

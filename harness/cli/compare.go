@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -61,6 +62,7 @@ func parseFraction(s string) (float64, error) {
 func (a *app) compareCommand() *cobra.Command {
 	var tolerance, outDir string
 	var force bool
+	var minLatency time.Duration
 	cmd := &cobra.Command{
 		Use:   "compare BASE NEW",
 		Short: "Compare two runs of the same scenario (output directories); exit 1 on a regression",
@@ -71,7 +73,8 @@ drops, overall and per workload. It writes compare.md and compare.html into --ou
 Gates (noise-aware):
   latency   a percentile regresses only when the 95% bootstrap interval (2,000 seeded
             resamples of the per-request samples) of its relative change lies entirely
-            above --tolerance
+            above --tolerance and the percentile grew by at least --min-latency-change
+            (default 5ms: below that, run-to-run differences are the machine's scheduling)
   outcomes  a bad outcome's rate (or ok's fall) regresses when a two-proportion z-test
             gives p < 0.01 and the rate moved by at least 1 percentage point
   drops     any silent drop in NEW where BASE had none
@@ -105,7 +108,7 @@ Exit codes: 0 no regression, 1 regression, 2 not comparable (the scenarios' dige
 					args[0], base.Results.Scenario, bd, args[1], nw.Results.Scenario, nd)
 				return &ExitError{Code: ExitNotComparable}
 			}
-			c := reports.Compare(base, nw, bd, nd, reports.CompareOptions{Tolerance: tol})
+			c := reports.Compare(base, nw, bd, nd, reports.CompareOptions{Tolerance: tol, MinLatencyChange: minLatency.Seconds()})
 			c.Forced = bd != nd
 			if outDir == "" {
 				outDir = filepath.Join(args[1], "compare-vs-"+filepath.Base(filepath.Clean(args[0])))
@@ -113,6 +116,7 @@ Exit codes: 0 no regression, 1 regression, 2 not comparable (the scenarios' dige
 			if err := os.MkdirAll(outDir, 0o755); err != nil {
 				return &ExitError{Code: ExitInfra, Err: fmt.Errorf("harness: %w", err)}
 			}
+			c.BaseReport, c.NewReport = reportLink(outDir, args[0]), reportLink(outDir, args[1])
 			var md, page bytes.Buffer
 			if err := reports.WriteCompareMarkdown(&md, c); err != nil {
 				return &ExitError{Code: ExitInfra, Err: err}
@@ -144,8 +148,22 @@ Exit codes: 0 no regression, 1 regression, 2 not comparable (the scenarios' dige
 	}
 	cmd.Flags().StringVar(&tolerance, "tolerance", "10%", "relative latency increase allowed before the bootstrap gate can flag it (10% or 0.1)")
 	cmd.Flags().StringVar(&outDir, "out", "", "where to write compare.md and compare.html (default NEW/compare-vs-<BASE's name>)")
+	cmd.Flags().DurationVar(&minLatency, "min-latency-change", time.Duration(reports.DefaultMinLatencyChange*float64(time.Second)), "smallest latency increase that can be a regression")
 	cmd.Flags().BoolVar(&force, "force", false, "compare runs of different scenarios anyway (says so in the outputs)")
 	return cmd
+}
+
+// reportLink is runDir's report.html relative to from, or "" when it does not exist.
+func reportLink(from, runDir string) string {
+	report := filepath.Join(runDir, reports.HTMLReportFile)
+	if _, err := os.Stat(report); err != nil {
+		return ""
+	}
+	rel, err := relTo(from, report)
+	if err != nil {
+		return ""
+	}
+	return filepath.ToSlash(rel)
 }
 
 // StepSummaryEnv names the file GitHub Actions shows as the job's summary.

@@ -125,6 +125,8 @@ func TestCompareEndToEnd(t *testing.T) {
 		assertSelfContained(t, page)
 	})
 	t.Run("four times slower: regression", func(t *testing.T) {
+		// With a report.html in NEW (the report room writes it), compare.html links it.
+		require.NoError(t, os.WriteFile(filepath.Join(slower, reports.HTMLReportFile), []byte("<html></html>"), 0o644))
 		out := filepath.Join(dir, "cmp-slow")
 		code, stdout, stderr := execute(t, []string{"compare", base, slower, "--out", out})
 		require.Equal(t, ExitRegression, code, "%s\n%s", stdout, stderr)
@@ -132,6 +134,9 @@ func TestCompareEndToEnd(t *testing.T) {
 		assert.Contains(t, stdout, "p50(ttft)")
 		md := readFile(t, filepath.Join(out, reports.CompareMarkdownFile))
 		assert.Contains(t, md, "**REGRESSION**")
+		page := readFile(t, filepath.Join(out, reports.CompareHTMLFile))
+		assert.Contains(t, page, `<a href="../slower/report.html">report</a>`)
+		assert.Equal(t, 1, strings.Count(page, ">report</a>"), "BASE has no report.html")
 	})
 	t.Run("a looser tolerance still flags 4x", func(t *testing.T) {
 		code, _, _ := execute(t, []string{"compare", base, slower, "--tolerance", "100%", "--out", filepath.Join(dir, "cmp-loose")})
@@ -179,8 +184,7 @@ func TestCompareEndToEnd(t *testing.T) {
 		_, err = f.WriteString("{\"scenario\": \"torn\n")
 		require.NoError(t, err)
 		require.NoError(t, f.Close())
-		// One run has a report.html (the other room writes it): only it is linked.
-		require.NoError(t, os.WriteFile(filepath.Join(slower, reports.HTMLReportFile), []byte("<html></html>"), 0o644))
+		// One run has a report.html (written above): only it is linked.
 		site := filepath.Join(dir, "site")
 		code, stdout, stderr := execute(t, []string{"trend", hist, "--out", site})
 		require.Equal(t, ExitPass, code, "%s\n%s", stdout, stderr)
