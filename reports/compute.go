@@ -40,6 +40,15 @@ type Builder struct {
 	dropStages map[string]int
 	notes      []string
 	gpu        *gpuStats
+	byWorkload map[string]*workloadStats
+	points     []TimePoint
+}
+
+// workloadStats is one workload's share of the ledger (results.json's by_workload).
+type workloadStats struct {
+	outcomes  map[ledger.Outcome]int
+	ttft, itl []float64
+	e2e       []float64
 }
 
 type sample struct {
@@ -83,6 +92,7 @@ func NewBuilder(cfg Config) *Builder {
 		badIDs:     map[ledger.Outcome][]string{},
 		dropStages: map[string]int{},
 		gpu:        newGPUStats(),
+		byWorkload: map[string]*workloadStats{},
 	}
 }
 
@@ -256,6 +266,17 @@ func (b *Builder) addDone(e ledger.Event) {
 	b.outcomes[o]++
 	if e.Workload != "" {
 		b.workloads[e.Workload]++
+		w := b.byWorkload[e.Workload]
+		if w == nil {
+			w = &workloadStats{outcomes: map[ledger.Outcome]int{}}
+			b.byWorkload[e.Workload] = w
+		}
+		w.outcomes[o]++
+		if e.TTFT > 0 {
+			w.ttft = append(w.ttft, e.TTFT)
+		}
+		w.itl = append(w.itl, e.ITL...)
+		w.e2e = append(w.e2e, e.E2E)
 	}
 	if len(b.badIDs[o]) < 5 && o != ledger.OutcomeOK {
 		b.badIDs[o] = append(b.badIDs[o], e.RequestID)
@@ -270,6 +291,7 @@ func (b *Builder) addDone(e ledger.Event) {
 		at = *e.Scheduled
 	}
 	b.samples = append(b.samples, sample{at: at, ok: o == ledger.OutcomeOK})
+	b.points = append(b.points, TimePoint{Done: e.Time, TTFT: e.TTFT, Outcome: o})
 	if o.SilentDrop() {
 		b.dropCount++
 		for _, st := range heldAt(e.ServerDebug) {
@@ -330,6 +352,7 @@ func (b *Builder) Results() *Results {
 	r.E2E = percentiles(b.e2e)
 	r.Lag = percentiles(b.lag)
 	r.Faults = b.faultResults()
+	r.ByWorkload = b.workloadResults()
 
 	for _, a := range b.assertions() {
 		res := b.evaluate(a, r)

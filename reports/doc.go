@@ -39,4 +39,15 @@
 // summary.md: utilisation max and mean, and the mean utilisation over "stuck" samples,
 // taken while requests were in flight and none had completed since the previous
 // sample — the figure for "requests hang while the GPUs sit idle".
+//
+// Across runs: ComputeRun keeps the per-request Samples behind a Results, and Compare
+// judges two runs of one scenario (ScenarioDigest says whether they are) with noise-aware
+// gates — a seeded bootstrap interval of each latency percentile's relative change
+// (BootstrapRelDiff) that must lie above a tolerance, a two-proportion z-test
+// (TwoProportionZ) with a minimum change for outcome rates, and any new silent drop —
+// written as compare.md and compare.html (WriteCompareMarkdown, WriteCompareHTML). A
+// history file holds one HistoryEntry per run (AppendHistory, ReadHistory, which skips
+// and reports malformed lines by number); WriteTrend draws it as a static page. The
+// charts (comparechart.go) are gonum/plot SVG inlined in the page: nothing is loaded
+// from the network.
 package reports

@@ -106,12 +106,12 @@ func TestGoldenResultsContent(t *testing.T) {
 	// ok: 2 of 3 reach the 0.6 threshold at once.
 	require.NotNil(t, f.TimeToRecover)
 	assert.Zero(t, *f.TimeToRecover)
-	// JUnit parses and has one case per assertion.
+	// JUnit parses and has one case per assertion and three per fault.
 	buf.Reset()
 	require.NoError(t, WriteJUnit(&buf, res))
 	var ju junitSuites
 	require.NoError(t, xml.Unmarshal(buf.Bytes(), &ju))
-	assert.Len(t, ju.Suites[0].Cases, len(res.Assertions))
+	assert.Len(t, ju.Suites[0].Cases, len(res.Assertions)+3*len(res.Faults))
 	assert.Equal(t, 3, ju.Failures)
 }
 

@@ -47,8 +47,11 @@ type Results struct {
 	Lag        Percentiles       `json:"harness_lag"`
 	Faults     []FaultResult     `json:"faults"`
 	Workloads  map[string]int    `json:"workloads,omitempty"`
-	Leak       *CheckResult      `json:"leak_check,omitempty"`
-	SelfCheck  *CheckResult      `json:"self_check,omitempty"`
+	// ByWorkload breaks outcomes and latency down per workload (Workloads keeps the
+	// request counts it always had).
+	ByWorkload map[string]WorkloadResult `json:"by_workload,omitempty"`
+	Leak       *CheckResult              `json:"leak_check,omitempty"`
+	SelfCheck  *CheckResult              `json:"self_check,omitempty"`
 	// GPU summarises the GPU samples; absent when the ledger has none.
 	GPU *GPUResult `json:"gpu,omitempty"`
 	// InvalidReasons says why the verdict is invalid.
@@ -89,6 +92,16 @@ type Percentiles struct {
 	P99   float64 `json:"p99"`
 	Max   float64 `json:"max"`
 	Mean  float64 `json:"mean"`
+}
+
+// WorkloadResult is one workload's outcomes and latency.
+type WorkloadResult struct {
+	Requests    int                    `json:"requests"`
+	Outcomes    map[ledger.Outcome]int `json:"outcomes"`
+	SilentDrops int                    `json:"silent_drops"`
+	TTFT        Percentiles            `json:"ttft"`
+	ITL         Percentiles            `json:"itl"`
+	E2E         Percentiles            `json:"e2e"`
 }
 
 // SilentDrop is one request that ended stalled or deadline_exceeded.

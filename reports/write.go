@@ -94,8 +94,8 @@ type junitProblem struct {
 	Text    string `xml:",chardata"`
 }
 
-// WriteJUnit writes junit.xml: one test case per assertion, plus a "valid_run" case with
-// an error when the run is invalid.
+// WriteJUnit writes junit.xml: one test case per assertion, three per fault (see
+// faultCases), plus a "valid_run" case with an error when the run is invalid.
 func WriteJUnit(w io.Writer, r *Results) error {
 	class := "pdsoak." + r.Scenario
 	secs := fmt.Sprintf("%.3f", r.Duration)
@@ -126,6 +126,17 @@ func WriteJUnit(w io.Writer, r *Results) error {
 		}
 		s.Cases = append(s.Cases, c)
 	}
+	for _, f := range r.Faults {
+		for _, c := range faultCases(f, class) {
+			switch {
+			case c.Failure != nil:
+				s.Failures++
+			case c.Error != nil:
+				s.Errors++
+			}
+			s.Cases = append(s.Cases, c)
+		}
+	}
 	if len(r.InvalidReasons) > 0 {
 		msg := strings.Join(r.InvalidReasons, "; ")
 		s.Cases = append(s.Cases, junitCase{Name: "valid_run", Classname: class, Time: "0",
@@ -145,6 +156,56 @@ func WriteJUnit(w io.Writer, r *Results) error {
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
+}
+
+// HTMLReportFile is the run's picture; JUnit failure texts point at it.
+const HTMLReportFile = "report.html"
+
+// faultCases are a fault's JUnit test cases: verified (did it take effect; its time is
+// how long it was active), recovered and time_to_recover (their time is the seconds from
+// the fault's stop to recovery). A fault that did not take effect is an error (the run is
+// invalid); one that did not recover is a failure; what could not be measured is an error.
+func faultCases(f FaultResult, class string) []junitCase {
+	name := "fault " + f.Name
+	see := fmt.Sprintf(" (fault %s: %s on %s; see %s)", f.Name, f.Type, f.Target, HTMLReportFile)
+	active := "0"
+	if f.Stop != nil {
+		active = fmt.Sprintf("%.3f", *f.Stop-f.Start)
+	}
+	verified := junitCase{Name: name + ": verified", Classname: class, Time: active}
+	switch {
+	case f.Verified == nil:
+		verified.SystemOut = "the fault type has no verification" + see
+	case *f.Verified:
+		verified.SystemOut = firstNonEmpty(f.Detail, "took effect") + see
+	default:
+		msg := "did not take effect: " + firstNonEmpty(f.Detail, "no detail") + see
+		verified.Error = &junitProblem{Message: msg, Type: "FaultNotVerified", Text: msg}
+	}
+	ttr := "0"
+	if f.TimeToRecover != nil {
+		ttr = fmt.Sprintf("%.3f", *f.TimeToRecover)
+	}
+	recovered := junitCase{Name: name + ": recovered", Classname: class, Time: ttr}
+	timeTo := junitCase{Name: name + ": time_to_recover", Classname: class, Time: ttr}
+	switch {
+	case f.Stop == nil:
+		msg := "never reverted during load: recovery not measurable" + see
+		recovered.Error = &junitProblem{Message: msg, Type: "NotEvaluated", Text: msg}
+		timeTo.Error = recovered.Error
+	case f.Recovered == nil:
+		msg := "no requests after the fault stopped: recovery not measurable" + see
+		recovered.Error = &junitProblem{Message: msg, Type: "NotEvaluated", Text: msg}
+		timeTo.Error = recovered.Error
+	case *f.Recovered:
+		recovered.SystemOut = fmt.Sprintf("success rate recovered %s after the fault stopped%s", fmtSeconds(*f.TimeToRecover), see)
+		timeTo.SystemOut = fmt.Sprintf("%.3f s%s", *f.TimeToRecover, see)
+	default:
+		msg := "the success rate did not recover after the fault stopped" + see
+		recovered.Failure = &junitProblem{Message: msg, Type: "NotRecovered", Text: msg}
+		timeTo.Failure = recovered.Failure
+	}
+	return []junitCase{verified, recovered, timeTo}
 }
 
 func outcomeLine(r *Results) string {
@@ -272,6 +333,14 @@ func WriteMarkdown(w io.Writer, r *Results) error {
 	}{{"ttft", r.TTFT}, {"itl", r.ITL}, {"e2e", r.E2E}, {"harness lag", r.Lag}} {
 		fmt.Fprintf(&b, "| %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", l.name, l.p.Count, l.p.P50, l.p.P90, l.p.P95, l.p.P99, l.p.Max, l.p.Mean)
 	}
+	if len(r.ByWorkload) > 0 {
+		b.WriteString("\n## Per workload\n\n| workload | requests | ok | silent drops | other outcomes | ttft p50 | ttft p99 | itl p99 | e2e p50 | e2e p99 |\n|---|---:|---:|---:|---|---:|---:|---:|---:|---:|\n")
+		for _, name := range workloadNames(r.ByWorkload) {
+			w := r.ByWorkload[name]
+			fmt.Fprintf(&b, "| %s | %d | %d | %d | %s | %.3f | %.3f | %.3f | %.3f | %.3f |\n", mdEscape(name), w.Requests, w.Outcomes[ledger.OutcomeOK], w.SilentDrops,
+				otherOutcomes(w.Outcomes), w.TTFT.P50, w.TTFT.P99, w.ITL.P99, w.E2E.P50, w.E2E.P99)
+		}
+	}
 	if len(r.Faults) > 0 {
 		b.WriteString("\n## Faults\n\n| fault | type | target | start | stop | verified | time to recover |\n|---|---|---|---:|---:|---|---:|\n")
 		for _, f := range r.Faults {
@@ -314,6 +383,20 @@ func WriteMarkdown(w io.Writer, r *Results) error {
 		return fmt.Errorf("reports: write summary: %w", err)
 	}
 	return nil
+}
+
+// otherOutcomes lists the outcomes other than ok that occurred ("rejected 3, stalled 1").
+func otherOutcomes(m map[ledger.Outcome]int) string {
+	var parts []string
+	for _, o := range ledger.Outcomes {
+		if o != ledger.OutcomeOK && m[o] > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", o, m[o]))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func optSeconds(p *float64, f string) string {

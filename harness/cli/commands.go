@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -190,6 +191,7 @@ func (a *app) runCommand() *cobra.Command {
 	var f scenarioFlags
 	var outDir string
 	var quiet bool
+	var hist historyFlags
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
 		Short: "Run a scenario (a path or an embedded name) and write events.jsonl, results.json, junit.xml, summary.md",
@@ -202,10 +204,11 @@ func (a *app) runCommand() *cobra.Command {
 			if outDir == "" {
 				outDir = filepath.Join("out", sc.Name+"-"+a.now().UTC().Format("20060102T150405Z"))
 			}
-			return a.runScenario(cmd.Context(), sc, notes, outDir, quiet, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return a.runScenario(cmd.Context(), sc, notes, outDir, quiet, &hist, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f.register(cmd.Flags())
+	hist.register(cmd)
 	cmd.Flags().StringVar(&outDir, "out", "", "output directory (default out/<name>-<UTC time>)")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress and no table: print the verdict line only")
 	return cmd
@@ -230,7 +233,7 @@ func reportConfig(sc *scenarios.Scenario) reports.Config {
 	}
 }
 
-func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes []string, outDir string, quiet bool, stdout, stderr io.Writer) error {
+func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes []string, outDir string, quiet bool, hist *historyFlags, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return &ExitError{Code: ExitInfra, Err: fmt.Errorf("harness: create output directory: %w", err)}
 	}
@@ -284,6 +287,7 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 	if err := reports.WriteAll(outDir, res); err != nil {
 		return &ExitError{Code: ExitInfra, Err: err}
 	}
+	publish(outDir, res, hist, stderr)
 	if !quiet {
 		_ = reports.WriteTable(stdout, res)
 		fmt.Fprintf(stdout, "\nwrote %s\n", strings.Join([]string{
@@ -307,6 +311,24 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 		return &ExitError{Code: ExitFail}
 	}
 	return nil
+}
+
+// publish appends the run to --history and its summary to $GITHUB_STEP_SUMMARY. Neither
+// changes the verdict: a failure is a warning on stderr.
+func publish(outDir string, res *reports.Results, hist *historyFlags, stderr io.Writer) {
+	if hist != nil {
+		if err := hist.record(outDir, res); err != nil {
+			fmt.Fprintln(stderr, "harness: warning:", reports.Readable(err.Error()))
+		}
+	}
+	if os.Getenv(StepSummaryEnv) != "" {
+		var md bytes.Buffer
+		if err := reports.WriteMarkdown(&md, res); err == nil {
+			if err := appendStepSummary(md.Bytes()); err != nil {
+				fmt.Fprintln(stderr, "harness: warning:", err)
+			}
+		}
+	}
 }
 
 // notePrinter prints note events on w (for --quiet, where there is no status line).

@@ -45,6 +45,7 @@ func computeResults(dir string, sc *scenarios.Scenario) (res *reports.Results, r
 
 func (a *app) reportCommand() *cobra.Command {
 	var quiet bool
+	var hist historyFlags
 	cmd := &cobra.Command{
 		Use:   "report OUTDIR",
 		Short: "Recompute results.json, junit.xml and summary.md from a run's events.jsonl",
@@ -66,6 +67,9 @@ summary table and exits with the verdict's code (0 pass, 1 fail, 3 invalid).`,
 			if err := reports.WriteAll(dir, res); err != nil {
 				return &ExitError{Code: ExitInfra, Err: err}
 			}
+			if err := hist.record(dir, res); err != nil {
+				fmt.Fprintln(cmd.ErrOrStderr(), "harness: warning:", reports.Readable(err.Error()))
+			}
 			if !quiet {
 				_ = reports.WriteTable(cmd.OutOrStdout(), res)
 			}
@@ -83,5 +87,6 @@ summary table and exits with the verdict's code (0 pass, 1 fail, 3 invalid).`,
 		},
 	}
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no table: print the verdict line only")
+	hist.register(cmd)
 	return cmd
 }

@@ -108,6 +108,7 @@ evaluated, or a run where the harness itself was the bottleneck.`,
 		return usageError("%v (see %s --help)", err, c.CommandPath())
 	})
 	root.AddCommand(a.runCommand(), a.validateCommand(), a.planCommand(), a.listCommand(), a.faultsCommand(), a.reportCommand())
+	root.AddCommand(a.compareCommand(), a.trendCommand())
 	pd := servercli.NewRootCommand()
 	pd.Hidden = true
 	pd.Short = "Run the reference server (used by harness run to start the embedded topology)"

@@ -1,0 +1,394 @@
+package reports
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+
+	"pdsoak/ledger"
+)
+
+// Compare outputs.
+const (
+	CompareMarkdownFile = "compare.md"
+	CompareHTMLFile     = "compare.html"
+)
+
+// Compare defaults.
+const (
+	DefaultTolerance = 0.10
+	DefaultAlpha     = 0.01
+	// DefaultMinRateChange is the smallest absolute change of an outcome rate that can be
+	// a regression, so that 0 → 2 rejections in 10,000 does not trip the z-test.
+	DefaultMinRateChange = 0.01
+	// DefaultMinTail is how many samples must lie beyond a percentile, on both sides,
+	// for it to be gated: the bootstrap of an extreme quantile from a few tail samples is
+	// degenerate (it resamples the same two or three values) and its interval far too
+	// narrow. p99 needs 1,000 samples, p90 100, p50 20; below that a figure is shown,
+	// not judged.
+	DefaultMinTail = 10
+	// DefaultMinLatencyChange is the smallest absolute change of a latency percentile
+	// that can be a regression: below a few milliseconds, run-to-run differences are the
+	// machine's scheduling (a sub-millisecond ITL tripled between two runs of smoke on a
+	// busy CI host), which resampling one run cannot see.
+	DefaultMinLatencyChange = 0.005
+)
+
+// CompareOptions say how strict compare is; zero fields take the defaults.
+type CompareOptions struct {
+	// Tolerance is the relative latency increase allowed: a latency figure regresses
+	// only when its whole bootstrap interval lies above it.
+	Tolerance     float64
+	Alpha         float64
+	MinRateChange float64
+	MinTail       int
+	// MinLatencyChange is in seconds.
+	MinLatencyChange float64
+	Resamples        int
+	Level            float64
+	Seed             uint64
+}
+
+func (o *CompareOptions) defaults() {
+	if o.Tolerance <= 0 {
+		o.Tolerance = DefaultTolerance
+	}
+	if o.Alpha <= 0 {
+		o.Alpha = DefaultAlpha
+	}
+	if o.MinRateChange <= 0 {
+		o.MinRateChange = DefaultMinRateChange
+	}
+	if o.MinLatencyChange <= 0 {
+		o.MinLatencyChange = DefaultMinLatencyChange
+	}
+	if o.MinTail <= 0 {
+		o.MinTail = DefaultMinTail
+	}
+	if o.Resamples <= 0 {
+		o.Resamples = DefaultResamples
+	}
+	if o.Level <= 0 {
+		o.Level = DefaultLevel
+	}
+	if o.Seed == 0 {
+		o.Seed = bootstrapSeed
+	}
+}
+
+// Row is one figure side by side. CI is the bootstrap interval of the relative change
+// (latency rows); P the z-test's p-value (outcome rate rows).
+type Row struct {
+	Group      string    `json:"group"` // "run" or "workload NAME"
+	Figure     string    `json:"figure"`
+	Base       float64   `json:"base"`
+	New        float64   `json:"new"`
+	Unit       string    `json:"unit,omitempty"`
+	CI         *Interval `json:"ci,omitempty"`
+	P          *float64  `json:"p,omitempty"`
+	Regression bool      `json:"regression"`
+	Why        string    `json:"why,omitempty"`
+}
+
+// Change is New - Base, relative to Base when Base is not 0.
+func (r Row) Change() string {
+	if r.Unit == "s" && (r.Base < 0 || r.New < 0) { // a fault that never recovered
+		if r.Base == r.New {
+			return "="
+		}
+		return "-"
+	}
+	d := r.New - r.Base
+	if r.Base == 0 {
+		if d == 0 {
+			return "="
+		}
+		return fmt.Sprintf("%+.4g", d)
+	}
+	return fmt.Sprintf("%+.1f%%", 100*d/r.Base)
+}
+
+// Comparison is compare's answer.
+type Comparison struct {
+	Base, New  *Results
+	BaseDigest string
+	NewDigest  string
+	Forced     bool // digests differ and the user compared anyway
+	// BaseReport and NewReport are each run's report.html relative to the compare
+	// outputs, when it exists ("" otherwise).
+	BaseReport, NewReport string
+	Options               CompareOptions
+	Rows                  []Row
+	Regressions           []string
+}
+
+// Comparable says whether the two runs ran the same scenario.
+func (c *Comparison) Comparable() bool { return c.BaseDigest == c.NewDigest }
+
+// Regressed reports whether any row or rule flagged a regression.
+func (c *Comparison) Regressed() bool { return len(c.Regressions) > 0 }
+
+// Compare compares two runs. The digests are ScenarioDigest's of each run's scenario.
+func Compare(base, new *Run, baseDigest, newDigest string, opts CompareOptions) *Comparison {
+	opts.defaults()
+	c := &Comparison{Base: base.Results, New: new.Results, BaseDigest: baseDigest, NewDigest: newDigest, Options: opts}
+	b, n := base.Results, new.Results
+
+	if b.SilentDrops == 0 && n.SilentDrops > 0 {
+		c.Regressions = append(c.Regressions, fmt.Sprintf("NEW has %s where BASE had none", plural(n.SilentDrops, "silent drop")))
+	}
+	if b.Verdict == VerdictPass && n.Verdict != VerdictPass {
+		c.Regressions = append(c.Regressions, fmt.Sprintf("verdict %s → %s", b.Verdict, n.Verdict))
+	}
+	c.add(Row{Group: "run", Figure: "requests", Base: float64(b.Requests), New: float64(n.Requests)})
+	c.add(Row{Group: "run", Figure: "throughput", Base: b.Throughput, New: n.Throughput, Unit: "req/s"})
+	c.add(Row{Group: "run", Figure: "silent drops", Base: float64(b.SilentDrops), New: float64(n.SilentDrops),
+		Regression: b.SilentDrops == 0 && n.SilentDrops > 0, Why: "any silent drop in NEW where BASE had none"})
+	c.rates("run", b.Outcomes, b.Requests, n.Outcomes, n.Requests)
+	c.latency("run", base.Samples, new.Samples, b.TTFT, b.ITL, b.E2E, n.TTFT, n.ITL, n.E2E)
+	c.faults(b.Faults, n.Faults)
+
+	// One workload in both: its rows would repeat the run's.
+	names := workloadNames(mergeNames(b.ByWorkload, n.ByWorkload))
+	if len(names) == 1 && len(b.ByWorkload) == 1 && len(n.ByWorkload) == 1 {
+		names = nil
+	}
+	for _, name := range names {
+		bw, nw := b.ByWorkload[name], n.ByWorkload[name]
+		g := "workload " + name
+		c.add(Row{Group: g, Figure: "requests", Base: float64(bw.Requests), New: float64(nw.Requests)})
+		c.add(Row{Group: g, Figure: "silent drops", Base: float64(bw.SilentDrops), New: float64(nw.SilentDrops)})
+		c.rates(g, bw.Outcomes, bw.Requests, nw.Outcomes, nw.Requests)
+		c.latency(g, workloadSamples(base.Samples, name), workloadSamples(new.Samples, name), bw.TTFT, bw.ITL, bw.E2E, nw.TTFT, nw.ITL, nw.E2E)
+	}
+	return c
+}
+
+func (c *Comparison) add(r Row) {
+	c.Rows = append(c.Rows, r)
+	if r.Regression && r.Figure != "silent drops" { // silent drops are said once, above
+		c.Regressions = append(c.Regressions, fmt.Sprintf("%s %s: %s → %s (%s; %s)", r.Group, r.Figure, fmtFig(r.Base, r.Unit), fmtFig(r.New, r.Unit), r.Change(), r.Why))
+	}
+}
+
+func mergeNames(a, b map[string]WorkloadResult) map[string]WorkloadResult {
+	m := map[string]WorkloadResult{}
+	for k := range a {
+		m[k] = WorkloadResult{}
+	}
+	for k := range b {
+		m[k] = WorkloadResult{}
+	}
+	return m
+}
+
+func workloadSamples(s *Samples, name string) *Samples {
+	if s == nil || s.Workloads[name] == nil {
+		return &Samples{}
+	}
+	return s.Workloads[name]
+}
+
+// rates compares each outcome's rate. A rise of a bad outcome (or a fall of ok) is a
+// regression when the z-test's p < Alpha and the rate moved by at least MinRateChange.
+func (c *Comparison) rates(group string, bo map[ledger.Outcome]int, bn int, no map[ledger.Outcome]int, nn int) {
+	for _, o := range ledger.Outcomes {
+		if bo[o] == 0 && no[o] == 0 && o != ledger.OutcomeOK {
+			continue
+		}
+		br, nr := rate(bo[o], bn), rate(no[o], nn)
+		_, p := TwoProportionZ(bo[o], bn, no[o], nn)
+		worse := nr > br
+		if o == ledger.OutcomeOK {
+			worse = nr < br
+		}
+		row := Row{Group: group, Figure: "rate " + string(o), Base: br, New: nr, P: Float(roundP(p))}
+		if worse && p < c.Options.Alpha && abs(nr-br) >= c.Options.MinRateChange {
+			row.Regression = true
+			row.Why = fmt.Sprintf("two-proportion z-test p = %.2g < %g", p, c.Options.Alpha)
+		}
+		c.add(row)
+	}
+}
+
+func roundP(p float64) float64 { return float64(int64(p*1e6+0.5)) / 1e6 }
+
+func rate(x, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(x) / float64(n)
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// latency compares p50, p90 and p99 of TTFT, ITL and e2e; a figure regresses when the
+// bootstrap interval of its relative change lies entirely above the tolerance.
+func (c *Comparison) latency(group string, bs, ns *Samples, bt, bi, be, nt, ni, ne Percentiles) {
+	if bs == nil {
+		bs = &Samples{}
+	}
+	if ns == nil {
+		ns = &Samples{}
+	}
+	o := c.Options
+	for _, m := range []struct {
+		name   string
+		bx, nx []float64
+		bp, np Percentiles
+	}{{"ttft", bs.TTFT, ns.TTFT, bt, nt}, {"itl", bs.ITL, ns.ITL, bi, ni}, {"e2e", bs.E2E, ns.E2E, be, ne}} {
+		qs := []struct {
+			name   string
+			q      float64
+			bv, nv float64
+		}{{"p50", 0.5, m.bp.P50, m.np.P50}, {"p90", 0.9, m.bp.P90, m.np.P90}, {"p99", 0.99, m.bp.P99, m.np.P99}}
+		cis, oks := BootstrapRelDiffs(m.bx, m.nx, []float64{0.5, 0.9, 0.99}, o.Resamples, o.Level, o.Seed)
+		for i, q := range qs {
+			row := Row{Group: group, Figure: q.name + "(" + m.name + ")", Base: q.bv, New: q.nv, Unit: "s"}
+			if tail := float64(min(len(m.bx), len(m.nx))) * (1 - q.q); tail < float64(o.MinTail) {
+				if len(m.bx) > 0 && len(m.nx) > 0 {
+					row.Why = fmt.Sprintf("not gated: fewer than %d samples beyond %s", o.MinTail, q.name)
+				}
+				c.add(row)
+				continue
+			}
+			if oks[i] {
+				ci := Interval{Lo: round(cis[i].Lo), Hi: round(cis[i].Hi)}
+				row.CI = &ci
+				if ci.Lo > o.Tolerance && q.nv-q.bv >= o.MinLatencyChange {
+					row.Regression = true
+					row.Why = fmt.Sprintf("%g%% interval of the change [%+.1f%%, %+.1f%%] lies above +%g%%", 100*o.Level, 100*ci.Lo, 100*ci.Hi, 100*o.Tolerance)
+				}
+			}
+			c.add(row)
+		}
+	}
+}
+
+// faults compares time to recover per fault, matched by name. A fault that recovered in
+// BASE and did not in NEW is a regression; the time itself is one number per fault, too
+// noisy to gate on, so it is shown, not judged.
+func (c *Comparison) faults(bf, nf []FaultResult) {
+	idx := map[string]FaultResult{}
+	for _, f := range bf {
+		idx[f.Name] = f
+	}
+	for _, f := range nf {
+		b, ok := idx[f.Name]
+		if !ok {
+			continue
+		}
+		row := Row{Group: "run", Figure: "time to recover " + f.Name, Unit: "s", Base: optFloat(b.TimeToRecover), New: optFloat(f.TimeToRecover)}
+		if b.Recovered != nil && *b.Recovered && (f.Recovered == nil || !*f.Recovered) {
+			row.Regression = true
+			row.Why = "recovered in BASE, not in NEW"
+		}
+		c.add(row)
+	}
+}
+
+func optFloat(p *float64) float64 {
+	if p == nil {
+		return -1
+	}
+	return *p
+}
+
+func fmtFig(v float64, unit string) string {
+	switch {
+	case unit == "s" && v < 0:
+		return "never"
+	case unit == "s":
+		return fmt.Sprintf("%.4g s", v)
+	case unit != "":
+		return fmt.Sprintf("%.4g %s", v, unit)
+	}
+	return fmt.Sprintf("%.4g", v)
+}
+
+// ScenarioDigest identifies a scenario for compare and trend: the SHA-256 (first 16 hex
+// digits) of the resolved scenario (scenario.json) with the fields that may differ
+// between runs of the same test left out — seed, duration, description, the target and
+// the reference server's configuration (what is under test, not the test) — in a
+// canonical JSON form (sorted keys). The workloads, deadlines, drain, recovery,
+// self-check, assertions and the expanded faults remain.
+func ScenarioDigest(scenarioJSON []byte) (string, error) {
+	var m map[string]any
+	if err := json.Unmarshal(scenarioJSON, &m); err != nil {
+		return "", fmt.Errorf("reports: scenario digest: %w", err)
+	}
+	for _, k := range []string{"seed", "duration", "description", "target", "reference"} {
+		delete(m, k)
+	}
+	canon, err := json.Marshal(m) // maps marshal with sorted keys
+	if err != nil {
+		return "", fmt.Errorf("reports: scenario digest: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:8]), nil
+}
+
+// VerdictText is the comparison's one line.
+func (c *Comparison) VerdictText() string {
+	switch {
+	case c.Regressed():
+		return fmt.Sprintf("REGRESSION: %s", plural(len(c.Regressions), "regression"))
+	}
+	return "no regression"
+}
+
+// WriteCompareMarkdown writes compare.md.
+func WriteCompareMarkdown(w io.Writer, c *Comparison) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# compare %s: %s\n\n", c.New.Scenario, c.VerdictText())
+	fmt.Fprintf(&b, "- BASE: %s, seed %d, %s, %s, started %s (digest %s)\n", c.Base.Verdict, c.Base.Seed, plural(c.Base.Requests, "request"), c.Base.Target, c.Base.Start.UTC().Format("2006-01-02 15:04:05Z"), c.BaseDigest)
+	fmt.Fprintf(&b, "- NEW: %s, seed %d, %s, %s, started %s (digest %s)\n", c.New.Verdict, c.New.Seed, plural(c.New.Requests, "request"), c.New.Target, c.New.Start.UTC().Format("2006-01-02 15:04:05Z"), c.NewDigest)
+	fmt.Fprintf(&b, "- gates: latency regresses when the %g%% bootstrap interval (%d resamples) of its relative change lies above +%g%% and it grew by at least %s; an outcome rate when a two-proportion z-test gives p < %g and it moved by ≥ %g; any silent drop in NEW where BASE had none; a percentile with fewer than %d samples beyond it (on either side) is shown, not gated\n",
+		100*c.Options.Level, c.Options.Resamples, 100*c.Options.Tolerance, fmtSeconds(c.Options.MinLatencyChange), c.Options.Alpha, c.Options.MinRateChange, c.Options.MinTail)
+	if c.Forced {
+		b.WriteString("\n**Forced:** the scenarios differ (digests " + c.BaseDigest + " and " + c.NewDigest + "); compared anyway with --force.\n")
+	}
+	if c.Regressed() {
+		b.WriteString("\n## Regressions\n\n")
+		for _, r := range c.Regressions {
+			fmt.Fprintf(&b, "- %s\n", mdEscape(r))
+		}
+	}
+	group := ""
+	for _, r := range c.Rows {
+		if r.Group != group {
+			group = r.Group
+			title := "Run"
+			if group != "run" {
+				title = "Workload " + strings.TrimPrefix(group, "workload ")
+			}
+			fmt.Fprintf(&b, "\n## %s\n\n| figure | BASE | NEW | change | 95%% interval / p | |\n|---|---:|---:|---:|---:|---|\n", mdEscape(title))
+		}
+		stat := ""
+		switch {
+		case r.CI != nil:
+			stat = fmt.Sprintf("[%+.1f%%, %+.1f%%]", 100*r.CI.Lo, 100*r.CI.Hi)
+		case r.P != nil:
+			stat = fmt.Sprintf("p = %.2g", *r.P)
+		case strings.HasPrefix(r.Why, "not gated"):
+			stat = "too few samples"
+		}
+		flag := ""
+		if r.Regression {
+			flag = "**REGRESSION**"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", mdEscape(r.Figure), fmtFig(r.Base, r.Unit), fmtFig(r.New, r.Unit), r.Change(), stat, flag)
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("reports: write compare: %w", err)
+	}
+	return nil
+}

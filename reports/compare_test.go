@@ -1,0 +1,120 @@
+package reports
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"pdsoak/ledger"
+)
+
+func goldenRun(t *testing.T) *Run {
+	t.Helper()
+	run, err := ComputeRun("testdata/events.jsonl", goldenConfig)
+	require.NoError(t, err)
+	return run
+}
+
+// synthetic is a run with n requests, bad of them ending as outcome o, and TTFTs ttft.
+func synthetic(n, bad int, o ledger.Outcome, ttft float64, verdict Verdict) *Run {
+	r := &Results{Requests: n, Verdict: verdict, Outcomes: map[ledger.Outcome]int{ledger.OutcomeOK: n - bad, o: bad}}
+	if o.SilentDrop() {
+		r.SilentDrops = bad
+	}
+	s := &Samples{}
+	for i := range n {
+		s.TTFT = append(s.TTFT, ttft*(1+0.01*float64(i%10)))
+	}
+	r.TTFT = percentiles(s.TTFT)
+	return &Run{Results: r, Samples: s}
+}
+
+func TestCompareGates(t *testing.T) {
+	tests := []struct {
+		name      string
+		base, new *Run
+		regressed []string // substrings of the regressions, in order; none: no regression
+	}{
+		{name: "identical", base: synthetic(1000, 0, ledger.OutcomeRejected, 0.1, VerdictPass), new: synthetic(1000, 0, ledger.OutcomeRejected, 0.1, VerdictPass)},
+		{name: "5% slower is within the tolerance", base: synthetic(1000, 0, ledger.OutcomeRejected, 0.1, VerdictPass), new: synthetic(1000, 0, ledger.OutcomeRejected, 0.105, VerdictPass)},
+		{name: "twice as slow", base: synthetic(1000, 0, ledger.OutcomeRejected, 0.1, VerdictPass), new: synthetic(1000, 0, ledger.OutcomeRejected, 0.2, VerdictPass),
+			regressed: []string{"run p50(ttft)", "run p90(ttft)", "run p99(ttft)"}},
+		{name: "doubling below the absolute floor is not a regression", base: synthetic(1000, 0, ledger.OutcomeRejected, 0.001, VerdictPass), new: synthetic(1000, 0, ledger.OutcomeRejected, 0.002, VerdictPass)},
+		{name: "faster is not a regression", base: synthetic(1000, 0, ledger.OutcomeRejected, 0.2, VerdictPass), new: synthetic(1000, 0, ledger.OutcomeRejected, 0.1, VerdictPass)},
+		{name: "rejections 1% to 5%", base: synthetic(1000, 10, ledger.OutcomeRejected, 0.1, VerdictPass), new: synthetic(1000, 50, ledger.OutcomeRejected, 0.1, VerdictPass),
+			regressed: []string{"run rate ok", "run rate rejected"}},
+		{name: "significant but tiny rate change is not a regression", base: synthetic(100000, 0, ledger.OutcomeRejected, 0.1, VerdictPass), new: synthetic(100000, 50, ledger.OutcomeRejected, 0.1, VerdictPass)},
+		{name: "one silent drop where there were none", base: synthetic(1000, 0, ledger.OutcomeStalled, 0.1, VerdictPass), new: synthetic(1000, 1, ledger.OutcomeStalled, 0.1, VerdictFail),
+			regressed: []string{"NEW has 1 silent drop where BASE had none", "verdict pass → fail"}},
+		{name: "drops in both: only the rate test", base: synthetic(1000, 1, ledger.OutcomeStalled, 0.1, VerdictFail), new: synthetic(1000, 2, ledger.OutcomeStalled, 0.1, VerdictFail)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Compare(tt.base, tt.new, "d", "d", CompareOptions{})
+			require.Len(t, c.Regressions, len(tt.regressed), "%q", c.Regressions)
+			for i, want := range tt.regressed {
+				assert.Contains(t, c.Regressions[i], want)
+			}
+			assert.Equal(t, len(tt.regressed) > 0, c.Regressed())
+		})
+	}
+}
+
+func TestCompareGoldenRunWithItself(t *testing.T) {
+	run := goldenRun(t)
+	c := Compare(run, run, "d", "d", CompareOptions{})
+	assert.False(t, c.Regressed(), "%q", c.Regressions)
+	var md, page bytes.Buffer
+	require.NoError(t, WriteCompareMarkdown(&md, c))
+	require.NoError(t, WriteCompareHTML(&page, c, run.Samples, run.Samples))
+	assert.NotContains(t, md.String(), "## Workload", "one workload: its rows would repeat the run's")
+	assert.Contains(t, md.String(), "| time to recover stall-kv | 0 s | 0 s | = |")
+	html := page.String()
+	assert.Equal(t, 2, strings.Count(html, "<svg"))
+	for _, bad := range []string{`src="http`, `href="http`, "@import", "<script"} {
+		assert.NotContains(t, html, bad)
+	}
+}
+
+// TestGoldenTimeline: the figures behind compare.html's timelines.
+func TestGoldenTimeline(t *testing.T) {
+	run := goldenRun(t)
+	tl := BuildTimeline(run.Samples, run.Results.Duration)
+	data, err := json.MarshalIndent(tl, "", " ")
+	require.NoError(t, err)
+	golden(t, "timeline.golden.json", append(data, '\n'))
+	total := 0.0
+	width := run.Results.Duration / TimelineBins
+	for _, p := range tl.Throughput {
+		total += p[1] * width
+	}
+	assert.InDelta(t, float64(run.Results.Requests), total, 1e-3, "every request is in one bin")
+}
+
+func TestScenarioDigest(t *testing.T) {
+	base := `{"name":"n","seed":1,"duration":"30s","target":{"url":"http://a"},"reference":{"semantics":"strict"},"workloads":[{"type":"agents","agents":4}]}`
+	tests := []struct {
+		name string
+		doc  string
+		same bool
+	}{
+		{name: "seed, duration, target and reference differ", doc: `{"workloads":[{"agents":4,"type":"agents"}],"name":"n","seed":9,"duration":"1m","target":{"url":"http://b"},"reference":{"semantics":"sglang"}}`, same: true},
+		{name: "workload differs", doc: `{"name":"n","workloads":[{"type":"agents","agents":5}]}`},
+		{name: "name differs", doc: `{"name":"m","workloads":[{"type":"agents","agents":4}]}`},
+	}
+	want, err := ScenarioDigest([]byte(base))
+	require.NoError(t, err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ScenarioDigest([]byte(tt.doc))
+			require.NoError(t, err)
+			assert.Equal(t, tt.same, got == want)
+		})
+	}
+	_, err = ScenarioDigest([]byte("{"))
+	assert.Error(t, err)
+}

@@ -1,0 +1,89 @@
+package reports
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestHistoryRoundTripAndProblems(t *testing.T) {
+	res := goldenResults(t)
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	e := NewHistoryEntry(res, "abc", "commit-1", "runs/1")
+	require.NoError(t, AppendHistory(path, e))
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteString("\n{not json\n{\"scenario\":\"x\",\"digest\":\"d\",\"time\":\"2026-01-01T00:00:00Z\",\"verdict\":\"maybe\"}\n")
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, AppendHistory(path, e))
+
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	got, problems, err := ReadHistory(bytes.NewReader(data))
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, "golden", got[0].Scenario)
+	assert.Equal(t, "commit-1", got[0].Label)
+	assert.Equal(t, VerdictFail, got[0].Verdict)
+	assert.Equal(t, 20.0, got[0].Figures["requests"])
+	require.Len(t, problems, 2)
+	assert.Equal(t, 3, problems[0].Line, "the blank line 2 is counted, not reported")
+	assert.Equal(t, 4, problems[1].Line)
+	assert.ErrorIs(t, problems[1].Err, ErrBadHistoryLine)
+	assert.Contains(t, problems[1].String(), `line 4: reports: not a history line: verdict "maybe"`)
+}
+
+// TestAppendHistoryConcurrent: lines appended at once by many writers never interleave.
+func TestAppendHistoryConcurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e := HistoryEntry{Scenario: "s", Digest: "d", Time: time.Unix(int64(i), 0), Verdict: VerdictPass, Label: strings.Repeat("x", 3000)}
+			assert.NoError(t, AppendHistory(path, e))
+		}()
+	}
+	wg.Wait()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	got, problems, err := ReadHistory(bytes.NewReader(data))
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+	assert.Len(t, got, 50)
+}
+
+func FuzzParseHistoryLine(f *testing.F) {
+	f.Add([]byte(`{"scenario":"s","digest":"d","time":"2026-12-02T10:00:00Z","verdict":"pass","figures":{"ttft_p50":0.1}}`))
+	f.Add([]byte(`{"scenario":"s","digest":"d","time":"2026-12-02T10:00:00Z","verdict":"fail","dir":"../x","label":"abc"}`))
+	f.Add([]byte(`{"scenario":""}`))
+	f.Add([]byte(`{`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		e, err := ParseHistoryLine(line)
+		if err != nil {
+			require.ErrorIs(t, err, ErrBadHistoryLine)
+			return
+		}
+		require.NotEmpty(t, e.Scenario)
+		require.NotEmpty(t, e.Digest)
+		require.False(t, e.Time.IsZero())
+		// What parses is read back the same from a history file, wherever it sits.
+		got, problems, err := ReadHistory(bytes.NewReader(append(append([]byte("\n"), line...), '\n')))
+		require.NoError(t, err)
+		if !bytes.ContainsAny(line, "\n") {
+			require.Empty(t, problems)
+			require.Len(t, got, 1)
+			require.Equal(t, e.Scenario, got[0].Scenario)
+		}
+	})
+}

@@ -1,0 +1,57 @@
+package reports
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"pdsoak/ledger"
+)
+
+// TestFaultCases: each fault gives verified, recovered and time_to_recover cases whose
+// state, duration and text follow the fault's result.
+func TestFaultCases(t *testing.T) {
+	tests := []struct {
+		name      string
+		f         FaultResult
+		problems  [3]string // "", "failure" or "error" per case
+		times     [3]string
+		textHasIn string
+	}{
+		{name: "verified and recovered", f: FaultResult{Name: "k", Type: "kill", Target: "decode-0", Start: 5, Stop: Float(9.5),
+			Verified: ledger.Bool(true), Recovered: ledger.Bool(true), TimeToRecover: Float(2.25)},
+			times: [3]string{"4.500", "2.250", "2.250"}},
+		{name: "not recovered is a failure", f: FaultResult{Name: "k", Start: 5, Stop: Float(6), Verified: ledger.Bool(true), Recovered: ledger.Bool(false)},
+			problems: [3]string{"", "failure", "failure"}, times: [3]string{"1.000", "0", "0"}, textHasIn: "did not recover"},
+		{name: "not verified is an error", f: FaultResult{Name: "k", Start: 5, Stop: Float(6), Verified: ledger.Bool(false), Detail: "no effect seen",
+			Recovered: ledger.Bool(true), TimeToRecover: Float(0)}, problems: [3]string{"error", "", ""}, times: [3]string{"1.000", "0.000", "0.000"}, textHasIn: "no effect seen"},
+		{name: "never reverted is not measurable", f: FaultResult{Name: "k", Start: 5},
+			problems: [3]string{"", "error", "error"}, times: [3]string{"0", "0", "0"}, textHasIn: "never reverted"},
+		{name: "no requests after is not measurable", f: FaultResult{Name: "k", Start: 5, Stop: Float(6)},
+			problems: [3]string{"", "error", "error"}, times: [3]string{"1.000", "0", "0"}, textHasIn: "no requests after"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cases := faultCases(tt.f, "pdsoak.x")
+			require.Len(t, cases, 3)
+			for i, c := range cases {
+				got := ""
+				text := c.SystemOut
+				switch {
+				case c.Failure != nil:
+					got, text = "failure", c.Failure.Text
+				case c.Error != nil:
+					got, text = "error", c.Error.Text
+				}
+				assert.Equal(t, tt.problems[i], got, c.Name)
+				assert.Equal(t, tt.times[i], c.Time, c.Name)
+				assert.Contains(t, text, HTMLReportFile, c.Name)
+				if tt.problems[i] != "" {
+					assert.Contains(t, text, tt.textHasIn, c.Name)
+				}
+			}
+			assert.Equal(t, "fault k: verified", cases[0].Name)
+		})
+	}
+}

@@ -1,0 +1,93 @@
+package reports
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	"pdsoak/ledger"
+)
+
+// TimePoint is one terminal request on the run's clock: when it finished, its TTFT
+// (0 when no token came) and its outcome. compare.html's timelines are drawn from them.
+type TimePoint struct {
+	Done    time.Time
+	TTFT    float64
+	Outcome ledger.Outcome
+}
+
+// Samples are the per-request figures behind a Results: what compare's bootstrap
+// resamples and its timelines draw.
+type Samples struct {
+	TTFT, ITL, E2E []float64
+	// Workloads holds each workload's samples (their Workloads and Points are empty).
+	Workloads map[string]*Samples
+	// Points are the terminal requests in ledger order; Start is the run's start.
+	Points []TimePoint
+	Start  time.Time
+}
+
+// Run is one run's Results with the Samples they were computed from.
+type Run struct {
+	Results *Results
+	Samples *Samples
+}
+
+// Samples returns the per-request figures gathered so far. The slices are the
+// builder's own: do not change them.
+func (b *Builder) Samples() *Samples {
+	s := &Samples{TTFT: b.ttft, ITL: b.itl, E2E: b.e2e, Points: b.points, Start: b.start, Workloads: map[string]*Samples{}}
+	for name, w := range b.byWorkload {
+		s.Workloads[name] = &Samples{TTFT: w.ttft, ITL: w.itl, E2E: w.e2e}
+	}
+	return s
+}
+
+// ComputeRun is ComputeFile that keeps the per-request samples (for compare).
+func ComputeRun(path string, cfg Config) (*Run, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reports: %w", err)
+	}
+	defer f.Close()
+	b := NewBuilder(cfg)
+	st, err := ledger.Read(f, func(e ledger.Event) error { b.Add(e); return nil })
+	if err != nil {
+		return nil, err
+	}
+	res := b.Results()
+	if st.Torn {
+		res.Notes = append(res.Notes, "the ledger's last line was torn (the run was interrupted while writing); it was skipped")
+	}
+	return &Run{Results: res, Samples: b.Samples()}, nil
+}
+
+func (b *Builder) workloadResults() map[string]WorkloadResult {
+	if len(b.byWorkload) == 0 {
+		return nil
+	}
+	out := make(map[string]WorkloadResult, len(b.byWorkload))
+	for name, w := range b.byWorkload {
+		r := WorkloadResult{Outcomes: map[ledger.Outcome]int{}, TTFT: percentiles(w.ttft), ITL: percentiles(w.itl), E2E: percentiles(w.e2e)}
+		for _, o := range ledger.Outcomes {
+			r.Outcomes[o] = w.outcomes[o]
+			r.Requests += w.outcomes[o]
+			if o.SilentDrop() {
+				r.SilentDrops += w.outcomes[o]
+			}
+		}
+		out[name] = r
+	}
+	return out
+}
+
+// workloadNames lists a Results' workloads in name order.
+func workloadNames(m map[string]WorkloadResult) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

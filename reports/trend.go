@@ -1,0 +1,104 @@
+package reports
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"sort"
+)
+
+// TrendFile is the trend page's name in its directory.
+const TrendFile = "index.html"
+
+var trendTmpl = template.Must(template.New("trend").Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>pdsoak trend</title><style>` + pageStyle + `</style></head>
+<body>
+<h1>pdsoak: trend across runs</h1>
+{{if .Problems}}<p class="fail">Skipped malformed history lines:</p><ul>{{range .Problems}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{range .Scenarios}}<h2 id="{{.Name}}">{{.Name}}</h2>
+<p>{{.Runs}} runs, {{.Failing}} not passing (marked ✕ on the charts){{if gt (len .Digests) 1}}; the scenario changed over time (digests {{range .Digests}}{{.}} {{end}}){{end}}.</p>
+<div class="charts">{{range .Charts}}{{.}}{{end}}</div>
+<table><tr><th>#</th><th>time (UTC)</th><th>label</th><th>verdict</th><th>report</th></tr>
+{{range .Rows}}<tr><td>{{.N}}</td><td>{{.Time}}</td><td>{{.Label}}</td><td class="{{.Verdict}}">{{.Verdict}}</td><td>{{if .Link}}<a href="{{.Link}}">report.html</a>{{else}}-{{end}}</td></tr>
+{{end}}</table>{{end}}
+</body></html>
+`))
+
+type trendRow struct {
+	N                    int
+	Time, Label, Verdict string
+	Link                 string
+}
+
+type trendScenario struct {
+	Name     string
+	Runs     int
+	Failing  int
+	Digests  []string
+	Charts   []template.HTML
+	Rows     []trendRow
+	failures []int
+}
+
+// WriteTrend writes the trend page: per scenario, one chart per key figure across its
+// runs in time order (x is the run's number), runs that did not pass marked, and a table
+// linking each run's report. link returns a run's report.html as a path relative to the
+// page, or "" when it cannot be reached. problems are the history lines that were skipped.
+func WriteTrend(w io.Writer, entries []HistoryEntry, problems []HistoryProblem, link func(HistoryEntry) string) error {
+	by := map[string][]HistoryEntry{}
+	for _, e := range entries {
+		by[e.Scenario] = append(by[e.Scenario], e)
+	}
+	names := make([]string, 0, len(by))
+	for n := range by {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var scs []trendScenario
+	for _, name := range names {
+		runs := by[name]
+		sort.SliceStable(runs, func(i, j int) bool { return runs[i].Time.Before(runs[j].Time) })
+		sc := trendScenario{Name: name, Runs: len(runs)}
+		seen := map[string]bool{}
+		for i, e := range runs {
+			if !seen[e.Digest] {
+				seen[e.Digest] = true
+				sc.Digests = append(sc.Digests, e.Digest)
+			}
+			if e.Verdict != VerdictPass {
+				sc.Failing++
+			}
+			sc.Rows = append(sc.Rows, trendRow{N: i + 1, Time: e.Time.UTC().Format("2006-01-02 15:04"), Label: e.Label, Verdict: string(e.Verdict), Link: link(e)})
+		}
+		for _, fig := range KeyFigures {
+			s := Series{Name: fig}
+			for i, e := range runs {
+				v, ok := e.Figures[fig]
+				if !ok {
+					continue
+				}
+				s.XY = append(s.XY, [2]float64{float64(i + 1), v})
+				if e.Verdict != VerdictPass {
+					s.Marks = append(s.Marks, [2]float64{float64(i + 1), v})
+				}
+			}
+			if len(s.XY) == 0 {
+				continue
+			}
+			svg, err := ChartSVG(fmt.Sprintf("%s: %s", name, fig), "run", fig, []Series{s})
+			if err != nil {
+				return err
+			}
+			sc.Charts = append(sc.Charts, svg)
+		}
+		scs = append(scs, sc)
+	}
+	ps := make([]string, len(problems))
+	for i, p := range problems {
+		ps[i] = p.String()
+	}
+	if err := trendTmpl.Execute(w, map[string]any{"Scenarios": scs, "Problems": ps}); err != nil {
+		return fmt.Errorf("reports: write trend: %w", err)
+	}
+	return nil
+}
