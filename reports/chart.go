@@ -1,0 +1,323 @@
+package reports
+
+import (
+	"bytes"
+	"fmt"
+	"image/color"
+	"math"
+	"regexp"
+	"sort"
+
+	"gonum.org/v1/plot"
+	pfont "gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// Chart is one picture on a shared time axis: series drawn as lines (or stacked areas),
+// shaded spans (fault windows), vertical lines (recovery points) and marks along the
+// bottom (silent drops). It holds figures only; RenderSVG draws it. compare and trend
+// pages reuse it with their own series.
+type Chart struct {
+	ID     string
+	Title  string
+	XLabel string
+	YLabel string
+	Series []Series
+	// Colors maps a series name to its colour; others take the palette in order.
+	Colors map[string]color.Color
+	// Stacked draws the series as stacked areas, the first at the bottom.
+	Stacked bool
+	// XMax fixes the right end of the X axis (0: from the data), so charts line up.
+	XMax   float64
+	Spans  []Span
+	VLines []VLine
+	Marks  []float64
+	// MarkLabel names the marks in the legend ("silent drop").
+	MarkLabel string
+}
+
+// Span is a shaded X range with a label at its top.
+type Span struct {
+	From, To float64
+	Label    string
+}
+
+// VLine is a dashed vertical line with a label.
+type VLine struct {
+	X     float64
+	Label string
+}
+
+// Chart sizes in report.html.
+const (
+	ChartWidth  = 26 * vg.Centimeter
+	ChartHeight = 7 * vg.Centimeter
+	// markColumns bounds the distinct mark positions drawn: marks closer than one column
+	// share a glyph, so every drop is visible without one glyph per drop.
+	markColumns = 1000
+)
+
+var (
+	palette = []color.Color{
+		color.RGBA{31, 119, 180, 255}, color.RGBA{255, 127, 14, 255}, color.RGBA{44, 160, 44, 255},
+		color.RGBA{214, 39, 40, 255}, color.RGBA{148, 103, 189, 255}, color.RGBA{140, 86, 75, 255},
+		color.RGBA{227, 119, 194, 255}, color.RGBA{127, 127, 127, 255}, color.RGBA{188, 189, 34, 255},
+		color.RGBA{23, 190, 207, 255},
+	}
+	// OutcomeColors: green for ok, warm for explicit errors, red for silent drops.
+	OutcomeColors = map[string]color.Color{
+		"ok": color.RGBA{76, 175, 80, 255}, "rejected": color.RGBA{255, 193, 7, 255},
+		"http_error": color.RGBA{255, 152, 0, 255}, "stream_error": color.RGBA{156, 39, 176, 255},
+		"transport_error": color.RGBA{121, 85, 72, 255}, "truncated": color.RGBA{233, 30, 99, 255},
+		"invalid": color.RGBA{63, 81, 181, 255}, "stalled": color.RGBA{211, 47, 47, 255},
+		"deadline_exceeded": color.RGBA{120, 0, 0, 255}, "cancelled": color.RGBA{158, 158, 158, 255},
+	}
+	// PercentileColors for p50/p90/p99 lines.
+	PercentileColors = map[string]color.Color{
+		"p50": color.RGBA{33, 150, 243, 255}, "p90": color.RGBA{255, 152, 0, 255}, "p99": color.RGBA{211, 47, 47, 255},
+	}
+	spanColor    = color.RGBA{255, 87, 34, 40}
+	spanEdge     = color.RGBA{230, 74, 25, 160}
+	recoverColor = color.RGBA{46, 125, 50, 255}
+	dropColor    = color.RGBA{198, 40, 40, 255}
+)
+
+// RenderSVG draws c with gonum/plot into an SVG document (fonts not embedded, so it needs
+// nothing from outside the page) sized w × h.
+func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
+	p := plot.New()
+	for _, f := range []*pfont.Font{&p.Title.TextStyle.Font, &p.X.Label.TextStyle.Font, &p.Y.Label.TextStyle.Font,
+		&p.X.Tick.Label.Font, &p.Y.Tick.Label.Font, &p.Legend.TextStyle.Font} {
+		f.Variant = "Sans"
+	}
+	p.Title.Text = c.Title
+	p.Title.TextStyle.Font.Size = vg.Points(12)
+	p.X.Label.Text = c.XLabel
+	p.Y.Label.Text = c.YLabel
+	p.Legend.Top = true
+	p.Legend.Left = false
+	p.Legend.TextStyle.Font.Size = vg.Points(8)
+	p.Add(plotter.NewGrid())
+
+	xmax, ymax := c.XMax, 0.0
+	var tops [][]Point
+	if c.Stacked {
+		tops = stack(c.Series)
+	}
+	for i, s := range c.Series {
+		pts := s.Points
+		if c.Stacked {
+			pts = tops[i]
+		}
+		for _, pt := range pts {
+			if c.XMax == 0 {
+				xmax = math.Max(xmax, pt.X)
+			}
+			ymax = math.Max(ymax, pt.Y)
+		}
+	}
+	for _, sp := range c.Spans {
+		if c.XMax == 0 {
+			xmax = math.Max(xmax, sp.To)
+		}
+	}
+	if ymax <= 0 {
+		ymax = 1
+	}
+	ytop := ymax * 1.18 // headroom for the fault labels
+	p.X.Min, p.X.Max = 0, math.Max(xmax, 1)
+	p.Y.Min, p.Y.Max = 0, ytop
+
+	// Fault windows under everything else.
+	for _, sp := range c.Spans {
+		to := sp.To
+		if to <= sp.From {
+			to = p.X.Max
+		}
+		poly, err := plotter.NewPolygon(plotter.XYs{{X: sp.From, Y: 0}, {X: to, Y: 0}, {X: to, Y: ytop}, {X: sp.From, Y: ytop}})
+		if err != nil {
+			return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+		}
+		poly.Color = spanColor
+		poly.LineStyle.Color = spanEdge
+		poly.LineStyle.Width = vg.Points(0.5)
+		p.Add(poly)
+	}
+
+	col := func(i int, name string) color.Color {
+		if cl, ok := c.Colors[name]; ok {
+			return cl
+		}
+		return palette[i%len(palette)]
+	}
+	if c.Stacked {
+		// Top first, so each lower area paints over the one above it.
+		for i := len(c.Series) - 1; i >= 0; i-- {
+			l, err := plotter.NewLine(xys(tops[i]))
+			if err != nil {
+				return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+			}
+			cl := col(i, c.Series[i].Name)
+			l.FillColor = cl
+			l.StepStyle = plotter.MidStep // per-window counts: steps, not slopes
+			l.LineStyle.Color = cl
+			l.LineStyle.Width = vg.Points(0.5)
+			p.Add(l)
+		}
+		for i, s := range c.Series {
+			p.Legend.Add(s.Name, &swatch{col(i, s.Name)})
+		}
+	} else {
+		for i, s := range c.Series {
+			if len(s.Points) == 0 {
+				continue
+			}
+			l, err := plotter.NewLine(xys(s.Points))
+			if err != nil {
+				return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+			}
+			l.LineStyle.Color = col(i, s.Name)
+			l.LineStyle.Width = vg.Points(1.2)
+			p.Add(l)
+			p.Legend.Add(s.Name, l)
+		}
+	}
+
+	for _, v := range c.VLines {
+		l, err := plotter.NewLine(plotter.XYs{{X: v.X, Y: 0}, {X: v.X, Y: ytop}})
+		if err != nil {
+			return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+		}
+		l.LineStyle.Color = recoverColor
+		l.LineStyle.Width = vg.Points(1.2)
+		l.LineStyle.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(l)
+	}
+	var labels plotter.XYLabels
+	for _, sp := range c.Spans {
+		labels.XYs = append(labels.XYs, plotter.XY{X: sp.From, Y: ytop})
+		labels.Labels = append(labels.Labels, " "+sp.Label)
+	}
+	for _, v := range c.VLines {
+		labels.XYs = append(labels.XYs, plotter.XY{X: v.X, Y: ytop * 0.93})
+		labels.Labels = append(labels.Labels, " "+v.Label)
+	}
+	if len(labels.XYs) > 0 {
+		lb, err := plotter.NewLabels(labels)
+		if err != nil {
+			return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+		}
+		for i := range lb.TextStyle {
+			lb.TextStyle[i].Font.Variant = "Sans"
+			lb.TextStyle[i].Font.Size = vg.Points(7.5)
+			lb.TextStyle[i].YAlign = draw.YTop
+			lb.TextStyle[i].Color = color.RGBA{120, 40, 10, 255}
+			if labels.Labels[i] != "" && i >= len(c.Spans) {
+				lb.TextStyle[i].Color = recoverColor
+			}
+		}
+		p.Add(lb)
+	}
+
+	if len(c.Marks) > 0 {
+		sc, err := plotter.NewScatter(xys(markPoints(c.Marks, p.X.Max, ytop*0.03)))
+		if err != nil {
+			return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+		}
+		sc.GlyphStyle.Shape = draw.TriangleGlyph{}
+		sc.GlyphStyle.Color = dropColor
+		sc.GlyphStyle.Radius = vg.Points(3.5)
+		p.Add(sc)
+		p.Legend.Add(fmt.Sprintf("%s (%d)", c.MarkLabel, len(c.Marks)), sc)
+	}
+
+	cv := vgsvg.NewWith(vgsvg.UseWH(w, h))
+	p.Draw(draw.New(cv))
+	var buf bytes.Buffer
+	if _, err := cv.WriteTo(&buf); err != nil {
+		return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+	}
+	return inlineSVG(buf.Bytes(), c.ID), nil
+}
+
+type swatch struct{ c color.Color }
+
+// Thumbnail draws the legend entry of a stacked area.
+func (s *swatch) Thumbnail(c *draw.Canvas) {
+	pts := []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Min.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Min.Y}}
+	c.FillPolygon(s.c, c.ClipPolygonY(pts))
+}
+
+// stack turns series into cumulative tops on the union of their X values.
+func stack(ss []Series) [][]Point {
+	xsSet := map[float64]bool{}
+	for _, s := range ss {
+		for _, p := range s.Points {
+			xsSet[p.X] = true
+		}
+	}
+	xs := make([]float64, 0, len(xsSet))
+	for x := range xsSet {
+		xs = append(xs, x)
+	}
+	sort.Float64s(xs)
+	base := make([]float64, len(xs))
+	out := make([][]Point, len(ss))
+	for i, s := range ss {
+		at := make(map[float64]float64, len(s.Points))
+		for _, p := range s.Points {
+			at[p.X] = p.Y
+		}
+		out[i] = make([]Point, len(xs))
+		for j, x := range xs {
+			base[j] += at[x]
+			out[i][j] = Point{x, base[j]}
+		}
+	}
+	return out
+}
+
+// markPoints puts one glyph per occupied column along the bottom.
+func markPoints(xs []float64, xmax, y float64) []Point {
+	seen := map[int]bool{}
+	var out []Point
+	for _, x := range xs {
+		col := int(x / xmax * markColumns)
+		if seen[col] {
+			continue
+		}
+		seen[col] = true
+		out = append(out, Point{x, y})
+	}
+	return out
+}
+
+func xys(pts []Point) plotter.XYs {
+	out := make(plotter.XYs, len(pts))
+	for i, p := range pts {
+		out[i] = plotter.XY{X: p.X, Y: p.Y}
+	}
+	return out
+}
+
+var (
+	svgProlog = regexp.MustCompile(`(?s)^.*?<svg`)
+	svgSize   = regexp.MustCompile(`^<svg[^>]*?(width="([0-9.]+)[a-z]*" height="([0-9.]+)[a-z]*")`)
+)
+
+// inlineSVG strips the XML prolog so the document can sit inside HTML, gives it an id and
+// makes it scale with the page.
+func inlineSVG(doc []byte, id string) []byte {
+	doc = svgProlog.ReplaceAll(doc, []byte("<svg"))
+	if m := svgSize.FindSubmatchIndex(doc); m != nil {
+		attr := fmt.Sprintf(`class="chart" id="%s"`, id)
+		if !bytes.Contains(doc[:bytes.IndexByte(doc, '>')], []byte("viewBox")) {
+			attr += fmt.Sprintf(` viewBox="0 0 %s %s"`, doc[m[4]:m[5]], doc[m[6]:m[7]])
+		}
+		doc = append(append(append([]byte{}, doc[:m[2]]...), attr...), doc[m[3]:]...)
+	}
+	return doc
+}
