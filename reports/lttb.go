@@ -15,7 +15,15 @@ type Point struct {
 
 // MarshalJSON writes [x, y] rounded to microseconds.
 func (p Point) MarshalJSON() ([]byte, error) {
-	return json.Marshal([2]float64{round(p.X), round(p.Y)})
+	return json.Marshal([2]float64{roundFinite(p.X), roundFinite(p.Y)})
+}
+
+// roundFinite rounds to microseconds where that cannot overflow.
+func roundFinite(x float64) float64 {
+	if math.Abs(x) > 1e15 {
+		return x
+	}
+	return round(x)
 }
 
 // UnmarshalJSON reads [x, y].
