@@ -7,6 +7,8 @@ import (
 	"math"
 	"regexp"
 	"sort"
+	"strings"
+	"unicode/utf8"
 
 	"gonum.org/v1/plot"
 	pfont "gonum.org/v1/plot/font"
@@ -37,6 +39,9 @@ type Chart struct {
 	Marks  []float64
 	// MarkLabel names the marks in the legend ("silent drop").
 	MarkLabel string
+	// Gap breaks a line where consecutive points are further apart than it (a window with
+	// no sample), rather than draw a slope across it; 0: never.
+	Gap float64
 }
 
 // Span is a shaded X range with a label at its top.
@@ -79,8 +84,8 @@ var (
 	PercentileColors = map[string]color.Color{
 		"p50": color.RGBA{33, 150, 243, 255}, "p90": color.RGBA{255, 152, 0, 255}, "p99": color.RGBA{211, 47, 47, 255},
 	}
-	spanColor    = color.RGBA{255, 87, 34, 40}
-	spanEdge     = color.RGBA{230, 74, 25, 160}
+	spanColor    = color.NRGBA{255, 87, 34, 38}
+	spanEdge     = color.NRGBA{230, 74, 25, 150}
 	recoverColor = color.RGBA{46, 125, 50, 255}
 	dropColor    = color.RGBA{198, 40, 40, 255}
 )
@@ -101,6 +106,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 	p.Legend.Left = false
 	p.Legend.TextStyle.Font.Size = vg.Points(8)
 	p.Add(plotter.NewGrid())
+	p.Y.Tick.Marker = padTicker{p.Y.Tick.Marker}
 
 	xmax, ymax := c.XMax, 0.0
 	var tops [][]Point
@@ -172,17 +178,18 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 		}
 	} else {
 		for i, s := range c.Series {
-			if len(s.Points) == 0 {
-				continue
+			for k, run := range splitGaps(s.Points, c.Gap) {
+				l, err := plotter.NewLine(xys(run))
+				if err != nil {
+					return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+				}
+				l.LineStyle.Color = col(i, s.Name)
+				l.LineStyle.Width = vg.Points(1.2)
+				p.Add(l)
+				if k == 0 {
+					p.Legend.Add(s.Name, l)
+				}
 			}
-			l, err := plotter.NewLine(xys(s.Points))
-			if err != nil {
-				return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
-			}
-			l.LineStyle.Color = col(i, s.Name)
-			l.LineStyle.Width = vg.Points(1.2)
-			p.Add(l)
-			p.Legend.Add(s.Name, l)
 		}
 	}
 
@@ -249,6 +256,38 @@ type swatch struct{ c color.Color }
 func (s *swatch) Thumbnail(c *draw.Canvas) {
 	pts := []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Min.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Min.Y}}
 	c.FillPolygon(s.c, c.ClipPolygonY(pts))
+}
+
+// padTicker left-pads Y tick labels with figure spaces to one width, so that every chart's
+// plot area starts at the same X and the charts share one time axis on the page.
+type padTicker struct{ plot.Ticker }
+
+const tickWidth = 7
+
+func (t padTicker) Ticks(min, max float64) []plot.Tick {
+	ticks := t.Ticker.Ticks(min, max)
+	for i := range ticks {
+		if l := ticks[i].Label; l != "" && utf8.RuneCountInString(l) < tickWidth {
+			ticks[i].Label = strings.Repeat("\u2007", tickWidth-utf8.RuneCountInString(l)) + l
+		}
+	}
+	return ticks
+}
+
+// splitGaps cuts pts where consecutive X are more than gap apart.
+func splitGaps(pts []Point, gap float64) [][]Point {
+	if len(pts) == 0 {
+		return nil
+	}
+	var out [][]Point
+	from := 0
+	for i := 1; i < len(pts); i++ {
+		if gap > 0 && pts[i].X-pts[i-1].X > gap {
+			out = append(out, pts[from:i])
+			from = i
+		}
+	}
+	return append(out, pts[from:])
 }
 
 // stack turns series into cumulative tops on the union of their X values.

@@ -129,7 +129,7 @@ func Charts(tl *Timeline) []Chart {
 		{"e2e", "End-to-end latency (by scheduled time)", tl.E2E},
 	} {
 		c := base(l.id, l.title, "seconds", l.ss)
-		c.Colors = PercentileColors
+		c.Colors, c.Gap = PercentileColors, 1.5*tl.Window
 		out = append(out, c)
 	}
 	out = append(out, base("in_flight", "Requests in flight (scheduled, not yet done)", "requests", []Series{tl.InFlight}))
