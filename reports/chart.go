@@ -133,7 +133,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 	if ymax <= 0 {
 		ymax = 1
 	}
-	ytop := ymax * 1.18 // headroom for the fault labels
+	ytop := ymax * 1.3 // headroom for the fault labels
 	p.X.Min, p.X.Max = 0, math.Max(xmax, 1)
 	p.Y.Min, p.Y.Max = 0, ytop
 
@@ -203,15 +203,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 		l.LineStyle.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		p.Add(l)
 	}
-	var labels plotter.XYLabels
-	for _, sp := range c.Spans {
-		labels.XYs = append(labels.XYs, plotter.XY{X: sp.From, Y: ytop})
-		labels.Labels = append(labels.Labels, " "+sp.Label)
-	}
-	for _, v := range c.VLines {
-		labels.XYs = append(labels.XYs, plotter.XY{X: v.X, Y: ytop * 0.93})
-		labels.Labels = append(labels.Labels, " "+v.Label)
-	}
+	labels, recovery := placeLabels(c, float64(w), p.X.Max, ytop)
 	if len(labels.XYs) > 0 {
 		lb, err := plotter.NewLabels(labels)
 		if err != nil {
@@ -219,10 +211,10 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 		}
 		for i := range lb.TextStyle {
 			lb.TextStyle[i].Font.Variant = "Sans"
-			lb.TextStyle[i].Font.Size = vg.Points(7.5)
+			lb.TextStyle[i].Font.Size = vg.Points(labelSize)
 			lb.TextStyle[i].YAlign = draw.YTop
 			lb.TextStyle[i].Color = color.RGBA{120, 40, 10, 255}
-			if labels.Labels[i] != "" && i >= len(c.Spans) {
+			if recovery[i] {
 				lb.TextStyle[i].Color = recoverColor
 			}
 		}
@@ -256,6 +248,56 @@ type swatch struct{ c color.Color }
 func (s *swatch) Thumbnail(c *draw.Canvas) {
 	pts := []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Min.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Min.Y}}
 	c.FillPolygon(s.c, c.ClipPolygonY(pts))
+}
+
+const (
+	labelSize = 7.5
+	labelRows = 3
+)
+
+// placeLabels puts the fault and recovery labels in up to labelRows rows along the top,
+// each in the first row where it does not overlap the previous label; a label with no room
+// is left out (its band or line is still drawn, and the faults table names it). Dense
+// charts drop the fault type from the labels.
+func placeLabels(c Chart, width, xmax, ytop float64) (plotter.XYLabels, []bool) {
+	type lab struct {
+		x        float64
+		text     string
+		recovery bool
+	}
+	var ls []lab
+	for _, sp := range c.Spans {
+		text := sp.Label
+		if len(c.Spans) > 4 {
+			text = strings.SplitN(text, " (", 2)[0]
+		}
+		ls = append(ls, lab{sp.From, " " + text, false})
+	}
+	for _, v := range c.VLines {
+		ls = append(ls, lab{v.X, " " + v.Label, true})
+	}
+	sort.SliceStable(ls, func(i, j int) bool { return ls[i].x < ls[j].x })
+	// Data units per character: about 0.55 em at labelSize over a plot area ~60 pt narrower
+	// than the canvas.
+	perChar := 0.55 * labelSize * xmax / math.Max(width-60, 1)
+	var end [labelRows]float64
+	for r := range end {
+		end[r] = math.Inf(-1)
+	}
+	var out plotter.XYLabels
+	var rec []bool
+	for _, l := range ls {
+		for r := range labelRows {
+			if l.x >= end[r] {
+				end[r] = l.x + perChar*float64(utf8.RuneCountInString(l.text))
+				out.XYs = append(out.XYs, plotter.XY{X: l.x, Y: ytop * (1 - 0.065*float64(r))})
+				out.Labels = append(out.Labels, l.text)
+				rec = append(rec, l.recovery)
+				break
+			}
+		}
+	}
+	return out, rec
 }
 
 // padTicker left-pads Y tick labels with figure spaces to one width, so that every chart's
