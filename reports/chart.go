@@ -133,7 +133,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 	if ymax <= 0 {
 		ymax = 1
 	}
-	ytop := ymax * 1.3 // headroom for the fault labels
+	ytop := niceCeil(ymax * 1.3) // headroom for the fault labels; a round top gets round ticks
 	p.X.Min, p.X.Max = 0, math.Max(xmax, 1)
 	p.Y.Min, p.Y.Max = 0, ytop
 
@@ -314,6 +314,20 @@ func (t padTicker) Ticks(min, max float64) []plot.Tick {
 		}
 	}
 	return ticks
+}
+
+// niceCeil rounds x > 0 up to 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten.
+func niceCeil(x float64) float64 {
+	if x <= 0 || math.IsInf(x, 0) || math.IsNaN(x) {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(x)))
+	for _, m := range []float64{1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
+		if m*p >= x*(1-1e-12) {
+			return m * p
+		}
+	}
+	return 10 * p
 }
 
 // splitGaps cuts pts where consecutive X are more than gap apart.

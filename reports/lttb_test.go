@@ -75,3 +75,9 @@ func FuzzPointJSON(f *testing.F) {
 		assert.Equal(t, roundFinite(p.X), q.X)
 	})
 }
+
+func TestNiceCeil(t *testing.T) {
+	for _, tc := range []struct{ in, want float64 }{{26, 30}, {1, 1}, {0.013, 0.015}, {1.3, 1.5}, {0, 1}, {7.2, 8}, {81, 100}} {
+		assert.InDelta(t, tc.want, niceCeil(tc.in), 1e-12, "niceCeil(%g)", tc.in)
+	}
+}
