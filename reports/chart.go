@@ -134,7 +134,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 		ymax = 1
 	}
 	ytop := niceCeil(ymax * 1.3) // headroom for the fault labels; a round top gets round ticks
-	p.X.Min, p.X.Max = 0, math.Max(xmax, 1)
+	p.X.Min, p.X.Max = 0, niceCeil(math.Max(xmax, 1)) // round ends give round ticks
 	p.Y.Min, p.Y.Max = 0, ytop
 
 	// Fault windows under everything else.
@@ -179,6 +179,17 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 	} else {
 		for i, s := range c.Series {
 			for k, run := range splitGaps(s.Points, c.Gap) {
+				if len(run) == 1 {
+					// A lone window has no line to draw: a dot shows it.
+					sc, err := plotter.NewScatter(xys(run))
+					if err != nil {
+						return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+					}
+					sc.GlyphStyle.Shape = draw.CircleGlyph{}
+					sc.GlyphStyle.Color = col(i, s.Name)
+					sc.GlyphStyle.Radius = vg.Points(2)
+					p.Add(sc)
+				}
 				l, err := plotter.NewLine(xys(run))
 				if err != nil {
 					return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
@@ -226,7 +237,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
 		}
-		sc.GlyphStyle.Shape = draw.TriangleGlyph{}
+		sc.GlyphStyle.Shape = draw.PyramidGlyph{}
 		sc.GlyphStyle.Color = dropColor
 		sc.GlyphStyle.Radius = vg.Points(3.5)
 		p.Add(sc)
