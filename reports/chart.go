@@ -133,7 +133,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 	if ymax <= 0 {
 		ymax = 1
 	}
-	ytop := niceCeil(ymax * 1.3) // headroom for the fault labels; a round top gets round ticks
+	ytop := niceCeil(ymax * 1.3)                      // headroom for the fault labels; a round top gets round ticks
 	p.X.Min, p.X.Max = 0, niceCeil(math.Max(xmax, 1)) // round ends give round ticks
 	p.Y.Min, p.Y.Max = 0, ytop
 
