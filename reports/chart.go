@@ -7,6 +7,7 @@ import (
 	"math"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -106,7 +107,8 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 	p.Legend.Left = false
 	p.Legend.TextStyle.Font.Size = vg.Points(8)
 	p.Add(plotter.NewGrid())
-	p.Y.Tick.Marker = padTicker{p.Y.Tick.Marker}
+	p.X.Tick.Marker = roundTicker{}
+	p.Y.Tick.Marker = padTicker{roundTicker{}}
 
 	xmax, ymax := c.XMax, 0.0
 	var tops [][]Point
@@ -309,6 +311,42 @@ func placeLabels(c Chart, width, xmax, ytop float64) (plotter.XYLabels, []bool) 
 		}
 	}
 	return out, rec
+}
+
+// roundTicker puts 4 to 10 major ticks at multiples of 1, 2 or 5 times a power of ten,
+// labelled in their shortest form (0, 20, 40; 0.05, 0.1), with four minor ticks between.
+type roundTicker struct{}
+
+func (roundTicker) Ticks(min, max float64) []plot.Tick {
+	if !(max > min) {
+		return []plot.Tick{{Value: min, Label: strconv.FormatFloat(min, 'g', -1, 64)}}
+	}
+	raw := (max - min) / 5
+	p := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := 10 * p
+	for _, m := range []float64{1, 2, 5} {
+		if m*p >= raw {
+			step = m * p
+			break
+		}
+	}
+	var ticks []plot.Tick
+	for i := math.Ceil(min / step); i*step <= max*(1+1e-12); i++ {
+		v := i * step
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(roundTo(v, step), 'g', -1, 64)})
+		for k := 1; k < 5; k++ {
+			if m := v + float64(k)*step/5; m <= max {
+				ticks = append(ticks, plot.Tick{Value: m})
+			}
+		}
+	}
+	return ticks
+}
+
+// roundTo removes float noise (0.30000000000000004) at the step's precision.
+func roundTo(v, step float64) float64 {
+	d := math.Pow(10, math.Max(0, -math.Floor(math.Log10(step))+1))
+	return math.Round(v*d) / d
 }
 
 // padTicker left-pads Y tick labels with figure spaces to one width, so that every chart's

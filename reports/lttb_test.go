@@ -81,3 +81,27 @@ func TestNiceCeil(t *testing.T) {
 		assert.InDelta(t, tc.want, niceCeil(tc.in), 1e-12, "niceCeil(%g)", tc.in)
 	}
 }
+
+func TestRoundTicker(t *testing.T) {
+	labels := func(min, max float64) []string {
+		var out []string
+		for _, tk := range (roundTicker{}).Ticks(min, max) {
+			if tk.Label != "" {
+				out = append(out, tk.Label)
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		min, max float64
+		want     []string
+	}{
+		{"seconds", 0, 50, []string{"0", "10", "20", "30", "40", "50"}},
+		{"small latencies", 0, 0.1, []string{"0", "0.02", "0.04", "0.06", "0.08", "0.1"}},
+		{"long soak", 0, 15000, []string{"0", "5000", "10000", "15000"}},
+		{"empty range", 1, 1, []string{"1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, labels(tc.min, tc.max)) })
+	}
+}
