@@ -132,6 +132,9 @@ func BenchmarkReportHTML1M(b *testing.B) {
 			b.Fatal(err)
 		}
 		size = out.Len()
+		if size > 5e6 {
+			b.Fatalf("report.html is %d bytes, over the 5 MB bound", size)
+		}
 	}
 	b.ReportMetric(float64(events), "events")
 	b.ReportMetric(float64(size)/1e6, "html-MB")
