@@ -23,7 +23,7 @@ STRESS_CPU ?= 2
 # Benchmarks report ratios against a baseline measured in the same run (see README).
 BENCHTIME ?= 300ms
 
-.PHONY: all build run test test-race test-pure test-stress bench lint fmt soak clean
+.PHONY: all build run test test-race test-pure test-stress test-browser bench lint fmt soak clean
 
 all: build
 
@@ -36,13 +36,21 @@ build:
 run: build
 	$(BIN)/harness run scenarios/smoke.yaml
 
-test: build test-pure test-race
+# test-browser runs only where chromium is installed, so `make test` needs nothing but Go
+# (.ci/run installs chromium first).
+test: build test-pure test-race $(if $(shell command -v chromium 2>/dev/null),test-browser)
 
 test-pure:
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PURE_PKGS)
 
 test-race:
 	$(GO) test -count=1 -race -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
+
+# Renders report.html from a short real run in headless chromium with the network
+# disabled; fails on a JavaScript error or an empty chart. Installs Debian's chromium if
+# absent. SCREENSHOT=docs/report.png refreshes the README's screenshot.
+test-browser: build
+	.ci/browser-check
 
 # stress-ng runs in the background and is always stopped (trap), whatever ends the loop; its
 # --timeout is only a backstop should this shell be SIGKILLed.

@@ -59,3 +59,83 @@ func BenchmarkCompute(b *testing.B) {
 	b.ReportMetric(float64(ours)/float64(base), "x-decode-only")
 	b.ReportMetric(float64(len(data))*float64(b.N)/ours.Seconds()/1e6, "MB/s")
 }
+
+// soakLedger is a synthetic 4-hour soak ledger of about n events: requests (scheduled,
+// sent, first_token, done) at a steady rate, gauge samples from three processes and GPU
+// samples every second, a fault every 20 minutes and a silent drop every 997 requests.
+func soakLedger(n int) (data []byte, events int) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	emit := func(e ledger.Event) { _ = enc.Encode(e); events++ }
+	t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const dur = 4 * time.Hour
+	secs := int(dur / time.Second)
+	emit(ledger.Event{Time: t, Type: ledger.EventRunStart, Scenario: "soak-bench", Seed: 1})
+	fixed := secs*(3+1) + 12*3 + 2 // samples, faults, run_start/end
+	reqs := (n - fixed) / 4
+	every := dur / time.Duration(reqs)
+	u, mu, mt := 55.0, uint64(60<<30), uint64(141<<30)
+	outs := []ledger.Outcome{ledger.OutcomeOK, ledger.OutcomeOK, ledger.OutcomeOK, ledger.OutcomeRejected, ledger.OutcomeOK}
+	next := 0 // next sample second
+	for i := range reqs {
+		s := t.Add(time.Duration(i) * every)
+		for ; next < secs && t.Add(time.Duration(next)*time.Second).Before(s); next++ {
+			at := t.Add(time.Duration(next) * time.Second)
+			for _, p := range []string{"router", "prefill-0", "decode-0"} {
+				emit(ledger.Event{Time: at, Type: ledger.EventSample, Source: p, Metrics: map[string]float64{
+					"sglang:num_running_reqs": float64(next % 17), "sglang:num_queue_reqs": float64(next % 5), "sglang:token_usage": float64(next%100) / 100}})
+			}
+			emit(ledger.Event{Time: at, Type: ledger.EventSample, Source: ledger.GPUSource, InFlight: 3,
+				GPUs: []ledger.GPU{{Index: 0, Util: &u, MemUsed: &mu, MemTotal: &mt}}})
+			if next%1200 == 600 {
+				name := fmt.Sprintf("f%d", next/1200)
+				emit(ledger.Event{Time: at, Type: ledger.EventFaultStart, Fault: name, FaultType: "process_kill", Target: "decode-0"})
+				emit(ledger.Event{Time: at.Add(30 * time.Millisecond), Type: ledger.EventFaultVerified, Fault: name, Passed: ledger.Bool(true)})
+			}
+			if next%1200 == 660 {
+				emit(ledger.Event{Time: at, Type: ledger.EventFaultStop, Fault: fmt.Sprintf("f%d", next/1200)})
+			}
+		}
+		id := fmt.Sprintf("r%07d", i)
+		o := outs[i%len(outs)]
+		if i%997 == 0 {
+			o = ledger.OutcomeStalled
+		}
+		emit(ledger.Event{Time: s, Type: ledger.EventScheduled, RequestID: id, Workload: "agents"})
+		emit(ledger.Event{Time: s, Type: ledger.EventSent, RequestID: id, Scheduled: &s, Lag: 0.0001})
+		emit(ledger.Event{Time: s.Add(50 * time.Millisecond), Type: ledger.EventFirstToken, RequestID: id, TTFT: 0.05})
+		emit(ledger.Event{Time: s.Add(200 * time.Millisecond), Type: ledger.EventDone, RequestID: id, Workload: "agents", Scheduled: &s,
+			Outcome: o, TTFT: 0.05 + float64(i%7)/100, E2E: 0.2 + float64(i%11)/50, ITL: []float64{0.01, 0.012, 0.011, 0.013}})
+	}
+	emit(ledger.Event{Time: t.Add(dur), Type: ledger.EventRunEnd})
+	return buf.Bytes(), events
+}
+
+// BenchmarkReportHTML1M reads a 1,000,000-event ledger and writes report.html from it
+// (Builder, Results, Timeline, charts, page): the bound is <= 10 s per op and <= 5 MB of
+// output, reported as html-MB.
+func BenchmarkReportHTML1M(b *testing.B) {
+	data, events := soakLedger(1_000_000)
+	var size int
+	for b.Loop() {
+		bl := NewBuilder(Config{})
+		if _, err := ledger.Read(bytes.NewReader(data), func(e ledger.Event) error { bl.Add(e); return nil }); err != nil {
+			b.Fatal(err)
+		}
+		res := bl.Results()
+		tl := bl.Timeline(res)
+		if len(tl.Drops) != res.SilentDrops || len(tl.Faults) != 12 {
+			b.Fatalf("drops %d of %d, faults %d", len(tl.Drops), res.SilentDrops, len(tl.Faults))
+		}
+		var out bytes.Buffer
+		if err := WriteHTML(&out, res, tl, HTMLOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		size = out.Len()
+		if size > 5e6 {
+			b.Fatalf("report.html is %d bytes, over the 5 MB bound", size)
+		}
+	}
+	b.ReportMetric(float64(events), "events")
+	b.ReportMetric(float64(size)/1e6, "html-MB")
+}

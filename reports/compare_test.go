@@ -83,10 +83,10 @@ func TestCompareGoldenRunWithItself(t *testing.T) {
 // TestGoldenTimeline: the figures behind compare.html's timelines.
 func TestGoldenTimeline(t *testing.T) {
 	run := goldenRun(t)
-	tl := BuildTimeline(run.Samples, run.Results.Duration)
+	tl := BuildCompareTimeline(run.Samples, run.Results.Duration)
 	data, err := json.MarshalIndent(tl, "", " ")
 	require.NoError(t, err)
-	golden(t, "timeline.golden.json", append(data, '\n'))
+	golden(t, "compare_timeline.golden.json", append(data, '\n'))
 	total := 0.0
 	width := run.Results.Duration / TimelineBins
 	for _, p := range tl.Throughput {

@@ -21,8 +21,8 @@ import (
 // inline SVG, so the pages need nothing from the network. It is kept to one file so that
 // the charts can move onto report.html's shared renderer.
 
-// Series is one line of a chart.
-type Series struct {
+// CompareSeries is one line of a chart.
+type CompareSeries struct {
 	Name string
 	XY   [][2]float64
 	// Marks are points drawn as crosses (failing nights on the trend page).
@@ -32,17 +32,17 @@ type Series struct {
 // TimelineBins is how many bins a compare timeline has.
 const TimelineBins = 60
 
-// Timeline is the figures behind compare.html's overlaid timelines: per bin of the run's
+// CompareTimeline is the figures behind compare.html's overlaid timelines: per bin of the run's
 // clock (seconds from its start), requests completed per second and the median TTFT of
 // the requests that completed in the bin.
-type Timeline struct {
+type CompareTimeline struct {
 	Throughput [][2]float64 `json:"throughput"`
 	TTFT       [][2]float64 `json:"ttft_p50"`
 }
 
-// BuildTimeline bins a run's terminal requests over span seconds.
-func BuildTimeline(s *Samples, span float64) Timeline {
-	var tl Timeline
+// BuildCompareTimeline bins a run's terminal requests over span seconds.
+func BuildCompareTimeline(s *Samples, span float64) CompareTimeline {
+	var tl CompareTimeline
 	if s == nil || len(s.Points) == 0 || span <= 0 {
 		return tl
 	}
@@ -70,7 +70,7 @@ func BuildTimeline(s *Samples, span float64) Timeline {
 	return tl
 }
 
-var palette = []color.Color{
+var comparePalette = []color.Color{
 	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
 	color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
@@ -79,7 +79,7 @@ var palette = []color.Color{
 
 // ChartSVG renders a line chart as an SVG element for inlining in HTML (no XML
 // prologue, no fonts embedded: the browser's sans-serif is used).
-func ChartSVG(title, xLabel, yLabel string, series []Series) (template.HTML, error) {
+func ChartSVG(title, xLabel, yLabel string, series []CompareSeries) (template.HTML, error) {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xLabel
@@ -105,7 +105,7 @@ func ChartSVG(title, xLabel, yLabel string, series []Series) (template.HTML, err
 		if err != nil {
 			return "", fmt.Errorf("reports: chart %s: %w", title, err)
 		}
-		c := palette[i%len(palette)]
+		c := comparePalette[i%len(comparePalette)]
 		l.Color, pts.Color = c, c
 		pts.Radius = vg.Points(1.5)
 		p.Add(l, pts)
@@ -121,7 +121,7 @@ func ChartSVG(title, xLabel, yLabel string, series []Series) (template.HTML, err
 			}
 			sc.Shape = draw.CrossGlyph{}
 			sc.Radius = vg.Points(5)
-			sc.Color = palette[1]
+			sc.Color = comparePalette[1]
 			p.Add(sc)
 			p.Legend.Add("failing", sc)
 		}
@@ -182,12 +182,12 @@ type htmlGroup struct {
 // the table of every figure.
 func WriteCompareHTML(w io.Writer, c *Comparison, base, new *Samples) error {
 	span := math.Max(c.Base.Duration, c.New.Duration)
-	bt, nt := BuildTimeline(base, span), BuildTimeline(new, span)
-	thr, err := ChartSVG("requests completed per second", "seconds", "req/s", []Series{{Name: "BASE", XY: bt.Throughput}, {Name: "NEW", XY: nt.Throughput}})
+	bt, nt := BuildCompareTimeline(base, span), BuildCompareTimeline(new, span)
+	thr, err := ChartSVG("requests completed per second", "seconds", "req/s", []CompareSeries{{Name: "BASE", XY: bt.Throughput}, {Name: "NEW", XY: nt.Throughput}})
 	if err != nil {
 		return err
 	}
-	ttft, err := ChartSVG("TTFT p50 of the requests completed in each bin", "seconds", "TTFT (s)", []Series{{Name: "BASE", XY: bt.TTFT}, {Name: "NEW", XY: nt.TTFT}})
+	ttft, err := ChartSVG("TTFT p50 of the requests completed in each bin", "seconds", "TTFT (s)", []CompareSeries{{Name: "BASE", XY: bt.TTFT}, {Name: "NEW", XY: nt.TTFT}})
 	if err != nil {
 		return err
 	}

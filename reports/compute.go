@@ -40,6 +40,7 @@ type Builder struct {
 	dropStages map[string]int
 	notes      []string
 	gpu        *gpuStats
+	tl         timelineAcc
 	byWorkload map[string]*workloadStats
 	points     []TimePoint
 }
@@ -102,7 +103,9 @@ func Compute(evs []ledger.Event, cfg Config) *Results {
 	for _, e := range evs {
 		b.Add(e)
 	}
-	return b.Results()
+	r := b.Results()
+	r.timeline = b.Timeline(r)
+	return r
 }
 
 // Add folds one event into the builder.
@@ -155,6 +158,7 @@ func (b *Builder) Add(e ledger.Event) {
 			if _, seen := b.scheduled[e.RequestID]; !seen {
 				b.scheduled[e.RequestID] = false
 				b.gpu.scheduled(e)
+				b.tl.scheduled(e)
 			}
 		}
 	case ledger.EventSent:
@@ -168,6 +172,7 @@ func (b *Builder) Add(e ledger.Event) {
 		if e.Source == ledger.GPUSource || len(e.GPUs) > 0 {
 			b.gpu.sample(e)
 		}
+		b.tl.sample(e)
 	case ledger.EventFaultStart:
 		f := b.fault(e.Fault)
 		f.start = e.Time
@@ -292,6 +297,7 @@ func (b *Builder) addDone(e ledger.Event) {
 	}
 	b.samples = append(b.samples, sample{at: at, ok: o == ledger.OutcomeOK})
 	b.points = append(b.points, TimePoint{Done: e.Time, TTFT: e.TTFT, Outcome: o})
+	b.tl.done(e, o, at)
 	if o.SilentDrop() {
 		b.dropCount++
 		for _, st := range heldAt(e.ServerDebug) {

@@ -8,7 +8,8 @@
 //	b := reports.NewBuilder(reports.Config{Assertions: sc.Assertions, ...})
 //	ledger.Read(f, func(e ledger.Event) error { b.Add(e); return nil }) // streams; a torn last line is skipped
 //	res := b.Results()         // verdict pass|fail|invalid, outcomes, drops, assertions, percentiles
-//	reports.WriteAll(dir, res) // results.json, junit.xml, summary.md
+//	tl := b.Timeline(res)      // the figures behind the charts (Compute and ComputeFile attach it: res.Timeline())
+//	reports.WriteAll(dir, res) // results.json, junit.xml, summary.md, report.html
 //	reports.WriteTable(os.Stdout, res)
 //
 // ComputeFile does the first three lines for a file. Assertions are built-in names
@@ -33,6 +34,13 @@
 // that its evidence cannot be trusted: the harness's self-check failed, a fault did not
 // verify, the run ended with an error or was interrupted, a listed assertion could not be
 // evaluated, a scheduled request has no terminal outcome, or no request finished at all.
+//
+// report.html is rendered from figures, never from the ledger: Timeline holds the binned
+// series (completions per second by outcome, TTFT/ITL/e2e percentiles, requests in
+// flight), the scraped gauges and GPU readings (downsampled with LTTB), every fault window
+// with its recovery point and every silent drop; Charts lays a Timeline out as Chart
+// values on one time axis and RenderSVG draws one Chart with gonum/plot into inline SVG.
+// compare and trend pages can reuse Chart and RenderSVG with their own series.
 //
 // GPU samples (sample events with Source "gpu", written by the harness through
 // harness/gpu when NVML is present) add a gpu section to results.json and one line to

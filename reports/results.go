@@ -61,7 +61,14 @@ type Results struct {
 	Notes []string `json:"notes,omitempty"`
 	// Provenance is where and how the run was made; absent when the ledger says nothing.
 	Provenance *Provenance `json:"provenance,omitempty"`
+
+	// timeline is the figures behind report.html, attached by Compute and ComputeFile.
+	timeline *Timeline
 }
+
+// Timeline returns the figures behind report.html's charts when the Results were computed
+// from a ledger by Compute or ComputeFile (nil otherwise).
+func (r *Results) Timeline() *Timeline { return r.timeline }
 
 // Provenance is run_start's provenance plus what the target said about itself.
 type Provenance struct {

@@ -57,6 +57,7 @@ func ComputeRun(path string, cfg Config) (*Run, error) {
 		return nil, err
 	}
 	res := b.Results()
+	res.timeline = b.Timeline(res)
 	if st.Torn {
 		res.Notes = append(res.Notes, "the ledger's last line was torn (the run was interrupted while writing); it was skipped")
 	}

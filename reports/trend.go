@@ -71,7 +71,7 @@ func WriteTrend(w io.Writer, entries []HistoryEntry, problems []HistoryProblem, 
 			sc.Rows = append(sc.Rows, trendRow{N: i + 1, Time: e.Time.UTC().Format("2006-01-02 15:04"), Label: e.Label, Verdict: string(e.Verdict), Link: link(e)})
 		}
 		for _, fig := range KeyFigures {
-			s := Series{Name: fig}
+			s := CompareSeries{Name: fig}
 			for i, e := range runs {
 				v, ok := e.Figures[fig]
 				if !ok {
@@ -85,7 +85,7 @@ func WriteTrend(w io.Writer, entries []HistoryEntry, problems []HistoryProblem, 
 			if len(s.XY) == 0 {
 				continue
 			}
-			svg, err := ChartSVG(fmt.Sprintf("%s: %s", name, fig), "run", fig, []Series{s})
+			svg, err := ChartSVG(fmt.Sprintf("%s: %s", name, fig), "run", fig, []CompareSeries{s})
 			if err != nil {
 				return err
 			}

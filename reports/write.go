@@ -21,7 +21,7 @@ const (
 	SummaryFile = "summary.md"
 )
 
-// WriteAll writes results.json, junit.xml and summary.md into dir.
+// WriteAll writes results.json, junit.xml, summary.md and report.html into dir.
 func WriteAll(dir string, r *Results) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("reports: %w", err)
@@ -38,7 +38,7 @@ func WriteAll(dir string, r *Results) error {
 			return fmt.Errorf("reports: %w", err)
 		}
 	}
-	return nil
+	return WriteHTMLFile(dir, r, r.timeline)
 }
 
 // WriteJSON writes results.json.

@@ -438,8 +438,8 @@ func TestReportRecomputes(t *testing.T) {
 	assert.Contains(t, stderr, "not a run's output directory")
 }
 
-// TestReportReproducesRun: `harness report DIR` rewrites results.json, summary.md and
-// junit.xml byte for byte as `harness run` wrote them, notes and invalid reasons
+// TestReportReproducesRun: `harness report DIR` rewrites results.json, summary.md,
+// junit.xml and report.html byte for byte as `harness run` wrote them, notes and invalid reasons
 // included, and prints the same table and verdict.
 func TestReportReproducesRun(t *testing.T) {
 	dir := t.TempDir()
@@ -463,7 +463,7 @@ func TestReportReproducesRun(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
 			code, runOut, stderr := execute(t, append(tt.args, "--out", out), WithRunner(tt.runner.run))
 			require.Equal(t, tt.code, code, "%s\n%s", runOut, stderr)
-			files := []string{reports.ResultsFile, reports.SummaryFile, reports.JUnitFile}
+			files := []string{reports.ResultsFile, reports.SummaryFile, reports.JUnitFile, reports.HTMLFile}
 			written := map[string][]byte{}
 			for _, f := range files {
 				data, err := os.ReadFile(filepath.Join(out, f))

@@ -194,7 +194,7 @@ func (a *app) runCommand() *cobra.Command {
 	var hist historyFlags
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
-		Short: "Run a scenario (a path or an embedded name) and write events.jsonl, results.json, junit.xml, summary.md",
+		Short: "Run a scenario (a path or an embedded name) and write events.jsonl, results.json, junit.xml, summary.md, report.html",
 		Args:  exactlyOne,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			sc, notes, err := a.load(cmd, args[0], &f)
@@ -292,7 +292,7 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 		_ = reports.WriteTable(stdout, res)
 		fmt.Fprintf(stdout, "\nwrote %s\n", strings.Join([]string{
 			filepath.Join(outDir, ledger.EventsFile), filepath.Join(outDir, reports.ResultsFile),
-			filepath.Join(outDir, reports.JUnitFile), filepath.Join(outDir, reports.SummaryFile)}, ", "))
+			filepath.Join(outDir, reports.JUnitFile), filepath.Join(outDir, reports.SummaryFile), filepath.Join(outDir, reports.HTMLFile)}, ", "))
 	} else {
 		fmt.Fprintf(stdout, "%s (%s)\n", reports.VerdictLine(res), outDir)
 	}

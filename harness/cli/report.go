@@ -48,9 +48,9 @@ func (a *app) reportCommand() *cobra.Command {
 	var hist historyFlags
 	cmd := &cobra.Command{
 		Use:   "report OUTDIR",
-		Short: "Recompute results.json, junit.xml and summary.md from a run's events.jsonl",
+		Short: "Recompute results.json, junit.xml, summary.md and report.html from a run's events.jsonl",
 		Long: `report recomputes a run's results from its ledger (events.jsonl) and the scenario as
-it was run (scenario.json), rewrites results.json, junit.xml and summary.md, prints the
+it was run (scenario.json), rewrites results.json, junit.xml, summary.md and report.html, prints the
 summary table and exits with the verdict's code (0 pass, 1 fail, 3 invalid).`,
 		Args: exactlyOne,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -1,0 +1,235 @@
+package reports
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"os"
+	"path/filepath"
+	"pdsoak/ledger"
+	"sort"
+	"strings"
+
+	"gonum.org/v1/plot/vg"
+)
+
+// HTMLFile is the report's file name; ScenarioFile the resolved scenario that
+// `harness run` leaves next to the ledger (shown in the report when present).
+const (
+	HTMLFile     = "report.html"
+	ScenarioFile = "scenario.json"
+)
+
+//go:embed report.html.tmpl
+var reportTemplate string
+
+var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
+	"secs":  func(s float64) string { return fmtSeconds(s) },
+	"fsecs": func(s *float64) string { return fmtOptSeconds(s) },
+	"num":   func(f float64) string { return fmt.Sprintf("%.4g", f) },
+	"pct": func(n, of int) string {
+		if of == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f%%", 100*float64(n)/float64(of))
+	},
+	"bool": func(b *bool) string {
+		if b == nil {
+			return "–"
+		}
+		if *b {
+			return "yes"
+		}
+		return "no"
+	},
+	"heldAt": func(raw json.RawMessage) string { return strings.Join(heldAt(raw), ", ") },
+	"pretty": prettyJSON,
+	"state":  func(s State) string { return strings.ReplaceAll(string(s), "_", " ") },
+	"join":   strings.Join,
+	"stages": sortedStages,
+}).Parse(reportTemplate))
+
+// HTMLOptions carries what report.html shows besides the Results and the Timeline.
+type HTMLOptions struct {
+	// Scenario is the resolved scenario (scenario.json), shown collapsed; empty: omitted.
+	Scenario []byte
+}
+
+type htmlChart struct {
+	Chart
+	SVG   template.HTML
+	Small bool
+}
+
+type htmlPage struct {
+	R        *Results
+	T        *Timeline
+	Charts   []htmlChart
+	Outcomes []outcomeRow
+	Latency  []latencyRow
+	Scenario string
+	Gauges   int
+	OK       int
+}
+
+type outcomeRow struct {
+	Outcome ledger.Outcome
+	Count   int
+	Drop    bool
+}
+
+type latencyRow struct {
+	Name string
+	P    Percentiles
+}
+
+// Charts lays out tl as report.html's charts, all on one time axis with the fault windows
+// shaded, recovery points marked and silent drops marked where they were scheduled.
+func Charts(tl *Timeline) []Chart {
+	var spans []Span
+	var vlines []VLine
+	for _, f := range tl.Faults {
+		sp := Span{From: f.Start, To: tl.Duration, Label: f.Name}
+		if f.Type != "" {
+			sp.Label += " (" + f.Type + ")"
+		}
+		if f.Stop != nil {
+			sp.To = *f.Stop
+		}
+		if f.Recovered != nil && !*f.Recovered {
+			sp.Label += " — not recovered"
+		}
+		spans = append(spans, sp)
+		if f.RecoveredAt != nil {
+			vlines = append(vlines, VLine{X: *f.RecoveredAt, Label: "recovered: " + f.Name})
+		}
+	}
+	marks := make([]float64, len(tl.Drops))
+	for i, d := range tl.Drops {
+		marks[i] = d.At
+	}
+	const x = "seconds since load start"
+	base := func(id, title, ylabel string, ss []Series) Chart {
+		return Chart{ID: id, Title: title, XLabel: x, YLabel: ylabel, Series: ss, XMax: tl.Duration,
+			Spans: spans, VLines: vlines, Marks: marks, MarkLabel: "silent drop"}
+	}
+	out := []Chart{}
+	c := base("completed", "Requests completed per second, by outcome", "requests/s", tl.Completed)
+	c.Stacked, c.Colors = true, OutcomeColors
+	out = append(out, c)
+	for _, l := range []struct {
+		id, title string
+		ss        []Series
+	}{
+		{"ttft", "Time to first token (by scheduled time)", tl.TTFT},
+		{"itl", "Inter-token latency (by scheduled time)", tl.ITL},
+		{"e2e", "End-to-end latency (by scheduled time)", tl.E2E},
+	} {
+		c := base(l.id, l.title, "seconds", l.ss)
+		c.Colors, c.Gap = PercentileColors, 1.5*tl.Window
+		out = append(out, c)
+	}
+	out = append(out, base("in_flight", "Requests in flight (scheduled, not yet done)", "requests", []Series{tl.InFlight}))
+	for _, g := range tl.Gauges {
+		out = append(out, base("gauge_"+sanitizeID(g.Metric), "Server gauge "+g.Metric+" by process", shortMetric(g.Metric), g.Series))
+	}
+	if len(tl.GPUUtil) > 0 {
+		out = append(out, base("gpu_util", "GPU utilisation", "percent", tl.GPUUtil))
+	}
+	if len(tl.GPUMem) > 0 {
+		out = append(out, base("gpu_mem", "GPU memory used", "percent", tl.GPUMem))
+	}
+	return out
+}
+
+func sanitizeID(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// WriteHTML writes report.html: one self-contained page (inline CSS and SVG, no script,
+// nothing fetched) with the verdict, the timelines and the tables.
+func WriteHTML(w io.Writer, r *Results, tl *Timeline, opt HTMLOptions) error {
+	if tl == nil {
+		tl = &Timeline{}
+	}
+	page := htmlPage{R: r, T: tl, Scenario: string(opt.Scenario), OK: r.Outcomes[ledger.OutcomeOK]}
+	for _, c := range Charts(tl) {
+		w, h := ChartWidth, ChartHeight
+		small := strings.HasPrefix(c.ID, "gauge_") || strings.HasPrefix(c.ID, "gpu_")
+		if small {
+			w, h = ChartWidth/2, 7*vg.Centimeter
+			page.Gauges++
+		}
+		svg, err := RenderSVG(c, w, h)
+		if err != nil {
+			return err
+		}
+		page.Charts = append(page.Charts, htmlChart{Chart: c, SVG: template.HTML(svg), Small: small})
+	}
+	for _, o := range ledger.Outcomes {
+		page.Outcomes = append(page.Outcomes, outcomeRow{o, r.Outcomes[o], o.SilentDrop()})
+	}
+	page.Latency = []latencyRow{{"TTFT", r.TTFT}, {"ITL", r.ITL}, {"E2E", r.E2E}, {"harness lag", r.Lag}}
+	var buf bytes.Buffer
+	if err := htmlTmpl.Execute(&buf, page); err != nil {
+		return fmt.Errorf("reports: write report.html: %w", err)
+	}
+	if _, err := w.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("reports: write report.html: %w", err)
+	}
+	return nil
+}
+
+// WriteHTMLFile writes dir/report.html, showing dir/scenario.json when it exists.
+func WriteHTMLFile(dir string, r *Results, tl *Timeline) error {
+	var opt HTMLOptions
+	if data, err := os.ReadFile(filepath.Join(dir, ScenarioFile)); err == nil {
+		opt.Scenario = data
+	}
+	var buf bytes.Buffer
+	if err := WriteHTML(&buf, r, tl, opt); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, HTMLFile), buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("reports: %w", err)
+	}
+	return nil
+}
+
+func fmtOptSeconds(s *float64) string {
+	if s == nil {
+		return "–"
+	}
+	return fmtSeconds(*s)
+}
+
+func prettyJSON(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	out, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return string(raw)
+	}
+	return string(out)
+}
+
+// sortedStages lists DropStages as "stage: n", most first.
+func sortedStages(m map[string]int) []string {
+	keys := sortedKeys(m)
+	sort.SliceStable(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] })
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = fmt.Sprintf("%s: %d", k, m[k])
+	}
+	return out
+}
