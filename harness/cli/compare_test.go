@@ -125,8 +125,9 @@ func TestCompareEndToEnd(t *testing.T) {
 		assertSelfContained(t, page)
 	})
 	t.Run("four times slower: regression", func(t *testing.T) {
-		// With a report.html in NEW (the report room writes it), compare.html links it.
-		require.NoError(t, os.WriteFile(filepath.Join(slower, reports.HTMLReportFile), []byte("<html></html>"), 0o644))
+		// Every run writes report.html; compare.html links each run's that exists.
+		require.FileExists(t, filepath.Join(slower, reports.HTMLReportFile))
+		require.NoError(t, os.Remove(filepath.Join(base, reports.HTMLReportFile)))
 		out := filepath.Join(dir, "cmp-slow")
 		code, stdout, stderr := execute(t, []string{"compare", base, slower, "--out", out})
 		require.Equal(t, ExitRegression, code, "%s\n%s", stdout, stderr)
@@ -184,7 +185,10 @@ func TestCompareEndToEnd(t *testing.T) {
 		_, err = f.WriteString("{\"scenario\": \"torn\n")
 		require.NoError(t, err)
 		require.NoError(t, f.Close())
-		// One run has a report.html (written above): only it is linked.
+		// Only the runs whose report.html is still there are linked.
+		for _, d := range []string{again, different} {
+			require.NoError(t, os.Remove(filepath.Join(d, reports.HTMLReportFile)))
+		}
 		site := filepath.Join(dir, "site")
 		code, stdout, stderr := execute(t, []string{"trend", hist, "--out", site})
 		require.Equal(t, ExitPass, code, "%s\n%s", stdout, stderr)
