@@ -35,6 +35,10 @@ type executor struct {
 	disconnect map[string]disconnectRule // by workload name, "client" for all
 
 	counts [16]atomic.Int64 // indexed by outcomeIndex
+	// completed counts done requests of any outcome (the wedge detector's progress).
+	completed atomic.Int64
+	// onSilentDrop, when set, is called (before the done event) for every silent drop.
+	onSilentDrop func(id string)
 }
 
 type disconnectRule struct {
@@ -100,7 +104,11 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 			ev.ITL[i] = d.Seconds()
 		}
 	}
+	e.completed.Add(1)
 	if res.Outcome.SilentDrop() {
+		if e.onSilentDrop != nil {
+			e.onSilentDrop(r.ID)
+		}
 		ev.Age = res.Age().Seconds()
 		if d := obs.debug.Load(); d != nil {
 			ev.ServerDebug = *d
