@@ -23,7 +23,7 @@ STRESS_CPU ?= 2
 # Benchmarks report ratios against a baseline measured in the same run (see README).
 BENCHTIME ?= 300ms
 
-.PHONY: all build run test test-race test-pure test-stress bench lint fmt soak clean
+.PHONY: all build run test test-race test-pure test-stress bench lint lint-workflows fmt soak clean
 
 all: build
 
@@ -34,7 +34,7 @@ build:
 run: build
 	$(BIN)/harness run scenarios/smoke.yaml
 
-test: build test-pure test-race
+test: build lint-workflows test-pure test-race
 
 test-pure:
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PURE_PKGS)
@@ -61,10 +61,15 @@ test-stress:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count 1 ./... | tee bench.log
 
-lint: $(TOOLS)/staticcheck
+lint: lint-workflows $(TOOLS)/staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
+
+# The GitHub workflows, checked by actionlint (pinned by go.mod's tool directive). Without
+# shellcheck on PATH, actionlint skips the checks of run: scripts.
+lint-workflows:
+	$(GO) tool actionlint
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
