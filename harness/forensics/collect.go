@@ -62,6 +62,9 @@ func plan(src Sources, cfg Config) []job {
 		if err != nil {
 			return nil, err
 		}
+		if rep == nil {
+			return nil, fmt.Errorf("forensics: nvml: no report")
+		}
 		rep.MapProcesses(cfg.ProcRoot, procs)
 		return json.MarshalIndent(rep, "", "  ")
 	}})

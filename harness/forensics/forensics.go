@@ -3,6 +3,7 @@ package forensics
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -229,6 +230,14 @@ func runJob(ctx context.Context, dir string, j job, cfg Config) Item {
 	defer cancel()
 	data, err := j.run(cctx)
 	it.Seconds = time.Since(start).Seconds()
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+		// Past the bundle bound: Write has recorded this collector as unfinished and
+		// may have written the manifest; nothing more goes into the bundle.
+		if err == nil {
+			err = ctx.Err()
+		}
+		return Item{Collector: j.collector, Process: j.process, File: j.file, Error: err.Error(), Seconds: it.Seconds}
+	}
 	if err != nil {
 		it.Error = err.Error()
 		it.File = j.file + ".error.txt"
