@@ -134,7 +134,7 @@ func checkForensics(t *testing.T, r run, res reports.Results) {
 	}
 	summary, err := os.ReadFile(filepath.Join(r.out, "summary.md"))
 	require.NoError(t, err)
-	require.Contains(t, string(summary), "forensics/end/MANIFEST.json")
+	require.Contains(t, string(summary), "[forensics/end](forensics/end/MANIFEST.json)", "summary.md links the end bundle")
 }
 
 // TestIncidentStrictPasses runs the same load (silent-drop-strict, as shipped, with a

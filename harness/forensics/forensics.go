@@ -119,7 +119,7 @@ type Item struct {
 type Manifest struct {
 	Trigger  string    `json:"trigger"`
 	Reason   string    `json:"reason,omitempty"`
-	Dir      string    `json:"dir"`
+	Dir      string    `json:"dir"` // the bundle's directory name, e.g. first-drop-12s
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
 	Items    []Item    `json:"items"`
@@ -136,14 +136,16 @@ func (m *Manifest) Failed() int {
 	return n
 }
 
-// Note is the line for the report's reader.
+// Note is the line for the report's reader; rel is the bundle's directory relative to
+// the output directory. The path is a markdown link to the manifest, so summary.md
+// (which prints notes as they are) links the bundle.
 func (m *Manifest) Note(rel string) string {
 	s := fmt.Sprintf("forensics bundle (%s", m.Trigger)
 	if m.Reason != "" {
 		s += ": " + m.Reason
 	}
-	return s + fmt.Sprintf(") in %s: %d files collected, %d collectors failed (see %s/MANIFEST.json)",
-		rel, len(m.Items)-m.Failed(), m.Failed(), rel)
+	return s + fmt.Sprintf("): [%s](%s/MANIFEST.json), %d files collected, %d collectors failed",
+		rel, filepath.ToSlash(rel), len(m.Items)-m.Failed(), m.Failed())
 }
 
 // job is one collector run: it returns the bytes of file.
@@ -171,7 +173,7 @@ func Write(ctx context.Context, dir, trigger, reason string, src Sources, cfg Co
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("forensics: %w", err)
 	}
-	m := &Manifest{Trigger: trigger, Reason: reason, Dir: dir, Started: cfg.Now()}
+	m := &Manifest{Trigger: trigger, Reason: reason, Dir: filepath.Base(dir), Started: cfg.Now()}
 	bctx, cancel := context.WithTimeout(ctx, cfg.BundleTimeout)
 	defer cancel()
 

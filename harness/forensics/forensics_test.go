@@ -113,7 +113,8 @@ func TestWriteCollectsAndNotesFailures(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 10, strings.Count(string(tail), "\n"), "the last 10 lines")
 	assert.Equal(t, 3, got.Failed())
-	assert.Contains(t, m.Note("forensics/first-drop-3s"), "forensics/first-drop-3s/MANIFEST.json")
+	assert.Contains(t, m.Note("forensics/first-drop-3s"), "[forensics/first-drop-3s](forensics/first-drop-3s/MANIFEST.json)")
+	assert.Equal(t, "first-drop-3s", got.Dir)
 }
 
 // A collector that ignores its context is abandoned at the bundle bound, and noted.
