@@ -1,11 +1,13 @@
 package forensics
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -254,4 +256,37 @@ func FuzzTailLines(f *testing.F) {
 			t.Fatalf("tail %q has more than %d lines", out, n)
 		}
 	})
+}
+
+// A real Python process is recognised from /proc and gets a py-spy dump (or, without
+// py-spy on PATH, a note saying so); a Go process does not.
+func TestPythonProcessGetsPySpy(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 on this machine")
+	}
+	cmd := exec.Command(py, "-c", "import sys, time; sys.stdout.write('up\\n'); sys.stdout.flush(); time.sleep(60)")
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n') // the interpreter is up
+	require.NoError(t, err)
+	require.Equal(t, "up\n", line)
+
+	assert.True(t, IsPython("/proc", cmd.Process.Pid))
+	dir := t.TempDir()
+	m, err := Write(context.Background(), dir, "end", "", Sources{Processes: []Process{
+		{Name: "sglang-decode", PID: cmd.Process.Pid}, {Name: "harness", PID: os.Getpid()}}}, Config{GPU: noGPU})
+	require.NoError(t, err)
+	var spy []string
+	for _, it := range m.Items {
+		if it.Collector == "py-spy" {
+			spy = append(spy, it.Process)
+		}
+	}
+	assert.Equal(t, []string{"sglang-decode"}, spy)
+	pi, err := os.ReadFile(filepath.Join(dir, "proc", "sglang-decode.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(pi), "time.sleep(60)")
 }
