@@ -21,8 +21,6 @@ const (
 	maxWedgeBundles = 3
 	// wedgeIdleUtil is the GPU utilisation (percent) at or below which a GPU counts as idle.
 	wedgeIdleUtil = 5
-	// gpuReadBound bounds the wedge detector's GPU reading.
-	gpuReadBound = 2 * time.Second
 )
 
 // bundles writes the forensics bundles of a run: at most one per trigger kind except
@@ -184,24 +182,15 @@ func (r *runner) watchWedge(ctx context.Context, b *bundles, every time.Duration
 	}
 }
 
-// gpuIdle says whether every GPU is idle (nil: unknown, no NVML or no reading).
+// gpuIdle says whether every GPU was idle at the latest GPU sample (nil: unknown, no
+// NVML or no sample yet).
 func (r *runner) gpuIdle() *bool {
-	if !r.gpu.Available() {
-		return nil
-	}
-	ch := make(chan []ledger.GPU, 1)
-	go func() { gs, _ := r.gpu.Sample(); ch <- gs }()
-	var gs []ledger.GPU
-	select {
-	case gs = <-ch:
-	case <-time.After(gpuReadBound): // a read stuck in the driver says nothing
-		return nil
-	}
-	if len(gs) == 0 {
+	p := r.lastGPU.Load()
+	if p == nil || len(*p) == 0 {
 		return nil
 	}
 	idle := true
-	for _, g := range gs {
+	for _, g := range *p {
 		if g.Util == nil {
 			return nil
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -103,3 +104,28 @@ func TestForensicsBundlesOnSilentDrop(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(d), "prealloc")
 }
+
+func TestGPUIdleFromLatestSample(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	tests := []struct {
+		name string
+		gpus *[]ledger.GPU
+		want *bool
+	}{
+		{"no sample yet", nil, nil},
+		{"all idle", &[]ledger.GPU{{Index: 0, Util: f(0)}, {Index: 1, Util: f(5)}}, ptr(true)},
+		{"one busy", &[]ledger.GPU{{Index: 0, Util: f(0)}, {Index: 1, Util: f(80)}}, ptr(false)},
+		{"utilisation unread", &[]ledger.GPU{{Index: 0}}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &runner{lastGPU: new(atomic.Pointer[[]ledger.GPU])}
+			if tc.gpus != nil {
+				r.lastGPU.Store(tc.gpus)
+			}
+			assert.Equal(t, tc.want, r.gpuIdle())
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

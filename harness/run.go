@@ -152,6 +152,8 @@ type runner struct {
 
 	// drain, checkLeaks: for the end-of-run forensics bundle
 	drainFailed, leakFailed bool
+	// lastGPU is the latest GPU sample (nil: none yet), for the wedge detector.
+	lastGPU *atomic.Pointer[[]ledger.GPU]
 }
 
 // Run executes a scenario: it starts (or reaches) the target, drives the workloads,
@@ -177,13 +179,24 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 		return fmt.Errorf("harness: out dir: %w", err)
 	}
 	opts = opts.withDefaults()
-	led, err := ledger.Create(filepath.Join(opts.OutDir, "events.jsonl"), opts.OnEvent)
+	// The wedge detector judges GPU idleness from the GPU sampler's latest reading
+	// rather than reading NVML itself (a second reader would make the sampler's busy).
+	lastGPU := new(atomic.Pointer[[]ledger.GPU])
+	onEvent := func(ev ledger.Event) {
+		if ev.Type == ledger.EventSample && ev.Source == ledger.GPUSource {
+			lastGPU.Store(&ev.GPUs)
+		}
+		if opts.OnEvent != nil {
+			opts.OnEvent(ev)
+		}
+	}
+	led, err := ledger.Create(filepath.Join(opts.OutDir, "events.jsonl"), onEvent)
 	if err != nil {
 		return err
 	}
 	hc := &http.Client{Transport: client.NewTransport(sc.Deadlines.Connect.D())}
 	r := &runner{sc: sc, opts: opts, log: opts.Logger, led: led, hc: hc,
-		scr: scraper{hc: hc, timeout: opts.ScrapeTimeout}}
+		scr: scraper{hc: hc, timeout: opts.ScrapeTimeout}, lastGPU: lastGPU}
 	defer func() {
 		end := ledger.Event{Type: ledger.EventRunEnd}
 		if err != nil {
