@@ -18,8 +18,9 @@
 // writes a <file>.error.txt note and an entry in the manifest; it never fails the
 // bundle. The main loop:
 //
-//	m := forensics.Write(ctx, filepath.Join(out, "forensics", "first-drop-12s"), "first-drop", src, cfg)
-//	led.Emit(ledger.Event{Type: ledger.EventNote, Message: m.Note()})
+//	rel := "forensics/first-drop-12s"
+//	m, err := forensics.Write(ctx, filepath.Join(out, rel), "first-drop", "request r7", src, cfg)
+//	led.Emit(ledger.Event{Type: ledger.EventNote, Message: m.Note(rel)}) // err: the dir or manifest
 //
 // Detector is the wedge judgement, a pure state machine fed with the time, the
 // requests in flight, the completions so far and whether the GPUs are idle.
