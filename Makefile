@@ -23,7 +23,7 @@ STRESS_CPU ?= 2
 # Benchmarks report ratios against a baseline measured in the same run (see README).
 BENCHTIME ?= 300ms
 
-.PHONY: all build run test test-race test-pure test-stress test-browser bench lint fmt soak clean
+.PHONY: all build run test test-race test-pure test-stress test-browser bench lint lint-workflows fmt soak clean
 
 all: build
 
@@ -38,7 +38,7 @@ run: build
 
 # test-browser runs only where chromium is installed, so `make test` needs nothing but Go
 # (.ci/run installs chromium first).
-test: build test-pure test-race $(if $(shell command -v chromium 2>/dev/null),test-browser)
+test: build lint-workflows test-pure test-race $(if $(shell command -v chromium 2>/dev/null),test-browser)
 
 test-pure:
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PURE_PKGS)
@@ -71,10 +71,15 @@ test-stress:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count 1 ./... | tee bench.log
 
-lint: $(TOOLS)/staticcheck
+lint: lint-workflows $(TOOLS)/staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(TOOLS)/staticcheck ./...
+
+# The GitHub workflows, checked by actionlint (pinned by go.mod's tool directive). Without
+# shellcheck on PATH, actionlint skips the checks of run: scripts.
+lint-workflows:
+	$(GO) tool actionlint
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

@@ -21,13 +21,17 @@
 //	startTarget()     // startLaunched | startEmbedded | openExternal; ErrInfrastructure on failure
 //	describeTarget()  // target event: /v1/models, server version (optional, bounded)
 //	startExecutor()   // client, debug probe, lag recorder
+//	newBundles()      // forensics: the first silent drop writes forensics/first-drop-<s> (async)
 //	startSamplers()   // metrics and GPU sample events, self-check ticker
+//	startWedgeWatch() // forensics.wedged_after: a wedged run writes forensics/wedged-<s> (async)
 //	runLoad()         // go faults(faultCtx, sc, chaosEnv, t0); go w.Run(ctx, t0, executor) per workload;
 //	                  // wait for the load window: scheduled … done events, fault_* events
 //	drain()           // bounded wait, then cancel leftovers: drain event
 //	stopFaults()      // revert everything, bounded
 //	checkLeaks()      // leak_check: passed, failed, or not evaluated (Passed absent) and why
 //	selfCheck()       // self_check: a late harness makes the run invalid
+//	failures()        // drops, refused responses, drain or leak failure, errors: forensics/end
+//	bundles.wait()    // deferred, before stopTarget: bundles read the live processes
 //	stopTarget()      // deferred; run_end carries Error and, after Ctrl-C, Interrupted
 //
 // Timings (sample interval, drain after Ctrl-C, self-check tick, …) are Options fields

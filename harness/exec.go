@@ -35,6 +35,11 @@ type executor struct {
 	disconnect map[string]disconnectRule // by workload name, "client" for all
 
 	counts [16]atomic.Int64 // indexed by outcomeIndex
+	// completed counts the requests that ended other than by a silent drop: the wedge
+	// detector's progress (a request the harness gave up on is not progress).
+	completed atomic.Int64
+	// onSilentDrop, when set, is called (before the done event) for every silent drop.
+	onSilentDrop func(id string)
 }
 
 type disconnectRule struct {
@@ -100,7 +105,13 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 			ev.ITL[i] = d.Seconds()
 		}
 	}
+	if !res.Outcome.SilentDrop() {
+		e.completed.Add(1)
+	}
 	if res.Outcome.SilentDrop() {
+		if e.onSilentDrop != nil {
+			e.onSilentDrop(r.ID)
+		}
 		ev.Age = res.Age().Seconds()
 		if d := obs.debug.Load(); d != nil {
 			ev.ServerDebug = *d

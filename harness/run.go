@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,6 +58,8 @@ const (
 	targetStopBound = 30 * time.Second
 	// targetInfoBound bounds the questions asked about the target (/v1/models, version).
 	targetInfoBound = 3 * time.Second
+	// wedgeTick is how often the wedge detector looks.
+	wedgeTick = time.Second
 )
 
 // Options configure Run. Zero timings take the Default* constants.
@@ -146,6 +149,11 @@ type runner struct {
 	tgt  target.Target
 	exec *executor
 	lag  *lagRecorder
+
+	// drain, checkLeaks: for the end-of-run forensics bundle
+	drainFailed, leakFailed bool
+	// lastGPU is the latest GPU sample (nil: none yet), for the wedge detector.
+	lastGPU *atomic.Pointer[[]ledger.GPU]
 }
 
 // Run executes a scenario: it starts (or reaches) the target, drives the workloads,
@@ -171,13 +179,24 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 		return fmt.Errorf("harness: out dir: %w", err)
 	}
 	opts = opts.withDefaults()
-	led, err := ledger.Create(filepath.Join(opts.OutDir, "events.jsonl"), opts.OnEvent)
+	// The wedge detector judges GPU idleness from the GPU sampler's latest reading
+	// rather than reading NVML itself (a second reader would make the sampler's busy).
+	lastGPU := new(atomic.Pointer[[]ledger.GPU])
+	onEvent := func(ev ledger.Event) {
+		if ev.Type == ledger.EventSample && ev.Source == ledger.GPUSource {
+			lastGPU.Store(&ev.GPUs)
+		}
+		if opts.OnEvent != nil {
+			opts.OnEvent(ev)
+		}
+	}
+	led, err := ledger.Create(filepath.Join(opts.OutDir, "events.jsonl"), onEvent)
 	if err != nil {
 		return err
 	}
 	hc := &http.Client{Transport: client.NewTransport(sc.Deadlines.Connect.D())}
 	r := &runner{sc: sc, opts: opts, log: opts.Logger, led: led, hc: hc,
-		scr: scraper{hc: hc, timeout: opts.ScrapeTimeout}}
+		scr: scraper{hc: hc, timeout: opts.ScrapeTimeout}, lastGPU: lastGPU}
 	defer func() {
 		end := ledger.Event{Type: ledger.EventRunEnd}
 		if err != nil {
@@ -220,20 +239,36 @@ func (r *runner) run(ctx context.Context) error {
 	reqCtx, cancelReqs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelReqs()
 	r.startExecutor(reqCtx, c)
+	fb := r.newBundles()
+	defer fb.wait() // before stopTarget: bundles read the live processes
+	r.exec.onSilentDrop = fb.silentDrop
 
 	stopSamplers := r.startSamplers(ctx)
 	defer stopSamplers()
+	stopWedge := r.startWedgeWatch(ctx, fb)
+	defer stopWedge()
 
 	ld := r.runLoad(ctx)              // load started; requests and faults run
 	r.drain(ctx, ld, cancelReqs)      // drain
+	stopWedge()                       // nothing is in flight any more
 	faultErr := r.stopFaults(ctx, ld) // everything reverted
 	stopSamplers()                    // no sample after the drain
 	r.checkLeaks(ctx)                 // leak_check
 	selfErr := r.selfCheck()          // self_check
 	if ctx.Err() != nil {
 		r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "run interrupted: " + context.Cause(ctx).Error()})
+	} else if why := r.failures(faultErr, selfErr); len(why) > 0 && fb.enabled() {
+		fb.write(ctx, "end", strings.Join(why, "; ")) // forensics/end
 	}
 	return errors.Join(faultErr, selfErr)
+}
+
+// startWedgeWatch runs the wedge detector until the returned func is called (idempotent).
+func (r *runner) startWedgeWatch(ctx context.Context, fb *bundles) (stop func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { r.watchWedge(wctx, fb, wedgeTick) })
+	return sync.OnceFunc(func() { cancel(); wg.Wait() })
 }
 
 // announce writes run_start (with the run's provenance), one note per Options.Notes,
@@ -425,6 +460,7 @@ func (r *runner) drain(ctx context.Context, ld *loadRun, cancelReqs context.Canc
 	if ctx.Err() != nil {
 		detail = "interrupted: " + detail
 	}
+	r.drainFailed = !drained
 	r.led.Emit(ledger.Event{Type: ledger.EventDrain, InFlight: int(left), Passed: ledger.Bool(drained), Detail: detail})
 }
 
@@ -461,6 +497,7 @@ func (r *runner) checkLeaks(ctx context.Context) {
 	ev.Detail, ev.Metrics = lr.detail, lr.residual
 	if !lr.skipped {
 		ev.Passed = ledger.Bool(lr.passed)
+		r.leakFailed = !lr.passed
 	}
 	r.led.Emit(ev)
 }

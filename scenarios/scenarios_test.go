@@ -200,6 +200,16 @@ func TestParseProblems(t *testing.T) {
 			want: []string{`t.yaml:5: fault_timeline.cover: must be fixed, repeat or scale, got "repaet" (did you mean "repeat"?)`},
 		},
 		{
+			name: "forensics wedge bound below a second",
+			yaml: "name: t\nworkloads:\n  - type: agents\nforensics:\n  wedged_after: 500ms\n",
+			want: []string{"t.yaml:5: forensics.wedged_after: must be 0 (off) or at least 1s, got 500ms"},
+		},
+		{
+			name: "forensics wedge bound negative",
+			yaml: "name: t\nworkloads:\n  - type: agents\nforensics: {wedged_after: -1s}\n",
+			want: []string{"t.yaml:4: forensics.wedged_after: must be 0 (off) or at least 1s, got -1s"},
+		},
+		{
 			name: "period with a fixed timeline",
 			yaml: "name: t\nworkloads:\n  - type: agents\nfault_timeline:\n  period: 1m\n",
 			want: []string{"t.yaml:5: fault_timeline.period: only applies with cover: repeat or scale"},

@@ -29,6 +29,10 @@ type Scenario struct {
 	Recovery Recovery `yaml:"recovery" json:"recovery"`
 	// SelfCheck bounds the harness's own scheduling lag; beyond it the run is invalid.
 	SelfCheck SelfCheck `yaml:"self_check" json:"self_check"`
+	// Forensics says when the harness writes its evidence bundle (forensics/ in the
+	// output directory): always at the first silent drop and at the end of a failed
+	// run, and when the run is judged wedged if wedged_after is set.
+	Forensics Forensics `yaml:"forensics" json:"forensics"`
 	// Assertions are names (no_silent_drops, valid_responses, no_leaks, recovery) or
 	// threshold expressions such as "p99(ttft) < 2s" or "rate(rejected) < 0.1".
 	// Default: [no_silent_drops, valid_responses], plus no_leaks when metrics are known,
@@ -251,6 +255,16 @@ type Recovery struct {
 	Window    Duration `yaml:"window" json:"window"`
 	Threshold float64  `yaml:"threshold" json:"threshold"`
 	Within    Duration `yaml:"within" json:"within"`
+}
+
+// Forensics configures the evidence bundle (see harness/forensics).
+type Forensics struct {
+	// WedgedAfter judges the run wedged when requests are in flight and none completes
+	// for this long (and, where NVML is available, the GPUs are idle); a bundle is
+	// written then. 0 (the default): no wedge detection. At least 1s when set.
+	WedgedAfter Duration `yaml:"wedged_after" json:"wedged_after,omitempty"`
+	// Disabled turns every bundle off (benchmarks).
+	Disabled bool `yaml:"disabled" json:"disabled,omitempty"`
 }
 
 // SelfCheck bounds the harness's own scheduling lag (how late it sends a request

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"pdsoak/reports"
 	"pdsoak/suggest"
@@ -250,6 +251,9 @@ func (v *validator) checkLimits() {
 	}
 	if sc.SelfCheck.MaxLag <= 0 {
 		v.add("self_check.max_lag", "must be > 0")
+	}
+	if w := sc.Forensics.WedgedAfter; w < 0 || (w > 0 && w.D() < time.Second) {
+		v.add("forensics.wedged_after", "must be 0 (off) or at least 1s, got %v", w)
 	}
 }
 

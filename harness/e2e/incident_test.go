@@ -97,6 +97,44 @@ func TestIncidentSGLangFails(t *testing.T) {
 			t.Errorf("drop %s: decode-0's /debug/requests says stage %q, want prealloc: %s", d.RequestID, stage, d.ServerDebug)
 		}
 	}
+	checkForensics(t, r, res)
+}
+
+// checkForensics is the issue's done-when check: the failing incident run leaves
+// forensics/ with, for every process the debug probe knows, a goroutine dump and its
+// /debug/requests, in the first-drop bundle and in the end bundle; summary.md says so.
+func checkForensics(t *testing.T, r run, res reports.Results) {
+	t.Helper()
+	require.NotEmpty(t, res.Drops)
+	var dbg struct {
+		Sources []struct {
+			Process string `json:"process"`
+		} `json:"sources"`
+	}
+	require.NoError(t, json.Unmarshal(res.Drops[0].ServerDebug, &dbg))
+	var procs []string
+	for _, s := range dbg.Sources {
+		procs = append(procs, s.Process)
+	}
+	require.Subset(t, procs, []string{"router", "prefill-0", "decode-0"})
+	firstDrop, err := filepath.Glob(filepath.Join(r.out, "forensics", "first-drop-*"))
+	require.NoError(t, err)
+	require.Len(t, firstDrop, 1, "one first-drop bundle")
+	for _, bundle := range []string{firstDrop[0], filepath.Join(r.out, "forensics", "end")} {
+		for _, p := range procs {
+			g, err := os.ReadFile(filepath.Join(bundle, "goroutines", p+".txt"))
+			require.NoError(t, err, "%s: goroutine dump of %s", bundle, p)
+			require.Contains(t, string(g), "goroutine ", p)
+			d, err := os.ReadFile(filepath.Join(bundle, "debug-requests", p+".json"))
+			require.NoError(t, err, "%s: /debug/requests of %s", bundle, p)
+			require.True(t, json.Valid(d), "%s: %s", p, d)
+		}
+		require.FileExists(t, filepath.Join(bundle, "MANIFEST.json"))
+		require.FileExists(t, filepath.Join(bundle, "harness-goroutines.txt"))
+	}
+	summary, err := os.ReadFile(filepath.Join(r.out, "summary.md"))
+	require.NoError(t, err)
+	require.Contains(t, string(summary), "[forensics/end](forensics/end/MANIFEST.json)", "summary.md links the end bundle")
 }
 
 // TestIncidentStrictPasses runs the same load (silent-drop-strict, as shipped, with a
