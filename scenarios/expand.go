@@ -172,3 +172,74 @@ func expandNodes(file string, root *yaml.Node, lookup LookupEnv) ([]EnvVar, Prob
 
 // osLookup is the default LookupEnv.
 var osLookup LookupEnv = os.LookupEnv
+
+// SplitWords splits a command line into words as a POSIX shell would without expanding
+// anything: blanks separate words, '...' keeps everything literally, "..." keeps blanks
+// (a backslash escapes ", \\ and $ inside it), and a backslash outside quotes escapes the
+// next character.
+func SplitWords(s string) ([]string, error) {
+	var (
+		out  []string
+		cur  strings.Builder
+		word bool // cur holds a word (possibly empty, from "")
+	)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n':
+			if word {
+				out = append(out, cur.String())
+				cur.Reset()
+				word = false
+			}
+		case c == '\'':
+			end := strings.IndexByte(s[i+1:], '\'')
+			if end < 0 {
+				return nil, fmt.Errorf("scenarios: unterminated ' in %q", clip(s))
+			}
+			cur.WriteString(s[i+1 : i+1+end])
+			i += end + 1
+			word = true
+		case c == '"':
+			j := i + 1
+			for ; j < len(s) && s[j] != '"'; j++ {
+				if s[j] == '\\' && j+1 < len(s) && strings.IndexByte(`"\\$`, s[j+1]) >= 0 {
+					j++
+				}
+				cur.WriteByte(s[j])
+			}
+			if j >= len(s) {
+				return nil, fmt.Errorf("scenarios: unterminated \" in %q", clip(s))
+			}
+			i = j
+			word = true
+		case c == '\\':
+			if i+1 < len(s) {
+				i++
+				cur.WriteByte(s[i])
+			}
+			word = true
+		default:
+			cur.WriteByte(c)
+			word = true
+		}
+	}
+	if word {
+		out = append(out, cur.String())
+	}
+	return out, nil
+}
+
+// Argv is the process's whole command line: Launcher's words, Command, ExtraArgs' words.
+func (l Launch) Argv() ([]string, error) {
+	pre, err := SplitWords(l.Launcher)
+	if err != nil {
+		return nil, fmt.Errorf("launcher: %w", err)
+	}
+	post, err := SplitWords(l.ExtraArgs)
+	if err != nil {
+		return nil, fmt.Errorf("extra_args: %w", err)
+	}
+	argv := append(append(pre, l.Command...), post...)
+	return argv, nil
+}

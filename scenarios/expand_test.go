@@ -141,3 +141,53 @@ func FuzzExpand(f *testing.F) {
 		}
 	})
 }
+
+func TestSplitWords(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     []string
+		err      bool
+	}{
+		{name: "empty", in: "", want: nil},
+		{name: "blanks", in: "  \t ", want: nil},
+		{name: "words", in: "python3 -m sglang.launch_server", want: []string{"python3", "-m", "sglang.launch_server"}},
+		{name: "single quotes", in: `bin/pdserver 'sglang server' x`, want: []string{"bin/pdserver", "sglang server", "x"}},
+		{name: "double quotes and escapes", in: `a "b \"c\" $d" e\ f`, want: []string{"a", `b "c" $d`, "e f"}},
+		{name: "empty quoted word", in: `a '' b`, want: []string{"a", "", "b"}},
+		{name: "json argument", in: `--kv-transfer-config '{"kv_connector":"NixlConnector"}'`, want: []string{"--kv-transfer-config", `{"kv_connector":"NixlConnector"}`}},
+		{name: "unterminated single", in: `a 'b`, err: true},
+		{name: "unterminated double", in: `a "b`, err: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := SplitWords(tc.in)
+			if tc.err {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// FuzzSplitWords checks the splitter never panics and that words joined back with
+// shellJoin split into the same words.
+func FuzzSplitWords(f *testing.F) {
+	for _, s := range []string{"", "a b", `'x y' "z"`, `a\ b`, `"a\"b"`, `'`, `"`, `\`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		words, err := SplitWords(s)
+		if err != nil {
+			return
+		}
+		again, err := SplitWords(shellJoin(words))
+		require.NoError(t, err)
+		if len(words) == 0 {
+			require.Empty(t, again)
+			return
+		}
+		require.Equal(t, words, again)
+	})
+}

@@ -87,7 +87,11 @@ func Plan(sc *Scenario) Timeline {
 		Drain:    sc.Drain.Timeout.D(),
 	}
 	for _, l := range sc.Target.Launch {
-		tl.Launch = append(tl.Launch, fmt.Sprintf("%s (%s): %s", l.Name, l.Role, shellJoin(l.Command)))
+		argv, err := l.Argv()
+		if err != nil {
+			argv = l.Command
+		}
+		tl.Launch = append(tl.Launch, fmt.Sprintf("%s (%s): %s", l.Name, l.Role, shellJoin(argv)))
 	}
 	for _, k := range sc.Target.Links {
 		tl.Links = append(tl.Links, fmt.Sprintf("%s -> %s", k.Name, k.Upstream))

@@ -120,8 +120,15 @@ type Launch struct {
 	Name string `yaml:"name" json:"name"`
 	// Role is router, prefill, decode or colocated.
 	Role string `yaml:"role" json:"role"`
-	// Command is argv; the first element is the program.
+	// Launcher is a command line (split into words like a shell would, quotes kept
+	// together) put before Command: `launcher: ${SGLANG_SERVER:-python3 -m
+	// sglang.launch_server}` lets one environment variable swap the program.
+	Launcher string `yaml:"launcher" json:"launcher,omitempty"`
+	// Command is argv (after Launcher); without a launcher its first element is the program.
 	Command []string `yaml:"command" json:"command"`
+	// ExtraArgs are more arguments, split into words like Launcher and put after
+	// Command: `extra_args: ${DECODE_EXTRA_ARGS:-}` lets a runner add flags to one role.
+	ExtraArgs string `yaml:"extra_args" json:"extra_args,omitempty"`
 	// HealthURL is polled until it answers 200 before load starts.
 	HealthURL string `yaml:"health_url" json:"health_url,omitempty"`
 	// Env holds extra environment variables (KEY: value).

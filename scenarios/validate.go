@@ -175,8 +175,14 @@ func (v *validator) checkTarget() {
 		default:
 			v.add(p+".role", "must be router, prefill, decode or colocated, got %q", l.Role)
 		}
-		if len(l.Command) == 0 || l.Command[0] == "" {
-			v.add(p+".command", "must name a program: [program, arg, ...]")
+		if _, err := SplitWords(l.Launcher); err != nil {
+			v.add(p+".launcher", "%s", strings.TrimPrefix(err.Error(), "scenarios: "))
+		}
+		if _, err := SplitWords(l.ExtraArgs); err != nil {
+			v.add(p+".extra_args", "%s", strings.TrimPrefix(err.Error(), "scenarios: "))
+		}
+		if argv, err := l.Argv(); err == nil && (len(argv) == 0 || argv[0] == "") {
+			v.add(p+".command", "must name a program: [program, arg, ...] (or set launcher)")
 		}
 		v.checkURL(p+".health_url", l.HealthURL)
 		v.checkURL(p+".metrics_url", l.MetricsURL)
