@@ -65,11 +65,15 @@ func StartLaunched(ctx context.Context, tgt scenarios.Target, logDir string, opt
 		}
 	}
 	for i := range t.specs {
-		cmd, err := t.expandLinks(t.specs[i].Command)
+		argv, err := t.specs[i].Argv()
 		if err != nil {
+			return fail(fmt.Errorf("target: %s: %w", t.specs[i].Name, err))
+		}
+		if argv, err = t.expandLinks(argv); err != nil {
 			return fail(err)
 		}
-		t.specs[i].Command = cmd
+		// From here Command is the whole argv as run.
+		t.specs[i].Launcher, t.specs[i].Command, t.specs[i].ExtraArgs = "", argv, ""
 	}
 	for i, spec := range t.specs {
 		env := make([]string, 0, len(spec.Env))
@@ -104,10 +108,24 @@ func StartLaunched(ctx context.Context, tgt scenarios.Target, logDir string, opt
 	if err != nil {
 		return fail(err)
 	}
+	var debug []Source
 	for _, spec := range t.specs {
 		if spec.MetricsURL != "" {
 			ext.metrics = append(ext.metrics, Source{Process: spec.Name, URL: spec.MetricsURL})
 		}
+		// Each process's own /debug/requests (the reference server has one; SGLang and
+		// vLLM do not, and the probe leaves them out), so a drop is located per process.
+		if u, err := url.Parse(spec.HealthURL); err == nil && u.Host != "" && cfg.probe != nil && tgt.DebugURL == "" {
+			probe := u.Scheme + "://" + u.Host + "/debug/requests"
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			if err := cfg.probe(pctx, probe); err == nil {
+				debug = append(debug, Source{Process: spec.Name, URL: probe})
+			}
+			cancel()
+		}
+	}
+	if len(debug) > 0 {
+		ext.debug = debug
 	}
 	t.External = ext
 	return t, nil
