@@ -149,7 +149,16 @@ func (v *validator) check(o options) {
 
 func (v *validator) checkTarget() {
 	sc := v.sc
-	v.checkURL("target.url", sc.Target.URL)
+	if refs := LinkRefs(sc.Target.URL); len(refs) > 0 {
+		// The proxy's address is known only when the run starts.
+		for _, ref := range refs {
+			if !v.hasLink(ref) {
+				v.add("target.url", "{link:%s} names no link of target.links", ref)
+			}
+		}
+	} else {
+		v.checkURL("target.url", sc.Target.URL)
+	}
 	v.checkURL("target.metrics_url", sc.Target.MetricsURL)
 	v.checkURL("target.debug_url", sc.Target.DebugURL)
 	if sc.Target.Model == "" {

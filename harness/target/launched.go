@@ -104,6 +104,12 @@ func StartLaunched(ctx context.Context, tgt scenarios.Target, logDir string, opt
 			return fail(err)
 		}
 	}
+	// target.url may name a proxy too ({link:client->server}): load then goes through it.
+	u, err := t.expandLinks([]string{tgt.URL})
+	if err != nil {
+		return fail(err)
+	}
+	tgt.URL = u[0]
 	ext, err := OpenExternal(ctx, tgt, opts...)
 	if err != nil {
 		return fail(err)
