@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -190,4 +191,57 @@ func FuzzSplitWords(f *testing.F) {
 		}
 		require.Equal(t, words, again)
 	})
+}
+
+func TestValidateLaunchLinksAndMetrics(t *testing.T) {
+	base := `name: x
+target:
+  url: %s
+  metrics_urls: %s
+  links: %s
+  launch:
+    - name: router
+      role: router
+      launcher: %s
+      command: [%s]
+      health_url: http://127.0.0.1:1/health
+workloads: [{type: burst, count: 1}]
+`
+	tests := []struct {
+		name                                   string
+		url, metrics, links, launcher, command string
+		want                                   []string // problem substrings; none: valid
+	}{
+		{name: "valid", url: "http://{link:client->router}", metrics: "{decode-0: 'http://127.0.0.1:2/metrics'}",
+			links: "[{name: client->router, upstream: '127.0.0.1:1'}]", launcher: "'prog --flag'", command: "'--to={link-port:client->router}'"},
+		{name: "unknown link in command", url: "http://127.0.0.1:1", metrics: "{}", links: "[{name: a->b, upstream: '127.0.0.1:1'}]",
+			launcher: "prog", command: "'{link:nope}'", want: []string{"target.launch[0].command[0]: {link:nope} names no link"}},
+		{name: "unknown link in url", url: "http://{link:nope}", metrics: "{}", links: "[]", launcher: "prog", command: "",
+			want: []string{"target.url: {link:nope} names no link"}},
+		{name: "bad link", url: "http://127.0.0.1:1", metrics: "{}", links: "[{name: 'a b', upstream: x}, {name: c, upstream: '1.2.3.4:5'}, {name: c, upstream: '1.2.3.4:5'}]",
+			launcher: "prog", command: "", want: []string{"target.links[0].name", "target.links[0].upstream: must be host:port", "target.links[2].name: duplicate"}},
+		{name: "bad metrics url", url: "http://127.0.0.1:1", metrics: "{decode: 'ftp://x'}", links: "[]", launcher: "prog", command: "",
+			want: []string{"target.metrics_urls.decode: must be an http"}},
+		{name: "unterminated launcher quote", url: "http://127.0.0.1:1", metrics: "{}", links: "[]", launcher: `"prog 'x"`, command: "",
+			want: []string{"target.launch[0].launcher: unterminated '"}},
+		{name: "no program", url: "http://127.0.0.1:1", metrics: "{}", links: "[]", launcher: "''", command: "",
+			want: []string{"target.launch[0].command: must name a program"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			data := fmt.Sprintf(base, tc.url, tc.metrics, tc.links, tc.launcher, tc.command)
+			sc, err := Parse("x.yaml", []byte(data), WithEnv(mapEnv(nil)))
+			if len(tc.want) == 0 {
+				require.NoError(t, err)
+				assert.True(t, sc.HasMetrics())
+				return
+			}
+			var ps Problems
+			require.ErrorAs(t, err, &ps)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			assert.Len(t, ps, len(tc.want), "%v", err)
+		})
+	}
 }
