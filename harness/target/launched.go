@@ -31,11 +31,10 @@ type Launched struct {
 	cfg   config
 	links *netproxy.Links // nil when target.links is empty
 
-	mu      sync.Mutex
-	specs   []scenarios.Launch
-	procs   []*supervisor.Process // parallel to specs; nil until started
-	groups  map[int]string        // every process group started (restarts too) -> process name
-	stopped bool
+	mu     sync.Mutex
+	specs  []scenarios.Launch
+	procs  []*supervisor.Process // parallel to specs; nil until started
+	groups map[int]string        // every process group started (restarts too) -> process name
 }
 
 // StartLaunched starts a fault proxy for every target.links entry, then every
@@ -198,7 +197,6 @@ func (t *Launched) Stop(ctx context.Context) error {
 	t.mu.Lock()
 	procs := append([]*supervisor.Process(nil), t.procs...)
 	groups := maps.Clone(t.groups)
-	t.stopped = true
 	t.mu.Unlock()
 	var errs []error
 	for i := len(procs) - 1; i >= 0; i-- {
