@@ -217,7 +217,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 }
 
 // run is the main loop, one phase per step; each phase writes its own ledger events.
-func (r *runner) run(ctx context.Context) error {
+func (r *runner) run(ctx context.Context) (err error) {
 	r.announce() // run_start, notes, GPU telemetry
 	if err := r.prepare(); err != nil {
 		return err
@@ -227,7 +227,12 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 	r.tgt = tgt
-	defer r.stopTarget(ctx)
+	defer func() {
+		// A launched process left behind by the teardown makes the run invalid.
+		if serr := r.stopTarget(ctx); errors.Is(serr, target.ErrLeftBehind) {
+			err = errors.Join(err, fmt.Errorf("harness: teardown: %w: %w", serr, ErrInfrastructure))
+		}
+	}()
 	r.describeTarget(ctx) // the target event
 
 	c, err := client.New(tgt.URL(), client.WithTransport(client.NewTransport(r.sc.Deadlines.Connect.D())))
@@ -348,13 +353,15 @@ func (r *runner) startTarget(ctx context.Context) (target.Target, error) {
 }
 
 // stopTarget stops whatever startTarget started, bounded, even after Ctrl-C.
-func (r *runner) stopTarget(ctx context.Context) {
+func (r *runner) stopTarget(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), targetStopBound)
 	defer cancel()
-	if err := r.tgt.Stop(sctx); err != nil {
+	err := r.tgt.Stop(sctx)
+	if err != nil {
 		r.log.Warn("stop target", "err", err)
 		r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "stop target: " + err.Error()})
 	}
+	return err
 }
 
 // startExecutor wires the workloads' Sender: the client, the ledger, the debug probe

@@ -18,7 +18,18 @@ import (
 // Decode parses a scenario strictly, without applying defaults or validating. Unknown
 // keys, duplicate keys and values of the wrong type are errors; every one is reported,
 // each with its file, line and field path, as Problems. file names the source in problems.
+// ${VAR} references are expanded from the process environment (see Expand).
 func Decode(file string, data []byte) (*Scenario, error) {
+	return DecodeEnv(file, data, nil)
+}
+
+// DecodeEnv is Decode with ${VAR} references looked up by lookup (nil: os.LookupEnv).
+// Expansion happens on the parsed tree, before the strict walk, so every problem still
+// points at its line; a variable without a default that is not set is a Problem.
+func DecodeEnv(file string, data []byte, lookup LookupEnv) (*Scenario, error) {
+	if lookup == nil {
+		lookup = osLookup
+	}
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
@@ -40,6 +51,10 @@ func Decode(file string, data []byte) (*Scenario, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, Problems{{File: file, Line: root.Line, Msg: "a scenario must be a YAML mapping (name: ..., workloads: ...)"}}
 	}
+	vars, probs := expandNodes(file, root, lookup)
+	if len(probs) > 0 {
+		return nil, probs.sorted()
+	}
 	w := &walker{file: file, pos: map[string]int{}, set: map[string]bool{}, anchored: map[string]anchorRef{}}
 	w.walk(root, reflect.TypeFor[Scenario](), "")
 	if len(w.problems) > 0 {
@@ -54,6 +69,7 @@ func Decode(file string, data []byte) (*Scenario, error) {
 	sc.pos = w.pos
 	sc.set = w.set
 	sc.anchored = w.anchored
+	sc.Env = vars
 	return sc, nil
 }
 

@@ -203,4 +203,14 @@ func (sc *Scenario) Embedded() bool { return sc.Target.URL == "" }
 // HasMetrics reports whether a metrics endpoint is known: target.metrics_url, or the
 // embedded reference server's router. An external target (with or without
 // target.launch) has one only when target.metrics_url names it.
-func (sc *Scenario) HasMetrics() bool { return sc.Target.MetricsURL != "" || sc.Embedded() }
+func (sc *Scenario) HasMetrics() bool {
+	if sc.Target.MetricsURL != "" || len(sc.Target.MetricsURLs) > 0 || sc.Embedded() {
+		return true
+	}
+	for _, l := range sc.Target.Launch {
+		if l.MetricsURL != "" {
+			return true
+		}
+	}
+	return false
+}

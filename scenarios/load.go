@@ -124,13 +124,13 @@ func Load(nameOrPath string, opts ...Option) (*Scenario, error) {
 
 // Parse decodes a scenario strictly, applies overrides and defaults, and validates it.
 func Parse(file string, data []byte, opts ...Option) (*Scenario, error) {
-	sc, err := Decode(file, data)
-	if err != nil {
-		return nil, err
-	}
 	var o options
 	for _, opt := range opts {
 		opt(&o)
+	}
+	sc, err := DecodeEnv(file, data, o.lookup)
+	if err != nil {
+		return nil, err
 	}
 	for _, fn := range o.overrides {
 		fn(sc)

@@ -67,6 +67,12 @@ type Timeline struct {
 	FaultCover string
 	// Notes are things the reader of the plan should know (faults left out).
 	Notes []string
+	// Env is every ${VAR} the scenario used, as expanded.
+	Env []EnvVar
+	// Launch is the command line of every launched process, as expanded, and Links the
+	// proxied links ("name: proxy -> upstream").
+	Launch []string
+	Links  []string
 }
 
 // Plan computes the timeline of a scenario (after ApplyDefaults). It is pure: it starts,
@@ -76,8 +82,19 @@ func Plan(sc *Scenario) Timeline {
 		Scenario: sc.Name,
 		Seed:     sc.Seed,
 		Target:   describeTarget(sc),
+		Env:      sc.Env,
 		Load:     sc.Duration.D(),
 		Drain:    sc.Drain.Timeout.D(),
+	}
+	for _, l := range sc.Target.Launch {
+		argv, err := l.Argv()
+		if err != nil {
+			argv = l.Command
+		}
+		tl.Launch = append(tl.Launch, fmt.Sprintf("%s (%s): %s", l.Name, l.Role, shellJoin(argv)))
+	}
+	for _, k := range sc.Target.Links {
+		tl.Links = append(tl.Links, fmt.Sprintf("%s -> %s", k.Name, k.Upstream))
 	}
 	for _, w := range sc.Workloads {
 		start := w.Start.D()
@@ -297,6 +314,19 @@ func (tl Timeline) Write(w io.Writer) error {
 	for _, n := range tl.Notes {
 		fmt.Fprintf(&b, "note      %s\n", n)
 	}
+	for _, e := range tl.Env {
+		def := ""
+		if e.Default {
+			def = " (default)"
+		}
+		fmt.Fprintf(&b, "env       %s=%s%s\n", e.Name, e.Value, def)
+	}
+	for _, l := range tl.Launch {
+		fmt.Fprintf(&b, "launch    %s\n", l)
+	}
+	for _, l := range tl.Links {
+		fmt.Fprintf(&b, "proxy     %s\n", l)
+	}
 	b.WriteByte('\n')
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "AT\tEVENT\tNAME\tDETAIL")
@@ -312,4 +342,16 @@ func (tl Timeline) Write(w io.Writer) error {
 
 func fmtOffset(d time.Duration) string {
 	return "+" + d.Round(time.Millisecond).String()
+}
+
+// shellJoin writes argv as a shell would need it, quoting words with spaces or quotes.
+func shellJoin(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`{}") {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		out[i] = a
+	}
+	return strings.Join(out, " ")
 }

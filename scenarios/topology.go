@@ -68,6 +68,10 @@ func (sc *Scenario) Topology() Topology {
 		for _, l := range sc.Target.Launch {
 			t.Processes = append(t.Processes, Process{Name: l.Name, Role: l.Role})
 		}
+		for _, k := range sc.Target.Links {
+			from, to, _ := strings.Cut(k.Name, "->")
+			t.Links = append(t.Links, Link{Name: k.Name, From: from, To: to})
+		}
 	case sc.Target.URL != "":
 		// External endpoint: only client-side faults.
 	case sc.Reference.Prefill == 0 && sc.Reference.Decode == 0:

@@ -48,6 +48,8 @@ type Scenario struct {
 
 	// File is the path (or embedded name) the scenario was loaded from.
 	File string `yaml:"-" json:"-"`
+	// Env lists the environment variables the file referenced (${VAR}), as expanded.
+	Env []EnvVar `yaml:"-" json:"-"`
 	// pos maps field paths ("workloads[0].agents") to 1-based source lines.
 	pos map[string]int
 	// set records which field paths were present in the source (for defaults).
@@ -93,9 +95,27 @@ type Target struct {
 	// DebugURL is the server's /debug/requests endpoint, consulted when a silent drop is
 	// noticed. Optional; defaults to <url>/debug/requests for the embedded server.
 	DebugURL string `yaml:"debug_url" json:"debug_url,omitempty"`
+	// MetricsURLs names more Prometheus endpoints, one per process of a deployment
+	// (router, prefill-0, decode-0: name -> URL), scraped for samples and the leak
+	// check, so decode's queues are watched even when the router does not export them.
+	MetricsURLs map[string]string `yaml:"metrics_urls" json:"metrics_urls,omitempty"`
 	// Launch lists external processes (SGLang, vLLM, ...) the harness starts, supervises
 	// and stops; process faults apply to them by name.
 	Launch []Launch `yaml:"launch" json:"launch,omitempty"`
+	// Links are HTTP/TCP links of a launched topology the harness puts a fault proxy on
+	// (router->prefill, router->decode, the bootstrap port). The proxies start before the
+	// processes; a launch command names a proxy's address with {link:NAME} (host:port)
+	// or {link-port:NAME} (the port), e.g. the router's --prefill http://{link:router->prefill}.
+	// KV traffic over RDMA or NIXL cannot be proxied.
+	Links []ProxyLink `yaml:"links" json:"links,omitempty"`
+}
+
+// ProxyLink is one proxied link of a launched topology.
+type ProxyLink struct {
+	// Name is the fault target, "from->to" (router->prefill) or a plain name (bootstrap).
+	Name string `yaml:"name" json:"name"`
+	// Upstream is the host:port the proxy forwards to.
+	Upstream string `yaml:"upstream" json:"upstream"`
 }
 
 // Launch is one external process of the target topology.
@@ -104,14 +124,24 @@ type Launch struct {
 	Name string `yaml:"name" json:"name"`
 	// Role is router, prefill, decode or colocated.
 	Role string `yaml:"role" json:"role"`
-	// Command is argv; the first element is the program.
+	// Launcher is a command line (split into words like a shell would, quotes kept
+	// together) put before Command: `launcher: ${SGLANG_SERVER:-python3 -m
+	// sglang.launch_server}` lets one environment variable swap the program.
+	Launcher string `yaml:"launcher" json:"launcher,omitempty"`
+	// Command is argv (after Launcher); without a launcher its first element is the program.
 	Command []string `yaml:"command" json:"command"`
+	// ExtraArgs are more arguments, split into words like Launcher and put after
+	// Command: `extra_args: ${DECODE_EXTRA_ARGS:-}` lets a runner add flags to one role.
+	ExtraArgs string `yaml:"extra_args" json:"extra_args,omitempty"`
 	// HealthURL is polled until it answers 200 before load starts.
 	HealthURL string `yaml:"health_url" json:"health_url,omitempty"`
 	// Env holds extra environment variables (KEY: value).
 	Env map[string]string `yaml:"env" json:"env,omitempty"`
 	// StartTimeout bounds the wait for health. Default 120s.
 	StartTimeout Duration `yaml:"start_timeout" json:"start_timeout,omitempty"`
+	// MetricsURL is the process's Prometheus endpoint, scraped for samples and the leak
+	// check (SGLang workers need --enable-metrics).
+	MetricsURL string `yaml:"metrics_url" json:"metrics_url,omitempty"`
 }
 
 // Reference configures the embedded reference PD topology.

@@ -3,6 +3,7 @@ package scenarios
 import (
 	"fmt"
 	"maps"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
@@ -29,6 +30,13 @@ type Option func(*options)
 type options struct {
 	faultTypes map[string]FaultType
 	overrides  []func(*Scenario)
+	lookup     LookupEnv
+}
+
+// WithEnv sets where ${VAR} references in the scenario are looked up (Load and Parse
+// only; default os.LookupEnv).
+func WithEnv(lookup LookupEnv) Option {
+	return func(o *options) { o.lookup = lookup }
 }
 
 // WithOverrides runs fn on the decoded scenario before defaults are applied and before
@@ -143,7 +151,16 @@ func (v *validator) check(o options) {
 
 func (v *validator) checkTarget() {
 	sc := v.sc
-	v.checkURL("target.url", sc.Target.URL)
+	if refs := LinkRefs(sc.Target.URL); len(refs) > 0 {
+		// The proxy's address is known only when the run starts.
+		for _, ref := range refs {
+			if !v.hasLink(ref) {
+				v.add("target.url", "{link:%s} names no link of target.links", ref)
+			}
+		}
+	} else {
+		v.checkURL("target.url", sc.Target.URL)
+	}
 	v.checkURL("target.metrics_url", sc.Target.MetricsURL)
 	v.checkURL("target.debug_url", sc.Target.DebugURL)
 	if sc.Target.Model == "" {
@@ -169,14 +186,101 @@ func (v *validator) checkTarget() {
 		default:
 			v.add(p+".role", "must be router, prefill, decode or colocated, got %q", l.Role)
 		}
-		if len(l.Command) == 0 || l.Command[0] == "" {
-			v.add(p+".command", "must name a program: [program, arg, ...]")
+		if _, err := SplitWords(l.Launcher); err != nil {
+			v.add(p+".launcher", "%s", strings.TrimPrefix(err.Error(), "scenarios: "))
+		}
+		if _, err := SplitWords(l.ExtraArgs); err != nil {
+			v.add(p+".extra_args", "%s", strings.TrimPrefix(err.Error(), "scenarios: "))
+		}
+		if argv, err := l.Argv(); err == nil && (len(argv) == 0 || argv[0] == "") {
+			v.add(p+".command", "must name a program: [program, arg, ...] (or set launcher)")
 		}
 		v.checkURL(p+".health_url", l.HealthURL)
+		v.checkURL(p+".metrics_url", l.MetricsURL)
 		if l.StartTimeout < 0 {
 			v.add(p+".start_timeout", "must be ≥ 0")
 		}
+		for j, arg := range l.Command {
+			for _, ref := range LinkRefs(arg) {
+				if !v.hasLink(ref) {
+					v.add(fmt.Sprintf("%s.command[%d]", p, j), "{link:%s} names no link of target.links", ref)
+				}
+			}
+		}
 	}
+	for _, name := range slices.Sorted(maps.Keys(sc.Target.MetricsURLs)) {
+		p := "target.metrics_urls." + name
+		if !nameRE.MatchString(name) {
+			v.add(p, "the process name must be letters, digits, '.', '_' or '-', got %q", name)
+		}
+		if sc.Target.MetricsURLs[name] == "" {
+			v.add(p, "must be a URL")
+		}
+		v.checkURL(p, sc.Target.MetricsURLs[name])
+	}
+	if len(sc.Target.Links) > 0 && len(sc.Target.Launch) == 0 {
+		v.add("target.links", "needs target.launch: the harness can proxy only links of processes it starts")
+	}
+	lnames := map[string]bool{}
+	for i, k := range sc.Target.Links {
+		p := fmt.Sprintf("target.links[%d]", i)
+		switch {
+		case k.Name == "" || strings.ContainsAny(k.Name, " \t{}:"):
+			v.add(p+".name", "must be a link name such as router->prefill, got %q", k.Name)
+		case lnames[k.Name]:
+			v.add(p+".name", "duplicate link name %q", k.Name)
+		}
+		lnames[k.Name] = true
+		if _, port, err := net.SplitHostPort(k.Upstream); err != nil || port == "" {
+			v.add(p+".upstream", "must be host:port, got %q", k.Upstream)
+		}
+	}
+}
+
+func (v *validator) hasLink(name string) bool {
+	for _, k := range v.sc.Target.Links {
+		if k.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// LinkRefs returns the link names an argument refers to with {link:NAME} or
+// {link-port:NAME}.
+func LinkRefs(arg string) []string {
+	var out []string
+	for _, m := range linkRefRE.FindAllStringSubmatch(arg, -1) {
+		out = append(out, m[2])
+	}
+	return out
+}
+
+// linkRefRE matches {link:NAME} and {link-port:NAME}.
+var linkRefRE = regexp.MustCompile(`\{(link|link-port):([^{}\s]+)\}`)
+
+// ExpandLinks replaces {link:NAME} with addr(NAME) (host:port) and {link-port:NAME}
+// with its port. It is how a launched command reaches a proxy whose port is chosen only
+// when the run starts.
+func ExpandLinks(arg string, addr func(name string) (string, error)) (string, error) {
+	var firstErr error
+	out := linkRefRE.ReplaceAllStringFunc(arg, func(m string) string {
+		sub := linkRefRE.FindStringSubmatch(m)
+		a, err := addr(sub[2])
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			return m
+		}
+		if sub[1] == "link-port" {
+			if _, port, err := net.SplitHostPort(a); err == nil {
+				return port
+			}
+		}
+		return a
+	})
+	return out, firstErr
 }
 
 func (v *validator) checkReference() {

@@ -61,6 +61,7 @@ func (a *app) load(cmd *cobra.Command, arg string, f *scenarioFlags) (*scenarios
 			}
 			sc.Target.URL = f.target
 			sc.Target.Launch = nil
+			sc.Target.Links = nil // the proxies were for the launched processes
 		}
 		if f.metricsURL != "" {
 			sc.Target.MetricsURL = f.metricsURL

@@ -7,7 +7,9 @@
 //	var t target.Target
 //	switch {
 //	case len(sc.Target.Launch) > 0:
-//		t, err = target.StartLaunched(ctx, sc.Target, logDir, opts...)  // each in order, health-waited, then OpenExternal
+//		// link proxies first ({link:NAME} in commands and target.url), then each process
+//		// in order, health-waited, then OpenExternal; Stop checks no process group remains
+//		t, err = target.StartLaunched(ctx, sc.Target, logDir, opts...)
 //	case sc.Embedded():
 //		t, err = target.StartEmbedded(ctx, sc.Reference, pdserverArgv, logDir, opts...)
 //	default:
@@ -15,6 +17,7 @@
 //	}
 //	defer t.Stop(ctx)
 //	c := client.New(t.URL()); sample(t.MetricsSources()); probe(t.DebugSources())
+//	// MetricsSources: target.metrics_url, target.metrics_urls, each launched metrics_url
 //	if sup, ok := t.(target.Supervisor); ok { /* process, failpoint and link faults */ }
 //
 // The fault-injection token of the embedded server is random per run and reaches the

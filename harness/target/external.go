@@ -3,8 +3,10 @@ package target
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,7 +23,8 @@ type External struct {
 // URL implements Target.
 func (t *External) URL() string { return t.url }
 
-// MetricsSources implements Target: target.metrics_url, if any.
+// MetricsSources implements Target: target.metrics_url, target.metrics_urls and (for a
+// launched target) every launched process's metrics_url.
 func (t *External) MetricsSources() []Source { return t.metrics }
 
 // DebugSources implements Target: target.debug_url, or <url>/debug/requests when the
@@ -53,6 +56,10 @@ func OpenExternal(ctx context.Context, tgt scenarios.Target, opts ...Option) (*E
 	t := &External{url: strings.TrimRight(tgt.URL, "/")}
 	if tgt.MetricsURL != "" {
 		t.metrics = []Source{{Process: "target", URL: tgt.MetricsURL}}
+	}
+	// One endpoint per process of the deployment, in name order.
+	for _, name := range slices.Sorted(maps.Keys(tgt.MetricsURLs)) {
+		t.metrics = append(t.metrics, Source{Process: name, URL: tgt.MetricsURLs[name]})
 	}
 	switch {
 	case tgt.DebugURL != "":

@@ -1,17 +1,23 @@
 package target
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"pdsoak/chaos"
+	"pdsoak/chaos/netproxy"
 	"pdsoak/scenarios"
 	"pdsoak/supervisor"
 )
@@ -22,28 +28,53 @@ import (
 // workers it forks too. Process faults (kill, pause, restart) apply by name.
 type Launched struct {
 	*External
-	cfg config
+	cfg   config
+	links *netproxy.Links // nil when target.links is empty
 
-	mu    sync.Mutex
-	specs []scenarios.Launch
-	procs []*supervisor.Process // parallel to specs; nil until started
+	mu     sync.Mutex
+	specs  []scenarios.Launch
+	procs  []*supervisor.Process // parallel to specs; nil until started
+	groups map[int]string        // every process group started (restarts too) -> process name
 }
 
-// StartLaunched starts every target.launch process in order, each waiting for its
-// health URL (within its start_timeout), then opens tgt.URL as an external target. Logs
-// go to logDir/<name>.log. On failure everything started is stopped.
+// StartLaunched starts a fault proxy for every target.links entry, then every
+// target.launch process in order ({link:NAME} in its command replaced by the proxy's
+// address), each waiting for its health URL (within its start_timeout), then opens
+// tgt.URL as an external target. Logs go to logDir/<name>.log. On failure everything
+// started is stopped.
 func StartLaunched(ctx context.Context, tgt scenarios.Target, logDir string, opts ...Option) (*Launched, error) {
 	cfg := newConfig(opts)
-	t := &Launched{cfg: cfg, specs: tgt.Launch, procs: make([]*supervisor.Process, len(tgt.Launch))}
+	t := &Launched{cfg: cfg, specs: append([]scenarios.Launch(nil), tgt.Launch...), procs: make([]*supervisor.Process, len(tgt.Launch)), groups: map[int]string{}}
 	fail := func(err error) (*Launched, error) {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.launchStopTimeout+5*time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.launchStopTimeout+teardownBound+5*time.Second)
 		defer cancel()
 		return nil, errors.Join(fmt.Errorf("target: launch: %w", err), t.Stop(sctx))
 	}
 	if err := mkdir(logDir); err != nil {
 		return nil, err
 	}
-	for i, spec := range tgt.Launch {
+	if len(tgt.Links) > 0 {
+		t.links = netproxy.New()
+		for _, k := range tgt.Links {
+			l, err := t.links.Add(k.Name, k.Upstream)
+			if err != nil {
+				return fail(err)
+			}
+			cfg.log.Info("link proxy", "link", k.Name, "listen", l.Addr(), "upstream", k.Upstream)
+		}
+	}
+	for i := range t.specs {
+		argv, err := t.specs[i].Argv()
+		if err != nil {
+			return fail(fmt.Errorf("target: %s: %w", t.specs[i].Name, err))
+		}
+		if argv, err = t.expandLinks(argv); err != nil {
+			return fail(err)
+		}
+		// From here Command is the whole argv as run.
+		t.specs[i].Launcher, t.specs[i].Command, t.specs[i].ExtraArgs = "", argv, ""
+	}
+	for i, spec := range t.specs {
 		env := make([]string, 0, len(spec.Env))
 		for k, v := range spec.Env {
 			env = append(env, k+"="+v)
@@ -65,18 +96,75 @@ func StartLaunched(ctx context.Context, tgt scenarios.Target, logDir string, opt
 		}
 		t.mu.Lock()
 		t.procs[i] = p
+		t.groups[p.PID()] = spec.Name
 		t.mu.Unlock()
 		cfg.log.Info("launched", "process", spec.Name, "role", spec.Role, "pid", p.PID(), "log", p.LogPath())
 		if err := p.WaitHealthy(ctx); err != nil {
 			return fail(err)
 		}
 	}
+	// target.url may name a proxy too ({link:client->server}): load then goes through it.
+	u, err := t.expandLinks([]string{tgt.URL})
+	if err != nil {
+		return fail(err)
+	}
+	tgt.URL = u[0]
 	ext, err := OpenExternal(ctx, tgt, opts...)
 	if err != nil {
 		return fail(err)
 	}
+	var debug []Source
+	for _, spec := range t.specs {
+		if spec.MetricsURL != "" {
+			ext.metrics = append(ext.metrics, Source{Process: spec.Name, URL: spec.MetricsURL})
+		}
+		// Each process's own /debug/requests (the reference server has one; SGLang and
+		// vLLM do not, and the probe leaves them out), so a drop is located per process.
+		if u, err := url.Parse(spec.HealthURL); err == nil && u.Host != "" && cfg.probe != nil && tgt.DebugURL == "" {
+			probe := u.Scheme + "://" + u.Host + "/debug/requests"
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			if err := cfg.probe(pctx, probe); err == nil {
+				debug = append(debug, Source{Process: spec.Name, URL: probe})
+			}
+			cancel()
+		}
+	}
+	if len(debug) > 0 {
+		ext.debug = debug
+	}
 	t.External = ext
 	return t, nil
+}
+
+// expandLinks replaces {link:NAME} and {link-port:NAME} in argv with the proxy's address.
+func (t *Launched) expandLinks(argv []string) ([]string, error) {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		v, err := scenarios.ExpandLinks(a, func(name string) (string, error) {
+			if t.links == nil {
+				return "", fmt.Errorf("target: {link:%s}: target.links is empty", name)
+			}
+			l, err := t.links.Link(name)
+			if err != nil {
+				return "", fmt.Errorf("target: {link:%s}: %w", name, err)
+			}
+			return l.Addr(), nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// Commands returns every launched process's argv as run ({link:...} replaced).
+func (t *Launched) Commands() map[string][]string {
+	out := map[string][]string{}
+	for _, s := range t.specs {
+		out[s.Name] = append([]string(nil), s.Command...)
+	}
+	return out
 }
 
 func (t *Launched) find(name string) (scenarios.Launch, *supervisor.Process, error) {
@@ -93,10 +181,22 @@ func (t *Launched) find(name string) (scenarios.Launch, *supervisor.Process, err
 	return scenarios.Launch{}, nil, fmt.Errorf("target: no launched process %q", name)
 }
 
-// Stop implements Target: every launched process ends, last started first.
+// teardownBound is how long the teardown check waits for the killed process groups'
+// last members to be reaped.
+const teardownBound = 10 * time.Second
+
+// ErrLeftBehind is wrapped by Stop when a process of a launched process group is still
+// there after the teardown.
+var ErrLeftBehind = errors.New("target: launched processes left behind")
+
+// Stop implements Target: every launched process ends, last started first, then the
+// link proxies close. The teardown is checked: after the stop no process of any
+// process group the harness started (restarts included) may remain; one that does is an
+// error wrapping ErrLeftBehind, naming its pid and command.
 func (t *Launched) Stop(ctx context.Context) error {
 	t.mu.Lock()
 	procs := append([]*supervisor.Process(nil), t.procs...)
+	groups := maps.Clone(t.groups)
 	t.mu.Unlock()
 	var errs []error
 	for i := len(procs) - 1; i >= 0; i-- {
@@ -104,7 +204,87 @@ func (t *Launched) Stop(ctx context.Context) error {
 			errs = append(errs, procs[i].Stop(ctx))
 		}
 	}
+	if t.links != nil {
+		errs = append(errs, t.links.Close())
+	}
+	if err := checkGroupsGone(ctx, groups, teardownBound); err != nil {
+		errs = append(errs, err)
+	} else if len(groups) > 0 {
+		t.cfg.log.Info("teardown checked: no launched process left", "groups", len(groups))
+	}
 	return errors.Join(errs...)
+}
+
+// checkGroupsGone waits (up to bound) until no process of the given process groups
+// exists, SIGKILLing stragglers once; it names whatever remains.
+func checkGroupsGone(ctx context.Context, groups map[int]string, bound time.Duration) error {
+	if len(groups) == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(bound)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	killed := false
+	for {
+		var alive []int
+		for pgid := range groups {
+			if err := syscall.Kill(-pgid, 0); err == nil || errors.Is(err, syscall.EPERM) {
+				alive = append(alive, pgid)
+			}
+		}
+		if len(alive) == 0 {
+			return nil
+		}
+		if !killed && time.Until(deadline) < bound/2 {
+			for _, g := range alive {
+				_ = syscall.Kill(-g, syscall.SIGKILL)
+			}
+			killed = true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			sort.Ints(alive)
+			var names []string
+			for _, g := range alive {
+				names = append(names, fmt.Sprintf("%s (process group %d: %s)", groups[g], g, describeGroup(g)))
+			}
+			return fmt.Errorf("%w: %s", ErrLeftBehind, strings.Join(names, "; "))
+		}
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+}
+
+// describeGroup lists the pids and commands of a process group from /proc.
+func describeGroup(pgid int) string {
+	ents, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces, so split after ')'.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 3 || f[2] != strconv.Itoa(pgid) {
+			continue
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		out = append(out, fmt.Sprintf("pid %d state %s %q", pid, f[0], strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))))
+	}
+	if len(out) == 0 {
+		return "members not readable"
+	}
+	return strings.Join(out, ", ")
 }
 
 // Process implements Supervisor.
@@ -139,7 +319,13 @@ func (t *Launched) Restart(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if err := p.Restart(ctx); err != nil {
+	err = p.Restart(ctx)
+	t.mu.Lock()
+	if pid := p.PID(); pid > 0 {
+		t.groups[pid] = name // the new group must be gone after the teardown too
+	}
+	t.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("target: restart: %w", err)
 	}
 	return nil
@@ -150,7 +336,11 @@ func (t *Launched) Failpoints(process string) (chaos.Failpoints, error) {
 	return nil, fmt.Errorf("target: launched process %s has no failpoint API: %w", process, chaos.ErrUnsupported)
 }
 
-// Link implements Supervisor: launched topologies have no link proxies.
-func (t *Launched) Link(string) (chaos.Link, error) {
-	return nil, fmt.Errorf("target: no link proxies for launched processes: %w", chaos.ErrUnsupported)
+// Link implements Supervisor: the proxies of target.links. Links not declared there
+// (KV traffic over RDMA or NIXL among them) cannot be faulted.
+func (t *Launched) Link(name string) (chaos.Link, error) {
+	if t.links == nil {
+		return nil, fmt.Errorf("target: link %s: the scenario declares no target.links: %w", name, chaos.ErrUnsupported)
+	}
+	return chaos.LinksFrom(t.links)(name)
 }
