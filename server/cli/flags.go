@@ -130,6 +130,8 @@ func (f *workerFlags) register(fs *pflag.FlagSet, bootstrap bool) {
 	fs.Var(&f.shutdownGrace, "shutdown-grace", "on SIGINT/SIGTERM, how long in-flight requests may finish before they are aborted")
 	fs.Var((*semanticsValue)(&l.Semantics), "semantics", "strict (every invariant) or sglang (SGLang's PD behaviour)")
 	fs.IntVar(&l.DecodeLogInterval, "decode-log-interval", l.DecodeLogInterval, "decode steps between gauge refreshes of a decode worker in sglang semantics")
+	fs.IntVar(&l.ReservedDecodeTokens, "num-reserved-decode-tokens", l.ReservedDecodeTokens, "SGLANG_NUM_RESERVED_DECODE_TOKENS: KV headroom the sglang decode prealloc keeps per request")
+	fs.Var(&l.SGLangBugs, "sglang-bug", "reproduce an upstream SGLang PD bug (repeatable; needs --semantics sglang; see `pdserver` docs and scenarios/zoo)")
 	durationVar(fs, &l.RetryAfter, "retry-after", "Retry-After hint sent with 503 overload refusals (seconds or duration)")
 	if bootstrap {
 		fs.IntVar(&f.bootstrapPort, "disaggregation-bootstrap-port", f.bootstrapPort, "port of the KV bootstrap server decode workers dial (0 picks a free one)")
