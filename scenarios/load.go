@@ -15,8 +15,12 @@ import (
 var embedded embed.FS
 
 // ZooDir is the folder of the bug zoo: one scenario per upstream SGLang PD bug the
-// reference server reproduces (--sglang-bug), addressed as "zoo/<name>".
-const ZooDir = "zoo"
+// reference server reproduces (--sglang-bug). zoo/<bug>.yaml is named ZooPrefix+<bug>
+// ("zoo-decode-oom-requeue"); Load also takes "zoo/<bug>".
+const (
+	ZooDir    = "zoo"
+	ZooPrefix = "zoo-"
+)
 
 // ErrNotFound is returned (wrapped) by Load when a name is neither a file nor an
 // embedded scenario.
@@ -51,7 +55,11 @@ func List() []Info {
 			if err != nil {
 				continue
 			}
-			out = append(out, Info{Name: strings.TrimSuffix(file, ".yaml"), File: file,
+			name := strings.TrimSuffix(e.Name(), ".yaml")
+			if dir == ZooDir {
+				name = ZooPrefix + name
+			}
+			out = append(out, Info{Name: name, File: file,
 				Summary: headerSummary(data), Expected: headerExpected(data), Upstream: headerField(data, "Upstream:")})
 		}
 	}
@@ -62,15 +70,19 @@ func List() []Info {
 // Embedded returns the bytes of an embedded scenario by name ("smoke" or "smoke.yaml";
 // a zoo scenario as "zoo/decode-oom-requeue").
 func Embedded(name string) ([]byte, bool) {
-	base := strings.TrimPrefix(name, ZooDir+"/")
-	if strings.ContainsAny(base, "/\\") {
+	dir, file := ".", name
+	if rest, ok := strings.CutPrefix(file, ZooDir+"/"); ok {
+		dir, file = ZooDir, rest
+	} else if rest, ok := strings.CutPrefix(file, ZooPrefix); ok {
+		dir, file = ZooDir, rest
+	}
+	if file == "" || strings.ContainsAny(file, "/\\") {
 		return nil, false
 	}
-	file := name
 	if !strings.HasSuffix(file, ".yaml") {
 		file += ".yaml"
 	}
-	data, err := embedded.ReadFile(file)
+	data, err := embedded.ReadFile(path.Join(dir, file))
 	return data, err == nil
 }
 
