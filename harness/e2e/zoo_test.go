@@ -36,6 +36,7 @@ var zooCases = []zooCase{
 	{name: "decode-only-when-prefill-down", assertion: reports.AssertNoSilentDrops, stage: "decode-0: transfer"},
 	{name: "abort-misses-queues", assertion: reports.AssertNoLeaks, gauge: "decode-0/sglang:num_decode_transfer_queue_reqs"},
 	{name: "abort-storm-orphans", assertion: reports.AssertNoLeaks, gauge: "prefill-0/sglang:num_prefill_prealloc_queue_reqs"},
+	{name: "aborted-prefill-garbage", assertion: reports.AssertConsistentOutputs},
 }
 
 // zooVariant is how a zoo scenario is run: as shipped (the bug), without its knob
@@ -92,7 +93,7 @@ func TestZoo(t *testing.T) {
 	}
 	t.Parallel()
 	for _, c := range zooCases {
-		expectShipped(t, scenarios.ZooDir+"/"+c.name, "FAIL")
+		expectShipped(t, scenarios.ZooPrefix+c.name, "FAIL")
 	}
 	require.Len(t, zooCases, len(zooListed()), "every zoo scenario has a case")
 	variants := []zooVariant{zooBug, zooNoBug, zooStrict}
@@ -148,7 +149,14 @@ func TestZoo(t *testing.T) {
 				assert.Zero(t, nobug.res.Leak.Metrics[c.gauge], "sglang without the bug: %s: %+v", c.gauge, nobug.res.Leak)
 				assert.Zero(t, nobug.res.SilentDrops, "sglang without the bug: drops %v", nobug.res.DropStages)
 			}
-			// Strict semantics: PASS.
+			if c.stage == "" && c.gauge == "" {
+				// Wrong answers: without the knob every answer agrees, and the run passes.
+				n := assertion(nobug.res, c.assertion)
+				require.NotNil(t, n, "sglang without the bug: no %s assertion", c.assertion)
+				assert.True(t, n.Passed, "sglang without the bug: %+v", n)
+				assert.Equal(t, 0, nobug.code, "sglang without the bug: exit code\n%s", nobug.diagnostics())
+			}
+			// Strict semantics: PASS (with every assertion the scenario lists).
 			assert.Equal(t, 0, strict.code, "strict: exit code\n%s", strict.diagnostics())
 			assert.Equal(t, reports.VerdictPass, strict.res.Verdict)
 		})
@@ -159,8 +167,8 @@ func TestZoo(t *testing.T) {
 func zooListed() []string {
 	var out []string
 	for _, info := range scenarios.List() {
-		if strings.HasPrefix(info.Name, scenarios.ZooDir+"/") {
-			out = append(out, strings.TrimPrefix(info.Name, scenarios.ZooDir+"/"))
+		if strings.HasPrefix(info.Name, scenarios.ZooPrefix) {
+			out = append(out, strings.TrimPrefix(info.Name, scenarios.ZooPrefix))
 		}
 	}
 	slices.Sort(out)

@@ -32,6 +32,10 @@ const (
 	// BugAbortStormOrphans (#26912): an aborted request in prefill's bootstrap queue is
 	// orphaned there: never popped, never expired, the queue gauge never returns to 0.
 	BugAbortStormOrphans Bug = "abort-storm-orphans"
+	// BugAbortedPrefillGarbage (#30233): a prefill request that is aborted after decode
+	// registered its room does not stop decode: decode generates from KV pages that were
+	// never (fully) written, and the client gets a 200 with wrong text.
+	BugAbortedPrefillGarbage Bug = "aborted-prefill-garbage"
 )
 
 // BugInfo describes one bug of the zoo.
@@ -54,6 +58,8 @@ var Bugs = []BugInfo{
 		"aborts miss the bootstrap/inflight/prealloc/transfer queues; the requests keep their KV pages"},
 	{BugAbortStormOrphans, "sgl-project/sglang#26912", "prefill",
 		"aborted requests are orphaned in prefill's bootstrap queue forever"},
+	{BugAbortedPrefillGarbage, "sgl-project/sglang#30233", "decode",
+		"decode generates from stale KV after prefill aborted the request; 200 with wrong text"},
 }
 
 // LookupBug returns the bug named name.

@@ -531,6 +531,12 @@ func (s *Scheduler) Received(now time.Time, room uint64, firstToken int, err err
 		return false
 	}
 	s.progress(now)
+	if err != nil && s.cfg.Bug(BugAbortedPrefillGarbage) {
+		// sglang#30233: prefill aborted the request, yet decode carries on as if its KV
+		// had arrived, from whatever its pages hold, with the prompt's last token as the
+		// "first token" prefill never sampled.
+		firstToken, err = r.tokens[r.nPrompt-1], nil
+	}
 	if err == nil && (firstToken < 0 || firstToken >= s.cfg.VocabSize) {
 		err = fmt.Errorf("first token %d outside the vocabulary", firstToken)
 	}
