@@ -37,6 +37,7 @@ var zooCases = []zooCase{
 	{name: "abort-misses-queues", assertion: reports.AssertNoLeaks, gauge: "decode-0/sglang:num_decode_transfer_queue_reqs"},
 	{name: "abort-storm-orphans", assertion: reports.AssertNoLeaks, gauge: "prefill-0/sglang:num_prefill_prealloc_queue_reqs"},
 	{name: "aborted-prefill-garbage", assertion: reports.AssertConsistentOutputs},
+	{name: "bootstrap-retry-every-step", assertion: reports.AssertNoSilentDrops, stage: "decode-0: transfer"},
 }
 
 // zooVariant is how a zoo scenario is run: as shipped (the bug), without its knob

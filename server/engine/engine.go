@@ -38,6 +38,9 @@ type Engine struct {
 	sched        *scheduler.Scheduler
 	streams      map[uint64]*stream
 	behind       map[uint64]*stream // streams with tokens their channel had no room for
+	// pendingBoot are transfers waiting for their bootstrap server to answer
+	// (scheduler.BugBootstrapRetryEveryStep only).
+	pendingBoot []scheduler.Transfer
 	draining     bool
 	lastThruAt   time.Time
 	lastThruToks uint64

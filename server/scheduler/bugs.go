@@ -36,6 +36,10 @@ const (
 	// registered its room does not stop decode: decode generates from KV pages that were
 	// never (fully) written, and the client gets a 200 with wrong text.
 	BugAbortedPrefillGarbage Bug = "aborted-prefill-garbage"
+	// BugBootstrapRetryEveryStep (PRs #19900, #20785): decode checks an unreachable
+	// prefill bootstrap server on its scheduler thread, blocking, and retries on every
+	// step: the whole decode engine freezes.
+	BugBootstrapRetryEveryStep Bug = "bootstrap-retry-every-step"
 )
 
 // BugInfo describes one bug of the zoo.
@@ -58,6 +62,8 @@ var Bugs = []BugInfo{
 		"aborts miss the bootstrap/inflight/prealloc/transfer queues; the requests keep their KV pages"},
 	{BugAbortStormOrphans, "sgl-project/sglang#26912", "prefill",
 		"aborted requests are orphaned in prefill's bootstrap queue forever"},
+	{BugBootstrapRetryEveryStep, "sgl-project/sglang PRs #19900, #20785", "decode",
+		"an unreachable prefill bootstrap server is retried, blocking, on every decode step; decode freezes"},
 	{BugAbortedPrefillGarbage, "sgl-project/sglang#30233", "decode",
 		"decode generates from stale KV after prefill aborted the request; 200 with wrong text"},
 }
