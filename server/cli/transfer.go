@@ -15,6 +15,7 @@ import (
 	"pdsoak/server/engine"
 	"pdsoak/server/gen"
 	"pdsoak/server/kvtransfer"
+	"pdsoak/server/scheduler"
 )
 
 // kvTransfer adapts server/kvtransfer (a Sender on prefill, a Receiver on decode) to the
@@ -97,6 +98,9 @@ func newTransfer(role engine.Role, b kernels.Backend, f *workerFlags, reg promet
 		}
 		t.bootstrapAddr = t.sender.Addr()
 	case roleDecode:
+		if f.limits.Bug(scheduler.BugStaleBootstrapEndpoint) {
+			opts = append(opts, kvtransfer.WithStaleEndpoints(true))
+		}
 		t.receiver = kvtransfer.NewReceiver(b.KV(), opts...)
 	default:
 		return nil, fmt.Errorf("cli: no KV transfer for role %q", role)

@@ -64,6 +64,9 @@ const (
 )
 
 type config struct {
+	// staleEndpoints keeps a dead connection to a prefill cached (the
+	// stale-bootstrap-endpoint bug, sgl-project/sglang#33789).
+	staleEndpoints    bool
 	dialTimeout       time.Duration
 	handshakeTimeout  time.Duration
 	frameTimeout      time.Duration
@@ -108,6 +111,12 @@ func newConfig(opts []Option) config {
 type Option func(*config)
 
 // WithDialTimeout bounds the dial (receiver).
+// WithStaleEndpoints reproduces sgl-project/sglang#33789 on a Receiver: once its
+// connection to a prefill bootstrap address dies, the dead connection stays cached for
+// that address, so later rooms are registered on it and time out waiting for
+// REGISTER_ACK, until the process restarts.
+func WithStaleEndpoints(on bool) Option { return func(c *config) { c.staleEndpoints = on } }
+
 func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTimeout = d } }
 
 // WithHandshakeTimeout bounds HELLO and REGISTER round trips (receiver).

@@ -232,8 +232,8 @@ func (r *Receiver) run(c *rconn) {
 		l.kill(err)
 	}
 	r.mu.Lock()
-	if r.conns[c.addr] == c {
-		delete(r.conns, c.addr)
+	if r.conns[c.addr] == c && (!r.cfg.staleEndpoints || c.l == nil) {
+		delete(r.conns, c.addr) // staleEndpoints: a connection that once worked stays
 	}
 	rooms := make([]*Transfer, 0, len(c.rooms))
 	for _, t := range c.rooms {

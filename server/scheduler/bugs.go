@@ -40,6 +40,10 @@ const (
 	// prefill bootstrap server on its scheduler thread, blocking, and retries on every
 	// step: the whole decode engine freezes.
 	BugBootstrapRetryEveryStep Bug = "bootstrap-retry-every-step"
+	// BugStaleBootstrapEndpoint (#33789, fixed by PR #36029): decode caches what it
+	// learnt about a prefill bootstrap address and never invalidates it; after prefill
+	// restarts behind the same address every request times out.
+	BugStaleBootstrapEndpoint Bug = "stale-bootstrap-endpoint"
 )
 
 // BugInfo describes one bug of the zoo.
@@ -64,6 +68,8 @@ var Bugs = []BugInfo{
 		"aborted requests are orphaned in prefill's bootstrap queue forever"},
 	{BugBootstrapRetryEveryStep, "sgl-project/sglang PRs #19900, #20785", "decode",
 		"an unreachable prefill bootstrap server is retried, blocking, on every decode step; decode freezes"},
+	{BugStaleBootstrapEndpoint, "sgl-project/sglang#33789 (PR #36029)", "decode",
+		"after prefill restarts behind the same bootstrap address, decode keeps its dead cached endpoint"},
 	{BugAbortedPrefillGarbage, "sgl-project/sglang#30233", "decode",
 		"decode generates from stale KV after prefill aborted the request; 200 with wrong text"},
 }
