@@ -39,6 +39,7 @@ var zooCases = []zooCase{
 	{name: "aborted-prefill-garbage", assertion: reports.AssertConsistentOutputs},
 	{name: "bootstrap-retry-every-step", assertion: reports.AssertNoSilentDrops, stage: "decode-0: transfer"},
 	{name: "stale-bootstrap-endpoint", assertion: reports.AssertRecovery, stage: "decode-0: transfer"},
+	{name: "transferring-never-times-out", assertion: reports.AssertNoSilentDrops, stage: "decode-0: transfer"},
 }
 
 // zooParallel bounds the harness runs TestZoo has in flight (each starts a router, a
@@ -56,7 +57,8 @@ const (
 )
 
 // zooScenario writes the zoo scenario name as variant v into dir: zooNoBug drops every
-// --sglang-bug argument, zooStrict also switches the workers and the router to strict.
+// --sglang-bug argument, zooStrict also switches the workers and the router to strict
+// (and drops the flags only sglang semantics take).
 func zooScenario(t *testing.T, dir, name string, v zooVariant) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "..", "scenarios", scenarios.ZooDir, name+".yaml"))
@@ -71,7 +73,8 @@ func zooScenario(t *testing.T, dir, name string, v zooVariant) string {
 			var keep []any
 			for _, a := range list {
 				s := fmt.Sprint(a)
-				if strings.HasPrefix(s, "--sglang-bug") || (v == zooStrict && s == "--semantics=sglang") {
+				sglangOnly := s == "--semantics=sglang" || strings.HasPrefix(s, "--disaggregation-waiting-timeout")
+				if strings.HasPrefix(s, "--sglang-bug") || (v == zooStrict && sglangOnly) {
 					continue
 				}
 				keep = append(keep, a)

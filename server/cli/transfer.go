@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -100,6 +101,15 @@ func newTransfer(role engine.Role, b kernels.Backend, f *workerFlags, reg promet
 	case roleDecode:
 		if f.limits.Bug(scheduler.BugStaleBootstrapEndpoint) {
 			opts = append(opts, kvtransfer.WithStaleEndpoints(true))
+		}
+		if d := time.Duration(f.waitingTimeout); d > 0 && f.limits.Semantics == engine.SemanticsSGLang {
+			// SGLANG_DISAGGREGATION_WAITING_TIMEOUT bounds KVPoll.WaitingForInput and, since
+			// sglang PR #31800, KVPoll.Transferring (no frame for that long); the bug keeps
+			// Transferring unbounded, as before that PR.
+			opts = append(opts, kvtransfer.WithWaitingTimeout(d))
+			if !f.limits.Bug(scheduler.BugTransferringNeverTimesOut) {
+				opts = append(opts, kvtransfer.WithProgressTimeout(d))
+			}
 		}
 		t.receiver = kvtransfer.NewReceiver(b.KV(), opts...)
 	default:

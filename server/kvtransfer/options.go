@@ -67,6 +67,7 @@ type config struct {
 	// staleEndpoints keeps a dead connection to a prefill cached (the
 	// stale-bootstrap-endpoint bug, sgl-project/sglang#33789).
 	staleEndpoints    bool
+	waitingTimeout    time.Duration
 	dialTimeout       time.Duration
 	handshakeTimeout  time.Duration
 	frameTimeout      time.Duration
@@ -116,6 +117,11 @@ type Option func(*config)
 // that address, so later rooms are registered on it and time out waiting for
 // REGISTER_ACK, until the process restarts.
 func WithStaleEndpoints(on bool) Option { return func(c *config) { c.staleEndpoints = on } }
+
+// WithWaitingTimeout bounds, on a Receiver, the wait between REGISTER_ACK and the first
+// frame of a room (SGLang's KVPoll.WaitingForInput and its
+// SGLANG_DISAGGREGATION_WAITING_TIMEOUT). 0, the default, leaves that wait to the engine.
+func WithWaitingTimeout(d time.Duration) Option { return func(c *config) { c.waitingTimeout = d } }
 
 func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTimeout = d } }
 

@@ -306,7 +306,9 @@ func (r *Receiver) readLoop(c *rconn, l *link) error {
 			r.mu.Lock()
 			if t := c.rooms[h.Room]; t != nil && !t.acked {
 				t.acked = true
-				t.armLocked(0, "") // waiting for prefill's forward pass is the engine's bound
+				// Waiting for prefill's forward pass is the engine's bound, or (sglang
+				// semantics) SGLANG_DISAGGREGATION_WAITING_TIMEOUT's: WithWaitingTimeout.
+				t.armLocked(r.cfg.waitingTimeout, "first frame (waiting timeout)")
 			}
 			r.mu.Unlock()
 		case MsgPage:

@@ -44,6 +44,10 @@ const (
 	// learnt about a prefill bootstrap address and never invalidates it; after prefill
 	// restarts behind the same address every request times out.
 	BugStaleBootstrapEndpoint Bug = "stale-bootstrap-endpoint"
+	// BugTransferringNeverTimesOut (PR #31800): the decode waiting timeout
+	// (--disaggregation-waiting-timeout) applies only until the first KV frame; a
+	// receiver stuck in Transferring never times out and holds its slot and pages.
+	BugTransferringNeverTimesOut Bug = "transferring-never-times-out"
 )
 
 // BugInfo describes one bug of the zoo.
@@ -70,6 +74,8 @@ var Bugs = []BugInfo{
 		"an unreachable prefill bootstrap server is retried, blocking, on every decode step; decode freezes"},
 	{BugStaleBootstrapEndpoint, "sgl-project/sglang#33789 (PR #36029)", "decode",
 		"after prefill restarts behind the same bootstrap address, decode keeps its dead cached endpoint"},
+	{BugTransferringNeverTimesOut, "sgl-project/sglang PR #31800", "decode",
+		"a KV receiver stuck in Transferring never times out (the waiting timeout stops at the first frame)"},
 	{BugAbortedPrefillGarbage, "sgl-project/sglang#30233", "decode",
 		"decode generates from stale KV after prefill aborted the request; 200 with wrong text"},
 }
