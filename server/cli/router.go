@@ -154,7 +154,7 @@ func (f *routerFlags) workers() ([]router.Worker, []router.Worker, []router.Opti
 		router.WithHealthTimeout(time.Duration(f.healthTimeout)), router.WithMaxRetries(f.maxRetries), router.WithSeed(f.seed),
 		router.WithAbortOnUnhealthy(f.abortUnhealthy), router.WithSGLangBugs(f.bugs)}
 	switch scheduler.Semantics(f.semantics) {
-	case scheduler.SemanticsStrict, scheduler.SemanticsSGLang:
+	case "", scheduler.SemanticsStrict, scheduler.SemanticsSGLang: // "": strict
 	default:
 		bad("semantics", "%q is unknown (strict, sglang)", f.semantics)
 	}
