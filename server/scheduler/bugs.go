@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -123,7 +124,8 @@ func (s *BugSet) Set(v string) error {
 			continue
 		}
 		if _, err := LookupBug(name); err != nil {
-			return err
+			// A flag value's error is shown as is: no package prefix.
+			return errors.New(strings.TrimPrefix(err.Error(), "scheduler: "))
 		}
 		if !s.Has(Bug(name)) {
 			*s = append(*s, Bug(name))
