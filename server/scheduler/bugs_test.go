@@ -197,3 +197,27 @@ func TestAbortedPrefillGarbage(t *testing.T) {
 		})
 	}
 }
+
+// FuzzBugSetSet: whatever --sglang-bug is given, Set either refuses it or leaves a set
+// of known bugs without repeats, which String lists back.
+func FuzzBugSetSet(f *testing.F) {
+	for _, s := range []string{"decode-oom-requeue", "a,b", ",,", "abort-misses-queues, abort-storm-orphans", "decode-oom-requeue,decode-oom-requeue"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		var s BugSet
+		if err := s.Set(v); err != nil {
+			return
+		}
+		seen := map[Bug]bool{}
+		for _, b := range s {
+			_, err := LookupBug(string(b))
+			require.NoError(t, err)
+			require.False(t, seen[b], "%s twice", b)
+			seen[b] = true
+		}
+		var back BugSet
+		require.NoError(t, back.Set(s.String()))
+		require.Equal(t, s, back)
+	})
+}
