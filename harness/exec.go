@@ -98,7 +98,10 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 		Outcome: res.Outcome, Phase: res.Phase, Status: res.Status, Error: res.Err,
 		TTFT: res.TTFT().Seconds(), E2E: res.E2E().Seconds(), PromptTokens: res.PromptTokens,
 		PromptBytes: r.PromptBytes, CompletionTokens: res.CompletionTokens, Chunks: res.Chunks,
-		Bytes: res.Bytes, FinishReason: res.FinishReason}
+		Bytes: res.Bytes, FinishReason: res.FinishReason, Probe: r.Probe}
+	if r.Probe != "" {
+		ev.Text = res.Text
+	}
 	if len(res.ITL) > 0 {
 		ev.ITL = make([]float64, len(res.ITL))
 		for i, d := range res.ITL {

@@ -114,6 +114,10 @@ type Event struct {
 	Chunks           int     `json:"chunks,omitempty"`
 	Bytes            int64   `json:"bytes,omitempty"`
 	FinishReason     string  `json:"finish_reason,omitempty"`
+	// Probe names the probe prompt a request sent (probe workloads only), and Text is the
+	// text its answer carried: what consistent_outputs compares.
+	Probe string `json:"probe,omitempty"`
+	Text  string `json:"text,omitempty"`
 	// Lag is the harness's own scheduling lag (sent - scheduled) in seconds (sent events).
 	Lag float64 `json:"lag,omitempty"`
 	// ServerDebug is what the target's /debug/requests said about this request when the

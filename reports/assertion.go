@@ -15,10 +15,14 @@ const (
 	AssertValidResponses = "valid_responses" // no request ended invalid or truncated
 	AssertNoLeaks        = "no_leaks"        // the leak check after drain passed
 	AssertRecovery       = "recovery"        // success rate recovered after every fault
+	// AssertConsistentOutputs: every answer to a probe prompt (workload type probe) agrees
+	// with that probe's first answer; "consistent_outputs(N)" compares only the first N
+	// characters, tolerating later differences (GPU batching can change late tokens).
+	AssertConsistentOutputs = "consistent_outputs"
 )
 
 // Builtins lists the built-in assertion names.
-var Builtins = []string{AssertNoSilentDrops, AssertValidResponses, AssertNoLeaks, AssertRecovery}
+var Builtins = []string{AssertNoSilentDrops, AssertValidResponses, AssertNoLeaks, AssertRecovery, AssertConsistentOutputs}
 
 // Assertion is a parsed assertion: a built-in name, or a threshold expression
 // FUNC(ARG) OP VALUE where
@@ -34,6 +38,14 @@ type Assertion struct {
 	Arg   string  // ttft, itl, e2e, or an outcome / silent_drops
 	Op    string  // comparison operator
 	Value float64 // seconds for latencies, a fraction for rate, a count for count
+	// Prefix (consistent_outputs(N)) is how many leading characters of a probe's
+	// answers must agree; 0 compares whole answers.
+	Prefix int
+}
+
+// Consistent reports whether a is consistent_outputs, with or without a prefix.
+func (a Assertion) Consistent() bool {
+	return a.Func == "" && strings.HasPrefix(a.Name, AssertConsistentOutputs)
 }
 
 // Builtin reports whether a is a built-in name rather than a threshold expression.
@@ -92,6 +104,13 @@ func ParseAssertion(s string) (Assertion, error) {
 		if s == b {
 			return Assertion{Raw: raw, Name: b}, nil
 		}
+	}
+	if rest, ok := strings.CutPrefix(s, AssertConsistentOutputs+"("); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(rest, ")")))
+		if !strings.HasSuffix(rest, ")") || err != nil || n < 0 {
+			return Assertion{}, fmt.Errorf("reports: assertion %q: want %s(N), N the number of leading characters that must agree (≥ 0)", s, AssertConsistentOutputs)
+		}
+		return Assertion{Raw: raw, Name: fmt.Sprintf("%s(%d)", AssertConsistentOutputs, n), Prefix: n}, nil
 	}
 	open := strings.IndexByte(s, '(')
 	if open < 0 {

@@ -43,6 +43,7 @@ type Builder struct {
 	tl         timelineAcc
 	byWorkload map[string]*workloadStats
 	points     []TimePoint
+	probes     map[string][]probeAnswer // probe name -> ok answers, in ledger order
 }
 
 // workloadStats is one workload's share of the ledger (results.json's by_workload).
@@ -50,6 +51,11 @@ type workloadStats struct {
 	outcomes  map[ledger.Outcome]int
 	ttft, itl []float64
 	e2e       []float64
+}
+
+// probeAnswer is one successful answer to a probe prompt.
+type probeAnswer struct {
+	id, text string
 }
 
 type sample struct {
@@ -168,6 +174,12 @@ func (b *Builder) Add(e ledger.Event) {
 	case ledger.EventDone:
 		b.gpu.done(e)
 		b.addDone(e)
+		if e.Probe != "" && e.Outcome == ledger.OutcomeOK {
+			if b.probes == nil {
+				b.probes = map[string][]probeAnswer{}
+			}
+			b.probes[e.Probe] = append(b.probes[e.Probe], probeAnswer{id: e.RequestID, text: e.Text})
+		}
 	case ledger.EventSample:
 		if e.Source == ledger.GPUSource || len(e.GPUs) > 0 {
 			b.gpu.sample(e)
@@ -463,6 +475,8 @@ func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 		return StateFail, firstNonEmpty(b.leak.Detail, "gauges did not return to idle after drain") + formatMetrics(b.leak.Metrics)
 	case a.Name == AssertRecovery:
 		return b.recoveryVerdict(r.Faults)
+	case a.Consistent():
+		return b.consistency(a.Prefix)
 	case latencyFuncs[a.Func]:
 		p := map[string]Percentiles{"ttft": r.TTFT, "itl": r.ITL, "e2e": r.E2E}[a.Arg]
 		if p.Count == 0 {
@@ -705,4 +719,58 @@ func round(x float64) float64 { return math.Round(x*1e6) / 1e6 }
 
 func fmtSeconds(s float64) string {
 	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
+}
+
+// consistency judges consistent_outputs: each probe's ok answers against its first,
+// compared on their first prefix characters (0: whole answers).
+func (b *Builder) consistency(prefix int) (State, string) {
+	if len(b.probes) == 0 {
+		return StateNotEvaluated, "no probe prompt was answered (a probe workload sends them)"
+	}
+	names := make([]string, 0, len(b.probes))
+	for n := range b.probes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	cut := func(s string) string {
+		if prefix <= 0 {
+			return s
+		}
+		r := []rune(s)
+		return string(r[:min(prefix, len(r))])
+	}
+	answers, bad := 0, []string{}
+	for _, n := range names {
+		as := b.probes[n]
+		answers += len(as)
+		want := cut(as[0].text)
+		for _, a := range as[1:] {
+			if got := cut(a.text); got != want {
+				bad = append(bad, fmt.Sprintf("%s answered %q, first answer (%s) %q", a.id, clip(got, 60), as[0].id, clip(want, 60)))
+			}
+		}
+	}
+	scope := "whole answers"
+	if prefix > 0 {
+		scope = fmt.Sprintf("first %d characters", prefix)
+	}
+	if len(bad) == 0 {
+		return StatePass, fmt.Sprintf("%s of %s agree with their first answer (%s)", plural(answers, "answer"), plural(len(names), "probe"), scope)
+	}
+	nbad, more := len(bad), ""
+	if len(bad) > 3 {
+		more = fmt.Sprintf("; and %d more", len(bad)-3)
+		bad = bad[:3]
+	}
+	return StateFail, fmt.Sprintf("%s of %s differ from the probe's first answer (%s): %s%s",
+		plural(nbad, "answer"), plural(answers, "answer"), scope, strings.Join(bad, "; "), more)
+}
+
+// clip shortens s to at most n runes.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
 }

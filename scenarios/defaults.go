@@ -101,6 +101,14 @@ func (sc *Scenario) workloadDefaults(i int) {
 	if w.PromptTokens == 0 && !sc.IsSet(p+".prompt_tokens") {
 		w.PromptTokens = DefaultPromptTokens
 	}
+	if w.Type == WorkloadProbe {
+		if w.Count == 0 && !sc.IsSet(p+".count") {
+			w.Count = 3
+		}
+		if w.Interval == 0 && !sc.IsSet(p+".interval") {
+			w.Interval = Duration(time.Second)
+		}
+	}
 	if w.Type == WorkloadAgents {
 		if w.Agents == 0 && !sc.IsSet(p+".agents") {
 			w.Agents = DefaultAgents

@@ -11,8 +11,16 @@ import (
 	"strings"
 )
 
-//go:embed *.yaml
+//go:embed *.yaml zoo/*.yaml
 var embedded embed.FS
+
+// ZooDir is the folder of the bug zoo: one scenario per upstream SGLang PD bug the
+// reference server reproduces (--sglang-bug). zoo/<bug>.yaml is named ZooPrefix+<bug>
+// ("zoo-decode-oom-requeue"); Load also takes "zoo/<bug>".
+const (
+	ZooDir    = "zoo"
+	ZooPrefix = "zoo-"
+)
 
 // ErrNotFound is returned (wrapped) by Load when a name is neither a file nor an
 // embedded scenario.
@@ -25,40 +33,56 @@ type Info struct {
 	Summary string // the first line of the header comment
 	// Expected is the verdict the header comment promises ("PASS", "FAIL"), if it says.
 	Expected string
+	// Upstream is the upstream report the scenario reproduces (its header's
+	// "Upstream:" line), e.g. "sgl-project/sglang#6857"; empty for most scenarios.
+	Upstream string
 }
 
 // List returns the embedded scenarios, sorted by name.
 func List() []Info {
-	ents, err := fs.ReadDir(embedded, ".")
-	if err != nil {
-		return nil
-	}
 	var out []Info
-	for _, e := range ents {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".yaml") {
-			continue
-		}
-		data, err := embedded.ReadFile(e.Name())
+	for _, dir := range []string{".", ZooDir} {
+		ents, err := fs.ReadDir(embedded, dir)
 		if err != nil {
 			continue
 		}
-		out = append(out, Info{Name: strings.TrimSuffix(e.Name(), ".yaml"), File: e.Name(),
-			Summary: headerSummary(data), Expected: headerExpected(data)})
+		for _, e := range ents {
+			if e.IsDir() || !strings.HasSuffix(e.Name(), ".yaml") {
+				continue
+			}
+			file := path.Join(dir, e.Name())
+			data, err := embedded.ReadFile(file)
+			if err != nil {
+				continue
+			}
+			name := strings.TrimSuffix(e.Name(), ".yaml")
+			if dir == ZooDir {
+				name = ZooPrefix + name
+			}
+			out = append(out, Info{Name: name, File: file,
+				Summary: headerSummary(data), Expected: headerExpected(data), Upstream: headerField(data, "Upstream:")})
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
-// Embedded returns the bytes of an embedded scenario by name ("smoke" or "smoke.yaml").
+// Embedded returns the bytes of an embedded scenario by name ("smoke" or "smoke.yaml";
+// a zoo scenario as "zoo/decode-oom-requeue").
 func Embedded(name string) ([]byte, bool) {
-	if strings.ContainsAny(name, "/\\") {
+	dir, file := ".", name
+	if rest, ok := strings.CutPrefix(file, ZooDir+"/"); ok {
+		dir, file = ZooDir, rest
+	} else if rest, ok := strings.CutPrefix(file, ZooPrefix); ok {
+		dir, file = ZooDir, rest
+	}
+	if file == "" || strings.ContainsAny(file, "/\\") {
 		return nil, false
 	}
-	file := name
 	if !strings.HasSuffix(file, ".yaml") {
 		file += ".yaml"
 	}
-	data, err := embedded.ReadFile(file)
+	data, err := embedded.ReadFile(path.Join(dir, file))
 	return data, err == nil
 }
 
@@ -77,6 +101,20 @@ func headerSummary(data []byte) string {
 			return rest
 		}
 		return line
+	}
+	return ""
+}
+
+// headerField returns the rest of the first header comment line holding key.
+func headerField(data []byte, key string) string {
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "#") {
+			break
+		}
+		if _, rest, ok := strings.Cut(line, key); ok {
+			return strings.TrimSpace(rest)
+		}
 	}
 	return ""
 }

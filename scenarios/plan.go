@@ -212,6 +212,11 @@ func expectedRequests(w Workload, window time.Duration) (int, bool) {
 		return w.Agents * w.Turns, false
 	case WorkloadBurst:
 		return w.Count, false
+	case WorkloadProbe:
+		if w.Interval <= 0 {
+			return 0, true
+		}
+		return w.Count * int(1+window/w.Interval.D()), false
 	case WorkloadOpenLoop:
 		if w.Pacer == nil {
 			return 0, false
@@ -272,6 +277,8 @@ func describeWorkload(w Workload, ww WorkloadWindow) string {
 		}
 	case WorkloadBurst:
 		s = fmt.Sprintf("burst: %s at once", plural(w.Count, "request"))
+	case WorkloadProbe:
+		s = fmt.Sprintf("probe: %s every %s, greedy", plural(w.Count, "prompt"), w.Interval)
 	}
 	s += fmt.Sprintf(", %s %s, max_tokens %d", w.Endpoint, stream, w.MaxTokens)
 	if !ww.Open {

@@ -176,6 +176,9 @@ const (
 	WorkloadAgents   = "agents"
 	WorkloadOpenLoop = "open_loop"
 	WorkloadBurst    = "burst"
+	// WorkloadProbe sends the same few greedy (temperature 0) prompts every interval;
+	// the consistent_outputs assertion compares each probe's answers.
+	WorkloadProbe = "probe"
 )
 
 // Endpoints.
@@ -196,7 +199,7 @@ const (
 type Workload struct {
 	// Name identifies the workload in events and fault targets. Default "<type>-<index>".
 	Name string `yaml:"name" json:"name"`
-	// Type is agents, open_loop or burst.
+	// Type is agents, open_loop, burst or probe.
 	Type string `yaml:"type" json:"type"`
 	// Endpoint is chat (default) or completions.
 	Endpoint string `yaml:"endpoint" json:"endpoint"`
@@ -233,8 +236,11 @@ type Workload struct {
 	// MaxInFlight caps concurrent requests of an open_loop workload (0: unbounded up to
 	// the harness's limit).
 	MaxInFlight int `yaml:"max_in_flight" json:"max_in_flight,omitempty"`
-	// Count is the number of requests (burst; also an optional cap for open_loop).
+	// Count is the number of requests (burst; also an optional cap for open_loop), or
+	// of distinct probe prompts (probe, default 3).
 	Count int `yaml:"count" json:"count,omitempty"`
+	// Interval is the time between two rounds of probe prompts (probe). Default 1s.
+	Interval Duration `yaml:"interval" json:"interval,omitempty"`
 
 	// Start is the offset from the start of load. Default 0.
 	Start Duration `yaml:"start" json:"start,omitempty"`

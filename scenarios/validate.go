@@ -378,6 +378,8 @@ func (v *validator) checkAssertions() {
 		}
 		seen[pa.Name] = true
 		switch {
+		case pa.Consistent() && !sc.hasProbe():
+			v.add(p, "%s cannot be evaluated: no workload of type probe sends the probe prompts; add one, or remove it", pa.Name)
 		case pa.Name == reports.AssertNoLeaks && !sc.HasMetrics():
 			v.add(p, "no_leaks cannot be evaluated: an external target has no metrics endpoint unless target.metrics_url (or --metrics-url) names one; set it, or remove no_leaks")
 		case pa.Name == reports.AssertRecovery && len(sc.specFaults()) == 0:
@@ -438,11 +440,11 @@ func (v *validator) checkWorkload(i int, w Workload, names map[string]bool) {
 	}
 	names[w.Name] = true
 	switch w.Type {
-	case WorkloadAgents, WorkloadOpenLoop, WorkloadBurst:
+	case WorkloadAgents, WorkloadOpenLoop, WorkloadBurst, WorkloadProbe:
 	case "":
-		v.add(p+".type", "must be set: agents, open_loop or burst")
+		v.add(p+".type", "must be set: agents, open_loop, burst or probe")
 	default:
-		v.add(p+".type", "must be agents, open_loop or burst, got %q", w.Type)
+		v.add(p+".type", "must be agents, open_loop, burst or probe, got %q", w.Type)
 	}
 	switch w.Endpoint {
 	case EndpointChat, EndpointCompletions:
@@ -476,6 +478,16 @@ func (v *validator) checkWorkload(i int, w Workload, names map[string]bool) {
 		} else if w.Count > 100000 {
 			v.add(p+".count", "must be ≤ 100000")
 		}
+	case WorkloadProbe:
+		if w.Count < 1 || w.Count > 100 {
+			v.add(p+".count", "must be in [1, 100] (distinct probe prompts)")
+		}
+		if w.Interval <= 0 {
+			v.add(p+".interval", "must be > 0")
+		}
+		if w.Temperature != 0 {
+			v.add(p+".temperature", "must be 0: probes are greedy, so a correct server answers each the same way")
+		}
 	}
 	v.checkWorkloadWindow(p, w)
 }
@@ -493,6 +505,7 @@ func (v *validator) checkWorkloadFields(p string, w Workload) {
 	}
 	only("pacer", WorkloadOpenLoop)
 	only("max_in_flight", WorkloadOpenLoop)
+	only("interval", WorkloadProbe)
 	if w.Type == WorkloadAgents && v.sc.IsSet(p+".count") {
 		v.add(p+".count", "only applies to types burst and open_loop")
 	}
@@ -669,4 +682,14 @@ func describeTargets(topo Topology, kind TargetKind) string {
 		return "this topology has no " + kind.String() + " targets"
 	}
 	return "valid targets: " + strings.Join(names, ", ")
+}
+
+// hasProbe reports whether a workload sends probe prompts (consistent_outputs).
+func (sc *Scenario) hasProbe() bool {
+	for _, w := range sc.Workloads {
+		if w.Type == WorkloadProbe {
+			return true
+		}
+	}
+	return false
 }

@@ -160,9 +160,13 @@ func (a *app) listCommand() *cobra.Command {
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tEXPECTED\tWHAT IT SHOWS")
+			fmt.Fprintln(tw, "NAME\tEXPECTED\tUPSTREAM\tWHAT IT SHOWS")
 			for _, i := range scenarios.List() {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", i.Name, i.Expected, i.Summary)
+				up := i.Upstream
+				if up == "" {
+					up = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", i.Name, i.Expected, up, i.Summary)
 			}
 			return tw.Flush()
 		},

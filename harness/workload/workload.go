@@ -22,6 +22,9 @@ type Req struct {
 	Turn     int // 1-based (agents), 0 otherwise
 	// PromptBytes is the size of the prompt text (all messages, or the prompt).
 	PromptBytes int
+	// Probe names the probe prompt (probe workloads): its answers are recorded and
+	// compared by consistent_outputs.
+	Probe string
 }
 
 // Sender runs one request to its end and returns its result, for every request. The
@@ -149,6 +152,8 @@ func New(sc *scenarios.Scenario, i int, opts ...Option) (Workload, error) {
 		return &OpenLoop{Common: c, Pacer: p}, nil
 	case scenarios.WorkloadBurst:
 		return &Burst{Common: c}, nil
+	case scenarios.WorkloadProbe:
+		return &Probe{Common: c}, nil
 	}
 	return nil, fmt.Errorf("workload: unknown type %q", spec.Type)
 }

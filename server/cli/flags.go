@@ -64,6 +64,7 @@ type workerFlags struct {
 	logFormat            string
 	enableFaultInjection bool
 	faultTokenFile       string
+	waitingTimeout       secondsValue
 
 	// faultToken is resolved by validate from faultTokenFile or FaultTokenEnv; never
 	// log it.
@@ -130,6 +131,9 @@ func (f *workerFlags) register(fs *pflag.FlagSet, bootstrap bool) {
 	fs.Var(&f.shutdownGrace, "shutdown-grace", "on SIGINT/SIGTERM, how long in-flight requests may finish before they are aborted")
 	fs.Var((*semanticsValue)(&l.Semantics), "semantics", "strict (every invariant) or sglang (SGLang's PD behaviour)")
 	fs.IntVar(&l.DecodeLogInterval, "decode-log-interval", l.DecodeLogInterval, "decode steps between gauge refreshes of a decode worker in sglang semantics")
+	fs.Var(&f.waitingTimeout, "disaggregation-waiting-timeout", "sglang semantics, decode: SGLANG_DISAGGREGATION_WAITING_TIMEOUT, the bound on a KV transfer waiting for its first frame and (unless --sglang-bug=transferring-never-times-out) between frames (0: off)")
+	fs.IntVar(&l.ReservedDecodeTokens, "num-reserved-decode-tokens", l.ReservedDecodeTokens, "SGLANG_NUM_RESERVED_DECODE_TOKENS: KV headroom the sglang decode prealloc keeps per request")
+	fs.Var(&l.SGLangBugs, "sglang-bug", "reproduce an upstream SGLang PD bug (repeatable; needs --semantics sglang; see `pdserver` docs and scenarios/zoo)")
 	durationVar(fs, &l.RetryAfter, "retry-after", "Retry-After hint sent with 503 overload refusals (seconds or duration)")
 	if bootstrap {
 		fs.IntVar(&f.bootstrapPort, "disaggregation-bootstrap-port", f.bootstrapPort, "port of the KV bootstrap server decode workers dial (0 picks a free one)")
@@ -172,6 +176,11 @@ func (f *workerFlags) validate() error {
 	errs = append(errs, flagErrors(f.limits.Validate())...)
 	if f.shutdownGrace < 0 {
 		bad("--shutdown-grace", "must be >= 0 (got %s)", time.Duration(f.shutdownGrace))
+	}
+	if f.waitingTimeout < 0 {
+		bad("--disaggregation-waiting-timeout", "must be >= 0 (got %s)", time.Duration(f.waitingTimeout))
+	} else if f.waitingTimeout > 0 && f.limits.Semantics != engine.SemanticsSGLang {
+		bad("--disaggregation-waiting-timeout", "applies to --semantics sglang only (strict bounds transfers with --transfer-timeout)")
 	}
 	if f.bootstrapPort < 0 || f.bootstrapPort > 65535 {
 		bad("--disaggregation-bootstrap-port", "must be in [0, 65535] (got %d)", f.bootstrapPort)

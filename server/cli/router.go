@@ -20,6 +20,7 @@ import (
 
 	"pdsoak/server/api"
 	"pdsoak/server/router"
+	"pdsoak/server/scheduler"
 )
 
 func init() { extraCommands = append(extraCommands, newRouterCommand) }
@@ -43,6 +44,8 @@ type routerFlags struct {
 	shutdownGrace  secondsValue
 	logLevel       string
 	logFormat      string
+	semantics      string
+	bugs           scheduler.BugSet
 }
 
 func newRouterCommand() *cobra.Command {
@@ -87,6 +90,9 @@ The model name and context length are read from the first decode worker's /serve
 	fs.Var(&f.shutdownGrace, "shutdown-grace", "on SIGINT/SIGTERM, how long in-flight requests may finish before they are aborted")
 	fs.StringVar(&f.logLevel, "log-level", f.logLevel, "debug|info|warn|error")
 	fs.StringVar(&f.logFormat, "log-format", f.logFormat, "text|json")
+	fs.StringVar(&f.semantics, "semantics", string(scheduler.SemanticsStrict), "strict or sglang; sglang only allows --sglang-bug")
+	fs.Var(&f.bugs, "sglang-bug", "reproduce an upstream SGLang router bug (repeatable; needs --semantics sglang): "+
+		string(scheduler.BugPrefillFailNoDecodeAbort)+", "+string(scheduler.BugDecodeOnlyWhenPrefillDown))
 	return cmd
 }
 
@@ -146,7 +152,20 @@ func (f *routerFlags) workers() ([]router.Worker, []router.Worker, []router.Opti
 	}
 	opts := []router.Option{router.WithHealthInterval(time.Duration(f.healthInterval)),
 		router.WithHealthTimeout(time.Duration(f.healthTimeout)), router.WithMaxRetries(f.maxRetries), router.WithSeed(f.seed),
-		router.WithAbortOnUnhealthy(f.abortUnhealthy)}
+		router.WithAbortOnUnhealthy(f.abortUnhealthy), router.WithSGLangBugs(f.bugs)}
+	switch scheduler.Semantics(f.semantics) {
+	case "", scheduler.SemanticsStrict, scheduler.SemanticsSGLang: // "": strict
+	default:
+		bad("semantics", "%q is unknown (strict, sglang)", f.semantics)
+	}
+	if len(f.bugs) > 0 && scheduler.Semantics(f.semantics) != scheduler.SemanticsSGLang {
+		bad("sglang-bug", "needs --semantics sglang (got %s)", f.semantics)
+	}
+	for _, b := range f.bugs {
+		if info, _ := scheduler.LookupBug(string(b)); info.Role != "router" {
+			bad("sglang-bug", "%s is a worker bug (%s); give it to the workers", b, info.Role)
+		}
+	}
 	for _, l := range f.kvLinks {
 		p, d, addr, err := parseKVLink(l)
 		if err == nil && (p >= len(ps) || d >= len(ds)) {

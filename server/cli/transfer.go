@@ -8,6 +8,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -15,6 +16,7 @@ import (
 	"pdsoak/server/engine"
 	"pdsoak/server/gen"
 	"pdsoak/server/kvtransfer"
+	"pdsoak/server/scheduler"
 )
 
 // kvTransfer adapts server/kvtransfer (a Sender on prefill, a Receiver on decode) to the
@@ -97,6 +99,18 @@ func newTransfer(role engine.Role, b kernels.Backend, f *workerFlags, reg promet
 		}
 		t.bootstrapAddr = t.sender.Addr()
 	case roleDecode:
+		if f.limits.Bug(scheduler.BugStaleBootstrapEndpoint) {
+			opts = append(opts, kvtransfer.WithStaleEndpoints(true))
+		}
+		if d := time.Duration(f.waitingTimeout); d > 0 && f.limits.Semantics == engine.SemanticsSGLang {
+			// SGLANG_DISAGGREGATION_WAITING_TIMEOUT bounds KVPoll.WaitingForInput and, since
+			// sglang PR #31800, KVPoll.Transferring (no frame for that long); the bug keeps
+			// Transferring unbounded, as before that PR.
+			opts = append(opts, kvtransfer.WithWaitingTimeout(d))
+			if !f.limits.Bug(scheduler.BugTransferringNeverTimesOut) {
+				opts = append(opts, kvtransfer.WithProgressTimeout(d))
+			}
+		}
 		t.receiver = kvtransfer.NewReceiver(b.KV(), opts...)
 	default:
 		return nil, fmt.Errorf("cli: no KV transfer for role %q", role)

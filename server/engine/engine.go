@@ -35,9 +35,12 @@ type Engine struct {
 	xfer  Transfer
 
 	// Loop-owned.
-	sched        *scheduler.Scheduler
-	streams      map[uint64]*stream
-	behind       map[uint64]*stream // streams with tokens their channel had no room for
+	sched   *scheduler.Scheduler
+	streams map[uint64]*stream
+	behind  map[uint64]*stream // streams with tokens their channel had no room for
+	// pendingBoot are transfers waiting for their bootstrap server to answer
+	// (scheduler.BugBootstrapRetryEveryStep only).
+	pendingBoot  []scheduler.Transfer
 	draining     bool
 	lastThruAt   time.Time
 	lastThruToks uint64

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"slices"
 	"time"
 
 	"pdsoak/server/failpoint"
@@ -93,6 +95,7 @@ func (e *Engine) loop() {
 			return
 		default:
 		}
+		e.retryBootstrap()
 		e.sched.Tick(now)
 		rd := e.sched.Ready(now)
 		e.apply(now, rd)
@@ -199,8 +202,13 @@ func (e *Engine) apply(now time.Time, rd scheduler.Ready) {
 	// Cancels first: a transfer must stop touching pages before they are reused.
 	for _, c := range rd.Cancels {
 		e.xfer.Cancel(c.Room)
+		e.dropPendingBoot(c.Room)
 	}
 	for _, t := range rd.Transfers {
+		if e.cfg.Bug(scheduler.BugBootstrapRetryEveryStep) {
+			e.pendingBoot = append(e.pendingBoot, t) // retryBootstrap starts it
+			continue
+		}
 		e.xfer.StartReceive(t.Room, t.Addr, t.Pages, t.NumTokens)
 	}
 	for _, s := range rd.Sends {
@@ -417,4 +425,62 @@ func (e *Engine) waitUntil(deadline time.Time) {
 			return
 		}
 	}
+}
+
+// Bootstrap retries of scheduler.BugBootstrapRetryEveryStep: attempts per address per
+// loop iteration, the pause between them and the bound of one dial. Upstream: 20 tries
+// 1 s apart inside ensure_parallel_info, on the scheduler thread.
+const (
+	bootRetryAttempts = 3
+	bootRetryPause    = 300 * time.Millisecond
+	bootDialTimeout   = 300 * time.Millisecond
+)
+
+// retryBootstrap (BugBootstrapRetryEveryStep, sgl-project/sglang PRs #19900 and #20785)
+// checks, on the loop goroutine and blocking it, that the bootstrap server of every
+// pending transfer answers, retrying a few times; a transfer whose server answers starts,
+// the others stay pending and are tried again on the next iteration. An unreachable
+// prefill bootstrap server thus stalls every step of this decode worker, for everyone.
+func (e *Engine) retryBootstrap() {
+	if len(e.pendingBoot) == 0 {
+		return
+	}
+	up := map[string]bool{}
+	keep := e.pendingBoot[:0]
+	for _, t := range e.pendingBoot {
+		ok, seen := up[t.Addr]
+		if !seen {
+			ok = dialable(t.Addr)
+			up[t.Addr] = ok
+			if !ok {
+				e.log.Warn("bootstrap server unreachable; retrying on the next step (sglang#19900 reproduced)", "addr", t.Addr)
+			}
+		}
+		if ok {
+			e.xfer.StartReceive(t.Room, t.Addr, t.Pages, t.NumTokens)
+			continue
+		}
+		keep = append(keep, t)
+	}
+	e.pendingBoot = keep
+}
+
+// dialable tries to open a TCP connection to addr, bootRetryAttempts times.
+func dialable(addr string) bool {
+	for i := 0; i < bootRetryAttempts; i++ {
+		if i > 0 {
+			time.Sleep(bootRetryPause) // the bug: the scheduler thread sleeps between tries
+		}
+		c, err := net.DialTimeout("tcp", addr, bootDialTimeout)
+		if err == nil {
+			_ = c.Close()
+			return true
+		}
+	}
+	return false
+}
+
+// dropPendingBoot forgets a pending transfer of room (its request ended).
+func (e *Engine) dropPendingBoot(room uint64) {
+	e.pendingBoot = slices.DeleteFunc(e.pendingBoot, func(t scheduler.Transfer) bool { return t.Room == room })
 }

@@ -64,6 +64,10 @@ const (
 )
 
 type config struct {
+	// staleEndpoints keeps a dead connection to a prefill cached (the
+	// stale-bootstrap-endpoint bug, sgl-project/sglang#33789).
+	staleEndpoints    bool
+	waitingTimeout    time.Duration
 	dialTimeout       time.Duration
 	handshakeTimeout  time.Duration
 	frameTimeout      time.Duration
@@ -108,6 +112,17 @@ func newConfig(opts []Option) config {
 type Option func(*config)
 
 // WithDialTimeout bounds the dial (receiver).
+// WithStaleEndpoints reproduces sgl-project/sglang#33789 on a Receiver: once its
+// connection to a prefill bootstrap address dies, the dead connection stays cached for
+// that address, so later rooms are registered on it and time out waiting for
+// REGISTER_ACK, until the process restarts.
+func WithStaleEndpoints(on bool) Option { return func(c *config) { c.staleEndpoints = on } }
+
+// WithWaitingTimeout bounds, on a Receiver, the wait between REGISTER_ACK and the first
+// frame of a room (SGLang's KVPoll.WaitingForInput and its
+// SGLANG_DISAGGREGATION_WAITING_TIMEOUT). 0, the default, leaves that wait to the engine.
+func WithWaitingTimeout(d time.Duration) Option { return func(c *config) { c.waitingTimeout = d } }
+
 func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTimeout = d } }
 
 // WithHandshakeTimeout bounds HELLO and REGISTER round trips (receiver).

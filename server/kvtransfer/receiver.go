@@ -232,8 +232,8 @@ func (r *Receiver) run(c *rconn) {
 		l.kill(err)
 	}
 	r.mu.Lock()
-	if r.conns[c.addr] == c {
-		delete(r.conns, c.addr)
+	if r.conns[c.addr] == c && (!r.cfg.staleEndpoints || c.l == nil) {
+		delete(r.conns, c.addr) // staleEndpoints: a connection that once worked stays
 	}
 	rooms := make([]*Transfer, 0, len(c.rooms))
 	for _, t := range c.rooms {
@@ -306,7 +306,9 @@ func (r *Receiver) readLoop(c *rconn, l *link) error {
 			r.mu.Lock()
 			if t := c.rooms[h.Room]; t != nil && !t.acked {
 				t.acked = true
-				t.armLocked(0, "") // waiting for prefill's forward pass is the engine's bound
+				// Waiting for prefill's forward pass is the engine's bound, or (sglang
+				// semantics) SGLANG_DISAGGREGATION_WAITING_TIMEOUT's: WithWaitingTimeout.
+				t.armLocked(r.cfg.waitingTimeout, "first frame (waiting timeout)")
 			}
 			r.mu.Unlock()
 		case MsgPage:

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"pdsoak/server/gen"
+	"pdsoak/server/scheduler"
 )
 
 // Defaults of the Router options.
@@ -102,6 +103,13 @@ func WithKVLink(prefillURL, decodeURL, addr string) Option {
 	return func(r *Router) { r.kvLinks[[2]string{prefillURL, decodeURL}] = addr }
 }
 
+// WithSGLangBugs switches on the router's reproductions of upstream SGLang router bugs
+// (scheduler.BugPrefillFailNoDecodeAbort, scheduler.BugDecodeOnlyWhenPrefillDown); the
+// CLI allows them only with --semantics sglang.
+func WithSGLangBugs(b scheduler.BugSet) Option {
+	return func(r *Router) { r.bugs = append(scheduler.BugSet(nil), b...) }
+}
+
 // Router is a gen.Generator and gen.Inspector that serves each request with a prefill
 // and a decode worker. Start it before use; Close it when done.
 type Router struct {
@@ -112,6 +120,7 @@ type Router struct {
 	client                                       *http.Client
 	log                                          *slog.Logger
 	kvLinks                                      map[[2]string]string
+	bugs                                         scheduler.BugSet
 
 	prefill, decode []*worker
 
@@ -380,7 +389,9 @@ func (r *Router) Healthy() error {
 		}
 		return false
 	}
-	if !up(r.prefill, true) || !up(r.decode, false) {
+	// BugDecodeOnlyWhenPrefillDown: a healthy decode is enough to take the request.
+	prefillUp := up(r.prefill, true) || r.bugs.Has(scheduler.BugDecodeOnlyWhenPrefillDown)
+	if !prefillUp || !up(r.decode, false) {
 		return fmt.Errorf("router: no healthy prefill/decode pair (%s): %w", r.describe(), gen.ErrUnavailable)
 	}
 	return nil
@@ -412,6 +423,16 @@ func (r *Router) pick(exclude map[*worker]bool) (*worker, *worker, error) {
 		return cands[r.rng.IntN(len(cands))]
 	}
 	p, d := best(r.prefill, true), best(r.decode, false)
+	if p == nil && d != nil && r.bugs.Has(scheduler.BugDecodeOnlyWhenPrefillDown) {
+		// sglang#31206: with the prefill's circuit open the request still goes out,
+		// decode-only (attempt sends no prefill leg to an unhealthy prefill).
+		for _, w := range r.prefill {
+			if !exclude[w] && w.bootstrap() != "" {
+				p = w
+				break
+			}
+		}
+	}
 	if p == nil || d == nil {
 		return nil, nil, fmt.Errorf("router: no healthy prefill/decode pair (%s): %w", r.describe(), gen.ErrUnavailable)
 	}
@@ -591,13 +612,20 @@ func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p,
 
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	legs := r.sendLegs(actx, p, d, body, req.ID)
+	decodeOnly := r.bugs.Has(scheduler.BugDecodeOnlyWhenPrefillDown) && !p.healthy.Load()
+	if decodeOnly {
+		log.Warn("router: prefill unhealthy; sending the decode leg alone (sglang#31206 reproduced)")
+	}
+	legs := r.sendLegs(actx, p, d, body, req.ID, decodeOnly)
 	defer legs.wait() // after cancel (deferred later, runs first): both legs are gone
 	defer cancel()
 
 	rl := &relay{r: r, ctx: ctx, cancel: cancel, st: st, p: p, d: d, out: out, log: log, legs: legs}
 	if r.abortOnUnhealthy {
 		rl.pDown, rl.dDown = p.downCh(), d.downCh()
+	}
+	if decodeOnly {
+		rl.pDown = nil // no prefill leg to fail
 	}
 	return rl.run()
 }
@@ -650,13 +678,16 @@ type legs struct {
 
 // sendLegs starts the prefill and the decode leg on ctx; cancel ctx, then wait, to end
 // them.
-func (r *Router) sendLegs(ctx context.Context, p, d *worker, body []byte, rid string) *legs {
+func (r *Router) sendLegs(ctx context.Context, p, d *worker, body []byte, rid string, decodeOnly bool) *legs {
 	l := &legs{prefillDone: make(chan leg, 1), chunks: make(chan decodeChunk)}
-	l.wg.Add(2)
-	go func() {
-		defer l.wg.Done()
-		l.prefillDone <- r.runLeg(ctx, p, body, rid, func(gen.WorkerChunk) error { return nil })
-	}()
+	if !decodeOnly { // decodeOnly (BugDecodeOnlyWhenPrefillDown): prefillDone never fires
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			l.prefillDone <- r.runLeg(ctx, p, body, rid, func(gen.WorkerChunk) error { return nil })
+		}()
+	}
+	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
 		end := r.runLeg(ctx, d, body, rid, func(c gen.WorkerChunk) error {
@@ -738,6 +769,12 @@ func (rl *relay) fail(w *worker, l leg) result {
 func (rl *relay) prefillEnded(l leg) (result, bool) {
 	rl.prefillDone = nil
 	rl.pDown = nil // prefill's part is over; its health no longer matters here
+	if l.err != nil && !rl.kvArrived && rl.r.bugs.Has(scheduler.BugPrefillFailNoDecodeAbort) {
+		// sglang#9726: the router only waits for the decode leg; a failed prefill leg is
+		// drained in the background and the decode leg is left to wait for its KV.
+		rl.log.Warn("router: prefill leg failed; decode leg left running (sglang#9726 reproduced)", "err", l.err)
+		return result{}, false
+	}
 	if l.err != nil && !rl.kvArrived {
 		rl.cancel() // the decode leg cannot complete without its KV
 		return rl.fail(rl.p, l), true

@@ -43,4 +43,9 @@
 // first request that does not fit and admits nothing while a request is retracted, no
 // prealloc or transfer bound, a busy-only watchdog, optimistic health and decode gauges
 // refreshed only every DecodeLogInterval decode steps.
+//
+// On top of SemanticsSGLang, Limits.SGLangBugs (--sglang-bug) switches on reproductions
+// of upstream SGLang PD bugs, one Bug each (bugs.go lists them with their upstream
+// reference; scenarios/zoo runs each). The scheduler carries those whose mechanism lives
+// in its queues; the router, the engine loop and the KV receiver carry the others.
 package scheduler

@@ -70,6 +70,10 @@ type Limits struct {
 	// DecodeLogInterval (--decode-log-interval) is how many decode steps pass between
 	// gauge refreshes of a decode worker in SGLang semantics.
 	DecodeLogInterval int
+
+	// SGLangBugs (--sglang-bug) switch on reproductions of upstream SGLang PD bugs (see
+	// Bug); valid only with SemanticsSGLang.
+	SGLangBugs BugSet
 }
 
 // DefaultLimits are a worker's limits when no flag changes them.
@@ -150,8 +154,12 @@ func (l Limits) Validate() error {
 	if l.DecodeLogInterval < 0 {
 		bad("--decode-log-interval", "must be >= 0 (got %d)", l.DecodeLogInterval)
 	}
+	errs = append(errs, l.SGLangBugs.validate(l.Semantics)...)
 	return errors.Join(errs...)
 }
+
+// Bug reports whether the upstream bug b is switched on (only ever in SGLang semantics).
+func (l Limits) Bug(b Bug) bool { return l.Semantics == SemanticsSGLang && l.SGLangBugs.Has(b) }
 
 // Bounds are the timeouts in force once the semantics' defaults are applied; 0 means no
 // bound.

@@ -120,6 +120,13 @@ func (s *Scheduler) growRunning(now time.Time) {
 func (s *Scheduler) retract(now time.Time, r *request) {
 	s.release(r)
 	s.out.Retracted = append(s.out.Retracted, r.seq)
+	if s.cfg.Role == RoleDecode && s.cfg.Bug(BugDecodeOOMRequeue) {
+		// sglang#6857: the retracted request goes back to the prealloc queue with its
+		// transfer still marked done (transferStarted), and preallocate skips requests
+		// not waiting for input: it is never popped again.
+		s.moveTo(now, r, StagePrealloc, false)
+		return
+	}
 	if s.cfg.Role == RoleDecode {
 		s.moveTo(now, r, StageRetracted, false)
 	} else {
@@ -193,15 +200,19 @@ func (s *Scheduler) preallocate(now time.Time) {
 		if len(s.retracted) > 0 {
 			return
 		}
-		for len(s.prealloc) > 0 {
-			r := s.prealloc[0]
+		for i := 0; i < len(s.prealloc); {
+			r := s.prealloc[i]
+			if r.transferStarted {
+				i++ // BugDecodeOOMRequeue only: not waiting for input, skipped (#6857)
+				continue
+			}
 			if len(s.running)+len(s.waiting)+len(s.transfer) >= s.cfg.MaxRunningRequests {
 				return
 			}
 			if r.nPrompt+s.cfg.ReservedDecodeTokens > s.allocatableTokens(true) || !s.alloc(r, r.nPrompt+1) {
 				return // head-of-line: the queue waits for its head
 			}
-			s.startTransfer(now, r)
+			s.startTransfer(now, r) // removes r from s.prealloc
 		}
 		return
 	}

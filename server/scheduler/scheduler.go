@@ -184,6 +184,8 @@ type request struct {
 	transferStarted bool
 	inBatch         bool
 	done            bool // finished while in the batch; pages freed at StepDone
+	// orphan: finished, but left in the bootstrap queue (BugAbortStormOrphans only).
+	orphan bool
 }
 
 func (r *request) output() int { return len(r.tokens) - r.nPrompt }
@@ -419,7 +421,10 @@ func (s *Scheduler) finish(now time.Time, r *request, reason string, err error) 
 		f.CompletionTokens = 0
 	}
 	s.out.Finished = append(s.out.Finished, f)
-	if err != nil && r.pd && (s.cfg.Role == RolePrefill || r.transferStarted) &&
+	// BugAbortMissesQueues: an abort that reaches a prefill request in the waiting queue
+	// pops it without telling the KV sender, so decode is never told either.
+	missed := s.cfg.Role == RolePrefill && s.cfg.Bug(BugAbortMissesQueues) && errors.Is(err, gen.ErrAborted)
+	if err != nil && !missed && r.pd && (s.cfg.Role == RolePrefill || r.transferStarted) &&
 		(r.stage == StageBootstrap || r.stage == StageWaiting || r.stage == StageForward || r.stage == StageInflight || r.stage == StageTransfer) {
 		s.out.Cancels = append(s.out.Cancels, Cancel{Seq: r.seq, ID: r.id, Room: r.room})
 	}
@@ -464,8 +469,31 @@ func (s *Scheduler) Abort(now time.Time, seq uint64, cause error) bool {
 	if cause == nil {
 		cause = fmt.Errorf("scheduler: aborted: %w", gen.ErrAborted)
 	}
+	if s.abortMissed(r) {
+		return true
+	}
 	s.finish(now, r, "", cause)
+	if s.cfg.Role == RolePrefill && r.stage == StageBootstrap && s.cfg.Bug(BugAbortStormOrphans) {
+		// sglang#26912: the aborted request is answered but stays in the bootstrap
+		// queue, never popped and never expired.
+		r.orphan = true
+		s.bootstrap = append(s.bootstrap, r)
+	}
 	return true
+}
+
+// abortMissed reports whether an abort does not reach r (BugAbortMissesQueues: before
+// sglang PR #8352, abort_request looked only at the waiting queue and the running
+// batch, not at the disaggregation queues). r then stays where it is, with its pages.
+func (s *Scheduler) abortMissed(r *request) bool {
+	if !s.cfg.Bug(BugAbortMissesQueues) {
+		return false
+	}
+	switch r.stage {
+	case StageBootstrap, StageInflight, StagePrealloc, StageTransfer:
+		return true
+	}
+	return false
 }
 
 // AbortAll ends every live request with cause (shutdown).
@@ -503,6 +531,12 @@ func (s *Scheduler) Received(now time.Time, room uint64, firstToken int, err err
 		return false
 	}
 	s.progress(now)
+	if err != nil && s.cfg.Bug(BugAbortedPrefillGarbage) {
+		// sglang#30233: prefill aborted the request, yet decode carries on as if its KV
+		// had arrived, from whatever its pages hold, with the prompt's last token as the
+		// "first token" prefill never sampled.
+		firstToken, err = r.tokens[r.nPrompt-1], nil
+	}
 	if err == nil && (firstToken < 0 || firstToken >= s.cfg.VocabSize) {
 		err = fmt.Errorf("first token %d outside the vocabulary", firstToken)
 	}
@@ -643,6 +677,9 @@ func (s *Scheduler) Tick(now time.Time) {
 	var expired []*request
 	var stages []Stage
 	for _, r := range s.liveInQueueOrder() {
+		if r.orphan {
+			continue // BugAbortStormOrphans: nothing ever looks at it again
+		}
 		if !r.deadline.IsZero() && !now.Before(r.deadline) {
 			// In a batch too (a stalled step): its pages are freed when the step ends.
 			expired, stages = append(expired, r), append(stages, StageTotal)
