@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -177,14 +176,13 @@ func TestHelpListsSGLangFlags(t *testing.T) {
 	}
 }
 
-func TestExtraCommands(t *testing.T) {
-	saved := extraCommands
-	defer func() { extraCommands = saved }()
-	extraCommands = append(extraCommands, func() *cobra.Command { return &cobra.Command{Use: "probe", Run: func(*cobra.Command, []string) {}} })
+func TestEveryCommandIsRegistered(t *testing.T) {
 	root := NewRootCommand()
-	c, _, err := root.Find([]string{"probe"})
-	require.NoError(t, err)
-	assert.Equal(t, "probe", c.Name())
+	for _, name := range []string{"colocated", "prefill", "decode", "router", "up", "sglang-server", "sglang-router"} {
+		c, _, err := root.Find([]string{name})
+		require.NoError(t, err, name)
+		assert.Equal(t, name, c.Name())
+	}
 }
 
 func TestSecondsValue(t *testing.T) {

@@ -1,6 +1,6 @@
 // Package cli is the pdserver command line: `colocated`, `prefill` and `decode` workers
-// sharing one flag set with SGLang's names, plus whatever other files of the package
-// register in extraCommands (router.go: `router`, up.go: `up`).
+// sharing one flag set with SGLang's names, the `router`, `up` (a local topology) and the
+// SGLang launch spellings `sglang-server` and `sglang-router`.
 //
 // A worker command binds the SGLang-named flags straight onto a scheduler.Limits and runs:
 //

@@ -14,14 +14,8 @@ import (
 	"pdsoak/version"
 )
 
-// extraCommands are added to the root command by other files of this package (router.go
-// and up.go register `router` and `up` from their init functions):
-//
-//	func init() { extraCommands = append(extraCommands, newRouterCommand) }
-var extraCommands []func() *cobra.Command
-
 // NewRootCommand returns the pdserver command: colocated, prefill and decode workers, plus
-// every command registered in extraCommands, shell completion and --version.
+// the router, `up`, the SGLang launch spellings, shell completion and --version.
 func NewRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "pdserver",
@@ -52,9 +46,7 @@ Exit codes: 0 clean stop, 1 failure, 2 bad command line.`,
 		return &UsageError{Err: fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
 	})
 	root.AddCommand(newWorkerCommand(roleColocated), newWorkerCommand(rolePrefill), newWorkerCommand(roleDecode))
-	for _, f := range extraCommands {
-		root.AddCommand(f())
-	}
+	root.AddCommand(newRouterCommand(), newUpCommand(), newSGLangServerCommand(), newSGLangRouterCommand())
 	return root
 }
 

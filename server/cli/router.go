@@ -23,8 +23,6 @@ import (
 	"pdsoak/server/scheduler"
 )
 
-func init() { extraCommands = append(extraCommands, newRouterCommand) }
-
 // routerFlags are the flags of `pdserver router`.
 type routerFlags struct {
 	host           string

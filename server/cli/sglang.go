@@ -24,9 +24,6 @@ import (
 // `python3 -m sglang_router.launch_router`'s, so one scenario pack launches either SGLang
 // on a GPU runner or the reference server on a laptop. Both translate their arguments
 // onto the worker and router commands and run those.
-func init() {
-	extraCommands = append(extraCommands, newSGLangServerCommand, newSGLangRouterCommand)
-}
 
 // PDSoakPrefix marks pdserver's own flags inside an SGLang command line:
 // --pdsoak-semantics sglang is --semantics sglang.

@@ -16,8 +16,6 @@ import (
 	"pdsoak/server/launcher"
 )
 
-func init() { extraCommands = append(extraCommands, newUpCommand) }
-
 // upOwnFlags are worker flags that `up` sets itself for every process.
 var upOwnFlags = map[string]bool{"host": true, "port": true, "disaggregation-bootstrap-port": true}
 
