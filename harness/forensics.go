@@ -12,6 +12,7 @@ import (
 	"pdsoak/harness/forensics"
 	"pdsoak/harness/target"
 	"pdsoak/ledger"
+	"pdsoak/reports"
 )
 
 // Bundle bounds of the runner (the forensics package's defaults bound each collector).
@@ -201,9 +202,9 @@ func (r *runner) gpuIdle() *bool {
 	return &idle
 }
 
-// failures lists why the run looks failed so far, for the end bundle: the runner's
-// errors, silent drops, responses the default assertions refuse, a drain that left
-// requests behind, a failed leak check. The verdict itself is the reports package's.
+// failures says why the run failed, by the verdict reports gives the ledger written so
+// far plus the run's own errors (run_end, which carries them, is not written yet); nil
+// when it passes. An unreadable ledger is a reason of its own.
 func (r *runner) failures(errs ...error) []string {
 	var why []string
 	for _, err := range errs {
@@ -211,17 +212,17 @@ func (r *runner) failures(errs ...error) []string {
 			why = append(why, err.Error())
 		}
 	}
-	out := r.exec.outcomes()
-	for _, o := range []ledger.Outcome{ledger.OutcomeStalled, ledger.OutcomeDeadlineExceeded, ledger.OutcomeInvalid, ledger.OutcomeTruncated} {
-		if n := out[o]; n > 0 {
-			why = append(why, fmt.Sprintf("%d %s", n, o))
+	if err := r.led.Flush(); err != nil {
+		return append(why, err.Error())
+	}
+	res, err := reports.ComputeFile(filepath.Join(r.opts.OutDir, ledger.EventsFile), ReportConfig(r.sc))
+	if err != nil {
+		return append(why, err.Error())
+	}
+	for _, a := range res.Assertions {
+		if a.State != reports.StatePass {
+			why = append(why, fmt.Sprintf("%s %s: %s", a.Name, a.State, a.Detail))
 		}
 	}
-	if r.drainFailed {
-		why = append(why, "requests still in flight after the drain")
-	}
-	if r.leakFailed {
-		why = append(why, "leak check failed")
-	}
-	return why
+	return append(why, res.InvalidReasons...)
 }

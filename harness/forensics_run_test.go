@@ -129,3 +129,38 @@ func TestGPUIdleFromLatestSample(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// The end-of-run bundle follows reports' verdict: a run that only misses a latency
+// threshold (no drop, nothing invalid) gets one, a passing run does not.
+func TestEndBundleFollowsTheVerdict(t *testing.T) {
+	bin := fakepd(t)
+	tests := []struct {
+		name       string
+		assertions string
+		wantEnd    bool
+	}{
+		{"passing run", "[no_silent_drops, valid_responses]", false},
+		{"a threshold fails", "[no_silent_drops, \"p50(e2e) < 1us\"]", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := parseScenario(t, embeddedYAML+"assertions: "+tt.assertions+"\n")
+			dir := t.TempDir()
+			require.NoError(t, Run(context.Background(), sc, Options{OutDir: dir, PDServerCommand: []string{bin}}))
+			var bundles []string
+			for _, ev := range eventsOf(readLedger(t, dir), ledger.EventNote) {
+				if ev.Source == "forensics" {
+					bundles = append(bundles, ev.Detail)
+				}
+			}
+			_, err := os.Stat(filepath.Join(dir, "forensics", "end", "MANIFEST.json"))
+			if tt.wantEnd {
+				assert.Equal(t, []string{filepath.Join("forensics", "end")}, bundles)
+				assert.NoError(t, err)
+			} else {
+				assert.Empty(t, bundles)
+				assert.True(t, os.IsNotExist(err), "no end bundle for a passing run: %v", err)
+			}
+		})
+	}
+}

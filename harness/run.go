@@ -150,8 +150,6 @@ type runner struct {
 	exec *executor
 	lag  *lagRecorder
 
-	// drain, checkLeaks: for the end-of-run forensics bundle
-	drainFailed, leakFailed bool
 	// lastGPU is the latest GPU sample (nil: none yet), for the wedge detector.
 	lastGPU *atomic.Pointer[[]ledger.GPU]
 }
@@ -467,7 +465,6 @@ func (r *runner) drain(ctx context.Context, ld *loadRun, cancelReqs context.Canc
 	if ctx.Err() != nil {
 		detail = "interrupted: " + detail
 	}
-	r.drainFailed = !drained
 	r.led.Emit(ledger.Event{Type: ledger.EventDrain, InFlight: int(left), Passed: ledger.Bool(drained), Detail: detail})
 }
 
@@ -504,7 +501,6 @@ func (r *runner) checkLeaks(ctx context.Context) {
 	ev.Detail, ev.Metrics = lr.detail, lr.residual
 	if !lr.skipped {
 		ev.Passed = ledger.Bool(lr.passed)
-		r.leakFailed = !lr.passed
 	}
 	r.led.Emit(ev)
 }

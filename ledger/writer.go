@@ -83,6 +83,19 @@ func (l *Writer) Emit(ev Event) {
 	}
 }
 
+// Flush writes what is buffered to the file, so a reader sees every event emitted so far.
+func (l *Writer) Flush() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.closed && l.err == nil {
+		l.err = l.w.Flush()
+	}
+	if l.err != nil {
+		return fmt.Errorf("ledger: %w", l.err)
+	}
+	return nil
+}
+
 // Close flushes and closes the file; later emits are dropped.
 func (l *Writer) Close() error {
 	l.mu.Lock()

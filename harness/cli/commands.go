@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"pdsoak/chaos"
+	"pdsoak/harness"
 	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
@@ -219,25 +220,6 @@ func (a *app) runCommand() *cobra.Command {
 	return cmd
 }
 
-// reportConfig is how the scenario's assertions are judged.
-func reportConfig(sc *scenarios.Scenario) reports.Config {
-	target := sc.Target.URL
-	if target == "" {
-		target = scenarios.Plan(sc).Target
-	}
-	return reports.Config{
-		Scenario:   sc.Name,
-		Seed:       sc.Seed,
-		Target:     target,
-		Assertions: sc.Assertions,
-		Recovery: reports.RecoveryConfig{
-			Window:    sc.Recovery.Window.D(),
-			Within:    sc.Recovery.Within.D(),
-			Threshold: sc.Recovery.Threshold,
-		},
-	}
-}
-
 func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes []string, outDir string, quiet bool, hist *historyFlags, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return &ExitError{Code: ExitInfra, Err: fmt.Errorf("harness: create output directory: %w", err)}
@@ -259,7 +241,7 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 
 	if !quiet {
 		fmt.Fprintf(stdout, "harness: running %s (seed %d) against %s for %s; output in %s\n",
-			sc.Name, sc.Seed, reportConfig(sc).Target, sc.Duration, outDir)
+			sc.Name, sc.Seed, harness.ReportConfig(sc).Target, sc.Duration, outDir)
 	}
 	// Notes travel through the ledger (the runner emits them after run_start) and are
 	// printed as their events go by, with the harness's own.

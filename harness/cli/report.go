@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"pdsoak/harness"
 	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
@@ -31,7 +32,7 @@ func writeResolved(dir string, sc *scenarios.Scenario) error {
 // computeResults judges dir/events.jsonl; a missing or unreadable ledger is an invalid
 // run (read reports false).
 func computeResults(dir string, sc *scenarios.Scenario) (res *reports.Results, read bool) {
-	cfg := reportConfig(sc)
+	cfg := harness.ReportConfig(sc)
 	res, err := reports.ComputeFile(filepath.Join(dir, ledger.EventsFile), cfg)
 	if err != nil {
 		res = reports.Compute(nil, cfg)
