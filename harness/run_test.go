@@ -188,7 +188,7 @@ func testScenario(url string, dur time.Duration, ws ...scenarios.Workload) *scen
 		Workloads: ws,
 		Deadlines: scenarios.Deadlines{Connect: scenarios.Duration(2 * time.Second), FirstToken: scenarios.Duration(1200 * time.Millisecond),
 			Stall: scenarios.Duration(500 * time.Millisecond), Total: scenarios.Duration(3 * time.Second)},
-		Drain:     scenarios.Drain{Timeout: scenarios.Duration(6 * time.Second), LeakTimeout: scenarios.Duration(2 * time.Second)},
+		Drain: scenarios.Drain{Timeout: scenarios.Duration(6 * time.Second), LeakTimeout: scenarios.Duration(2 * time.Second)},
 		// A loaded machine keeps the harness late by seconds; a test whose point is a
 		// late harness sets its own bound.
 		SelfCheck: scenarios.SelfCheck{MaxLag: scenarios.Duration(30 * time.Second)},
