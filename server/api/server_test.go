@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -178,18 +179,44 @@ func TestGeneratorThatIgnoresCancel(t *testing.T) {
 	f := &fakeGen{started: make(chan struct{}, 1), script: func(e *emitter) {
 		e.send(gen.Event{Tokens: []int{'a'}})
 		<-stuck // never honours ctx: the handler must still end the request
-		e.ch <- gen.Event{Done: true, Err: gen.ErrAborted}
+		select {
+		case e.ch <- gen.Event{Done: true, Err: gen.ErrAborted}:
+		case <-time.After(time.Minute): // nobody reads any more (a failed test): no hang
+		}
 	}}
 	srv, h := startServer(t, f, WithAbortGrace(50*time.Millisecond))
-	got := make(chan response, 1)
-	go func() { got <- post(t, srv.URL+"/v1/completions", `{"prompt":"x","stream":true}`) }()
-	<-f.started
-	h.Abort()
-	r := <-got
-	if strings.Contains(string(r.body), "[DONE]") || !strings.Contains(string(r.body), "internal_error") {
-		t.Fatalf("want an internal error event: %s", r.body)
+	// Registered after startServer's cleanup, so it runs first: a failing assertion
+	// below must not leave the generator stuck and the cleanup waiting for it forever.
+	t.Cleanup(func() { close(stuck) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/completions",
+		strings.NewReader(`{"prompt":"x","stream":true}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	// Abort once the stream is under way (its first token read), an event: aborting
+	// as soon as the generator starts races the handler's first write, and an abort
+	// before the stream began is answered with a plain error, not an SSE event.
+	br := bufio.NewReader(resp.Body)
+	var body strings.Builder
+	for {
+		line, err := br.ReadString('\n')
+		require.NoError(t, err, "stream ended before its first token: %q", body.String())
+		body.WriteString(line)
+		if strings.HasPrefix(line, "data:") {
+			break
+		}
 	}
-	close(stuck)
+	h.Abort()
+	rest, err := io.ReadAll(br)
+	require.NoError(t, err)
+	body.Write(rest)
+	if strings.Contains(body.String(), "[DONE]") || !strings.Contains(body.String(), "internal_error") {
+		t.Fatalf("want an internal error event: %s", body.String())
+	}
 }
 
 // TestStalledReaderIsCut: a client that stops reading a stream must not hold the handler
