@@ -13,6 +13,7 @@ import (
 
 	"pdsoak/scenarios"
 	"pdsoak/server/failpoint"
+	"pdsoak/supervisor"
 )
 
 // faultCase drives one fault type through apply → verify (must fail before the effect)
@@ -97,11 +98,11 @@ func runStopped(t *testing.T, e *fakeEnv) {
 	}
 }
 
-func procState(name string, want func(byte) bool, what string) func(t *testing.T, e *fakeEnv) {
+func procState(name string, want func(supervisor.State) bool, what string) func(t *testing.T, e *fakeEnv) {
 	return func(t *testing.T, e *fakeEnv) {
 		p, err := e.Process(name)
 		require.NoError(t, err)
-		if err := waitState(context.Background(), p.PID, func(st byte, gone bool) bool { return !gone && want(st) }); err != nil {
+		if err := waitState(context.Background(), p.PID, func(st supervisor.State, gone bool) bool { return !gone && want(st) }); err != nil {
 			t.Fatalf("%s: %v (want %s)", name, err, what)
 		}
 	}
@@ -132,7 +133,7 @@ func faultCases() []faultCase {
 				if e.restarts != 1 {
 					t.Fatalf("restarts = %d, want 1", e.restarts)
 				}
-				procState("prefill-0", func(st byte) bool { return st != 'Z' }, "alive")(t, e)
+				procState("prefill-0", func(st supervisor.State) bool { return st != supervisor.StateZombie }, "alive")(t, e)
 			}},
 		{name: "decode_crash without restart", spec: spec("decode_crash", "decode-0", map[string]any{"restart": false}), immediate: true,
 			setup: func(t *testing.T, e *fakeEnv) { e.startProc("decode-0", "decode") },
@@ -146,7 +147,7 @@ func faultCases() []faultCase {
 		{name: "process_pause", spec: spec("process_pause", "decode-0", nil), immediate: true,
 			setup:    func(t *testing.T, e *fakeEnv) { e.startProc("decode-0", "decode") },
 			applied:  procState("decode-0", stoppedState, "stopped"),
-			reverted: procState("decode-0", func(st byte) bool { return !stoppedState(st) }, "running")},
+			reverted: procState("decode-0", func(st supervisor.State) bool { return !stoppedState(st) }, "running")},
 		{name: "process_restart", spec: spec("process_restart", "decode-0", nil), immediate: true,
 			setup: func(t *testing.T, e *fakeEnv) { e.startProc("decode-0", "decode") }},
 

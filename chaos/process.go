@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"pdsoak/scenarios"
+	"pdsoak/supervisor"
 )
 
 // killFault SIGKILLs every member process and proves it from /proc (the pid is gone or a
@@ -92,7 +93,7 @@ func (f *killFault) Verify(_ context.Context, _ Env) error {
 			return f.wrap(err, "state of %s", m)
 		}
 		if ok {
-			return f.errorf("%s (pid %d) is still alive after SIGKILL (state %c)", m, pid, st)
+			return f.errorf("%s (pid %d) is still alive after SIGKILL (state %s)", m, pid, st)
 		}
 		dead = append(dead, fmt.Sprintf("%s pid %d", m, pid))
 	}
@@ -122,7 +123,7 @@ type pauseFault struct {
 	order   []string
 }
 
-func stoppedState(st byte) bool { return st == 'T' || st == 't' }
+func stoppedState(st supervisor.State) bool { return st == supervisor.StateStopped }
 
 func (f *pauseFault) Apply(_ context.Context, env Env) error {
 	procs, err := f.processes(env, nil)
@@ -149,7 +150,7 @@ func (f *pauseFault) Verify(_ context.Context, _ Env) error {
 			return f.wrap(err, "state of %s", m)
 		}
 		if !stoppedState(st) {
-			return f.errorf("%s (pid %d) is in state %c, not T (stopped)", m, pid, st)
+			return f.errorf("%s (pid %d) is in state %s, not stopped", m, pid, st)
 		}
 		out = append(out, fmt.Sprintf("%s pid %d", m, pid))
 	}
@@ -165,7 +166,7 @@ func (f *pauseFault) Revert(ctx context.Context, env Env) error {
 			errs = append(errs, f.wrap(err, "SIGCONT %s", m))
 			continue
 		}
-		if err := waitState(ctx, pid, func(st byte, gone bool) bool { return gone || !stoppedState(st) }); err != nil {
+		if err := waitState(ctx, pid, func(st supervisor.State, gone bool) bool { return gone || !stoppedState(st) }); err != nil {
 			errs = append(errs, f.wrap(err, "%s (pid %d) did not resume", m, pid))
 		}
 	}
@@ -174,7 +175,7 @@ func (f *pauseFault) Revert(ctx context.Context, env Env) error {
 }
 
 // waitState polls /proc until cond holds, for at most 5 s or until ctx ends.
-func waitState(ctx context.Context, pid int, cond func(st byte, gone bool) bool) error {
+func waitState(ctx context.Context, pid int, cond func(st supervisor.State, gone bool) bool) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		st, err := ProcState(pid)
@@ -186,7 +187,7 @@ func waitState(ctx context.Context, pid int, cond func(st byte, gone bool) bool)
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("chaos: pid %d still in state %c", pid, st)
+			return fmt.Errorf("chaos: pid %d still in state %s", pid, st)
 		}
 		select {
 		case <-ctx.Done():
@@ -234,7 +235,7 @@ func (f *restartFault) Verify(_ context.Context, env Env) error {
 			return f.wrap(err, "state of %s", m)
 		}
 		if !ok {
-			return f.errorf("%s restarted as pid %d, which is not alive (state %c)", m, p.PID, st)
+			return f.errorf("%s restarted as pid %d, which is not alive (state %s)", m, p.PID, st)
 		}
 		out = append(out, fmt.Sprintf("%s pid %d → %d", m, f.old[m], p.PID))
 	}

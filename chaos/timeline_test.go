@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"pdsoak/scenarios"
+	"pdsoak/supervisor"
 )
 
 func ms_(n int) scenarios.Duration { return scenarios.Duration(time.Duration(n) * time.Millisecond) }
@@ -82,7 +83,7 @@ func TestTimelineRunAppliesVerifiesReverts(t *testing.T) {
 	}
 	k, _ := e.links.Link("router->decode-0")
 	assert.True(t, k.IsUp(), "link still down after the run")
-	procState("decode-0", func(st byte) bool { return !stoppedState(st) }, "running")(t, e)
+	procState("decode-0", func(st supervisor.State) bool { return !stoppedState(st) }, "running")(t, e)
 }
 
 func TestTimelineUnverifiedFailsAndReverts(t *testing.T) {

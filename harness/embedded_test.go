@@ -51,10 +51,13 @@ func parseScenario(t *testing.T, yaml string) *scenarios.Scenario {
 	return sc
 }
 
+// embeddedYAML's work is fixed by counts (3 agents, 2 turns) in a window far longer
+// than the work (the run ends when the agents are done), with bounds a loaded machine
+// keeps: every request is expected to succeed.
 const embeddedYAML = `
 name: embedded
 seed: 2
-duration: 1s
+duration: 2m
 reference:
   prefill: 2
   decode: 1
@@ -63,9 +66,9 @@ workloads:
     type: agents
     agents: 3
     turns: 2
-deadlines: {connect: 2s, first_token: 5s, stall: 3s, total: 10s}
-drain: {timeout: 10s, leak_timeout: 3s}
-self_check: {max_lag: 5s}
+deadlines: {connect: 30s, first_token: 30s, stall: 30s, total: 1m}
+drain: {timeout: 1m, leak_timeout: 30s}
+self_check: {max_lag: 30s}
 `
 
 // With no target.url the harness starts the reference topology through the launcher
@@ -93,14 +96,14 @@ func TestEmbeddedTopology(t *testing.T) {
 
 const colocatedYAML = `
 name: colocated
-duration: 1s
+duration: 2m
 reference:
   prefill: 0
   decode: 0
 workloads:
   - {name: b, type: burst, count: 4}
-deadlines: {total: 10s}
-self_check: {max_lag: 5s}
+deadlines: {connect: 30s, total: 1m}
+self_check: {max_lag: 30s}
 `
 
 func TestEmbeddedColocated(t *testing.T) {
@@ -127,7 +130,7 @@ func TestLaunchedTargetWithProcessFaults(t *testing.T) {
 	port := freePort(t)
 	yaml := fmt.Sprintf(`
 name: launched
-duration: 2s
+duration: 8s
 target:
   url: http://127.0.0.1:%[1]d
   metrics_url: http://127.0.0.1:%[1]d/metrics
@@ -140,11 +143,11 @@ target:
 workloads:
   - {name: ol, type: open_loop, pacer: {type: constant, rate: 20}}
 faults:
-  - {name: bounce, type: process_restart, target: server, at: 500ms}
-  - {name: freeze, type: process_pause, target: server, at: 1200ms, for: 300ms}
+  - {name: bounce, type: process_restart, target: server, at: 1s}
+  - {name: freeze, type: process_pause, target: server, at: 4s, for: 1s}
 deadlines: {connect: 2s, first_token: 3s, stall: 2s, total: 5s}
-drain: {timeout: 8s, leak_timeout: 3s}
-self_check: {max_lag: 5s}
+drain: {timeout: 30s, leak_timeout: 15s}
+self_check: {max_lag: 30s}
 assertions: [no_silent_drops]
 `, port, bin)
 	sc := parseScenario(t, yaml)
@@ -168,13 +171,20 @@ assertions: [no_silent_drops]
 // every process is stopped.
 func TestEmbeddedCancel(t *testing.T) {
 	bin := fakepd(t)
-	sc := parseScenario(t, strings.Replace(embeddedYAML, "duration: 1s", "duration: 5m", 1))
+	sc := parseScenario(t, strings.Replace(embeddedYAML, "duration: 2m", "duration: 5m", 1))
 	sc.Workloads[0].Turns = 0 // until the window ends
 	sc.Workloads[0].ThinkTime = scenarios.Duration(10 * time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+	// Interrupt once requests are flowing (an event, not a timer a loaded machine can
+	// fire while the topology is still starting).
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	onEvent := func(ev ledger.Event) {
+		if ev.Type == ledger.EventDone {
+			cancel()
+		}
+	}
 	dir := t.TempDir()
-	require.NoError(t, Run(ctx, sc, Options{OutDir: dir, PDServerCommand: []string{bin}}))
+	require.NoError(t, Run(ctx, sc, Options{OutDir: dir, PDServerCommand: []string{bin}, OnEvent: onEvent}))
 	evs := readLedger(t, dir)
 	checkOneTerminal(t, evs)
 	assert.Len(t, eventsOf(evs, ledger.EventRunEnd), 1, "run_end")

@@ -188,13 +188,24 @@ func testScenario(url string, dur time.Duration, ws ...scenarios.Workload) *scen
 		Workloads: ws,
 		Deadlines: scenarios.Deadlines{Connect: scenarios.Duration(2 * time.Second), FirstToken: scenarios.Duration(1200 * time.Millisecond),
 			Stall: scenarios.Duration(500 * time.Millisecond), Total: scenarios.Duration(3 * time.Second)},
-		Drain:     scenarios.Drain{Timeout: scenarios.Duration(6 * time.Second), LeakTimeout: scenarios.Duration(2 * time.Second)},
-		SelfCheck: scenarios.SelfCheck{MaxLag: scenarios.Duration(5 * time.Second)},
+		Drain: scenarios.Drain{Timeout: scenarios.Duration(6 * time.Second), LeakTimeout: scenarios.Duration(2 * time.Second)},
+		// A loaded machine keeps the harness late by seconds; a test whose point is a
+		// late harness sets its own bound.
+		SelfCheck: scenarios.SelfCheck{MaxLag: scenarios.Duration(30 * time.Second)},
 	}
 	for i := range sc.Workloads {
 		sc.Workloads[i].Stream = true
 	}
 	return sc
+}
+
+// generousDeadlines gives requests expected to succeed deadlines a loaded machine
+// keeps; a test whose point is a timeout keeps testScenario's tight ones.
+func generousDeadlines(sc *scenarios.Scenario) {
+	sc.Deadlines = scenarios.Deadlines{Connect: scenarios.Duration(30 * time.Second),
+		FirstToken: scenarios.Duration(30 * time.Second), Stall: scenarios.Duration(30 * time.Second),
+		Total: scenarios.Duration(time.Minute)}
+	sc.Drain.Timeout = scenarios.Duration(time.Minute)
 }
 
 func readLedger(t *testing.T, dir string) []ledger.Event {
@@ -254,11 +265,15 @@ func eventsOf(evs []ledger.Event, typ ledger.EventType) []ledger.Event {
 
 func TestEveryRequestHasExactlyOneOutcome(t *testing.T) {
 	b := newBadServer(t, nil)
-	sc := testScenario(b.srv.URL, 1500*time.Millisecond,
+	// The requests (and so their defects) are fixed by counts, not by how many a loaded
+	// machine sends before a short window closes: the run ends when the workloads are
+	// done, long before the window. The deadlines stay tight: timeouts are the point.
+	sc := testScenario(b.srv.URL, 2*time.Minute,
 		scenarios.Workload{Name: "agents", Type: "agents", Agents: 6, Turns: 3},
-		scenarios.Workload{Name: "ol", Type: "open_loop", Pacer: &scenarios.Pacer{Type: "poisson", Rate: 20}},
+		scenarios.Workload{Name: "ol", Type: "open_loop", Count: 30, Pacer: &scenarios.Pacer{Type: "poisson", Rate: 20}},
 		scenarios.Workload{Name: "burst", Type: "burst", Count: 15, Start: scenarios.Duration(200 * time.Millisecond)},
 	)
+	sc.Drain.Timeout = scenarios.Duration(time.Minute)
 	dir := t.TempDir()
 	var seen sync.Map
 	err := Run(context.Background(), sc, Options{OutDir: dir, OnEvent: func(ev ledger.Event) { seen.Store(ev.Type, true) }})
@@ -305,9 +320,13 @@ func TestEveryRequestHasExactlyOneOutcome(t *testing.T) {
 func TestSameSeedSameRequestIDs(t *testing.T) {
 	ids := func() []string {
 		b := newBadServer(t, []string{"ok", "reject"})
-		sc := testScenario(b.srv.URL, time.Second,
+		// Which requests run is fixed by counts (turns, an open-loop count), never by
+		// how far a loaded machine got before a short window closed: the window is far
+		// longer than the work, and the run ends when the workloads are done.
+		sc := testScenario(b.srv.URL, 2*time.Minute,
 			scenarios.Workload{Name: "agents", Type: "agents", Agents: 3, Turns: 2},
-			scenarios.Workload{Name: "ol", Type: "open_loop", Pacer: &scenarios.Pacer{Type: "constant", Rate: 10}})
+			scenarios.Workload{Name: "ol", Type: "open_loop", Count: 9, Pacer: &scenarios.Pacer{Type: "constant", Rate: 10}})
+		generousDeadlines(sc)
 		dir := t.TempDir()
 		require.NoError(t, Run(context.Background(), sc, Options{OutDir: dir}))
 		var out []string
@@ -317,7 +336,9 @@ func TestSameSeedSameRequestIDs(t *testing.T) {
 		sort.Strings(out)
 		return out
 	}
-	assert.Equal(t, ids(), ids())
+	first := ids()
+	require.Len(t, first, 3*2+9, "every turn and every open-loop request ran: %v", first)
+	assert.Equal(t, first, ids())
 }
 
 // The leak check says what it found: pass, fail with the residual gauges, or not
@@ -407,8 +428,7 @@ func TestSelfCheckMarksRunInvalid(t *testing.T) {
 func TestCancelStopsRunAndRecordsCancelled(t *testing.T) {
 	b := newBadServer(t, []string{"hang"})
 	sc := testScenario(b.srv.URL, time.Minute, scenarios.Workload{Name: "agents", Type: "agents", Agents: 4, Turns: 5})
-	sc.Deadlines.FirstToken = scenarios.Duration(time.Minute)
-	sc.Deadlines.Total = scenarios.Duration(time.Minute)
+	generousDeadlines(sc) // only the interrupt may end these requests
 	cause := errors.New("signal: interrupt")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
@@ -429,7 +449,10 @@ func TestCancelStopsRunAndRecordsCancelled(t *testing.T) {
 		}
 		cancel(cause)
 	}()
-	require.NoError(t, Run(ctx, sc, Options{OutDir: dir, OnEvent: onEvent, CancelDrain: 200 * time.Millisecond}))
+	require.NoError(t, Run(ctx, sc, Options{OutDir: dir, OnEvent: onEvent,
+		// The drain timing out is the point (the requests hang); the cancelled requests
+		// then get a bound a loaded machine keeps to resolve.
+		CancelDrain: 200 * time.Millisecond, ResolveAfterCancel: time.Minute}))
 	evs := readLedger(t, dir)
 	outcomes := checkOneTerminal(t, evs)
 	assert.Equal(t, map[ledger.Outcome]int{ledger.OutcomeCancelled: 4}, outcomes)
@@ -475,9 +498,11 @@ func TestProvenanceNotesAndTarget(t *testing.T) {
 
 func TestFaultRunnerSeam(t *testing.T) {
 	b := newBadServer(t, []string{"ok"})
-	sc := testScenario(b.srv.URL, 800*time.Millisecond, scenarios.Workload{Name: "agents", Type: "agents", Agents: 2, Turns: 2})
 	// The fault timeline plays out over the whole duration even when the workloads
-	// finish early.
+	// finish early; the window is long enough for a loaded machine to run the fault
+	// runner's burst inside it (the runner's ctx ends with the window).
+	sc := testScenario(b.srv.URL, 30*time.Second, scenarios.Workload{Name: "agents", Type: "agents", Agents: 2, Turns: 2})
+	generousDeadlines(sc)
 	sc.Faults = []scenarios.Fault{{Name: "storm", Type: "queue_saturation", Target: "agents", At: scenarios.Duration(100 * time.Millisecond)}}
 	var burst, rule chaos.RunStats
 	var scraped map[string]float64
@@ -526,6 +551,7 @@ func TestFaultRunnerSeam(t *testing.T) {
 	bad := func(context.Context, *scenarios.Scenario, chaos.Env, time.Time) error {
 		return errors.New("failpoint never hit")
 	}
+	sc.Duration = scenarios.Duration(200 * time.Millisecond) // the runner fails at once
 	err := Run(context.Background(), sc, Options{OutDir: t.TempDir(), Faults: bad})
 	require.ErrorIs(t, err, ErrInfrastructure)
 }
@@ -535,10 +561,13 @@ func TestFaultRunnerSeam(t *testing.T) {
 // the ledger.
 func TestChaosTimelineClientDisconnect(t *testing.T) {
 	b := newBadServer(t, []string{"ok"})
-	sc := testScenario(b.srv.URL, 1200*time.Millisecond, scenarios.Workload{Name: "agents", Type: "agents",
+	// Seconds before, during and after the fault, so that a loaded machine still sends
+	// requests in each; requests that should succeed get deadlines it keeps.
+	sc := testScenario(b.srv.URL, 8*time.Second, scenarios.Workload{Name: "agents", Type: "agents",
 		Agents: 3, Turns: 1000, ThinkTime: scenarios.Duration(20 * time.Millisecond)})
+	generousDeadlines(sc)
 	sc.Faults = []scenarios.Fault{{Name: "abort", Type: "client_disconnect", Target: "agents",
-		At: scenarios.Duration(200 * time.Millisecond), For: scenarios.Duration(600 * time.Millisecond),
+		At: scenarios.Duration(2 * time.Second), For: scenarios.Duration(4 * time.Second),
 		Params: map[string]any{"after_tokens": 1}}}
 	dir := t.TempDir()
 	require.NoError(t, Run(context.Background(), sc, Options{OutDir: dir}))

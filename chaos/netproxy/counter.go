@@ -3,6 +3,7 @@ package netproxy
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/Shopify/toxiproxy/v2/toxics"
 )
@@ -16,6 +17,8 @@ type counter struct {
 	id    int64
 	bytes atomic.Int64
 	conns atomic.Int64
+	// dropped counts bytes an interrupted counter could not pass on (see Pipe).
+	dropped atomic.Int64
 }
 
 var (
@@ -65,10 +68,25 @@ func (t *counterToxic) Pipe(stub *toxics.ToxicStub) {
 			if c != nil {
 				c.bytes.Add(int64(len(chunk.Data)))
 			}
-			stub.Output <- chunk
+			// A plain send would hold an interrupt (adding or removing another toxic)
+			// for as long as nobody reads the output — for good when the connection is
+			// closing (Shopify/toxiproxy#558). Like toxiproxy's bandwidth toxic, an
+			// interrupted counter flushes its chunk within a bound and then lets go.
+			select {
+			case stub.Output <- chunk:
+			case <-stub.Interrupt:
+				if err := stub.WriteOutput(chunk, interruptFlush); err != nil && c != nil {
+					c.dropped.Add(int64(len(chunk.Data)))
+				}
+				return
+			}
 		}
 	}
 }
+
+// interruptFlush is how long an interrupted counter waits to pass on the chunk it holds
+// (toxiproxy's own toxics wait 5 s).
+const interruptFlush = 5 * time.Second
 
 func init() {
 	toxics.Register(counterType, new(counterToxic))

@@ -9,6 +9,13 @@
 // connections, live, so that a fault can prove it took effect (toxiproxy's own metrics
 // are only added when a connection closes).
 //
+// Removing a toxic can block inside toxiproxy for as long as a connection does not read
+// what a toxic holds for it, and for good when that connection closes meanwhile
+// (Shopify/toxiproxy#558). RemoveToxic, ResetToxics and Heal therefore return by their
+// ctx with an error that says so, leaving the removal to finish in the background; the
+// counting toxics let an interrupt through, passing on the chunk they hold within 5 s
+// (Counters.Dropped counts what they could not).
+//
 // Main use:
 //
 //	links := netproxy.New()

@@ -64,6 +64,9 @@ type Counters struct {
 	UpBytes, DownBytes int64
 	// Conns counts connections accepted (and dialled upstream).
 	Conns int64
+	// Dropped counts bytes lost when a toxic change interrupted a connection that did
+	// not read what the proxy held for it within 5 s (toxiproxy's own bound).
+	Dropped int64
 }
 
 // Links is a set of named TCP proxies, one per topology link ("router->decode-0").
@@ -192,7 +195,8 @@ func (l *Links) namesLocked() []string {
 	return out
 }
 
-// Heal removes every toxic and brings every link up.
+// Heal removes every toxic and brings every link up; a toxic removal still stuck when
+// ctx ends is an error (see Link.RemoveToxic).
 func (l *Links) Heal(ctx context.Context) error {
 	l.mu.Lock()
 	ks := make([]*Link, 0, len(l.links))
@@ -202,7 +206,9 @@ func (l *Links) Heal(ctx context.Context) error {
 	l.mu.Unlock()
 	var errs []error
 	for _, k := range ks {
-		k.ResetToxics(ctx)
+		if err := k.ResetToxics(ctx); err != nil {
+			errs = append(errs, err)
+		}
 		if err := k.Up(); err != nil {
 			errs = append(errs, err)
 		}
@@ -248,7 +254,8 @@ func (k *Link) Upstream() string {
 
 // Counters returns the link's live counters.
 func (k *Link) Counters() Counters {
-	return Counters{UpBytes: k.up.bytes.Load(), DownBytes: k.down.bytes.Load(), Conns: k.up.conns.Load()}
+	return Counters{UpBytes: k.up.bytes.Load(), DownBytes: k.down.bytes.Load(), Conns: k.up.conns.Load(),
+		Dropped: k.up.dropped.Load() + k.down.dropped.Load()}
 }
 
 // IsUp reports whether the proxy is accepting connections.
@@ -315,12 +322,37 @@ func (k *Link) AddToxic(t Toxic) error {
 	return nil
 }
 
-// RemoveToxic removes the named toxic.
+// RemoveToxic removes the named toxic. It returns once the removal is done or ctx ends:
+// toxiproxy's removal waits, holding the link's lock, for every connection's toxic to
+// let go of the bytes it holds, and a connection nobody reads (or one closing at that
+// moment, Shopify/toxiproxy#558) can make it wait for good. Then RemoveToxic fails with
+// ctx's error and the removal goes on in the background, done if the connection moves.
 func (k *Link) RemoveToxic(ctx context.Context, name string) error {
-	if err := k.proxy.Toxics.RemoveToxic(ctx, name); err != nil {
-		return fmt.Errorf("netproxy: link %s: remove toxic %s: %w", k.name, name, err)
+	what := "remove toxic " + name
+	return k.call(ctx, what, func() error {
+		if err := k.proxy.Toxics.RemoveToxic(ctx, name); err != nil {
+			return fmt.Errorf("netproxy: link %s: %s: %w", k.name, what, err)
+		}
+		return nil
+	})
+}
+
+// call runs f, a call into toxiproxy that can block for good (see RemoveToxic), and
+// returns its error, or ctx's when ctx ends first, so that a revert fails visibly
+// instead of hanging its caller. f keeps running in the background.
+func (k *Link) call(ctx context.Context, what string, f func() error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("netproxy: link %s: %s: %w", k.name, what, err)
 	}
-	return nil
+	done := make(chan error, 1)
+	go func() { done <- f() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("netproxy: link %s: %s: toxiproxy still busy when the caller gave up "+
+			"(a connection not reading holds the toxic; see Shopify/toxiproxy#558): %w", k.name, what, ctx.Err())
+	}
 }
 
 // Toxics lists the names of the link's toxics (without the internal counters).
@@ -335,11 +367,18 @@ func (k *Link) Toxics() []string {
 	return out
 }
 
-// ResetToxics removes every toxic except the internal counters.
-func (k *Link) ResetToxics(ctx context.Context) {
-	for _, n := range k.Toxics() {
-		_ = k.RemoveToxic(ctx, n)
-	}
+// ResetToxics removes every toxic except the internal counters, giving up (with ctx's
+// error) when ctx ends first, as RemoveToxic does.
+func (k *Link) ResetToxics(ctx context.Context) error {
+	return k.call(ctx, "reset toxics", func() error {
+		var errs []error
+		for _, n := range k.Toxics() { // takes the link's lock: inside the bounded call
+			if err := k.proxy.Toxics.RemoveToxic(ctx, n); err != nil {
+				errs = append(errs, fmt.Errorf("netproxy: link %s: remove toxic %s: %w", k.name, n, err))
+			}
+		}
+		return errors.Join(errs...)
+	})
 }
 
 func (k *Link) release() {

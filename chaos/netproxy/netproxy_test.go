@@ -83,16 +83,17 @@ func newLinks(t *testing.T) *Links {
 
 func dial(t *testing.T, addr string) net.Conn {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	c, err := net.DialTimeout("tcp", addr, 30*time.Second)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
 
-// roundTrip writes a line and reads it back, bounded by 5 s.
+// roundTrip writes a line and reads it back, bounded by 30 s (a loaded machine keeps
+// it; a toxic that should answer never gets near it).
 func roundTrip(t *testing.T, c net.Conn, msg string) (string, time.Duration) {
 	t.Helper()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 	start := time.Now()
 	if _, err := io.WriteString(c, msg+"\n"); err != nil {
 		t.Fatal(err)
@@ -156,7 +157,7 @@ func TestDownClosesConnectionsAndUpRestores(t *testing.T) {
 	if k.IsUp() {
 		t.Fatal("IsUp after Down")
 	}
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if _, err := c.Read(make([]byte, 1)); err == nil {
 		t.Fatal("open connection survived Down")
 	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
@@ -191,14 +192,14 @@ func TestToxics(t *testing.T) {
 			}
 		}},
 		{"reset_peer resets", Toxic{Type: ToxicResetPeer, Stream: Upstream, Attributes: map[string]any{"timeout": 0}}, func(t *testing.T, c net.Conn) {
-			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 			_, _ = io.WriteString(c, "x\n")
 			if _, err := c.Read(make([]byte, 8)); err == nil {
 				t.Fatal("read succeeded through reset_peer")
 			}
 		}},
 		{"limit_data closes", Toxic{Type: ToxicLimitData, Attributes: map[string]any{"bytes": 4}}, func(t *testing.T, c net.Conn) {
-			_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+			_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 			_, _ = io.WriteString(c, "0123456789\n")
 			got, err := io.ReadAll(c)
 			if err != nil && !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "reset") {
@@ -231,7 +232,7 @@ func TestToxics(t *testing.T) {
 			// hole nothing orders that read before check returns.
 			require.Eventually(t, func() bool { return k.Counters().UpBytes > 0 }, 30*time.Second, 5*time.Millisecond,
 				"upstream counter did not move")
-			k.ResetToxics(context.Background())
+			require.NoError(t, k.ResetToxics(context.Background()))
 			if len(k.Toxics()) != 0 {
 				t.Errorf("toxics after reset: %v", k.Toxics())
 			}
@@ -301,4 +302,94 @@ func TestHealAndClose(t *testing.T) {
 	if _, err := l.Add("m", e.addr()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Add after Close = %v", err)
 	}
+}
+
+// firehose is a loopback server that writes to each connection until it is closed.
+type firehose struct {
+	ln net.Listener
+	wg sync.WaitGroup
+	mu sync.Mutex
+	cs []net.Conn
+}
+
+func newFirehose(t *testing.T) *firehose {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	f := &firehose{ln: ln}
+	f.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			f.mu.Lock()
+			f.cs = append(f.cs, c)
+			f.mu.Unlock()
+			f.wg.Go(func() {
+				buf := make([]byte, 32<<10)
+				for {
+					if _, err := c.Write(buf); err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(f.close)
+	return f
+}
+
+func (f *firehose) close() {
+	f.ln.Close()
+	f.mu.Lock()
+	for _, c := range f.cs {
+		c.Close()
+	}
+	f.mu.Unlock()
+	f.wg.Wait()
+}
+
+// A toxic holding bytes for a connection that does not read makes toxiproxy's removal
+// wait for good (the same wait deadlocks when the connection closes meanwhile,
+// Shopify/toxiproxy#558): RemoveToxic returns by its ctx with an error that says so,
+// and the removal completes in the background once the connection reads again.
+func TestRemoveToxicStuckReturnsByCtx(t *testing.T) {
+	f := newFirehose(t)
+	l := newLinks(t)
+	k, err := l.Add("router->decode-0", f.ln.Addr().String())
+	require.NoError(t, err)
+	lat := Toxic{Type: ToxicLatency, Attributes: map[string]any{"latency": 1}}
+	require.NoError(t, k.AddToxic(lat))
+	c := dial(t, k.Addr()) // never read until the end: the proxy's output backs up
+	// Until the buffers between the firehose and the client are full, a removal can
+	// still go through: then put the toxic back and try again. Once they are full the
+	// latency toxic sits on a send nobody takes, and only ctx ends the call.
+	var stuck error
+	deadline := time.Now().Add(60 * time.Second)
+	for stuck == nil && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		err := k.RemoveToxic(ctx, "latency_downstream")
+		cancel()
+		if err == nil {
+			require.NoError(t, k.AddToxic(lat))
+			continue
+		}
+		stuck = err
+	}
+	require.Error(t, stuck, "no removal ever got stuck behind a connection that does not read")
+	require.ErrorIs(t, stuck, context.DeadlineExceeded)
+	require.ErrorContains(t, stuck, "netproxy: link router->decode-0: remove toxic latency_downstream")
+	// Reading again lets the toxic go: the removal that was left running completes.
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		_, _ = io.Copy(io.Discard, c)
+	}()
+	require.Eventually(t, func() bool { return len(k.Toxics()) == 0 }, 30*time.Second, 10*time.Millisecond,
+		"the background removal never completed")
+	// The proxy sees EOF upstream, passes on what it holds and closes the client's side.
+	// (Closing the client first would leave bytes in the chain with nobody to take them.)
+	f.close()
+	<-drained
 }

@@ -61,7 +61,15 @@ func fakeOpenAI(t *testing.T, n int64, odd http.HandlerFunc) *httptest.Server {
 	return srv
 }
 
-func e2eScenario(t *testing.T) string {
+// e2eScenario is 4 agents × 3 turns. With tight deadlines a request that is never
+// answered ends as a silent drop within the run (a timeout is the expected outcome);
+// otherwise every bound is one a loaded machine keeps, since every request is expected
+// to end on its own.
+func e2eScenario(t *testing.T, tight bool) string {
+	deadlines := "{connect: 30s, first_token: 30s, stall: 30s, total: 1m}\ndrain: {timeout: 1m}"
+	if tight {
+		deadlines = "{connect: 2s, first_token: 3s, stall: 3s, total: 4s}\ndrain: {timeout: 6s}"
+	}
 	return writeFile(t, t.TempDir(), "e2e.yaml", `# e2e: end-to-end CLI test. Expected: depends on the server.
 name: e2e
 duration: 2s
@@ -71,13 +79,8 @@ workloads:
     agents: 4
     turns: 3
     max_tokens: 3
-deadlines:
-  connect: 2s
-  first_token: 3s
-  stall: 3s
-  total: 4s
-drain:
-  timeout: 6s
+deadlines: `+deadlines+`
+self_check: {max_lag: 30s}
 assertions: [no_silent_drops, valid_responses]
 `)
 }
@@ -93,7 +96,7 @@ func TestEndToEndExternalTarget(t *testing.T) {
 		every int64
 		odd   http.HandlerFunc
 		code  int
-		drops bool
+		drops bool // the expected outcome is a timeout: tight deadlines
 	}{
 		{name: "200 or 503 passes", every: 2, odd: func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "1")
@@ -107,7 +110,7 @@ func TestEndToEndExternalTarget(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := fakeOpenAI(t, tt.every, tt.odd)
 			out := filepath.Join(t.TempDir(), "out")
-			code, stdout, stderr := execute(t, []string{"run", e2eScenario(t), "--target", srv.URL, "--out", out, "-q"}, WithRunner(harnessRun))
+			code, stdout, stderr := execute(t, []string{"run", e2eScenario(t, tt.drops), "--target", srv.URL, "--out", out, "-q"}, WithRunner(harnessRun))
 			require.Equal(t, tt.code, code, "%s\n%s", stdout, stderr)
 			res := readResults(t, out)
 			assert.Equal(t, tt.drops, res.SilentDrops > 0, stdout)
@@ -126,7 +129,7 @@ func TestEndToEndNotesReachTheReport(t *testing.T) {
 		t.Skip("runs the real harness for a few seconds")
 	}
 	srv := fakeOpenAI(t, 0, nil)
-	sc := strings.Replace(readFile(t, e2eScenario(t)), "duration: 2s\n", "duration: 1s\ntarget:\n  url: http://127.0.0.1:1\n  launch:\n    - {name: s, role: colocated, command: [sleep, \"60\"]}\n", 1)
+	sc := strings.Replace(readFile(t, e2eScenario(t, false)), "duration: 2s\n", "duration: 1s\ntarget:\n  url: http://127.0.0.1:1\n  launch:\n    - {name: s, role: colocated, command: [sleep, \"60\"]}\n", 1)
 	out := filepath.Join(t.TempDir(), "out")
 	code, stdout, stderr := execute(t, []string{"run", writeFile(t, t.TempDir(), "launch.yaml", sc), "--target", srv.URL, "--out", out}, WithRunner(harnessRun))
 	require.Equal(t, ExitPass, code, "%s\n%s", stdout, stderr)

@@ -459,7 +459,7 @@ func TestClientDisconnectCancels(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := f.abortCount()
-			ctx, cancel := contextWithTimeout(10 * time.Second)
+			ctx, cancel := contextWithTimeout(time.Minute)
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+tc.path, strings.NewReader(tc.body))
 			errc := make(chan error, 1)
@@ -478,7 +478,7 @@ func TestClientDisconnectCancels(t *testing.T) {
 			<-f.started
 			cancel()
 			<-errc
-			deadline := time.After(10 * time.Second)
+			deadline := time.After(time.Minute) // a hang guard
 			for f.abortCount() == before || h.InFlight() != 0 {
 				select {
 				case <-deadline:

@@ -62,7 +62,7 @@ func (e *emitter) abort() {
 	e.f.mu.Unlock()
 	select {
 	case e.ch <- gen.Event{Done: true, Err: gen.ErrAborted}:
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute): // a hang guard
 	}
 }
 
@@ -134,7 +134,7 @@ type response struct {
 
 func do(t *testing.T, method, url, body string, hdr map[string]string) response {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang guard
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
 	require.NoError(t, err)

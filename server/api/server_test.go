@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,7 +91,7 @@ func TestShutdownLetsRequestsFinish(t *testing.T) {
 		e.send(gen.Event{Done: true, Finish: "stop"})
 	}}
 	h := New(f, WithLogger(discardLogger()))
-	url, srv, wait := runServer(t, h, WithShutdownGrace(20*time.Second))
+	url, srv, wait := runServer(t, h, WithShutdownGrace(time.Minute)) // the request finishes well inside
 
 	got := make(chan response, 1)
 	go func() { got <- post(t, url+"/v1/completions", `{"prompt":"x","stream":true}`) }()
@@ -98,14 +99,15 @@ func TestShutdownLetsRequestsFinish(t *testing.T) {
 	shutdownDone := make(chan error, 1)
 	go func() { shutdownDone <- srv.Shutdown(context.Background()) }()
 	// New connections are refused once shutdown began (poll: Shutdown runs concurrently).
+	// Only a refusal counts: a dial that is merely slow on a loaded machine is not one.
 	require.Eventually(t, func() bool {
-		c, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "http://"), time.Second)
+		c, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "http://"), 30*time.Second)
 		if err != nil {
-			return true
+			return errors.Is(err, syscall.ECONNREFUSED)
 		}
 		c.Close()
 		return false
-	}, 20*time.Second, 2*time.Millisecond, "listener still accepting during shutdown")
+	}, time.Minute, 2*time.Millisecond, "listener still accepting during shutdown")
 	close(release)
 	r := <-got
 	events := readSSE(t, r.body)
@@ -166,7 +168,7 @@ func TestServeStopsWithContext(t *testing.T) {
 	select {
 	case err := <-errc:
 		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		t.Fatal("Serve did not return after its context ended")
 	}
 }
@@ -212,7 +214,7 @@ func TestStalledReaderIsCut(t *testing.T) {
 	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	<-f.started
 	// Never read. The handler must give up and cancel the generation.
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(time.Minute) // a hang guard
 	for f.abortCount() == 0 || h.InFlight() != 0 {
 		select {
 		case <-deadline:

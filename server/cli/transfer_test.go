@@ -53,7 +53,7 @@ func (s *recSink) Sent(room uint64, err error) {
 // next waits (bounded) for the next event named event, skipping others.
 func (s *recSink) next(t *testing.T, event string) xferEvent {
 	t.Helper()
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(time.Minute) // a hang guard
 	for {
 		select {
 		case ev := <-s.ch:

@@ -83,6 +83,7 @@ type fakeClock struct {
 	mu      sync.Mutex
 	now     time.Time
 	waiters []waiter
+	calls   int // After calls so far: a new one means the engine waits on the clock again
 }
 
 type waiter struct {
@@ -101,6 +102,7 @@ func (c *fakeClock) Now() time.Time {
 func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.calls++
 	ch := make(chan time.Time, 1)
 	if d <= 0 {
 		ch <- c.now
@@ -108,6 +110,13 @@ func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 	}
 	c.waiters = append(c.waiters, waiter{at: c.now.Add(d), ch: ch})
 	return ch
+}
+
+// afterCalls is how many times After was called.
+func (c *fakeClock) afterCalls() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls
 }
 
 func (c *fakeClock) Advance(d time.Duration) {

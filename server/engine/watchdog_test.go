@@ -19,7 +19,10 @@ import (
 // fails the stuck requests with a timeout, and health recovers once the stall clears.
 func TestWatchdogStalledLoop(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.WatchdogTimeout = 100 * time.Millisecond
+	// Long enough that the listing check below runs before the watchdog ends the
+	// stuck requests even on a loaded machine (it fires 5 s into the stall: the
+	// expected outcome, so the test waits that long).
+	cfg.WatchdogTimeout = 5 * time.Second
 	e := startEngine(t, newFakeBackend(64, 4), cfg)
 	require.NoError(t, failpoint.Enable(failpoint.EngineStep, "pause"))
 	t.Cleanup(func() { _ = failpoint.Disable(failpoint.EngineStep) })

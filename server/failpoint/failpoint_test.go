@@ -160,7 +160,7 @@ func TestEnableSpec(t *testing.T) {
 // helper, not a timing assertion.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	require.Eventually(t, cond, 20*time.Second, time.Millisecond, "waiting for %s", what)
+	require.Eventually(t, cond, time.Minute, time.Millisecond, "waiting for %s", what)
 }
 
 func TestPauseReleasedByDisable(t *testing.T) {

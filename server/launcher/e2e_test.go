@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/server/failpoint"
 	"pdsoak/sse"
 )
@@ -165,7 +167,20 @@ func killAndRecover(t *testing.T, exe, victim string) {
 		}
 		long <- o
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// Kill once the stream is in flight (decode generating it), an event, not a guess.
+	dec, err := topo.Process("decode-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	require.Eventually(t, func() bool {
+		resp, err := client.Get(dec.URL + "/debug/requests")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `"stage":"running"`)
+	}, time.Minute, 5*time.Millisecond, "the long stream never ran on decode-0")
 	killedAt := time.Now()
 	if err := topo.Kill(victim); err != nil {
 		t.Fatal(err)
@@ -198,7 +213,9 @@ func killAndRecover(t *testing.T, exe, victim string) {
 	if err := topo.Restart(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; ; i++ {
+	// Bounded by time a loaded machine keeps, not by a count of tries.
+	recovered := time.Now().Add(time.Minute)
+	for {
 		o, err := complete(ctx, topo.RouterURL, "Hello PD world", 8)
 		if err == nil && o.status == 200 && o.done {
 			if o.text != texts[0].text {
@@ -206,7 +223,7 @@ func killAndRecover(t *testing.T, exe, victim string) {
 			}
 			break
 		}
-		if i >= 100 {
+		if time.Now().After(recovered) {
 			t.Fatalf("traffic did not recover: %+v %v", o, err)
 		}
 		time.Sleep(50 * time.Millisecond)

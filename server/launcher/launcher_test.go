@@ -66,7 +66,7 @@ func TestMain(m *testing.M) {
 // topology, prints its PIDs and waits to be killed.
 func parentMain() {
 	t, err := Start(context.Background(), Config{Command: []string{os.Getenv("LAUNCHER_TEST_PARENT")}, Prefill: 1, Decode: 1,
-		LogDir: os.Getenv("LAUNCHER_TEST_LOGS"), HealthTimeout: 20 * time.Second})
+		LogDir: os.Getenv("LAUNCHER_TEST_LOGS"), HealthTimeout: time.Minute})
 	if err != nil {
 		fmt.Println("ERR", err)
 		os.Exit(1)
@@ -104,7 +104,7 @@ func start(t *testing.T, cfg Config) *Topology {
 		cfg.LogDir = t.TempDir()
 	}
 	if cfg.HealthTimeout == 0 {
-		cfg.HealthTimeout = 20 * time.Second
+		cfg.HealthTimeout = time.Minute
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
@@ -234,7 +234,7 @@ func TestUnexpectedExitAndRestart(t *testing.T) {
 
 func TestStartFailure(t *testing.T) {
 	_, err := Start(context.Background(), Config{Command: []string{fakepd}, Prefill: 1, Decode: 2, LogDir: t.TempDir(),
-		Env: []string{"FAKEPD_EXIT=decode"}, HealthTimeout: 20 * time.Second, Logger: quiet})
+		Env: []string{"FAKEPD_EXIT=decode"}, HealthTimeout: time.Minute, Logger: quiet})
 	require.ErrorContains(t, err, "decode-0 exited before it was healthy")
 	assert.ErrorContains(t, err, "told to fail")
 	assert.ErrorIs(t, err, supervisor.ErrExited)
@@ -287,7 +287,7 @@ func TestStop(t *testing.T) {
 				require.NoError(t, topo.Signal(tt.pause, syscall.SIGSTOP))
 				sp, err := topo.Supervised(tt.pause)
 				require.NoError(t, err)
-				require.Eventually(t, func() bool { st, _ := sp.State(); return st == supervisor.StateStopped }, 10*time.Second, 10*time.Millisecond)
+				require.Eventually(t, func() bool { st, _ := sp.State(); return st == supervisor.StateStopped }, time.Minute, 10*time.Millisecond)
 			}
 			require.NoError(t, topo.Stop(context.Background()))
 			got := map[string]string{}
@@ -325,7 +325,7 @@ func TestNoOrphans(t *testing.T) {
 	require.Len(t, pids, 3, "parent started %v", pids)
 	for _, pid := range pids {
 		// The children are reparented to init (or a subreaper), which reaps them.
-		if !assert.Eventually(t, func() bool { return !alive(pid) }, 10*time.Second, 10*time.Millisecond, "child %d outlived its launcher", pid) {
+		if !assert.Eventually(t, func() bool { return !alive(pid) }, time.Minute, 10*time.Millisecond, "child %d outlived its launcher", pid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}

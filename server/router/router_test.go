@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -101,7 +103,7 @@ func blockUntilCancel(w http.ResponseWriter, r *http.Request, wr gen.WorkerReque
 	w.(http.Flusher).Flush()
 	select {
 	case <-r.Context().Done():
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute): // a hang guard
 	}
 }
 
@@ -123,7 +125,9 @@ func newRouter(t *testing.T, prefill, decode []*fakeWorker, opts ...Option) *Rou
 		ds = append(ds, Worker{URL: f.srv.URL})
 	}
 	r, err := New(ps, ds, append([]Option{WithSeed(1), WithHealthInterval(20 * time.Millisecond),
-		WithHealthTimeout(time.Second), WithFailThreshold(1), WithLogger(nil)}, opts...)...)
+		// The fakes answer health at once (a status, never a hang): a bound a loaded
+		// machine keeps, so no healthy worker is ever marked down by a slow check.
+		WithHealthTimeout(30 * time.Second), WithFailThreshold(1), WithLogger(nil)}, opts...)...)
 	require.NoError(t, err)
 	r.Start()
 	t.Cleanup(func() { r.Close() })
@@ -137,7 +141,7 @@ func req(id string) *gen.Request {
 // collect reads a stream to its Done event, bounded in time.
 func collect(t *testing.T, ch <-chan gen.Event) (tokens []int, final gen.Event) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(time.Minute) // a hang guard a loaded machine never reaches
 	for {
 		select {
 		case ev, ok := <-ch:
@@ -251,7 +255,7 @@ func TestPrefillFailureCancelsDecode(t *testing.T) {
 			p := newFake(t, "127.0.0.1:1", func(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest) {
 				select {
 				case <-decodeIn:
-				case <-time.After(5 * time.Second):
+				case <-time.After(time.Minute): // a hang guard
 				}
 				tc.prefill(w, r, wr)
 			})
@@ -264,7 +268,7 @@ func TestPrefillFailureCancelsDecode(t *testing.T) {
 			require.NoError(t, err)
 			_, final := collect(t, ch)
 			require.ErrorIs(t, final.Err, tc.want)
-			require.Eventually(t, func() bool { return d.canceled.Load() == 1 }, 10*time.Second, 10*time.Millisecond, "decode leg cancelled")
+			require.Eventually(t, func() bool { return d.canceled.Load() == 1 }, 30*time.Second, 10*time.Millisecond, "decode leg cancelled")
 			assert.Equal(t, int32(1), d.calls.Load(), "a non-retryable error was retried")
 		})
 	}
@@ -339,11 +343,11 @@ func TestDisconnectAbortsBothLegs(t *testing.T) {
 	require.NoError(t, err)
 	ev := <-ch
 	require.Equal(t, []int{4}, ev.Tokens, "first event")
-	require.Eventually(t, func() bool { return p.calls.Load() == 1 }, 10*time.Second, 10*time.Millisecond, "prefill leg started")
+	require.Eventually(t, func() bool { return p.calls.Load() == 1 }, 30*time.Second, 10*time.Millisecond, "prefill leg started")
 	cancel()
 	_, final := collect(t, ch)
 	require.ErrorIs(t, final.Err, gen.ErrAborted)
-	require.Eventually(t, func() bool { return p.canceled.Load() == 1 && d.canceled.Load() == 1 }, 10*time.Second, 10*time.Millisecond, "both legs cancelled")
+	require.Eventually(t, func() bool { return p.canceled.Load() == 1 && d.canceled.Load() == 1 }, 30*time.Second, 10*time.Millisecond, "both legs cancelled")
 }
 
 func TestHealth(t *testing.T) {
@@ -360,7 +364,7 @@ func TestHealth(t *testing.T) {
 		assert.Zero(t, d0.calls.Load(), "unhealthy decode calls")
 		assert.Equal(t, int32(5), d1.calls.Load(), "healthy decode calls")
 		d0.healthy.Store(true)
-		require.Eventually(t, func() bool { return r.decode[0].healthy.Load() }, 10*time.Second, 10*time.Millisecond, "decode-0 back")
+		require.Eventually(t, func() bool { return r.decode[0].healthy.Load() }, 30*time.Second, 10*time.Millisecond, "decode-0 back")
 	})
 	t.Run("no healthy pair", func(t *testing.T) {
 		p := newFake(t, "127.0.0.1:1", prefillOK)
@@ -395,7 +399,7 @@ func TestHealth(t *testing.T) {
 		collect(t, ch)
 		assert.Equal(t, "127.0.0.1:8888", d.requests()[0].BootstrapAddr, "address decode dialled")
 		p.boot.Store("127.0.0.1:7778") // restarted on another bootstrap port
-		require.Eventually(t, func() bool { return r.prefill[0].bootstrap() == "127.0.0.1:7778" }, 10*time.Second, 10*time.Millisecond, "new bootstrap address")
+		require.Eventually(t, func() bool { return r.prefill[0].bootstrap() == "127.0.0.1:7778" }, 30*time.Second, 10*time.Millisecond, "new bootstrap address")
 	})
 }
 
@@ -462,7 +466,7 @@ func TestAbortOnUnhealthy(t *testing.T) {
 	_, final := collect(t, ch)
 	require.ErrorIs(t, final.Err, gen.ErrUnavailable)
 	assert.ErrorContains(t, final.Err, "became unhealthy")
-	require.Eventually(t, func() bool { return d.canceled.Load() == 1 }, 10*time.Second, 10*time.Millisecond, "decode leg cancelled")
+	require.Eventually(t, func() bool { return d.canceled.Load() == 1 }, 30*time.Second, 10*time.Millisecond, "decode leg cancelled")
 }
 
 func TestRoomsDifferAcrossRuns(t *testing.T) {
@@ -500,16 +504,33 @@ func TestPrefillAfterKVIgnored(t *testing.T) {
 		}
 		writeSSE(w, gen.WorkerChunk{TokenIDs: []int{2}}, gen.WorkerChunk{Done: true, Finish: "length", CompletionTokens: 2})
 	})
-	r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d})
+	logs := &syncBuffer{}
+	r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d}, WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	ch, err := r.Generate(context.Background(), req("late"))
 	require.NoError(t, err)
 	<-ch                   // first token
 	p.healthy.Store(false) // prefill frozen: marked unhealthy
-	require.Eventually(t, func() bool { return !r.prefill[0].healthy.Load() }, 10*time.Second, 10*time.Millisecond, "prefill unhealthy")
-	close(release) // and its leg fails
-	time.Sleep(50 * time.Millisecond)
+	require.Eventually(t, func() bool { return !r.prefill[0].healthy.Load() }, 30*time.Second, 10*time.Millisecond, "prefill unhealthy")
+	close(release) // and its leg fails: the router has seen it (and ignored it) before decode goes on
+	require.Eventually(t, func() bool {
+		return strings.Contains(logs.String(), "prefill leg failed after decode had its KV; ignored")
+	}, 30*time.Second, 5*time.Millisecond, "router saw the prefill leg fail")
 	close(decodeGo)
 	tokens, final := collect(t, ch)
 	require.NoError(t, final.Err)
 	assert.Equal(t, []int{2}, tokens)
 }
+
+// syncBuffer is a log sink shared by the router's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
