@@ -86,6 +86,12 @@ type run struct {
 // wrote no results.json.
 func runHarness(t *testing.T, scenario string, args ...string) run {
 	t.Helper()
+	return runHarnessEnv(t, nil, scenario, args...)
+}
+
+// runHarnessEnv is runHarness with extra environment variables (KEY=VALUE).
+func runHarnessEnv(t *testing.T, env []string, scenario string, args ...string) run {
+	t.Helper()
 	if harnessBin == "" {
 		t.Fatal("e2e: no harness binary (TestMain did not build it)")
 	}
@@ -94,6 +100,9 @@ func runHarness(t *testing.T, scenario string, args ...string) run {
 	defer cancel()
 	argv := append([]string{"run", scenario, "--out", out, "--quiet"}, args...)
 	cmd := exec.CommandContext(ctx, harnessBin, argv...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	// The harness reverts its faults and stops the topology on SIGINT; the reference
 	// server's children die with it (Pdeathsig) if it must be killed.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }

@@ -1,10 +1,6 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -20,7 +16,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"pdsoak/chaos"
-	"pdsoak/reports"
 	"pdsoak/scenarios"
 )
 
@@ -133,32 +128,7 @@ func freePorts(t *testing.T, n int) []int {
 // runWithEnv is runHarness with extra environment variables.
 func runWithEnv(t *testing.T, env []string, scenario string, args ...string) run {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "out")
-	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
-	defer cancel()
-	argv := append([]string{"run", scenario, "--out", out, "--quiet"}, args...)
-	cmd := exec.CommandContext(ctx, harnessBin, argv...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
-	cmd.WaitDelay = 30 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	err := cmd.Run()
-	r := run{out: out, stdout: stdout.String(), stderr: stderr.String(), elapsed: time.Since(start)}
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		r.code = exit.ExitCode()
-	default:
-		t.Fatalf("e2e: harness %s: %v\n%s", strings.Join(argv, " "), err, r.diagnostics())
-	}
-	require.NoError(t, ctx.Err(), "harness run did not end within %s\n%s", runTimeout, r.diagnostics())
-	data, err := os.ReadFile(filepath.Join(out, reports.ResultsFile))
-	require.NoError(t, err, "exit %d and no results\n%s", r.code, r.diagnostics())
-	require.NoError(t, json.Unmarshal(data, &r.res))
-	return r
+	return runHarnessEnv(t, env, scenario, args...)
 }
 
 // TestSGLangPackOnReferenceServer runs scenarios/targets/sglang-pd.yaml exactly as a GPU
