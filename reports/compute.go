@@ -42,7 +42,6 @@ type Builder struct {
 	gpu        *gpuStats
 	tl         timelineAcc
 	byWorkload map[string]*workloadStats
-	points     []TimePoint
 }
 
 // workloadStats is one workload's share of the ledger (results.json's by_workload).
@@ -296,7 +295,6 @@ func (b *Builder) addDone(e ledger.Event) {
 		at = *e.Scheduled
 	}
 	b.samples = append(b.samples, sample{at: at, ok: o == ledger.OutcomeOK})
-	b.points = append(b.points, TimePoint{Done: e.Time, TTFT: e.TTFT, Outcome: o})
 	b.tl.done(e, o, at)
 	if o.SilentDrop() {
 		b.dropCount++

@@ -86,9 +86,9 @@ type latencyRow struct {
 	P    Percentiles
 }
 
-// Charts lays out tl as report.html's charts, all on one time axis with the fault windows
-// shaded, recovery points marked and silent drops marked where they were scheduled.
-func Charts(tl *Timeline) []Chart {
+// faultLayers are what every timeline chart draws over its series: the fault windows
+// (shaded, labelled), the recovery points and the silent drops where they were scheduled.
+func faultLayers(tl *Timeline) ([]Span, []VLine, []float64) {
 	var spans []Span
 	var vlines []VLine
 	for _, f := range tl.Faults {
@@ -111,6 +111,13 @@ func Charts(tl *Timeline) []Chart {
 	for i, d := range tl.Drops {
 		marks[i] = d.At
 	}
+	return spans, vlines, marks
+}
+
+// Charts lays out tl as report.html's charts, all on one time axis with the fault windows
+// shaded, recovery points marked and silent drops marked where they were scheduled.
+func Charts(tl *Timeline) []Chart {
+	spans, vlines, marks := faultLayers(tl)
 	const x = "seconds since load start"
 	base := func(id, title, ylabel string, ss []Series) Chart {
 		return Chart{ID: id, Title: title, XLabel: x, YLabel: ylabel, Series: ss, XMax: tl.Duration,

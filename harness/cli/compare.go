@@ -121,7 +121,7 @@ Exit codes: 0 no regression, 1 regression, 2 not comparable (the scenarios' dige
 			if err := reports.WriteCompareMarkdown(&md, c); err != nil {
 				return &ExitError{Code: ExitInfra, Err: err}
 			}
-			if err := reports.WriteCompareHTML(&page, c, base.Samples, nw.Samples); err != nil {
+			if err := reports.WriteCompareHTML(&page, c, base.Results.Timeline(), nw.Results.Timeline()); err != nil {
 				return &ExitError{Code: ExitInfra, Err: err}
 			}
 			for name, data := range map[string][]byte{reports.CompareMarkdownFile: md.Bytes(), reports.CompareHTMLFile: page.Bytes()} {
