@@ -234,6 +234,19 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 		p.Add(lb)
 	}
 
+	if !hasData(c.Series) {
+		// Empty axes look like a broken chart; say why there is nothing to draw.
+		nd, err := plotter.NewLabels(plotter.XYLabels{XYs: []plotter.XY{{X: p.X.Max / 2, Y: ytop / 2}}, Labels: []string{"no data"}})
+		if err != nil {
+			return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+		}
+		nd.TextStyle[0].Font.Variant = "Sans"
+		nd.TextStyle[0].Font.Size = vg.Points(14)
+		nd.TextStyle[0].Color = color.Gray{Y: 120}
+		nd.TextStyle[0].XAlign, nd.TextStyle[0].YAlign = draw.XCenter, draw.YCenter
+		p.Add(nd)
+	}
+
 	if len(c.Marks) > 0 {
 		sc, err := plotter.NewScatter(xys(markPoints(c.Marks, p.X.Max, ytop*0.03)))
 		if err != nil {
@@ -253,6 +266,16 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 		return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
 	}
 	return inlineSVG(buf.Bytes(), c.ID), nil
+}
+
+// hasData says whether any series has a point to draw.
+func hasData(ss []Series) bool {
+	for _, s := range ss {
+		if len(s.Points) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 type swatch struct{ c color.Color }

@@ -183,3 +183,23 @@ func TestWriteAllWritesReportHTML(t *testing.T) {
 		assert.True(t, strings.Contains(string(page), s), "report.html lacks %q", s)
 	}
 }
+
+// TestRenderSVGNoData: a chart with nothing to draw says so instead of showing empty axes.
+func TestRenderSVGNoData(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		series []Series
+		empty  bool
+	}{
+		{"no series", nil, true},
+		{"series without points", []Series{{Name: "p50"}}, true},
+		{"one point", []Series{{Name: "p50", Points: []Point{{1, 2}}}}, false},
+		{"a line", []Series{{Name: "p50", Points: []Point{{1, 2}, {2, 3}}}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svg, err := RenderSVG(Chart{ID: "x", Title: "t", Series: tc.series, Spans: []Span{{From: 1, To: 2, Label: "f"}}}, ChartWidth, ChartHeight)
+			require.NoError(t, err)
+			assert.Equal(t, tc.empty, strings.Contains(string(svg), ">no data<"), "the no-data note")
+		})
+	}
+}
