@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"path/filepath"
 	"pdsoak/ledger"
 	"sort"
 	"strings"
@@ -39,6 +40,7 @@ type Builder struct {
 	badIDs     map[ledger.Outcome][]string
 	dropStages map[string]int
 	notes      []string
+	forensics  []ForensicsBundle
 	gpu        *gpuStats
 	tl         timelineAcc
 	byWorkload map[string]*workloadStats
@@ -143,6 +145,9 @@ func (b *Builder) Add(e ledger.Event) {
 	case ledger.EventNote:
 		if e.Message != "" {
 			b.notes = append(b.notes, e.Message)
+		}
+		if e.Source == "forensics" && e.Detail != "" {
+			b.forensics = append(b.forensics, ForensicsBundle{Dir: filepath.ToSlash(e.Detail), Note: e.Message})
 		}
 	case ledger.EventTarget:
 		p := b.provenance()
@@ -324,6 +329,7 @@ func (b *Builder) Results() *Results {
 		SelfCheck:  b.self,
 		GPU:        b.gpu.result(),
 		Notes:      append([]string(nil), b.notes...),
+		Forensics:  append([]ForensicsBundle(nil), b.forensics...),
 	}
 	if b.prov != nil {
 		p := *b.prov

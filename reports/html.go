@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"pdsoak/ledger"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -73,7 +74,21 @@ type htmlPage struct {
 	Scenario string
 	Gauges   int
 	OK       int
+	// Notes are the Results' notes as plain text, less the forensics bundles' (shown as
+	// links in their own section).
+	Notes     []string
+	Forensics []forensicsRow
 }
+
+type forensicsRow struct {
+	Dir, Text string
+}
+
+// mdLink is a markdown link; report.html shows its text (the notes are written for
+// summary.md), never the raw markdown.
+var mdLink = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+
+func plainNote(s string) string { return mdLink.ReplaceAllString(s, "$1") }
 
 type outcomeRow struct {
 	Outcome ledger.Outcome
@@ -180,6 +195,16 @@ func WriteHTML(w io.Writer, r *Results, tl *Timeline, opt HTMLOptions) error {
 			return err
 		}
 		page.Charts = append(page.Charts, htmlChart{Chart: c, SVG: template.HTML(svg), Small: small})
+	}
+	bundle := map[string]bool{}
+	for _, f := range r.Forensics {
+		bundle[f.Note] = true
+		page.Forensics = append(page.Forensics, forensicsRow{Dir: strings.TrimSuffix(f.Dir, "/"), Text: plainNote(f.Note)})
+	}
+	for _, n := range r.Notes {
+		if !bundle[n] {
+			page.Notes = append(page.Notes, plainNote(n))
+		}
 	}
 	for _, o := range ledger.Outcomes {
 		page.Outcomes = append(page.Outcomes, outcomeRow{o, r.Outcomes[o], o.SilentDrop()})
