@@ -31,6 +31,7 @@ type Builder struct {
 	dropCount  int
 	duplicate  []string
 	ttft, itl  []float64
+	itlEnds    []int // b.itl[itlEnds[i-1]:itlEnds[i]] are request i's gaps (requests with any)
 	e2e, lag   []float64
 	samples    []sample // for recovery
 	faults     []*faultState
@@ -50,6 +51,7 @@ type Builder struct {
 type workloadStats struct {
 	outcomes  map[ledger.Outcome]int
 	ttft, itl []float64
+	itlEnds   []int
 	e2e       []float64
 }
 
@@ -284,7 +286,10 @@ func (b *Builder) addDone(e ledger.Event) {
 		if e.TTFT > 0 {
 			w.ttft = append(w.ttft, e.TTFT)
 		}
-		w.itl = append(w.itl, e.ITL...)
+		if len(e.ITL) > 0 {
+			w.itl = append(w.itl, e.ITL...)
+			w.itlEnds = append(w.itlEnds, len(w.itl))
+		}
 		w.e2e = append(w.e2e, e.E2E)
 	}
 	if len(b.badIDs[o]) < 5 && o != ledger.OutcomeOK {
@@ -293,7 +298,10 @@ func (b *Builder) addDone(e ledger.Event) {
 	if e.TTFT > 0 {
 		b.ttft = append(b.ttft, e.TTFT)
 	}
-	b.itl = append(b.itl, e.ITL...)
+	if len(e.ITL) > 0 {
+		b.itl = append(b.itl, e.ITL...)
+		b.itlEnds = append(b.itlEnds, len(b.itl))
+	}
 	b.e2e = append(b.e2e, e.E2E)
 	at := e.Time.Add(-time.Duration(e.E2E * float64(time.Second)))
 	if e.Scheduled != nil {

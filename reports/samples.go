@@ -12,6 +12,10 @@ import (
 // resamples.
 type Samples struct {
 	TTFT, ITL, E2E []float64
+	// ITLEnds groups ITL by request: ITL[ITLEnds[i-1]:ITLEnds[i]] are the gaps of one
+	// request (ITLEnds[-1] is 0), so that compare resamples whole requests. Nil: each
+	// gap stands alone.
+	ITLEnds []int
 	// Workloads holds each workload's samples (their Workloads are empty).
 	Workloads map[string]*Samples
 }
@@ -25,9 +29,9 @@ type Run struct {
 // Samples returns the per-request figures gathered so far. The slices are the
 // builder's own: do not change them.
 func (b *Builder) Samples() *Samples {
-	s := &Samples{TTFT: b.ttft, ITL: b.itl, E2E: b.e2e, Workloads: map[string]*Samples{}}
+	s := &Samples{TTFT: b.ttft, ITL: b.itl, ITLEnds: b.itlEnds, E2E: b.e2e, Workloads: map[string]*Samples{}}
 	for name, w := range b.byWorkload {
-		s.Workloads[name] = &Samples{TTFT: w.ttft, ITL: w.itl, E2E: w.e2e}
+		s.Workloads[name] = &Samples{TTFT: w.ttft, ITL: w.itl, ITLEnds: w.itlEnds, E2E: w.e2e}
 	}
 	return s
 }

@@ -72,7 +72,8 @@ drops, overall and per workload. It writes compare.md and compare.html into --ou
 
 Gates (noise-aware):
   latency   a percentile regresses only when the 95% bootstrap interval (2,000 seeded
-            resamples of the per-request samples) of its relative change lies entirely
+            resamples of the per-request samples; ITL resamples whole requests, as a
+            request's gaps are correlated) of its relative change lies entirely
             above --tolerance and the percentile grew by at least --min-latency-change
             (default 5ms: below that, run-to-run differences are the machine's scheduling)
   outcomes  a bad outcome's rate (or ok's fall) regresses when a two-proportion z-test
