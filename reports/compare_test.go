@@ -118,6 +118,10 @@ func TestGoldenCompareCharts(t *testing.T) {
 	assert.Contains(t, labels, "BASE stall-kv (kv_transfer_stall)")
 	assert.Equal(t, len(base.Faults)+len(new.Faults), len(thr.Spans), "both runs' fault windows")
 	assert.Equal(t, []string{"BASE p50", "BASE p99", "NEW p50", "NEW p99"}, names(charts[1].Series))
+
+	same := CompareCharts(base, base)[0].Spans
+	require.Len(t, same, len(base.Faults), "a fault at the same time in both runs is one band")
+	assert.Equal(t, "stall-kv (kv_transfer_stall), both runs", same[0].Label)
 }
 
 func names(ss []Series) []string {

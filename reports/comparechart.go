@@ -40,6 +40,13 @@ func CompareCharts(base, new *Timeline) []Chart {
 	}{{"BASE", base}, {"NEW", new}} {
 		sp, vl, mk := faultLayers(run.tl)
 		for _, s := range sp {
+			if i := sameSpan(spans, s); i >= 0 {
+				// The same fault at (about) the same time in both runs: one band, not two
+				// overlapping ones.
+				spans[i].From, spans[i].To = math.Min(spans[i].From, s.From), math.Max(spans[i].To, s.To)
+				spans[i].Label = strings.TrimPrefix(spans[i].Label, "BASE ") + ", both runs"
+				continue
+			}
 			s.Label = run.name + " " + s.Label
 			spans = append(spans, s)
 		}
@@ -73,6 +80,16 @@ func CompareCharts(base, new *Timeline) []Chart {
 			return pickSeries(tl.TTFT, "p50", "p99")
 		}),
 	}
+}
+
+// sameSpan finds BASE's band for the same fault as s within a second at both ends, or -1.
+func sameSpan(spans []Span, s Span) int {
+	for i, b := range spans {
+		if b.Label == "BASE "+s.Label && math.Abs(b.From-s.From) < 1 && math.Abs(b.To-s.To) < 1 {
+			return i
+		}
+	}
+	return -1
 }
 
 // completedTotals sums a timeline's per-outcome series into "all" and, when any request

@@ -24,6 +24,11 @@ var trendTmpl = template.Must(template.New("trend").Parse(`<!DOCTYPE html>
 </body></html>
 `))
 
+// figureUnits are the trend charts' Y labels.
+var figureUnits = map[string]string{"requests": "requests", "throughput": "requests/s", "silent_drops": "drops",
+	"ok_rate": "fraction", "rejected_rate": "fraction", "ttft_p50": "seconds", "ttft_p99": "seconds",
+	"itl_p99": "seconds", "e2e_p50": "seconds", "e2e_p99": "seconds"}
+
 type trendRow struct {
 	N                    int
 	Time, Label, Verdict string
@@ -71,8 +76,8 @@ func WriteTrend(w io.Writer, entries []HistoryEntry, problems []HistoryProblem, 
 			sc.Rows = append(sc.Rows, trendRow{N: i + 1, Time: e.Time.UTC().Format("2006-01-02 15:04"), Label: e.Label, Verdict: string(e.Verdict), Link: link(e)})
 		}
 		for _, fig := range KeyFigures {
-			ch := Chart{ID: "trend_" + sanitizeID(name+"_"+fig), Title: fig, XLabel: "run", YLabel: fig, MarkLabel: "not passing"}
-			s := Series{Name: fig}
+			ch := Chart{ID: "trend_" + sanitizeID(name+"_"+fig), Title: fig, XLabel: "run (the table's #)", YLabel: figureUnits[fig], MarkLabel: "not passing", Runs: true}
+			s := Series{} // one line per chart: its title names it
 			for i, e := range runs {
 				v, ok := e.Figures[fig]
 				if !ok {
