@@ -79,6 +79,20 @@ func (o *CompareOptions) defaults() {
 	}
 }
 
+// Stat is the row's test result as shown: the interval of the change, the p-value, or
+// why the figure is not gated.
+func (r Row) Stat() string {
+	switch {
+	case r.CI != nil:
+		return fmt.Sprintf("[%+.1f%%, %+.1f%%]", 100*r.CI.Lo, 100*r.CI.Hi)
+	case r.P != nil:
+		return fmt.Sprintf("p = %.2g", *r.P)
+	case strings.HasPrefix(r.Why, "not gated"):
+		return "too few samples"
+	}
+	return ""
+}
+
 // Row is one figure side by side. CI is the bootstrap interval of the relative change
 // (latency rows); P the z-test's p-value (outcome rate rows).
 type Row struct {
@@ -375,15 +389,7 @@ func WriteCompareMarkdown(w io.Writer, c *Comparison) error {
 			}
 			fmt.Fprintf(&b, "\n## %s\n\n| figure | BASE | NEW | change | 95%% interval / p | |\n|---|---:|---:|---:|---:|---|\n", mdEscape(title))
 		}
-		stat := ""
-		switch {
-		case r.CI != nil:
-			stat = fmt.Sprintf("[%+.1f%%, %+.1f%%]", 100*r.CI.Lo, 100*r.CI.Hi)
-		case r.P != nil:
-			stat = fmt.Sprintf("p = %.2g", *r.P)
-		case strings.HasPrefix(r.Why, "not gated"):
-			stat = "too few samples"
-		}
+		stat := r.Stat()
 		flag := ""
 		if r.Regression {
 			flag = "**REGRESSION**"

@@ -176,17 +176,8 @@ func WriteCompareHTML(w io.Writer, c *Comparison, base, new *Timeline) error {
 		if len(groups) == 0 || groups[len(groups)-1].Title != r.Group {
 			groups = append(groups, htmlGroup{Title: r.Group})
 		}
-		stat := ""
-		switch {
-		case r.CI != nil:
-			stat = fmt.Sprintf("[%+.1f%%, %+.1f%%]", 100*r.CI.Lo, 100*r.CI.Hi)
-		case r.P != nil:
-			stat = fmt.Sprintf("p = %.2g", *r.P)
-		case strings.HasPrefix(r.Why, "not gated"):
-			stat = "too few samples"
-		}
 		g := &groups[len(groups)-1]
-		g.Rows = append(g.Rows, htmlRow{Figure: r.Figure, Base: fmtFig(r.Base, r.Unit), New: fmtFig(r.New, r.Unit), Change: r.Change(), Stat: stat, Why: r.Why, Regression: r.Regression})
+		g.Rows = append(g.Rows, htmlRow{Figure: r.Figure, Base: fmtFig(r.Base, r.Unit), New: fmtFig(r.New, r.Unit), Change: r.Change(), Stat: r.Stat(), Why: r.Why, Regression: r.Regression})
 	}
 	if err := compareTmpl.Execute(w, map[string]any{"C": c, "Charts": charts, "Groups": groups}); err != nil {
 		return fmt.Errorf("reports: write compare.html: %w", err)
