@@ -199,7 +199,14 @@ func WriteHTML(w io.Writer, r *Results, tl *Timeline, opt HTMLOptions) error {
 	bundle := map[string]bool{}
 	for _, f := range r.Forensics {
 		bundle[f.Note] = true
-		page.Forensics = append(page.Forensics, forensicsRow{Dir: strings.TrimSuffix(f.Dir, "/"), Text: plainNote(f.Note)})
+		dir := strings.TrimSuffix(f.Dir, "/")
+		// "forensics bundle (trigger: reason): DIR, N files…": the row already names the
+		// bundle and links it, so the text keeps the trigger and the counts.
+		text := strings.Replace(strings.TrimPrefix(plainNote(f.Note), "forensics bundle "), ": "+dir+", ", ": ", 1)
+		if i := strings.Index(text, "): "); strings.HasPrefix(text, "(") && i > 0 {
+			text = text[1:i] + " — " + text[i+3:]
+		}
+		page.Forensics = append(page.Forensics, forensicsRow{Dir: dir, Text: text})
 	}
 	for _, n := range r.Notes {
 		if !bundle[n] {

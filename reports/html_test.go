@@ -223,7 +223,7 @@ func TestForensicsLinks(t *testing.T) {
 	for _, want := range []string{
 		`<a href="forensics/wedge-120000/MANIFEST.json">MANIFEST.json</a>`,
 		`<a href="forensics/wedge-120000/">forensics/wedge-120000/</a>`,
-		"forensics bundle (wedge: no progress for 10s): forensics/wedge-120000, 7 files collected",
+		"<td>wedge: no progress for 10s — 7 files collected, 1 collectors failed</td>",
 		"<li>a plain note with a link</li>",
 	} {
 		assert.Contains(t, html, want)
