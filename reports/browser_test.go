@@ -23,22 +23,53 @@ func drawsData(svg string) bool {
 	return false
 }
 
-// TestBrowserDOM checks the DOM chromium built from report.html (make test-browser sets
-// BROWSER_DOM): every core chart is there and draws data, and nothing is fetched.
+// TestBrowserDOM checks the DOMs chromium built (make test-browser sets BROWSER_DOM for
+// report.html, and BROWSER_COMPARE_DOM and BROWSER_TREND_DOM for compare.html and the
+// trend page): every chart is there and draws data, and nothing is fetched.
 func TestBrowserDOM(t *testing.T) {
-	path := os.Getenv("BROWSER_DOM")
-	if path == "" {
+	if os.Getenv("BROWSER_DOM") == "" {
 		t.Skip("BROWSER_DOM not set: run make test-browser")
+	}
+	t.Run("report.html", func(t *testing.T) {
+		dom := readDOM(t, "BROWSER_DOM")
+		for _, id := range []string{"completed", "ttft", "itl", "e2e", "in_flight"} {
+			svg := chartSVG(t, dom, id)
+			assert.True(t, drawsData(svg), "chart %s is empty in the browser's DOM", id)
+		}
+		assert.Greater(t, strings.Count(dom, `<svg class="chart"`), 5, "the server gauges' charts are missing")
+	})
+	t.Run("compare.html", func(t *testing.T) {
+		dom := readDOM(t, "BROWSER_COMPARE_DOM")
+		for _, id := range []string{"cmp_completed", "cmp_ttft"} {
+			svg := chartSVG(t, dom, id)
+			assert.True(t, drawsData(svg), "chart %s is empty in the browser's DOM", id)
+			assert.NotContains(t, svg, ">no data<", "chart %s", id)
+		}
+	})
+	t.Run("trend page", func(t *testing.T) {
+		dom := readDOM(t, "BROWSER_TREND_DOM")
+		ids := chartIDs.FindAllStringSubmatch(dom, -1)
+		assert.GreaterOrEqual(t, len(ids), len(KeyFigures)-2, "the trend page lacks its charts")
+		for _, m := range ids {
+			assert.True(t, drawsData(chartSVG(t, dom, m[1])), "trend chart %s is empty in the browser's DOM", m[1])
+		}
+	})
+}
+
+var chartIDs = regexp.MustCompile(`<svg class="chart" id="([^"]+)"`)
+
+// readDOM reads the DOM file named by env, skipping when it is not set.
+func readDOM(t *testing.T, env string) string {
+	t.Helper()
+	path := os.Getenv(env)
+	if path == "" {
+		t.Skipf("%s not set: make test-browser renders that page only from its own runs", env)
 	}
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	dom := string(data)
-	assert.Empty(t, externalRefs(dom))
-	for _, id := range []string{"completed", "ttft", "itl", "e2e", "in_flight"} {
-		svg := chartSVG(t, dom, id)
-		assert.True(t, drawsData(svg), "chart %s is empty in the browser's DOM", id)
-	}
-	assert.Greater(t, strings.Count(dom, `<svg class="chart"`), 5, "the server gauges' charts are missing")
+	assert.Empty(t, externalRefs(dom), "the page must load nothing from elsewhere")
+	return dom
 }
 
 func TestDataPathDetector(t *testing.T) {

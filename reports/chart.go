@@ -40,6 +40,9 @@ type Chart struct {
 	Marks  []float64
 	// MarkLabel names the marks in the legend ("silent drop").
 	MarkLabel string
+	// Runs says X is a run's number (1, 2, …, the trend page): the axis spans the runs
+	// with whole-number ticks and every point gets a dot.
+	Runs bool
 	// Gap breaks a line where consecutive points are further apart than it (a window with
 	// no sample), rather than draw a slope across it; 0: never.
 	Gap float64
@@ -106,6 +109,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 	p.Legend.Top = true
 	p.Legend.Left = false
 	p.Legend.TextStyle.Font.Size = vg.Points(8)
+	p.Legend.Padding = vg.Points(1.5) // entries' text must not touch
 	p.Add(plotter.NewGrid())
 	p.X.Tick.Marker = roundTicker{}
 	p.Y.Tick.Marker = padTicker{roundTicker{}}
@@ -138,6 +142,10 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 	ytop := niceCeil(ymax * 1.3)                      // headroom for the fault labels; a round top gets round ticks
 	p.X.Min, p.X.Max = 0, niceCeil(math.Max(xmax, 1)) // round ends give round ticks
 	p.Y.Min, p.Y.Max = 0, ytop
+	if c.Runs {
+		p.X.Min, p.X.Max = 0.5, math.Max(xmax, 1)+0.5
+		p.X.Tick.Marker = wholeTicker{}
+	}
 
 	// Fault windows under everything else.
 	for _, sp := range c.Spans {
@@ -181,7 +189,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 	} else {
 		for i, s := range c.Series {
 			for k, run := range splitGaps(s.Points, c.Gap) {
-				if len(run) == 1 {
+				if len(run) == 1 || c.Runs {
 					// A lone window has no line to draw: a dot shows it.
 					sc, err := plotter.NewScatter(xys(run))
 					if err != nil {
@@ -199,7 +207,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 				l.LineStyle.Color = col(i, s.Name)
 				l.LineStyle.Width = vg.Points(1.2)
 				p.Add(l)
-				if k == 0 {
+				if k == 0 && s.Name != "" {
 					p.Legend.Add(s.Name, l)
 				}
 			}
@@ -234,6 +242,19 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 		p.Add(lb)
 	}
 
+	if !hasData(c.Series) {
+		// Empty axes look like a broken chart; say why there is nothing to draw.
+		nd, err := plotter.NewLabels(plotter.XYLabels{XYs: []plotter.XY{{X: p.X.Max / 2, Y: ytop / 2}}, Labels: []string{"no data"}})
+		if err != nil {
+			return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+		}
+		nd.TextStyle[0].Font.Variant = "Sans"
+		nd.TextStyle[0].Font.Size = vg.Points(14)
+		nd.TextStyle[0].Color = color.Gray{Y: 120}
+		nd.TextStyle[0].XAlign, nd.TextStyle[0].YAlign = draw.XCenter, draw.YCenter
+		p.Add(nd)
+	}
+
 	if len(c.Marks) > 0 {
 		sc, err := plotter.NewScatter(xys(markPoints(c.Marks, p.X.Max, ytop*0.03)))
 		if err != nil {
@@ -253,6 +274,16 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 		return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
 	}
 	return inlineSVG(buf.Bytes(), c.ID), nil
+}
+
+// hasData says whether any series has a point to draw.
+func hasData(ss []Series) bool {
+	for _, s := range ss {
+		if len(s.Points) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 type swatch struct{ c color.Color }
@@ -341,6 +372,19 @@ func (roundTicker) Ticks(min, max float64) []plot.Tick {
 		}
 	}
 	return ticks
+}
+
+// wholeTicker is roundTicker with whole numbers only (run numbers).
+type wholeTicker struct{}
+
+func (wholeTicker) Ticks(min, max float64) []plot.Tick {
+	var out []plot.Tick
+	for _, t := range (roundTicker{}).Ticks(min, max) {
+		if t.Value == math.Trunc(t.Value) {
+			out = append(out, plot.Tick{Value: t.Value, Label: strconv.FormatFloat(t.Value, 'f', 0, 64)})
+		}
+	}
+	return out
 }
 
 // roundTo removes float noise (0.30000000000000004) at the step's precision.

@@ -79,6 +79,20 @@ func (o *CompareOptions) defaults() {
 	}
 }
 
+// Stat is the row's test result as shown: the interval of the change, the p-value, or
+// why the figure is not gated.
+func (r Row) Stat() string {
+	switch {
+	case r.CI != nil:
+		return fmt.Sprintf("[%+.1f%%, %+.1f%%]", 100*r.CI.Lo, 100*r.CI.Hi)
+	case r.P != nil:
+		return fmt.Sprintf("p = %.2g", *r.P)
+	case strings.HasPrefix(r.Why, "not gated"):
+		return "too few samples"
+	}
+	return ""
+}
+
 // Row is one figure side by side. CI is the bootstrap interval of the relative change
 // (latency rows); P the z-test's p-value (outcome rate rows).
 type Row struct {
@@ -244,13 +258,16 @@ func (c *Comparison) latency(group string, bs, ns *Samples, bt, bi, be, nt, ni, 
 		name   string
 		bx, nx []float64
 		bp, np Percentiles
-	}{{"ttft", bs.TTFT, ns.TTFT, bt, nt}, {"itl", bs.ITL, ns.ITL, bi, ni}, {"e2e", bs.E2E, ns.E2E, be, ne}} {
+		// be, ne group the samples by request (ITL: a request's gaps are correlated, so
+		// they are resampled together); nil: per sample.
+		be, ne []int
+	}{{"ttft", bs.TTFT, ns.TTFT, bt, nt, nil, nil}, {"itl", bs.ITL, ns.ITL, bi, ni, bs.ITLEnds, ns.ITLEnds}, {"e2e", bs.E2E, ns.E2E, be, ne, nil, nil}} {
 		qs := []struct {
 			name   string
 			q      float64
 			bv, nv float64
 		}{{"p50", 0.5, m.bp.P50, m.np.P50}, {"p90", 0.9, m.bp.P90, m.np.P90}, {"p99", 0.99, m.bp.P99, m.np.P99}}
-		cis, oks := BootstrapRelDiffs(m.bx, m.nx, []float64{0.5, 0.9, 0.99}, o.Resamples, o.Level, o.Seed)
+		cis, oks := BootstrapRelDiffsGrouped(m.bx, m.be, m.nx, m.ne, []float64{0.5, 0.9, 0.99}, o.Resamples, o.Level, o.Seed)
 		for i, q := range qs {
 			row := Row{Group: group, Figure: q.name + "(" + m.name + ")", Base: q.bv, New: q.nv, Unit: "s"}
 			if tail := float64(min(len(m.bx), len(m.nx))) * (1 - q.q); tail < float64(o.MinTail) {
@@ -351,7 +368,7 @@ func WriteCompareMarkdown(w io.Writer, c *Comparison) error {
 	fmt.Fprintf(&b, "# compare %s: %s\n\n", c.New.Scenario, c.VerdictText())
 	fmt.Fprintf(&b, "- BASE: %s, seed %d, %s, %s, started %s (digest %s)\n", c.Base.Verdict, c.Base.Seed, plural(c.Base.Requests, "request"), c.Base.Target, c.Base.Start.UTC().Format("2006-01-02 15:04:05Z"), c.BaseDigest)
 	fmt.Fprintf(&b, "- NEW: %s, seed %d, %s, %s, started %s (digest %s)\n", c.New.Verdict, c.New.Seed, plural(c.New.Requests, "request"), c.New.Target, c.New.Start.UTC().Format("2006-01-02 15:04:05Z"), c.NewDigest)
-	fmt.Fprintf(&b, "- gates: latency regresses when the %g%% bootstrap interval (%d resamples) of its relative change lies above +%g%% and it grew by at least %s; an outcome rate when a two-proportion z-test gives p < %g and it moved by ≥ %g; any silent drop in NEW where BASE had none; a percentile with fewer than %d samples beyond it (on either side) is shown, not gated\n",
+	fmt.Fprintf(&b, "- gates: latency regresses when the %g%% bootstrap interval (%d resamples of the requests; ITL resamples each request's gaps together) of its relative change lies above +%g%% and it grew by at least %s; an outcome rate when a two-proportion z-test gives p < %g and it moved by ≥ %g; any silent drop in NEW where BASE had none; a percentile with fewer than %d samples beyond it (on either side) is shown, not gated\n",
 		100*c.Options.Level, c.Options.Resamples, 100*c.Options.Tolerance, fmtSeconds(c.Options.MinLatencyChange), c.Options.Alpha, c.Options.MinRateChange, c.Options.MinTail)
 	if c.Forced {
 		b.WriteString("\n**Forced:** the scenarios differ (digests " + c.BaseDigest + " and " + c.NewDigest + "); compared anyway with --force.\n")
@@ -372,15 +389,7 @@ func WriteCompareMarkdown(w io.Writer, c *Comparison) error {
 			}
 			fmt.Fprintf(&b, "\n## %s\n\n| figure | BASE | NEW | change | 95%% interval / p | |\n|---|---:|---:|---:|---:|---|\n", mdEscape(title))
 		}
-		stat := ""
-		switch {
-		case r.CI != nil:
-			stat = fmt.Sprintf("[%+.1f%%, %+.1f%%]", 100*r.CI.Lo, 100*r.CI.Hi)
-		case r.P != nil:
-			stat = fmt.Sprintf("p = %.2g", *r.P)
-		case strings.HasPrefix(r.Why, "not gated"):
-			stat = "too few samples"
-		}
+		stat := r.Stat()
 		flag := ""
 		if r.Regression {
 			flag = "**REGRESSION**"

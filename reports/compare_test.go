@@ -70,7 +70,7 @@ func TestCompareGoldenRunWithItself(t *testing.T) {
 	assert.False(t, c.Regressed(), "%q", c.Regressions)
 	var md, page bytes.Buffer
 	require.NoError(t, WriteCompareMarkdown(&md, c))
-	require.NoError(t, WriteCompareHTML(&page, c, run.Samples, run.Samples))
+	require.NoError(t, WriteCompareHTML(&page, c, run.Results.Timeline(), run.Results.Timeline()))
 	assert.NotContains(t, md.String(), "## Workload", "one workload: its rows would repeat the run's")
 	assert.Contains(t, md.String(), "| time to recover stall-kv | 0 s | 0 s | = |")
 	html := page.String()
@@ -80,19 +80,56 @@ func TestCompareGoldenRunWithItself(t *testing.T) {
 	}
 }
 
-// TestGoldenTimeline: the figures behind compare.html's timelines.
-func TestGoldenTimeline(t *testing.T) {
-	run := goldenRun(t)
-	tl := BuildCompareTimeline(run.Samples, run.Results.Duration)
-	data, err := json.MarshalIndent(tl, "", " ")
-	require.NoError(t, err)
-	golden(t, "compare_timeline.golden.json", append(data, '\n'))
-	total := 0.0
-	width := run.Results.Duration / TimelineBins
-	for _, p := range tl.Throughput {
-		total += p[1] * width
+// TestGoldenCompareCharts: the figures behind compare.html's overlaid charts (not the
+// pixels), for the fixture run as BASE against a run with GPU samples and an unrecovered
+// fault as NEW.
+func TestGoldenCompareCharts(t *testing.T) {
+	base := goldenRun(t).Results.Timeline()
+	new := Compute(gpuLedger(), Config{}).Timeline()
+	charts := CompareCharts(base, new)
+	type figures struct {
+		ID, Title string
+		XMax      float64
+		Series    []Series
+		Spans     []Span
+		VLines    []VLine
+		Marks     []float64
 	}
-	assert.InDelta(t, float64(run.Results.Requests), total, 1e-3, "every request is in one bin")
+	var got []figures
+	for _, c := range charts {
+		got = append(got, figures{c.ID, c.Title, c.XMax, c.Series, c.Spans, c.VLines, c.Marks})
+	}
+	data, err := json.MarshalIndent(got, "", " ")
+	require.NoError(t, err)
+	golden(t, "compare_charts.golden.json", append(pointPairs.ReplaceAll(data, []byte("[$1, $2]")), '\n'))
+
+	require.Len(t, charts, 2)
+	thr := charts[0]
+	require.Equal(t, "BASE all", thr.Series[0].Name)
+	total := 0.0
+	for _, p := range thr.Series[0].Points {
+		total += p.Y * base.Window
+	}
+	assert.InDelta(t, float64(goldenRun(t).Results.Requests), total, 1e-6, "BASE's total line counts every request once")
+	var labels []string
+	for _, sp := range thr.Spans {
+		labels = append(labels, sp.Label)
+	}
+	assert.Contains(t, labels, "BASE stall-kv (kv_transfer_stall)")
+	assert.Equal(t, len(base.Faults)+len(new.Faults), len(thr.Spans), "both runs' fault windows")
+	assert.Equal(t, []string{"BASE p50", "BASE p99", "NEW p50", "NEW p99"}, names(charts[1].Series))
+
+	same := CompareCharts(base, base)[0].Spans
+	require.Len(t, same, len(base.Faults), "a fault at the same time in both runs is one band")
+	assert.Equal(t, "stall-kv (kv_transfer_stall), both runs", same[0].Label)
+}
+
+func names(ss []Series) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = s.Name
+	}
+	return out
 }
 
 func TestScenarioDigest(t *testing.T) {

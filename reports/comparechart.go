@@ -1,147 +1,129 @@
 package reports
 
 import (
-	"bytes"
 	"fmt"
 	"html/template"
 	"image/color"
 	"io"
 	"math"
-	"sort"
 	"strings"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgsvg"
+	"pdsoak/ledger"
 )
 
-// This file holds compare.html's and the trend page's charts, drawn with gonum/plot as
-// inline SVG, so the pages need nothing from the network. It is kept to one file so that
-// the charts can move onto report.html's shared renderer.
+// This file holds compare.html: both runs' Timelines (the figures report.html draws) laid
+// out as overlaid Charts on one time axis and drawn by RenderSVG, like report.html's.
 
-// CompareSeries is one line of a chart.
-type CompareSeries struct {
-	Name string
-	XY   [][2]float64
-	// Marks are points drawn as crosses (failing nights on the trend page).
-	Marks [][2]float64
-}
+// Colours of the two runs: BASE in blues, NEW in reds; the darker shade is the main line.
+var (
+	baseColors = []color.Color{color.RGBA{21, 101, 192, 255}, color.RGBA{100, 181, 246, 255}}
+	newColors  = []color.Color{color.RGBA{198, 40, 40, 255}, color.RGBA{239, 154, 154, 255}}
+)
 
-// TimelineBins is how many bins a compare timeline has.
-const TimelineBins = 60
-
-// CompareTimeline is the figures behind compare.html's overlaid timelines: per bin of the run's
-// clock (seconds from its start), requests completed per second and the median TTFT of
-// the requests that completed in the bin.
-type CompareTimeline struct {
-	Throughput [][2]float64 `json:"throughput"`
-	TTFT       [][2]float64 `json:"ttft_p50"`
-}
-
-// BuildCompareTimeline bins a run's terminal requests over span seconds.
-func BuildCompareTimeline(s *Samples, span float64) CompareTimeline {
-	var tl CompareTimeline
-	if s == nil || len(s.Points) == 0 || span <= 0 {
-		return tl
+// CompareCharts lays out both runs' timelines on one time axis (seconds since each run's
+// load start): requests completed per second (all outcomes, and those not ok when any
+// were), TTFT p50 and p99, with both runs' fault windows shaded and their recovery points
+// and silent drops marked.
+func CompareCharts(base, new *Timeline) []Chart {
+	if base == nil {
+		base = &Timeline{}
 	}
-	width := span / TimelineBins
-	counts := make([]int, TimelineBins)
-	ttfts := make([][]float64, TimelineBins)
-	for _, p := range s.Points {
-		i := int(p.Done.Sub(s.Start).Seconds() / width)
-		if i < 0 || i >= TimelineBins {
-			i = max(0, min(i, TimelineBins-1))
-		}
-		counts[i]++
-		if p.TTFT > 0 {
-			ttfts[i] = append(ttfts[i], p.TTFT)
-		}
+	if new == nil {
+		new = &Timeline{}
 	}
-	for i := range TimelineBins {
-		mid := round((float64(i) + 0.5) * width)
-		tl.Throughput = append(tl.Throughput, [2]float64{mid, round(float64(counts[i]) / width)})
-		if len(ttfts[i]) > 0 {
-			sort.Float64s(ttfts[i])
-			tl.TTFT = append(tl.TTFT, [2]float64{mid, round(quantile(ttfts[i], 0.5))})
-		}
-	}
-	return tl
-}
-
-var comparePalette = []color.Color{
-	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
-	color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
-	color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
-	color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
-}
-
-// ChartSVG renders a line chart as an SVG element for inlining in HTML (no XML
-// prologue, no fonts embedded: the browser's sans-serif is used).
-func ChartSVG(title, xLabel, yLabel string, series []CompareSeries) (template.HTML, error) {
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = xLabel
-	p.Y.Label.Text = yLabel
-	p.Y.Min = 0
-	p.Legend.Top = true
-	p.Add(plotter.NewGrid())
-	top := 0.0
-	for _, s := range series {
-		for _, v := range s.XY {
-			top = math.Max(top, v[1])
-		}
-	}
-	for i, s := range series {
-		if len(s.XY) == 0 {
-			continue
-		}
-		xys := make(plotter.XYs, len(s.XY))
-		for j, v := range s.XY {
-			xys[j].X, xys[j].Y = v[0], v[1]
-		}
-		l, pts, err := plotter.NewLinePoints(xys)
-		if err != nil {
-			return "", fmt.Errorf("reports: chart %s: %w", title, err)
-		}
-		c := comparePalette[i%len(comparePalette)]
-		l.Color, pts.Color = c, c
-		pts.Radius = vg.Points(1.5)
-		p.Add(l, pts)
-		p.Legend.Add(s.Name, l)
-		if len(s.Marks) > 0 {
-			mxy := make(plotter.XYs, len(s.Marks))
-			for j, v := range s.Marks {
-				mxy[j].X, mxy[j].Y = v[0], v[1]
+	var spans []Span
+	var vlines []VLine
+	var marks []float64
+	for _, run := range []struct {
+		name string
+		tl   *Timeline
+	}{{"BASE", base}, {"NEW", new}} {
+		sp, vl, mk := faultLayers(run.tl)
+		for _, s := range sp {
+			if i := sameSpan(spans, s); i >= 0 {
+				// The same fault at (about) the same time in both runs: one band, not two
+				// overlapping ones.
+				spans[i].From, spans[i].To = math.Min(spans[i].From, s.From), math.Max(spans[i].To, s.To)
+				spans[i].Label = strings.TrimPrefix(spans[i].Label, "BASE ") + ", both runs"
+				continue
 			}
-			sc, err := plotter.NewScatter(mxy)
-			if err != nil {
-				return "", fmt.Errorf("reports: chart %s: %w", title, err)
+			s.Label = run.name + " " + s.Label
+			spans = append(spans, s)
+		}
+		for _, v := range vl {
+			v.Label = run.name + " " + v.Label
+			vlines = append(vlines, v)
+		}
+		marks = append(marks, mk...)
+	}
+	colors := map[string]color.Color{}
+	overlay := func(id, title, ylabel string, pick func(*Timeline) []Series) Chart {
+		c := Chart{ID: id, Title: title, XLabel: "seconds since load start", YLabel: ylabel,
+			XMax: math.Max(base.Duration, new.Duration), Spans: spans, VLines: vlines, Marks: marks,
+			MarkLabel: "silent drop (either run)", Colors: colors, Gap: 1.5 * math.Max(base.Window, new.Window)}
+		for _, run := range []struct {
+			name   string
+			tl     *Timeline
+			colors []color.Color
+		}{{"BASE", base, baseColors}, {"NEW", new, newColors}} {
+			for i, s := range pick(run.tl) {
+				s.Name = run.name + " " + s.Name
+				colors[s.Name] = run.colors[min(i, len(run.colors)-1)]
+				c.Series = append(c.Series, s)
 			}
-			sc.Shape = draw.CrossGlyph{}
-			sc.Radius = vg.Points(5)
-			sc.Color = comparePalette[1]
-			p.Add(sc)
-			p.Legend.Add("failing", sc)
+		}
+		return c
+	}
+	return []Chart{
+		overlay("cmp_completed", "Requests completed per second", "requests/s", completedTotals),
+		overlay("cmp_ttft", "Time to first token, p50 and p99 (by scheduled time)", "seconds", func(tl *Timeline) []Series {
+			return pickSeries(tl.TTFT, "p50", "p99")
+		}),
+	}
+}
+
+// sameSpan finds BASE's band for the same fault as s within a second at both ends, or -1.
+func sameSpan(spans []Span, s Span) int {
+	for i, b := range spans {
+		if b.Label == "BASE "+s.Label && math.Abs(b.From-s.From) < 1 && math.Abs(b.To-s.To) < 1 {
+			return i
 		}
 	}
-	// Headroom above the data for the legend, which sits top right.
-	p.Y.Max = top * 1.3
-	if p.Y.Max <= p.Y.Min {
-		p.Y.Max = p.Y.Min + 1
+	return -1
+}
+
+// completedTotals sums a timeline's per-outcome series into "all" and, when any request
+// was not ok, "not ok".
+func completedTotals(tl *Timeline) []Series {
+	if len(tl.Completed) == 0 {
+		return nil
 	}
-	c := vgsvg.NewWith(vgsvg.UseWH(7*vg.Inch, 2.6*vg.Inch), vgsvg.EmbedFonts(false))
-	p.Draw(draw.New(c))
-	var buf bytes.Buffer
-	if _, err := c.WriteTo(&buf); err != nil {
-		return "", fmt.Errorf("reports: chart %s: %w", title, err)
+	tops := stack(tl.Completed)
+	out := []Series{{Name: "all", Points: tops[len(tops)-1]}}
+	var bad []Series
+	for _, s := range tl.Completed {
+		if s.Name != string(ledger.OutcomeOK) {
+			bad = append(bad, s)
+		}
 	}
-	svg := buf.String()
-	if i := strings.Index(svg, "<svg"); i >= 0 {
-		svg = svg[i:]
+	if len(bad) > 0 {
+		t := stack(bad)
+		out = append(out, Series{Name: "not ok", Points: t[len(t)-1]})
 	}
-	return template.HTML(svg), nil // gonum's own output: SVGo escapes the text it draws
+	return out
+}
+
+// pickSeries returns the named series of ss in the order asked.
+func pickSeries(ss []Series, names ...string) []Series {
+	var out []Series
+	for _, n := range names {
+		for _, s := range ss {
+			if s.Name == n {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
 }
 
 const pageStyle = `body{font-family:sans-serif;margin:1.5em;color:#222;max-width:1100px}
@@ -158,9 +140,9 @@ var compareTmpl = template.Must(template.New("compare").Parse(`<!DOCTYPE html>
 NEW: {{.C.New.Verdict}}, seed {{.C.New.Seed}}, {{.C.New.Requests}} requests, {{.C.New.Target}} (digest {{.C.NewDigest}}){{if .C.NewReport}}, <a href="{{.C.NewReport}}">report</a>{{end}}</p>
 {{if .C.Forced}}<p class="fail">Forced: the scenarios differ; compared anyway with --force.</p>{{end}}
 {{if .C.Regressed}}<h2>Regressions</h2><ul>{{range .C.Regressions}}<li>{{.}}</li>{{end}}</ul>{{end}}
-<h2>Timelines (both runs, seconds from each run's start)</h2>
-{{.Throughput}}
-{{.TTFT}}
+<h2>Timelines</h2>
+<p>Both runs on one time axis (seconds since each run's load start): BASE in blue, NEW in red; fault windows shaded, recoveries dashed.</p>
+{{range .Charts}}{{.}}{{end}}
 {{range .Groups}}<h2>{{.Title}}</h2>
 <table><tr><th>figure</th><th>BASE</th><th>NEW</th><th>change</th><th>interval / p</th></tr>
 {{range .Rows}}<tr{{if .Regression}} class="reg" title="{{.Why}}"{{end}}><td>{{.Figure}}</td><td>{{.Base}}</td><td>{{.New}}</td><td>{{.Change}}</td><td>{{.Stat}}</td></tr>
@@ -178,38 +160,26 @@ type htmlGroup struct {
 	Rows  []htmlRow
 }
 
-// WriteCompareHTML writes compare.html: the verdict, both runs' timelines overlaid and
-// the table of every figure.
-func WriteCompareHTML(w io.Writer, c *Comparison, base, new *Samples) error {
-	span := math.Max(c.Base.Duration, c.New.Duration)
-	bt, nt := BuildCompareTimeline(base, span), BuildCompareTimeline(new, span)
-	thr, err := ChartSVG("requests completed per second", "seconds", "req/s", []CompareSeries{{Name: "BASE", XY: bt.Throughput}, {Name: "NEW", XY: nt.Throughput}})
-	if err != nil {
-		return err
-	}
-	ttft, err := ChartSVG("TTFT p50 of the requests completed in each bin", "seconds", "TTFT (s)", []CompareSeries{{Name: "BASE", XY: bt.TTFT}, {Name: "NEW", XY: nt.TTFT}})
-	if err != nil {
-		return err
+// WriteCompareHTML writes compare.html: the verdict, both runs' timelines (Results.Timeline)
+// overlaid and the table of every figure.
+func WriteCompareHTML(w io.Writer, c *Comparison, base, new *Timeline) error {
+	var charts []template.HTML
+	for _, ch := range CompareCharts(base, new) {
+		svg, err := RenderSVG(ch, ChartWidth, ChartHeight)
+		if err != nil {
+			return err
+		}
+		charts = append(charts, template.HTML(svg)) // gonum's own output: it escapes the text it draws
 	}
 	var groups []htmlGroup
 	for _, r := range c.Rows {
 		if len(groups) == 0 || groups[len(groups)-1].Title != r.Group {
 			groups = append(groups, htmlGroup{Title: r.Group})
 		}
-		stat := ""
-		switch {
-		case r.CI != nil:
-			stat = fmt.Sprintf("[%+.1f%%, %+.1f%%]", 100*r.CI.Lo, 100*r.CI.Hi)
-		case r.P != nil:
-			stat = fmt.Sprintf("p = %.2g", *r.P)
-		case strings.HasPrefix(r.Why, "not gated"):
-			stat = "too few samples"
-		}
 		g := &groups[len(groups)-1]
-		g.Rows = append(g.Rows, htmlRow{Figure: r.Figure, Base: fmtFig(r.Base, r.Unit), New: fmtFig(r.New, r.Unit), Change: r.Change(), Stat: stat, Why: r.Why, Regression: r.Regression})
+		g.Rows = append(g.Rows, htmlRow{Figure: r.Figure, Base: fmtFig(r.Base, r.Unit), New: fmtFig(r.New, r.Unit), Change: r.Change(), Stat: r.Stat(), Why: r.Why, Regression: r.Regression})
 	}
-	err = compareTmpl.Execute(w, map[string]any{"C": c, "Throughput": thr, "TTFT": ttft, "Groups": groups})
-	if err != nil {
+	if err := compareTmpl.Execute(w, map[string]any{"C": c, "Charts": charts, "Groups": groups}); err != nil {
 		return fmt.Errorf("reports: write compare.html: %w", err)
 	}
 	return nil

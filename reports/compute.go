@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"path/filepath"
 	"pdsoak/ledger"
 	"sort"
 	"strings"
@@ -13,24 +14,24 @@ import (
 // Builder accumulates a ledger one event at a time (so a long soak's ledger need not fit
 // in memory as events) and computes Results at the end.
 type Builder struct {
-	cfg        Config
-	start      time.Time
-	end        time.Time
-	scenario   string
-	seed       int64
-	seedSet    bool
-	target     string
-	runErr     string
-	interrupt  string
-	prov       *Provenance
-	scheduled  map[string]bool // request id -> resolved
-	outcomes   map[ledger.Outcome]int
-	workloads  map[string]int
-	drops      []SilentDrop
-	dropCount  int
-	duplicate  []string
-	ttft, itl  []float64
-	e2e, lag   []float64
+	cfg       Config
+	start     time.Time
+	end       time.Time
+	scenario  string
+	seed      int64
+	seedSet   bool
+	target    string
+	runErr    string
+	interrupt string
+	prov      *Provenance
+	scheduled map[string]bool // request id -> resolved
+	outcomes  map[ledger.Outcome]int
+	workloads map[string]int
+	drops     []SilentDrop
+	dropCount int
+	duplicate []string
+	latencySamples
+	lag        []float64
 	samples    []sample // for recovery
 	faults     []*faultState
 	faultIdx   map[string]*faultState
@@ -39,18 +40,34 @@ type Builder struct {
 	badIDs     map[ledger.Outcome][]string
 	dropStages map[string]int
 	notes      []string
+	forensics  []ForensicsBundle
 	gpu        *gpuStats
 	tl         timelineAcc
 	byWorkload map[string]*workloadStats
-	points     []TimePoint
 	probes     map[string][]probeAnswer // probe name -> ok answers, in ledger order
 }
 
 // workloadStats is one workload's share of the ledger (results.json's by_workload).
 type workloadStats struct {
-	outcomes  map[ledger.Outcome]int
-	ttft, itl []float64
-	e2e       []float64
+	outcomes map[ledger.Outcome]int
+	latencySamples
+}
+
+// latencySamples are the latencies of terminal requests, as compare resamples them.
+type latencySamples struct {
+	ttft, itl, e2e []float64
+	itlEnds        []int // itl[itlEnds[i-1]:itlEnds[i]] are request i's gaps (requests with any)
+}
+
+func (s *latencySamples) add(e ledger.Event) {
+	if e.TTFT > 0 {
+		s.ttft = append(s.ttft, e.TTFT)
+	}
+	if len(e.ITL) > 0 {
+		s.itl = append(s.itl, e.ITL...)
+		s.itlEnds = append(s.itlEnds, len(s.itl))
+	}
+	s.e2e = append(s.e2e, e.E2E)
 }
 
 // probeAnswer is one successful answer to a probe prompt.
@@ -150,6 +167,9 @@ func (b *Builder) Add(e ledger.Event) {
 	case ledger.EventNote:
 		if e.Message != "" {
 			b.notes = append(b.notes, e.Message)
+		}
+		if e.Source == "forensics" && e.Detail != "" {
+			b.forensics = append(b.forensics, ForensicsBundle{Dir: filepath.ToSlash(e.Detail), Note: e.Message})
 		}
 	case ledger.EventTarget:
 		p := b.provenance()
@@ -289,26 +309,17 @@ func (b *Builder) addDone(e ledger.Event) {
 			b.byWorkload[e.Workload] = w
 		}
 		w.outcomes[o]++
-		if e.TTFT > 0 {
-			w.ttft = append(w.ttft, e.TTFT)
-		}
-		w.itl = append(w.itl, e.ITL...)
-		w.e2e = append(w.e2e, e.E2E)
+		w.add(e)
 	}
 	if len(b.badIDs[o]) < 5 && o != ledger.OutcomeOK {
 		b.badIDs[o] = append(b.badIDs[o], e.RequestID)
 	}
-	if e.TTFT > 0 {
-		b.ttft = append(b.ttft, e.TTFT)
-	}
-	b.itl = append(b.itl, e.ITL...)
-	b.e2e = append(b.e2e, e.E2E)
+	b.latencySamples.add(e)
 	at := e.Time.Add(-time.Duration(e.E2E * float64(time.Second)))
 	if e.Scheduled != nil {
 		at = *e.Scheduled
 	}
 	b.samples = append(b.samples, sample{at: at, ok: o == ledger.OutcomeOK})
-	b.points = append(b.points, TimePoint{Done: e.Time, TTFT: e.TTFT, Outcome: o})
 	b.tl.done(e, o, at)
 	if o.SilentDrop() {
 		b.dropCount++
@@ -338,6 +349,7 @@ func (b *Builder) Results() *Results {
 		SelfCheck:  b.self,
 		GPU:        b.gpu.result(),
 		Notes:      append([]string(nil), b.notes...),
+		Forensics:  append([]ForensicsBundle(nil), b.forensics...),
 	}
 	if b.prov != nil {
 		p := *b.prov

@@ -12,7 +12,8 @@
 //	reports.WriteAll(dir, res) // results.json, junit.xml, summary.md, report.html
 //	reports.WriteTable(os.Stdout, res)
 //
-// ComputeFile does the first three lines for a file. Assertions are built-in names
+// ComputeFile does the first three lines for a file, reading with the JSON decoding spread
+// over the cores (readLedger: the same events, stats and errors as ledger.Read). Assertions are built-in names
 // (no_silent_drops, valid_responses, no_leaks, recovery) or threshold expressions parsed by
 // ParseAssertion: p50|p90|p95|p99|max|mean(ttft|itl|e2e) OP duration, rate(outcome) OP
 // fraction, count(outcome) OP n, with OP one of < <= > >= == !=.
@@ -40,7 +41,9 @@
 // flight), the scraped gauges and GPU readings (downsampled with LTTB), every fault window
 // with its recovery point and every silent drop; Charts lays a Timeline out as Chart
 // values on one time axis and RenderSVG draws one Chart with gonum/plot into inline SVG.
-// compare and trend pages can reuse Chart and RenderSVG with their own series.
+// compare.html (CompareCharts: both runs' Timelines overlaid) and the trend page draw with
+// the same Chart and RenderSVG. A forensics bundle's note event (Source "forensics",
+// Detail its directory) is listed in Results.Forensics and linked from report.html.
 //
 // GPU samples (sample events with Source "gpu", written by the harness through
 // harness/gpu when NVML is present) add a gpu section to results.json and one line to
@@ -51,11 +54,11 @@
 // Across runs: ComputeRun keeps the per-request Samples behind a Results, and Compare
 // judges two runs of one scenario (ScenarioDigest says whether they are) with noise-aware
 // gates — a seeded bootstrap interval of each latency percentile's relative change
-// (BootstrapRelDiff) that must lie above a tolerance, a two-proportion z-test
+// (BootstrapRelDiff; for ITL BootstrapRelDiffsGrouped, which resamples whole requests)
+// that must lie above a tolerance, a two-proportion z-test
 // (TwoProportionZ) with a minimum change for outcome rates, and any new silent drop —
 // written as compare.md and compare.html (WriteCompareMarkdown, WriteCompareHTML). A
 // history file holds one HistoryEntry per run (AppendHistory, ReadHistory, which skips
-// and reports malformed lines by number); WriteTrend draws it as a static page. The
-// charts (comparechart.go) are gonum/plot SVG inlined in the page: nothing is loaded
-// from the network.
+// and reports malformed lines by number); WriteTrend draws it as a static page. Every
+// chart is gonum/plot SVG inlined in its page: nothing is loaded from the network.
 package reports

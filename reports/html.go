@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"pdsoak/ledger"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -73,7 +74,21 @@ type htmlPage struct {
 	Scenario string
 	Gauges   int
 	OK       int
+	// Notes are the Results' notes as plain text, less the forensics bundles' (shown as
+	// links in their own section).
+	Notes     []string
+	Forensics []forensicsRow
 }
+
+type forensicsRow struct {
+	Dir, Text string
+}
+
+// mdLink is a markdown link; report.html shows its text (the notes are written for
+// summary.md), never the raw markdown.
+var mdLink = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+
+func plainNote(s string) string { return mdLink.ReplaceAllString(s, "$1") }
 
 type outcomeRow struct {
 	Outcome ledger.Outcome
@@ -86,9 +101,9 @@ type latencyRow struct {
 	P    Percentiles
 }
 
-// Charts lays out tl as report.html's charts, all on one time axis with the fault windows
-// shaded, recovery points marked and silent drops marked where they were scheduled.
-func Charts(tl *Timeline) []Chart {
+// faultLayers are what every timeline chart draws over its series: the fault windows
+// (shaded, labelled), the recovery points and the silent drops where they were scheduled.
+func faultLayers(tl *Timeline) ([]Span, []VLine, []float64) {
 	var spans []Span
 	var vlines []VLine
 	for _, f := range tl.Faults {
@@ -111,6 +126,13 @@ func Charts(tl *Timeline) []Chart {
 	for i, d := range tl.Drops {
 		marks[i] = d.At
 	}
+	return spans, vlines, marks
+}
+
+// Charts lays out tl as report.html's charts, all on one time axis with the fault windows
+// shaded, recovery points marked and silent drops marked where they were scheduled.
+func Charts(tl *Timeline) []Chart {
+	spans, vlines, marks := faultLayers(tl)
 	const x = "seconds since load start"
 	base := func(id, title, ylabel string, ss []Series) Chart {
 		return Chart{ID: id, Title: title, XLabel: x, YLabel: ylabel, Series: ss, XMax: tl.Duration,
@@ -173,6 +195,23 @@ func WriteHTML(w io.Writer, r *Results, tl *Timeline, opt HTMLOptions) error {
 			return err
 		}
 		page.Charts = append(page.Charts, htmlChart{Chart: c, SVG: template.HTML(svg), Small: small})
+	}
+	bundle := map[string]bool{}
+	for _, f := range r.Forensics {
+		bundle[f.Note] = true
+		dir := strings.TrimSuffix(f.Dir, "/")
+		// "forensics bundle (trigger: reason): DIR, N files…": the row already names the
+		// bundle and links it, so the text keeps the trigger and the counts.
+		text := strings.Replace(strings.TrimPrefix(plainNote(f.Note), "forensics bundle "), ": "+dir+", ", ": ", 1)
+		if i := strings.Index(text, "): "); strings.HasPrefix(text, "(") && i > 0 {
+			text = text[1:i] + " — " + text[i+3:]
+		}
+		page.Forensics = append(page.Forensics, forensicsRow{Dir: dir, Text: text})
+	}
+	for _, n := range r.Notes {
+		if !bundle[n] {
+			page.Notes = append(page.Notes, plainNote(n))
+		}
 	}
 	for _, o := range ledger.Outcomes {
 		page.Outcomes = append(page.Outcomes, outcomeRow{o, r.Outcomes[o], o.SilentDrop()})

@@ -183,3 +183,55 @@ func TestWriteAllWritesReportHTML(t *testing.T) {
 		assert.True(t, strings.Contains(string(page), s), "report.html lacks %q", s)
 	}
 }
+
+// TestRenderSVGNoData: a chart with nothing to draw says so instead of showing empty axes.
+func TestRenderSVGNoData(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		series []Series
+		empty  bool
+	}{
+		{"no series", nil, true},
+		{"series without points", []Series{{Name: "p50"}}, true},
+		{"one point", []Series{{Name: "p50", Points: []Point{{1, 2}}}}, false},
+		{"a line", []Series{{Name: "p50", Points: []Point{{1, 2}, {2, 3}}}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svg, err := RenderSVG(Chart{ID: "x", Title: "t", Series: tc.series, Spans: []Span{{From: 1, To: 2, Label: "f"}}}, ChartWidth, ChartHeight)
+			require.NoError(t, err)
+			assert.Equal(t, tc.empty, strings.Contains(string(svg), ">no data<"), "the no-data note")
+		})
+	}
+}
+
+// TestForensicsLinks: a forensics bundle's note event becomes real links in report.html
+// (its MANIFEST.json and its directory), never raw markdown, and summary.md keeps the link.
+func TestForensicsLinks(t *testing.T) {
+	note := "forensics bundle (wedge: no progress for 10s): [forensics/wedge-120000](forensics/wedge-120000/MANIFEST.json), 7 files collected, 1 collectors failed"
+	evs := []ledger.Event{
+		ev(ledger.EventRunStart, 0, nil),
+		ev(ledger.EventNote, 0, func(e *ledger.Event) { e.Message = "a plain note with [a link](x.md)" }),
+		done("a", 1, ledger.OutcomeOK),
+		ev(ledger.EventNote, 2, func(e *ledger.Event) { e.Source, e.Detail, e.Message = "forensics", "forensics/wedge-120000", note }),
+	}
+	res := Compute(evs, Config{})
+	require.Equal(t, []ForensicsBundle{{Dir: "forensics/wedge-120000", Note: note}}, res.Forensics)
+
+	var page bytes.Buffer
+	require.NoError(t, WriteHTML(&page, res, res.Timeline(), HTMLOptions{}))
+	html := page.String()
+	for _, want := range []string{
+		`<a href="forensics/wedge-120000/MANIFEST.json">MANIFEST.json</a>`,
+		`<a href="forensics/wedge-120000/">forensics/wedge-120000/</a>`,
+		"<td>wedge: no progress for 10s — 7 files collected, 1 collectors failed</td>",
+		"<li>a plain note with a link</li>",
+	} {
+		assert.Contains(t, html, want)
+	}
+	assert.NotContains(t, html, "](", "no raw markdown link in report.html")
+	assert.Equal(t, 1, strings.Count(html, "7 files collected"), "the bundle is shown once, in Forensics, not again in Notes")
+
+	var md bytes.Buffer
+	require.NoError(t, WriteMarkdown(&md, res))
+	assert.Contains(t, md.String(), "[forensics/wedge-120000](forensics/wedge-120000/MANIFEST.json)")
+}

@@ -59,6 +59,9 @@ type Results struct {
 	// Notes are the ledger's note events (what the CLI and the harness told the reader)
 	// and the report's own remarks, in ledger order.
 	Notes []string `json:"notes,omitempty"`
+	// Forensics are the forensics bundles the harness wrote (its note events with Source
+	// "forensics"); their notes are in Notes too.
+	Forensics []ForensicsBundle `json:"forensics,omitempty"`
 	// Provenance is where and how the run was made; absent when the ledger says nothing.
 	Provenance *Provenance `json:"provenance,omitempty"`
 
@@ -69,6 +72,13 @@ type Results struct {
 // Timeline returns the figures behind report.html's charts when the Results were computed
 // from a ledger by Compute or ComputeFile (nil otherwise).
 func (r *Results) Timeline() *Timeline { return r.timeline }
+
+// ForensicsBundle is one forensics bundle: Dir is its directory relative to the run's
+// output directory (it holds MANIFEST.json), Note the harness's markdown note about it.
+type ForensicsBundle struct {
+	Dir  string `json:"dir"`
+	Note string `json:"note"`
+}
 
 // Provenance is run_start's provenance plus what the target said about itself.
 type Provenance struct {

@@ -4,28 +4,20 @@ import (
 	"fmt"
 	"os"
 	"sort"
-	"time"
 
 	"pdsoak/ledger"
 )
 
-// TimePoint is one terminal request on the run's clock: when it finished, its TTFT
-// (0 when no token came) and its outcome. compare.html's timelines are drawn from them.
-type TimePoint struct {
-	Done    time.Time
-	TTFT    float64
-	Outcome ledger.Outcome
-}
-
 // Samples are the per-request figures behind a Results: what compare's bootstrap
-// resamples and its timelines draw.
+// resamples.
 type Samples struct {
 	TTFT, ITL, E2E []float64
-	// Workloads holds each workload's samples (their Workloads and Points are empty).
+	// ITLEnds groups ITL by request: ITL[ITLEnds[i-1]:ITLEnds[i]] are the gaps of one
+	// request (ITLEnds[-1] is 0), so that compare resamples whole requests. Nil: each
+	// gap stands alone.
+	ITLEnds []int
+	// Workloads holds each workload's samples (their Workloads are empty).
 	Workloads map[string]*Samples
-	// Points are the terminal requests in ledger order; Start is the run's start.
-	Points []TimePoint
-	Start  time.Time
 }
 
 // Run is one run's Results with the Samples they were computed from.
@@ -37,9 +29,9 @@ type Run struct {
 // Samples returns the per-request figures gathered so far. The slices are the
 // builder's own: do not change them.
 func (b *Builder) Samples() *Samples {
-	s := &Samples{TTFT: b.ttft, ITL: b.itl, E2E: b.e2e, Points: b.points, Start: b.start, Workloads: map[string]*Samples{}}
+	s := &Samples{TTFT: b.ttft, ITL: b.itl, ITLEnds: b.itlEnds, E2E: b.e2e, Workloads: map[string]*Samples{}}
 	for name, w := range b.byWorkload {
-		s.Workloads[name] = &Samples{TTFT: w.ttft, ITL: w.itl, E2E: w.e2e}
+		s.Workloads[name] = &Samples{TTFT: w.ttft, ITL: w.itl, ITLEnds: w.itlEnds, E2E: w.e2e}
 	}
 	return s
 }
@@ -52,7 +44,7 @@ func ComputeRun(path string, cfg Config) (*Run, error) {
 	}
 	defer f.Close()
 	b := NewBuilder(cfg)
-	st, err := ledger.Read(f, func(e ledger.Event) error { b.Add(e); return nil })
+	st, err := readLedger(f, func(e ledger.Event) error { b.Add(e); return nil })
 	if err != nil {
 		return nil, err
 	}

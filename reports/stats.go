@@ -124,3 +124,120 @@ func TwoProportionZ(x1, n1, x2, n2 int) (z, p float64) {
 	z = (p2 - p1) / se
 	return z, math.Erfc(math.Abs(z) / math.Sqrt2)
 }
+
+// BootstrapRelDiffsGrouped is BootstrapRelDiffs for samples that come in groups (a
+// request's inter-token gaps): each resample draws whole groups with replacement, so
+// gaps of one request go in or out together and their correlation widens the interval as
+// it should. xs[ends[i-1]:ends[i]] is group i (ends[-1] is 0); nil ends: every sample is
+// its own group (BootstrapRelDiffs). Each resample is O(samples + groups): the groups'
+// draw counts weight the sorted samples, and one walk finds every quantile.
+func BootstrapRelDiffsGrouped(base []float64, baseEnds []int, new []float64, newEnds []int, qs []float64, resamples int, level float64, seed uint64) ([]Interval, []bool) {
+	if baseEnds == nil && newEnds == nil {
+		return BootstrapRelDiffs(base, new, qs, resamples, level, seed)
+	}
+	cis, oks := make([]Interval, len(qs)), make([]bool, len(qs))
+	if len(base) == 0 || len(new) == 0 || resamples <= 0 {
+		return cis, oks
+	}
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	b := prepareGroups(base, baseEnds, rng)
+	n := prepareGroups(new, newEnds, rng)
+	diffs := make([][]float64, len(qs))
+	wb, wn := make([]int32, b.groups), make([]int32, n.groups)
+	qb, qn := make([]float64, len(qs)), make([]float64, len(qs))
+	for range resamples {
+		b.resample(qs, wb, qb, rng)
+		n.resample(qs, wn, qn, rng)
+		for i := range qs {
+			if qb[i] > 0 {
+				diffs[i] = append(diffs[i], (qn[i]-qb[i])/qb[i])
+			}
+		}
+	}
+	alpha := (1 - level) / 2
+	for i, q := range qs {
+		if quantile(b.vals, q) <= 0 || len(diffs[i]) == 0 {
+			continue
+		}
+		sort.Float64s(diffs[i])
+		cis[i], oks[i] = Interval{Lo: quantile(diffs[i], alpha), Hi: quantile(diffs[i], 1-alpha)}, true
+	}
+	return cis, oks
+}
+
+// groupedSamples are samples sorted by value, each with the index of its group.
+type groupedSamples struct {
+	vals   []float64
+	group  []int32
+	sizes  []int
+	groups int
+}
+
+// prepareGroups sorts the samples keeping their groups. Beyond MaxBootstrapSamples
+// samples, a seeded uniform draw of whole groups (with replacement) is kept until it holds
+// that many samples, as prepare does for single samples.
+func prepareGroups(xs []float64, ends []int, rng *rand.Rand) groupedSamples {
+	if ends == nil {
+		ends = make([]int, len(xs))
+		for i := range ends {
+			ends[i] = i + 1
+		}
+	}
+	from := func(g int) int {
+		if g == 0 {
+			return 0
+		}
+		return ends[g-1]
+	}
+	pick := make([]int, 0, len(ends))
+	if len(xs) > MaxBootstrapSamples {
+		for total := 0; total < MaxBootstrapSamples; {
+			g := rng.IntN(len(ends))
+			pick = append(pick, g)
+			total += ends[g] - from(g)
+		}
+	} else {
+		for g := range ends {
+			pick = append(pick, g)
+		}
+	}
+	type tagged struct {
+		v float64
+		g int32
+	}
+	var all []tagged
+	s := groupedSamples{sizes: make([]int, len(pick)), groups: len(pick)}
+	for i, g := range pick {
+		for _, v := range xs[from(g):ends[g]] {
+			all = append(all, tagged{v, int32(i)})
+		}
+		s.sizes[i] = ends[g] - from(g)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].v < all[j].v })
+	s.vals, s.group = make([]float64, len(all)), make([]int32, len(all))
+	for i, t := range all {
+		s.vals[i], s.group[i] = t.v, t.g
+	}
+	return s
+}
+
+// resample draws s.groups groups with replacement and puts the qs-quantiles (ascending)
+// of the samples they hold, each counted as often as its group was drawn, into out.
+func (s groupedSamples) resample(qs []float64, weight []int32, out []float64, rng *rand.Rand) {
+	clear(weight)
+	total := 0
+	for range s.groups {
+		g := rng.IntN(s.groups)
+		weight[g]++
+		total += s.sizes[g]
+	}
+	seen, i := 0, 0
+	for j := range qs {
+		k := max(1, int(math.Ceil(qs[j]*float64(total)))) // 1-based rank among the drawn samples
+		for i < len(s.vals)-1 && seen+int(weight[s.group[i]]) < k {
+			seen += int(weight[s.group[i]])
+			i++
+		}
+		out[j] = s.vals[i]
+	}
+}

@@ -125,3 +125,67 @@ func TestBootstrapRelDiffsSeveralQuantiles(t *testing.T) {
 		assert.Less(t, cis[i].Hi-cis[i].Lo, 0.1, "q%d: %+v", i, cis[i])
 	}
 }
+
+// correlatedITL makes n requests of k gaps each: every request has its own speed (a
+// lognormal level) and its gaps stay within 1% of it, as tokens of one stream do.
+func correlatedITL(rng *rand.Rand, n, k int) ([]float64, []int) {
+	var xs []float64
+	var ends []int
+	for range n {
+		level := 0.02 * math.Exp(0.5*rng.NormFloat64())
+		for range k {
+			xs = append(xs, level*(1+0.01*rng.NormFloat64()))
+		}
+		ends = append(ends, len(xs))
+	}
+	return xs, ends
+}
+
+// TestGroupedBootstrapWiderOnCorrelatedData: resampling whole requests gives a wider
+// interval than resampling gaps one by one when a request's gaps are correlated (the
+// per-gap bootstrap takes 100 gaps of one request for 100 independent samples), and the
+// same interval when every group holds one sample.
+func TestGroupedBootstrapWiderOnCorrelatedData(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	base, be := correlatedITL(rng, 60, 100)
+	new, ne := correlatedITL(rng, 60, 100)
+	qs := []float64{0.5, 0.9, 0.99}
+	perGap, okG := BootstrapRelDiffs(base, new, qs, 500, 0.95, 7)
+	perReq, okR := BootstrapRelDiffsGrouped(base, be, new, ne, qs, 500, 0.95, 7)
+	for i, q := range qs {
+		require.True(t, okG[i] && okR[i], "q%v", q)
+		wg, wr := perGap[i].Hi-perGap[i].Lo, perReq[i].Hi-perReq[i].Lo
+		assert.Greater(t, wr, 2*wg, "q%v: per-request interval %v should be much wider than per-gap %v", q, perReq[i], perGap[i])
+		assert.True(t, perReq[i].Lo < 0 && perReq[i].Hi > 0, "q%v: same distribution, the interval %v holds 0", q, perReq[i])
+	}
+
+	t.Run("groups of one are the per-sample bootstrap's distribution", func(t *testing.T) {
+		xs := make([]float64, 2000)
+		ys := make([]float64, 2000)
+		for i := range xs {
+			xs[i], ys[i] = rng.ExpFloat64(), rng.ExpFloat64()
+		}
+		ones := func(n int) []int {
+			e := make([]int, n)
+			for i := range e {
+				e[i] = i + 1
+			}
+			return e
+		}
+		a, _ := BootstrapRelDiffs(xs, ys, qs, 1000, 0.95, 3)
+		b, _ := BootstrapRelDiffsGrouped(xs, ones(len(xs)), ys, ones(len(ys)), qs, 1000, 0.95, 3)
+		for i := range qs {
+			assert.InDelta(t, a[i].Hi-a[i].Lo, b[i].Hi-b[i].Lo, 0.35*(a[i].Hi-a[i].Lo), "q%v", qs[i])
+		}
+	})
+
+	t.Run("the subsample cap keeps whole requests", func(t *testing.T) {
+		big, ends := correlatedITL(rng, 400, 100) // 40,000 gaps > MaxBootstrapSamples
+		s := prepareGroups(big, ends, rand.New(rand.NewPCG(1, 1)))
+		assert.GreaterOrEqual(t, len(s.vals), MaxBootstrapSamples)
+		assert.Less(t, len(s.vals), MaxBootstrapSamples+100)
+		for _, n := range s.sizes {
+			assert.Equal(t, 100, n)
+		}
+	})
+}

@@ -16,13 +16,18 @@ var trendTmpl = template.Must(template.New("trend").Parse(`<!DOCTYPE html>
 <h1>pdsoak: trend across runs</h1>
 {{if .Problems}}<p class="fail">Skipped malformed history lines:</p><ul>{{range .Problems}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{range .Scenarios}}<h2 id="{{.Name}}">{{.Name}}</h2>
-<p>{{.Runs}} runs, {{.Failing}} not passing (marked ✕ on the charts){{if gt (len .Digests) 1}}; the scenario changed over time (digests {{range .Digests}}{{.}} {{end}}){{end}}.</p>
+<p>{{.Runs}} runs, {{.Failing}} not passing (marked ▲ along the charts' bottom){{if gt (len .Digests) 1}}; the scenario changed over time (digests {{range .Digests}}{{.}} {{end}}){{end}}.</p>
 <div class="charts">{{range .Charts}}{{.}}{{end}}</div>
 <table><tr><th>#</th><th>time (UTC)</th><th>label</th><th>verdict</th><th>report</th></tr>
 {{range .Rows}}<tr><td>{{.N}}</td><td>{{.Time}}</td><td>{{.Label}}</td><td class="{{.Verdict}}">{{.Verdict}}</td><td>{{if .Link}}<a href="{{.Link}}">report.html</a>{{else}}-{{end}}</td></tr>
 {{end}}</table>{{end}}
 </body></html>
 `))
+
+// figureUnits are the trend charts' Y labels.
+var figureUnits = map[string]string{"requests": "requests", "throughput": "requests/s", "silent_drops": "drops",
+	"ok_rate": "fraction", "rejected_rate": "fraction", "ttft_p50": "seconds", "ttft_p99": "seconds",
+	"itl_p99": "seconds", "e2e_p50": "seconds", "e2e_p99": "seconds"}
 
 type trendRow struct {
 	N                    int
@@ -71,25 +76,27 @@ func WriteTrend(w io.Writer, entries []HistoryEntry, problems []HistoryProblem, 
 			sc.Rows = append(sc.Rows, trendRow{N: i + 1, Time: e.Time.UTC().Format("2006-01-02 15:04"), Label: e.Label, Verdict: string(e.Verdict), Link: link(e)})
 		}
 		for _, fig := range KeyFigures {
-			s := CompareSeries{Name: fig}
+			ch := Chart{ID: "trend_" + sanitizeID(name+"_"+fig), Title: fig, XLabel: "run (the table's #)", YLabel: figureUnits[fig], MarkLabel: "not passing", Runs: true}
+			s := Series{} // one line per chart: its title names it
 			for i, e := range runs {
 				v, ok := e.Figures[fig]
 				if !ok {
 					continue
 				}
-				s.XY = append(s.XY, [2]float64{float64(i + 1), v})
+				s.Points = append(s.Points, Point{float64(i + 1), v})
 				if e.Verdict != VerdictPass {
-					s.Marks = append(s.Marks, [2]float64{float64(i + 1), v})
+					ch.Marks = append(ch.Marks, float64(i+1))
 				}
 			}
-			if len(s.XY) == 0 {
+			if len(s.Points) == 0 {
 				continue
 			}
-			svg, err := ChartSVG(fmt.Sprintf("%s: %s", name, fig), "run", fig, []CompareSeries{s})
+			ch.Series = []Series{s}
+			svg, err := RenderSVG(ch, ChartWidth/2, ChartHeight)
 			if err != nil {
 				return err
 			}
-			sc.Charts = append(sc.Charts, svg)
+			sc.Charts = append(sc.Charts, template.HTML(svg)) // gonum's own output: it escapes the text it draws
 		}
 		scs = append(scs, sc)
 	}

@@ -73,7 +73,8 @@ drops, overall and per workload. It writes compare.md and compare.html into --ou
 
 Gates (noise-aware):
   latency   a percentile regresses only when the 95% bootstrap interval (2,000 seeded
-            resamples of the per-request samples) of its relative change lies entirely
+            resamples of the per-request samples; ITL resamples whole requests, as a
+            request's gaps are correlated) of its relative change lies entirely
             above --tolerance and the percentile grew by at least --min-latency-change
             (default 5ms: below that, run-to-run differences are the machine's scheduling)
   outcomes  a bad outcome's rate (or ok's fall) regresses when a two-proportion z-test
@@ -122,7 +123,7 @@ Exit codes: 0 no regression, 1 regression, 2 not comparable (the scenarios' dige
 			if err := reports.WriteCompareMarkdown(&md, c); err != nil {
 				return &ExitError{Code: ExitInfra, Err: err}
 			}
-			if err := reports.WriteCompareHTML(&page, c, base.Samples, nw.Samples); err != nil {
+			if err := reports.WriteCompareHTML(&page, c, base.Results.Timeline(), nw.Results.Timeline()); err != nil {
 				return &ExitError{Code: ExitInfra, Err: err}
 			}
 			for name, data := range map[string][]byte{reports.CompareMarkdownFile: md.Bytes(), reports.CompareHTMLFile: page.Bytes()} {
