@@ -8,4 +8,5 @@
 //	w.Close()                                                  // flushes; later emits are dropped
 //
 //	ledger.Read(f, func(e ledger.Event) error { ...; return nil }) // streams; a torn last line is skipped
+//	ledger.ReadParallel(f, fn) // the same, decoding on every core (whole-file reports)
 package ledger

@@ -119,7 +119,7 @@ func BenchmarkReportHTML1M(b *testing.B) {
 	var size int
 	for b.Loop() {
 		bl := NewBuilder(Config{})
-		if _, err := readLedger(bytes.NewReader(data), func(e ledger.Event) error { bl.Add(e); return nil }); err != nil {
+		if _, err := ledger.ReadParallel(bytes.NewReader(data), func(e ledger.Event) error { bl.Add(e); return nil }); err != nil {
 			b.Fatal(err)
 		}
 		res := bl.Results()
@@ -155,12 +155,12 @@ func BenchmarkReadLedger1M(b *testing.B) {
 		theirs += time.Since(t0)
 		t1 := time.Now()
 		n = 0
-		if _, err := readLedger(bytes.NewReader(data), func(ledger.Event) error { n++; return nil }); err != nil || n != events {
-			b.Fatalf("readLedger: %d events, %v", n, err)
+		if _, err := ledger.ReadParallel(bytes.NewReader(data), func(ledger.Event) error { n++; return nil }); err != nil || n != events {
+			b.Fatalf("ReadParallel: %d events, %v", n, err)
 		}
 		ours += time.Since(t1)
 	}
 	b.ReportMetric(float64(ours)/float64(theirs), "x-ledger.Read")
 	b.ReportMetric(theirs.Seconds()/float64(b.N), "ledger.Read-s/op")
-	b.ReportMetric(ours.Seconds()/float64(b.N), "readLedger-s/op")
+	b.ReportMetric(ours.Seconds()/float64(b.N), "readparallel-s/op")
 }

@@ -12,9 +12,9 @@
 //	reports.WriteAll(dir, res) // results.json, junit.xml, summary.md, report.html
 //	reports.WriteTable(os.Stdout, res)
 //
-// ComputeFile does the first three lines for a file, reading with the JSON decoding spread
-// over the cores (readLedger: the same events, stats and errors as ledger.Read). Assertions are built-in names
-// (no_silent_drops, valid_responses, no_leaks, recovery) or threshold expressions parsed by
+// ComputeFile does the first three lines for a file, decoding on every core
+// (ledger.ReadParallel: the same events, stats and errors as ledger.Read). Assertions
+// are built-in names (no_silent_drops, valid_responses, no_leaks, recovery) or threshold expressions parsed by
 // ParseAssertion: p50|p90|p95|p99|max|mean(ttft|itl|e2e) OP duration, rate(outcome) OP
 // fraction, count(outcome) OP n, with OP one of < <= > >= == !=.
 //

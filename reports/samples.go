@@ -44,7 +44,7 @@ func ComputeRun(path string, cfg Config) (*Run, error) {
 	}
 	defer f.Close()
 	b := NewBuilder(cfg)
-	st, err := readLedger(f, func(e ledger.Event) error { b.Add(e); return nil })
+	st, err := ledger.ReadParallel(f, func(e ledger.Event) error { b.Add(e); return nil })
 	if err != nil {
 		return nil, err
 	}

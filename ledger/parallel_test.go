@@ -1,29 +1,30 @@
-package reports
+package ledger
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"pdsoak/ledger"
 )
 
-// readBoth reads data with ledger.Read and readLedger.
-func readBoth(data []byte) (want, got []ledger.Event, wst, gst ledger.ReadStats, werr, gerr error) {
-	wst, werr = ledger.Read(bytes.NewReader(data), func(e ledger.Event) error { want = append(want, e); return nil })
-	gst, gerr = readLedger(bytes.NewReader(data), func(e ledger.Event) error { got = append(got, e); return nil })
+// readBoth reads data with Read and ReadParallel.
+func readBoth(data []byte) (want, got []Event, wst, gst ReadStats, werr, gerr error) {
+	wst, werr = Read(bytes.NewReader(data), func(e Event) error { want = append(want, e); return nil })
+	gst, gerr = ReadParallel(bytes.NewReader(data), func(e Event) error { got = append(got, e); return nil })
 	return
 }
 
-func TestReadLedgerSaysWhatLedgerReadSays(t *testing.T) {
-	fixture, err := os.ReadFile("testdata/events.jsonl")
+func TestReadParallelSaysWhatReadSays(t *testing.T) {
+	fixture, err := os.ReadFile("../reports/testdata/events.jsonl") // the reports fixture: a real run's ledger
 	require.NoError(t, err)
-	big := benchLedger(3000) // several batches
+	big := syntheticLedger(3000) // several batches
 	good := `{"t":"2026-01-01T00:00:00Z","type":"note","message":"a"}`
 	for _, tc := range []struct {
 		name    string
@@ -58,10 +59,10 @@ func TestReadLedgerSaysWhatLedgerReadSays(t *testing.T) {
 	}
 }
 
-func TestReadLedgerStopsOnCallbackError(t *testing.T) {
+func TestReadParallelStopsOnCallbackError(t *testing.T) {
 	stop := errors.New("enough")
 	n := 0
-	st, err := readLedger(bytes.NewReader(benchLedger(3000)), func(ledger.Event) error {
+	st, err := ReadParallel(bytes.NewReader(syntheticLedger(3000)), func(Event) error {
 		if n++; n == 5000 {
 			return stop
 		}
@@ -71,9 +72,9 @@ func TestReadLedgerStopsOnCallbackError(t *testing.T) {
 	assert.Equal(t, 5000, st.Lines)
 }
 
-// FuzzReadLedger: on any input, readLedger delivers the same events, stats and error as
-// ledger.Read.
-func FuzzReadLedger(f *testing.F) {
+// FuzzReadParallel: on any input, ReadParallel delivers the same events, stats and error as
+// Read.
+func FuzzReadParallel(f *testing.F) {
 	f.Add([]byte(`{"t":"2026-01-01T00:00:00Z","type":"note","message":"a"}` + "\n\n" + `{"type":"done","itl":[0.1]}`))
 	f.Add([]byte("{\n}\n{bad"))
 	f.Add([]byte(" \n\t\n"))
@@ -86,4 +87,23 @@ func FuzzReadLedger(f *testing.F) {
 			require.Equal(t, werr.Error(), gerr.Error())
 		}
 	})
+}
+
+// syntheticLedger is a ledger of n requests (scheduled, sent, first_token, done).
+func syntheticLedger(n int) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	_ = enc.Encode(Event{Time: t, Type: EventRunStart, Scenario: "synthetic", Seed: 1})
+	outs := []Outcome{OutcomeOK, OutcomeOK, OutcomeRejected, OutcomeStalled}
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("r%06d", i)
+		s := t.Add(time.Duration(i) * time.Millisecond)
+		_ = enc.Encode(Event{Time: s, Type: EventScheduled, RequestID: id, Workload: "w"})
+		_ = enc.Encode(Event{Time: s, Type: EventSent, RequestID: id, Scheduled: &s, Lag: 0.0001})
+		_ = enc.Encode(Event{Time: s.Add(50 * time.Millisecond), Type: EventFirstToken, RequestID: id, TTFT: 0.05})
+		_ = enc.Encode(Event{Time: s.Add(200 * time.Millisecond), Type: EventDone, RequestID: id, Workload: "w", Scheduled: &s,
+			Outcome: outs[i%len(outs)], TTFT: 0.05, E2E: 0.2, ITL: []float64{0.01, 0.012}})
+	}
+	return buf.Bytes()
 }

@@ -1,4 +1,4 @@
-package reports
+package ledger
 
 import (
 	"bufio"
@@ -9,20 +9,18 @@ import (
 	"io"
 	"runtime"
 	"sync"
-
-	"pdsoak/ledger"
 )
 
-// readLedger is ledger.Read with the JSON decoding spread over the machine's cores: one
+// ReadParallel is Read with the JSON decoding spread over the machine's cores: one
 // goroutine splits lines into batches, workers decode the batches, and fn sees the events
 // in ledger order. Decoding is most of the time a report takes (a 1,000,000-event ledger),
-// and lines decode independently. It says the same as ledger.Read about every input
+// and lines decode independently. It says the same as Read about every input
 // (FuzzReadLedger holds it to that): blank lines ignored, a torn last line skipped and
 // reported, a bad line elsewhere an error naming its line number.
-func readLedger(r io.Reader, fn func(ledger.Event) error) (ledger.ReadStats, error) {
+func ReadParallel(r io.Reader, fn func(Event) error) (ReadStats, error) {
 	workers := runtime.GOMAXPROCS(0)
 	if workers < 2 {
-		return ledger.Read(r, fn)
+		return Read(r, fn)
 	}
 	done := make(chan struct{})
 	defer close(done)
@@ -57,7 +55,7 @@ func readLedger(r io.Reader, fn func(ledger.Event) error) (ledger.ReadStats, err
 		})
 	}()
 
-	var st ledger.ReadStats
+	var st ReadStats
 	for b := range ordered {
 		<-b.ready
 		for i, ln := range b.lines {
@@ -89,7 +87,7 @@ const batchLines = 1024
 type lineBatch struct {
 	buf     []byte
 	lines   []batchLine
-	events  []ledger.Event
+	events  []Event
 	errs    []error
 	readErr error
 	ready   chan struct{}
@@ -104,7 +102,7 @@ type batchLine struct {
 // decode decodes every line; a line that fails leaves its error and stops the batch
 // there (nothing after it is read).
 func (b *lineBatch) decode() {
-	b.events = make([]ledger.Event, len(b.lines))
+	b.events = make([]Event, len(b.lines))
 	b.errs = make([]error, len(b.lines))
 	for i, ln := range b.lines {
 		if err := json.Unmarshal(b.buf[ln.from:ln.to], &b.events[i]); err != nil {
