@@ -40,6 +40,7 @@ var zooCases = []zooCase{
 	{name: "bootstrap-retry-every-step", assertion: reports.AssertNoSilentDrops, stage: "decode-0: transfer"},
 	{name: "stale-bootstrap-endpoint", assertion: reports.AssertRecovery, stage: "decode-0: transfer"},
 	{name: "transferring-never-times-out", assertion: reports.AssertNoSilentDrops, stage: "decode-0: transfer"},
+	{name: "bootstrap-freeze-at-rate", assertion: reports.AssertNoSilentDrops, stage: "prefill-0: bootstrap"},
 }
 
 // zooParallel bounds the harness runs TestZoo has in flight (each starts a router, a

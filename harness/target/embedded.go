@@ -36,6 +36,13 @@ func referenceArgs(ref scenarios.Reference) []string {
 	return append(args, ref.Args...)
 }
 
+// routerArgs are the router's flags: the scenario's semantics, so that a --semantics
+// override never leaves the router strict under sglang workers, then reference.router_args,
+// which come after it and win.
+func routerArgs(ref scenarios.Reference) []string {
+	return append([]string{"--semantics", ref.Semantics}, ref.RouterArgs...)
+}
+
 func newToken() (string, error) {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
@@ -67,7 +74,7 @@ func StartEmbedded(ctx context.Context, ref scenarios.Reference, command []strin
 	lcfg := launcher.Config{
 		Command: command, Prefill: ref.Prefill, Decode: ref.Decode,
 		CommonArgs:  referenceArgs(ref),
-		PrefillArgs: ref.PrefillArgs, DecodeArgs: ref.DecodeArgs, RouterArgs: ref.RouterArgs,
+		PrefillArgs: ref.PrefillArgs, DecodeArgs: ref.DecodeArgs, RouterArgs: routerArgs(ref),
 		LogDir: logDir, HealthTimeout: ref.StartTimeout.D(), StopTimeout: cfg.stopTimeout,
 		FaultToken: token, Logger: cfg.log,
 	}

@@ -19,8 +19,9 @@ import (
 // upOwnFlags are worker flags that `up` sets itself for every process.
 var upOwnFlags = map[string]bool{"host": true, "port": true, "disaggregation-bootstrap-port": true}
 
-// upRouterFlags are worker flags that also go to the router.
-var upRouterFlags = map[string]bool{"log-level": true, "log-format": true, "shutdown-grace": true, "seed": true}
+// upRouterFlags are worker flags that also go to the router (semantics: so that sglang
+// workers never sit behind a strict router).
+var upRouterFlags = map[string]bool{"log-level": true, "log-format": true, "shutdown-grace": true, "seed": true, "semantics": true}
 
 func newUpCommand() *cobra.Command {
 	var (

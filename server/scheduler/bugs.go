@@ -49,6 +49,13 @@ const (
 	// (--disaggregation-waiting-timeout) applies only until the first KV frame; a
 	// receiver stuck in Transferring never times out and holds its slot and pages.
 	BugTransferringNeverTimesOut Bug = "transferring-never-times-out"
+	// BugBootstrapFreezeAtRate (#10110; mechanism after #11809): decode's prealloc
+	// window (MaxRunningRequests requests past prealloc) also counts the rooms still
+	// pending in the prealloc queue. Decode registers a room with prefill only when it
+	// preallocates it, so once a burst leaves more rooms pending than the window holds
+	// the window never reopens: nothing registers, prefill's bootstrap queue waits, and
+	// the pair is idle until the bootstrap timeout fails every request.
+	BugBootstrapFreezeAtRate Bug = "bootstrap-freeze-at-rate"
 )
 
 // BugInfo describes one bug of the zoo.
@@ -77,6 +84,8 @@ var Bugs = []BugInfo{
 		"after prefill restarts behind the same bootstrap address, decode keeps its dead cached endpoint"},
 	{BugTransferringNeverTimesOut, "sgl-project/sglang PR #31800", "decode",
 		"a KV receiver stuck in Transferring never times out (the waiting timeout stops at the first frame)"},
+	{BugBootstrapFreezeAtRate, "sgl-project/sglang#10110", "decode",
+		"more rooms pending in decode's prealloc than its window holds: none registers, the pair freezes until the bootstrap timeout"},
 	{BugAbortedPrefillGarbage, "sgl-project/sglang#30233", "decode",
 		"decode generates from stale KV after prefill aborted the request; 200 with wrong text"},
 }

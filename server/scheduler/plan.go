@@ -206,7 +206,13 @@ func (s *Scheduler) preallocate(now time.Time) {
 				i++ // BugDecodeOOMRequeue only: not waiting for input, skipped (#6857)
 				continue
 			}
-			if len(s.running)+len(s.waiting)+len(s.transfer) >= s.cfg.MaxRunningRequests {
+			busy := len(s.running) + len(s.waiting) + len(s.transfer)
+			if busy >= s.cfg.MaxRunningRequests {
+				return
+			}
+			if s.cfg.Bug(BugBootstrapFreezeAtRate) && busy+len(s.prealloc)-i > s.cfg.MaxRunningRequests {
+				// sglang#10110: the window counts every room still pending; past it no
+				// room is preallocated (so none registers with prefill), ever.
 				return
 			}
 			if r.nPrompt+s.cfg.ReservedDecodeTokens > s.allocatableTokens(true) || !s.alloc(r, r.nPrompt+1) {

@@ -1,0 +1,31 @@
+package target
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"pdsoak/scenarios"
+)
+
+// TestRouterArgs: the router always gets the scenario's semantics, so a --semantics
+// override of the workers never leaves it strict; reference.router_args come after and
+// win.
+func TestRouterArgs(t *testing.T) {
+	tests := []struct {
+		name string
+		ref  scenarios.Reference
+		want []string
+	}{
+		{"strict", scenarios.Reference{Semantics: "strict"}, []string{"--semantics", "strict"}},
+		{"sglang, router bug", scenarios.Reference{Semantics: "sglang", RouterArgs: []string{"--sglang-bug=prefill-fail-no-decode-abort"}},
+			[]string{"--semantics", "sglang", "--sglang-bug=prefill-fail-no-decode-abort"}},
+		{"router_args win", scenarios.Reference{Semantics: "sglang", RouterArgs: []string{"--semantics=strict"}},
+			[]string{"--semantics", "sglang", "--semantics=strict"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, routerArgs(tc.ref))
+		})
+	}
+}
