@@ -94,6 +94,8 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, []string{`unknown command "frobnicate"`}},
 		{"did you mean", []string{"colocate"}, []string{"did you mean colocated?"}},
 		{"did you mean, a typo", []string{"colocatd"}, []string{"did you mean colocated?"}},
+		{"negative heartbeat", []string{"decode", "--kv-heartbeat-interval", "-1s", "--kv-heartbeat-max-failure", "-2"},
+			[]string{"--kv-heartbeat-interval must be >= 0", "--kv-heartbeat-max-failure must be >= 0 (got -2)"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

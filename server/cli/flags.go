@@ -15,6 +15,7 @@ import (
 
 	"pdsoak/kernels"
 	"pdsoak/server/engine"
+	"pdsoak/server/kvtransfer"
 	"pdsoak/server/scheduler"
 )
 
@@ -65,6 +66,8 @@ type workerFlags struct {
 	enableFaultInjection bool
 	faultTokenFile       string
 	waitingTimeout       secondsValue
+	heartbeatInterval    secondsValue
+	heartbeatMaxFailure  int
 
 	// faultToken is resolved by validate from faultTokenFile or FaultTokenEnv; never
 	// log it.
@@ -138,6 +141,8 @@ func (f *workerFlags) register(fs *pflag.FlagSet, bootstrap bool) {
 	if bootstrap {
 		fs.IntVar(&f.bootstrapPort, "disaggregation-bootstrap-port", f.bootstrapPort, "port of the KV bootstrap server decode workers dial (0 picks a free one)")
 	}
+	fs.Var(&f.heartbeatInterval, "kv-heartbeat-interval", "how often each side of the KV link sends a heartbeat (SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL; 0: "+kvtransfer.DefaultHeartbeatInterval.String()+")")
+	fs.IntVar(&f.heartbeatMaxFailure, "kv-heartbeat-max-failure", 0, "heartbeats missed in a row before the KV link is declared dead (SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE; 0: an idle bound of "+kvtransfer.DefaultIdleTimeout.String()+")")
 	fs.StringVar(&f.logLevel, "log-level", f.logLevel, "debug|info|warn|error")
 	fs.StringVar(&f.logFormat, "log-format", f.logFormat, "text|json")
 	fs.BoolVar(&f.enableFaultInjection, "enable-fault-injection", false,
@@ -176,6 +181,12 @@ func (f *workerFlags) validate() error {
 	errs = append(errs, flagErrors(f.limits.Validate())...)
 	if f.shutdownGrace < 0 {
 		bad("--shutdown-grace", "must be >= 0 (got %s)", time.Duration(f.shutdownGrace))
+	}
+	if f.heartbeatInterval < 0 {
+		bad("--kv-heartbeat-interval", "must be >= 0 (got %s)", time.Duration(f.heartbeatInterval))
+	}
+	if f.heartbeatMaxFailure < 0 {
+		bad("--kv-heartbeat-max-failure", "must be >= 0 (got %d)", f.heartbeatMaxFailure)
 	}
 	if f.waitingTimeout < 0 {
 		bad("--disaggregation-waiting-timeout", "must be >= 0 (got %s)", time.Duration(f.waitingTimeout))

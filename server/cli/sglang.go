@@ -65,18 +65,16 @@ var serverRecorded = map[string]bool{
 	"--model-path": true, "--model": true, "--disaggregation-transfer-backend": true, "--base-gpu-id": true,
 }
 
-// serverEnvTimeouts are SGLang's PD timeout environment variables (seconds) and the
-// worker flags they set. SGLANG_DISAGGREGATION_WAITING_TIMEOUT bounds decode's wait for
+// serverEnvTimeouts are SGLang's PD timeout and heartbeat environment variables (seconds,
+// or a count for HEARTBEAT_MAX_FAILURE) and the worker flags they set. SGLANG_DISAGGREGATION_WAITING_TIMEOUT bounds decode's wait for
 // the KV transfer: it is --transfer-timeout, which the sglang semantics ignore (the
 // incident's SGLang had no such bound).
 var serverEnvTimeouts = []struct{ env, flag string }{
 	{"SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", "--bootstrap-timeout"},
 	{"SGLANG_DISAGGREGATION_WAITING_TIMEOUT", "--transfer-timeout"},
+	{"SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL", "--kv-heartbeat-interval"},
+	{"SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE", "--kv-heartbeat-max-failure"},
 }
-
-// serverEnvRecorded are SGLang PD environment variables with no knob here: the
-// reference's KV link heartbeat is fixed (kvtransfer.DefaultHeartbeatInterval).
-var serverEnvRecorded = []string{"SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL", "SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE"}
 
 // sglangArgs is an SGLang command line split into flags.
 type sglangArg struct {
@@ -205,11 +203,6 @@ func translateServer(argv []string, getenv func(string) string) (serverTranslati
 			tr.env = append(tr.env, e.env+"="+v)
 		}
 	}
-	for _, e := range serverEnvRecorded {
-		if v := getenv(e); v != "" {
-			tr.env = append(tr.env, e+"="+v+" (no effect: fixed KV heartbeat here)")
-		}
-	}
 	return tr, nil
 }
 
@@ -236,8 +229,9 @@ matching worker: --disaggregation-mode prefill or decode (none: colocated), --ho
 effect here, and is listed in the startup log line.
 
 Environment: SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT (seconds) is --bootstrap-timeout,
-SGLANG_DISAGGREGATION_WAITING_TIMEOUT is --transfer-timeout (ignored by --semantics sglang);
-the HEARTBEAT variables are recorded (the KV link heartbeat is fixed here).
+SGLANG_DISAGGREGATION_WAITING_TIMEOUT is --transfer-timeout (ignored by --semantics sglang),
+SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL and _MAX_FAILURE are --kv-heartbeat-interval and
+--kv-heartbeat-max-failure (the KV link is dead after interval × max failures of silence).
 
 pdserver's own flags pass through with a --pdsoak- prefix (--pdsoak-semantics sglang,
 --pdsoak-backend simtime, --pdsoak-enable-fault-injection); PDSOAK_SEMANTICS sets --semantics.`,

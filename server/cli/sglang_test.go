@@ -64,10 +64,12 @@ func TestTranslateServer(t *testing.T) {
 			name: "pdsoak flags and environment",
 			args: []string{"--disaggregation-mode", "decode", "--pdsoak-semantics", "sglang", "--pdsoak-enable-fault-injection"},
 			env: map[string]string{SemanticsEnv: "strict", "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT": "3",
-				"SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "4", "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL": "5"},
+				"SGLANG_DISAGGREGATION_WAITING_TIMEOUT": "4", "SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL": "5",
+				"SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE": "2"},
 			role: roleDecode,
 			// The command line's --pdsoak-semantics wins over PDSOAK_SEMANTICS.
-			want: []string{"--semantics=sglang", "--enable-fault-injection", "--bootstrap-timeout=3", "--transfer-timeout=4"},
+			want: []string{"--semantics=sglang", "--enable-fault-injection", "--bootstrap-timeout=3", "--transfer-timeout=4",
+				"--kv-heartbeat-interval=5", "--kv-heartbeat-max-failure=2"},
 		},
 		{
 			name: "semantics from the environment",

@@ -78,6 +78,9 @@ func newTransfer(role engine.Role, b kernels.Backend, f *workerFlags, reg promet
 	}
 	opts := append([]kvtransfer.Option{kvtransfer.WithLogger(log), kvtransfer.WithOnComplete(t.onComplete)}, extra...)
 	opts = append(opts, semanticsOptions(f.limits.Semantics)...)
+	if interval, idle, ok := f.heartbeat(); ok {
+		opts = append(opts, kvtransfer.WithHeartbeat(interval, idle))
+	}
 	switch role {
 	case rolePrefill:
 		opts = append(opts,
@@ -116,6 +119,27 @@ func newTransfer(role engine.Role, b kernels.Backend, f *workerFlags, reg promet
 		return nil, fmt.Errorf("cli: no KV transfer for role %q", role)
 	}
 	return t, nil
+}
+
+// heartbeat is the KV link's heartbeat interval and the silence after which the link is
+// dead, when a flag sets either: SGLang declares its peer dead after HEARTBEAT_MAX_FAILURE
+// missed heartbeats, so the idle bound is interval × max failures (at least one interval
+// more than a single beat, so one late heartbeat is not a death).
+func (f *workerFlags) heartbeat() (interval, idle time.Duration, ok bool) {
+	if f.heartbeatInterval == 0 && f.heartbeatMaxFailure == 0 {
+		return 0, 0, false
+	}
+	interval = time.Duration(f.heartbeatInterval)
+	if interval == 0 {
+		interval = kvtransfer.DefaultHeartbeatInterval
+	}
+	idle = kvtransfer.DefaultIdleTimeout
+	if f.heartbeatMaxFailure > 0 {
+		idle = interval * time.Duration(max(f.heartbeatMaxFailure, 2))
+	} else if idle < 2*interval {
+		idle = 2 * interval
+	}
+	return interval, idle, true
 }
 
 // semanticsOptions are the kvtransfer options that depend on the semantics mode.

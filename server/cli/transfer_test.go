@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -262,6 +263,32 @@ func TestTransferProgressBoundFollowsSemantics(t *testing.T) {
 			if ev := p.preSink.next(t, "sent"); ev.err != nil {
 				t.Fatalf("prefill: %v", ev.err)
 			}
+		})
+	}
+}
+
+func TestHeartbeatFlags(t *testing.T) {
+	tests := []struct {
+		name           string
+		interval       time.Duration
+		maxFailure     int
+		wantOK         bool
+		wantInt, wantI time.Duration
+	}{
+		{"unset: the transfer's defaults", 0, 0, false, 0, 0},
+		{"SGLang's defaults: 5 s, 2 failures", 5 * time.Second, 2, true, 5 * time.Second, 10 * time.Second},
+		{"one failure still allows one late beat", time.Second, 1, true, time.Second, 2 * time.Second},
+		{"interval only keeps the idle default", 500 * time.Millisecond, 0, true, 500 * time.Millisecond, kvtransfer.DefaultIdleTimeout},
+		{"a long interval stretches the idle bound", 4 * time.Second, 0, true, 4 * time.Second, 8 * time.Second},
+		{"max failures only: default interval", 0, 3, true, kvtransfer.DefaultHeartbeatInterval, 3 * kvtransfer.DefaultHeartbeatInterval},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &workerFlags{heartbeatInterval: secondsValue(tt.interval), heartbeatMaxFailure: tt.maxFailure}
+			interval, idle, ok := f.heartbeat()
+			require.Equal(t, tt.wantOK, ok)
+			assert.Equal(t, tt.wantInt, interval)
+			assert.Equal(t, tt.wantI, idle)
 		})
 	}
 }
