@@ -36,13 +36,12 @@ type trendRow struct {
 }
 
 type trendScenario struct {
-	Name     string
-	Runs     int
-	Failing  int
-	Digests  []string
-	Charts   []template.HTML
-	Rows     []trendRow
-	failures []int
+	Name    string
+	Runs    int
+	Failing int
+	Digests []string
+	Charts  []template.HTML
+	Rows    []trendRow
 }
 
 // WriteTrend writes the trend page: per scenario, one chart per key figure across its
