@@ -23,7 +23,7 @@ STRESS_CPU ?= 2
 # Benchmarks report ratios against a baseline measured in the same run (see README).
 BENCHTIME ?= 300ms
 
-.PHONY: all build run test test-race test-pure test-stress test-browser bench lint lint-workflows fmt soak clean
+.PHONY: all build run test test-race test-pure test-stress test-browser skip-browser bench lint lint-workflows fmt soak clean
 
 all: build
 
@@ -38,7 +38,7 @@ run: build
 
 # test-browser runs only where chromium is installed, so `make test` needs nothing but Go
 # (.ci/run installs chromium first).
-test: build lint-workflows test-pure test-race $(if $(shell command -v chromium 2>/dev/null),test-browser)
+test: build lint-workflows test-pure test-race $(if $(shell command -v chromium 2>/dev/null),test-browser,skip-browser)
 
 test-pure:
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PURE_PKGS)
@@ -49,6 +49,9 @@ test-race:
 # Renders report.html from a short real run in headless chromium with the network
 # disabled; fails on a JavaScript error or an empty chart. Installs Debian's chromium if
 # absent. SCREENSHOT=docs/report.png refreshes the README's screenshot.
+skip-browser:
+	@echo "make: no chromium here: the browser check of report.html, compare.html and the trend page is skipped (.ci/run installs chromium)"
+
 test-browser: build
 	.ci/browser-check
 
