@@ -150,7 +150,7 @@ func RenderRun(sc *scenarios.Scenario, content []byte, o RunOptions) ([]runtime.
 	if o.RunID == "" {
 		o.RunID = RunID(sc, content, o)
 	}
-	runID := dnsLabel(o.RunID, 52)
+	runID := dnsLabel(o.RunID, 40) // "pdsoak-"+runID+"-shards" stays a 63-character label (the pods carry the Job name as a label)
 	base := "pdsoak-" + runID
 	labels := func(component string) map[string]string {
 		return map[string]string{LabelName: AppName, LabelPartOf: AppName, LabelComponent: component,
