@@ -58,7 +58,7 @@ For an object store, mount a bucket through a CSI driver as a PVC and pass --out
 			if !cmd.Flags().Changed("shards") {
 				return usageError("k8s render needs --shards N")
 			}
-			sc, content, err := a.loadForK8s(args[0], o.Target)
+			sc, content, err := a.loadForK8s(args[0], o.Target, o.MetricsURL)
 			if err != nil {
 				return err
 			}
@@ -83,6 +83,7 @@ For an object store, mount a bucket through a CSI driver as a PVC and pass --out
 	fl.StringVar(&o.StorageSize, "storage", k8s.DefaultStorage, "size of the rendered output PVC")
 	fl.StringVar(&o.StorageClass, "storage-class", "", "storage class of the rendered output PVC (default: the cluster's)")
 	fl.StringVar(&o.Target, "target", "", "endpoint URL every shard drives, e.g. "+k8s.RouterURL("NS")+" (default: the scenario's target)")
+	fl.StringVar(&o.MetricsURL, "metrics-url", "", "the target's Prometheus endpoint for every shard, e.g. "+k8s.RouterURL("NS")+"/metrics (needed by no_leaks with --target)")
 	fl.StringVar(&o.RunID, "run-id", "", "names and labels the run's objects (default: the scenario name and a hash of the inputs)")
 	fl.StringVar(&o.Shard.CPU, "cpu", k8s.DefaultCPU, "CPU request of a shard pod (limit: twice it)")
 	fl.StringVar(&o.Shard.Memory, "memory", k8s.DefaultMemory, "memory request and limit of a shard pod")
@@ -93,7 +94,7 @@ For an object store, mount a bucket through a CSI driver as a PVC and pass --out
 
 // loadForK8s validates the scenario (with --target applied as run would) and returns it
 // with the file's bytes, which the ConfigMap carries.
-func (a *app) loadForK8s(arg, target string) (*scenarios.Scenario, []byte, error) {
+func (a *app) loadForK8s(arg, target, metricsURL string) (*scenarios.Scenario, []byte, error) {
 	content, err := os.ReadFile(arg)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -108,6 +109,9 @@ func (a *app) loadForK8s(arg, target string) (*scenarios.Scenario, []byte, error
 	sc, err := scenarios.Load(arg, scenarios.WithFaultTypes(a.faultTypes), scenarios.WithOverrides(func(sc *scenarios.Scenario) {
 		if target != "" {
 			sc.Target.URL, sc.Target.Launch, sc.Target.Links = target, nil, nil
+		}
+		if metricsURL != "" {
+			sc.Target.MetricsURL = metricsURL
 		}
 	}))
 	if err != nil {

@@ -56,6 +56,9 @@ type RunOptions struct {
 	// Target is passed to every shard as --target (e.g. the router Service of
 	// render-reference); empty keeps the scenario's target.
 	Target string
+	// MetricsURL is passed to every shard as --metrics-url (the target's Prometheus
+	// endpoint, e.g. the router Service's /metrics), for no_leaks against a --target.
+	MetricsURL string
 	// RunID names and labels this run's objects; empty derives it from the scenario's
 	// content and the options, so rendering twice gives the same names.
 	RunID string
@@ -106,7 +109,7 @@ func seconds(d time.Duration) *int64 { return ptr(int64(math.Ceil(d.Seconds())))
 // RunID derives a run id: the scenario's name and a hash of everything rendered.
 func RunID(sc *scenarios.Scenario, content []byte, o RunOptions) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00", content, o.Shards, o.Image, o.Target)
+	fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00%s\x00", content, o.Shards, o.Image, o.Target, o.MetricsURL)
 	return dnsLabel(sc.Name, 30) + "-" + hex.EncodeToString(h.Sum(nil))[:8]
 }
 
@@ -210,6 +213,9 @@ func RenderRun(sc *scenarios.Scenario, content []byte, o RunOptions) ([]runtime.
 		path.Join(ScenarioDir, ScenarioFile)}
 	if o.Target != "" {
 		shardArgs = append(shardArgs, "--target", o.Target)
+	}
+	if o.MetricsURL != "" {
+		shardArgs = append(shardArgs, "--metrics-url", o.MetricsURL)
 	}
 	shards := &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
