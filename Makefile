@@ -23,7 +23,7 @@ STRESS_CPU ?= 2
 # Benchmarks report ratios against a baseline measured in the same run (see README).
 BENCHTIME ?= 300ms
 
-.PHONY: all build run test test-race test-pure test-stress test-browser skip-browser bench lint lint-workflows fmt soak clean
+.PHONY: all build run test test-race test-pure test-stress test-browser skip-browser bench lint lint-workflows fmt soak clean image
 
 all: build
 
@@ -96,3 +96,12 @@ soak: build
 
 clean:
 	rm -rf $(BIN) out bench.log
+
+# The container image for Kubernetes (Dockerfile; see README's Kubernetes section). Not
+# part of `make test`: it needs a docker engine and pulls the base images.
+IMAGE ?= pdsoak:dev
+DOCKER ?= docker
+image:
+	@command -v $(DOCKER) >/dev/null 2>&1 || { echo "make image: $(DOCKER) is not installed (or not on PATH); install a docker engine, or set DOCKER=podman, to build $(IMAGE)" >&2; exit 1; }
+	@$(DOCKER) info >/dev/null 2>&1 || { echo "make image: the $(DOCKER) engine is not reachable ($(DOCKER) info failed); start it to build $(IMAGE)" >&2; exit 1; }
+	$(DOCKER) build -t $(IMAGE) .

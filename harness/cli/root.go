@@ -109,6 +109,7 @@ evaluated, or a run where the harness itself was the bottleneck.`,
 	})
 	root.AddCommand(a.runCommand(), a.validateCommand(), a.planCommand(), a.listCommand(), a.faultsCommand(), a.reportCommand())
 	root.AddCommand(a.compareCommand(), a.trendCommand())
+	root.AddCommand(a.k8sCommand())
 	pd := servercli.NewRootCommand()
 	pd.Hidden = true
 	pd.Short = "Run the reference server (used by harness run to start the embedded topology)"
