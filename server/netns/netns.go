@@ -354,7 +354,14 @@ func freeSubnet(ctx context.Context) (*net.IPNet, error) {
 	if err != nil {
 		return nil, err
 	}
-	used := routeNets(out)
+	if n := pickSubnet(routeNets(out)); n != nil {
+		return n, nil
+	}
+	return nil, fmt.Errorf("netns: every %s.N.0/24 overlaps a route", SubnetBase)
+}
+
+// pickSubnet is the first 10.201.N.0/24 that overlaps none of used (nil: none).
+func pickSubnet(used []*net.IPNet) *net.IPNet {
 	for i := 0; i < 256; i++ {
 		_, cand, _ := net.ParseCIDR(fmt.Sprintf("%s.%d.0/24", SubnetBase, i))
 		free := true
@@ -365,10 +372,10 @@ func freeSubnet(ctx context.Context) (*net.IPNet, error) {
 			}
 		}
 		if free {
-			return cand, nil
+			return cand
 		}
 	}
-	return nil, fmt.Errorf("netns: every %s.N.0/24 overlaps a route", SubnetBase)
+	return nil
 }
 
 // routeNets parses the destinations of `ip -4 route show`: CIDRs, bare addresses
