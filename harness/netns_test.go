@@ -87,7 +87,7 @@ func netnsPrefix(t *testing.T) string {
 	return "pdt" + hex.EncodeToString(b)
 }
 
-// The smoke and partition scenarios, shortened, with router, prefill and decode each in
+// The smoke, partition and decode-crash scenarios, shortened, with router, prefill and decode each in
 // its own network namespace (reference.netns): HTTP and KV transfer cross veth pairs
 // and a bridge, the partition's fault proxies sit on the bridge address, and the
 // namespaces are gone afterwards.
@@ -114,6 +114,12 @@ func TestNetnsScenarios(t *testing.T) {
 			sc.Workloads[0].ThinkTime = scenarios.Duration(time.Second)
 			sc.Faults[0].At, sc.Faults[0].For = scenarios.Duration(4*time.Second), scenarios.Duration(4*time.Second)
 			sc.Faults[1].At, sc.Faults[1].For = scenarios.Duration(14*time.Second), scenarios.Duration(4*time.Second)
+		}},
+		// process faults go through `ip netns exec`, which execs: the kill reaches
+		// pdserver itself and the restart lands in the same namespace.
+		{"decode-crash", func(sc *scenarios.Scenario) {
+			sc.Duration = scenarios.Duration(25 * time.Second)
+			sc.Faults[0].At = scenarios.Duration(6 * time.Second)
 		}},
 	}
 	for _, tc := range tests {
