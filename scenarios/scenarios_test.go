@@ -57,6 +57,16 @@ func TestParseProblems(t *testing.T) {
 			want: []string{`t.yaml:4: workloads[0].agnets: unknown field (did you mean "agents"?)`},
 		},
 		{
+			name: "netns needs a PD topology",
+			yaml: "name: t\nreference:\n  prefill: 0\n  decode: 0\n  netns: true\nworkloads:\n  - type: agents\n",
+			want: []string{"t.yaml:5: reference.netns: needs a PD topology"},
+		},
+		{
+			name: "netns_prefix without netns",
+			yaml: "name: t\nreference:\n  netns_prefix: pdx\nworkloads:\n  - type: agents\n",
+			want: []string{"t.yaml:3: reference.netns_prefix: is set but reference.netns is false"},
+		},
+		{
 			name: "unknown top-level key",
 			yaml: "name: t\nbogus: 1\nworkloads:\n  - type: agents\n",
 			want: []string{"t.yaml:2: bogus: unknown field"},

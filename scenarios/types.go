@@ -169,6 +169,12 @@ type Reference struct {
 	FaultInjection bool `yaml:"fault_injection" json:"fault_injection"`
 	// StartTimeout bounds the wait for the topology to become healthy. Default 60s.
 	StartTimeout Duration `yaml:"start_timeout" json:"start_timeout,omitempty"`
+	// Netns runs router, prefill and decode each in its own network namespace, joined by
+	// veth pairs on a bridge (as pdserver up --netns; root only, PD only).
+	Netns bool `yaml:"netns" json:"netns,omitempty"`
+	// NetnsPrefix names the namespaces and links of netns (default "pdharness", at most
+	// 10 characters); leftovers of a crashed run with it are removed at start.
+	NetnsPrefix string `yaml:"netns_prefix" json:"netns_prefix,omitempty"`
 }
 
 // Workload types.

@@ -302,6 +302,12 @@ func (v *validator) checkReference() {
 	if ref.StartTimeout < 0 {
 		v.add("reference.start_timeout", "must be ≥ 0")
 	}
+	if ref.Netns && ref.Prefill == 0 && ref.Decode == 0 {
+		v.add("reference.netns", "needs a PD topology (prefill and decode ≥ 1), not colocated")
+	}
+	if ref.NetnsPrefix != "" && !ref.Netns {
+		v.add("reference.netns_prefix", "is set but reference.netns is false")
+	}
 }
 
 // oneOf checks that value is one of a closed set, with a "did you mean" for a typo.

@@ -75,6 +75,7 @@ type Counters struct {
 type Links struct {
 	server *toxiproxy.ApiServer
 	id     int64
+	host   string // the proxies' listen address
 
 	mu     sync.Mutex
 	links  map[string]*Link
@@ -97,7 +98,11 @@ var (
 
 // New returns an empty set of links. Proxy logs are discarded; toxiproxy's metrics go to
 // a private registry.
-func New() *Links {
+func New() *Links { return NewOn("127.0.0.1") }
+
+// NewOn is New with the proxies listening on host instead of 127.0.0.1 (e.g. a bridge
+// address that processes in other network namespaces reach).
+func NewOn(host string) *Links {
 	// toxiproxy's bandwidth toxic logs through zerolog's global logger, which writes trace
 	// lines to stderr by default; nothing else in pdsoak uses zerolog, so mute it here.
 	muteGlobalZerolog.Do(func() { zlog.Logger = zerolog.Nop() })
@@ -107,6 +112,7 @@ func New() *Links {
 		server: toxiproxy.NewServer(m, logger),
 		id:     linksSeq.Add(1),
 		links:  map[string]*Link{},
+		host:   host,
 	}
 }
 
@@ -145,7 +151,7 @@ func (l *Links) Add(link, upstream string) (*Link, error) {
 		}
 		return k, nil
 	}
-	p := toxiproxy.NewProxy(l.server, link, "127.0.0.1:0", upstream)
+	p := toxiproxy.NewProxy(l.server, link, net.JoinHostPort(l.host, "0"), upstream)
 	k := &Link{name: link, proxy: p, owner: l, up: newCounter(), down: newCounter()}
 	for _, c := range []struct {
 		ctr    *counter

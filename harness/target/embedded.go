@@ -16,6 +16,7 @@ import (
 	"pdsoak/scenarios"
 	"pdsoak/server/failpoint"
 	"pdsoak/server/launcher"
+	"pdsoak/server/netns"
 	"pdsoak/supervisor"
 )
 
@@ -71,6 +72,14 @@ func StartEmbedded(ctx context.Context, ref scenarios.Reference, command []strin
 		return startColocated(ctx, cfg, command, ref, token, logDir)
 	}
 	var links *netproxy.Links
+	var nsNet *netns.Net
+	proxyHost := "127.0.0.1"
+	if ref.Netns {
+		if nsNet, err = startNetns(ctx, ref); err != nil {
+			return nil, err
+		}
+		proxyHost = nsNet.Gateway
+	}
 	lcfg := launcher.Config{
 		Command: command, Prefill: ref.Prefill, Decode: ref.Decode,
 		CommonArgs:  referenceArgs(ref),
@@ -79,24 +88,31 @@ func StartEmbedded(ctx context.Context, ref scenarios.Reference, command []strin
 		FaultToken: token, Logger: cfg.log,
 	}
 	if ref.Proxies {
-		links = netproxy.New()
+		links = netproxy.NewOn(proxyHost)
 		lcfg.Links = links.Hook
+	}
+	if nsNet != nil {
+		lcfg.Place = nsNet.Place
 	}
 	topo, err := launcher.Start(ctx, lcfg)
 	if err != nil {
 		if links != nil {
 			links.Close()
 		}
+		if nsNet != nil {
+			err = errors.Join(err, nsNet.Close())
+		}
 		return nil, fmt.Errorf("target: %w", err)
 	}
-	return &Embedded{topo: topo, links: links, token: token}, nil
+	return &Embedded{topo: topo, links: links, token: token, netns: nsNet}, nil
 }
 
 // Embedded is the launcher's reference topology as a Target and a Supervisor.
 type Embedded struct {
 	topo  *launcher.Topology
 	links *netproxy.Links
-	token string // "" when fault injection is off
+	token string     // "" when fault injection is off
+	netns *netns.Net // nil unless reference.netns
 }
 
 // Topology is the launcher's topology behind the target.
@@ -130,6 +146,9 @@ func (t *Embedded) Stop(ctx context.Context) error {
 	err := t.topo.Stop(ctx)
 	if t.links != nil {
 		t.links.Close()
+	}
+	if t.netns != nil {
+		err = errors.Join(err, t.netns.Close())
 	}
 	return err
 }

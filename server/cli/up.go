@@ -30,6 +30,7 @@ func newUpCommand() *cobra.Command {
 		healthTimeout           = secondsValue(launcher.DefaultHealthTimeout)
 		stopTimeout             = secondsValue(launcher.DefaultStopTimeout)
 		routerArgs              []string
+		nsOpts                  netnsOptions
 	)
 	wf := defaultWorkerFlags()
 	cmd := &cobra.Command{
@@ -76,7 +77,13 @@ by every process; --port is the router's. Arguments after "--" are passed to eve
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			routerDied := make(chan launcher.Process, 1)
+			place, closeNet, err := nsOpts.start(ctx, cmd.OutOrStdout(), nPrefill, nDecode)
+			if err != nil {
+				return err
+			}
+			defer closeNet()
 			topo, err := launcher.Start(ctx, launcher.Config{
+				Place:   place,
 				Command: command, Prefill: nPrefill, Decode: nDecode, Host: host, Port: port,
 				CommonArgs: common, RouterArgs: append(rargs, routerArgs...), LogDir: logDir,
 				HealthTimeout: time.Duration(healthTimeout), StopTimeout: time.Duration(stopTimeout),
@@ -120,6 +127,7 @@ by every process; --port is the router's. Arguments after "--" are passed to eve
 	fs.StringVar(&logDir, "log-dir", "", "directory of the processes' logs (default: a new temporary directory)")
 	fs.Var(&healthTimeout, "health-timeout", "bound of the wait for every process's /health")
 	fs.Var(&stopTimeout, "stop-timeout", "SIGTERM→SIGKILL bound when stopping")
+	nsOpts.register(fs)
 	fs.StringArrayVar(&routerArgs, "router-arg", nil, "one argument for the router, e.g. --router-arg=--health-interval=0.5 (repeatable)")
 	workerFS := pflag.NewFlagSet("worker", pflag.ContinueOnError)
 	wf.register(workerFS, true)
@@ -135,7 +143,7 @@ by every process; --port is the router's. Arguments after "--" are passed to eve
 // every worker, and the subset the router shares.
 func forwardedFlags(fs *pflag.FlagSet) (workers, router []string) {
 	own := map[string]bool{"prefill": true, "decode": true, "port": true, "host": true, "log-dir": true,
-		"health-timeout": true, "stop-timeout": true, "router-arg": true}
+		"health-timeout": true, "stop-timeout": true, "router-arg": true, "netns": true, "netns-prefix": true}
 	fs.Visit(func(fl *pflag.Flag) {
 		if own[fl.Name] || fl.Name == "help" {
 			return

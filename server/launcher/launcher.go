@@ -70,6 +70,9 @@ type Config struct {
 	// (KV). A fault proxy returns its own listen address; returning upstream leaves the
 	// link direct.
 	Links func(link, upstream string) (string, error)
+	// Place, when set, is asked where each process runs (by name: prefill-0, decode-0,
+	// router); ok false keeps it here. See Placement.
+	Place func(name string) (p Placement, ok bool)
 	// OnExit, when set, is called when a process exits without being asked to.
 	OnExit func(Process)
 	// Logger receives the launcher's own messages (slog.Default() when nil).
@@ -92,9 +95,30 @@ type Process struct {
 	Args []string
 }
 
+// Placement runs a process elsewhere than the launcher's own network namespace, e.g. in
+// its own one (package netns). Such a process has the network stack to itself, so its
+// ports are fixed (PlacedPort, PlacedBootstrapPort; the router's is Config.Port when set)
+// instead of picked here, where they could not be checked.
+type Placement struct {
+	// Host is the address the process binds and is reached at.
+	Host string
+	// Wrap is the argv prefix that puts the process there, e.g. ip netns exec NS; it
+	// must exec the command, so that signals and the parent-death signal reach it.
+	Wrap []string
+}
+
+// Ports of a placed process.
+const (
+	PlacedPort          = 8000
+	PlacedBootstrapPort = 8998
+)
+
 // proc is one child: its addresses and its supervised process.
 type proc struct {
 	name, role         string
+	host               string   // the address it binds (Config.Host unless placed)
+	wrap               []string // argv prefix (placed only)
+	placed             bool     // Config.Place placed it: fixed ports
 	url, bootstrapAddr string
 	logPath            string
 	args               []string
@@ -172,20 +196,20 @@ func (t *Topology) start(ctx context.Context) error {
 	for i := 0; i < cfg.Prefill; i++ {
 		p := t.newProc(fmt.Sprintf("prefill-%d", i), RolePrefill)
 		p.assign = func() error {
-			port, err := freePort(cfg.Host)
+			port, err := t.port(p, PlacedPort)
 			if err != nil {
 				return err
 			}
-			boot, err := freePort(cfg.Host)
+			boot, err := t.port(p, PlacedBootstrapPort)
 			if err != nil {
 				return err
 			}
 			args := append([]string{RolePrefill}, cfg.CommonArgs...)
 			args = append(args, cfg.PrefillArgs...)
-			args = append(args, "--host", cfg.Host, "--port", strconv.Itoa(port), "--disaggregation-bootstrap-port", strconv.Itoa(boot))
+			args = append(args, "--host", p.host, "--port", strconv.Itoa(port), "--disaggregation-bootstrap-port", strconv.Itoa(boot))
 			t.setAddr(p, port, args)
 			t.mu.Lock()
-			p.bootstrapAddr = hostPort(cfg.Host, boot)
+			p.bootstrapAddr = hostPort(p.host, boot)
 			t.mu.Unlock()
 			return nil
 		}
@@ -194,13 +218,13 @@ func (t *Topology) start(ctx context.Context) error {
 	for j := 0; j < cfg.Decode; j++ {
 		p := t.newProc(fmt.Sprintf("decode-%d", j), RoleDecode)
 		p.assign = func() error {
-			port, err := freePort(cfg.Host)
+			port, err := t.port(p, PlacedPort)
 			if err != nil {
 				return err
 			}
 			args := append([]string{RoleDecode}, cfg.CommonArgs...)
 			args = append(args, cfg.DecodeArgs...)
-			args = append(args, "--host", cfg.Host, "--port", strconv.Itoa(port))
+			args = append(args, "--host", p.host, "--port", strconv.Itoa(port))
 			t.setAddr(p, port, args)
 			return nil
 		}
@@ -213,7 +237,7 @@ func (t *Topology) start(ctx context.Context) error {
 	var links []string
 	for i := 0; i < cfg.Prefill; i++ {
 		p := workers[i]
-		addr, err := cfg.Links(fmt.Sprintf("router->%s", p.name), hostPort(cfg.Host, p.port))
+		addr, err := cfg.Links(fmt.Sprintf("router->%s", p.name), hostPort(p.host, p.port))
 		if err != nil {
 			return fmt.Errorf("launcher: link router->%s: %w", p.name, err)
 		}
@@ -231,7 +255,7 @@ func (t *Topology) start(ctx context.Context) error {
 	}
 	for j := 0; j < cfg.Decode; j++ {
 		d := workers[cfg.Prefill+j]
-		addr, err := cfg.Links(fmt.Sprintf("router->%s", d.name), hostPort(cfg.Host, d.port))
+		addr, err := cfg.Links(fmt.Sprintf("router->%s", d.name), hostPort(d.host, d.port))
 		if err != nil {
 			return fmt.Errorf("launcher: link router->%s: %w", d.name, err)
 		}
@@ -242,16 +266,16 @@ func (t *Topology) start(ctx context.Context) error {
 		rport := cfg.Port
 		if rport == 0 {
 			var err error
-			if rport, err = freePort(cfg.Host); err != nil {
+			if rport, err = t.port(r, PlacedPort); err != nil {
 				return err
 			}
 		}
 		args := append([]string{RoleRouter}, cfg.RouterArgs...)
-		args = append(args, "--host", cfg.Host, "--port", strconv.Itoa(rport))
+		args = append(args, "--host", r.host, "--port", strconv.Itoa(rport))
 		t.setAddr(r, rport, append(args, links...))
 		return nil
 	}
-	r.fixedPort = cfg.Port != 0
+	r.fixedPort = r.fixedPort || cfg.Port != 0
 	if err := t.launch(ctx, []*proc{r}); err != nil {
 		return err
 	}
@@ -305,17 +329,30 @@ func portTaken(sp *supervisor.Process) bool {
 func (t *Topology) setAddr(p *proc, port int, args []string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p.port, p.args, p.url = port, args, "http://"+hostPort(t.cfg.Host, port)
+	p.port, p.args, p.url = port, args, "http://"+hostPort(p.host, port)
 }
 
 func hostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
 
 func (t *Topology) newProc(name, role string) *proc {
-	p := &proc{name: name, role: role, logPath: filepath.Join(t.cfg.LogDir, name+".log")}
+	p := &proc{name: name, role: role, host: t.cfg.Host, logPath: filepath.Join(t.cfg.LogDir, name+".log")}
+	if t.cfg.Place != nil {
+		if pl, ok := t.cfg.Place(name); ok {
+			p.host, p.wrap, p.placed, p.fixedPort = pl.Host, pl.Wrap, true, true
+		}
+	}
 	t.mu.Lock()
 	t.procs = append(t.procs, p)
 	t.mu.Unlock()
 	return p
+}
+
+// port is placed's fixed port for a placed process, else a free one here.
+func (t *Topology) port(p *proc, placed int) (int, error) {
+	if p.placed {
+		return placed, nil
+	}
+	return freePort(p.host)
 }
 
 // freePort asks the kernel for a free port on host.
@@ -333,7 +370,7 @@ func freePort(host string) (int, error) {
 // visible to every local user in ps.
 func (t *Topology) run(p *proc) error {
 	t.mu.Lock()
-	argv := append(append([]string(nil), t.cfg.Command...), p.args...)
+	argv := append(append(append([]string(nil), p.wrap...), t.cfg.Command...), p.args...)
 	url := p.url
 	t.mu.Unlock()
 	env := append([]string(nil), t.cfg.Env...)
