@@ -51,7 +51,9 @@ func writeLedger(t testing.TB, dir, name string, evs []Event, cut int) string {
 
 func TestMerge(t *testing.T) {
 	dir := t.TempDir()
-	full := func(i, n int) string { return writeLedger(t, dir, fmt.Sprintf("full-%d-%d", i, n), shardLedger(i, n, 40), 0) }
+	full := func(i, n int) string {
+		return writeLedger(t, dir, fmt.Sprintf("full-%d-%d", i, n), shardLedger(i, n, 40), 0)
+	}
 	noEnd := func(i, n int) string {
 		evs := shardLedger(i, n, 40)
 		return writeLedger(t, dir, fmt.Sprintf("noend-%d-%d", i, n), evs[:len(evs)-1], 0)
