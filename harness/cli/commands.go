@@ -218,6 +218,9 @@ func (a *app) runCommand() *cobra.Command {
 					outDir += fmt.Sprintf("-shard%dof%d", sh.Index, sh.Count)
 				}
 			}
+			if sh.Count > 1 && sc.Embedded() {
+				notes = append(notes, fmt.Sprintf("shard %d/%d starts its own embedded reference server: the shards load %d separate targets; give them one with --target or target.url", sh.Index, sh.Count, sh.Count))
+			}
 			a.shard = sh
 			return a.runScenario(cmd.Context(), sc, notes, outDir, quiet, &hist, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
