@@ -100,7 +100,22 @@ type Options struct {
 	DebugTimeout time.Duration
 	// NVIDIADevices is the glob of NVIDIA device nodes (DefaultNVIDIADevices).
 	NVIDIADevices string
+
+	// Shard makes this run one shard of a sharded run (zero: the whole scenario).
+	Shard Shard
 }
+
+// Shard is one part of a sharded run: shard Index (1-based) of Count runs its
+// deterministic, disjoint part of every workload (see workload.Shard), tags its request
+// ids with its index, and applies faults only when it is shard 1. When Start is set the
+// run waits for it and records how late it actually started (the clock skew between
+// shards) in run_start.
+type Shard struct {
+	Index, Count int
+	Start        time.Time
+}
+
+func (s Shard) enabled() bool { return s.Count > 0 }
 
 // withDefaults fills the zero fields with their defaults.
 func (o Options) withDefaults() Options {
@@ -169,6 +184,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 	if opts.OutDir == "" {
 		return errors.New("harness: Options.OutDir is required")
 	}
+	if sh := opts.Shard; sh.enabled() && (sh.Index < 1 || sh.Index > sh.Count) {
+		return fmt.Errorf("harness: shard %d/%d: want 1 <= i <= n", sh.Index, sh.Count)
+	}
 	sc.ApplyDefaults()
 	if len(sc.Workloads) == 0 {
 		return errors.New("harness: scenario has no workloads")
@@ -209,6 +227,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 		}
 	}()
 	defer hc.CloseIdleConnections()
+	if !opts.Shard.Start.IsZero() && !sleepUntil(ctx, opts.Shard.Start) {
+		return fmt.Errorf("harness: interrupted while waiting for the shared start %s", opts.Shard.Start.Format(time.RFC3339Nano))
+	}
 	r.gpu, r.gpuErr = gpu.Open()
 	defer r.closeGPU() // after run: the GPU sampler has stopped by then
 	return r.run(ctx)
@@ -284,9 +305,21 @@ func (r *runner) announce() {
 	if sc.Embedded() {
 		start.Message = "embedded reference server"
 	}
+	if sh := r.opts.Shard; sh.enabled() {
+		start.Time = time.Now()
+		start.Shard = &ledger.Shard{Index: sh.Index, Count: sh.Count}
+		if !sh.Start.IsZero() {
+			at := sh.Start.UTC()
+			start.Shard.SharedStart = &at
+			start.Shard.Skew = start.Time.Sub(sh.Start).Seconds()
+		}
+	}
 	r.led.Emit(start)
 	for _, n := range r.opts.Notes {
 		r.led.Emit(ledger.Event{Type: ledger.EventNote, Message: n})
+	}
+	if sh := r.opts.Shard; sh.Index > 1 && len(sc.Faults) > 0 {
+		r.led.Emit(ledger.Event{Type: ledger.EventNote, Message: fmt.Sprintf("shard %d/%d applies no faults: shard 1 applies them for the whole run", sh.Index, sh.Count)})
 	}
 	r.announceGPU()
 }
@@ -298,7 +331,7 @@ func (r *runner) prepare() error {
 	sc := r.sc
 	r.noLag = map[string]bool{}
 	for i := range sc.Workloads {
-		w, err := workload.New(sc, i)
+		w, err := workload.New(sc, i, workload.WithShard(workload.Shard{Index: r.opts.Shard.Index, Count: r.opts.Shard.Count}))
 		if err != nil {
 			return fmt.Errorf("harness: %w", err)
 		}
@@ -307,8 +340,8 @@ func (r *runner) prepare() error {
 			r.noLag[w.Name()] = true
 		}
 	}
-	if len(sc.Faults) == 0 {
-		return nil
+	if len(sc.Faults) == 0 || r.opts.Shard.Index > 1 {
+		return nil // only shard 1 applies faults, so the merged ledger has each once
 	}
 	r.faults = r.opts.Faults
 	if r.faults == nil {
@@ -422,12 +455,16 @@ func (r *runner) runLoad(ctx context.Context) *loadRun {
 		close(ld.faultDone)
 	}
 
+	var sender workload.Sender = r.exec
+	if sh := r.opts.Shard; sh.enabled() {
+		sender = shardSender{s: r.exec, index: sh.Index}
+	}
 	var wl sync.WaitGroup
 	for _, w := range r.workloads {
 		wl.Go(func() {
 			// Workloads keep to their own windows; ctx only carries Ctrl-C, so whether
 			// a request at the end of a window is sent does not race the load timer.
-			st := w.Run(ctx, ld.t0, r.exec)
+			st := w.Run(ctx, ld.t0, sender)
 			r.log.Info("workload finished", "workload", w.Name(), "requests", st.Requests)
 		})
 	}
@@ -525,6 +562,34 @@ func waitFor(ch <-chan struct{}, d time.Duration) bool {
 	case <-ch:
 		return true
 	case <-t.C:
+		return false
+	}
+}
+
+// shardSender tags every request id with the shard, so shard ledgers never collide and
+// ledger.UnshardID gives back the unsharded run's id.
+type shardSender struct {
+	s     workload.Sender
+	index int
+}
+
+func (s shardSender) Send(ctx context.Context, r *workload.Req) *client.Result {
+	r.ID = ledger.ShardID(r.ID, s.index)
+	return s.s.Send(ctx, r)
+}
+
+// sleepUntil waits until t or ctx ends; it reports whether t was reached.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
 		return false
 	}
 }

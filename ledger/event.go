@@ -154,6 +154,8 @@ type Event struct {
 	// Interrupted (run_end) is the cause when a signal or a cancelled context cut the
 	// run short; reports makes such a run invalid.
 	Interrupted string `json:"interrupted,omitempty"`
+	// Shard (run_start) says the run is one shard of a sharded run, or the merge of one.
+	Shard *Shard `json:"shard,omitempty"`
 
 	// Target fields (target): the raw /v1/models answer and the server's version where
 	// it offers one.

@@ -23,6 +23,7 @@ type Builder struct {
 	target    string
 	runErr    string
 	interrupt string
+	shard     *ledger.Shard // run_start's: a shard's ledger or a merged one
 	prov      *Provenance
 	scheduled map[string]bool // request id -> resolved
 	outcomes  map[ledger.Outcome]int
@@ -148,6 +149,9 @@ func (b *Builder) Add(e ledger.Event) {
 			b.scenario = e.Scenario
 		}
 		b.seed, b.seedSet = e.Seed, true
+		if e.Shard != nil {
+			b.shard = e.Shard
+		}
 		if e.URL != "" {
 			b.target = e.URL
 		} else if e.Target != "" {
@@ -230,6 +234,9 @@ func (b *Builder) Add(e ledger.Event) {
 			f.res.Detail = joinDetail(f.res.Detail, e.Detail)
 		}
 	case ledger.EventLeakCheck:
+		if b.leak != nil && b.leak.State != StatePass {
+			break // a merged ledger has one per shard: a shard's failure is not overwritten
+		}
 		// Passed nil: the harness could not run the check (no metrics answer).
 		b.leak = &CheckResult{State: StateNotEvaluated, Detail: e.Detail, Metrics: e.Metrics}
 		if e.Passed != nil {
@@ -239,6 +246,9 @@ func (b *Builder) Add(e ledger.Event) {
 		}
 	case ledger.EventSelfCheck:
 		passed := e.Passed == nil || *e.Passed
+		if b.self != nil && !b.self.Passed {
+			break // one per shard in a merged ledger: a shard's failure sticks
+		}
 		b.self = &CheckResult{State: newState(passed), Passed: passed, Detail: e.Detail}
 		if e.LagP99 > 0 || e.LagMax > 0 {
 			b.self.Metrics = map[string]float64{"lag_p99": e.LagP99, "lag_max": e.LagMax}
@@ -349,6 +359,7 @@ func (b *Builder) Results() *Results {
 		SelfCheck:  b.self,
 		GPU:        b.gpu.result(),
 		Notes:      append([]string(nil), b.notes...),
+		Shard:      b.shard,
 		Forensics:  append([]ForensicsBundle(nil), b.forensics...),
 	}
 	if b.prov != nil {
@@ -396,6 +407,9 @@ func (b *Builder) Results() *Results {
 	// Invalid runs: the evidence cannot be trusted. Each reason is said once, here.
 	for _, e := range b.runErrors() {
 		r.InvalidReasons = append(r.InvalidReasons, "run failed: "+e)
+	}
+	if sh := b.shard; sh.Merged() && len(sh.Parts) != sh.Count {
+		r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("merged ledger holds %d of %d shards", len(sh.Parts), sh.Count))
 	}
 	if b.interrupt != "" {
 		r.InvalidReasons = append(r.InvalidReasons, "interrupted before the run completed: "+Readable(b.interrupt))

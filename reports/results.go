@@ -59,6 +59,9 @@ type Results struct {
 	// Notes are the ledger's note events (what the CLI and the harness told the reader)
 	// and the report's own remarks, in ledger order.
 	Notes []string `json:"notes,omitempty"`
+	// Shard is set when the ledger is one shard of a sharded run, or their merge: which
+	// shards, and how far apart (skew, seconds) they started.
+	Shard *ledger.Shard `json:"shard,omitempty"`
 	// Forensics are the forensics bundles the harness wrote (its note events with Source
 	// "forensics"); their notes are in Notes too.
 	Forensics []ForensicsBundle `json:"forensics,omitempty"`

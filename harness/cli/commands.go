@@ -198,23 +198,36 @@ func (a *app) runCommand() *cobra.Command {
 	var outDir string
 	var quiet bool
 	var hist historyFlags
+	var shard shardFlags
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
 		Short: "Run a scenario (a path or an embedded name) and write events.jsonl, results.json, junit.xml, summary.md, report.html",
 		Args:  exactlyOne,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			sh, err := shard.parse()
+			if err != nil {
+				return err
+			}
 			sc, notes, err := a.load(cmd, args[0], &f)
 			if err != nil {
 				return err
 			}
 			if outDir == "" {
 				outDir = filepath.Join("out", sc.Name+"-"+a.now().UTC().Format("20060102T150405Z"))
+				if sh.Count > 0 {
+					outDir += fmt.Sprintf("-shard%dof%d", sh.Index, sh.Count)
+				}
 			}
+			if sh.Count > 1 && sc.Embedded() {
+				notes = append(notes, fmt.Sprintf("shard %d/%d starts its own embedded reference server: the shards load %d separate targets; give them one with --target or target.url", sh.Index, sh.Count, sh.Count))
+			}
+			a.shard = sh
 			return a.runScenario(cmd.Context(), sc, notes, outDir, quiet, &hist, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f.register(cmd.Flags())
 	hist.register(cmd)
+	shard.register(cmd.Flags())
 	cmd.Flags().StringVar(&outDir, "out", "", "output directory (default out/<name>-<UTC time>)")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress and no table: print the verdict line only")
 	return cmd
@@ -262,7 +275,7 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 		onEvent = st.observe
 		go st.run()
 	}
-	runErr := a.run(ctx, sc, RunOptions{OutDir: outDir, Logger: logger, OnEvent: onEvent, PDServerCommand: a.pdCommand(), Notes: notes})
+	runErr := a.run(ctx, sc, RunOptions{OutDir: outDir, Logger: logger, OnEvent: onEvent, PDServerCommand: a.pdCommand(), Notes: notes, Shard: a.shard})
 	stop()
 	if st != nil {
 		st.close()

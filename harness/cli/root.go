@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"pdsoak/harness"
 	"strings"
 	"time"
 
@@ -69,6 +70,7 @@ type app struct {
 	statusEvery time.Duration
 	faultTypes  map[string]scenarios.FaultType
 	pdCommand   func() []string
+	shard       harness.Shard // run --shard, for the command being run
 }
 
 // NewRootCommand returns the harness command tree.
@@ -108,6 +110,7 @@ evaluated, or a run where the harness itself was the bottleneck.`,
 		return usageError("%v (see %s --help)", err, c.CommandPath())
 	})
 	root.AddCommand(a.runCommand(), a.validateCommand(), a.planCommand(), a.listCommand(), a.faultsCommand(), a.reportCommand())
+	root.AddCommand(a.mergeCommand())
 	root.AddCommand(a.compareCommand(), a.trendCommand())
 	root.AddCommand(a.k8sCommand())
 	pd := servercli.NewRootCommand()

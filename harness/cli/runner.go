@@ -20,6 +20,8 @@ type RunOptions struct {
 	// Notes are messages for the report's reader; the runner writes each as a note
 	// event after run_start.
 	Notes []string
+	// Shard makes the run one shard of a sharded run (zero: the whole scenario).
+	Shard harness.Shard
 }
 
 // RunFunc runs a validated scenario, writing OutDir/events.jsonl. Its error says the run
@@ -34,6 +36,7 @@ func harnessRun(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) er
 		OnEvent:         opts.OnEvent,
 		PDServerCommand: opts.PDServerCommand,
 		Notes:           opts.Notes,
+		Shard:           opts.Shard,
 	})
 }
 

@@ -36,11 +36,14 @@ func (a *Agents) Run(ctx context.Context, start time.Time, s Sender) Stats {
 	}
 	n := max(a.Spec.Agents, 1)
 	if a.budget == nil {
-		a.budget = RetryBudget(n)
+		a.budget = RetryBudget(max(a.Shard.size(n), 1))
 	}
 	counts := make([]int, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
+		if !a.Shard.owns(uint64(i)) {
+			continue // another shard's session
+		}
 		wg.Add(1)
 		go func(session int) {
 			defer wg.Done()

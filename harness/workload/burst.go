@@ -25,7 +25,12 @@ func (b *Burst) Run(ctx context.Context, start time.Time, s Sender) Stats {
 		n = DefaultBurstCount
 	}
 	var wg sync.WaitGroup
+	sent := 0
 	for i := 0; i < n; i++ {
+		if !b.Shard.owns(uint64(i)) {
+			continue // another shard's request
+		}
+		sent++
 		wg.Add(1)
 		go func(seq uint64) {
 			defer wg.Done()
@@ -33,5 +38,5 @@ func (b *Burst) Run(ctx context.Context, start time.Time, s Sender) Stats {
 		}(uint64(i))
 	}
 	wg.Wait()
-	return Stats{Requests: n}
+	return Stats{Requests: sent}
 }

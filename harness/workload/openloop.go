@@ -12,6 +12,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"pdsoak/ledger"
+	"pdsoak/scenarios"
 )
 
 // StopGrace is how long past its window an open-loop attack may still send hits the
@@ -51,10 +52,12 @@ func (o *OpenLoop) Run(ctx context.Context, start time.Time, s Sender) Stats {
 		return Stats{}
 	}
 	sched := Schedule(o.Pacer, o.Spec.Duration.D(), o.Spec.Count)
+	// A shard sends its part of the unsharded schedule, under the unsharded numbers.
+	sched, seqs := o.Shard.pick(sched, o.Spec.Pacer != nil && o.Spec.Pacer.Type == scenarios.PacerPoisson, o.rng(shardKey(o.Spec.Name)))
 	if len(sched) == 0 {
 		return Stats{}
 	}
-	rt := &senderTransport{o: o, s: s, ctx: ctx, sched: sched}
+	rt := &senderTransport{o: o, s: s, ctx: ctx, sched: sched, seqs: seqs}
 	opts := []func(*vegeta.Attacker){
 		// Client must be the first option touching the client: vegeta's Connections,
 		// KeepAlive, HTTP2 and MaxConnections options type-assert *http.Transport and
@@ -64,7 +67,12 @@ func (o *OpenLoop) Run(ctx context.Context, start time.Time, s Sender) Stats {
 		vegeta.MaxBody(0),
 	}
 	if o.Spec.MaxInFlight > 0 {
-		opts = append(opts, vegeta.MaxWorkers(uint64(o.Spec.MaxInFlight)))
+		// A shard holds its share of the in-flight cap (rounded up).
+		m := o.Spec.MaxInFlight
+		if !o.Shard.whole() {
+			m = (m + o.Shard.Count - 1) / o.Shard.Count
+		}
+		opts = append(opts, vegeta.MaxWorkers(uint64(m)))
 	}
 	atk := vegeta.NewAttacker(opts...)
 	targeter := func(t *vegeta.Target) error {
@@ -96,6 +104,7 @@ type senderTransport struct {
 	ctx   context.Context
 	began time.Time
 	sched []time.Duration
+	seqs  []uint64 // a shard's unsharded sequence numbers (nil: unsharded)
 	sent  atomic.Int64
 }
 
@@ -109,7 +118,11 @@ func (t *senderTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		scheduled = t.began.Add(t.sched[seq])
 	}
 	t.sent.Add(1)
-	res := t.s.Send(t.ctx, t.o.single(seq, scheduled))
+	id := seq
+	if t.seqs != nil && seq < uint64(len(t.seqs)) {
+		id = t.seqs[seq]
+	}
+	res := t.s.Send(t.ctx, t.o.single(id, scheduled))
 	code := res.Status
 	if res.Outcome != ledger.OutcomeOK && (code >= 200 && code < 300 || code == 0) {
 		code = 599 // a failed request vegeta must not count as a success

@@ -29,6 +29,9 @@ func (p *Probe) Run(ctx context.Context, start time.Time, s Sender) Stats {
 		}
 		var wg sync.WaitGroup
 		for i := 0; i < n; i++ {
+			if !p.Shard.owns(uint64(round*n + i)) {
+				continue // another shard's probe
+			}
 			r := p.probe(i, round, at)
 			sent++
 			wg.Go(func() { s.Send(ctx, r) })

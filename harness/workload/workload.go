@@ -54,6 +54,8 @@ type Common struct {
 	Seed      int64
 	Model     string
 	Deadlines client.Deadlines
+	// Shard is the part of the workload this process runs (zero: all of it).
+	Shard Shard
 }
 
 // Name is the workload's name.
@@ -111,7 +113,11 @@ type Option func(*options)
 
 type options struct {
 	retryBudget *rate.Limiter
+	shard       Shard
 }
+
+// WithShard makes the workload run only shard s of itself (see Shard).
+func WithShard(s Shard) Option { return func(o *options) { o.shard = s } }
 
 // WithRetryBudget replaces an agents workload's retry budget (default RetryBudget(agents)).
 // rate.NewLimiter(rate.Inf, 0) leaves retries unbounded.
@@ -136,12 +142,12 @@ func New(sc *scenarios.Scenario, i int, opts ...Option) (Workload, error) {
 	if spec.Endpoint == "" {
 		spec.Endpoint = scenarios.EndpointChat
 	}
-	c := Common{Spec: spec, Seed: sc.Seed, Model: sc.Target.Model, Deadlines: Deadlines(sc.Deadlines)}
+	c := Common{Spec: spec, Seed: sc.Seed, Model: sc.Target.Model, Deadlines: Deadlines(sc.Deadlines), Shard: o.shard}
 	switch spec.Type {
 	case scenarios.WorkloadAgents:
 		budget := o.retryBudget
 		if budget == nil {
-			budget = RetryBudget(spec.Agents)
+			budget = RetryBudget(max(o.shard.size(max(spec.Agents, 1)), 1))
 		}
 		return &Agents{Common: c, budget: budget}, nil
 	case scenarios.WorkloadOpenLoop:
