@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"pdsoak/harness/k8s"
 	"pdsoak/scenarios"
@@ -63,15 +64,7 @@ For an object store, mount a bucket through a CSI driver as a PVC and pass --out
 				return err
 			}
 			objs, err := k8s.RenderRun(sc, content, o)
-			if err != nil {
-				return &ExitError{Code: ExitUsage, Err: err}
-			}
-			out, err := k8s.YAML(objs)
-			if err != nil {
-				return err
-			}
-			_, err = cmd.OutOrStdout().Write(out)
-			return err
+			return printManifests(cmd, objs, err)
 		},
 	}
 	fl := cmd.Flags()
@@ -135,15 +128,7 @@ or harness k8s render --target ` + k8s.RouterURL("NS") + `.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			objs, err := k8s.RenderReference(o)
-			if err != nil {
-				return &ExitError{Code: ExitUsage, Err: err}
-			}
-			out, err := k8s.YAML(objs)
-			if err != nil {
-				return err
-			}
-			_, err = cmd.OutOrStdout().Write(out)
-			return err
+			return printManifests(cmd, objs, err)
 		},
 	}
 	fl := cmd.Flags()
@@ -285,4 +270,18 @@ func (a *app) k8sWaitShardsCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&timeout, "timeout", time.Hour, "how long to wait for all markers")
 	cmd.Flags().DurationVar(&poll, "poll", 2*time.Second, "how often to look")
 	return cmd
+}
+
+// printManifests writes rendered objects as one multi-document YAML stream; a rendering
+// error is the user's (bad options or scenario: exit 2).
+func printManifests(cmd *cobra.Command, objs []runtime.Object, err error) error {
+	if err != nil {
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
+	out, err := k8s.YAML(objs)
+	if err != nil {
+		return err
+	}
+	_, err = cmd.OutOrStdout().Write(out)
+	return err
 }
