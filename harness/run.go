@@ -527,7 +527,8 @@ func (r *runner) stopFaults(ctx context.Context, ld *loadRun) error {
 // 0. A check that could not be evaluated (Ctrl-C, no metrics endpoint, an endpoint that
 // never answered) has no Passed: it is neither a pass nor a fail.
 func (r *runner) checkLeaks(ctx context.Context) {
-	ev := ledger.Event{Type: ledger.EventLeakCheck}
+	// Started lets reports judge a merged run: was any other shard still sending then?
+	ev := ledger.Event{Type: ledger.EventLeakCheck, Started: new(time.Now())}
 	if ctx.Err() != nil {
 		// The user wants out: no waiting for gauges.
 		ev.Detail = "not evaluated: the run was interrupted"

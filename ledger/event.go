@@ -133,6 +133,12 @@ type Event struct {
 	// Check fields (fault_verified, drain, leak_check, self_check).
 	Passed *bool  `json:"passed,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// Started (leak_check) is when the check began polling the gauges: in a merged run
+	// reports needs it to know whether another shard still had requests in flight.
+	Started *time.Time `json:"started,omitempty"`
+	// Part (drain, leak_check, self_check in a merged ledger) is the shard that wrote the
+	// event; the merge sets it, since these events carry no request id to tell by.
+	Part int `json:"part,omitempty"`
 
 	// Sample fields (sample, leak_check): gauge name -> value.
 	Source  string             `json:"source,omitempty"`

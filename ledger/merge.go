@@ -236,7 +236,20 @@ func Merge(paths []string, w io.Writer, problems ...string) (MergeResult, error)
 			in.part.Requests++
 		}
 		in.part.Events++
-		if keep {
+		switch {
+		case !keep:
+		case hd.Type == EventDrain || hd.Type == EventLeakCheck || hd.Type == EventSelfCheck:
+			// Each shard drains and checks on its own: say whose check this is, so reports
+			// can tell which leak check saw no other shard's traffic.
+			var ev Event
+			if err := json.Unmarshal(in.line, &ev); err != nil {
+				return res, fmt.Errorf("ledger: merge: %s line %d: %w", in.path, in.n, err)
+			}
+			ev.Part = in.shard.Index
+			if err := enc(&ev); err != nil {
+				return res, fmt.Errorf("ledger: merge: %w", err)
+			}
+		default:
 			bw.Write(in.line)
 			res.Events++
 		}

@@ -32,6 +32,9 @@ func shardLedger(index, count, requests int) []Event {
 		evs = append(evs, Event{Time: mt0.Add(time.Duration(k+3) * time.Millisecond), Type: EventDone,
 			RequestID: ShardID(fmt.Sprintf("w-%06d", k), index), Outcome: OutcomeOK})
 	}
+	end := mt0.Add(time.Duration(requests+5)*time.Millisecond + time.Duration(index)*time.Microsecond)
+	evs = append(evs, Event{Time: end, Type: EventDrain, Passed: Bool(true)},
+		Event{Time: end.Add(time.Microsecond), Type: EventLeakCheck, Started: &end, Passed: Bool(true)})
 	return append(evs, Event{Time: mt0.Add(time.Duration(requests+10) * time.Millisecond), Type: EventRunEnd})
 }
 
@@ -93,6 +96,7 @@ func TestMerge(t *testing.T) {
 			last := evs[len(evs)-1]
 			require.Equal(t, EventRunEnd, last.Type)
 			done, faults := 0, 0
+			checks := map[EventType][]int{} // drain and leak_check: the shards the merge stamped
 			for i, e := range evs {
 				if i > 0 {
 					assert.False(t, e.Time.Before(evs[i-1].Time), "event %d out of order", i)
@@ -102,11 +106,25 @@ func TestMerge(t *testing.T) {
 					done++
 				case EventFaultStart:
 					faults++
+				case EventDrain, EventLeakCheck:
+					checks[e.Type] = append(checks[e.Type], e.Part)
+					if e.Type == EventLeakCheck {
+						assert.NotNil(t, e.Started, "the leak check's start survives the merge")
+					}
 				case EventRunStart, EventRunEnd:
 					assert.True(t, i == 0 || i == len(evs)-1, "one run_start and one run_end")
 				}
 			}
 			assert.Equal(t, tt.requests, done, "every shard's requests, exactly")
+			var parts []int
+			for _, p := range tt.paths {
+				evs, _, err := ReadFile(p)
+				require.NoError(t, err)
+				parts = append(parts, evs[0].Shard.Index)
+			}
+			for _, typ := range []EventType{EventDrain, EventLeakCheck} {
+				assert.ElementsMatch(t, parts, checks[typ], "each shard's %s, stamped with its shard", typ)
+			}
 			if strings.Contains(tt.name, "twice") {
 				assert.Equal(t, 2, faults, "shard 1's faults, given twice")
 			} else {
@@ -139,6 +157,8 @@ func TestShardIDs(t *testing.T) {
 	for _, id := range []string{"w-000001", "agents-s001-t002-r1", "a~sb", "x~s"} {
 		assert.Equal(t, id, UnshardID(ShardID(id, 3)), id)
 		assert.Equal(t, id, UnshardID(id), "an unsharded id is its own")
+		assert.Equal(t, 3, ShardOf(ShardID(id, 3)), id)
+		assert.Zero(t, ShardOf(id), "an unsharded id has no shard")
 	}
 }
 
@@ -171,6 +191,9 @@ func FuzzUnshardID(f *testing.F) {
 		}
 		if got := UnshardID(ShardID(id, i)); got != id {
 			t.Fatalf("UnshardID(ShardID(%q, %d)) = %q", id, i, got)
+		}
+		if got := ShardOf(ShardID(id, i)); got != i {
+			t.Fatalf("ShardOf(ShardID(%q, %d)) = %d", id, i, got)
 		}
 	})
 }

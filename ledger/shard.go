@@ -60,6 +60,16 @@ func UnshardID(id string) string {
 	return id
 }
 
+// ShardOf is the shard index an id was tagged with by ShardID (0: none).
+func ShardOf(id string) int {
+	if i := strings.LastIndex(id, shardSep); i >= 0 {
+		if n, err := strconv.Atoi(id[i+len(shardSep):]); err == nil {
+			return n
+		}
+	}
+	return 0
+}
+
 // ParseShard parses "i/n" (1 <= i <= n).
 func ParseShard(s string) (index, count int, err error) {
 	a, b, ok := strings.Cut(s, "/")

@@ -37,6 +37,7 @@ type Builder struct {
 	faults     []*faultState
 	faultIdx   map[string]*faultState
 	leak       *CheckResult
+	merged     mergedLeaks // a merged ledger's per-shard leak checks and activity
 	self       *CheckResult
 	badIDs     map[ledger.Outcome][]string
 	dropStages map[string]int
@@ -196,6 +197,9 @@ func (b *Builder) Add(e ledger.Event) {
 			b.lag = append(b.lag, e.Lag)
 		}
 	case ledger.EventDone:
+		if b.shard.Merged() {
+			b.merged.active(ledger.ShardOf(e.RequestID), e.Time)
+		}
 		b.gpu.done(e)
 		b.addDone(e)
 		if e.Probe != "" && e.Outcome == ledger.OutcomeOK {
@@ -233,7 +237,15 @@ func (b *Builder) Add(e ledger.Event) {
 		if e.Detail != "" {
 			f.res.Detail = joinDetail(f.res.Detail, e.Detail)
 		}
+	case ledger.EventDrain:
+		if b.shard.Merged() {
+			b.merged.drained(e.Part, e.Time)
+		}
 	case ledger.EventLeakCheck:
+		if b.shard.Merged() {
+			b.merged.check(e)
+			break // judged at the end, from every shard's check and activity
+		}
 		if b.leak != nil && b.leak.State != StatePass {
 			break // a merged ledger has one per shard: a shard's failure is not overwritten
 		}
@@ -361,6 +373,12 @@ func (b *Builder) Results() *Results {
 		Notes:      append([]string(nil), b.notes...),
 		Shard:      b.shard,
 		Forensics:  append([]ForensicsBundle(nil), b.forensics...),
+	}
+	if b.shard.Merged() {
+		var notes []string
+		b.leak, notes = b.merged.judge(b.start)
+		r.Leak = b.leak
+		r.Notes = append(r.Notes, notes...)
 	}
 	if b.prov != nil {
 		p := *b.prov
