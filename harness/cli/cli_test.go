@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"pdsoak/internal/testutil"
 	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
@@ -416,7 +417,7 @@ func TestStatusNote(t *testing.T) {
 }
 
 func TestStatusPrintsPeriodically(t *testing.T) {
-	var buf lockedBuffer
+	var buf testutil.SyncBuffer
 	s := newStatus(&buf, false, time.Millisecond)
 	go s.run()
 	defer s.close()

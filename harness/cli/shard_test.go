@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"pdsoak/internal/testutil"
 	"pdsoak/ledger"
 )
 
@@ -45,22 +45,6 @@ assertions: [no_silent_drops, valid_responses]
 `)
 }
 
-// doneIDs reads the unsharded ids of the terminal events of a ledger, and whether any
-// id was seen twice.
-func doneIDs(t *testing.T, dir string) []string {
-	t.Helper()
-	evs, _, err := ledger.ReadFile(filepath.Join(dir, ledger.EventsFile))
-	require.NoError(t, err)
-	var ids []string
-	for _, e := range evs {
-		if e.Type == ledger.EventDone {
-			ids = append(ids, ledger.UnshardID(e.RequestID))
-		}
-	}
-	sort.Strings(ids)
-	return ids
-}
-
 // runShards runs the n shards of scenario at once, in-process, against url, with a
 // shared start a little ahead, and returns their output directories.
 func runShards(t *testing.T, scenario, url string, n int) []string {
@@ -90,7 +74,7 @@ func TestShardsMergeToTheUnshardedRun(t *testing.T) {
 	whole := filepath.Join(t.TempDir(), "whole")
 	code, stdout, stderr := execute(t, []string{"run", scenario, "--target", srv.URL, "--out", whole, "-q"}, WithRunner(harnessRun))
 	require.Equal(t, ExitPass, code, "stdout: %s\nstderr: %s", stdout, stderr)
-	want := doneIDs(t, whole)
+	want := testutil.DoneIDs(t, whole)
 	wantRes := readResults(t, whole)
 	require.Greater(t, len(want), 5*2+7, "the open-loop workload sent nothing")
 
@@ -109,7 +93,7 @@ func TestShardsMergeToTheUnshardedRun(t *testing.T) {
 			merged := filepath.Join(t.TempDir(), "merged")
 			code, stdout, stderr := execute(t, append(append([]string{"merge"}, dirs...), "--out", merged, "-q"))
 			require.Equal(t, ExitPass, code, "stdout: %s\nstderr: %s", stdout, stderr)
-			assert.Equal(t, want, doneIDs(t, merged), "the merged request ids are the unsharded run's")
+			assert.Equal(t, want, testutil.DoneIDs(t, merged), "the merged request ids are the unsharded run's")
 			res := readResults(t, merged)
 			assert.Equal(t, wantRes.Outcomes, res.Outcomes)
 			assert.Equal(t, wantRes.Requests, res.Requests)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,27 +19,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"pdsoak/ledger"
+	"pdsoak/internal/testutil"
 	"pdsoak/reports"
 )
-
-// lockedBuffer is a bytes.Buffer a subprocess writes while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // referenceUp starts `pdserver up --prefill 1 --decode 1` and waits for the router's
 // /health; it returns the router's URL and the workers' URLs by name (prefill-0,
@@ -51,7 +32,7 @@ func referenceUp(t *testing.T) (string, map[string]string) {
 	port := freePorts(t, 1)[0]
 	cmd := exec.Command(pd, "up", "--prefill", "1", "--decode", "1", "--port", fmt.Sprint(port),
 		"--backend", "tinyref", "--log-dir", t.TempDir())
-	var out lockedBuffer
+	var out testutil.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
@@ -149,21 +130,6 @@ func harnessExec(args ...string) (int, string, error) {
 	return -1, string(out), fmt.Errorf("harness %s: %w", strings.Join(args, " "), err)
 }
 
-// ledgerDoneIDs is the sorted unsharded ids of a ledger's terminal events.
-func ledgerDoneIDs(t *testing.T, dir string) []string {
-	t.Helper()
-	evs, _, err := ledger.ReadFile(filepath.Join(dir, ledger.EventsFile))
-	require.NoError(t, err)
-	var ids []string
-	for _, e := range evs {
-		if e.Type == ledger.EventDone {
-			ids = append(ids, ledger.UnshardID(e.RequestID))
-		}
-	}
-	sort.Strings(ids)
-	return ids
-}
-
 // TestShardProcessesAgainstReferenceTopology is issue 14's sharding test with real
 // processes: one reference topology (pdserver up), the unsharded run, then n = 1, 2 and
 // 4 `harness run --shard i/n` processes at once against it, merged by `harness merge`.
@@ -179,7 +145,7 @@ func TestShardProcessesAgainstReferenceTopology(t *testing.T) {
 
 	whole := runHarness(t, scenario, "--target", router)
 	require.Equal(t, 0, whole.code, "unsharded run: want PASS\n%s", whole.diagnostics())
-	want := ledgerDoneIDs(t, whole.out)
+	want := testutil.DoneIDs(t, whole.out)
 	require.Len(t, want, 6*2+9, "the unsharded run's plan: 6 agents x 2 turns + a burst of 9")
 	require.NotNil(t, whole.res.Leak, "the unsharded run scraped the workers' gauges")
 	require.Equal(t, reports.StatePass, whole.res.Leak.State, whole.res.Leak.Detail)
@@ -219,7 +185,7 @@ func TestShardProcessesAgainstReferenceTopology(t *testing.T) {
 			res := readResultsFile(t, merged)
 			require.Equal(t, 0, code, "merged: want PASS: %s\ninvalid: %v\nassertions: %+v", out, res.InvalidReasons, res.Assertions)
 
-			assert.Equal(t, want, ledgerDoneIDs(t, merged), "the merged request ids are the unsharded run's")
+			assert.Equal(t, want, testutil.DoneIDs(t, merged), "the merged request ids are the unsharded run's")
 			assert.Equal(t, whole.res.Outcomes, res.Outcomes, "outcome totals")
 			assert.Equal(t, whole.res.Requests, res.Requests)
 			assert.Equal(t, sum, res.Requests, "merged count is the sum of the shards'")

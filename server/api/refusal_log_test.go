@@ -1,38 +1,24 @@
 package api
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"pdsoak/internal/testutil"
 	"pdsoak/server/gen"
 )
-
-// syncBuffer is a log sink the handler's goroutines share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestOverloadRefusalsAreRateLimited floods a handler with overload refusals: only the
 // burst is logged, every refusal still answers 503, the next refusal of another kind says
 // how many lines were left out, and no request's "received" line dangles without its end.
 func TestOverloadRefusalsAreRateLimited(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	f := &fakeGen{refuse: &gen.OverloadError{RetryAfter: time.Second, Reason: "queue full"}}
 	srv, _ := startServer(t, f, WithLogger(slog.New(slog.NewTextHandler(logs, nil))), WithRefusalLogRate(time.Hour, 3))
 	body := `{"model":"ref","prompt":"hi","max_tokens":2}`

@@ -22,33 +22,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"pdsoak/internal/testutil"
 	"pdsoak/server/engine"
 )
-
-// lockedBuffer collects a worker's logs; they are printed when a test fails.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // testWorker is a worker process run in-process on a free loopback port.
 type testWorker struct {
 	url    string
 	cancel context.CancelFunc
 	done   chan error
-	logs   *lockedBuffer
+	logs   *testutil.SyncBuffer
 }
 
 // startWorker runs `pdserver <role> args...` on 127.0.0.1:0 and stops it at cleanup.
@@ -60,7 +43,7 @@ func startWorker(t *testing.T, role engine.Role, args ...string) *testWorker {
 	require.NoError(t, fs.Parse(append([]string{"--port", "0", "--disaggregation-bootstrap-port", "0"}[:condLen(role)], args...)))
 	require.NoError(t, f.validate())
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &testWorker{cancel: cancel, done: make(chan error, 1), logs: &lockedBuffer{}}
+	w := &testWorker{cancel: cancel, done: make(chan error, 1), logs: &testutil.SyncBuffer{}}
 	ready := make(chan string, 1)
 	go func() { w.done <- runWorker(ctx, role, f, w.logs, ready) }()
 	select {
@@ -549,7 +532,7 @@ func TestRootCommandServes(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	root := NewRootCommand()
-	logs := &lockedBuffer{}
+	logs := &testutil.SyncBuffer{}
 	root.SetOut(logs)
 	root.SetErr(logs)
 	root.SetArgs([]string{"colocated", "--port", strconv.Itoa(port), "--backend", "tinyref", "--seed", "1"})

@@ -1,20 +1,19 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"pdsoak/internal/testutil"
 	"pdsoak/server/engine"
 )
 
@@ -174,7 +173,7 @@ func freePort(t *testing.T) int {
 func TestSGLangServerServesAndLogsFlags(t *testing.T) {
 	port := freePort(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- Execute(ctx, []string{"sglang-server", "--model-path", "/models/x", "--port", strconv.Itoa(port),
@@ -205,24 +204,6 @@ func TestSGLangServerServesAndLogsFlags(t *testing.T) {
 	assert.Contains(t, line, `no_effect_here="--trust-remote-code --attention-backend=fa3"`)
 	assert.Contains(t, line, `recorded="--model-path=/models/x"`)
 	assert.Contains(t, line, "role=colocated")
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // FuzzTranslate checks that no SGLang command line panics the translators, and that

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"pdsoak/internal/testutil"
 	"pdsoak/kernels"
 	"pdsoak/server/gen"
 )
@@ -286,7 +287,7 @@ func TestRetractionRecomputes(t *testing.T) {
 	cfg := DefaultConfig()
 	fb := newFakeBackend(10, 4)
 	fb.step = time.Millisecond
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	e := startEngine(t, fb, cfg, WithLogger(slog.New(slog.NewTextHandler(logs, nil))), WithWarnEvery(time.Hour))
 	reqs := make([]*gen.Request, 3)
 	for i := range reqs {
@@ -311,19 +312,6 @@ func TestRetractionRecomputes(t *testing.T) {
 	waitFor(t, "idle", func() bool { return idle(e) })
 	assert.Equal(t, 1, strings.Count(logs.String(), "requests retracted"), "%v retractions", value(e.m.retractions))
 }
-
-// syncBuffer is a log sink shared by the engine's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // TestStageTimeouts runs the engine on a manual clock: a request stuck behind a running
 // one expires with a waiting-stage timeout, and the total bound ends the running one.

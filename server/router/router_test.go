@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"pdsoak/internal/testutil"
 	"pdsoak/server/gen"
 )
 
@@ -504,7 +505,7 @@ func TestPrefillAfterKVIgnored(t *testing.T) {
 		}
 		writeSSE(w, gen.WorkerChunk{TokenIDs: []int{2}}, gen.WorkerChunk{Done: true, Finish: "length", CompletionTokens: 2})
 	})
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d}, WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 	ch, err := r.Generate(context.Background(), req("late"))
 	require.NoError(t, err)
@@ -520,17 +521,3 @@ func TestPrefillAfterKVIgnored(t *testing.T) {
 	require.NoError(t, final.Err)
 	assert.Equal(t, []int{2}, tokens)
 }
-
-// syncBuffer is a log sink shared by the router's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
