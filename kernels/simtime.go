@@ -74,8 +74,11 @@ var profiles = []Profile{
 	{
 		Name: "tiny-cpu",
 		Description: "the default tinyref model on one CPU core with AVX2 (2 layers, 2 KV heads × 32, fp32 KV); " +
-			"not fitted to published measurements: measured here by BenchmarkDecode and BenchmarkPrefill",
-		Beta0: 100 * time.Microsecond, Beta1: 50 * time.Microsecond, Beta2: 60 * time.Microsecond,
+			"not fitted to published measurements: measured on the 2-core development machine under load from other " +
+			"jobs by BenchmarkDecode and BenchmarkPrefill (2026-12-02, medians of 6 runs: decode of 1, 8 and 32 " +
+			"sequences 83 µs, 653 µs and 2.40 ms, prefill of 512 tokens 23.7 ms; ranges 70–101 µs, 0.53–2.0 ms, " +
+			"1.66–3.19 ms and 19.4–30.2 ms); Beta0 and Beta2 by least squares over the decode medians, Beta1 from the prefill",
+		Beta0: 30 * time.Microsecond, Beta1: 46 * time.Microsecond, Beta2: 74 * time.Microsecond,
 		ModelKVBytesPerToken: 1024,
 	},
 }
