@@ -85,7 +85,7 @@ var profiles = []Profile{
 
 // vidurFitted opens the description of a profile fitted to CalibrationPoints.
 const vidurFitted = "fitted (roofline, least squares on relative error) to step times summed from Vidur's profiled operator times " +
-	"(github.com/microsoft/vidur@7d47513, data/profiling; see calibrationPoints) for "
+	"(github.com/microsoft/vidur@7d47513, data/profiling; points, sources and derivation: kernels.CalibrationPoints) for "
 
 // Profiles returns the named timing profiles, sorted by name.
 func Profiles() []Profile {
