@@ -27,12 +27,9 @@ func CalibrationPoints(profile string) []CalibrationPoint {
 	return slices.Clip(out)
 }
 
-// Decode points assume this many tokens of context per sequence: StepTime has no context
-// argument, so Beta2 carries the decode attention at this length.
-const calibrationDecodeContext = 2048
-
 // calibrationPoints are step times derived from Vidur's profiled operator times (figures
-// taken, no code). Sources:
+// taken, no code). Every decoding sequence has 2048 tokens of context: StepTime has no
+// context argument, so Beta2 carries the decode attention at that length. Sources:
 //
 //	Vidur: github.com/microsoft/vidur at 7d47513363ec447a741ac5e47241580b47724fbf
 //	  data/profiling/compute/a100/meta-llama/Meta-Llama-3-8B/mlp.csv   (TP 1 rows)
