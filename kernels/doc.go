@@ -5,8 +5,10 @@
 //   - tinyref: a real tiny Llama-style transformer (RMSNorm, RoPE, grouped-query attention
 //     over the paged KV cache, SwiGLU, output head), weights generated from Config.Seed,
 //     greedy or temperature + top-p sampling drawn from (Sampling.Seed, position).
-//   - simtime: a timing model, step = β0 + β1·prefill_tokens + β2·decode_tokens with
-//     seeded jitter, from a named Profile (Profiles lists them). It writes small
+//   - simtime: a timing model, step = max(β0, βc·tokens) + β1·prefill_tokens +
+//     β2·decode_tokens with seeded jitter, from a named Profile (Profiles lists them; the
+//     GPU ones are fitted to Vidur's profiled operator times, CalibrationPoints lists the
+//     data). It writes small
 //     deterministic KV bytes and picks tokens from a hash of everything it reads, so a
 //     corrupted page shows up in the output.
 //   - paced: tinyref compute with a simtime profile's step time.

@@ -11,50 +11,81 @@ import (
 	"time"
 )
 
-// Profile is a calibrated step-time model of a real model on real hardware:
+// Profile is a step-time model of a real model on real hardware:
 //
-//	step = Beta0 + Beta1·prefill_tokens + Beta2·decode_tokens
+//	step = max(Beta0, BetaCompute·(prefill_tokens + decode_tokens)) + Beta1·prefill_tokens + Beta2·decode_tokens
 //
-// The figures are first-order estimates from weight bytes over memory bandwidth (Beta0),
-// FLOPs per prompt token over achievable throughput (Beta1) and per-sequence attention and
-// sampling cost (Beta2); they give the right orders of magnitude for queueing behaviour,
-// not benchmark numbers.
+// Beta0 is the memory-bound floor of a step (weights streamed once); BetaCompute, when
+// set, the compute-bound cost per token of the linear layers, which takes over from Beta0
+// once a step carries enough tokens (a roofline); Beta1 and Beta2 what each prefill token
+// and each decoding sequence adds on top (attention, KV writes). With BetaCompute zero
+// this is step = Beta0 + Beta1·prefill_tokens + Beta2·decode_tokens. Profiles fitted to
+// published measurements name their source and fit error in Description and list their
+// data points in CalibrationPoints; the others are first-order estimates and say so.
 type Profile struct {
 	Name        string
 	Description string
-	Beta0       time.Duration // fixed cost of a step (weights streamed once)
-	Beta1       time.Duration // per prefill token
-	Beta2       time.Duration // per decode token (one per running sequence)
+	Beta0       time.Duration // memory-bound floor of a step (weights streamed once)
+	Beta1       time.Duration // per prefill token, on top of the floor
+	Beta2       time.Duration // per decode token (one per running sequence), on top of the floor
+	// BetaCompute is the compute-bound cost per token of the step; zero means none.
+	BetaCompute time.Duration
 	// ModelKVBytesPerToken is the modelled model's KV footprint per token, all layers.
 	ModelKVBytesPerToken int64
 }
 
 var profiles = []Profile{
 	{
-		Name:        "llama3-8b-h100",
-		Description: "Llama-3-8B bf16 on one H100 SXM (32 layers, 8 KV heads × 128, bf16 KV)",
-		Beta0:       7 * time.Millisecond, Beta1: 25 * time.Microsecond, Beta2: 60 * time.Microsecond,
+		Name: "llama3-8b-a100",
+		Description: "Llama-3-8B bf16 on one A100 80GB (32 layers, 8 KV heads × 128, bf16 KV); " + vidurFitted +
+			"Meta-Llama-3-8B on A100, decode at 2048 tokens of context; fit error max 9.7%, mean 3.0%",
+		Beta0: 10450 * time.Microsecond, BetaCompute: 53500 * time.Nanosecond, Beta1: 34460 * time.Nanosecond, Beta2: 191060 * time.Nanosecond,
 		ModelKVBytesPerToken: 131072,
 	},
 	{
-		Name:        "llama3-70b-h100x4",
-		Description: "Llama-3-70B bf16 on four H100 SXM with tensor parallelism (80 layers, 8 KV heads × 128)",
-		Beta0:       14 * time.Millisecond, Beta1: 70 * time.Microsecond, Beta2: 120 * time.Microsecond,
+		Name: "llama3-8b-h100",
+		Description: "Llama-3-8B bf16 on one H100 SXM (32 layers, 8 KV heads × 128, bf16 KV); " + vidurFitted +
+			"Meta-Llama-3-8B on A100 carried to H100 by Llama-2-7B's measured H100/A100 ratios, decode at 2048 tokens of context; fit error max 10.9%, mean 3.6%",
+		Beta0: 6200 * time.Microsecond, BetaCompute: 14500 * time.Nanosecond, Beta1: 18370 * time.Nanosecond, Beta2: 121780 * time.Nanosecond,
+		ModelKVBytesPerToken: 131072,
+	},
+	{
+		Name: "llama3-70b-a100x4",
+		Description: "Llama-3-70B bf16 on four A100 80GB with tensor parallelism (80 layers, 8 KV heads × 128); " + vidurFitted +
+			"Meta-Llama-3-70B on A100 at TP 4 with A100 all-reduce, attention scaled from Meta-Llama-3-8B, decode at 2048 tokens of context; fit error max 7.9%, mean 3.7%",
+		Beta0: 37600 * time.Microsecond, BetaCompute: 100000 * time.Nanosecond, Beta1: 123410 * time.Nanosecond, Beta2: 206810 * time.Nanosecond,
 		ModelKVBytesPerToken: 327680,
 	},
 	{
-		Name:        "qwen2.5-7b-l40s",
-		Description: "Qwen2.5-7B bf16 on one L40S (28 layers, 4 KV heads × 128)",
-		Beta0:       20 * time.Millisecond, Beta1: 85 * time.Microsecond, Beta2: 80 * time.Microsecond,
+		Name: "llama3-70b-h100x4",
+		Description: "Llama-3-70B bf16 on four H100 SXM with tensor parallelism (80 layers, 8 KV heads × 128); " + vidurFitted +
+			"Llama-2-70B (same layer shapes) on H100 at TP 4 with H100 all-reduce, attention scaled from Meta-Llama-3-8B on A100, decode at 2048 tokens of context; fit error max 8.9%, mean 3.1%",
+		Beta0: 22850 * time.Microsecond, BetaCompute: 55000 * time.Nanosecond, Beta1: 29970 * time.Nanosecond, Beta2: 100700 * time.Nanosecond,
+		ModelKVBytesPerToken: 327680,
+	},
+	{
+		Name: "qwen2.5-7b-l40s",
+		Description: "Qwen2.5-7B bf16 on one L40S (28 layers, 4 KV heads × 128); not fitted to published measurements " +
+			"(Vidur profiles A100, A40 and H100 only, and no per-step L40S figures were found): a first-order estimate " +
+			"from weight bytes over memory bandwidth, FLOPs per token and per-sequence attention",
+		Beta0: 20 * time.Millisecond, Beta1: 85 * time.Microsecond, Beta2: 80 * time.Microsecond,
 		ModelKVBytesPerToken: 57344,
 	},
 	{
-		Name:        "tiny-cpu",
-		Description: "the default tinyref model on one CPU core with AVX2 (2 layers, 2 KV heads × 32, fp32 KV), as measured by BenchmarkDecode and BenchmarkPrefill",
-		Beta0:       100 * time.Microsecond, Beta1: 50 * time.Microsecond, Beta2: 60 * time.Microsecond,
+		Name: "tiny-cpu",
+		Description: "the default tinyref model on one CPU core with AVX2 (2 layers, 2 KV heads × 32, fp32 KV); " +
+			"not fitted to published measurements: measured on the 2-core development machine under load from other " +
+			"jobs by BenchmarkDecode and BenchmarkPrefill (2026-12-02, medians of 6 runs: decode of 1, 8 and 32 " +
+			"sequences 83 µs, 653 µs and 2.40 ms, prefill of 512 tokens 23.7 ms; ranges 70–101 µs, 0.53–2.0 ms, " +
+			"1.66–3.19 ms and 19.4–30.2 ms); Beta0 and Beta2 by least squares over the decode medians, Beta1 from the prefill",
+		Beta0: 30 * time.Microsecond, Beta1: 46 * time.Microsecond, Beta2: 74 * time.Microsecond,
 		ModelKVBytesPerToken: 1024,
 	},
 }
+
+// vidurFitted opens the description of a profile fitted to CalibrationPoints.
+const vidurFitted = "fitted (roofline, least squares on relative error) to step times summed from Vidur's profiled operator times " +
+	"(github.com/microsoft/vidur@7d47513, data/profiling; points, sources and derivation: kernels.CalibrationPoints) for "
 
 // Profiles returns the named timing profiles, sorted by name.
 func Profiles() []Profile {
@@ -82,7 +113,8 @@ func (p Profile) StepTime(prefillTokens, decodeTokens int) time.Duration {
 	if prefillTokens <= 0 && decodeTokens <= 0 {
 		return 0
 	}
-	return p.Beta0 + time.Duration(max(prefillTokens, 0))*p.Beta1 + time.Duration(max(decodeTokens, 0))*p.Beta2
+	pre, dec := time.Duration(max(prefillTokens, 0)), time.Duration(max(decodeTokens, 0))
+	return max(p.Beta0, (pre+dec)*p.BetaCompute) + pre*p.Beta1 + dec*p.Beta2
 }
 
 // stepClock adds seeded jitter to a profile: the n-th non-empty step is scaled by

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -25,6 +26,9 @@ func newSim(t testing.TB, edit func(*Config)) *SimTime {
 func TestProfileStepTime(t *testing.T) {
 	p, err := LookupProfile("llama3-8b-h100")
 	require.NoError(t, err)
+	require.Positive(t, p.BetaCompute)
+	// Token counts at which the compute roofline overtakes the memory-bound floor.
+	knee := int(p.Beta0 / p.BetaCompute)
 	tests := []struct {
 		name            string
 		prefill, decode int
@@ -33,8 +37,12 @@ func TestProfileStepTime(t *testing.T) {
 		{"idle step costs nothing", 0, 0, 0},
 		{"one decode token", 0, 1, p.Beta0 + p.Beta2},
 		{"decode batch of 30", 0, 30, p.Beta0 + 30*p.Beta2},
-		{"prefill 512", 512, 0, p.Beta0 + 512*p.Beta1},
-		{"mixed", 100, 8, p.Beta0 + 100*p.Beta1 + 8*p.Beta2},
+		{"prefill below the knee", 256, 0, p.Beta0 + 256*p.Beta1},
+		{"prefill past the knee is compute-bound", knee + 100, 0,
+			time.Duration(knee+100) * (p.BetaCompute + p.Beta1)},
+		{"mixed below the knee", 100, 8, p.Beta0 + 100*p.Beta1 + 8*p.Beta2},
+		{"mixed past the knee counts every token", knee, 50,
+			time.Duration(knee+50)*p.BetaCompute + time.Duration(knee)*p.Beta1 + 50*p.Beta2},
 		{"negative counts are zero", -5, 1, p.Beta0 + p.Beta2},
 	}
 	for _, tt := range tests {
@@ -84,6 +92,15 @@ func TestStepTimeJitter(t *testing.T) {
 	}
 }
 
+func TestProfileStepTimeWithoutComputeTerm(t *testing.T) {
+	p, err := LookupProfile("qwen2.5-7b-l40s")
+	require.NoError(t, err)
+	require.Zero(t, p.BetaCompute)
+	for _, n := range []int{1, 512, 100000} {
+		assert.Equal(t, p.Beta0+time.Duration(n)*p.Beta1+3*p.Beta2, p.StepTime(n, 3), "prefill %d", n)
+	}
+}
+
 func TestProfiles(t *testing.T) {
 	ps := Profiles()
 	var names []string
@@ -100,7 +117,7 @@ func TestProfiles(t *testing.T) {
 	if !slices.IsSorted(names) {
 		t.Errorf("Profiles not sorted: %v", names)
 	}
-	for _, want := range []string{"llama3-8b-h100", "llama3-70b-h100x4", "qwen2.5-7b-l40s", "tiny-cpu"} {
+	for _, want := range []string{"llama3-8b-a100", "llama3-8b-h100", "llama3-70b-a100x4", "llama3-70b-h100x4", "qwen2.5-7b-l40s", "tiny-cpu"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("missing profile %q", want)
 		}
