@@ -406,10 +406,10 @@ func (r *simRouter) ended(a *attempt, err error, transport bool, failed *rworker
 		return
 	}
 	q := a.r
+	r.closeAttempt(a) // the attempt is decided before the worker is marked down
 	if transport && failed != nil && !q.deadlined && !q.gone {
 		r.markDown(failed)
 	}
-	r.closeAttempt(a)
 	q.last = err
 	final, retry := router.AfterAttempt(router.Attempt{Err: err, Sent: a.sent, Transport: transport, Number: q.number,
 		MaxRetries: r.spec.MaxRetries, DeadlinePassed: q.deadlined, ClientGone: q.gone})
