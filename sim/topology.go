@@ -25,9 +25,9 @@ const RestartDelay = 500 * time.Millisecond
 
 // topo is the simulated reference topology (NewTopology).
 type topo struct {
-	loop *Loop
-	sc   *scenarios.Scenario
-	rng  *rand.Rand // toxicity and jitter draws
+	loop  *Loop
+	sc    *scenarios.Scenario
+	rng   *rand.Rand // toxicity and jitter draws
 	fpRNG *rand.Rand // failpoint percentage draws
 
 	colocated       *worker

@@ -556,7 +556,6 @@ type result struct {
 	failed    *worker // the worker whose leg failed
 }
 
-
 // leg is the outcome of one worker stream.
 type leg struct {
 	err       error
