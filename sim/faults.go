@@ -28,14 +28,14 @@ import (
 //	network_partition                          open connections reset, new ones refused
 //	kv_transfer_stall/drop/corrupt,            the failpoint's terms evaluated by
 //	scheduler_stall, bootstrap_stall,          failpoint.Fire where the real process
-//	failpoint (those three points)             evaluates them (see worker.go, link_kv.go)
+//	failpoint (those and engine/admit)         evaluates them (see worker.go, link_kv.go)
 //
 // kv_pool_exhaustion, queue_saturation (extra client load) and client_disconnect are
 // client-side: the harness half carries them out with Submit and cancel (CanModel
 // answers nil; Fault refuses them with ErrClientSide so they are never applied twice).
 // Refused as ErrNotModelled: network_toxic's timeout, slicer, limit_data and slow_close
-// toxics, and failpoints other than engine/step, kvtransfer/send-frame and
-// kvtransfer/bootstrap.
+// toxics, and failpoints other than engine/admit, engine/step,
+// kvtransfer/send-frame and kvtransfer/bootstrap.
 
 // ErrClientSide: the fault is carried out by the harness side (client load, client
 // disconnects), not by the topology.
@@ -49,7 +49,7 @@ func IsClientSide(f scenarios.Fault) bool {
 }
 
 // modelledPoints are the failpoints the simulated processes evaluate.
-var modelledPoints = []string{failpoint.EngineStep, failpoint.KVTransferSendFrame, failpoint.KVTransferBootstrap}
+var modelledPoints = []string{failpoint.EngineAdmit, failpoint.EngineStep, failpoint.KVTransferSendFrame, failpoint.KVTransferBootstrap}
 
 // CanModel implements Server.
 func (t *topo) CanModel(f scenarios.Fault) error {

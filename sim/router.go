@@ -294,18 +294,22 @@ func (r *simRouter) leg(a *attempt, rw *rworker, req *gen.Request) *rleg {
 	})
 	l.c.send(up, 256+8*len(req.Prompt), func() {
 		w.post(winc, func() {
-			seq, err := w.arrive(req, func(ev gen.Event) {
+			w.admit(req, func(ev gen.Event) {
 				n := 16 + 4*len(ev.Tokens)
 				l.c.send(down, n, func() { r.post(rinc, func() { r.chunk(l, ev) }) })
+			}, func(seq uint64, err error) {
+				if err != nil {
+					werr := gen.ToWorkerError(err).Err()
+					l.c.send(down, 256, func() {
+						r.post(rinc, func() { r.legEnded(l, fmt.Errorf("router: %s %s: %w", role, w.name, werr), false) })
+					})
+					return
+				}
+				l.ok, l.seq = true, seq
+				if !l.c.alive || l.over {
+					w.abort(seq) // the router gave up while admission was held
+				}
 			})
-			if err != nil {
-				werr := gen.ToWorkerError(err).Err()
-				l.c.send(down, 256, func() {
-					r.post(rinc, func() { r.legEnded(l, fmt.Errorf("router: %s %s: %w", role, w.name, werr), false) })
-				})
-				return
-			}
-			l.ok, l.seq = true, seq
 		})
 	})
 	return l

@@ -200,7 +200,7 @@ func (t *topo) submitColocated(req *gen.Request, emit func(gen.Event)) (func(), 
 		return nil, ErrConnRefused
 	}
 	var seq uint64
-	var live, cancelled bool
+	var live, cancelled, heldNow bool
 	out := func(ev gen.Event) {
 		if !cancelled {
 			emit(ev)
@@ -210,6 +210,9 @@ func (t *topo) submitColocated(req *gen.Request, emit func(gen.Event)) (func(), 
 		var err error
 		seq, err = w.arrive(req, out)
 		live = err == nil
+		if live && cancelled {
+			w.abort(seq)
+		}
 		return err
 	}
 	inc := w.inc
@@ -235,8 +238,19 @@ func (t *topo) submitColocated(req *gen.Request, emit func(gen.Event)) (func(), 
 		})
 		return cancel, nil
 	}
-	if err := admit(); err != nil {
-		return nil, err
+	var refused error
+	held := w.admit(req, out, func(s uint64, err error) {
+		seq, live, refused = s, err == nil, err
+		if live && cancelled {
+			w.abort(s)
+		}
+		if err != nil && heldNow {
+			out(gen.Event{Done: true, Err: err}) // the hold ended in a refusal
+		}
+	})
+	heldNow = held
+	if !held && refused != nil {
+		return nil, refused
 	}
 	// A crash ends the stream: the connection resets.
 	return cancel, nil

@@ -252,6 +252,21 @@ func TestFaultsHaveTheirEffect(t *testing.T) {
 	}
 }
 
+func TestAdmitFailpointRefuses(t *testing.T) {
+	loop, srv := build(t, coStrict)
+	stop, err := srv.Fault(scenarios.Fault{Name: "f", Type: "failpoint", Target: "colocated",
+		Params: map[string]any{"name": "engine/admit", "terms": "1*return(overloaded)"}})
+	require.NoError(t, err)
+	defer stop()
+	s := submit(loop, srv, "a", 20, 4)
+	assert.ErrorIs(t, s.err, gen.ErrOverloaded)
+	s = submit(loop, srv, "b", 20, 4) // the count is spent
+	require.NoError(t, s.err)
+	loop.RunUntil(Epoch.Add(time.Second))
+	require.NotNil(t, s.done)
+	assert.NoError(t, s.done.Err)
+}
+
 func TestLatencyDelaysTheFirstToken(t *testing.T) {
 	base, _, _ := runFault(t, pdStrict, scenarios.Fault{Name: "f", Type: "network_latency", Target: "router->prefill-0",
 		Params: map[string]any{"latency": "1ms"}}, 10*time.Second, 0, 5*time.Second, 40, 8)
@@ -291,8 +306,10 @@ func TestCanModel(t *testing.T) {
 		{"queue_saturation is the harness's", scenarios.Fault{Name: "f", Type: "queue_saturation", Target: "client"}, nil},
 		{"a slicer toxic is not modelled", scenarios.Fault{Name: "f", Type: "network_toxic", Target: "router->decode-0",
 			Params: map[string]any{"toxic": "slicer"}}, ErrNotModelled},
-		{"engine/admit is not modelled", scenarios.Fault{Name: "f", Type: "failpoint", Target: "decode-0",
-			Params: map[string]any{"name": "engine/admit", "terms": "return(overloaded)"}}, ErrNotModelled},
+		{"engine/admit is modelled", scenarios.Fault{Name: "f", Type: "failpoint", Target: "decode-0",
+			Params: map[string]any{"name": "engine/admit", "terms": "return(overloaded)"}}, nil},
+		{"an unknown failpoint is not modelled", scenarios.Fault{Name: "f", Type: "failpoint", Target: "decode-0",
+			Params: map[string]any{"name": "api/write", "terms": "return(x)"}}, ErrNotModelled},
 		{"decode_crash on prefill is wrong", scenarios.Fault{Name: "f", Type: "decode_crash", Target: "prefill-0"}, errors.New("")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -346,4 +363,22 @@ func TestDeterministic(t *testing.T) {
 	a, b := trace(t), trace(t)
 	require.Contains(t, a, "true length")
 	assert.Equal(t, a, b)
+}
+
+func TestEveryShippedScenarioBuildsAndItsFaultsAreModelled(t *testing.T) {
+	for _, info := range scenarios.List() {
+		t.Run(info.Name, func(t *testing.T) {
+			sc, err := scenarios.Load(info.Name, scenarios.WithFaultTypes(chaos.FaultTypes()))
+			require.NoError(t, err)
+			srv, err := NewTopology(NewLoop(Epoch), sc)
+			if !sc.Embedded() || info.Name == "zoo-bootstrap-retry-every-step" {
+				assert.ErrorIs(t, err, ErrNotModelled)
+				return
+			}
+			require.NoError(t, err)
+			for _, f := range sc.Faults {
+				assert.NoError(t, srv.CanModel(f), "fault %s (%s)", f.Name, f.Type)
+			}
+		})
+	}
 }

@@ -334,6 +334,47 @@ func (w *worker) apply(now time.Time, rd scheduler.Ready) {
 	}
 }
 
+// admit is engine.Generate: the engine/admit failpoint (a return refuses as
+// engine.failpointError does; sleep and pause hold the admission), then arrive. reply
+// gets the outcome, at once or when the hold ends; held reports a hold.
+func (w *worker) admit(req *gen.Request, deliver func(gen.Event), reply func(uint64, error)) (held bool) {
+	t := w.fire(failpoint.EngineAdmit)
+	if t == nil || (t.Action == failpoint.ActReturn && t.Arg == "") {
+		reply(w.arrive(req, deliver))
+		return false
+	}
+	inc := w.inc
+	again := func() { w.post(inc, func() { reply(w.arrive(req, deliver)) }) }
+	switch t.Action {
+	case failpoint.ActReturn:
+		reply(0, admitFailpointError(t.Arg))
+		return false
+	case failpoint.ActSleep:
+		w.t.loop.After(t.Sleep, again)
+		return true
+	case failpoint.ActPause:
+		fp := w.fps[failpoint.EngineAdmit]
+		fp.waiters = append(fp.waiters, again)
+		return true
+	}
+	reply(w.arrive(req, deliver))
+	return false
+}
+
+// admitFailpointError is engine's failpointError: the refusal a return(arg) term of
+// engine/admit makes.
+func admitFailpointError(arg string) error {
+	switch arg {
+	case "overloaded":
+		return &gen.OverloadError{RetryAfter: time.Second, Reason: "engine: failpoint engine/admit"}
+	case "unavailable":
+		return fmt.Errorf("engine: failpoint engine/admit: %w", gen.ErrUnavailable)
+	case "timeout":
+		return fmt.Errorf("engine: failpoint engine/admit: %w", gen.ErrTimeout)
+	}
+	return fmt.Errorf("engine: failpoint engine/admit (%s): %w", arg, gen.ErrInternal)
+}
+
 // arrive admits a request (engine.admit): the reply is the error, or the stream.
 func (w *worker) arrive(req *gen.Request, deliver func(gen.Event)) (uint64, error) {
 	seq, err := w.sched.Arrive(w.t.loop.Now(), req)
