@@ -371,13 +371,62 @@ func TestEveryShippedScenarioBuildsAndItsFaultsAreModelled(t *testing.T) {
 			sc, err := scenarios.Load(info.Name, scenarios.WithFaultTypes(chaos.FaultTypes()))
 			require.NoError(t, err)
 			srv, err := NewTopology(NewLoop(Epoch), sc)
-			if !sc.Embedded() || info.Name == "zoo-bootstrap-retry-every-step" {
+			if !sc.Embedded() {
 				assert.ErrorIs(t, err, ErrNotModelled)
 				return
 			}
 			require.NoError(t, err)
 			for _, f := range sc.Faults {
 				assert.NoError(t, srv.CanModel(f), "fault %s (%s)", f.Name, f.Type)
+			}
+		})
+	}
+}
+
+func TestBootstrapRetryEveryStepFreezesDecode(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args string
+		bug  bool
+	}{
+		{"with the bug the transfers wait", "\n  decode_args: [--sglang-bug=bootstrap-retry-every-step]", true},
+		{"without it they fail at once", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			loop, srv := build(t, pdSGLang+tc.args)
+			stop, err := srv.Fault(scenarios.Fault{Name: "p", Type: "network_partition", Target: "prefill-0->decode-0"})
+			require.NoError(t, err)
+			var ss []*stream
+			for i := 0; i < 8; i++ {
+				loop.At(Epoch.Add(time.Duration(i)*250*time.Millisecond), func() {
+					ss = append(ss, submit(loop, srv, fmt.Sprintf("r%d", i), 30, 4))
+				})
+			}
+			loop.RunUntil(Epoch.Add(2500 * time.Millisecond))
+			ended := 0
+			for _, s := range ss {
+				require.NoError(t, s.err)
+				if s.done != nil {
+					ended++
+					assert.ErrorIs(t, s.done.Err, gen.ErrTransfer)
+				}
+			}
+			if !tc.bug {
+				assert.Positive(t, ended, "explicit transfer errors")
+				stop()
+				return
+			}
+			assert.Zero(t, ended, "nothing ends while decode retries")
+			stages := map[string]int{}
+			for _, ri := range srv.Requests()["decode-0"] {
+				stages[ri.Stage]++
+			}
+			assert.Positive(t, stages["transfer"], "held in decode's transfer stage: %v", stages)
+			stop()
+			loop.RunUntil(Epoch.Add(10 * time.Second))
+			for _, s := range ss {
+				require.NotNil(t, s.done)
+				assert.NoError(t, s.done.Err, "the transfers start once prefill answers")
 			}
 		})
 	}

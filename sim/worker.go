@@ -36,8 +36,9 @@ import (
 //
 // Simplifications: Forward is never slower than its modelled StepTime (the step's real
 // compute is not timed); the KV bytes of a transfer are copied when the transfer
-// completes rather than frame by frame; the bootstrap-retry-every-step bug (blocking
-// dials on the loop) is not modelled (NewTopology refuses it).
+// completes rather than frame by frame; the bootstrap-retry-every-step bug's blocking
+// dials cost their pauses (a refused dial is instant, as through a stopped proxy) and a
+// dial to a paused process succeeds (the kernel accepts it).
 type worker struct {
 	t    *topo
 	name string
@@ -47,9 +48,16 @@ type worker struct {
 
 	inc   int // incarnation: bumped at each crash, so stale events are dropped
 	alive bool
-	// paused: SIGSTOP; events that reach the process wait in deferred.
-	paused   bool
-	deferred []func()
+	// paused: SIGSTOP; events that reach the process wait in deferred. blocked: the
+	// loop is stuck in blocking bootstrap dials (BugBootstrapRetryEveryStep): inbox
+	// events wait in deferred too, but the process's other goroutines (heartbeats) run.
+	paused, blocked bool
+	deferred        []func()
+	// pendingBoot are transfers waiting for their bootstrap server to answer
+	// (BugBootstrapRetryEveryStep), and dialled is set for the iteration that follows
+	// a round of dials.
+	pendingBoot []scheduler.Transfer
+	dialled     bool
 
 	sched   *scheduler.Scheduler
 	b       kernels.Backend
@@ -99,10 +107,6 @@ func (t *topo) newWorker(name string, role engine.Role, idx int, args []string) 
 	if err != nil {
 		return nil, err
 	}
-	if spec.Engine.Bug(scheduler.BugBootstrapRetryEveryStep) {
-		return nil, fmt.Errorf("%w: --sglang-bug %s blocks the worker's loop on real dials; the simulator does not model it",
-			ErrNotModelled, scheduler.BugBootstrapRetryEveryStep)
-	}
 	w := &worker{t: t, name: name, role: role, idx: idx, spec: spec}
 	if err := w.boot(); err != nil {
 		return nil, err
@@ -140,7 +144,8 @@ func (w *worker) boot() error {
 		return fmt.Errorf("sim: %s: %w", w.name, err)
 	}
 	w.inc++
-	w.alive, w.paused, w.deferred = true, false, nil
+	w.alive, w.paused, w.blocked, w.deferred = true, false, false, nil
+	w.pendingBoot, w.dialled = nil, false
 	w.sched, w.b, w.streams = s, b, map[uint64]*wleg{}
 	w.stepping, w.held, w.stepOut = false, false, nil
 	w.stats = s.Stats()
@@ -155,7 +160,7 @@ func (w *worker) boot() error {
 func (w *worker) post(inc int, fn func()) {
 	switch {
 	case !w.alive || inc != w.inc:
-	case w.paused:
+	case w.paused || w.blocked:
 		w.deferred = append(w.deferred, fn)
 	default:
 		fn()
@@ -165,7 +170,7 @@ func (w *worker) post(inc int, fn func()) {
 // wake asks for an iteration at this instant (engine: the inbox wakes the loop). During
 // a step the event was handled; the loop iterates when the step ends.
 func (w *worker) wake() {
-	if w.stepping || w.kick.Pending() || w.paused || !w.alive {
+	if w.stepping || w.kick.Pending() || w.paused || w.blocked || !w.alive {
 		return
 	}
 	w.t.loop.Stop(w.tick)
@@ -175,6 +180,26 @@ func (w *worker) wake() {
 
 // iterate is one pass of engine.loop without a batch in flight.
 func (w *worker) iterate() {
+	if len(w.pendingBoot) > 0 && !w.dialled {
+		if d := w.retryBootstrap(); d > 0 {
+			// The loop is blocked in its dials: nothing else runs on it meanwhile.
+			w.blocked = true
+			w.t.loop.Stop(w.tick)
+			inc := w.inc
+			w.t.loop.After(d, func() {
+				if inc != w.inc || !w.alive {
+					return
+				}
+				w.blocked, w.dialled = false, true
+				w.flush()
+				if !w.paused && !w.stepping && !w.blocked {
+					w.iterate()
+				}
+			})
+			return
+		}
+	}
+	w.dialled = false
 	now := w.t.loop.Now()
 	w.sched.Tick(now)
 	rd := w.sched.Ready(now)
@@ -184,6 +209,42 @@ func (w *worker) iterate() {
 		return
 	}
 	w.idle()
+}
+
+// Bootstrap retries of BugBootstrapRetryEveryStep, as engine.retryBootstrap does them:
+// attempts per address per iteration, the pause between them, the bound of one dial.
+const (
+	bootRetryAttempts = 3
+	bootRetryPause    = 300 * time.Millisecond
+	bootDialTimeout   = 300 * time.Millisecond
+)
+
+// retryBootstrap starts the pending transfers whose prefill answers a dial and returns
+// how long the loop was blocked dialling the others (engine.retryBootstrap): a refused
+// dial (process down, link partitioned) costs only the pauses between attempts.
+func (w *worker) retryBootstrap() time.Duration {
+	var cost time.Duration
+	up := map[string]bool{}
+	keep := w.pendingBoot[:0]
+	for _, tr := range w.pendingBoot {
+		ok, seen := up[tr.Addr]
+		if !seen {
+			pi := prefillIndex(tr.Addr)
+			ok = pi >= 0 && pi < len(w.t.prefill) && w.t.prefill[pi].alive &&
+				w.t.links[tr.Addr+"->"+w.name].cut == 0
+			up[tr.Addr] = ok
+			if !ok {
+				cost += (bootRetryAttempts - 1) * bootRetryPause
+			}
+		}
+		if ok {
+			w.kv.startReceive(tr)
+			continue
+		}
+		keep = append(keep, tr)
+	}
+	w.pendingBoot = keep
+	return cost
 }
 
 // idle schedules the next tick when something can expire.
@@ -299,8 +360,18 @@ func (w *worker) fire(point string) *failpoint.Term {
 func (w *worker) apply(now time.Time, rd scheduler.Ready) {
 	for _, c := range rd.Cancels {
 		w.kv.cancel(c.Room)
+		for i, tr := range w.pendingBoot {
+			if tr.Room == c.Room {
+				w.pendingBoot = append(w.pendingBoot[:i], w.pendingBoot[i+1:]...)
+				break
+			}
+		}
 	}
 	for _, tr := range rd.Transfers {
+		if w.spec.Engine.Bug(scheduler.BugBootstrapRetryEveryStep) {
+			w.pendingBoot = append(w.pendingBoot, tr) // retryBootstrap starts it
+			continue
+		}
 		w.kv.startReceive(tr)
 	}
 	for _, s := range rd.Sends {
@@ -487,16 +558,24 @@ func (w *worker) resume() {
 	}
 	w.paused = false
 	w.kv.resumed()
-	d := w.deferred
-	w.deferred = nil
-	for _, fn := range d {
-		if !w.alive || w.paused {
-			w.deferred = append(w.deferred, fn)
-			continue
-		}
-		fn()
-	}
+	w.flush()
 	if !w.stepping {
 		w.wake()
+	}
+}
+
+// flush runs the events that waited while the process was paused or blocked.
+func (w *worker) flush() {
+	d := w.deferred
+	w.deferred = nil
+	for i, fn := range d {
+		if !w.alive {
+			return
+		}
+		if w.paused || w.blocked {
+			w.deferred = append(w.deferred, d[i:]...)
+			return
+		}
+		fn()
 	}
 }
