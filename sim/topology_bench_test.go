@@ -52,8 +52,10 @@ func agents(loop *Loop, srv Server, n, turns int) (done, failed, hung *int) {
 	return done, failed, hung
 }
 
-func incident(b testing.TB) (*Loop, Server) {
-	sc, err := scenarios.Load("silent-drop-sglang")
+func incident(b testing.TB) (*Loop, Server) { return load(b, "silent-drop-sglang") }
+
+func load(b testing.TB, name string) (*Loop, Server) {
+	sc, err := scenarios.Load(name)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -65,20 +67,25 @@ func incident(b testing.TB) (*Loop, Server) {
 	return loop, srv
 }
 
-// BenchmarkIncident simulates the silent-drop-sglang topology under 30 agents for 40s
-// and reports sim_speedup (simulated seconds per wall second) and events/s.
+// BenchmarkIncident simulates the incident's topologies (silent-drop-sglang and its
+// strict twin) under 30 agents for 40s and reports sim_speedup (simulated seconds per
+// wall second) and events/s.
 func BenchmarkIncident(b *testing.B) {
-	var steps uint64
-	start := time.Now()
-	for i := 0; i < b.N; i++ {
-		loop, srv := incident(b)
-		agents(loop, srv, 30, 5)
-		loop.RunUntil(Epoch.Add(40 * time.Second))
-		steps += loop.Steps()
+	for _, name := range []string{"silent-drop-sglang", "silent-drop-strict"} {
+		b.Run(name, func(b *testing.B) {
+			var steps uint64
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				loop, srv := load(b, name)
+				agents(loop, srv, 30, 5)
+				loop.RunUntil(Epoch.Add(40 * time.Second))
+				steps += loop.Steps()
+			}
+			wall := time.Since(start).Seconds()
+			b.ReportMetric(40*float64(b.N)/wall, "sim_speedup")
+			b.ReportMetric(float64(steps)/wall, "events/s")
+		})
 	}
-	wall := time.Since(start).Seconds()
-	b.ReportMetric(40*float64(b.N)/wall, "sim_speedup")
-	b.ReportMetric(float64(steps)/wall, "events/s")
 }
 
 func TestIncidentWedgesUnderAgents(t *testing.T) {

@@ -73,11 +73,15 @@ type worker struct {
 	held      bool
 	heldUntil *Timer
 
-	stats      scheduler.Stats
-	snap       []gen.RequestInfo
-	snapTime   time.Time
-	lastSnapAt time.Time
-	lastOutput time.Time // engine.outputAt
+	stats scheduler.Stats
+	// gen_throughput as engine.publish computes it.
+	thru         float64
+	lastThruAt   time.Time
+	lastThruToks uint64
+	snap         []gen.RequestInfo
+	snapTime     time.Time
+	lastSnapAt   time.Time
+	lastOutput   time.Time // engine.outputAt
 
 	// failpoints enabled on this process (by point), modelled faults' chains.
 	fps map[string]*fpState
@@ -149,6 +153,7 @@ func (w *worker) boot() error {
 	w.sched, w.b, w.streams = s, b, map[uint64]*wleg{}
 	w.stepping, w.held, w.stepOut = false, false, nil
 	w.stats = s.Stats()
+	w.thru, w.lastThruAt, w.lastThruToks = 0, time.Time{}, 0
 	w.snap, w.snapTime, w.lastSnapAt = nil, time.Time{}, time.Time{}
 	w.lastOutput = w.t.loop.Now()
 	w.kv.reset(w)
@@ -180,6 +185,9 @@ func (w *worker) wake() {
 
 // iterate is one pass of engine.loop without a batch in flight.
 func (w *worker) iterate() {
+	if w.stepping || w.blocked {
+		return // the events were handled; the loop goes on when the step or dials end
+	}
 	if len(w.pendingBoot) > 0 && !w.dialled {
 		if d := w.retryBootstrap(); d > 0 {
 			// The loop is blocked in its dials: nothing else runs on it meanwhile.
@@ -399,6 +407,13 @@ func (w *worker) apply(now time.Time, rd scheduler.Ready) {
 	if rd.Stats != nil {
 		w.stats = *rd.Stats
 	}
+	if (w.sched.Config().Semantics == scheduler.SemanticsStrict || rd.Stats != nil) && now.Sub(w.lastThruAt) >= time.Second {
+		toks := w.sched.Stats().GeneratedTokens
+		if !w.lastThruAt.IsZero() {
+			w.thru = float64(toks-w.lastThruToks) / now.Sub(w.lastThruAt).Seconds()
+		}
+		w.lastThruAt, w.lastThruToks = now, toks
+	}
 	if live := w.sched.Live(); now.Sub(w.lastSnapAt) >= 50*time.Millisecond || live != len(w.snap) {
 		w.snap = w.sched.Requests(now)
 		w.snapTime, w.lastSnapAt = now, now
@@ -503,6 +518,7 @@ func (w *worker) gauges() map[string]float64 {
 		"pdsoak:kv_pages_used":                   float64(st.UsedPages),
 		"pdsoak:kv_pages_total":                  float64(st.TotalPages),
 		"sglang:token_usage":                     0,
+		"sglang:gen_throughput":                  w.thru,
 	}
 	if st.TotalPages > 0 {
 		g["sglang:token_usage"] = float64(st.UsedPages) / float64(st.TotalPages)
