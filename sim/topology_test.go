@@ -241,6 +241,15 @@ func TestFaultsHaveTheirEffect(t *testing.T) {
 		{"bandwidth_limit on the KV link stretches the transfer past its bound", pdStrict,
 			scenarios.Fault{Name: "f", Type: "bandwidth_limit", Target: "prefill-0->decode-0", Params: map[string]any{"rate": 1}},
 			0, 0, 30 * time.Second, 300, 8, failsWith(gen.ErrTimeout, "transfer")},
+		{"process_pause of prefill: the router marks it down before decode has the KV", pdStrict,
+			scenarios.Fault{Name: "f", Type: "process_pause", Target: "prefill-0"},
+			0, 0, 10 * time.Second, 40, 8, failsWith(gen.ErrUnavailable, "prefill prefill-0 became unhealthy")},
+		{"network_partition of the KV link fails the transfer explicitly", pdStrict,
+			scenarios.Fault{Name: "f", Type: "network_partition", Target: "prefill-0->decode-0"},
+			0, 0, 2 * time.Second, 40, 8, failsWith(gen.ErrTransfer, "connection refused")},
+		{"process_kill of the colocated server resets the client's stream", coStrict,
+			scenarios.Fault{Name: "f", Type: "process_kill", Target: "colocated"},
+			10 * time.Millisecond, 0, 2 * time.Second, 40, 400, failsWith(ErrConnReset, "colocated")},
 		{"process_kill of the router resets the client's stream", pdStrict,
 			scenarios.Fault{Name: "f", Type: "process_kill", Target: "router"},
 			30 * time.Millisecond, 0, 2 * time.Second, 40, 400, failsWith(nil, "connection reset")},
@@ -250,6 +259,42 @@ func TestFaultsHaveTheirEffect(t *testing.T) {
 			tc.check(t, s, srv)
 		})
 	}
+}
+
+func TestKVStallHoldsTheTransferStage(t *testing.T) {
+	loop, srv := build(t, pdStrict)
+	stop, err := srv.Fault(scenarios.Fault{Name: "f", Type: "kv_transfer_stall", Target: "prefill-0"})
+	require.NoError(t, err)
+	s := submit(loop, srv, "r", 40, 8)
+	loop.RunUntil(Epoch.Add(2 * time.Second))
+	reqs := srv.Requests()
+	require.Len(t, reqs["decode-0"], 1)
+	assert.Equal(t, "transfer", reqs["decode-0"][0].Stage)
+	require.Len(t, reqs["prefill-0"], 1)
+	assert.Equal(t, "inflight", reqs["prefill-0"][0].Stage)
+	assert.Equal(t, 1.0, srv.Gauges()["decode-0"]["sglang:num_decode_transfer_queue_reqs"], "strict gauges are live")
+	stop() // the held frames go out: the request completes
+	loop.RunUntil(Epoch.Add(4 * time.Second))
+	require.NotNil(t, s.done)
+	assert.NoError(t, s.done.Err)
+}
+
+func TestPausedPrefillKVConnectionDiesOfSilence(t *testing.T) {
+	// sglang semantics, no abort-on-unhealthy: only the KV heartbeats notice the pause.
+	loop, srv := build(t, pdSGLang+"\n  router_args: [--abort-on-unhealthy=false]")
+	s := submit(loop, srv, "r", 40, 400)
+	loop.RunUntil(Epoch.Add(30 * time.Millisecond))
+	require.Nil(t, s.done)
+	_, err := srv.Fault(scenarios.Fault{Name: "f", Type: "process_pause", Target: "prefill-0"})
+	require.NoError(t, err)
+	s2 := submit(loop, srv, "r2", 40, 8) // routed before the router marks prefill down
+	require.NoError(t, s2.err)
+	loop.RunUntil(Epoch.Add(8 * time.Second))
+	require.NotNil(t, s2.done)
+	require.Error(t, s2.done.Err)
+	assert.Contains(t, s2.done.Err.Error(), "no message for 5s", "decode declared the KV connection dead after the idle timeout")
+	require.NotNil(t, s.done, "the first request had its KV: it completes")
+	assert.NoError(t, s.done.Err)
 }
 
 func TestAdmitFailpointRefuses(t *testing.T) {
