@@ -143,6 +143,14 @@ func TestStrictRefusesAtAdmissionWhenTheQueueIsFull(t *testing.T) {
 	assert.NoError(t, a.done.Err)
 }
 
+func TestFrontEndRefusesOverTheContextLength(t *testing.T) {
+	loop, srv := build(t, pdStrict+"\n  decode_args: [--context-length=64]")
+	s := submit(loop, srv, "long", 60, 8)
+	assert.ErrorIs(t, s.err, gen.ErrContextLength)
+	s = submit(loop, srv, "ok", 50, 8)
+	assert.NoError(t, s.err)
+}
+
 func TestSGLangWedgesTheDecodePreallocQueueWithFrozenGauges(t *testing.T) {
 	loop, srv := build(t, pdSGLang+"\n  decode_args: [--max-total-tokens=768]")
 	s := submit(loop, srv, "big", 300, 8) // 300 + 512 reserved > 768: never fits

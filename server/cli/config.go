@@ -105,6 +105,8 @@ type RouterSpec struct {
 	Seed                          uint64
 	// RequestTimeout is set on requests that carry no deadline (0: none).
 	RequestTimeout time.Duration
+	// ContextLength is --context-length (0: the first decode worker's).
+	ContextLength int
 }
 
 // RouterConfig parses the router's arguments (reference.router_args and the
@@ -139,5 +141,6 @@ func RouterConfig(args []string) (RouterSpec, error) {
 	}
 	return RouterSpec{Semantics: sem, Bugs: append(scheduler.BugSet(nil), f.bugs...), MaxRetries: f.maxRetries,
 		HealthInterval: time.Duration(f.healthInterval), HealthTimeout: time.Duration(f.healthTimeout),
-		AbortOnUnhealthy: f.abortUnhealthy, Seed: f.seed, RequestTimeout: time.Duration(f.requestTimeout)}, nil
+		AbortOnUnhealthy: f.abortUnhealthy, Seed: f.seed, RequestTimeout: time.Duration(f.requestTimeout),
+		ContextLength: f.contextLength}, nil
 }
