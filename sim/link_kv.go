@@ -128,7 +128,7 @@ func (k *kvSide) startReceive(tr scheduler.Transfer) {
 			func(err error) { w.post(dinc, func() { w.kv.connLost(kc, err) }) },
 			func(err error) { p.post(pinc, func() { p.kv.connLost(kc, err) }) })
 		if p.paused {
-			p.kv.armIdle(kc, w)
+			p.kv.armIdle(kc)
 		}
 	}
 	r := &kvRoom{room: tr.Room, kc: kc, pages: tr.Pages, numTokens: tr.NumTokens}
@@ -365,7 +365,12 @@ func (k *kvSide) startSend(s scheduler.Send) {
 				fp.waiters = append(fp.waiters, func() { w.post(inc, func() { next(i) }) })
 				return
 			case t.Action == failpoint.ActSleep:
-				w.t.loop.After(t.Sleep, func() { w.post(inc, func() { sendOne(i, next, frames[i].body, deliverFrames) }) })
+				w.t.loop.After(t.Sleep, func() {
+					w.post(inc, func() {
+						deliverFrames(i, i+1)
+						next(i + 1)
+					})
+				})
 				return
 			case t.Action == failpoint.ActReturn && t.Arg == "drop":
 				kc.c.breakNow(fmt.Errorf("%w: room %d: dropped by hook %s", kvtransfer.ErrConnection, s.Room, kvtransfer.HookSendFrame))
@@ -377,15 +382,10 @@ func (k *kvSide) startSend(s scheduler.Send) {
 				}
 			}
 		}
-		sendOne(i, next, frames[i].body, deliverFrames)
+		deliverFrames(i, i+1)
+		next(i + 1)
 	}
 	next(0)
-}
-
-// sendOne sends frame i and goes on with the next.
-func sendOne(i int, next func(int), _ []byte, deliver func(from, to int)) {
-	deliver(i, i+1)
-	next(i + 1)
 }
 
 // cancel abandons a room (scheduler Cancel): decode FAILs it to prefill, prefill
@@ -477,17 +477,18 @@ func (k *kvSide) crash() {
 // after its idle timeout.
 func (k *kvSide) paused() {
 	for _, kc := range k.kvConns() {
-		peer := kc.d
-		if peer == k.w {
-			peer = kc.p
-		}
-		k.armIdle(kc, peer)
+		k.armIdle(kc)
 	}
 }
 
-func (k *kvSide) armIdle(kc *kvConn, peer *worker) {
-	_ = peer
-	idle := kc.d.spec.IdleTimeout
+// armIdle breaks kc after the peer's idle timeout (the side still running declares the
+// connection dead) unless this paused side resumes first.
+func (k *kvSide) armIdle(kc *kvConn) {
+	peer := kc.d
+	if peer == k.w {
+		peer = kc.p
+	}
+	idle := peer.spec.IdleTimeout
 	k.idle = append(k.idle, k.w.t.loop.After(idle, func() {
 		kc.c.breakNow(fmt.Errorf("%w: no message for %s", kvtransfer.ErrConnection, idle))
 	}))

@@ -367,9 +367,6 @@ func (r *simRouter) forward(a *attempt, toks []int) {
 // legEnded is a leg failing (err) or, for prefill, ending.
 func (r *simRouter) legEnded(l *rleg, err error, transport bool) {
 	a := l.a
-	if l.over && err != nil && l.c != nil && !l.c.alive && a.over {
-		return
-	}
 	l.over = true
 	if a.over {
 		return
@@ -445,11 +442,16 @@ func (r *simRouter) closeAttempt(a *attempt) {
 			continue
 		}
 		l.over = true
-		if l.ok || true {
-			// The HTTP request is cancelled: the worker's handler sees its client go.
-			w, winc, c := l.rw.w, l.rw.w.inc, l
-			l.c.send(up, 0, func() { w.post(winc, func() { w.abort(c.seq) }) })
-		}
+		// The HTTP request is cancelled: the worker's handler sees its client go (an
+		// admission still held aborts itself when it ends, see leg).
+		w, winc, c := l.rw.w, l.rw.w.inc, l
+		l.c.send(up, 0, func() {
+			w.post(winc, func() {
+				if c.ok {
+					w.abort(c.seq)
+				}
+			})
+		})
 		cc := l.c
 		r.t.loop.At(cc.last[up], func() { cc.close() })
 	}
