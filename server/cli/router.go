@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"pdsoak/server/api"
 	"pdsoak/server/router"
@@ -46,10 +47,15 @@ type routerFlags struct {
 	bugs           scheduler.BugSet
 }
 
-func newRouterCommand() *cobra.Command {
-	f := &routerFlags{host: "127.0.0.1", port: DefaultPort, healthInterval: secondsValue(router.DefaultHealthInterval),
+// defaultRouterFlags are the router's flags when no flag changes them.
+func defaultRouterFlags() *routerFlags {
+	return &routerFlags{host: "127.0.0.1", port: DefaultPort, healthInterval: secondsValue(router.DefaultHealthInterval),
 		healthTimeout: secondsValue(router.DefaultHealthTimeout), maxRetries: router.DefaultMaxRetries, seed: 1, abortUnhealthy: true,
 		shutdownGrace: secondsValue(30 * time.Second), logLevel: "info", logFormat: "text"}
+}
+
+func newRouterCommand() *cobra.Command {
+	f := defaultRouterFlags()
 	cmd := &cobra.Command{
 		Use:   "router",
 		Short: "Run the PD router: the OpenAI API in front of prefill and decode workers",
@@ -70,7 +76,12 @@ The model name and context length are read from the first decode worker's /serve
 			return runRouter(ctx, f, cmd.ErrOrStderr(), nil)
 		},
 	}
-	fs := cmd.Flags()
+	f.register(cmd.Flags())
+	return cmd
+}
+
+// register adds the router's flags to fs.
+func (f *routerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.host, "host", f.host, "address to listen on")
 	fs.IntVar(&f.port, "port", f.port, "HTTP port (0 picks a free one; the bound address is logged)")
 	fs.StringArrayVar(&f.prefill, "prefill", nil, "prefill worker URL (repeatable)")
@@ -91,7 +102,6 @@ The model name and context length are read from the first decode worker's /serve
 	fs.StringVar(&f.semantics, "semantics", string(scheduler.SemanticsStrict), "strict or sglang; sglang only allows --sglang-bug")
 	fs.Var(&f.bugs, "sglang-bug", "reproduce an upstream SGLang router bug (repeatable; needs --semantics sglang): "+
 		string(scheduler.BugPrefillFailNoDecodeAbort)+", "+string(scheduler.BugDecodeOnlyWhenPrefillDown))
-	return cmd
 }
 
 // workers turns the flags into router workers and options; every problem at once.

@@ -151,21 +151,7 @@ func (r *Registry) Eval(ctx context.Context, name string) (string, error) {
 		return "", nil
 	}
 	p.evals.Add(1)
-	var fired *Term
-	for i := range p.chain {
-		t := &p.chain[i]
-		if t.HasCount && t.Count <= 0 {
-			continue
-		}
-		if t.HasPercent && !r.draw(t.Percent) {
-			continue
-		}
-		if t.HasCount {
-			t.Count--
-		}
-		fired = t
-		break
-	}
+	fired := Fire(p.chain, r.draw)
 	if fired == nil || fired.Action == ActOff {
 		p.mu.Unlock()
 		return "", nil

@@ -378,65 +378,38 @@ func (r *Router) markDown(w *worker, err error) {
 	}
 }
 
+// candidates describes ws for the pure decisions (decide.go).
+func candidates(ws []*worker, exclude map[*worker]bool) []Candidate {
+	out := make([]Candidate, len(ws))
+	for i, w := range ws {
+		out[i] = Candidate{Healthy: w.healthy.Load(), Excluded: exclude[w], HasBootstrap: w.role != "prefill" || w.bootstrap() != "",
+			Outstanding: w.outstanding.Load()}
+	}
+	return out
+}
+
 // Healthy is nil while at least one healthy prefill/decode pair exists. It draws no
 // randomness, so polling it leaves the seeded tie-breaks unchanged.
 func (r *Router) Healthy() error {
-	up := func(ws []*worker, needBoot bool) bool {
-		for _, w := range ws {
-			if w.healthy.Load() && (!needBoot || w.bootstrap() != "") {
-				return true
-			}
-		}
-		return false
-	}
-	// BugDecodeOnlyWhenPrefillDown: a healthy decode is enough to take the request.
-	prefillUp := up(r.prefill, true) || r.bugs.Has(scheduler.BugDecodeOnlyWhenPrefillDown)
-	if !prefillUp || !up(r.decode, false) {
+	if !HasPair(candidates(r.prefill, nil), candidates(r.decode, nil), r.bugs) {
 		return fmt.Errorf("router: no healthy prefill/decode pair (%s): %w", r.describe(), gen.ErrUnavailable)
 	}
 	return nil
 }
 
 // pick returns the healthy prefill and decode with the fewest outstanding requests,
-// skipping excluded workers; ties are broken at random.
+// skipping excluded workers; ties are broken at random (PickPair).
 func (r *Router) pick(exclude map[*worker]bool) (*worker, *worker, error) {
-	best := func(ws []*worker, needBoot bool) *worker {
-		var cands []*worker
-		var low int64 = -1
-		for _, w := range ws {
-			if !w.healthy.Load() || exclude[w] || (needBoot && w.bootstrap() == "") {
-				continue
-			}
-			n := w.outstanding.Load()
-			switch {
-			case low < 0 || n < low:
-				cands, low = append(cands[:0], w), n
-			case n == low:
-				cands = append(cands, w)
-			}
-		}
-		if len(cands) == 0 {
-			return nil
-		}
+	intn := func(n int) int {
 		r.rngMu.Lock()
 		defer r.rngMu.Unlock()
-		return cands[r.rng.IntN(len(cands))]
+		return r.rng.IntN(n)
 	}
-	p, d := best(r.prefill, true), best(r.decode, false)
-	if p == nil && d != nil && r.bugs.Has(scheduler.BugDecodeOnlyWhenPrefillDown) {
-		// sglang#31206: with the prefill's circuit open the request still goes out,
-		// decode-only (attempt sends no prefill leg to an unhealthy prefill).
-		for _, w := range r.prefill {
-			if !exclude[w] && w.bootstrap() != "" {
-				p = w
-				break
-			}
-		}
+	pair, err := PickPair(candidates(r.prefill, exclude), candidates(r.decode, exclude), r.bugs, intn, r.describe)
+	if err != nil {
+		return nil, nil, err
 	}
-	if p == nil || d == nil {
-		return nil, nil, fmt.Errorf("router: no healthy prefill/decode pair (%s): %w", r.describe(), gen.ErrUnavailable)
-	}
-	return p, d, nil
+	return r.prefill[pair.Prefill], r.decode[pair.Decode], nil
 }
 
 func (r *Router) describe() string {
@@ -460,7 +433,7 @@ func (r *Router) room() uint64 {
 	r.rngMu.Lock()
 	defer r.rngMu.Unlock()
 	for {
-		if v := (r.rng.Uint64() ^ r.roomSalt) >> 1; v != 0 {
+		if v, ok := Room(r.rng.Uint64(), r.roomSalt); ok {
 			return v
 		}
 	}
@@ -560,13 +533,11 @@ func (r *Router) serve(ctx context.Context, req *gen.Request, st *reqState, out 
 			return res.ev
 		}
 		last = res.err
-		switch {
-		case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded) && !errors.Is(res.err, gen.ErrTimeout):
-			return gen.Event{Done: true, Err: &gen.StageError{Stage: "total", Err: fmt.Errorf("%w: router: request deadline passed: %w", gen.ErrTimeout, res.err)}}
-		case ctx.Err() != nil:
-			return gen.Event{Done: true, Err: fmt.Errorf("router: client went away: %w", gen.ErrAborted)}
-		case res.sent || !retryable(res) || attempt >= r.maxRetries:
-			return gen.Event{Done: true, Err: res.err}
+		deadline := ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded)
+		if final, retry := AfterAttempt(Attempt{Err: res.err, Sent: res.sent, Transport: res.transport,
+			Number: attempt, MaxRetries: r.maxRetries, DeadlinePassed: deadline,
+			ClientGone: ctx.Err() != nil && !deadline}); !retry {
+			return gen.Event{Done: true, Err: final}
 		}
 		if res.failed != nil {
 			exclude[res.failed] = true // try the other workers of that role
@@ -583,11 +554,6 @@ type result struct {
 	sent      bool    // tokens reached the client
 	transport bool    // no usable answer from a worker (refused, reset, truncated)
 	failed    *worker // the worker whose leg failed
-}
-
-func retryable(res result) bool {
-	return res.transport || errors.Is(res.err, gen.ErrUnavailable) || errors.Is(res.err, gen.ErrTransfer) ||
-		errors.Is(res.err, gen.ErrOverloaded)
 }
 
 // leg is the outcome of one worker stream.
@@ -612,7 +578,7 @@ func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p,
 
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	decodeOnly := r.bugs.Has(scheduler.BugDecodeOnlyWhenPrefillDown) && !p.healthy.Load()
+	decodeOnly := DecodeOnly(r.bugs, p.healthy.Load())
 	if decodeOnly {
 		log.Warn("router: prefill unhealthy; sending the decode leg alone (sglang#31206 reproduced)")
 	}
@@ -769,18 +735,18 @@ func (rl *relay) fail(w *worker, l leg) result {
 func (rl *relay) prefillEnded(l leg) (result, bool) {
 	rl.prefillDone = nil
 	rl.pDown = nil // prefill's part is over; its health no longer matters here
-	if l.err != nil && !rl.kvArrived && rl.r.bugs.Has(scheduler.BugPrefillFailNoDecodeAbort) {
+	switch PrefillEnded(l.err, rl.kvArrived, rl.r.bugs) {
+	case PrefillLeaveDecode:
 		// sglang#9726: the router only waits for the decode leg; a failed prefill leg is
 		// drained in the background and the decode leg is left to wait for its KV.
 		rl.log.Warn("router: prefill leg failed; decode leg left running (sglang#9726 reproduced)", "err", l.err)
-		return result{}, false
-	}
-	if l.err != nil && !rl.kvArrived {
+	case PrefillFailAttempt:
 		rl.cancel() // the decode leg cannot complete without its KV
 		return rl.fail(rl.p, l), true
-	}
-	if l.err != nil {
-		rl.log.Info("router: prefill leg failed after decode had its KV; ignored", "err", l.err)
+	default:
+		if l.err != nil {
+			rl.log.Info("router: prefill leg failed after decode had its KV; ignored", "err", l.err)
+		}
 	}
 	return result{}, false
 }

@@ -1,0 +1,313 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"pdsoak/scenarios"
+	"pdsoak/server/engine"
+	"pdsoak/server/gen"
+)
+
+// ProcessColocated, ProcessRouter: the process names of the embedded topology, as the
+// launcher and harness/target name them (workers are "prefill-i" and "decode-j").
+const (
+	ProcessColocated = "colocated"
+	ProcessRouter    = "router"
+)
+
+// RestartDelay is how long a killed process takes to be back (process_restart, and
+// process_kill/decode_crash/prefill_crash on revert): a pdserver worker with the tinyref
+// or simtime backend starts and binds in a few hundred milliseconds.
+const RestartDelay = 500 * time.Millisecond
+
+// topo is the simulated reference topology (NewTopology).
+type topo struct {
+	loop  *Loop
+	sc    *scenarios.Scenario
+	rng   *rand.Rand // toxicity and jitter draws
+	fpRNG *rand.Rand // failpoint percentage draws
+
+	colocated       *worker
+	prefill, decode []*worker
+	router          *simRouter
+	routerArgs      []string
+
+	links     map[string]*link
+	linkOrder []*link
+}
+
+var _ Server = (*topo)(nil)
+
+// referenceArgs are the flags every reference worker gets (harness/target's
+// referenceArgs): backend, semantics and profile from the reference block, then
+// reference.args. Fault injection is not a flag here: faults are modelled.
+func referenceArgs(ref scenarios.Reference) []string {
+	args := []string{"--backend", ref.Backend, "--semantics", ref.Semantics}
+	if ref.Profile != "" {
+		args = append(args, "--sim-profile", ref.Profile)
+	}
+	return append(args, ref.Args...)
+}
+
+// NewTopology builds the scenario's reference topology on loop: colocated when
+// reference.prefill and reference.decode are both 0, else a router with prefill-i and
+// decode-j workers and their links. Each worker's flags are resolved by
+// cli.WorkerConfig, the router's by cli.RouterConfig, exactly as the real processes
+// parse them. A scenario with an external target, or a worker flag the simulator cannot
+// model, is refused with an error wrapping ErrNotModelled.
+func NewTopology(loop *Loop, sc *scenarios.Scenario) (Server, error) {
+	if sc == nil {
+		return nil, errors.New("sim: nil scenario")
+	}
+	if !sc.Embedded() || len(sc.Target.Launch) > 0 {
+		return nil, fmt.Errorf("%w: the scenario targets an external server (target.url); only the embedded reference server can be simulated", ErrNotModelled)
+	}
+	ref := sc.Reference
+	if ref.Netns {
+		return nil, fmt.Errorf("%w: reference.netns (network namespaces are a real-network feature)", ErrNotModelled)
+	}
+	t := &topo{loop: loop, sc: sc, links: map[string]*link{},
+		rng: newRNG(sc.Seed, 1), fpRNG: newRNG(sc.Seed, 2)}
+	common := referenceArgs(ref)
+	if ref.Prefill == 0 && ref.Decode == 0 {
+		w, err := t.newWorker(ProcessColocated, engine.RoleColocated, 0, common)
+		if err != nil {
+			return nil, fmt.Errorf("sim: %s: %w", ProcessColocated, err)
+		}
+		t.colocated = w
+		return t, nil
+	}
+	if ref.Prefill <= 0 || ref.Decode <= 0 {
+		return nil, fmt.Errorf("sim: reference needs prefill and decode workers (got %d, %d)", ref.Prefill, ref.Decode)
+	}
+	for i := 0; i < ref.Prefill; i++ {
+		w, err := t.newWorker(fmt.Sprintf("prefill-%d", i), engine.RolePrefill, i, append(append([]string(nil), common...), ref.PrefillArgs...))
+		if err != nil {
+			return nil, fmt.Errorf("sim: prefill-%d: %w", i, err)
+		}
+		t.prefill = append(t.prefill, w)
+	}
+	for j := 0; j < ref.Decode; j++ {
+		w, err := t.newWorker(fmt.Sprintf("decode-%d", j), engine.RoleDecode, j, append(append([]string(nil), common...), ref.DecodeArgs...))
+		if err != nil {
+			return nil, fmt.Errorf("sim: decode-%d: %w", j, err)
+		}
+		t.decode = append(t.decode, w)
+	}
+	for _, w := range t.prefill {
+		t.newLink("router->"+w.name, ProcessRouter, w.name, false)
+	}
+	for _, w := range t.decode {
+		t.newLink("router->"+w.name, ProcessRouter, w.name, false)
+	}
+	for _, p := range t.prefill {
+		for _, d := range t.decode {
+			t.newLink(p.name+"->"+d.name, p.name, d.name, true)
+		}
+	}
+	t.routerArgs = append([]string{"--semantics", ref.Semantics}, ref.RouterArgs...)
+	r, err := t.newRouter(t.routerArgs)
+	if err != nil {
+		return nil, fmt.Errorf("sim: router: %w", err)
+	}
+	t.router = r
+	return t, nil
+}
+
+// draw is the failpoint percentage draw (failpoint.Fire), from the scenario's seed.
+func (t *topo) draw(percent float64) bool {
+	if percent >= 100 {
+		return true
+	}
+	if percent <= 0 {
+		return false
+	}
+	return t.fpRNG.Float64()*100 < percent
+}
+
+// workers lists every worker in process order.
+func (t *topo) workers() []*worker {
+	if t.colocated != nil {
+		return []*worker{t.colocated}
+	}
+	return append(append([]*worker(nil), t.prefill...), t.decode...)
+}
+
+func (t *topo) worker(name string) *worker {
+	for _, w := range t.workers() {
+		if w.name == name {
+			return w
+		}
+	}
+	return nil
+}
+
+// processDied breaks every router link of a dead process.
+func (t *topo) processDied(name string) {
+	for _, l := range t.linkOrder {
+		if !l.kv && (l.to == name || l.from == name) {
+			l.breakAll(ErrConnReset)
+		}
+	}
+}
+
+// Submit implements Server.
+func (t *topo) Submit(req *gen.Request, emit func(gen.Event)) (func(), error) {
+	if req == nil {
+		return nil, fmt.Errorf("sim: nil request: %w", gen.ErrInvalid)
+	}
+	if err := t.frontEnd(req); err != nil {
+		return nil, err
+	}
+	if t.colocated != nil {
+		return t.submitColocated(req, emit)
+	}
+	r := t.router
+	if !r.alive {
+		return nil, ErrConnRefused
+	}
+	if r.paused {
+		// A stopped process accepts the connection but answers nothing: the request
+		// waits, and the headers come when the router thaws (an approximation: the
+		// harness sees them at Submit).
+		var cancelled bool
+		var inner func()
+		r.deferred = append(r.deferred, func() {
+			if cancelled {
+				return
+			}
+			c, err := r.submit(req, emit)
+			if err != nil {
+				emit(gen.Event{Done: true, Err: err})
+				return
+			}
+			inner = c
+		})
+		return func() {
+			cancelled = true
+			if inner != nil {
+				inner()
+			}
+		}, nil
+	}
+	return r.submit(req, emit)
+}
+
+// frontEnd is the API handler's own check of a request against the context length
+// (server/api's OpenAI parsing): the router's --context-length or the first decode
+// worker's, the colocated worker's own.
+func (t *topo) frontEnd(req *gen.Request) error {
+	limit := 0
+	switch {
+	case t.colocated != nil:
+		limit = t.colocated.spec.Engine.ContextLength
+	case t.router.spec.ContextLength > 0:
+		limit = t.router.spec.ContextLength
+	default:
+		limit = t.decode[0].spec.Engine.ContextLength
+	}
+	switch {
+	case len(req.Prompt) >= limit:
+		return fmt.Errorf("sim: the prompt is %d tokens; the context length is %d: %w", len(req.Prompt), limit, gen.ErrContextLength)
+	case req.MaxTokens <= 0 || req.MaxTokens > limit:
+		return fmt.Errorf("sim: max_tokens is %d; the context length is %d: %w", req.MaxTokens, limit, gen.ErrInvalid)
+	case len(req.Prompt)+req.MaxTokens > limit:
+		return fmt.Errorf("sim: the prompt (%d tokens) plus max_tokens (%d) exceeds the context length %d: %w",
+			len(req.Prompt), req.MaxTokens, limit, gen.ErrContextLength)
+	}
+	return nil
+}
+
+// submitColocated is the colocated API in front of one engine.
+func (t *topo) submitColocated(req *gen.Request, emit func(gen.Event)) (func(), error) {
+	w := t.colocated
+	if !w.alive {
+		return nil, ErrConnRefused
+	}
+	var seq uint64
+	var live, cancelled, heldNow bool
+	out := func(ev gen.Event) {
+		if !cancelled {
+			emit(ev)
+		}
+	}
+	admit := func() error {
+		var err error
+		seq, err = w.arrive(req, out)
+		live = err == nil
+		if live && cancelled {
+			w.abort(seq)
+		}
+		return err
+	}
+	inc := w.inc
+	cancel := func() {
+		if cancelled {
+			return
+		}
+		cancelled = true
+		w.post(inc, func() {
+			if live {
+				w.abort(seq)
+			}
+		})
+	}
+	if w.paused {
+		w.deferred = append(w.deferred, func() {
+			if cancelled {
+				return
+			}
+			if err := admit(); err != nil {
+				out(gen.Event{Done: true, Err: err})
+			}
+		})
+		return cancel, nil
+	}
+	var refused error
+	held := w.admit(req, out, func(s uint64, err error) {
+		seq, live, refused = s, err == nil, err
+		if live && cancelled {
+			w.abort(s)
+		}
+		if err != nil && heldNow {
+			out(gen.Event{Done: true, Err: err}) // the hold ended in a refusal
+		}
+	})
+	heldNow = held
+	if !held && refused != nil {
+		return nil, refused
+	}
+	// A crash ends the stream: the connection resets.
+	return cancel, nil
+}
+
+// Requests implements Server: each live, unpaused process's /debug/requests.
+func (t *topo) Requests() map[string][]gen.RequestInfo {
+	out := map[string][]gen.RequestInfo{}
+	if t.router != nil && t.router.alive && !t.router.paused {
+		out[ProcessRouter] = t.router.requests()
+	}
+	for _, w := range t.workers() {
+		if w.alive && !w.paused {
+			out[w.name] = w.requests()
+		}
+	}
+	return out
+}
+
+// Gauges implements Server: what a scrape of each reachable process reads.
+func (t *topo) Gauges() map[string]map[string]float64 {
+	out := map[string]map[string]float64{}
+	if t.router != nil && t.router.alive && !t.router.paused {
+		out[ProcessRouter] = t.router.gauges()
+	}
+	for _, w := range t.workers() {
+		if w.alive && !w.paused {
+			out[w.name] = w.gauges()
+		}
+	}
+	return out
+}
