@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -13,7 +14,9 @@ import (
 
 	"pdsoak/chaos"
 	"pdsoak/harness"
+	"pdsoak/harness/workload"
 	"pdsoak/ledger"
+	"pdsoak/reports"
 	"pdsoak/scenarios"
 	"pdsoak/server/gen"
 )
@@ -181,4 +184,364 @@ func ofPromptBytes(evs []ledger.Event, id string) int {
 		}
 	}
 	return -1
+}
+
+func TestOpenLoopScheduleMatchesWorkload(t *testing.T) {
+	sc := parse(t, `
+name: sim-open
+seed: 3
+duration: 10s
+reference: {prefill: 1, decode: 1}
+workloads:
+  - {name: steady, type: open_loop, pacer: {type: poisson, rate: 5}, endpoint: completions, stream: false, max_tokens: 3}
+  - {name: spike, type: burst, count: 12, start: 4s}
+assertions: [no_silent_drops]
+`)
+	evs, _, _, err := simulate(t, sc, nil)
+	require.NoError(t, err)
+
+	// The schedule a real run's attacker replays.
+	sc2 := parse(t, `
+name: sim-open
+seed: 3
+duration: 10s
+reference: {prefill: 1, decode: 1}
+workloads:
+  - {name: steady, type: open_loop, pacer: {type: poisson, rate: 5}, endpoint: completions, stream: false, max_tokens: 3}
+assertions: [no_silent_drops]
+`)
+	sc2.ApplyDefaults()
+	w, err := workload.New(sc2, 0)
+	require.NoError(t, err)
+	o := w.(*workload.OpenLoop)
+	want := workload.Schedule(o.Pacer, o.Spec.Duration.D(), o.Spec.Count)
+	require.NotEmpty(t, want)
+
+	var got []time.Duration
+	var ids []string
+	burst := 0
+	for _, e := range ofType(evs, ledger.EventScheduled) {
+		switch e.Workload {
+		case "steady":
+			got = append(got, e.Time.Sub(Epoch))
+			ids = append(ids, e.RequestID)
+		case "spike":
+			burst++
+			assert.Equal(t, 4*time.Second, e.Time.Sub(Epoch), e.RequestID)
+		}
+	}
+	assert.Equal(t, want, got)
+	assert.Equal(t, "steady-000000", ids[0])
+	assert.Equal(t, 12, burst)
+	for id, e := range doneByID(evs) {
+		assert.Equal(t, ledger.OutcomeOK, e.Outcome, id)
+		if e.Workload == "steady" {
+			assert.Equal(t, "completions", e.Endpoint)
+			assert.Equal(t, 1, e.Chunks, "a whole body")
+		}
+	}
+	assert.Len(t, doneByID(evs), len(want)+12)
+}
+
+func TestDrainCancelsWhatOutlivesItsBound(t *testing.T) {
+	sc := parse(t, `
+name: sim-drain
+duration: 2s
+reference: {prefill: 1, decode: 1}
+workloads:
+  - {name: b, type: burst, count: 3}
+deadlines: {first_token: 20s, stall: 20s, total: 30s}
+drain: {timeout: 4s, leak_timeout: 2s}
+assertions: [no_silent_drops]
+`)
+	hang := behaviour{hangAfter: 0, failAfter: -1}
+	evs, _, _, err := simulate(t, sc, planBy(map[string]behaviour{"b-000001": hang}))
+	require.NoError(t, err)
+	done := doneByID(evs)
+	assert.Equal(t, ledger.OutcomeOK, done["b-000000"].Outcome)
+	c := done["b-000001"]
+	assert.Equal(t, ledger.OutcomeCancelled, c.Outcome)
+	assert.Equal(t, ledger.PhaseBeforeHeaders, c.Phase)
+	drain := ofType(evs, ledger.EventDrain)
+	require.Len(t, drain, 1)
+	assert.False(t, *drain[0].Passed)
+	assert.Equal(t, 1, drain[0].InFlight)
+	assert.Equal(t, "1 requests still in flight after 4s; cancelled", drain[0].Detail)
+	// The load ended when the burst's other requests were done (no faults), the drain 4s later.
+	assert.Equal(t, c.Time, drain[0].Time)
+
+	hangNone := func(string) behaviour { return okBehaviour() }
+	evs, _, _, err = simulate(t, sc, hangNone)
+	require.NoError(t, err)
+	drain = ofType(evs, ledger.EventDrain)
+	require.Len(t, drain, 1)
+	assert.True(t, *drain[0].Passed)
+	assert.Equal(t, "all requests resolved 0s after load stopped", drain[0].Detail)
+}
+
+func TestLeakCheck(t *testing.T) {
+	yaml := `
+name: sim-leak
+duration: 5s
+reference: {prefill: 1, decode: 1}
+workloads:
+  - {name: b, type: burst, count: 2}
+deadlines: {first_token: 1s, stall: 1s, total: 3s}
+drain: {timeout: 8s, leak_timeout: 3s}
+assertions: [no_leaks]
+`
+	tests := []struct {
+		name   string
+		plan   map[string]behaviour
+		passed bool
+		detail string
+		rest   map[string]float64
+	}{
+		{name: "aborts reach the server", plan: map[string]behaviour{"b-000001": {hangAfter: 1, failAfter: -1}}, passed: true,
+			detail: "running and queued gauges at 0 after 0s (4 gauges on 2 endpoints)"},
+		{name: "an abort is lost", plan: map[string]behaviour{"b-000001": {hangAfter: 1, failAfter: -1, leakOnCancel: true}}, passed: false,
+			detail: "not drained after 3s: decode-0/sglang:num_running_reqs = 1",
+			rest:   map[string]float64{"decode-0/sglang:num_running_reqs": 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			sc := parse(t, yaml)
+			require.NoError(t, Run(context.Background(), sc, Options{OutDir: dir,
+				NewServer: func(l *Loop, _ *scenarios.Scenario) (Server, error) { return newFake(l, planBy(tt.plan)), nil }}))
+			evs, _, err := ledger.ReadFile(filepath.Join(dir, ledger.EventsFile))
+			require.NoError(t, err)
+			leak := ofType(evs, ledger.EventLeakCheck)
+			require.Len(t, leak, 1)
+			require.NotNil(t, leak[0].Passed)
+			assert.Equal(t, tt.passed, *leak[0].Passed)
+			assert.Equal(t, tt.detail, leak[0].Detail)
+			assert.Equal(t, tt.rest, leak[0].Metrics)
+			res := reports.Compute(evs, harness.ReportConfig(sc))
+			assert.Equal(t, "sim", res.Mode)
+			want := reports.VerdictPass
+			if !tt.passed {
+				want = reports.VerdictFail
+			}
+			assert.Equal(t, want, res.Verdict, "%+v", res.Assertions)
+		})
+	}
+}
+
+func TestSameSeedSameLedger(t *testing.T) {
+	yaml := `
+name: sim-determinism
+seed: 11
+duration: 15s
+reference: {prefill: 1, decode: 1}
+workloads:
+  - {name: agents, type: agents, agents: 6, turns: 3, max_tokens: 5, retries: 2, tool_latency: 150ms, think_time: 300ms, restart: true}
+  - {name: steady, type: open_loop, pacer: {type: poisson, rate: 4}}
+faults:
+  - {name: stall, type: scheduler_stall, target: decode, at: 3s, for: 2s}
+  - {name: aborts, type: client_disconnect, target: steady, at: 6s, for: 4s, params: {after_tokens: 2, fraction: 0.5}}
+deadlines: {first_token: 2s, stall: 1s, total: 4s}
+assertions: [no_silent_drops]
+`
+	plan := planBy(map[string]behaviour{
+		"agents-s002": {tokens: 6, gap: 700 * time.Millisecond, hangAfter: -1, failAfter: -1},
+		"agents-s003": {hangAfter: 3, failAfter: -1},
+	})
+	_, a, _, err := simulate(t, parse(t, yaml), plan)
+	require.NoError(t, err)
+	_, b, _, err := simulate(t, parse(t, yaml), plan)
+	require.NoError(t, err)
+	require.Greater(t, bytes.Count(a, []byte("\n")), 100)
+	assert.True(t, bytes.Equal(a, b), "two runs of one seed wrote different ledgers")
+	assert.Contains(t, string(a), `"mode":"sim"`)
+	assert.Contains(t, string(a), `"time":"2000-01-01T00:00:00Z","type":"run_start"`)
+
+	// Another seed is another run (the test can tell).
+	sc := parse(t, yaml)
+	sc.Seed = 12
+	_, c, _, err := simulate(t, sc, plan)
+	require.NoError(t, err)
+	assert.False(t, bytes.Equal(a, c))
+}
+
+func TestFaults(t *testing.T) {
+	yaml := `
+name: sim-faults
+seed: 5
+duration: 10s
+reference: {prefill: 1, decode: 1}
+workloads:
+  - {name: steady, type: open_loop, pacer: {type: constant, rate: 10}, max_tokens: 8}
+faults:
+  - {name: stall, type: scheduler_stall, target: decode, at: 2s, for: 1s}
+  - {name: aborts, type: client_disconnect, target: steady, at: 4s, for: 2s, params: {after_tokens: 3}}
+  - {name: extra, type: client_disconnect, target: steady, at: 7s, for: 1s, params: {after_tokens: 2, fraction: 0, requests: 5}}
+  - {name: flood, type: queue_saturation, target: decode, at: 8s, params: {requests: 20, max_tokens: 6}}
+deadlines: {first_token: 2s, stall: 1s, total: 5s}
+assertions: [no_silent_drops]
+`
+	plan := func(id string) behaviour {
+		b := okBehaviour()
+		b.tokens = 8
+		return b
+	}
+	evs, _, fake, err := simulate(t, parse(t, yaml), plan)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"apply stall at 2s", "revert stall at 3s"}, fake.faults)
+
+	type fev struct {
+		typ    ledger.EventType
+		fault  string
+		at     time.Duration
+		passed bool
+	}
+	var got []fev
+	for _, e := range evs {
+		switch e.Type {
+		case ledger.EventFaultStart, ledger.EventFaultStop, ledger.EventFaultVerified:
+			p := e.Passed != nil && *e.Passed
+			got = append(got, fev{e.Type, e.Fault, e.Time.Sub(Epoch), p})
+			if e.Type == ledger.EventFaultVerified {
+				assert.True(t, p, "%s: %s %s", e.Fault, e.Detail, e.Error)
+				assert.NotEmpty(t, e.Detail)
+			}
+		}
+	}
+	starts := map[string]time.Duration{}
+	stops := map[string]time.Duration{}
+	for _, g := range got {
+		switch g.typ {
+		case ledger.EventFaultStart:
+			starts[g.fault] = g.at
+		case ledger.EventFaultStop:
+			stops[g.fault] = g.at
+		}
+	}
+	assert.Equal(t, map[string]time.Duration{"stall": 2 * time.Second, "aborts": 4 * time.Second, "extra": 7 * time.Second, "flood": 8 * time.Second}, starts)
+	assert.Equal(t, 3*time.Second, stops["stall"])
+	assert.Equal(t, 6*time.Second, stops["aborts"])
+	assert.Equal(t, 8*time.Second, stops["extra"])
+	assert.Equal(t, 10*time.Second, stops["flood"], "held to the end of the drain")
+	var order []string
+	for _, e := range evs {
+		if e.Type == ledger.EventDrain || (e.Type == ledger.EventFaultStop && e.Fault == "flood") || e.Type == ledger.EventLeakCheck {
+			order = append(order, string(e.Type))
+		}
+	}
+	assert.Equal(t, []string{"drain", "fault_stop", "leak_check"}, order)
+
+	done := doneByID(evs)
+	counts := map[string]map[ledger.Outcome]int{}
+	for id, e := range done {
+		kind := "steady"
+		switch {
+		case len(id) > 12 && id[:12] == "steady-abort":
+			kind = "abort"
+		case len(id) > 12 && id[:12] == "steady-burst":
+			kind = "burst"
+		}
+		if counts[kind] == nil {
+			counts[kind] = map[ledger.Outcome]int{}
+		}
+		counts[kind][e.Outcome]++
+		if e.Outcome == ledger.OutcomeCancelled {
+			assert.Equal(t, ledger.PhaseMidStream, e.Phase, id)
+		}
+		// During the stall the server refused with 503 and Retry-After.
+		at := e.Scheduled.Sub(Epoch)
+		if kind == "steady" && at >= 2*time.Second && at < 3*time.Second {
+			assert.Equal(t, ledger.OutcomeRejected, e.Outcome, id)
+		}
+		if kind == "steady" && at >= 4*time.Second && at < 6*time.Second {
+			assert.Equal(t, ledger.OutcomeCancelled, e.Outcome, id)
+			assert.Equal(t, 3, e.Chunks, id)
+		}
+	}
+	assert.Equal(t, map[ledger.Outcome]int{ledger.OutcomeCancelled: 5}, counts["abort"])
+	assert.Equal(t, map[ledger.Outcome]int{ledger.OutcomeOK: 20}, counts["burst"])
+	assert.Equal(t, 10, counts["steady"][ledger.OutcomeRejected])
+	assert.Equal(t, 20, counts["steady"][ledger.OutcomeCancelled])
+	assert.Equal(t, "steady-burst2-000000", firstID(evs, "steady-burst"))
+}
+
+func TestUnprovedFaultMakesTheRunInvalid(t *testing.T) {
+	// Four at a time, each done long before the next poll: no rejection, no queue gauge,
+	// never the whole burst in flight — chaos's queue_saturation has no proof.
+	sc := parse(t, `
+name: sim-unproved
+duration: 3s
+reference: {prefill: 1, decode: 1}
+workloads: [{name: b, type: burst, count: 1}]
+faults: [{name: flood, type: queue_saturation, target: decode, at: 1s, params: {requests: 20, concurrency: 4}}]
+assertions: [no_silent_drops]
+`)
+	evs, _, _, err := simulate(t, sc, nil)
+	require.ErrorIs(t, err, ErrInfrastructure)
+	require.ErrorIs(t, err, chaos.ErrNotVerified)
+	v := ofType(evs, ledger.EventFaultVerified)
+	require.Len(t, v, 1)
+	assert.False(t, *v[0].Passed)
+	assert.Equal(t, "no proof before the run ended", v[0].Detail)
+	res := reports.Compute(evs, harness.ReportConfig(sc))
+	assert.Equal(t, reports.VerdictInvalid, res.Verdict)
+}
+
+func firstID(evs []ledger.Event, prefix string) string {
+	for _, e := range evs {
+		if e.Type == ledger.EventScheduled && len(e.RequestID) >= len(prefix) && e.RequestID[:len(prefix)] == prefix {
+			return e.RequestID
+		}
+	}
+	return ""
+}
+
+func TestRefusedBeforeItRuns(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		want       string
+	}{
+		{name: "a fault the topology cannot model", yaml: `
+name: sim-refuse
+duration: 5s
+reference: {prefill: 1, decode: 1}
+workloads: [{name: b, type: burst, count: 1}]
+faults: [{name: cut, type: network_partition, target: router->decode-0, at: 1s, for: 1s}]
+assertions: [no_silent_drops]
+`, want: "sim: fault cut (network_partition): fake: network_partition: sim: not modelled"},
+		{name: "an external target", yaml: `
+name: sim-external
+duration: 5s
+target: {url: "http://127.0.0.1:9"}
+workloads: [{name: b, type: burst, count: 1}]
+assertions: [no_silent_drops]
+`, want: "sim: not modelled: the target is the external http://127.0.0.1:9 (target.url or --target); --sim simulates the reference server only"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			err := Run(context.Background(), parse(t, tt.yaml), Options{OutDir: dir,
+				NewServer: func(l *Loop, _ *scenarios.Scenario) (Server, error) {
+					f := newFake(l, nil)
+					f.refuse["network_partition"] = true
+					return f, nil
+				}})
+			require.ErrorIs(t, err, ErrNotModelled)
+			assert.EqualError(t, err, tt.want)
+			assert.NoFileExists(t, filepath.Join(dir, ledger.EventsFile), "refused before anything is written")
+		})
+	}
+}
+
+func TestNoTopologyWiredIsRefused(t *testing.T) {
+	if newTopology != nil {
+		t.Skip("the topology is wired in")
+	}
+	err := Run(context.Background(), parse(t, `
+name: sim-none
+duration: 1s
+reference: {prefill: 1, decode: 1}
+workloads: [{name: b, type: burst, count: 1}]
+assertions: [no_silent_drops]
+`), Options{OutDir: t.TempDir()})
+	require.ErrorIs(t, err, ErrNotModelled)
 }
