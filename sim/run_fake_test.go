@@ -41,7 +41,9 @@ type behaviour struct {
 	leakOnCancel bool
 }
 
-func okBehaviour() behaviour { return behaviour{tokens: 4, gap: 10 * time.Millisecond, hangAfter: -1, failAfter: -1} }
+func okBehaviour() behaviour {
+	return behaviour{tokens: 4, gap: 10 * time.Millisecond, hangAfter: -1, failAfter: -1}
+}
 
 type fakeReq struct {
 	id       string
