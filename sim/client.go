@@ -71,7 +71,6 @@ func (r *runner) send(req *workload.Req, extra, noLag bool, stats *chaos.LiveSta
 	}
 	c = &call{r: r, req: req, onDone: onDone, stats: stats, extra: extra, noLag: noLag,
 		res: &client.Result{ID: req.ID, Scheduled: req.Scheduled, Sent: now}}
-	r.inflight[c] = struct{}{}
 	r.calls = append(r.calls, c)
 	r.inflightN++
 	if k, st := r.cancelAfter(req); k > 0 && req.CancelAfterTokens == 0 {
@@ -117,6 +116,11 @@ func (r *runner) send(req *workload.Req, extra, noLag bool, stats *chaos.LiveSta
 	}
 	c.dec = r.api.NewStreamDecoder()
 	cancel, err := r.srv.Submit(&g, c.event)
+	if errors.Is(err, ErrConnRefused) {
+		c.phase = ledger.PhaseConnect
+		c.finish(ledger.OutcomeTransportError, fmt.Errorf("client: Post %q: %w", "sim://front-end"+path, err))
+		return c
+	}
 	if err != nil {
 		c.refused(api.RefusalFor(err))
 		return c
@@ -159,6 +163,14 @@ func (r *runner) cancelAfter(req *workload.Req) (int, *chaos.LiveStats) {
 // event is the Server's emit for this request.
 func (c *call) event(ev gen.Event) {
 	if c.ended {
+		return
+	}
+	if errors.Is(ev.Err, ErrConnReset) {
+		if c.res.Headers.IsZero() {
+			c.finish(ledger.OutcomeTransportError, fmt.Errorf("client: Post %q: %w", "sim://front-end", ev.Err))
+			return
+		}
+		c.finish(ledger.OutcomeTruncated, fmt.Errorf("client: stream ended without [DONE]: %w", ev.Err))
 		return
 	}
 	if ev.Err != nil {
@@ -427,7 +439,6 @@ func (c *call) finish(o ledger.Outcome, err error) {
 	}
 	res.End = r.loop.Now()
 	res.Text = c.text.String()
-	delete(r.inflight, c)
 	for i, x := range r.calls {
 		if x == c {
 			r.calls = append(r.calls[:i], r.calls[i+1:]...)

@@ -153,7 +153,6 @@ type runner struct {
 	sources   []string // processes whose gauges are sampled and leak-checked
 
 	// The client side.
-	inflight   map[*call]struct{}
 	inflightN  int
 	calls      []*call // in flight, in send order (cancelled in this order)
 	disconnect map[string]disconnectRule
@@ -172,7 +171,6 @@ type runner struct {
 	t0          time.Time
 	interrupted error
 	ctx         context.Context
-	steps       int
 }
 
 // emit writes ev at the virtual time.
@@ -213,7 +211,6 @@ func (r *runner) prepare() error {
 			r.sources = append(r.sources, p.Name)
 		}
 	}
-	r.inflight = map[*call]struct{}{}
 	return nil
 }
 
@@ -249,10 +246,14 @@ func (r *runner) run(ctx context.Context) error {
 // runWhile runs the loop until end while cond holds, checking ctx now and then; an
 // interruption stops the run's phases (they then run only what must be recorded).
 func (r *runner) runWhile(end time.Time, cond func() bool) {
+	done := r.ctx.Done()
 	r.loop.RunWhile(end, func() bool {
-		r.steps++
-		if r.steps&1023 == 0 && r.interrupted == nil && r.ctx.Err() != nil {
-			r.interrupted = context.Cause(r.ctx)
+		if r.interrupted == nil {
+			select {
+			case <-done:
+				r.interrupted = context.Cause(r.ctx)
+			default:
+			}
 		}
 		return r.interrupted == nil && cond()
 	})

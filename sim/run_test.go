@@ -545,3 +545,97 @@ assertions: [no_silent_drops]
 `), Options{OutDir: t.TempDir()})
 	require.ErrorIs(t, err, ErrNotModelled)
 }
+
+func TestConnectionFailures(t *testing.T) {
+	sc := parse(t, `
+name: sim-conn
+duration: 2s
+reference: {prefill: 1, decode: 1}
+workloads: [{name: b, type: burst, count: 4}]
+assertions: [no_silent_drops]
+`)
+	plan := planBy(map[string]behaviour{
+		"b-000000": {refuse: ErrConnRefused},
+		"b-000001": {hangAfter: -1, failAfter: 0, failErr: ErrConnReset},
+		"b-000002": {tokens: 4, hangAfter: -1, failAfter: 2, failErr: ErrConnReset},
+	})
+	evs, _, _, err := simulate(t, sc, plan)
+	require.NoError(t, err)
+	done := doneByID(evs)
+	tests := []struct {
+		id      string
+		outcome ledger.Outcome
+		phase   ledger.Phase
+		status  int
+	}{
+		{"b-000000", ledger.OutcomeTransportError, "", 0},
+		{"b-000001", ledger.OutcomeTransportError, "", 0},
+		{"b-000002", ledger.OutcomeTruncated, "", 200},
+		{"b-000003", ledger.OutcomeOK, "", 200},
+	}
+	for _, tt := range tests {
+		e := done[tt.id]
+		assert.Equal(t, tt.outcome, e.Outcome, "%s: %s", tt.id, e.Error)
+		assert.Equal(t, tt.status, e.Status, tt.id)
+	}
+	assert.Equal(t, 2, done["b-000002"].Chunks)
+}
+
+func TestInterruptedRunIsRecorded(t *testing.T) {
+	sc := parse(t, `
+name: sim-interrupt
+duration: 20s
+reference: {prefill: 1, decode: 1}
+workloads: [{name: agents, type: agents, agents: 3, turns: 0, think_time: 1s}]
+assertions: [no_silent_drops]
+`)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(context.Canceled)
+	dir := t.TempDir()
+	require.NoError(t, Run(ctx, sc, Options{OutDir: dir,
+		NewServer: func(l *Loop, _ *scenarios.Scenario) (Server, error) { return newFake(l, nil), nil }}))
+	evs, _, err := ledger.ReadFile(filepath.Join(dir, ledger.EventsFile))
+	require.NoError(t, err)
+	end := ofType(evs, ledger.EventRunEnd)
+	require.Len(t, end, 1)
+	assert.Equal(t, "context canceled", end[0].Interrupted)
+	assert.Equal(t, reports.VerdictInvalid, reports.Compute(evs, harness.ReportConfig(sc)).Verdict)
+	for _, e := range ofType(evs, ledger.EventDone) {
+		assert.Equal(t, ledger.OutcomeCancelled, e.Outcome, e.RequestID)
+	}
+}
+
+func TestOpenLoopMaxInFlight(t *testing.T) {
+	sc := parse(t, `
+name: sim-capped
+duration: 2s
+reference: {prefill: 1, decode: 1}
+workloads:
+  - {name: capped, type: open_loop, pacer: {type: constant, rate: 10}, max_in_flight: 2}
+assertions: [no_silent_drops]
+`)
+	slow := func(string) behaviour { return behaviour{tokens: 4, gap: 100 * time.Millisecond, hangAfter: -1, failAfter: -1} }
+	evs, _, _, err := simulate(t, sc, slow)
+	require.NoError(t, err)
+	inflight, most := 0, 0
+	lagged := 0
+	for _, e := range evs {
+		switch e.Type {
+		case ledger.EventSent:
+			inflight++
+			most = max(most, inflight)
+			if e.Lag > 0 {
+				lagged++
+			}
+		case ledger.EventDone:
+			inflight--
+			assert.Equal(t, ledger.OutcomeOK, e.Outcome)
+		}
+	}
+	assert.Equal(t, 2, most, "max_in_flight holds")
+	assert.Positive(t, lagged, "hits waited for a worker")
+	sent := len(ofType(evs, ledger.EventSent))
+	assert.Less(t, sent, 20, "hits still waiting when the attack stopped (window + 1s) are not sent")
+	assert.Greater(t, sent, 10)
+	assert.Contains(t, ofType(evs, ledger.EventSelfCheck)[0].Detail, "(0 requests)", "a throttled workload's lag says nothing about the harness")
+}
