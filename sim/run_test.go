@@ -28,27 +28,34 @@ func parse(t testing.TB, yaml string) *scenarios.Scenario {
 	return sc
 }
 
-// simulate runs sc against a fake built by mk and returns the ledger's events, its
-// bytes and the fake.
+// simulate runs sc against a fake with plan (tweaked) and returns the ledger's events,
+// its bytes and the fake.
 func simulate(t testing.TB, sc *scenarios.Scenario, plan func(string) behaviour, tweak ...func(*fakeServer)) ([]ledger.Event, []byte, *fakeServer, error) {
 	t.Helper()
-	dir := t.TempDir()
 	var fake *fakeServer
+	evs, b, err := simulateWith(t, sc, func(l *Loop) Server {
+		fake = newFake(l, plan)
+		for _, f := range tweak {
+			f(fake)
+		}
+		return fake
+	})
+	return evs, b, fake, err
+}
+
+// simulateWith runs sc against the Server mk builds.
+func simulateWith(t testing.TB, sc *scenarios.Scenario, mk func(*Loop) Server) ([]ledger.Event, []byte, error) {
+	t.Helper()
+	dir := t.TempDir()
 	err := Run(context.Background(), sc, Options{OutDir: dir, CommandLine: []string{"harness", "run", "--sim"},
-		NewServer: func(l *Loop, _ *scenarios.Scenario) (Server, error) {
-			fake = newFake(l, plan)
-			for _, f := range tweak {
-				f(fake)
-			}
-			return fake, nil
-		}})
+		NewServer: func(l *Loop, _ *scenarios.Scenario) (Server, error) { return mk(l), nil }})
 	b, rerr := os.ReadFile(filepath.Join(dir, ledger.EventsFile))
 	if rerr != nil {
-		return nil, nil, fake, err
+		return nil, nil, err
 	}
 	evs, _, rerr := ledger.ReadFile(filepath.Join(dir, ledger.EventsFile))
 	require.NoError(t, rerr)
-	return evs, b, fake, err
+	return evs, b, err
 }
 
 func doneByID(evs []ledger.Event) map[string]ledger.Event {
