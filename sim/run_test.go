@@ -621,7 +621,9 @@ workloads:
   - {name: capped, type: open_loop, pacer: {type: constant, rate: 10}, max_in_flight: 2}
 assertions: [no_silent_drops]
 `)
-	slow := func(string) behaviour { return behaviour{tokens: 4, gap: 100 * time.Millisecond, hangAfter: -1, failAfter: -1} }
+	slow := func(string) behaviour {
+		return behaviour{tokens: 4, gap: 100 * time.Millisecond, hangAfter: -1, failAfter: -1}
+	}
 	evs, _, _, err := simulate(t, sc, slow)
 	require.NoError(t, err)
 	inflight, most := 0, 0
