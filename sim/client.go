@@ -528,6 +528,10 @@ func (r *runner) debugReport(id string) json.RawMessage {
 		sort.SliceStable(reqs, func(i, j int) bool { return reqs[i].AgeSeconds > reqs[j].AgeSeconds })
 		src := harness.DebugSource{Process: name, URL: "sim://" + name + "/debug/requests"}
 		for _, info := range reqs {
+			if info.ID != id && !strings.HasPrefix(info.ID, id+"-") && !strings.HasPrefix(info.ID, id+":") {
+				// Not about this request (DebugReportFor's match): it would be left out.
+				continue
+			}
 			b, err := json.Marshal(info)
 			if err == nil {
 				src.Entries = append(src.Entries, b)
