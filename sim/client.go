@@ -116,7 +116,7 @@ func (r *runner) send(req *workload.Req, extra, noLag bool, stats *chaos.LiveSta
 	}
 	c.dec = r.api.NewStreamDecoder()
 	cancel, err := r.srv.Submit(&g, c.event)
-	if errors.Is(err, ErrConnRefused) {
+	if connLevel(err, ErrConnRefused) {
 		c.phase = ledger.PhaseConnect
 		c.finish(ledger.OutcomeTransportError, fmt.Errorf("client: Post %q: %w", "sim://front-end"+path, err))
 		return c
@@ -129,6 +129,22 @@ func (r *runner) send(req *workload.Req, extra, noLag bool, stats *chaos.LiveSta
 		c.cancel = cancel
 	}
 	return c
+}
+
+// connLevel reports whether err is the client's own connection failing (sentinel, not
+// a gen error the front end answers with: a router whose worker leg was reset answers
+// with an error status or event, which wraps a gen sentinel).
+func connLevel(err, sentinel error) bool {
+	if !errors.Is(err, sentinel) {
+		return false
+	}
+	for _, k := range []error{gen.ErrOverloaded, gen.ErrInvalid, gen.ErrContextLength, gen.ErrUnavailable,
+		gen.ErrTimeout, gen.ErrAborted, gen.ErrTransfer, gen.ErrInternal} {
+		if errors.Is(err, k) {
+			return false
+		}
+	}
+	return true
 }
 
 func endpointName(ep string) string {
@@ -165,7 +181,7 @@ func (c *call) event(ev gen.Event) {
 	if c.ended {
 		return
 	}
-	if errors.Is(ev.Err, ErrConnReset) {
+	if connLevel(ev.Err, ErrConnReset) {
 		if c.res.Headers.IsZero() {
 			c.finish(ledger.OutcomeTransportError, fmt.Errorf("client: Post %q: %w", "sim://front-end", ev.Err))
 			return

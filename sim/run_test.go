@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -558,13 +559,15 @@ func TestConnectionFailures(t *testing.T) {
 name: sim-conn
 duration: 2s
 reference: {prefill: 1, decode: 1}
-workloads: [{name: b, type: burst, count: 4}]
+workloads: [{name: b, type: burst, count: 5}]
 assertions: [no_silent_drops]
 `)
 	plan := planBy(map[string]behaviour{
 		"b-000000": {refuse: ErrConnRefused},
 		"b-000001": {hangAfter: -1, failAfter: 0, failErr: ErrConnReset},
 		"b-000002": {tokens: 4, hangAfter: -1, failAfter: 2, failErr: ErrConnReset},
+		// A worker leg reset under the router: the router answers with an error event.
+		"b-000004": {tokens: 4, hangAfter: -1, failAfter: 1, failErr: fmt.Errorf("router: decode-0: %w: %w", gen.ErrInternal, ErrConnReset)},
 	})
 	evs, _, _, err := simulate(t, sc, plan)
 	require.NoError(t, err)
@@ -579,6 +582,7 @@ assertions: [no_silent_drops]
 		{"b-000001", ledger.OutcomeTransportError, "", 0},
 		{"b-000002", ledger.OutcomeTruncated, "", 200},
 		{"b-000003", ledger.OutcomeOK, "", 200},
+		{"b-000004", ledger.OutcomeStreamError, "", 200},
 	}
 	for _, tt := range tests {
 		e := done[tt.id]
