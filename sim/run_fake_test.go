@@ -147,7 +147,8 @@ func (f *fakeServer) Gauges() map[string]map[string]float64 {
 	return map[string]map[string]float64{
 		"router":    {"sglang:num_running_reqs": n},
 		"prefill-0": {"sglang:num_running_reqs": 0, "sglang:num_queue_reqs": 0, "sglang:token_usage": 0.5},
-		"decode-0":  {"sglang:num_running_reqs": n + float64(f.leaked), "sglang:num_queue_reqs": 0, "unrelated_total": 7},
+		"decode-0": {"sglang:num_running_reqs": n + float64(f.leaked), "sglang:num_queue_reqs": 0, "unrelated_total": 7,
+			"sglang:token_usage": min(1, 0.2*n)},
 	}
 }
 

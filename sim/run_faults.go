@@ -18,11 +18,13 @@ import (
 // The fault timeline on the virtual clock, as chaos.Timeline orders it: each fault is
 // applied at its at and reverted at at+for (held to the end of the drain when for is
 // 0); steps at one instant run reverts first, then in spec order. Server-side faults go
-// to Server.Fault; the two client-side ones (client_disconnect, queue_saturation) are
-// the chaos package's own faults acting on the simulated client through a chaos.Env.
+// to Server.Fault; the client-side ones (client_disconnect, and the load bursts
+// queue_saturation and kv_pool_exhaustion) are the chaos package's own faults acting on
+// the simulated client through a chaos.Env.
 
-// clientFaults are the fault types the harness side simulates itself.
-var clientFaults = map[string]bool{"client_disconnect": true, "queue_saturation": true}
+// clientFaults are the fault types the harness side simulates itself: the ones whose
+// chaos fault acts through Env.Load (extra client load) or Env.Disconnect.
+var clientFaults = map[string]bool{"client_disconnect": true, "queue_saturation": true, "kv_pool_exhaustion": true}
 
 type faultEntry struct {
 	spec   scenarios.Fault

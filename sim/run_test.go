@@ -652,3 +652,33 @@ assertions: [no_silent_drops]
 	assert.Greater(t, sent, 10)
 	assert.Contains(t, ofType(evs, ledger.EventSelfCheck)[0].Detail, "(0 requests)", "a throttled workload's lag says nothing about the harness")
 }
+
+func TestKVExhaustionIsAClientBurst(t *testing.T) {
+	sc := parse(t, `
+name: sim-kv
+duration: 4s
+reference: {prefill: 1, decode: 1}
+workloads: [{name: b, type: burst, count: 1}]
+faults: [{name: exhaust, type: kv_pool_exhaustion, target: decode, at: 1s, for: 2s, params: {requests: 6, prompt_tokens: 64, max_tokens: 4}}]
+assertions: [no_silent_drops]
+`)
+	var fake *fakeServer
+	evs, _, err := simulateWith(t, sc, func(l *Loop) Server {
+		fake = newFake(l, nil)
+		fake.refuse["kv_pool_exhaustion"] = true // never handed to the topology
+		return fake
+	})
+	require.NoError(t, err)
+	assert.Empty(t, fake.faults)
+	n := 0
+	for _, e := range ofType(evs, ledger.EventScheduled) {
+		if e.Workload == "b-burst1" {
+			n++
+			assert.Equal(t, time.Second, e.Time.Sub(Epoch))
+		}
+	}
+	assert.Equal(t, 6, n)
+	v := ofType(evs, ledger.EventFaultVerified)
+	require.Len(t, v, 1)
+	assert.True(t, *v[0].Passed, v[0].Detail)
+}
