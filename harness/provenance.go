@@ -43,9 +43,6 @@ func provenance(cmdline []string, g *gpu.Sampler) *ledger.Provenance {
 	return p
 }
 
-// Provenance is a run's provenance without GPU names (the simulator's runs).
-func Provenance(cmdline []string) *ledger.Provenance { return provenance(cmdline, &gpu.Sampler{}) }
-
 // cpuString is "<model> (<n> CPUs)", or "<n> CPUs" when the model is unknown.
 func cpuString(model string, n int) string {
 	plural := "s"

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"pdsoak/harness"
@@ -15,6 +16,7 @@ import (
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
 	"pdsoak/server/api"
+	"pdsoak/version"
 )
 
 // ErrInfrastructure marks a simulated run that could not be judged (a fault the model
@@ -31,8 +33,6 @@ type Options struct {
 	OnEvent func(ledger.Event)
 	// Notes become note events right after run_start.
 	Notes []string
-	// CommandLine is recorded in the run's provenance (nil: os.Args).
-	CommandLine []string
 	// NewServer builds the simulated target on the loop (nil: NewTopology).
 	NewServer func(*Loop, *scenarios.Scenario) (Server, error)
 	// SampleInterval is how often the Server's gauges are sampled
@@ -55,9 +55,6 @@ func (o Options) withDefaults() Options {
 	def(&o.LeakPollInterval, harness.DefaultLeakPollInterval)
 	def(&o.ResolveAfterCancel, harness.DefaultResolveAfterCancel)
 	def(&o.VerifyTimeout, 10*time.Second)
-	if o.CommandLine == nil {
-		o.CommandLine = os.Args
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -264,11 +261,21 @@ func (r *runner) announce() {
 	sc := r.sc
 	r.emit(ledger.Event{Type: ledger.EventRunStart, Scenario: sc.Name, Seed: sc.Seed, Mode: ledger.ModeSim,
 		Message:    "simulated reference server (virtual time)",
-		Provenance: harness.Provenance(r.opts.CommandLine)})
+		Provenance: provenance()})
 	for _, n := range r.opts.Notes {
 		r.emit(ledger.Event{Type: ledger.EventNote, Message: n})
 	}
 	r.emit(ledger.Event{Type: ledger.EventLog, Message: "simulated " + scenarios.Plan(sc).Target})
+}
+
+// provenance is the build a simulated run was made with. Unlike a real run's it names
+// no host, CPU or command line: a simulated ledger depends only on the scenario, its
+// seed and the build, so that two runs of one seed are byte-identical wherever and
+// however they were started (--out differs).
+func provenance() *ledger.Provenance {
+	v := version.Get()
+	return &ledger.Provenance{HarnessVersion: v.Module, Revision: v.RevisionString(), GoVersion: runtime.Version(),
+		OS: runtime.GOOS + "/" + runtime.GOARCH}
 }
 
 // drain lets in-flight requests run to their own deadlines within the drain bound,

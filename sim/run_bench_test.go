@@ -28,7 +28,7 @@ func BenchmarkSimSpeedup(b *testing.B) {
 		var end time.Time
 		start := time.Now()
 		err = Run(context.Background(), sc, Options{OutDir: b.TempDir(), NewServer: newServer,
-			CommandLine: []string{"bench"}, OnEvent: func(ev ledger.Event) { end = ev.Time }})
+			OnEvent: func(ev ledger.Event) { end = ev.Time }})
 		wall += time.Since(start)
 		if err != nil {
 			b.Fatal(err)

@@ -3,8 +3,8 @@ package sim
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -48,7 +48,7 @@ func simulate(t testing.TB, sc *scenarios.Scenario, plan func(string) behaviour,
 func simulateWith(t testing.TB, sc *scenarios.Scenario, mk func(*Loop) Server) ([]ledger.Event, []byte, error) {
 	t.Helper()
 	dir := t.TempDir()
-	err := Run(context.Background(), sc, Options{OutDir: dir, CommandLine: []string{"harness", "run", "--sim"},
+	err := Run(context.Background(), sc, Options{OutDir: dir,
 		NewServer: func(l *Loop, _ *scenarios.Scenario) (Server, error) { return mk(l), nil }})
 	b, rerr := os.ReadFile(filepath.Join(dir, ledger.EventsFile))
 	if rerr != nil {
