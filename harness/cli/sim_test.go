@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,7 @@ type simFake struct {
 	loop     *sim.Loop
 	hang     bool
 	inflight map[string]bool
+	refuse   bool // CanModel refuses every fault
 }
 
 func (f *simFake) Submit(req *gen.Request, emit func(gen.Event)) (func(), error) {
@@ -64,15 +66,31 @@ func (f *simFake) Gauges() map[string]map[string]float64 {
 }
 
 func (f *simFake) Fault(scenarios.Fault) (func(), error) { return func() {}, nil }
-func (f *simFake) CanModel(scenarios.Fault) error        { return nil }
+func (f *simFake) CanModel(fl scenarios.Fault) error {
+	if f.refuse {
+		return fmt.Errorf("fake: %s cannot be modelled: %w", fl.Type, sim.ErrNotModelled)
+	}
+	return nil
+}
 
-func simRunnerWith(hang bool) RunFunc {
+func simRunnerWith(hang bool) RunFunc { return simRunner(&simFake{hang: hang}) }
+
+func simRunner(proto *simFake) RunFunc {
 	return func(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) error {
 		return sim.Run(ctx, sc, sim.Options{OutDir: opts.OutDir, Logger: opts.Logger, OnEvent: opts.OnEvent, Notes: opts.Notes,
 			NewServer: func(l *sim.Loop, _ *scenarios.Scenario) (sim.Server, error) {
-				return &simFake{loop: l, hang: hang, inflight: map[string]bool{}}, nil
+				return &simFake{loop: l, hang: proto.hang, refuse: proto.refuse, inflight: map[string]bool{}}, nil
 			}})
 	}
+}
+
+func TestRunSimFaultNotModelled(t *testing.T) {
+	dir := t.TempDir()
+	file := writeFile(t, dir, "sim.yaml", strings.Replace(simScenario, "assertions:",
+		"faults: [{name: kill, type: decode_crash, target: decode, at: 5s, for: 2s}]\nassertions:", 1))
+	code, _, stderr := execute(t, []string{"run", file, "--sim", "--out", filepath.Join(dir, "out"), "-q"}, WithSimRunner(simRunner(&simFake{refuse: true})))
+	assert.Equal(t, ExitUsage, code)
+	assert.Contains(t, stderr, "harness: run failed: sim: fault kill (decode_crash): fake: decode_crash cannot be modelled: sim: not modelled")
 }
 
 const simScenario = `name: sim-cli
