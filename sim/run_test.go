@@ -682,3 +682,31 @@ assertions: [no_silent_drops]
 	require.Len(t, v, 1)
 	assert.True(t, *v[0].Passed, v[0].Detail)
 }
+
+func TestProbeAndRestart(t *testing.T) {
+	sc := parse(t, `
+name: sim-probe
+duration: 3s
+reference: {prefill: 1, decode: 1}
+workloads:
+  - {name: probe, type: probe, count: 2, interval: 1s}
+  - {name: agents, type: agents, agents: 1, turns: 1, restart: true, think_time: 900ms}
+assertions: [no_silent_drops, consistent_outputs]
+`)
+	evs, _, _, err := simulate(t, sc, nil)
+	require.NoError(t, err)
+	var probes, convs []string
+	for _, e := range ofType(evs, ledger.EventDone) {
+		switch e.Workload {
+		case "probe":
+			probes = append(probes, fmt.Sprintf("%s@%v=%s", e.RequestID, e.Scheduled.Sub(Epoch), e.Text))
+		case "agents":
+			convs = append(convs, e.RequestID)
+		}
+	}
+	assert.Equal(t, []string{"probe-p0-r000@0s=abcd", "probe-p1-r000@0s=abcd", "probe-p0-r001@1s=abcd",
+		"probe-p1-r001@1s=abcd", "probe-p0-r002@2s=abcd", "probe-p1-r002@2s=abcd"}, probes)
+	// One turn per conversation, then a fresh one (ids -c002, -c003, ...) until the window ends.
+	assert.Equal(t, []string{"agents-s001-t001", "agents-s001-c002-t001", "agents-s001-c003-t001", "agents-s001-c004-t001"}, convs)
+	assert.Equal(t, reports.VerdictPass, reports.Compute(evs, harness.ReportConfig(sc)).Verdict)
+}
