@@ -78,18 +78,36 @@ func (p *debugProbe) Inspect(ctx context.Context, id string) json.RawMessage {
 		return nil
 	}
 	snaps := p.snapshot(ctx)
+	srcs := make([]DebugSource, len(snaps))
+	for i, s := range snaps {
+		srcs[i] = DebugSource{Process: s.src.Process, URL: s.src.URL, Entries: s.entries, Err: s.err}
+	}
+	return DebugReportFor(id, srcs)
+}
+
+// DebugSource is one process's /debug/requests answer: its entries, or the error that
+// stood in for them.
+type DebugSource struct {
+	Process, URL string
+	Entries      []json.RawMessage
+	Err          error
+}
+
+// DebugReportFor builds the server_debug JSON of a silent drop of request id from the
+// sources' answers, as the runner records it (the simulator uses it too).
+func DebugReportFor(id string, srcs []DebugSource) json.RawMessage {
 	rep := DebugReport{}
 	var where []string
-	for _, s := range snaps {
-		hit := DebugSourceHit{Process: s.src.Process, URL: s.src.URL}
-		if s.err != nil {
-			hit.Error = s.err.Error()
+	for _, s := range srcs {
+		hit := DebugSourceHit{Process: s.Process, URL: s.URL}
+		if s.Err != nil {
+			hit.Error = s.Err.Error()
 		}
-		for _, e := range s.entries {
+		for _, e := range s.Entries {
 			if entryMatches(e, id) {
 				hit.Found = true
 				hit.Entries = append(hit.Entries, e)
-				where = append(where, s.src.Process+": "+describeEntry(e))
+				where = append(where, s.Process+": "+describeEntry(e))
 			}
 		}
 		rep.Sources = append(rep.Sources, hit)

@@ -138,6 +138,46 @@ type leakState struct {
 	errs   []error
 }
 
+// LeakVerdict is the leak check's judgement of what the sources said last (see JudgeLeaks).
+type LeakVerdict struct {
+	// Passed: every source answered and every leak gauge read 0. Evaluated is false when
+	// the check could not tell (Passed then means nothing).
+	Passed, Evaluated bool
+	// Residual holds "process/gauge" -> value of the gauges above 0 (failed checks only).
+	Residual map[string]float64
+	Detail   string
+}
+
+// JudgeLeaks judges one round of the leak check exactly as the runner does: for each
+// process, its latest metrics (nil: it never answered) and the error of its latest
+// scrape (nil: it answered). waited is how long the check has polled. The simulator
+// judges its virtual gauges with it.
+func JudgeLeaks(processes []string, latest []map[string]float64, errs []error, waited time.Duration) LeakVerdict {
+	st := leakState{gauges: make([]map[string]float64, len(processes)), errs: make([]error, len(processes))}
+	for _, p := range processes {
+		st.srcs = append(st.srcs, target.Source{Process: p})
+	}
+	st.update(latest, errs)
+	for i := range processes {
+		if errs[i] != nil && latest[i] != nil {
+			// It answered once and not this time: keep its last answer, as the runner does.
+			st.gauges[i] = filterLeak(latest[i])
+		}
+	}
+	r := st.judge(waited)
+	return LeakVerdict{Passed: r.passed, Evaluated: !r.skipped, Residual: r.residual, Detail: r.detail}
+}
+
+func filterLeak(v map[string]float64) map[string]float64 {
+	g := map[string]float64{}
+	for name, x := range v {
+		if IsLeakGauge(name) {
+			g[name] = x
+		}
+	}
+	return g
+}
+
 func (st *leakState) update(vals []map[string]float64, errs []error) {
 	for i := range st.srcs {
 		st.errs[i] = errs[i]

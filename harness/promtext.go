@@ -3,6 +3,7 @@ package harness
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
@@ -100,6 +101,10 @@ func IsLeakGauge(name string) bool {
 	}
 	return false
 }
+
+// IsSampleGauge reports whether periodic sample events record the gauge: a leak gauge
+// or one of the usage and throughput gauges.
+func IsSampleGauge(name string) bool { return IsLeakGauge(name) || slices.Contains(sampleGauges, name) }
 
 // sampleGauges are recorded in periodic sample events besides the leak gauges.
 var sampleGauges = []string{"sglang:token_usage", "sglang:gen_throughput", "vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc"}

@@ -58,9 +58,12 @@ const (
 // EventType is the kind of a ledger line.
 type EventType string
 
+// ModeSim is run_start's Mode of a simulated run.
+const ModeSim = "sim"
+
 // Event types.
 const (
-	EventRunStart      EventType = "run_start"      // Scenario, Seed, Target
+	EventRunStart      EventType = "run_start"      // Scenario, Seed, Target, Mode
 	EventRunEnd        EventType = "run_end"        // Error set when the run failed
 	EventScheduled     EventType = "scheduled"      // a request's intended send time (Time)
 	EventSent          EventType = "sent"           // request written (Lag = sent - scheduled)
@@ -160,6 +163,9 @@ type Event struct {
 	// Interrupted (run_end) is the cause when a signal or a cancelled context cut the
 	// run short; reports makes such a run invalid.
 	Interrupted string `json:"interrupted,omitempty"`
+	// Mode (run_start) is "sim" for a simulated run (`harness run --sim`: virtual time,
+	// simulated topology); empty for a real one.
+	Mode string `json:"mode,omitempty"`
 	// Shard (run_start) says the run is one shard of a sharded run, or the merge of one.
 	Shard *Shard `json:"shard,omitempty"`
 

@@ -20,6 +20,7 @@ type Builder struct {
 	scenario  string
 	seed      int64
 	seedSet   bool
+	mode      string
 	target    string
 	runErr    string
 	interrupt string
@@ -150,6 +151,7 @@ func (b *Builder) Add(e ledger.Event) {
 			b.scenario = e.Scenario
 		}
 		b.seed, b.seedSet = e.Seed, true
+		b.mode = e.Mode
 		if e.Shard != nil {
 			b.shard = e.Shard
 		}
@@ -361,7 +363,7 @@ func (b *Builder) addDone(e ledger.Event) {
 // Results computes the report. It may be called more than once.
 func (b *Builder) Results() *Results {
 	r := &Results{
-		Scenario: b.scenario, Seed: b.seed, Target: b.target,
+		Scenario: b.scenario, Seed: b.seed, Target: b.target, Mode: b.mode,
 		Start: b.start, End: b.end,
 		Outcomes:   map[ledger.Outcome]int{},
 		Assertions: []AssertionResult{},

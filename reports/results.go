@@ -18,12 +18,14 @@ const (
 
 // Results is everything a report says about a run; results.json is its JSON form.
 type Results struct {
-	Verdict  Verdict   `json:"verdict"`
-	Scenario string    `json:"scenario"`
-	Seed     int64     `json:"seed"`
-	Target   string    `json:"target"`
-	Start    time.Time `json:"start"`
-	End      time.Time `json:"end"`
+	Verdict  Verdict `json:"verdict"`
+	Scenario string  `json:"scenario"`
+	Seed     int64   `json:"seed"`
+	Target   string  `json:"target"`
+	// Mode is "sim" for a simulated run (harness run --sim), absent for a real one.
+	Mode  string    `json:"mode,omitempty"`
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
 	// Duration is End - Start in seconds.
 	Duration float64 `json:"duration"`
 	// Requests counts terminal outcomes; Throughput is Requests per second of Duration.

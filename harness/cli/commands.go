@@ -23,6 +23,7 @@ import (
 	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
+	"pdsoak/sim"
 )
 
 // scenarioFlags are the overrides run, plan and validate accept: each sets only the
@@ -33,6 +34,8 @@ type scenarioFlags struct {
 	duration   time.Duration
 	seed       int64
 	semantics  string
+	// sim is run --sim: a target that cannot be simulated is refused like a bad flag.
+	sim bool
 }
 
 func (f *scenarioFlags) register(fs *pflag.FlagSet) {
@@ -81,6 +84,8 @@ func (a *app) load(cmd *cobra.Command, arg string, f *scenarioFlags) (*scenarios
 		switch {
 		case f.semantics != "" && sc.Target.URL != "":
 			flagErr = usageError("--semantics applies only to the embedded reference server; this run's target is the external %s (--target or target.url)", sc.Target.URL)
+		case f.sim && sim.Refuse(sc) != nil:
+			flagErr = usageError("--sim: %s", strings.TrimPrefix(sim.Refuse(sc).Error(), sim.ErrNotModelled.Error()+": "))
 		case f.metricsURL != "" && sc.Target.URL == "":
 			flagErr = usageError("--metrics-url applies only to an external target (--target or target.url); the embedded server's metrics are scraped without it")
 		}
@@ -199,6 +204,7 @@ func (a *app) runCommand() *cobra.Command {
 	var quiet bool
 	var hist historyFlags
 	var shard shardFlags
+	var simulate bool
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
 		Short: "Run a scenario (a path or an embedded name) and write events.jsonl, results.json, junit.xml, summary.md, report.html",
@@ -208,10 +214,15 @@ func (a *app) runCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if simulate && sh.Count > 0 {
+				return usageError("--shard cannot be used with --sim: a simulated run is one process on one virtual clock (it needs no sharding)")
+			}
+			f.sim = simulate
 			sc, notes, err := a.load(cmd, args[0], &f)
 			if err != nil {
 				return err
 			}
+			a.sim = simulate
 			if outDir == "" {
 				outDir = filepath.Join("out", sc.Name+"-"+a.now().UTC().Format("20060102T150405Z"))
 				if sh.Count > 0 {
@@ -230,6 +241,7 @@ func (a *app) runCommand() *cobra.Command {
 	shard.register(cmd.Flags())
 	cmd.Flags().StringVar(&outDir, "out", "", "output directory (default out/<name>-<UTC time>)")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress and no table: print the verdict line only")
+	cmd.Flags().BoolVar(&simulate, "sim", false, "simulate: run the reference topology and the workloads in this process on a virtual clock (deterministic for a seed, far faster than real time); the same outputs, with \"mode\": \"sim\"; refused for an external target and with --shard")
 	return cmd
 }
 
@@ -253,8 +265,12 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 	defer stop()
 
 	if !quiet {
+		against := harness.ReportConfig(sc).Target
+		if a.sim {
+			against = "a simulated " + against + " (virtual time)"
+		}
 		fmt.Fprintf(stdout, "harness: running %s (seed %d) against %s for %s; output in %s\n",
-			sc.Name, sc.Seed, harness.ReportConfig(sc).Target, sc.Duration, outDir)
+			sc.Name, sc.Seed, against, sc.Duration, outDir)
 	}
 	// Notes travel through the ledger (the runner emits them after run_start) and are
 	// printed as their events go by, with the harness's own.
@@ -275,7 +291,11 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 		onEvent = st.observe
 		go st.run()
 	}
-	runErr := a.run(ctx, sc, RunOptions{OutDir: outDir, Logger: logger, OnEvent: onEvent, PDServerCommand: a.pdCommand(), Notes: notes, Shard: a.shard})
+	run := a.run
+	if a.sim {
+		run = a.simRun
+	}
+	runErr := run(ctx, sc, RunOptions{OutDir: outDir, Logger: logger, OnEvent: onEvent, PDServerCommand: a.pdCommand(), Notes: notes, Shard: a.shard})
 	stop()
 	if st != nil {
 		st.close()

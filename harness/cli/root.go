@@ -52,6 +52,10 @@ type Option func(*app)
 // WithRunner replaces harness.Run.
 func WithRunner(r RunFunc) Option { return func(a *app) { a.run = r } }
 
+// WithSimRunner replaces the runner of `run --sim` (simRun: sim.Run with the built-in
+// topology).
+func WithSimRunner(r RunFunc) Option { return func(a *app) { a.simRun = r } }
+
 // WithClock replaces time.Now (for the default output directory name).
 func WithClock(now func() time.Time) Option { return func(a *app) { a.now = now } }
 
@@ -71,11 +75,13 @@ type app struct {
 	faultTypes  map[string]scenarios.FaultType
 	pdCommand   func() []string
 	shard       harness.Shard // run --shard, for the command being run
+	simRun      RunFunc
+	sim         bool // run --sim, for the command being run
 }
 
 // NewRootCommand returns the harness command tree.
 func NewRootCommand(opts ...Option) *cobra.Command {
-	a := &app{run: harnessRun, now: time.Now, pdCommand: selfPDServer}
+	a := &app{run: harnessRun, simRun: simRun, now: time.Now, pdCommand: selfPDServer}
 	for _, o := range opts {
 		o(a)
 	}

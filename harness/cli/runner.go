@@ -9,6 +9,7 @@ import (
 	"pdsoak/harness"
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
+	"pdsoak/sim"
 )
 
 // RunOptions is what the CLI hands a runner (mirrors harness.Options).
@@ -40,11 +41,16 @@ func harnessRun(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) er
 	})
 }
 
+// simRun is the runner of `run --sim`: the simulator, writing the same ledger.
+func simRun(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) error {
+	return sim.Run(ctx, sc, sim.Options{OutDir: opts.OutDir, Logger: opts.Logger, OnEvent: opts.OnEvent, Notes: opts.Notes})
+}
+
 // faultTypes is the chaos registry in the form scenario validation takes.
 func faultTypes() map[string]scenarios.FaultType { return chaos.FaultTypes() }
 
 // isScenarioError reports whether a run error is the scenario's fault (exit 2) rather than
 // the infrastructure's (exit 3).
 func isScenarioError(err error) bool {
-	return errors.Is(err, chaos.ErrBadSpec) || errors.Is(err, chaos.ErrUnknownType)
+	return errors.Is(err, chaos.ErrBadSpec) || errors.Is(err, chaos.ErrUnknownType) || errors.Is(err, sim.ErrNotModelled)
 }

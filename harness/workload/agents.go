@@ -63,8 +63,7 @@ func (a *Agents) Run(ctx context.Context, start time.Time, s Sender) Stats {
 // the session until its deadline: the next turn is only sent once the previous one
 // resolved.
 func (a *Agents) session(ctx context.Context, session int, s Sender) int {
-	rng := a.rng(uint64(session))
-	system := fmt.Sprintf("You are agent %d. ", session) + Text(rng, max(a.Spec.PromptTokens, 1))
+	rng, system := a.NewSession(session)
 	sent := 0
 	for round := 1; ; round++ {
 		n, more := a.conversation(ctx, rng, system, session, round, s)
@@ -80,37 +79,25 @@ func (a *Agents) session(ctx context.Context, session int, s Sender) int {
 // or ctx ended it). Round 1 draws from rng exactly as a session without restart does,
 // so its request ids and bodies do not depend on restart.
 func (a *Agents) conversation(ctx context.Context, rng *rand.Rand, system string, session, round int, s Sender) (int, bool) {
-	task := fmt.Sprintf("Task %d: %s", session, Text(rng, 48))
-	prefix := fmt.Sprintf("%s-s%03d", a.Spec.Name, session)
-	if round > 1 {
-		task = fmt.Sprintf("Task %d.%d: %s", session, round, Text(rng, 48))
-		prefix += fmt.Sprintf("-c%03d", round)
-	}
-	conv := []client.Message{{Role: "system", Content: system}, {Role: "user", Content: task}}
+	prefix, conv := a.NewConversation(rng, system, session, round)
 	sent := 0
 	for turn := 1; a.Spec.Turns == 0 || turn <= a.Spec.Turns; turn++ {
 		if ctx.Err() != nil {
 			return sent, false
 		}
-		id := fmt.Sprintf("%s-t%03d", prefix, turn)
-		res := s.Send(ctx, a.turn(id, session, turn, conv))
+		id := TurnID(prefix, turn)
+		res := s.Send(ctx, a.Turn(id, session, turn, conv))
 		sent++
 		res, n, ok := a.retry(ctx, res, id, session, turn, conv, s)
 		sent += n
 		if !ok {
 			return sent, false
 		}
-		reply := res.Text
-		if res.Outcome != ledger.OutcomeOK {
-			reply = fmt.Sprintf("(no reply: %s)", res.Outcome)
-		}
-		tool := toolNames[(turn-1)%len(toolNames)]
-		conv = append(conv, client.Message{Role: "assistant", Content: reply + fmt.Sprintf(" [call %s]", tool)})
+		conv = Reply(conv, res, turn)
 		if !sleepCtx(ctx, a.Spec.ToolLatency.D()) {
 			return sent, false
 		}
-		conv = append(conv, client.Message{Role: "user", Content: fmt.Sprintf("tool %s result: %s", tool,
-			Text(rng, max(a.Spec.ToolResultBytes, 1)))})
+		conv = a.ToolResult(rng, conv, turn)
 		if !sleepCtx(ctx, a.Spec.ThinkTime.D()) {
 			return sent, false
 		}
@@ -132,7 +119,7 @@ func (a *Agents) retry(ctx context.Context, res *client.Result, id string, sessi
 		if res.Outcome != ledger.OutcomeRejected {
 			return res, sent, true
 		}
-		wait := retryAfter(res.RetryAfter)
+		wait := RetryAfter(res.RetryAfter)
 		if attempt > a.Spec.Retries {
 			// No retry left: still honour Retry-After before the next turn.
 			return res, sent, sleepCtx(ctx, wait)
@@ -149,15 +136,57 @@ func (a *Agents) retry(ctx context.Context, res *client.Result, id string, sessi
 			r.Cancel()
 			return res, sent, false
 		}
-		res = s.Send(ctx, a.turn(fmt.Sprintf("%s-r%d", id, attempt), session, turn, conv))
+		res = s.Send(ctx, a.Turn(RetryID(id, attempt), session, turn, conv))
 		sent++
 	}
 }
 
-// turn builds the request for one turn over the conversation so far. Once sent, the
-// request runs to its own deadline (the Sender bounds it, not the workload window); the
-// runner's drain waits for it.
-func (a *Agents) turn(id string, session, turn int, conv []client.Message) *Req {
+// NewSession returns the generator a session draws from and its system prompt. The
+// simulator builds its sessions with these functions, so its requests are the real ones.
+func (a *Agents) NewSession(session int) (*rand.Rand, string) {
+	rng := a.rng(uint64(session))
+	return rng, fmt.Sprintf("You are agent %d. ", session) + Text(rng, max(a.Spec.PromptTokens, 1))
+}
+
+// NewConversation starts conversation round (1-based) of a session: the prefix of its
+// request ids and its first messages.
+func (a *Agents) NewConversation(rng *rand.Rand, system string, session, round int) (string, []client.Message) {
+	task := fmt.Sprintf("Task %d: %s", session, Text(rng, 48))
+	prefix := fmt.Sprintf("%s-s%03d", a.Spec.Name, session)
+	if round > 1 {
+		task = fmt.Sprintf("Task %d.%d: %s", session, round, Text(rng, 48))
+		prefix += fmt.Sprintf("-c%03d", round)
+	}
+	return prefix, []client.Message{{Role: "system", Content: system}, {Role: "user", Content: task}}
+}
+
+// TurnID is the request id of a conversation's turn; RetryID that of its attempt-th re-send.
+func TurnID(prefix string, turn int) string { return fmt.Sprintf("%s-t%03d", prefix, turn) }
+
+// RetryID is the request id of the attempt-th re-send of the turn with id.
+func RetryID(id string, attempt int) string { return fmt.Sprintf("%s-r%d", id, attempt) }
+
+// Reply appends a turn's answer (or what stood in for it) and the tool call it makes.
+func Reply(conv []client.Message, res *client.Result, turn int) []client.Message {
+	reply := res.Text
+	if res.Outcome != ledger.OutcomeOK {
+		reply = fmt.Sprintf("(no reply: %s)", res.Outcome)
+	}
+	tool := toolNames[(turn-1)%len(toolNames)]
+	return append(conv, client.Message{Role: "assistant", Content: reply + fmt.Sprintf(" [call %s]", tool)})
+}
+
+// ToolResult appends the result of the tool a turn called.
+func (a *Agents) ToolResult(rng *rand.Rand, conv []client.Message, turn int) []client.Message {
+	tool := toolNames[(turn-1)%len(toolNames)]
+	return append(conv, client.Message{Role: "user", Content: fmt.Sprintf("tool %s result: %s", tool,
+		Text(rng, max(a.Spec.ToolResultBytes, 1)))})
+}
+
+// Turn builds the request for one turn over the conversation so far (scheduled now).
+// Once sent, the request runs to its own deadline (the Sender bounds it, not the
+// workload window); the runner's drain waits for it.
+func (a *Agents) Turn(id string, session, turn int, conv []client.Message) *Req {
 	req := &Req{Request: a.base(id, time.Now()), Workload: a.Spec.Name, Session: session, Turn: turn}
 	req.Messages = append([]client.Message(nil), conv...)
 	if a.Spec.Endpoint == "completions" {
@@ -204,9 +233,9 @@ func RetryBudget(n int) *rate.Limiter {
 	return rate.NewLimiter(RetryBudgetPerAgent*rate.Limit(n), n)
 }
 
-// retryAfter parses a Retry-After header in seconds (an HTTP date or junk gives the
+// RetryAfter parses a Retry-After header in seconds (an HTTP date or junk gives the
 // default), capped at MaxRetryAfter.
-func retryAfter(h string) time.Duration {
+func RetryAfter(h string) time.Duration {
 	d := DefaultRetryAfter
 	if v, err := strconv.ParseFloat(strings.TrimSpace(h), 64); err == nil && v >= 0 {
 		d = time.Duration(v * float64(time.Second))

@@ -49,3 +49,7 @@ func (p *Probe) probe(i, round int, at time.Time) *Req {
 	r.Probe = fmt.Sprintf("%s/p%d", p.Spec.Name, i)
 	return r
 }
+
+// ProbeRequest builds round's request of prompt i, scheduled at at (the simulator's
+// probe rounds).
+func (p *Probe) ProbeRequest(i, round int, at time.Time) *Req { return p.probe(i, round, at) }

@@ -332,7 +332,7 @@ func TestRetryAfter(t *testing.T) {
 		{"3600", MaxRetryAfter}, {"Wed, 21 Oct 2015 07:28:00 GMT", DefaultRetryAfter}, {"-1", DefaultRetryAfter},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.want, retryAfter(tt.h), "retryAfter(%q)", tt.h)
+		assert.Equal(t, tt.want, RetryAfter(tt.h), "RetryAfter(%q)", tt.h)
 	}
 }
 

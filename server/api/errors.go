@@ -136,3 +136,22 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	b, _ := json.Marshal(e.body())
 	_, _ = w.Write(append(b, '\n'))
 }
+
+// Refusal is an error answer the OpenAI endpoints send before any header: its status,
+// its Retry-After in whole seconds (0: none) and its body. The simulator answers its
+// requests with it, so a simulated refusal is the real one.
+type Refusal struct {
+	Status     int
+	RetryAfter int
+	Body       ErrorResponse
+}
+
+func (r *Refusal) Error() string { return "api: " + r.Body.Error.Message }
+
+func (e *apiError) refusal() *Refusal {
+	return &Refusal{Status: e.status, RetryAfter: e.retryAfter, Body: e.body()}
+}
+
+// RefusalFor is the answer to a generator error: the error response before headers,
+// whose Body is also the payload of the SSE error event once a stream has started.
+func RefusalFor(err error) *Refusal { return fromGen(err).refusal() }

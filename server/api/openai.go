@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"pdsoak/kernels"
@@ -379,3 +380,42 @@ func messageText(raw json.RawMessage) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// Parsed is an OpenAI request as the endpoints make it before they generate: the
+// gen.Request (ID and Deadline unset: the endpoint sets them on arrival, see
+// RequestTimeout) and the shape of the answer.
+type Parsed struct {
+	Request                    gen.Request
+	Chat, Stream, IncludeUsage bool
+	Stop                       []string
+}
+
+// ParseOpenAI parses and validates a body of POST path (/v1/completions or
+// /v1/chat/completions) exactly as that endpoint does; a refusal is the error answer it
+// would send. The simulator turns its requests into gen.Requests with it.
+func (h *Handler) ParseOpenAI(path string, body []byte) (*Parsed, *Refusal) {
+	var j *job
+	var e *apiError
+	switch path {
+	case "/v1/completions":
+		j, e = h.parseCompletion(body)
+	case "/v1/chat/completions":
+		j, e = h.parseChat(body)
+	default:
+		e = &apiError{status: 404, kind: "invalid_request", code: "not_found", msg: fmt.Sprintf("no route for %s", path)}
+	}
+	if e != nil {
+		return nil, e.refusal()
+	}
+	return &Parsed{Request: j.req, Chat: j.chat, Stream: j.stream, IncludeUsage: j.includeUsage, Stop: j.stop}, nil
+}
+
+// RequestTimeout is the bound the endpoints put on every generation (0: none), from
+// arrival: gen.Request.Deadline = arrival + RequestTimeout.
+func (h *Handler) RequestTimeout() time.Duration { return h.reqTimeout }
+
+// Model is the model id the handler serves (and names in its answers).
+func (h *Handler) Model() string { return h.model }
+
+// NewStreamDecoder is the decoder the endpoints turn generated ids into text with.
+func (h *Handler) NewStreamDecoder() *kernels.StreamDecoder { return h.tok.NewStreamDecoder() }

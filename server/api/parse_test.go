@@ -1,0 +1,71 @@
+package api
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"pdsoak/server/gen"
+)
+
+// TestParseOpenAIIsWhatTheEndpointGenerates: the gen.Request ParseOpenAI returns is the
+// one the endpoint hands its generator for the same body, and a refusal is the answer
+// the endpoint sends.
+func TestParseOpenAIIsWhatTheEndpointGenerates(t *testing.T) {
+	seed := func() uint64 { return 42 }
+	tests := []struct {
+		name, path, body string
+		status           int
+	}{
+		{name: "chat", path: "/v1/chat/completions", body: chatBody},
+		{name: "chat sampled, no seed", path: "/v1/chat/completions",
+			body: `{"model":"ref","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],"temperature":0.7,"max_tokens":8,"stream":true,"stream_options":{"include_usage":true}}`},
+		{name: "completions", path: "/v1/completions", body: complBody},
+		{name: "default max_tokens", path: "/v1/completions", body: `{"prompt":"hello"}`},
+		{name: "too long", path: "/v1/chat/completions", body: `{"messages":[{"role":"user","content":"hi"}],"max_tokens":5000}`, status: 400},
+		{name: "wrong model", path: "/v1/completions", body: `{"model":"other","prompt":"hi"}`, status: 404},
+		{name: "bad json", path: "/v1/completions", body: `{"prompt":`, status: 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeGen{script: textScript("ok", "stop")}
+			srv, h := startServer(t, f, WithSeedSource(seed), WithRequestTimeout(7*time.Second))
+			r := post(t, srv.URL+tt.path, tt.body)
+			p, ref := h.ParseOpenAI(tt.path, []byte(tt.body))
+			if tt.status != 0 {
+				require.Nil(t, p)
+				require.NotNil(t, ref)
+				assert.Equal(t, tt.status, r.status)
+				assert.Equal(t, tt.status, ref.Status)
+				want, err := json.Marshal(ref.Body)
+				require.NoError(t, err)
+				assert.JSONEq(t, string(want), string(r.body))
+				return
+			}
+			require.Nil(t, ref)
+			require.Equal(t, 200, r.status, string(r.body))
+			got := f.last()
+			assert.NotEmpty(t, got.ID)
+			assert.WithinDuration(t, time.Now().Add(7*time.Second), got.Deadline, 5*time.Second)
+			got.ID, got.Deadline = "", time.Time{}
+			assert.Equal(t, got, p.Request)
+			assert.Equal(t, 7*time.Second, h.RequestTimeout())
+			assert.Equal(t, "ref", h.Model())
+		})
+	}
+}
+
+func TestRefusalFor(t *testing.T) {
+	r := RefusalFor(&gen.OverloadError{RetryAfter: 1500 * time.Millisecond, Reason: "queue full"})
+	assert.Equal(t, 503, r.Status)
+	assert.Equal(t, 2, r.RetryAfter)
+	assert.Equal(t, "overloaded", r.Body.Error.Type)
+	assert.Equal(t, 2.0, r.Body.Error.RetryAfterSeconds)
+	r = RefusalFor(&gen.StageError{Stage: "transfer", Err: gen.ErrTransfer})
+	assert.Equal(t, 502, r.Status)
+	assert.Equal(t, "transfer", r.Body.Error.Stage)
+	assert.Equal(t, "api: transfer: kv transfer failed", r.Error())
+}

@@ -1,0 +1,562 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"pdsoak/chaos"
+	"pdsoak/harness"
+	"pdsoak/harness/client"
+	"pdsoak/harness/workload"
+	"pdsoak/kernels"
+	"pdsoak/ledger"
+	"pdsoak/server/api"
+	"pdsoak/server/gen"
+)
+
+// call is one request of the simulated client, from send to its one done event. It
+// plays both ends of the HTTP exchange the real run has: what server/api writes for the
+// Server's gen.Events (headers at the first event of a stream, chunks, the error event
+// or the error status) and how harness/client classifies those bytes, with the client's
+// deadlines as Loop timers.
+type call struct {
+	r      *runner
+	req    *workload.Req
+	res    *client.Result
+	parsed *api.Parsed
+	onDone func(*client.Result)
+	stats  *chaos.LiveStats // a fault's live statistics (nil: none)
+	// extra marks a fault's burst request: the drain does not wait for it.
+	extra bool
+	// noLag: the workload is throttled on purpose (max_in_flight); its sends say nothing
+	// about the harness.
+	noLag bool
+
+	cancel func() // the Server's: the client closing the connection
+	phase  ledger.Phase
+	begun  bool // the stream's headers are out
+	ended  bool
+
+	total, first, stall *Timer
+
+	dec    *kernels.StreamDecoder
+	text   strings.Builder
+	count  int // tokens received
+	pieces int // content chunks (the usage check)
+	last   time.Time
+	debug  json.RawMessage
+}
+
+// disconnectRule is a client_disconnect fault on the workloads' own streams.
+type disconnectRule struct {
+	afterTokens int
+	fraction    float64
+	stats       *chaos.LiveStats
+}
+
+// send starts req at the loop's now (the scheduled time is req.Scheduled, or now) and
+// calls onDone with its result after its done event.
+func (r *runner) send(req *workload.Req, extra, noLag bool, stats *chaos.LiveStats, onDone func(*client.Result)) (c *call) {
+	now := r.loop.Now()
+	if req.Scheduled.IsZero() {
+		req.Scheduled = now
+	}
+	c = &call{r: r, req: req, onDone: onDone, stats: stats, extra: extra, noLag: noLag,
+		res: &client.Result{ID: req.ID, Scheduled: req.Scheduled, Sent: now}}
+	r.calls = append(r.calls, c)
+	r.inflightN++
+	if k, st := r.cancelAfter(req); k > 0 && req.CancelAfterTokens == 0 {
+		req.CancelAfterTokens, c.stats = k, st
+		if st != nil {
+			st.Sent.Add(1)
+		}
+	}
+	sched := req.Scheduled
+	r.emit(ledger.Event{Time: sched, Type: ledger.EventScheduled, RequestID: req.ID, Workload: req.Workload,
+		Session: req.Session, Turn: req.Turn, Endpoint: endpointName(req.Endpoint), PromptBytes: req.PromptBytes})
+	lag := now.Sub(sched)
+	if !noLag {
+		r.sends++
+	}
+	r.emit(ledger.Event{Type: ledger.EventSent, RequestID: req.ID, Workload: req.Workload, Scheduled: &sched, Lag: lag.Seconds()})
+	c.phase = ledger.PhaseConnect
+	body, path, err := client.Body(&req.Request)
+	if err != nil {
+		c.finish(ledger.OutcomeInvalid, err)
+		return c
+	}
+	// The deadlines run from the send, as the real client's timers. The connect bound
+	// never fires: a simulated request is written the instant it is sent.
+	dl := req.Deadlines
+	if dl.Total > 0 {
+		c.total = r.loop.After(dl.Total, func() { c.deadline("total", client.ErrTotalDeadline) })
+	}
+	if req.Stream && dl.FirstToken > 0 {
+		c.first = r.loop.After(dl.FirstToken, func() { c.deadline("first_token", client.ErrFirstTokenDeadline) })
+	}
+	c.phase = ledger.PhaseBeforeHeaders
+	p, ref := r.api.ParseOpenAI(path, body)
+	if ref != nil {
+		c.refused(ref)
+		return c
+	}
+	c.parsed = p
+	g := p.Request
+	g.ID = req.ID
+	if d := r.api.RequestTimeout(); d > 0 {
+		g.Deadline = now.Add(d)
+	}
+	c.dec = r.api.NewStreamDecoder()
+	cancel, err := r.srv.Submit(&g, c.event)
+	if connLevel(err, ErrConnRefused) {
+		c.phase = ledger.PhaseConnect
+		c.finish(ledger.OutcomeTransportError, fmt.Errorf("client: Post %q: %w", "sim://front-end"+path, err))
+		return c
+	}
+	if err != nil {
+		c.refused(api.RefusalFor(err))
+		return c
+	}
+	if !c.ended {
+		c.cancel = cancel
+	}
+	return c
+}
+
+// connLevel reports whether err is the client's own connection failing (sentinel, not
+// a gen error the front end answers with: a router whose worker leg was reset answers
+// with an error status or event, which wraps a gen sentinel).
+func connLevel(err, sentinel error) bool {
+	if !errors.Is(err, sentinel) {
+		return false
+	}
+	for _, k := range []error{gen.ErrOverloaded, gen.ErrInvalid, gen.ErrContextLength, gen.ErrUnavailable,
+		gen.ErrTimeout, gen.ErrAborted, gen.ErrTransfer, gen.ErrInternal} {
+		if errors.Is(err, k) {
+			return false
+		}
+	}
+	return true
+}
+
+func endpointName(ep string) string {
+	if ep == "" {
+		return client.EndpointChat
+	}
+	return ep
+}
+
+// cancelAfter applies a client_disconnect rule: streaming requests of the targeted
+// workload are cancelled after k tokens; which ones is decided by a hash of the id, as
+// the real executor decides.
+func (r *runner) cancelAfter(req *workload.Req) (int, *chaos.LiveStats) {
+	if !req.Stream {
+		return 0, nil
+	}
+	rule, ok := r.disconnect[req.Workload]
+	if !ok {
+		rule, ok = r.disconnect["client"]
+	}
+	if !ok || rule.afterTokens <= 0 {
+		return 0, nil
+	}
+	h := fnv.New32a()
+	h.Write([]byte(req.ID))
+	if float64(h.Sum32()%10000) >= rule.fraction*10000 {
+		return 0, nil
+	}
+	return rule.afterTokens, rule.stats
+}
+
+// event is the Server's emit for this request.
+func (c *call) event(ev gen.Event) {
+	if c.ended {
+		return
+	}
+	if connLevel(ev.Err, ErrConnReset) {
+		if c.res.Headers.IsZero() {
+			c.finish(ledger.OutcomeTransportError, fmt.Errorf("client: Post %q: %w", "sim://front-end", ev.Err))
+			return
+		}
+		c.finish(ledger.OutcomeTruncated, fmt.Errorf("client: stream ended without [DONE]: %w", ev.Err))
+		return
+	}
+	if ev.Err != nil {
+		ref := api.RefusalFor(ev.Err)
+		if c.begun {
+			// An SSE error event and no [DONE]: the client sees an explicit failure.
+			b, _ := json.Marshal(ref.Body)
+			c.res.Bytes += int64(len("data: ") + len(b) + 2)
+			c.finish(ledger.OutcomeStreamError, fmt.Errorf("client: error event: %s", ref.Body.Error.Message))
+			return
+		}
+		c.refused(ref)
+		return
+	}
+	var piece strings.Builder
+	for _, id := range ev.Tokens {
+		piece.WriteString(c.dec.Push(id))
+	}
+	if ev.Done {
+		piece.WriteString(c.dec.Flush())
+	}
+	c.count += len(ev.Tokens)
+	if !c.parsed.Stream {
+		c.text.WriteString(piece.String())
+		if ev.Done {
+			c.whole(ev)
+		}
+		return
+	}
+	c.begin()
+	if s := piece.String(); s != "" {
+		c.chunk(c.contentChunk(s))
+		c.token(s)
+		if k := c.req.CancelAfterTokens; k > 0 && c.res.Chunks >= k {
+			c.res.Phase = c.phase
+			c.abort()
+			c.finish(ledger.OutcomeCancelled, client.ErrClientCancel)
+			return
+		}
+	}
+	if ev.Done {
+		reason, usage := c.finishOf(ev)
+		c.chunk(c.finishChunk(reason))
+		c.res.FinishReason = reason
+		if c.parsed.IncludeUsage {
+			c.chunk(c.usageChunk(usage))
+			c.res.PromptTokens, c.res.CompletionTokens = usage.PromptTokens, usage.CompletionTokens
+		}
+		c.res.Bytes += int64(len("data: [DONE]\n\n"))
+		if c.parsed.IncludeUsage && c.res.CompletionTokens < c.pieces {
+			c.finish(ledger.OutcomeInvalid, fmt.Errorf("client: usage says %d completion tokens, %d content chunks arrived (stream sent [DONE])",
+				c.res.CompletionTokens, c.pieces))
+			return
+		}
+		c.finish(ledger.OutcomeOK, nil)
+	}
+}
+
+// finishOf is the finish reason and usage the API sends for the final event.
+func (c *call) finishOf(ev gen.Event) (string, api.Usage) {
+	reason := ev.Finish
+	if reason == "" {
+		reason = "stop"
+		if c.count >= c.parsed.Request.MaxTokens {
+			reason = "length"
+		}
+	}
+	u := api.Usage{PromptTokens: ev.PromptTokens, CompletionTokens: ev.CompletionTokens}
+	if u.PromptTokens == 0 {
+		u.PromptTokens = len(c.parsed.Request.Prompt)
+	}
+	if u.CompletionTokens == 0 {
+		u.CompletionTokens = c.count
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	return reason, u
+}
+
+// begin is the stream's headers (200, text/event-stream) and, for chat, the role chunk:
+// the API sends them at the generation's first event, not when it admits the request.
+func (c *call) begin() {
+	if c.begun {
+		return
+	}
+	c.begun = true
+	c.headers(http.StatusOK)
+	if d := c.req.Deadlines.Stall; d > 0 {
+		c.stall = c.r.loop.After(d, func() { c.deadline("stall", client.ErrStallDeadline) })
+	}
+	if c.parsed.Chat {
+		empty := ""
+		c.chunk(api.ChatResponse{ID: c.respID(), Object: "chat.completion.chunk", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
+			Choices: []api.ChatChoice{{Delta: &api.ChatDelta{Role: "assistant", Content: &empty}}}})
+	}
+}
+
+func (c *call) headers(status int) {
+	now := c.r.loop.Now()
+	c.res.Headers, c.res.Status = now, status
+	c.phase = ledger.PhaseBeforeFirstToken
+	c.r.emit(ledger.Event{Type: ledger.EventHeaders, RequestID: c.req.ID, Workload: c.req.Workload, Status: status})
+}
+
+func (c *call) respID() string {
+	if c.parsed.Chat {
+		return "chatcmpl-" + c.req.ID
+	}
+	return "cmpl-" + c.req.ID
+}
+
+// chunk is one SSE data event as the API writes it: its bytes are counted and, as any
+// event that is not a comment, it resets the stall deadline.
+func (c *call) chunk(v any) {
+	b, _ := json.Marshal(v)
+	c.res.Bytes += int64(len("data: ") + len(b) + 2)
+	if c.stall != nil && c.stall.Pending() {
+		c.r.loop.Stop(c.stall)
+		c.stall = c.r.loop.After(c.req.Deadlines.Stall, func() { c.deadline("stall", client.ErrStallDeadline) })
+	}
+}
+
+func (c *call) contentChunk(s string) any {
+	if c.parsed.Chat {
+		return api.ChatResponse{ID: c.respID(), Object: "chat.completion.chunk", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
+			Choices: []api.ChatChoice{{Delta: &api.ChatDelta{Content: &s}}}}
+	}
+	return api.CompletionResponse{ID: c.respID(), Object: "text_completion", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
+		Choices: []api.CompletionChoice{{Text: s}}}
+}
+
+func (c *call) finishChunk(reason string) any {
+	if c.parsed.Chat {
+		return api.ChatResponse{ID: c.respID(), Object: "chat.completion.chunk", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
+			Choices: []api.ChatChoice{{Delta: &api.ChatDelta{}, FinishReason: &reason}}}
+	}
+	return api.CompletionResponse{ID: c.respID(), Object: "text_completion", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
+		Choices: []api.CompletionChoice{{FinishReason: &reason}}}
+}
+
+func (c *call) usageChunk(u api.Usage) any {
+	if c.parsed.Chat {
+		return api.ChatResponse{ID: c.respID(), Object: "chat.completion.chunk", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
+			Choices: []api.ChatChoice{}, Usage: &u}
+	}
+	return api.CompletionResponse{ID: c.respID(), Object: "text_completion", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
+		Choices: []api.CompletionChoice{}, Usage: &u}
+}
+
+// token records one content chunk: first token, inter-token gap, text.
+func (c *call) token(s string) {
+	now := c.r.loop.Now()
+	c.pieces++
+	c.res.Chunks++
+	c.text.WriteString(s)
+	if !c.res.FirstToken.IsZero() {
+		c.res.ITL = append(c.res.ITL, now.Sub(c.last))
+		c.last = now
+		return
+	}
+	c.res.FirstToken, c.last = now, now
+	c.phase = ledger.PhaseMidStream
+	c.r.loop.Stop(c.first)
+	c.r.emit(ledger.Event{Type: ledger.EventFirstToken, RequestID: c.req.ID, Workload: c.req.Workload,
+		TTFT: now.Sub(c.res.Scheduled).Seconds()})
+}
+
+// whole is a non-stream answer: headers, the whole body and its classification at the
+// final event.
+func (c *call) whole(ev gen.Event) {
+	reason, usage := c.finishOf(ev)
+	text := c.text.String()
+	c.headers(http.StatusOK)
+	var body any
+	if c.parsed.Chat {
+		body = api.ChatResponse{ID: c.respID(), Object: "chat.completion", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
+			Choices: []api.ChatChoice{{Message: &api.ChatContent{Role: "assistant", Content: text}, FinishReason: &reason}}, Usage: &usage}
+	} else {
+		body = api.CompletionResponse{ID: c.respID(), Object: "text_completion", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
+			Choices: []api.CompletionChoice{{Text: text, FinishReason: &reason}}, Usage: &usage}
+	}
+	b, _ := json.Marshal(body)
+	c.res.Bytes += int64(len(b) + 1)
+	now := c.r.loop.Now()
+	c.res.FirstToken, c.res.Chunks = now, 1
+	c.res.FinishReason = reason
+	c.res.PromptTokens, c.res.CompletionTokens = usage.PromptTokens, usage.CompletionTokens
+	c.r.emit(ledger.Event{Type: ledger.EventFirstToken, RequestID: c.req.ID, Workload: c.req.Workload,
+		TTFT: now.Sub(c.res.Scheduled).Seconds()})
+	if text != "" && c.res.CompletionTokens < 1 {
+		c.finish(ledger.OutcomeInvalid, fmt.Errorf("client: usage says %d completion tokens, %d content chunks arrived", c.res.CompletionTokens, 1))
+		return
+	}
+	c.finish(ledger.OutcomeOK, nil)
+}
+
+// refused is an error status before any header: 429 and 503 are explicit refusals
+// (Retry-After kept for the agents' back-off), the rest HTTP errors.
+func (c *call) refused(ref *api.Refusal) {
+	c.headers(ref.Status)
+	b, _ := json.Marshal(ref.Body)
+	c.res.Bytes += int64(len(b) + 1)
+	msg := ref.Body.Error.Message
+	if msg == "" {
+		msg = strings.TrimSpace(string(b))
+	}
+	err := fmt.Errorf("client: status %d: %s", ref.Status, msg)
+	if ref.Status == http.StatusTooManyRequests || ref.Status == http.StatusServiceUnavailable {
+		if ref.RetryAfter > 0 {
+			c.res.RetryAfter = strconv.Itoa(ref.RetryAfter)
+		}
+		c.finish(ledger.OutcomeRejected, err)
+		return
+	}
+	c.finish(ledger.OutcomeHTTPError, err)
+}
+
+// deadline is a client deadline firing: the server is asked what it holds (for the
+// silent drop's server_debug), the connection is closed (the Server's cancel), and the
+// request is stalled (stall) or deadline_exceeded, in the phase it was in.
+func (c *call) deadline(name string, cause error) {
+	if c.ended {
+		return
+	}
+	c.res.Phase = c.phase
+	c.res.Deadline = name
+	c.debug = c.r.debugReport(c.req.ID)
+	c.abort()
+	if errors.Is(cause, client.ErrStallDeadline) {
+		c.finish(ledger.OutcomeStalled, cause)
+		return
+	}
+	c.finish(ledger.OutcomeDeadlineExceeded, cause)
+}
+
+// cancelled ends the request on the harness's own decision (drain bound, a fault's
+// burst stopped): outcome cancelled, in its phase.
+func (c *call) cancelled() {
+	if c.ended {
+		return
+	}
+	c.res.Phase = c.phase
+	c.abort()
+	c.finish(ledger.OutcomeCancelled, fmt.Errorf("client: cancelled: %w", context.Canceled))
+}
+
+// abort closes the connection: the Server's cancel, at most once.
+func (c *call) abort() {
+	if c.cancel != nil {
+		cancel := c.cancel
+		c.cancel = nil
+		c.ended = true // no event after cancel returns
+		cancel()
+	}
+}
+
+// finish classifies the request and writes its done event, as the executor does.
+func (c *call) finish(o ledger.Outcome, err error) {
+	r, res, req := c.r, c.res, c.req
+	c.ended = true
+	for _, t := range []*Timer{c.total, c.first, c.stall} {
+		r.loop.Stop(t)
+	}
+	res.Outcome = o
+	if err != nil {
+		res.Err = err.Error()
+	}
+	res.End = r.loop.Now()
+	res.Text = c.text.String()
+	for i, x := range r.calls {
+		if x == c {
+			r.calls = append(r.calls[:i], r.calls[i+1:]...)
+			break
+		}
+	}
+	r.inflightN--
+	countOutcome(c.stats, res)
+	sched := res.Scheduled
+	ev := ledger.Event{Type: ledger.EventDone, RequestID: req.ID, Workload: req.Workload,
+		Session: req.Session, Turn: req.Turn, Endpoint: endpointName(req.Endpoint), Scheduled: &sched,
+		Outcome: res.Outcome, Phase: res.Phase, Status: res.Status, Error: res.Err,
+		TTFT: res.TTFT().Seconds(), E2E: res.E2E().Seconds(), PromptTokens: res.PromptTokens,
+		PromptBytes: req.PromptBytes, CompletionTokens: res.CompletionTokens, Chunks: res.Chunks,
+		Bytes: res.Bytes, FinishReason: res.FinishReason, Probe: req.Probe}
+	if req.Probe != "" {
+		ev.Text = res.Text
+	}
+	if len(res.ITL) > 0 {
+		ev.ITL = make([]float64, len(res.ITL))
+		for i, d := range res.ITL {
+			ev.ITL[i] = d.Seconds()
+		}
+	}
+	if res.Outcome.SilentDrop() {
+		ev.Age = res.Age().Seconds()
+		ev.ServerDebug = c.debug
+		r.log.Warn("silent drop", "request_id", req.ID, "outcome", res.Outcome, "phase", res.Phase,
+			"deadline", res.Deadline, "age", res.Age(), "server", string(ev.ServerDebug))
+	}
+	r.emit(ev)
+	if c.onDone != nil {
+		c.onDone(res)
+	}
+}
+
+// countOutcome adds one finished request to a fault's live statistics.
+func countOutcome(st *chaos.LiveStats, res *client.Result) {
+	if st == nil {
+		return
+	}
+	st.Done.Add(1)
+	switch res.Outcome {
+	case ledger.OutcomeOK:
+		st.OK.Add(1)
+	case ledger.OutcomeRejected:
+		st.Rejected.Add(1)
+	case ledger.OutcomeCancelled:
+		st.Cancelled.Add(1)
+	default:
+		st.Errors.Add(1)
+	}
+}
+
+// cancelAll cancels every request in flight (the end of the drain), oldest first.
+func (r *runner) cancelAll() {
+	for len(r.calls) > 0 {
+		r.calls[0].cancelled()
+	}
+}
+
+// debugReport is what /debug/requests of every process says about request id, in the
+// server_debug shape of a real run (harness.DebugReportFor): the router first, then the
+// workers in topology order.
+func (r *runner) debugReport(id string) json.RawMessage {
+	all := r.srv.Requests()
+	var names []string
+	seen := map[string]bool{}
+	for _, p := range r.sc.Topology().Processes {
+		if _, ok := all[p.Name]; ok {
+			names = append(names, p.Name)
+			seen[p.Name] = true
+		}
+	}
+	var rest []string
+	for name := range all {
+		if !seen[name] {
+			rest = append(rest, name)
+		}
+	}
+	sort.Strings(rest)
+	names = append(names, rest...)
+	srcs := make([]harness.DebugSource, 0, len(names))
+	for _, name := range names {
+		reqs := append([]gen.RequestInfo(nil), all[name]...)
+		// As GET /debug/requests lists them: oldest first.
+		sort.SliceStable(reqs, func(i, j int) bool { return reqs[i].AgeSeconds > reqs[j].AgeSeconds })
+		src := harness.DebugSource{Process: name, URL: "sim://" + name + "/debug/requests"}
+		for _, info := range reqs {
+			if info.ID != id && !strings.HasPrefix(info.ID, id+"-") && !strings.HasPrefix(info.ID, id+":") {
+				// Not about this request (DebugReportFor's match): it would be left out.
+				continue
+			}
+			b, err := json.Marshal(info)
+			if err == nil {
+				src.Entries = append(src.Entries, b)
+			}
+		}
+		srcs = append(srcs, src)
+	}
+	if len(srcs) == 0 {
+		return nil
+	}
+	return harness.DebugReportFor(id, srcs)
+}

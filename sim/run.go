@@ -1,0 +1,391 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"pdsoak/harness"
+	"pdsoak/harness/workload"
+	"pdsoak/ledger"
+	"pdsoak/scenarios"
+	"pdsoak/server/api"
+	"pdsoak/version"
+)
+
+// ErrInfrastructure marks a simulated run that could not be judged (a fault the model
+// could not apply or prove); it wraps harness.ErrInfrastructure, so the CLI exits 3.
+var ErrInfrastructure = harness.ErrInfrastructure
+
+// Options configure Run. Zero timings take the real runner's defaults.
+type Options struct {
+	// OutDir receives events.jsonl.
+	OutDir string
+	// Logger receives structured logs (nil: discarded).
+	Logger *slog.Logger
+	// OnEvent sees every ledger event as it is written (from the simulation goroutine).
+	OnEvent func(ledger.Event)
+	// Notes become note events right after run_start.
+	Notes []string
+	// NewServer builds the simulated target on the loop (nil: NewTopology).
+	NewServer func(*Loop, *scenarios.Scenario) (Server, error)
+	// SampleInterval is how often the Server's gauges are sampled
+	// (harness.DefaultSampleInterval); LeakPollInterval how often the leak check reads
+	// them (harness.DefaultLeakPollInterval); ResolveAfterCancel bounds the wait for
+	// requests cancelled at the end of the drain (harness.DefaultResolveAfterCancel).
+	SampleInterval, LeakPollInterval, ResolveAfterCancel time.Duration
+	// VerifyTimeout bounds how long a client-side fault may take to prove itself
+	// (chaos.DefaultVerifyTimeout).
+	VerifyTimeout time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&o.SampleInterval, harness.DefaultSampleInterval)
+	def(&o.LeakPollInterval, harness.DefaultLeakPollInterval)
+	def(&o.ResolveAfterCancel, harness.DefaultResolveAfterCancel)
+	def(&o.VerifyTimeout, 10*time.Second)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.NewServer == nil {
+		o.NewServer = newTopology
+	}
+	return o
+}
+
+// Refuse says why sc cannot run under --sim (an error wrapping ErrNotModelled), or nil:
+// a scenario with an external target (target.url, target.launch) has nothing to simulate.
+func Refuse(sc *scenarios.Scenario) error {
+	switch {
+	case sc.Target.URL != "":
+		return fmt.Errorf("%w: the target is the external %s (target.url or --target); --sim simulates the reference server only", ErrNotModelled, sc.Target.URL)
+	case len(sc.Target.Launch) > 0:
+		return fmt.Errorf("%w: the target is launched by target.launch; --sim simulates the reference server only", ErrNotModelled)
+	}
+	return nil
+}
+
+// Run simulates a scenario: the topology (Options.NewServer) and the scenario's
+// workloads, faults, drain, leak check and self-check advance on one virtual clock in
+// this goroutine, and every event goes to OutDir/events.jsonl in the vocabulary of a
+// real run, with run_start's mode "sim" and times Epoch + virtual time. It returns nil
+// when the run happened, whatever the verdict; an error wrapping ErrNotModelled when the
+// scenario cannot be simulated (before anything is written); an error wrapping
+// ErrInfrastructure when a fault could not be applied or proved. Cancelling ctx stops
+// the simulation; run_end then says why in Interrupted.
+func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) {
+	if sc == nil {
+		return errors.New("sim: nil scenario")
+	}
+	if opts.OutDir == "" {
+		return errors.New("sim: Options.OutDir is required")
+	}
+	sc.ApplyDefaults()
+	if len(sc.Workloads) == 0 {
+		return errors.New("sim: scenario has no workloads")
+	}
+	if err := Refuse(sc); err != nil {
+		return err
+	}
+	opts = opts.withDefaults()
+	if opts.NewServer == nil {
+		return fmt.Errorf("%w: no simulated topology is built in (Options.NewServer unset)", ErrNotModelled)
+	}
+	r := &runner{sc: sc, opts: opts, log: opts.Logger, loop: NewLoop(Epoch)}
+	srv, err := opts.NewServer(r.loop, sc)
+	if err != nil {
+		return fmt.Errorf("sim: topology: %w", err)
+	}
+	r.srv = srv
+	if err := r.prepare(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(opts.OutDir, 0o755); err != nil {
+		return fmt.Errorf("sim: out dir: %w", err)
+	}
+	led, err := ledger.Create(filepath.Join(opts.OutDir, ledger.EventsFile), opts.OnEvent)
+	if err != nil {
+		return err
+	}
+	r.led = led
+	defer func() {
+		end := ledger.Event{Type: ledger.EventRunEnd}
+		if err != nil {
+			end.Error = err.Error()
+		}
+		if r.interrupted != nil {
+			end.Interrupted = r.interrupted.Error()
+		}
+		r.emit(end)
+		if cerr := led.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	return r.run(ctx)
+}
+
+// runner holds one simulated run's state.
+type runner struct {
+	sc   *scenarios.Scenario
+	opts Options
+	log  *slog.Logger
+	loop *Loop
+	srv  Server
+	led  *ledger.Writer
+	api  *api.Handler
+
+	workloads []workload.Workload
+	faults    []*faultEntry
+	sources   []string // processes whose gauges are sampled and leak-checked
+
+	// The client side.
+	inflightN  int
+	calls      []*call // in flight, in send order (cancelled in this order)
+	disconnect map[string]disconnectRule
+	burstSeq   int
+	sends      int // requests sent by workloads not throttled on purpose (self_check)
+
+	// Workloads still running (sessions, schedules, rounds): the load is over when 0.
+	active int
+
+	sampler        *Timer
+	samplerStopped bool
+
+	faultErr error // the fault timeline's first failure
+	faultSeq int
+
+	t0          time.Time
+	interrupted error
+	ctx         context.Context
+}
+
+// emit writes ev at the virtual time.
+func (r *runner) emit(ev ledger.Event) {
+	if ev.Time.IsZero() {
+		ev.Time = r.loop.Now()
+	}
+	r.led.Emit(ev)
+}
+
+// prepare builds the front end, the workloads and the faults, and asks the topology
+// about every fault before anything runs: a run is refused up front, never halfway.
+func (r *runner) prepare() error {
+	sc := r.sc
+	var fopts []api.Option
+	if fe, ok := r.srv.(FrontEnd); ok {
+		fopts = fe.APIOptions()
+	} else {
+		fopts = []api.Option{api.WithModelName(sc.Target.Model)}
+	}
+	// Requests that send no sampling seed get one from the scenario's seed, not from
+	// crypto/rand as a real server would: the run must be reproducible.
+	seeds := rand.New(rand.NewPCG(uint64(sc.Seed), 0x5eed))
+	fopts = append(fopts, api.WithSeedSource(seeds.Uint64), api.WithLogger(slog.New(slog.DiscardHandler)))
+	r.api = api.New(nil, fopts...)
+	for i := range sc.Workloads {
+		w, err := workload.New(sc, i)
+		if err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
+		r.workloads = append(r.workloads, w)
+	}
+	if err := r.prepareFaults(); err != nil {
+		return err
+	}
+	for _, p := range sc.Topology().Processes {
+		if p.Role != "router" {
+			r.sources = append(r.sources, p.Name)
+		}
+	}
+	return nil
+}
+
+// FrontEnd is implemented by a topology whose HTTP front end (the router, or the
+// colocated worker) is configured differently from the default (the scenario's model
+// name, no context length, no request timeout): the simulated client's requests are
+// parsed by an api.Handler built with these options, as the real front end parses them.
+type FrontEnd interface {
+	APIOptions() []api.Option
+}
+
+// run is the main sequence, one phase per step, as the real runner's.
+func (r *runner) run(ctx context.Context) error {
+	r.ctx = ctx
+	r.announce()
+	r.t0 = r.loop.Now()
+	loadEnd := r.startLoad()
+	r.startSampler()
+	// The load window: to its end when there are faults (their timeline plays out over
+	// the whole duration), or until every workload is done.
+	r.runWhile(loadEnd, func() bool { return len(r.faults) > 0 || r.active > 0 })
+	r.drain()
+	faultErr := r.stopFaults()
+	r.stopSampler()
+	r.checkLeaks()
+	r.selfCheck()
+	if r.interrupted != nil {
+		r.emit(ledger.Event{Type: ledger.EventLog, Message: "run interrupted: " + r.interrupted.Error()})
+	}
+	return faultErr
+}
+
+// runWhile runs the loop until end while cond holds, checking ctx now and then; an
+// interruption stops the run's phases (they then run only what must be recorded).
+func (r *runner) runWhile(end time.Time, cond func() bool) {
+	done := r.ctx.Done()
+	r.loop.RunWhile(end, func() bool {
+		if r.interrupted == nil {
+			select {
+			case <-done:
+				r.interrupted = context.Cause(r.ctx)
+			default:
+			}
+		}
+		return r.interrupted == nil && cond()
+	})
+}
+
+// announce writes run_start (mode sim, with the run's provenance) and the notes.
+func (r *runner) announce() {
+	sc := r.sc
+	r.emit(ledger.Event{Type: ledger.EventRunStart, Scenario: sc.Name, Seed: sc.Seed, Mode: ledger.ModeSim,
+		Message:    "simulated reference server (virtual time)",
+		Provenance: provenance()})
+	for _, n := range r.opts.Notes {
+		r.emit(ledger.Event{Type: ledger.EventNote, Message: n})
+	}
+	r.emit(ledger.Event{Type: ledger.EventLog, Message: "simulated " + scenarios.Plan(sc).Target})
+}
+
+// provenance is the build a simulated run was made with. Unlike a real run's it names
+// no host, CPU or command line: a simulated ledger depends only on the scenario, its
+// seed and the build, so that two runs of one seed are byte-identical wherever and
+// however they were started (--out differs).
+func provenance() *ledger.Provenance {
+	v := version.Get()
+	return &ledger.Provenance{HarnessVersion: v.Module, Revision: v.RevisionString(), GoVersion: runtime.Version(),
+		OS: runtime.GOOS + "/" + runtime.GOARCH}
+}
+
+// drain lets in-flight requests run to their own deadlines within the drain bound,
+// then cancels whatever is left and waits, bounded, for it — as the real runner.
+func (r *runner) drain() {
+	start := r.loop.Now()
+	bound := r.sc.Drain.Timeout.D()
+	if r.interrupted != nil {
+		bound = harness.DefaultCancelDrain
+	}
+	r.runWhile(start.Add(bound), func() bool { return r.active > 0 })
+	drained := r.active == 0
+	left := r.inflightN
+	if !drained {
+		r.cancelAll()
+		r.loop.RunWhile(r.loop.Now().Add(r.opts.ResolveAfterCancel), func() bool { return r.active > 0 })
+	}
+	detail := fmt.Sprintf("all requests resolved %v after load stopped", r.loop.Now().Sub(start).Round(time.Millisecond))
+	if !drained {
+		detail = fmt.Sprintf("%d requests still in flight after %v; cancelled", left, bound)
+	}
+	if r.interrupted != nil {
+		detail = "interrupted: " + detail
+	}
+	r.emit(ledger.Event{Type: ledger.EventDrain, InFlight: left, Passed: ledger.Bool(drained), Detail: detail})
+}
+
+// checkLeaks writes leak_check: the Server's running/queued gauges polled on the virtual
+// clock until they read 0 or the leak timeout passes, judged by harness.JudgeLeaks.
+func (r *runner) checkLeaks() {
+	started := r.loop.Now()
+	ev := ledger.Event{Type: ledger.EventLeakCheck, Started: &started}
+	if r.interrupted != nil {
+		ev.Detail = "not evaluated: the run was interrupted"
+		r.emit(ev)
+		return
+	}
+	if len(r.sources) == 0 {
+		ev.Detail = "not evaluated: the target has no metrics endpoint"
+		r.emit(ev)
+		return
+	}
+	latest := make([]map[string]float64, len(r.sources))
+	errs := make([]error, len(r.sources))
+	var v harness.LeakVerdict
+	poll := func() {
+		g := r.srv.Gauges()
+		for i, p := range r.sources {
+			if m, ok := g[p]; ok {
+				latest[i], errs[i] = m, nil
+			} else {
+				errs[i] = fmt.Errorf("sim: %s is not answering", p)
+			}
+		}
+		v = harness.JudgeLeaks(r.sources, latest, errs, r.loop.Now().Sub(started))
+	}
+	end := started.Add(r.sc.Drain.LeakTimeout.D())
+	poll()
+	for !v.Passed && r.loop.Now().Before(end) {
+		next := r.loop.Now().Add(r.opts.LeakPollInterval)
+		if next.After(end) {
+			// The last scrape of the real check is cut short by the bound: no more polls.
+			r.loop.RunUntil(end)
+			break
+		}
+		r.loop.RunUntil(next)
+		poll()
+	}
+	ev.Detail, ev.Metrics = v.Detail, v.Residual
+	if v.Evaluated {
+		ev.Passed = ledger.Bool(v.Passed)
+	}
+	r.emit(ev)
+}
+
+// selfCheck writes self_check: on a virtual clock the harness is never late.
+func (r *runner) selfCheck() {
+	sc := harness.SelfCheck{Passed: true, SendSamples: r.sends, MaxLag: r.sc.SelfCheck.MaxLag.D()}
+	r.emit(ledger.Event{Type: ledger.EventSelfCheck, Passed: ledger.Bool(true),
+		Detail: sc.Detail() + " (virtual time: a simulated harness has no lag)"})
+}
+
+// startSampler samples the Server's gauges every SampleInterval from the start of load
+// until stopSampler, like the real sampler.
+func (r *runner) startSampler() {
+	var tick func()
+	tick = func() {
+		if r.samplerStopped {
+			return
+		}
+		g := r.srv.Gauges()
+		for _, p := range r.sources {
+			v, ok := g[p]
+			if !ok {
+				continue // not answering: a gap in the samples
+			}
+			m := map[string]float64{}
+			for name, x := range v {
+				if harness.IsSampleGauge(name) {
+					m[name] = x
+				}
+			}
+			r.emit(ledger.Event{Type: ledger.EventSample, Source: p, Metrics: m})
+		}
+		r.sampler = r.loop.After(r.opts.SampleInterval, tick)
+	}
+	r.sampler = r.loop.After(r.opts.SampleInterval, tick)
+}
+
+func (r *runner) stopSampler() {
+	r.samplerStopped = true
+	r.loop.Stop(r.sampler)
+}
