@@ -1,7 +1,5 @@
 package sim
 
-import "pdsoak/scenarios"
-
-// newTopology is the default Options.NewServer. It is nil until the topology half
-// (NewTopology) is wired in: `var newTopology = NewTopology`.
-var newTopology func(*Loop, *scenarios.Scenario) (Server, error)
+// newTopology is the default Options.NewServer: the simulated reference topology.
+// A variable so tests can swap in a fake Server.
+var newTopology = NewTopology

@@ -16,9 +16,10 @@ type Server interface {
 	// — an error wrapping one of gen's sentinels (gen.ErrOverloaded with a
 	// *gen.OverloadError for Retry-After, gen.ErrUnavailable, gen.ErrContextLength,
 	// gen.ErrInvalid, ...), which the caller maps to the status the real API would
-	// send — or accepts: the response headers (200) are then out at loop.Now(), and emit
-	// is called later, from Loop events, with the stream's gen.Events; exactly one has
-	// Done set and it is the last. req.Deadline, when set, bounds the request on the
+	// send — or accepts: emit is then called later, from Loop events, with the stream's
+	// gen.Events; exactly one has Done set and it is the last. As in the real API, the
+	// response headers go out with the first event (200 with a token, or the error
+	// status when the first event is a failure), not at Submit. req.Deadline, when set, bounds the request on the
 	// server as in the real server.
 	//
 	// cancel is the client going away (a disconnect): the server aborts the request as
