@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"pdsoak/reports"
+	"pdsoak/scenarios"
+)
+
+// agreementDefault is what TestSimAgreesWithReal runs in `make test`: the incident pair
+// (each shortened the same way for both runs) and two fault scenarios. The rest of the
+// shipped scenarios take about a minute each in real time:
+//
+//	PDSOAK_AGREEMENT=all go test ./harness/e2e -run SimAgreesWithReal -timeout 60m
+//	PDSOAK_AGREEMENT=zoo-decode-oom-requeue,partition go test ./harness/e2e -run SimAgreesWithReal
+//
+// "all" leaves out nightly-soak (10 minutes); name it to include it.
+var agreementDefault = []string{"silent-drop-sglang", "silent-drop-strict", "transfer-stall", "zoo-decode-oom-requeue"}
+
+// agreementShort shortens the scenarios of the default set (both runs use the same file,
+// so the comparison is fair; the shortening only saves wall time in the real run).
+var agreementShort = map[string]map[string]any{
+	"silent-drop-sglang": {
+		"duration":  "10s",
+		"deadlines": map[string]any{"connect": "5s", "first_token": "8s", "stall": "8s", "total": "12s"},
+		"drain":     map[string]any{"timeout": "15s", "leak_timeout": "10s"},
+	},
+}
+
+// TestSimAgreesWithReal runs shipped scenarios both ways — on the real reference
+// topology (router, prefill and decode processes) and under `--sim` — and requires the
+// same verdict, the same failing assertions and silent drops located in the same stages.
+// Timings differ by design (the simulator's compute is the simtime profile); the test
+// logs TTFT p50/p99 both ways so the difference is on record.
+func TestSimAgreesWithReal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs shipped scenarios on the reference PD server")
+	}
+	selected := agreementDefault
+	if env := os.Getenv("PDSOAK_AGREEMENT"); env != "" {
+		selected = nil
+		for _, n := range strings.Split(env, ",") {
+			selected = append(selected, strings.TrimSpace(n))
+		}
+	}
+	all := slices.Contains(selected, "all")
+	for _, info := range scenarios.List() {
+		if !slices.Contains(selected, info.Name) && !(all && info.Name != "nightly-soak") {
+			continue
+		}
+		t.Run(info.Name, func(t *testing.T) {
+			t.Parallel()
+			file := info.Name
+			if set, ok := agreementShort[info.Name]; ok {
+				file = shortened(t, t.TempDir(), info.Name, set)
+			}
+			sim := runHarness(t, file, "--sim")
+			real := runHarness(t, file)
+			agree(t, real, sim)
+			if info.Expected != "" {
+				want := map[string]reports.Verdict{"PASS": reports.VerdictPass, "FAIL": reports.VerdictFail}[info.Expected]
+				assert.Equal(t, want, sim.res.Verdict, "the header promises %s", info.Expected)
+			}
+			t.Logf("%s: verdict %s both ways; TTFT p50/p99 real %.3f/%.3f s, sim %.3f/%.3f s; drops real %d sim %d; wall real %s sim %s",
+				info.Name, real.res.Verdict, real.res.TTFT.P50, real.res.TTFT.P99, sim.res.TTFT.P50, sim.res.TTFT.P99,
+				real.res.SilentDrops, sim.res.SilentDrops, real.elapsed.Round(1e8), sim.elapsed.Round(1e6))
+		})
+	}
+}
+
+// agree compares what the agreement promises: verdict, failing assertions and the stages
+// silent drops were located in (not their counts, nor timings).
+func agree(t *testing.T, real, sim run) {
+	t.Helper()
+	if !assert.Equal(t, real.res.Verdict, sim.res.Verdict, "verdict") {
+		t.Logf("real:\n%s\nsim:\n%s", real.diagnostics(), sim.diagnostics())
+	}
+	assert.Equal(t, failedAssertions(real.res), failedAssertions(sim.res), "failing assertions")
+	assert.Equal(t, dropStages(real.res), dropStages(sim.res), "stages of the silent drops")
+}
+
+func failedAssertions(res reports.Results) []string {
+	var out []string
+	for _, a := range res.Assertions {
+		if !a.Passed {
+			out = append(out, a.Name+" ("+string(a.State)+")")
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func dropStages(res reports.Results) []string {
+	var out []string
+	for s := range res.DropStages {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
