@@ -61,6 +61,9 @@ type Transfer struct {
 	expected int
 	bytes    int64
 	timer    *time.Timer
+	step     uint64    // counts armLocked calls: a timer of an earlier step does nothing
+	stepWhat string    // what the current step waits for
+	stepAt   time.Time // when the current step (re)started
 	stopCtx  func() bool
 
 	done   chan Result
@@ -149,8 +152,10 @@ func (r *Receiver) registerLocked(c *rconn, t *Transfer) {
 	t.armLocked(r.cfg.handshakeTimeout, "REGISTER_ACK")
 }
 
-// armLocked (re)starts the room's step timer.
+// armLocked (re)starts the room's step timer: the step must be over within d.
 func (t *Transfer) armLocked(d time.Duration, what string) {
+	t.step++
+	t.stepWhat, t.stepAt = what, time.Now()
 	if t.timer != nil {
 		t.timer.Stop()
 		t.timer = nil
@@ -158,9 +163,37 @@ func (t *Transfer) armLocked(d time.Duration, what string) {
 	if d <= 0 {
 		return
 	}
-	t.timer = time.AfterFunc(d, func() {
-		t.r.fail(t, fmt.Errorf("%w: room %d: no %s within %s", ErrTimeout, t.room, what, d), true)
-	})
+	step := t.step
+	t.timer = time.AfterFunc(d, func() { t.expire(step, d, what) })
+}
+
+// progressLocked restarts the bound of a step that repeats (one per frame). Re-arming a
+// timer per frame costs more than the frame's bookkeeping, so only the time is recorded;
+// a timer that fires early re-arms itself for the rest (expire).
+func (t *Transfer) progressLocked(d time.Duration, what string) {
+	if t.timer == nil || t.stepWhat != what {
+		t.armLocked(d, what)
+		return
+	}
+	t.stepAt = time.Now()
+}
+
+// expire fails the room unless its step changed or, for a step that repeats, was
+// restarted less than d ago.
+func (t *Transfer) expire(step uint64, d time.Duration, what string) {
+	r := t.r
+	r.mu.Lock()
+	if !t.live || t.step != step {
+		r.mu.Unlock()
+		return
+	}
+	if rest := d - time.Since(t.stepAt); rest > 0 {
+		t.timer.Reset(rest)
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	r.fail(t, fmt.Errorf("%w: room %d: no %s within %s", ErrTimeout, t.room, what, d), true)
 }
 
 // fail ends a live transfer with err; with notify, prefill is told with FAIL.
@@ -372,7 +405,7 @@ func (r *Receiver) onPage(c *rconn, h Header, body []byte) {
 	t.received++
 	t.bytes += int64(len(body))
 	t.acked = true // a frame implies the registration was seen
-	t.armLocked(r.cfg.progressTimeout, "next frame")
+	t.progressLocked(r.cfg.progressTimeout, "next frame")
 	r.mu.Unlock()
 }
 

@@ -367,7 +367,7 @@ func (s *Sender) claim(room uint64) (*sroom, error) {
 	return r, nil
 }
 
-func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, firstToken int, bytes *int64, frames *int) error {
+func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, firstToken int, bytes *int64, frames *int) (err error) {
 	select {
 	case <-r.ready:
 	case <-r.fin:
@@ -378,6 +378,11 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 		return ErrClosed
 	}
 	l, reg := r.link, r.reg
+	defer func() {
+		if err != nil {
+			l.forget(r.room) // frames still pending point at pages the caller gets back
+		}
+	}()
 	fail := func(err error) error {
 		l.enqueue(MsgFail, r.room, []byte(clipReason(err.Error())))
 		return err

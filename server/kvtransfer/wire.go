@@ -154,31 +154,54 @@ func ReadMessage(r io.Reader, buf []byte) (Header, []byte, []byte, error) {
 // readMessage is ReadMessage with a tighter bound on page frames (the receiver knows its
 // page size; the sender accepts none), checked before the body is read.
 func readMessage(r io.Reader, buf []byte, maxPage uint32) (Header, []byte, []byte, error) {
-	var hb [HeaderSize]byte
-	if _, err := io.ReadFull(r, hb[:]); err != nil {
-		return Header{}, nil, buf, err
-	}
-	h, err := ParseHeader(hb[:])
+	h, err := readHeader(r, maxPage)
 	if err != nil {
 		return h, nil, buf, err
-	}
-	if h.Type == MsgPage && h.Len > maxPage {
-		return h, nil, buf, fmt.Errorf("%w: page frame of %d bytes exceeds %d", ErrProtocol, h.Len, maxPage)
 	}
 	if cap(buf) < int(h.Len) {
 		buf = make([]byte, h.Len)
 	}
 	body := buf[:h.Len]
 	if _, err := io.ReadFull(r, body); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
+		return h, nil, buf, bodyErr(err)
+	}
+	if err := verifyControl(h, body); err != nil {
 		return h, nil, buf, err
 	}
-	if h.Type != MsgPage && Checksum(body) != h.CRC {
-		return h, nil, buf, fmt.Errorf("%w: %s body checksum mismatch", ErrProtocol, h.Type)
-	}
 	return h, body, buf, nil
+}
+
+// readHeader reads and validates one header; a page frame longer than maxPage is refused
+// before its body is read.
+func readHeader(r io.Reader, maxPage uint32) (Header, error) {
+	var hb [HeaderSize]byte
+	if _, err := io.ReadFull(r, hb[:]); err != nil {
+		return Header{}, err
+	}
+	h, err := ParseHeader(hb[:])
+	if err != nil {
+		return h, err
+	}
+	if h.Type == MsgPage && h.Len > maxPage {
+		return h, fmt.Errorf("%w: page frame of %d bytes exceeds %d", ErrProtocol, h.Len, maxPage)
+	}
+	return h, nil
+}
+
+// bodyErr reports a body cut short as such: EOF after a header is never a clean end.
+func bodyErr(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// verifyControl checks a control message's CRC; page frames are checked by their room.
+func verifyControl(h Header, body []byte) error {
+	if h.Type != MsgPage && Checksum(body) != h.CRC {
+		return fmt.Errorf("%w: %s body checksum mismatch", ErrProtocol, h.Type)
+	}
+	return nil
 }
 
 // Shape is the KV layout both sides must share (HELLO / HELLO_ACK body).
