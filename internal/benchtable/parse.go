@@ -59,7 +59,7 @@ func Parse(r io.Reader) (*Output, error) {
 type parser struct {
 	out  *Output
 	n    int
-	pkg  string // from the last "pkg:" line
+	pkg  string                          // from the last "pkg:" line
 	from struct{ results, failures int } // first record of the package being read
 	// logs collects the indented lines after a benchmark's name, result or ---
 	// line, keyed by benchmark name: the reason a failure reports.
