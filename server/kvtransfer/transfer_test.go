@@ -613,3 +613,124 @@ func TestPausedSendEndsWhenDecodeGivesUp(t *testing.T) {
 		t.Fatal("Send still held by the paused failpoint after decode gave up")
 	}
 }
+
+// TestBatchLimits moves rooms whose frames overflow one writev batch (by count and by
+// bytes) and whose pages are larger than the receiver's read buffer (read, not handed out
+// in place), and checks every byte.
+func TestBatchLimits(t *testing.T) {
+	tests := []struct {
+		name                         string
+		pages, pageSize, layers, bpt int
+	}{
+		{"more frames than one batch", 64, 4, 8, 64},               // 512 frames of 256 B
+		{"more bytes than one batch", 16, 16, 8, 1024},             // 128 frames of 16 KiB
+		{"pages larger than the read buffer", 3, 16, 2, 160 << 10}, // 6 frames of 2.5 MiB
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src, err := kernels.NewKVStore(tc.pages*2, tc.pageSize, tc.layers, tc.bpt)
+			require.NoError(t, err)
+			dst, err := kernels.NewKVStore(tc.pages*2, tc.pageSize, tc.layers, tc.bpt)
+			require.NoError(t, err)
+			s := NewSender(src, testOpts()...)
+			require.NoError(t, s.Listen("127.0.0.1:0"))
+			defer s.Close()
+			r := NewReceiver(dst, testOpts()...)
+			defer r.Close()
+			sp, dp := seq(0, tc.pages), seq(tc.pages, tc.pages)
+			fill(src, sp, uint64(i))
+			n := tc.pages*tc.pageSize - 1 // a partial last page
+			tr, err := r.Start(context.Background(), s.Addr(), 1, dp, n)
+			require.NoError(t, err)
+			require.NoError(t, s.Send(context.Background(), 1, sp, n, 7), "Send")
+			res := wait(t, tr)
+			require.NoError(t, res.Err)
+			require.Equal(t, 7, res.FirstToken)
+			sameKV(t, src, dst, sp, dp, n)
+		})
+	}
+}
+
+// TestFramesKeepARoomAlive: frames that each arrive well within the progress timeout keep
+// the room alive although the whole room takes longer than the timeout (the timer is
+// pushed back by progress, not re-armed per frame).
+func TestFramesKeepARoomAlive(t *testing.T) {
+	const frames, gap, progress = 4 * tLayers, 250 * time.Millisecond, 2 * time.Second
+	addr := fakePrefill(t, func(c net.Conn, reg Header) {
+		go heartbeat(c)
+		c.Write(appendMessage(nil, MsgRegisterAck, reg.Room, nil))
+		payload := make([]byte, tPageSize*tBytes)
+		for i := 0; i < frames; i++ {
+			time.Sleep(gap)
+			h := Header{Type: MsgPage, Room: reg.Room, Page: uint32(i / tLayers), Layer: uint32(i % tLayers),
+				Len: uint32(len(payload)), CRC: Checksum(payload)}
+			var hb [HeaderSize]byte
+			h.Put(hb[:])
+			if _, err := c.Write(append(hb[:], payload...)); err != nil {
+				return
+			}
+		}
+		c.Write(appendMessage(nil, MsgDone, reg.Room, AppendDone(nil, Done{FirstToken: 9, NumTokens: 4 * tPageSize, Frames: frames})))
+		drain(c)
+	})
+	r := NewReceiver(newStore(t, tLayers), testOpts(WithProgressTimeout(progress))...)
+	defer r.Close()
+	tr, err := r.Start(context.Background(), addr, 5, seq(0, 4), 4*tPageSize)
+	require.NoError(t, err)
+	res := wait(t, tr)
+	require.NoError(t, res.Err, "%d frames %s apart under a progress timeout of %s", frames, gap, progress)
+	require.Equal(t, 9, res.FirstToken)
+}
+
+// TestEndedSendLeavesNoFrames: frames are gathered, not copied, so a Send that ends
+// early must take its pending frames with it (the caller may reuse the pages at once);
+// the connection still carries the next room.
+func TestEndedSendLeavesNoFrames(t *testing.T) {
+	reached := make(chan struct{})
+	var n atomic.Int32
+	hook := func(ctx context.Context, name string) (string, error) {
+		if name == HookSendFrame && n.Add(1) == 3 { // two frames pending, the third held
+			close(reached)
+			<-ctx.Done()
+			return "", ctx.Err()
+		}
+		return "", nil
+	}
+	// No heartbeat within the test: it would flush the pending frames.
+	p := newPair(t, []Option{WithHook(hook), WithHeartbeat(time.Hour, generous)}, nil)
+	tr, err := p.r.Start(context.Background(), p.s.Addr(), 61, seq(0, 4), 4*tPageSize)
+	require.NoError(t, err)
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- p.s.Send(context.Background(), 61, seq(4, 4), 4*tPageSize, 1) }()
+	<-reached
+	link := func() *link {
+		p.s.mu.Lock()
+		defer p.s.mu.Unlock()
+		for l := range p.s.links {
+			return l
+		}
+		return nil
+	}()
+	pending := func() int {
+		link.wmu.Lock()
+		defer link.wmu.Unlock()
+		return len(link.pend)
+	}
+	require.Equal(t, 4, pending(), "two frames (header and payload each) pending")
+	tr.Cancel("test")
+	require.ErrorIs(t, wait(t, tr).Err, gen.ErrTransfer)
+	select {
+	case err := <-sendErr:
+		require.ErrorIs(t, err, ErrPeer, "Send")
+	case <-time.After(waitBound):
+		t.Fatal("Send still running after decode cancelled the room")
+	}
+	require.Zero(t, pending(), "frames of the ended room still pending")
+
+	fill(p.src, seq(8, 2), 3)
+	tr, err = p.r.Start(context.Background(), p.s.Addr(), 62, seq(20, 2), 8)
+	require.NoError(t, err)
+	require.NoError(t, p.s.Send(context.Background(), 62, seq(8, 2), 8, 4))
+	require.NoError(t, wait(t, tr).Err)
+	sameKV(t, p.src, p.dst, seq(8, 2), seq(20, 2), 8)
+}
