@@ -16,25 +16,26 @@ import (
 // write; page frames are written synchronously by the sending goroutine. Every write holds
 // wmu and carries a write deadline of frameTimeout.
 //
-// Writes are gathered, not copied: a page frame's header goes into hdrs and its payload
-// is referenced in place (the sender's pages stay untouched until Send returns, and Send
-// flushes before it returns), and the whole batch leaves in one writev. Reads go through
-// one large buffer; a page body that fits is handed out in place (no copy) and consumed
-// at the next read.
+// Page frames are gathered, not copied: each room's pending frames form one PAGES batch
+// (a table, then the payloads referenced in place: the sender's pages stay untouched until
+// Send returns, and a Send that ends early forgets its frames), and every pending batch
+// leaves in one writev when the batches are full, or before the next control message or
+// heartbeat. On the receiving side the payloads are read straight into the destination
+// pages (readPayloads).
 type link struct {
 	c    net.Conn
 	cfg  *config
 	peer string
 	br   *bufio.Reader
-	// skip is how many bytes of br the previous read handed out in place.
-	skip int
-	// maxPage bounds the body of a page frame this side accepts (0 on the sender).
+	// maxPage bounds a page frame this side accepts (0 on the sender: it accepts none).
 	maxPage uint32
 
 	wmu       sync.Mutex
-	pend      net.Buffers // under wmu: headers and payloads not yet written
-	pendBytes int         // under wmu
-	hdrs      []byte      // under wmu: the headers pend refers to (fixed capacity)
+	batches   []*batch // under wmu: one per room with frames pending, in order
+	free      []*batch // under wmu: emptied batches, reused
+	pendBytes int      // under wmu: payload bytes in batches
+	pendFrame int      // under wmu: frames in batches
+	out       net.Buffers
 
 	qmu    sync.Mutex
 	q      [][]byte
@@ -45,12 +46,19 @@ type link struct {
 	deadErr error // set before dead is closed
 }
 
-// Batch limits: flush once this many payload bytes or frames are pending. A frame is two
-// entries of a writev; the kernel takes at most 1024 per call (IOV_MAX).
+// batch is one room's pending PAGES message.
+type batch struct {
+	room     uint64
+	head     []byte // the header, then the table
+	payloads [][]byte
+}
+
+// Batch limits: write out once this many payload bytes or frames are pending.
 const (
 	flushBytes  = 1 << 20
 	flushFrames = 256
-	readBuffer  = 1 << 20
+	// readBuffer holds headers, control messages and PAGES tables; payloads bypass it.
+	readBuffer = 32 << 10
 	// socketBuffer is asked of the kernel for both directions, so that a batch of
 	// flushBytes fits in flight.
 	socketBuffer = 4 << 20
@@ -62,7 +70,7 @@ func newLink(c net.Conn, cfg *config) *link {
 		_ = tc.SetReadBuffer(socketBuffer)
 	}
 	return &link{c: c, cfg: cfg, peer: c.RemoteAddr().String(), br: bufio.NewReaderSize(c, readBuffer),
-		hdrs: make([]byte, 0, HeaderSize*flushFrames), notify: make(chan struct{}, 1), dead: make(chan struct{})}
+		notify: make(chan struct{}, 1), dead: make(chan struct{})}
 }
 
 // kill closes the connection once; err says why.
@@ -131,64 +139,73 @@ func (l *link) write(msg []byte) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if err := l.err(); err != nil {
-		return err
-	}
-	l.pend = append(l.pend, msg)
-	return l.flushLocked()
-}
-
-// flush writes out pending page frames. A Send calls it before it returns on any path, so
-// no pending entry refers to its pages afterwards.
-func (l *link) flush() error {
-	l.wmu.Lock()
-	defer l.wmu.Unlock()
-	if err := l.err(); err != nil {
 		l.dropLocked()
 		return err
 	}
-	return l.flushLocked()
+	return l.flushLocked(msg)
 }
 
-func (l *link) flushLocked() error {
-	if len(l.pend) == 0 {
-		return nil
+// flushLocked writes every pending batch, then msg (if any), in one writev.
+func (l *link) flushLocked(msg []byte) error {
+	out := l.out[:0]
+	for _, b := range l.batches {
+		binary.BigEndian.PutUint32(b.head[20:], uint32(len(b.head)-HeaderSize))
+		binary.BigEndian.PutUint32(b.head[24:], Checksum(b.head[HeaderSize:]))
+		out = append(out, b.head)
+		out = append(out, b.payloads...)
 	}
-	_ = l.c.SetWriteDeadline(time.Now().Add(l.cfg.frameTimeout))
-	bufs := l.pend // WriteTo consumes its receiver
-	_, err := bufs.WriteTo(l.c)
+	if msg != nil {
+		out = append(out, msg)
+	}
+	var err error
+	if len(out) > 0 {
+		_ = l.c.SetWriteDeadline(time.Now().Add(l.cfg.frameTimeout))
+		bufs := out // WriteTo consumes its receiver
+		_, err = bufs.WriteTo(l.c)
+	}
+	clear(out) // drop references to the sender's pages
+	l.out = out[:0]
 	l.dropLocked()
 	return err
 }
 
-// dropLocked forgets the pending batch (written, or never to be).
+// dropLocked forgets every pending batch (written, or never to be).
 func (l *link) dropLocked() {
-	clear(l.pend) // drop references to the sender's pages
-	l.pend, l.pendBytes, l.hdrs = l.pend[:0], 0, l.hdrs[:0]
+	for _, b := range l.batches {
+		l.release(b)
+	}
+	clear(l.batches)
+	l.batches, l.pendBytes, l.pendFrame = l.batches[:0], 0, 0
+}
+
+func (l *link) release(b *batch) {
+	clear(b.payloads)
+	b.payloads = b.payloads[:0]
+	l.free = append(l.free, b)
 }
 
 // forget drops the pending frames of room: its Send ended early, and the pages they
-// point at go back to the caller (decode fails the room anyway). Pending entries are
-// (header, payload) pairs: control messages never stay pending.
+// point at go back to the caller (decode fails the room anyway).
 func (l *link) forget(room uint64) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
-	kept := l.pend[:0]
-	for i := 0; i+1 < len(l.pend); i += 2 {
-		if binary.BigEndian.Uint64(l.pend[i][4:]) == room {
-			l.pendBytes -= len(l.pend[i+1])
-			continue
+	for i, b := range l.batches {
+		if b.room == room {
+			for _, p := range b.payloads {
+				l.pendBytes -= len(p)
+			}
+			l.pendFrame -= len(b.payloads)
+			l.batches = append(l.batches[:i], l.batches[i+1:]...)
+			l.release(b)
+			return
 		}
-		kept = append(kept, l.pend[i], l.pend[i+1])
 	}
-	clear(l.pend[len(kept):])
-	l.pend = kept
 }
 
-// writeFrame queues a page frame (header, then payload, which is not copied) and writes
-// the batch out when it is full; otherwise it leaves with the next control message, the
-// next heartbeat, or the Send's final flush. With corrupt, a copy of the payload with one
+// writeFrame queues a page frame of room (its payload is not copied) and writes the
+// pending batches out when they are full. With corrupt, a copy of the payload with one
 // byte flipped is sent under the original CRC.
-func (l *link) writeFrame(h *Header, payload []byte, corrupt bool) error {
+func (l *link) writeFrame(room uint64, e Entry, payload []byte, corrupt bool) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if err := l.err(); err != nil {
@@ -199,20 +216,31 @@ func (l *link) writeFrame(h *Header, payload []byte, corrupt bool) error {
 		payload = append([]byte(nil), payload...) // its own copy: it stays pending
 		payload[len(payload)/2] ^= 0x5a
 	}
-	var err error
-	if len(l.hdrs)+HeaderSize > cap(l.hdrs) {
-		err = l.flushLocked()
-	}
-	if err == nil {
-		n := len(l.hdrs)
-		l.hdrs = l.hdrs[:n+HeaderSize]
-		hb := l.hdrs[n : n+HeaderSize : n+HeaderSize]
-		h.Put(hb)
-		l.pend = append(l.pend, hb, payload)
-		l.pendBytes += len(payload)
-		if l.pendBytes >= flushBytes {
-			err = l.flushLocked()
+	var b *batch
+	for _, x := range l.batches {
+		if x.room == room {
+			b = x
+			break
 		}
+	}
+	if b == nil {
+		if n := len(l.free); n > 0 {
+			b, l.free = l.free[n-1], l.free[:n-1]
+		} else {
+			b = &batch{head: make([]byte, 0, HeaderSize+flushFrames*EntrySize)}
+		}
+		b.room = room
+		b.head = b.head[:HeaderSize]
+		(&Header{Type: MsgPages, Room: room}).Put(b.head) // Len and CRC at flush
+		l.batches = append(l.batches, b)
+	}
+	b.head = AppendEntry(b.head, e)
+	b.payloads = append(b.payloads, payload)
+	l.pendBytes += len(payload)
+	l.pendFrame++
+	var err error
+	if l.pendBytes >= flushBytes || l.pendFrame >= flushFrames {
+		err = l.flushLocked(nil)
 	}
 	if err != nil {
 		err = fmt.Errorf("%w: write frame to %s: %w", ErrConnection, l.peer, err)
@@ -224,43 +252,62 @@ func (l *link) writeFrame(h *Header, payload []byte, corrupt bool) error {
 // read reads the next message. The deadline is the idle timeout: heartbeats arrive well
 // within it on a live connection. The body is valid until the next read.
 func (l *link) read(buf []byte) (Header, []byte, []byte, error) {
-	if l.skip > 0 {
-		_, _ = l.br.Discard(l.skip) // buffered already: no I/O
-		l.skip = 0
-	}
 	_ = l.c.SetReadDeadline(time.Now().Add(l.cfg.idleTimeout))
-	h, body, buf, err := l.readMsg(buf)
-	if err != nil {
-		var ne net.Error
-		if errors.As(err, &ne) && ne.Timeout() {
-			err = fmt.Errorf("%w: nothing from %s for %s (heartbeats lost): %w", ErrTimeout, l.peer, l.cfg.idleTimeout, err)
-		} else if !errors.Is(err, ErrProtocol) {
-			err = fmt.Errorf("%w: read from %s: %w", ErrConnection, l.peer, err)
-		}
-	}
-	return h, body, buf, err
+	h, body, buf, err := ReadMessage(l.br, buf)
+	return h, body, buf, l.readErr(err)
 }
 
-// readMsg is readMessage, except that a body that fits in br is returned in place.
-func (l *link) readMsg(buf []byte) (Header, []byte, []byte, error) {
-	h, err := readHeader(l.br, l.maxPage)
-	if err != nil {
-		return h, nil, buf, err
+// readErr says what a failed read means for the connection.
+func (l *link) readErr(err error) error {
+	if err == nil {
+		return nil
 	}
-	if int(h.Len) > l.br.Size() {
-		if cap(buf) < int(h.Len) {
-			buf = make([]byte, h.Len)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return fmt.Errorf("%w: nothing from %s for %s (heartbeats lost): %w", ErrTimeout, l.peer, l.cfg.idleTimeout, err)
+	} else if !errors.Is(err, ErrProtocol) {
+		return fmt.Errorf("%w: read from %s: %w", ErrConnection, l.peer, err)
+	}
+	return err
+}
+
+// readPayloads fills every slice of dst in order: first with what br already holds,
+// then straight from the connection (readv where there is one), so that a payload is
+// copied once, by the kernel, into its page. Every write holds g (pageGuard). dst's
+// slices are consumed.
+func (l *link) readPayloads(dst [][]byte, g *pageGuard) error {
+	for len(dst) > 0 && (len(dst[0]) == 0 || l.br.Buffered() > 0) {
+		if len(dst[0]) > 0 {
+			g.lock(dst)
+			n, _ := l.br.Read(dst[0]) // buffered: copies, no I/O
+			g.unlock()
+			dst[0] = dst[0][n:]
 		}
-		body := buf[:h.Len]
-		if _, err := io.ReadFull(l.br, body); err != nil {
-			return h, nil, buf, bodyErr(err)
+		if len(dst[0]) == 0 {
+			dst = dst[1:]
 		}
-		return h, body, buf, verifyControl(h, body)
 	}
-	body, err := l.br.Peek(int(h.Len))
-	if err != nil {
-		return h, nil, buf, bodyErr(err)
+	if len(dst) == 0 {
+		return nil
 	}
-	l.skip = len(body)
-	return h, body, buf, verifyControl(h, body)
+	_ = l.c.SetReadDeadline(time.Now().Add(l.cfg.idleTimeout))
+	return l.readErr(bodyErr(readv(l.c, dst, g)))
+}
+
+// readEach is readv without the system call: each payload is read into the guard's
+// sink, then copied into place under the guard.
+func readEach(r io.Reader, dst [][]byte, g *pageGuard) error {
+	var tmp []byte
+	for i, d := range dst {
+		if cap(tmp) < len(d) {
+			tmp = make([]byte, len(d))
+		}
+		if _, err := io.ReadFull(r, tmp[:len(d)]); err != nil {
+			return err
+		}
+		g.lock(dst[i:])
+		copy(dst[i], tmp)
+		g.unlock()
+	}
+	return nil
 }

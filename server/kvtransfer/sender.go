@@ -416,7 +416,7 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 			default:
 			}
 			payload := s.store.LayerBytes(src[j], layer)[:n]
-			h := Header{Type: MsgPage, Room: r.room, Layer: uint32(layer), Page: uint32(j), Len: uint32(n), CRC: Checksum(payload)}
+			e := Entry{Page: uint32(j), Layer: uint32(layer), Len: uint32(n), CRC: Checksum(payload)}
 			arg, err := s.cfg.eval(hctx, HookSendFrame)
 			if err != nil {
 				select {
@@ -431,7 +431,7 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 				l.kill(err)
 				return err
 			}
-			if err := l.writeFrame(&h, payload, arg == "corrupt"); err != nil {
+			if err := l.writeFrame(r.room, e, payload, arg == "corrupt"); err != nil {
 				return fmt.Errorf("room %d: %w", r.room, err)
 			}
 			*bytes += int64(n)

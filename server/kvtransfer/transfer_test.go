@@ -1,6 +1,7 @@
 package kvtransfer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -329,13 +330,7 @@ func fakePrefill(t *testing.T, script func(c net.Conn, register Header)) string 
 }
 
 func TestPeerFailures(t *testing.T) {
-	frame := func(room uint64) []byte {
-		payload := make([]byte, tPageSize*tBytes)
-		h := Header{Type: MsgPage, Room: room, Len: uint32(len(payload)), CRC: Checksum(payload)}
-		var hb [HeaderSize]byte
-		h.Put(hb[:])
-		return append(hb[:], payload...)
-	}
+	frame := func(room uint64) []byte { return pagesMsg(room, 0, make([]byte, tPageSize*tBytes)) }
 	tests := []struct {
 		name   string
 		script func(c net.Conn, reg Header)
@@ -391,6 +386,18 @@ func TestPeerFailures(t *testing.T) {
 			require.ErrorIs(t, res.Err, gen.ErrTransfer)
 		})
 	}
+}
+
+// pagesMsg encodes a PAGES message of room: the frames of payloads, frame first, first
+// (frame i is page i/tLayers, layer i%tLayers).
+func pagesMsg(room uint64, first int, payloads ...[]byte) []byte {
+	var table, body []byte
+	for i, p := range payloads {
+		f := first + i
+		table = AppendEntry(table, Entry{Page: uint32(f / tLayers), Layer: uint32(f % tLayers), Len: uint32(len(p)), CRC: Checksum(p)})
+		body = append(body, p...)
+	}
+	return append(appendMessage(nil, MsgPages, room, table), body...)
 }
 
 func heartbeat(c net.Conn) {
@@ -561,11 +568,7 @@ func TestSenderNoticesSilentDecode(t *testing.T) {
 // caller's context ends it.
 func TestProgressTimeoutOff(t *testing.T) {
 	addr := fakePrefill(t, func(c net.Conn, reg Header) {
-		payload := make([]byte, tPageSize*tBytes)
-		h := Header{Type: MsgPage, Room: reg.Room, Len: uint32(len(payload)), CRC: Checksum(payload)}
-		var hb [HeaderSize]byte
-		h.Put(hb[:])
-		c.Write(append(hb[:], payload...))
+		c.Write(pagesMsg(reg.Room, 0, make([]byte, tPageSize*tBytes)))
 		go heartbeat(c)
 		drain(c)
 	})
@@ -662,11 +665,7 @@ func TestFramesKeepARoomAlive(t *testing.T) {
 		payload := make([]byte, tPageSize*tBytes)
 		for i := 0; i < frames; i++ {
 			time.Sleep(gap)
-			h := Header{Type: MsgPage, Room: reg.Room, Page: uint32(i / tLayers), Layer: uint32(i % tLayers),
-				Len: uint32(len(payload)), CRC: Checksum(payload)}
-			var hb [HeaderSize]byte
-			h.Put(hb[:])
-			if _, err := c.Write(append(hb[:], payload...)); err != nil {
+			if _, err := c.Write(pagesMsg(reg.Room, i, payload)); err != nil {
 				return
 			}
 		}
@@ -714,9 +713,14 @@ func TestEndedSendLeavesNoFrames(t *testing.T) {
 	pending := func() int {
 		link.wmu.Lock()
 		defer link.wmu.Unlock()
-		return len(link.pend)
+		n := 0
+		for _, b := range link.batches {
+			n += len(b.payloads)
+		}
+		require.Equal(t, n, link.pendFrame, "frames counted")
+		return n
 	}
-	require.Equal(t, 4, pending(), "two frames (header and payload each) pending")
+	require.Equal(t, 2, pending(), "frames pending")
 	tr.Cancel("test")
 	require.ErrorIs(t, wait(t, tr).Err, gen.ErrTransfer)
 	select {
@@ -733,4 +737,56 @@ func TestEndedSendLeavesNoFrames(t *testing.T) {
 	require.NoError(t, p.s.Send(context.Background(), 62, seq(8, 2), 8, 4))
 	require.NoError(t, wait(t, tr).Err)
 	sameKV(t, p.src, p.dst, seq(8, 2), seq(20, 2), 8)
+}
+
+// TestCancelMidPayload: payloads are read straight into the destination pages, so a room
+// cancelled while its payload is half read must see no byte of it land in its pages
+// once Cancel returned (the engine reuses them at once); the connection goes on.
+func TestCancelMidPayload(t *testing.T) {
+	const n = tPageSize * tBytes
+	sent, proceed := make(chan struct{}), make(chan struct{})
+	addr := fakePrefill(t, func(c net.Conn, reg Header) {
+		c.Write(appendMessage(nil, MsgRegisterAck, reg.Room, nil))
+		msg := pagesMsg(reg.Room, 0, bytes.Repeat([]byte{0xcd}, n))
+		c.Write(msg[:len(msg)-n/2]) // the table and half the payload
+		close(sent)
+		<-proceed
+		c.Write(msg[len(msg)-n/2:])
+		for { // the next room's REGISTER (FAIL and heartbeats come first)
+			h, _, _, err := ReadMessage(c, nil)
+			if err != nil {
+				return
+			}
+			if h.Type == MsgRegister {
+				reg = h
+				break
+			}
+		}
+		payload := bytes.Repeat([]byte{0x5a}, n)
+		c.Write(pagesMsg(reg.Room, 0, payload, payload, payload))
+		c.Write(appendMessage(nil, MsgDone, reg.Room, AppendDone(nil, Done{FirstToken: 2, NumTokens: tPageSize, Frames: tLayers})))
+		drain(c)
+	})
+	dst := newStore(t, tLayers)
+	r := NewReceiver(dst, testOpts()...)
+	defer r.Close()
+	tr, err := r.Start(context.Background(), addr, 81, []int32{0}, tPageSize)
+	require.NoError(t, err)
+	<-sent
+	require.Eventually(t, func() bool { // the reader is on the room's payload
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return tr.reading
+	}, waitBound, 5*time.Millisecond)
+	tr.Cancel("test")
+	clear(dst.LayerBytes(0, 0)) // the engine reuses the page
+	require.ErrorIs(t, wait(t, tr).Err, gen.ErrTransfer)
+
+	next, err := r.Start(context.Background(), addr, 82, []int32{1}, tPageSize)
+	require.NoError(t, err)
+	close(proceed)
+	res := wait(t, next)
+	require.NoError(t, res.Err, "the next room on the connection")
+	require.Equal(t, bytes.Repeat([]byte{0x5a}, n), dst.LayerBytes(1, 2), "next room's page")
+	require.Equal(t, make([]byte, n), dst.LayerBytes(0, 0), "the cancelled room's page was written after Cancel")
 }
