@@ -1,9 +1,11 @@
 package kvtransfer
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -41,8 +43,11 @@ func rawCopy(b *testing.B, src []byte, dst []byte) time.Duration {
 }
 
 // BenchmarkTransfer sends one 8 MiB room (64 pages × 8 layers of 16 KiB frames) per
-// iteration and, in the same run, copies the same number of bytes over raw loopback TCP.
-// It reports both rates and their ratio.
+// iteration and, right before it, copies the same number of bytes over raw loopback TCP
+// (plain Go I/O, a fresh connection). kv/raw is the median over iterations of raw time ÷
+// KV time: each pair is measured back to back, so a burst of load on a shared machine
+// skews one pair, not the figure. kv/raw_total is the same ratio of the summed times, and
+// kv_GB/s and raw_GB/s the summed rates.
 func BenchmarkTransfer(b *testing.B) {
 	const pages, pageSize, layers, bpt = 64, 16, 8, 1024
 	src, _ := kernels.NewKVStore(pages, pageSize, layers, bpt)
@@ -60,10 +65,11 @@ func BenchmarkTransfer(b *testing.B) {
 	r := NewReceiver(dst, WithHook(nil), WithLogger(nil))
 	defer r.Close()
 	var rawT, kvT time.Duration
+	ratios := make([]float64, 0, b.N)
 	b.SetBytes(int64(total))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		rawT += rawCopy(b, raw, rawDst)
+		rt := rawCopy(b, raw, rawDst)
 		start := time.Now()
 		room := uint64(i + 1)
 		tr, err := r.Start(context.Background(), s.Addr(), room, all, pages*pageSize)
@@ -72,10 +78,18 @@ func BenchmarkTransfer(b *testing.B) {
 		if res := <-tr.Done(); res.Err != nil {
 			b.Fatal(res.Err)
 		}
-		kvT += time.Since(start)
+		kt := time.Since(start)
+		rawT, kvT = rawT+rt, kvT+kt
+		ratios = append(ratios, rt.Seconds()/kt.Seconds())
 	}
+	b.StopTimer()
+	if !bytes.Equal(src.LayerBytes(int32(pages-1), layers-1), dst.LayerBytes(int32(pages-1), layers-1)) {
+		b.Fatal("the last page arrived different")
+	}
+	slices.Sort(ratios)
 	gb := float64(total) * float64(b.N) / 1e9
 	b.ReportMetric(gb/kvT.Seconds(), "kv_GB/s")
 	b.ReportMetric(gb/rawT.Seconds(), "raw_GB/s")
-	b.ReportMetric(rawT.Seconds()/kvT.Seconds(), "kv/raw")
+	b.ReportMetric(ratios[len(ratios)/2], "kv/raw")
+	b.ReportMetric(rawT.Seconds()/kvT.Seconds(), "kv/raw_total")
 }
