@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,7 +48,9 @@ func rawCopy(b *testing.B, src []byte, dst []byte) time.Duration {
 // (plain Go I/O, a fresh connection). kv/raw is the median over iterations of raw time ÷
 // KV time: each pair is measured back to back, so a burst of load on a shared machine
 // skews one pair, not the figure. kv/raw_total is the same ratio of the summed times, and
-// kv_GB/s and raw_GB/s the summed rates.
+// kv_GB/s and raw_GB/s the summed rates. kv/raw_cpu is the ratio of the CPU time (user and
+// system, the whole process) each side took: what the transfer costs beyond the copy,
+// whatever else the machine runs.
 func BenchmarkTransfer(b *testing.B) {
 	const pages, pageSize, layers, bpt = 64, 16, 8, 1024
 	src, _ := kernels.NewKVStore(pages, pageSize, layers, bpt)
@@ -64,12 +67,14 @@ func BenchmarkTransfer(b *testing.B) {
 	defer s.Close()
 	r := NewReceiver(dst, WithHook(nil), WithLogger(nil))
 	defer r.Close()
-	var rawT, kvT time.Duration
+	var rawT, kvT, rawCPU, kvCPU time.Duration
 	ratios := make([]float64, 0, b.N)
 	b.SetBytes(int64(total))
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		c0 := cpuTime()
 		rt := rawCopy(b, raw, rawDst)
+		c1 := cpuTime()
 		start := time.Now()
 		room := uint64(i + 1)
 		tr, err := r.Start(context.Background(), s.Addr(), room, all, pages*pageSize)
@@ -79,6 +84,7 @@ func BenchmarkTransfer(b *testing.B) {
 			b.Fatal(res.Err)
 		}
 		kt := time.Since(start)
+		rawCPU, kvCPU = rawCPU+c1-c0, kvCPU+cpuTime()-c1
 		rawT, kvT = rawT+rt, kvT+kt
 		ratios = append(ratios, rt.Seconds()/kt.Seconds())
 	}
@@ -92,4 +98,14 @@ func BenchmarkTransfer(b *testing.B) {
 	b.ReportMetric(gb/rawT.Seconds(), "raw_GB/s")
 	b.ReportMetric(ratios[len(ratios)/2], "kv/raw")
 	b.ReportMetric(rawT.Seconds()/kvT.Seconds(), "kv/raw_total")
+	b.ReportMetric(rawCPU.Seconds()/kvCPU.Seconds(), "kv/raw_cpu")
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
