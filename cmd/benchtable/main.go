@@ -64,6 +64,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	var out *benchtable.Output
+	load := ""
 	if *in != "" {
 		out, err = parseFile(*in)
 		if err != nil {
@@ -71,6 +72,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	} else {
+		load = benchtable.LoadAverage()
 		r := &benchtable.Runner{Go: *goCmd, Dir: dir, Module: module, Timeout: *timeout, Progress: stderr}
 		if *logPath != "" {
 			f, err := os.Create(*logPath)
@@ -90,6 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rows := benchtable.Evaluate(benchtable.Benchmarks, out, module)
 	var doc bytes.Buffer
 	m := benchtable.DescribeMachine(ctx, *goCmd, dir, out.Env)
+	m.Load = load
 	if err := benchtable.Document(&doc, rows, m, *command, time.Now()); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

@@ -137,6 +137,9 @@ type Machine struct {
 	GoVersion string // `go env GOVERSION` of the go command that ran the benchmarks
 	OSArch    string
 	Commit    string // short revision, "+dirty" with uncommitted changes; "" outside git
+	// Load is /proc/loadavg's 1-minute figure when the benchmarks started ("" unknown):
+	// other work on the machine moves every figure.
+	Load string
 }
 
 func (m Machine) String() string {
@@ -144,7 +147,23 @@ func (m Machine) String() string {
 	if m.Commit != "" {
 		s += ", commit " + m.Commit
 	}
+	if m.Load != "" {
+		s += ", load average " + m.Load + " at the start"
+	}
 	return s
+}
+
+// LoadAverage is /proc/loadavg's 1-minute figure ("" where there is none).
+func LoadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
 }
 
 // DescribeMachine reads the machine's description; what it cannot learn stays "unknown".

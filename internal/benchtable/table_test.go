@@ -134,7 +134,7 @@ func TestDocument(t *testing.T) {
 	out, err := Parse(strings.NewReader(sample))
 	require.NoError(t, err)
 	var b bytes.Buffer
-	m := Machine{CPUs: 2, CPUModel: "Intel(R) Xeon(R) Processor", GoVersion: "go1.26.0", OSArch: "linux/amd64", Commit: "abc1234"}
+	m := Machine{CPUs: 2, CPUModel: "Intel(R) Xeon(R) Processor", GoVersion: "go1.26.0", OSArch: "linux/amd64", Commit: "abc1234", Load: "3.52"}
 	require.NoError(t, Document(&b, Evaluate(testBenchmarks, out, "m"), m, "make bench", time.Date(2026, 12, 2, 17, 30, 0, 0, time.UTC)))
 	golden(t, "testdata/bench.golden.md", b.Bytes())
 }
