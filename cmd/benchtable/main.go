@@ -2,7 +2,7 @@
 // performance figures, prints one table of figure, goal, measured value and PASS/MISS,
 // and writes it to bench.md (see internal/benchtable and docs/BENCHMARKS.md).
 //
-//	benchtable [-o bench.md] [-log bench.log] [-docs docs/BENCHMARKS.md] [-timeout 5m]
+//	benchtable [-o bench.md] [-log bench.log] [-docs docs/BENCHMARKS.md] [-timeout 4m] [-budget 10m]
 //	benchtable -in bench.log    # build the table from go test -bench output instead
 //
 // A figure that misses its goal, or whose benchmark is missing or failed, is reported, not
@@ -37,7 +37,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	outPath := fs.String("o", "bench.md", "write the table here (empty: nowhere)")
 	logPath := fs.String("log", "bench.log", "write the benchmarks' go test output here (empty: nowhere)")
 	docs := fs.String("docs", "", "also replace the marked table section of this file (docs/BENCHMARKS.md)")
-	timeout := fs.Duration("timeout", 5*time.Minute, "bound on each benchmark, build included")
+	timeout := fs.Duration("timeout", 4*time.Minute, "bound on each benchmark, build included")
+	budget := fs.Duration("budget", 10*time.Minute, "bound on the whole run: benchmarks that would start later are not run")
 	command := fs.String("command", "", "the command named in the table's header (default: this command line)")
 	goCmd := fs.String("go", "go", "the go command")
 	if err := fs.Parse(args); err != nil {
@@ -73,7 +74,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	} else {
 		load = benchtable.LoadAverage()
-		r := &benchtable.Runner{Go: *goCmd, Dir: dir, Module: module, Timeout: *timeout, Progress: stderr}
+		r := &benchtable.Runner{Go: *goCmd, Dir: dir, Module: module, Timeout: *timeout, Budget: *budget, Progress: stderr}
 		if *logPath != "" {
 			f, err := os.Create(*logPath)
 			if err != nil {

@@ -23,6 +23,9 @@ type Runner struct {
 	Dir     string        // the module root, where go test runs
 	Module  string        // the module path (ModulePath reads it)
 	Timeout time.Duration // per benchmark, build included; go test's -timeout does not cover benchmarks
+	// Budget bounds the whole run: a benchmark gets at most what is left of it, and one
+	// that would start after it is spent is not run (0: no bound).
+	Budget time.Duration
 	// Log receives every go test output as it comes, after a "$ go test ..." line (nil: none).
 	Log io.Writer
 	// Progress receives one line per benchmark (nil: none).
@@ -39,9 +42,22 @@ func (b Benchmark) Args() []string {
 // command that could not be started at all; everything else is in the Output.
 func (r *Runner) Run(ctx context.Context, benchmarks []Benchmark) (*Output, error) {
 	all := &Output{Env: map[string]string{}}
+	began := time.Now()
 	for _, b := range benchmarks {
 		start := time.Now()
-		out, err := r.one(ctx, b)
+		timeout := r.Timeout
+		if r.Budget > 0 {
+			left := r.Budget - time.Since(began)
+			if left <= 0 {
+				all.Failures = append(all.Failures, Failure{Package: importPath(r.Module, b.Package), Name: b.Name,
+					NotRun: true, Reason: fmt.Sprintf("the run's time budget (%s) was spent", r.Budget)})
+				continue
+			}
+			if timeout <= 0 || left < timeout {
+				timeout = left
+			}
+		}
+		out, err := r.one(ctx, b, timeout)
 		if err != nil {
 			return all, err
 		}
@@ -61,7 +77,7 @@ func (r *Runner) Run(ctx context.Context, benchmarks []Benchmark) (*Output, erro
 	return all, nil
 }
 
-func (r *Runner) one(ctx context.Context, b Benchmark) (*Output, error) {
+func (r *Runner) one(ctx context.Context, b Benchmark, timeout time.Duration) (*Output, error) {
 	pkg := importPath(r.Module, b.Package)
 	if st, err := os.Stat(filepath.Join(r.Dir, b.Package)); err != nil || !st.IsDir() {
 		return &Output{Failures: []Failure{{Package: pkg, Name: b.Name, NotRun: true,
@@ -71,9 +87,9 @@ func (r *Runner) one(ctx context.Context, b Benchmark) (*Output, error) {
 	if goCmd == "" {
 		goCmd = "go"
 	}
-	if r.Timeout > 0 {
+	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, r.Timeout)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	cmd := exec.CommandContext(ctx, goCmd, b.Args()...)
@@ -101,7 +117,7 @@ func (r *Runner) one(ctx context.Context, b Benchmark) (*Output, error) {
 	switch {
 	case ctx.Err() != nil:
 		out.Failures = append(out.Failures, Failure{Package: pkg, Name: b.Name,
-			Reason: fmt.Sprintf("timed out after %s", r.Timeout)})
+			Reason: fmt.Sprintf("timed out after %s", timeout.Round(time.Second))})
 	case runErr != nil && len(out.Failures) == 0:
 		out.Failures = append(out.Failures, Failure{Package: pkg,
 			Reason: fmt.Sprintf("go test: %v: %s", runErr, lastLine(buf.Bytes()))})

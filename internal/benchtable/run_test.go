@@ -68,6 +68,14 @@ func TestRunner(t *testing.T) {
 		require.Equal(t, w.pass, rows[i].Pass, "row %d", i)
 	}
 	require.Equal(t, 0.97, rows[0].Value)
+
+	// A budget spent before a benchmark starts leaves it out, with the reason.
+	r.Budget = time.Nanosecond
+	late := []Benchmark{one("BenchmarkGood", "ratio", AtLeast(0.95))}
+	spent, err := r.Run(context.Background(), late)
+	require.NoError(t, err)
+	rows = Evaluate(late, spent, module)
+	require.Equal(t, "not run: the run's time budget (1ns) was spent", rows[0].Reason)
 	require.Contains(t, log.String(), "$ go test -run ^$ -bench ^BenchmarkGood$ -benchtime 1x -count 1 -v ./")
 	require.Contains(t, progress.String(), "BenchmarkHangs")
 }
