@@ -85,7 +85,8 @@ func (t *Transfer) Room() uint64 { return t.room }
 // Done yields the result once, then is closed.
 func (t *Transfer) Done() <-chan Result { return t.done }
 
-// Cancel aborts the transfer (decode no longer wants it) and tells prefill with FAIL.
+// Cancel aborts the transfer (decode no longer wants it) and tells prefill with FAIL. No
+// byte lands in the transfer's destination pages once Cancel returns.
 func (t *Transfer) Cancel(reason string) {
 	t.r.fail(t, fmt.Errorf("kvtransfer: room %d cancelled by decode: %s: %w", t.room, reason, gen.ErrTransfer), true)
 }
