@@ -5,18 +5,17 @@
 // # Protocol
 //
 // One TCP connection per (decode, prefill) pair, opened by decode on first use and reused
-// for every room; rooms are multiplexed on it at frame granularity. Every message is a
+// for every room; rooms are multiplexed on it at message granularity. Every message is a
 // 28-byte big-endian header followed by a body:
 //
 //	off size field
-//	 0   2   magic   0x4B56 ("KV")
-//	 2   1   version 1
-//	 3   1   type    (below)
-//	 4   8   room    bootstrap room (0 for connection-level messages)
-//	12   4   layer   PAGE only, else 0
-//	16   4   page    PAGE only: index into the room's destination page list, else 0
-//	20   4   length  body bytes (PAGE ≤ 64 MiB and ≤ one page of the receiver, others ≤ 1 MiB)
-//	24   4   crc     CRC32C (Castagnoli) of the body
+//	 0   2   magic    0x4B56 ("KV")
+//	 2   1   version  2
+//	 3   1   type     (below)
+//	 4   8   room     bootstrap room (0 for connection-level messages)
+//	12   8   reserved 0
+//	20   4   length   body bytes (≤ 1 MiB; PAGES: the table's, a multiple of 16, ≤ 1024 entries)
+//	24   4   crc      CRC32C (Castagnoli) of the body
 //
 // Types and bodies (integers big-endian):
 //
@@ -24,17 +23,28 @@
 //	2 HELLO_ACK    p→d room 0   the same, prefill's shape (must be equal)
 //	3 REGISTER     d→p room R   num_tokens u32, count u32, count × dest page i32
 //	4 REGISTER_ACK p→d room R   empty
-//	5 PAGE         p→d room R   the first n tokens of KVStore.LayerBytes(page, layer),
-//	                            n = min(page_size, num_tokens − index·page_size)
+//	5 PAGES        p→d room R   a table of frames: count × (page u32, layer u32, len u32,
+//	                            crc u32), then the frames' payloads back to back. A frame
+//	                            is the first n tokens of KVStore.LayerBytes(page, layer)
+//	                            (page: index into the room's destination page list),
+//	                            n = min(page_size, num_tokens − page·page_size), len its
+//	                            bytes (≤ one page of the receiver), crc its CRC32C
 //	6 DONE         p→d room R   first_token i32, num_tokens u32, frames u32
 //	7 ACK          d→p room R   empty: every frame arrived and verified
 //	8 FAIL         both room R  reason (UTF-8, ≤ 1024 bytes); room 0 closes the connection
 //	9 HEARTBEAT    both room 0  empty
 //
-// A control message with a bad CRC, an unknown type, a bad magic or an oversized body is a
-// protocol error and closes the connection (every room on it fails). A PAGE whose CRC does
-// not match fails only its room: decode reports it with FAIL and drops the room's later
-// frames; other rooms continue.
+// Version 1 sent one PAGE message per frame; version 2 batches a room's frames into PAGES
+// messages so that the sender writes many pages with one writev and the receiver reads
+// their payloads straight into the destination pages with one readv, copying each byte
+// once in user space at most (see BenchmarkTransfer).
+//
+// A message with a bad CRC (for PAGES, of its table), an unknown type, a bad magic or
+// version, reserved bytes set or an oversized body is a protocol error and closes the
+// connection (every room on it fails). A frame whose CRC does not match its payload fails
+// only its room: decode reports it with FAIL and drops the room's later frames; other
+// rooms continue. A room that ends while its payload is being read stops receiving it at
+// once: no byte lands in its pages after Transfer.Cancel (or the room's failure) returns.
 //
 // # Bounds
 //
@@ -66,6 +76,7 @@
 //
 // Faults: the sender calls the hook (default failpoint.Eval) with "kvtransfer/send-frame"
 // before every frame ("corrupt" flips a payload byte after the CRC was computed, "drop"
-// closes the connection, sleep/pause delay it) and "kvtransfer/bootstrap" on every
+// closes the connection, sleep/pause delay it; frames already batched leave with the next
+// heartbeat at the latest) and "kvtransfer/bootstrap" on every
 // REGISTER ("fail" refuses the room, "drop" closes the connection).
 package kvtransfer

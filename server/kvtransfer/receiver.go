@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"pdsoak/kernels"
@@ -34,6 +35,11 @@ type rconn struct {
 	addr  string
 	l     *link // nil while dialing
 	rooms map[uint64]*Transfer
+
+	guard pageGuard
+	// Reused by the connection's reader (onPages) only.
+	es      []Entry
+	dst, rd [][]byte
 }
 
 // Result is how a Transfer ended.
@@ -61,6 +67,11 @@ type Transfer struct {
 	expected int
 	bytes    int64
 	timer    *time.Timer
+	reading  bool        // the connection's reader is writing payloads into dest (onPages)
+	gone     atomic.Bool // set by endLocked: the reader's writes go elsewhere (pageGuard)
+	step     uint64      // counts armLocked calls: a timer of an earlier step does nothing
+	stepWhat string      // what the current step waits for
+	stepAt   time.Time   // when the current step (re)started
 	stopCtx  func() bool
 
 	done   chan Result
@@ -74,7 +85,8 @@ func (t *Transfer) Room() uint64 { return t.room }
 // Done yields the result once, then is closed.
 func (t *Transfer) Done() <-chan Result { return t.done }
 
-// Cancel aborts the transfer (decode no longer wants it) and tells prefill with FAIL.
+// Cancel aborts the transfer (decode no longer wants it) and tells prefill with FAIL. No
+// byte lands in the transfer's destination pages once Cancel returns.
 func (t *Transfer) Cancel(reason string) {
 	t.r.fail(t, fmt.Errorf("kvtransfer: room %d cancelled by decode: %s: %w", t.room, reason, gen.ErrTransfer), true)
 }
@@ -149,8 +161,10 @@ func (r *Receiver) registerLocked(c *rconn, t *Transfer) {
 	t.armLocked(r.cfg.handshakeTimeout, "REGISTER_ACK")
 }
 
-// armLocked (re)starts the room's step timer.
+// armLocked (re)starts the room's step timer: the step must be over within d.
 func (t *Transfer) armLocked(d time.Duration, what string) {
+	t.step++
+	t.stepWhat, t.stepAt = what, time.Now()
 	if t.timer != nil {
 		t.timer.Stop()
 		t.timer = nil
@@ -158,9 +172,37 @@ func (t *Transfer) armLocked(d time.Duration, what string) {
 	if d <= 0 {
 		return
 	}
-	t.timer = time.AfterFunc(d, func() {
-		t.r.fail(t, fmt.Errorf("%w: room %d: no %s within %s", ErrTimeout, t.room, what, d), true)
-	})
+	step := t.step
+	t.timer = time.AfterFunc(d, func() { t.expire(step, d, what) })
+}
+
+// progressLocked restarts the bound of a step that repeats (one per frame). Re-arming a
+// timer per frame costs more than the frame's bookkeeping, so only the time is recorded;
+// a timer that fires early re-arms itself for the rest (expire).
+func (t *Transfer) progressLocked(d time.Duration, what string) {
+	if t.timer == nil || t.stepWhat != what {
+		t.armLocked(d, what)
+		return
+	}
+	t.stepAt = time.Now()
+}
+
+// expire fails the room unless its step changed or, for a step that repeats, was
+// restarted less than d ago.
+func (t *Transfer) expire(step uint64, d time.Duration, what string) {
+	r := t.r
+	r.mu.Lock()
+	if !t.live || t.step != step {
+		r.mu.Unlock()
+		return
+	}
+	if rest := d - time.Since(t.stepAt); rest > 0 {
+		t.timer.Reset(rest)
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	r.fail(t, fmt.Errorf("%w: room %d: no %s within %s", ErrTimeout, t.room, what, d), true)
 }
 
 // fail ends a live transfer with err; with notify, prefill is told with FAIL.
@@ -174,14 +216,20 @@ func (r *Receiver) fail(t *Transfer, err error, notify bool) {
 	if notify && t.conn.l != nil {
 		t.conn.l.enqueue(MsgFail, t.room, []byte(clipReason(err.Error())))
 	}
+	reading := t.reading
 	r.mu.Unlock()
+	if reading {
+		t.conn.guard.barrier() // the write into t's pages in progress, if any, is over
+	}
 	r.cfg.logger.Warn("kvtransfer: transfer failed", "room", t.room, "prefill", t.conn.addr, "err", err)
 	t.deliver(Result{Err: err})
 }
 
-// endLocked removes t; no frame is written into its pages after this returns.
+// endLocked removes t. No frame is written into its pages after this returns, except
+// by a write of the reader already under way, which fail waits for (pageGuard).
 func (r *Receiver) endLocked(t *Transfer) {
 	t.live = false
+	t.gone.Store(true)
 	if t.timer != nil {
 		t.timer.Stop()
 	}
@@ -311,8 +359,10 @@ func (r *Receiver) readLoop(c *rconn, l *link) error {
 				t.armLocked(r.cfg.waitingTimeout, "first frame (waiting timeout)")
 			}
 			r.mu.Unlock()
-		case MsgPage:
-			r.onPage(c, h, body)
+		case MsgPages:
+			if err := r.onPages(c, l, h, body); err != nil {
+				return err
+			}
 		case MsgDone:
 			d, err := ParseDone(body)
 			if err != nil {
@@ -339,41 +389,97 @@ func (r *Receiver) readLoop(c *rconn, l *link) error {
 	}
 }
 
-// onPage verifies a frame and copies it into the room's destination page. A bad frame
-// fails its room only.
-func (r *Receiver) onPage(c *rconn, h Header, body []byte) {
-	crcOK := Checksum(body) == h.CRC
+// onPages reads the payloads of a PAGES message straight into the room's destination
+// pages, then verifies each frame's CRC. A bad frame fails its room only; frames of a room
+// that is gone are read and dropped; a payload that cannot be read is a connection error.
+func (r *Receiver) onPages(c *rconn, l *link, h Header, table []byte) error {
+	es, err := ParseEntries(table, c.es, l.maxPage)
+	c.es = es
+	if err != nil {
+		return err
+	}
+	dst := c.dst[:0]
 	r.mu.Lock()
 	t := c.rooms[h.Room]
-	if t == nil { // finished, failed or cancelled: drop the frame
-		r.mu.Unlock()
-		return
+	var bad error
+	if t != nil {
+		for _, e := range es {
+			if bad = r.checkLocked(t, e); bad != nil {
+				break
+			}
+		}
 	}
-	var err error
-	ps := r.store.PageSize
-	idx := int(h.Page)*r.store.Layers + int(h.Layer)
-	switch {
-	case h.Layer >= uint32(r.store.Layers) || h.Page >= uint32(len(t.dest)):
-		err = fmt.Errorf("%w: room %d: frame layer %d page %d out of range", ErrProtocol, t.room, h.Layer, h.Page)
-	case int(h.Len) != min(ps, t.numTokens-int(h.Page)*ps)*r.store.BytesPerToken:
-		err = fmt.Errorf("%w: room %d: frame layer %d page %d has %d bytes", ErrProtocol, t.room, h.Layer, h.Page, h.Len)
-	case t.got[idx]:
-		err = fmt.Errorf("%w: room %d: duplicate frame layer %d page %d", ErrProtocol, t.room, h.Layer, h.Page)
-	case !crcOK:
-		err = fmt.Errorf("%w: room %d layer %d page %d (crc32c %#08x, computed %#08x)", ErrChecksum, t.room, h.Layer, h.Page, h.CRC, Checksum(body))
+	keep := t != nil && bad == nil
+	if keep {
+		t.reading = true // fail now waits for a write under way (pageGuard)
+		c.guard.gone = &t.gone
+		for _, e := range es {
+			dst = append(dst, r.store.LayerBytes(t.dest[e.Page], int(e.Layer))[:e.Len])
+		}
+	} else {
+		c.guard.gone = nil
+		for _, e := range es {
+			dst = append(dst, c.guard.discard(int(e.Len)))
+		}
 	}
-	if err != nil {
-		r.mu.Unlock()
-		r.fail(t, err, true)
-		return
-	}
-	copy(r.store.LayerBytes(t.dest[h.Page], int(h.Layer)), body)
-	t.got[idx] = true
-	t.received++
-	t.bytes += int64(len(body))
-	t.acked = true // a frame implies the registration was seen
-	t.armLocked(r.cfg.progressTimeout, "next frame")
 	r.mu.Unlock()
+	if bad != nil {
+		r.fail(t, bad, true)
+	}
+	c.dst = dst
+	c.rd = append(c.rd[:0], dst...) // readPayloads consumes its slices
+	rerr := l.readPayloads(c.rd, &c.guard)
+	if !keep {
+		return rerr
+	}
+	var sum error
+	var n int64
+	// Under the guard: the pages are the room's only while it is not gone.
+	c.guard.mu.Lock()
+	for i, e := range es {
+		if rerr != nil || t.gone.Load() {
+			break
+		}
+		if got := Checksum(dst[i]); got != e.CRC {
+			sum = fmt.Errorf("%w: room %d layer %d page %d (crc32c %#08x, computed %#08x)", ErrChecksum, t.room, e.Layer, e.Page, e.CRC, got)
+			break
+		}
+		n += int64(e.Len)
+	}
+	c.guard.mu.Unlock()
+	r.mu.Lock()
+	t.reading = false
+	if t.live && rerr == nil && sum == nil {
+		t.received += len(es)
+		t.bytes += n
+		t.acked = true // a frame implies the registration was seen
+		t.progressLocked(r.cfg.progressTimeout, "next frame")
+	}
+	r.mu.Unlock()
+	if rerr != nil {
+		return rerr
+	}
+	if sum != nil {
+		r.fail(t, sum, true)
+	}
+	return nil
+}
+
+// checkLocked validates one frame of t and claims its slot.
+func (r *Receiver) checkLocked(t *Transfer, e Entry) error {
+	ps := r.store.PageSize
+	switch {
+	case e.Layer >= uint32(r.store.Layers) || e.Page >= uint32(len(t.dest)):
+		return fmt.Errorf("%w: room %d: frame layer %d page %d out of range", ErrProtocol, t.room, e.Layer, e.Page)
+	case int(e.Len) != min(ps, t.numTokens-int(e.Page)*ps)*r.store.BytesPerToken:
+		return fmt.Errorf("%w: room %d: frame layer %d page %d has %d bytes", ErrProtocol, t.room, e.Layer, e.Page, e.Len)
+	}
+	idx := int(e.Page)*r.store.Layers + int(e.Layer)
+	if t.got[idx] {
+		return fmt.Errorf("%w: room %d: duplicate frame layer %d page %d", ErrProtocol, t.room, e.Layer, e.Page)
+	}
+	t.got[idx] = true
+	return nil
 }
 
 // onDone completes a room whose frames all arrived, and ACKs it.

@@ -367,7 +367,7 @@ func (s *Sender) claim(room uint64) (*sroom, error) {
 	return r, nil
 }
 
-func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, firstToken int, bytes *int64, frames *int) error {
+func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, firstToken int, bytes *int64, frames *int) (err error) {
 	select {
 	case <-r.ready:
 	case <-r.fin:
@@ -378,6 +378,11 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 		return ErrClosed
 	}
 	l, reg := r.link, r.reg
+	defer func() {
+		if err != nil {
+			l.forget(r.room) // frames still pending point at pages the caller gets back
+		}
+	}()
 	fail := func(err error) error {
 		l.enqueue(MsgFail, r.room, []byte(clipReason(err.Error())))
 		return err
@@ -411,7 +416,7 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 			default:
 			}
 			payload := s.store.LayerBytes(src[j], layer)[:n]
-			h := Header{Type: MsgPage, Room: r.room, Layer: uint32(layer), Page: uint32(j), Len: uint32(n), CRC: Checksum(payload)}
+			e := Entry{Page: uint32(j), Layer: uint32(layer), Len: uint32(n), CRC: Checksum(payload)}
 			arg, err := s.cfg.eval(hctx, HookSendFrame)
 			if err != nil {
 				select {
@@ -426,7 +431,7 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 				l.kill(err)
 				return err
 			}
-			if err := l.writeFrame(&h, payload, arg == "corrupt"); err != nil {
+			if err := l.writeFrame(r.room, e, payload, arg == "corrupt"); err != nil {
 				return fmt.Errorf("room %d: %w", r.room, err)
 			}
 			*bytes += int64(n)

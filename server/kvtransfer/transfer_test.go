@@ -1,6 +1,7 @@
 package kvtransfer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -329,13 +330,7 @@ func fakePrefill(t *testing.T, script func(c net.Conn, register Header)) string 
 }
 
 func TestPeerFailures(t *testing.T) {
-	frame := func(room uint64) []byte {
-		payload := make([]byte, tPageSize*tBytes)
-		h := Header{Type: MsgPage, Room: room, Len: uint32(len(payload)), CRC: Checksum(payload)}
-		var hb [HeaderSize]byte
-		h.Put(hb[:])
-		return append(hb[:], payload...)
-	}
+	frame := func(room uint64) []byte { return pagesMsg(room, 0, make([]byte, tPageSize*tBytes)) }
 	tests := []struct {
 		name   string
 		script func(c net.Conn, reg Header)
@@ -391,6 +386,18 @@ func TestPeerFailures(t *testing.T) {
 			require.ErrorIs(t, res.Err, gen.ErrTransfer)
 		})
 	}
+}
+
+// pagesMsg encodes a PAGES message of room: the frames of payloads, frame first, first
+// (frame i is page i/tLayers, layer i%tLayers).
+func pagesMsg(room uint64, first int, payloads ...[]byte) []byte {
+	var table, body []byte
+	for i, p := range payloads {
+		f := first + i
+		table = AppendEntry(table, Entry{Page: uint32(f / tLayers), Layer: uint32(f % tLayers), Len: uint32(len(p)), CRC: Checksum(p)})
+		body = append(body, p...)
+	}
+	return append(appendMessage(nil, MsgPages, room, table), body...)
 }
 
 func heartbeat(c net.Conn) {
@@ -561,11 +568,7 @@ func TestSenderNoticesSilentDecode(t *testing.T) {
 // caller's context ends it.
 func TestProgressTimeoutOff(t *testing.T) {
 	addr := fakePrefill(t, func(c net.Conn, reg Header) {
-		payload := make([]byte, tPageSize*tBytes)
-		h := Header{Type: MsgPage, Room: reg.Room, Len: uint32(len(payload)), CRC: Checksum(payload)}
-		var hb [HeaderSize]byte
-		h.Put(hb[:])
-		c.Write(append(hb[:], payload...))
+		c.Write(pagesMsg(reg.Room, 0, make([]byte, tPageSize*tBytes)))
 		go heartbeat(c)
 		drain(c)
 	})
@@ -612,4 +615,178 @@ func TestPausedSendEndsWhenDecodeGivesUp(t *testing.T) {
 	case <-time.After(waitBound):
 		t.Fatal("Send still held by the paused failpoint after decode gave up")
 	}
+}
+
+// TestBatchLimits moves rooms whose frames overflow one writev batch (by count and by
+// bytes) and whose pages are larger than the receiver's read buffer (read, not handed out
+// in place), and checks every byte.
+func TestBatchLimits(t *testing.T) {
+	tests := []struct {
+		name                         string
+		pages, pageSize, layers, bpt int
+	}{
+		{"more frames than one batch", 64, 4, 8, 64},               // 512 frames of 256 B
+		{"more bytes than one batch", 16, 16, 8, 1024},             // 128 frames of 16 KiB
+		{"pages larger than the read buffer", 3, 16, 2, 160 << 10}, // 6 frames of 2.5 MiB
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src, err := kernels.NewKVStore(tc.pages*2, tc.pageSize, tc.layers, tc.bpt)
+			require.NoError(t, err)
+			dst, err := kernels.NewKVStore(tc.pages*2, tc.pageSize, tc.layers, tc.bpt)
+			require.NoError(t, err)
+			s := NewSender(src, testOpts()...)
+			require.NoError(t, s.Listen("127.0.0.1:0"))
+			defer s.Close()
+			r := NewReceiver(dst, testOpts()...)
+			defer r.Close()
+			sp, dp := seq(0, tc.pages), seq(tc.pages, tc.pages)
+			fill(src, sp, uint64(i))
+			n := tc.pages*tc.pageSize - 1 // a partial last page
+			tr, err := r.Start(context.Background(), s.Addr(), 1, dp, n)
+			require.NoError(t, err)
+			require.NoError(t, s.Send(context.Background(), 1, sp, n, 7), "Send")
+			res := wait(t, tr)
+			require.NoError(t, res.Err)
+			require.Equal(t, 7, res.FirstToken)
+			sameKV(t, src, dst, sp, dp, n)
+		})
+	}
+}
+
+// TestFramesKeepARoomAlive: frames that each arrive well within the progress timeout keep
+// the room alive although the whole room takes longer than the timeout (the timer is
+// pushed back by progress, not re-armed per frame).
+func TestFramesKeepARoomAlive(t *testing.T) {
+	const frames, gap, progress = 4 * tLayers, 250 * time.Millisecond, 2 * time.Second
+	addr := fakePrefill(t, func(c net.Conn, reg Header) {
+		go heartbeat(c)
+		c.Write(appendMessage(nil, MsgRegisterAck, reg.Room, nil))
+		payload := make([]byte, tPageSize*tBytes)
+		for i := 0; i < frames; i++ {
+			time.Sleep(gap)
+			if _, err := c.Write(pagesMsg(reg.Room, i, payload)); err != nil {
+				return
+			}
+		}
+		c.Write(appendMessage(nil, MsgDone, reg.Room, AppendDone(nil, Done{FirstToken: 9, NumTokens: 4 * tPageSize, Frames: frames})))
+		drain(c)
+	})
+	r := NewReceiver(newStore(t, tLayers), testOpts(WithProgressTimeout(progress))...)
+	defer r.Close()
+	tr, err := r.Start(context.Background(), addr, 5, seq(0, 4), 4*tPageSize)
+	require.NoError(t, err)
+	res := wait(t, tr)
+	require.NoError(t, res.Err, "%d frames %s apart under a progress timeout of %s", frames, gap, progress)
+	require.Equal(t, 9, res.FirstToken)
+}
+
+// TestEndedSendLeavesNoFrames: frames are gathered, not copied, so a Send that ends
+// early must take its pending frames with it (the caller may reuse the pages at once);
+// the connection still carries the next room.
+func TestEndedSendLeavesNoFrames(t *testing.T) {
+	reached := make(chan struct{})
+	var n atomic.Int32
+	hook := func(ctx context.Context, name string) (string, error) {
+		if name == HookSendFrame && n.Add(1) == 3 { // two frames pending, the third held
+			close(reached)
+			<-ctx.Done()
+			return "", ctx.Err()
+		}
+		return "", nil
+	}
+	// No heartbeat within the test: it would flush the pending frames.
+	p := newPair(t, []Option{WithHook(hook), WithHeartbeat(time.Hour, generous)}, nil)
+	tr, err := p.r.Start(context.Background(), p.s.Addr(), 61, seq(0, 4), 4*tPageSize)
+	require.NoError(t, err)
+	sendErr := make(chan error, 1)
+	go func() { sendErr <- p.s.Send(context.Background(), 61, seq(4, 4), 4*tPageSize, 1) }()
+	<-reached
+	link := func() *link {
+		p.s.mu.Lock()
+		defer p.s.mu.Unlock()
+		for l := range p.s.links {
+			return l
+		}
+		return nil
+	}()
+	pending := func() int {
+		link.wmu.Lock()
+		defer link.wmu.Unlock()
+		n := 0
+		for _, b := range link.batches {
+			n += len(b.payloads)
+		}
+		require.Equal(t, n, link.pendFrame, "frames counted")
+		return n
+	}
+	require.Equal(t, 2, pending(), "frames pending")
+	tr.Cancel("test")
+	require.ErrorIs(t, wait(t, tr).Err, gen.ErrTransfer)
+	select {
+	case err := <-sendErr:
+		require.ErrorIs(t, err, ErrPeer, "Send")
+	case <-time.After(waitBound):
+		t.Fatal("Send still running after decode cancelled the room")
+	}
+	require.Zero(t, pending(), "frames of the ended room still pending")
+
+	fill(p.src, seq(8, 2), 3)
+	tr, err = p.r.Start(context.Background(), p.s.Addr(), 62, seq(20, 2), 8)
+	require.NoError(t, err)
+	require.NoError(t, p.s.Send(context.Background(), 62, seq(8, 2), 8, 4))
+	require.NoError(t, wait(t, tr).Err)
+	sameKV(t, p.src, p.dst, seq(8, 2), seq(20, 2), 8)
+}
+
+// TestCancelMidPayload: payloads are read straight into the destination pages, so a room
+// cancelled while its payload is half read must see no byte of it land in its pages
+// once Cancel returned (the engine reuses them at once); the connection goes on.
+func TestCancelMidPayload(t *testing.T) {
+	const n = tPageSize * tBytes
+	sent, proceed := make(chan struct{}), make(chan struct{})
+	addr := fakePrefill(t, func(c net.Conn, reg Header) {
+		c.Write(appendMessage(nil, MsgRegisterAck, reg.Room, nil))
+		msg := pagesMsg(reg.Room, 0, bytes.Repeat([]byte{0xcd}, n))
+		c.Write(msg[:len(msg)-n/2]) // the table and half the payload
+		close(sent)
+		<-proceed
+		c.Write(msg[len(msg)-n/2:])
+		for { // the next room's REGISTER (FAIL and heartbeats come first)
+			h, _, _, err := ReadMessage(c, nil)
+			if err != nil {
+				return
+			}
+			if h.Type == MsgRegister {
+				reg = h
+				break
+			}
+		}
+		payload := bytes.Repeat([]byte{0x5a}, n)
+		c.Write(pagesMsg(reg.Room, 0, payload, payload, payload))
+		c.Write(appendMessage(nil, MsgDone, reg.Room, AppendDone(nil, Done{FirstToken: 2, NumTokens: tPageSize, Frames: tLayers})))
+		drain(c)
+	})
+	dst := newStore(t, tLayers)
+	r := NewReceiver(dst, testOpts()...)
+	defer r.Close()
+	tr, err := r.Start(context.Background(), addr, 81, []int32{0}, tPageSize)
+	require.NoError(t, err)
+	<-sent
+	require.Eventually(t, func() bool { // the reader is on the room's payload
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return tr.reading
+	}, waitBound, 5*time.Millisecond)
+	tr.Cancel("test")
+	clear(dst.LayerBytes(0, 0)) // the engine reuses the page
+	require.ErrorIs(t, wait(t, tr).Err, gen.ErrTransfer)
+
+	next, err := r.Start(context.Background(), addr, 82, []int32{1}, tPageSize)
+	require.NoError(t, err)
+	close(proceed)
+	res := wait(t, next)
+	require.NoError(t, res.Err, "the next room on the connection")
+	require.Equal(t, bytes.Repeat([]byte{0x5a}, n), dst.LayerBytes(1, 2), "next room's page")
+	require.Equal(t, make([]byte, n), dst.LayerBytes(0, 0), "the cancelled room's page was written after Cancel")
 }

@@ -14,14 +14,20 @@ import (
 const (
 	// Magic opens every message header ("KV").
 	Magic uint16 = 0x4B56
-	// Version is the protocol version carried in every header.
-	Version uint8 = 1
+	// Version is the protocol version carried in every header. 2: page frames travel in
+	// PAGES batches (a table of entries, then their payloads) instead of one PAGE message
+	// each.
+	Version uint8 = 2
 	// HeaderSize is the fixed size of a message header in bytes.
 	HeaderSize = 28
-	// MaxBody bounds the body of any message (a page frame is one (page, layer) slice).
+	// MaxBody bounds one page frame (one (page, layer) slice).
 	MaxBody = 64 << 20
-	// MaxControlBody bounds the body of any message other than a page frame.
+	// MaxControlBody bounds the body of any message (for PAGES, its table).
 	MaxControlBody = 1 << 20
+	// EntrySize is the size of one entry of a PAGES table.
+	EntrySize = 16
+	// MaxEntries bounds the entries of one PAGES message.
+	MaxEntries = 1024
 	// MaxReason bounds the reason text of a FAIL message.
 	MaxReason = 1024
 )
@@ -35,7 +41,7 @@ const (
 	MsgHelloAck    MsgType = 2  // prefill -> decode, room 0: KV shape
 	MsgRegister    MsgType = 3  // decode -> prefill: token count and destination pages
 	MsgRegisterAck MsgType = 4  // prefill -> decode: room known
-	MsgPage        MsgType = 5  // prefill -> decode: one (page, layer) slice
+	MsgPages       MsgType = 5  // prefill -> decode: a table of (page, layer) frames, then their payloads
 	MsgDone        MsgType = 6  // prefill -> decode: all frames sent, first token
 	MsgAck         MsgType = 7  // decode -> prefill: every frame received and verified
 	MsgFail        MsgType = 8  // either way: the room (or, with room 0, the connection) failed
@@ -43,7 +49,7 @@ const (
 	msgTypeMax     MsgType = 10 // one past the last valid type
 )
 
-var msgNames = [...]string{"", "HELLO", "HELLO_ACK", "REGISTER", "REGISTER_ACK", "PAGE", "DONE", "ACK", "FAIL", "HEARTBEAT"}
+var msgNames = [...]string{"", "HELLO", "HELLO_ACK", "REGISTER", "REGISTER_ACK", "PAGES", "DONE", "ACK", "FAIL", "HEARTBEAT"}
 
 func (t MsgType) String() string {
 	if t > 0 && t < msgTypeMax {
@@ -78,14 +84,12 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // Checksum is the CRC32C (Castagnoli) of b, as carried in every header.
 func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
-// Header is the fixed 28-byte header of every message.
+// Header is the fixed 28-byte header of every message. Bytes 12 to 19 are reserved (zero).
 type Header struct {
-	Type  MsgType
-	Room  uint64
-	Layer uint32 // page frames only
-	Page  uint32 // page frames only: index into the room's destination page list
-	Len   uint32 // body length
-	CRC   uint32 // CRC32C of the body
+	Type MsgType
+	Room uint64
+	Len  uint32 // body length (PAGES: the table's; the payloads follow it)
+	CRC  uint32 // CRC32C of the body
 }
 
 // Put encodes h into b[:HeaderSize].
@@ -95,14 +99,13 @@ func (h *Header) Put(b []byte) {
 	b[2] = Version
 	b[3] = byte(h.Type)
 	binary.BigEndian.PutUint64(b[4:], h.Room)
-	binary.BigEndian.PutUint32(b[12:], h.Layer)
-	binary.BigEndian.PutUint32(b[16:], h.Page)
+	clear(b[12:20])
 	binary.BigEndian.PutUint32(b[20:], h.Len)
 	binary.BigEndian.PutUint32(b[24:], h.CRC)
 }
 
-// ParseHeader decodes and validates a header: magic, version, type, body bound, and the
-// fields that must be zero for the type.
+// ParseHeader decodes and validates a header: magic, version, type, body bound, the
+// reserved bytes and the fields that must be zero for the type.
 func ParseHeader(b []byte) (Header, error) {
 	if len(b) < HeaderSize {
 		return Header{}, fmt.Errorf("%w: short header (%d bytes)", ErrProtocol, len(b))
@@ -114,25 +117,22 @@ func ParseHeader(b []byte) (Header, error) {
 		return Header{}, fmt.Errorf("%w: unsupported version %d", ErrProtocol, b[2])
 	}
 	h := Header{
-		Type:  MsgType(b[3]),
-		Room:  binary.BigEndian.Uint64(b[4:]),
-		Layer: binary.BigEndian.Uint32(b[12:]),
-		Page:  binary.BigEndian.Uint32(b[16:]),
-		Len:   binary.BigEndian.Uint32(b[20:]),
-		CRC:   binary.BigEndian.Uint32(b[24:]),
+		Type: MsgType(b[3]),
+		Room: binary.BigEndian.Uint64(b[4:]),
+		Len:  binary.BigEndian.Uint32(b[20:]),
+		CRC:  binary.BigEndian.Uint32(b[24:]),
 	}
 	if h.Type == 0 || h.Type >= msgTypeMax {
 		return Header{}, fmt.Errorf("%w: unknown message type %d", ErrProtocol, b[3])
 	}
-	limit := uint32(MaxControlBody)
-	if h.Type == MsgPage {
-		limit = MaxBody
+	if h.Len > MaxControlBody {
+		return Header{}, fmt.Errorf("%w: %s body of %d bytes exceeds %d", ErrProtocol, h.Type, h.Len, MaxControlBody)
 	}
-	if h.Len > limit {
-		return Header{}, fmt.Errorf("%w: %s body of %d bytes exceeds %d", ErrProtocol, h.Type, h.Len, limit)
+	if binary.BigEndian.Uint64(b[12:]) != 0 {
+		return Header{}, fmt.Errorf("%w: %s with reserved bytes set", ErrProtocol, h.Type)
 	}
-	if h.Type != MsgPage && (h.Layer != 0 || h.Page != 0) {
-		return Header{}, fmt.Errorf("%w: %s with layer/page set", ErrProtocol, h.Type)
+	if h.Type == MsgPages && (h.Len == 0 || h.Len%EntrySize != 0 || h.Len > MaxEntries*EntrySize) {
+		return Header{}, fmt.Errorf("%w: PAGES table of %d bytes", ErrProtocol, h.Len)
 	}
 	connLevel := h.Type == MsgHello || h.Type == MsgHelloAck || h.Type == MsgHeartbeat
 	if connLevel && h.Room != 0 {
@@ -145,40 +145,75 @@ func ParseHeader(b []byte) (Header, error) {
 }
 
 // ReadMessage reads one header and its body into buf (grown as needed) and verifies the
-// body's CRC for control messages. Page frames are returned unverified so that the
-// caller can fail only their room. The returned body aliases buf.
+// body's CRC. The returned body aliases buf. A PAGES message's payloads follow its body
+// (the table, ParseEntries) and are not read.
 func ReadMessage(r io.Reader, buf []byte) (Header, []byte, []byte, error) {
-	return readMessage(r, buf, MaxBody)
-}
-
-// readMessage is ReadMessage with a tighter bound on page frames (the receiver knows its
-// page size; the sender accepts none), checked before the body is read.
-func readMessage(r io.Reader, buf []byte, maxPage uint32) (Header, []byte, []byte, error) {
-	var hb [HeaderSize]byte
-	if _, err := io.ReadFull(r, hb[:]); err != nil {
-		return Header{}, nil, buf, err
-	}
-	h, err := ParseHeader(hb[:])
+	h, err := readHeader(r)
 	if err != nil {
 		return h, nil, buf, err
-	}
-	if h.Type == MsgPage && h.Len > maxPage {
-		return h, nil, buf, fmt.Errorf("%w: page frame of %d bytes exceeds %d", ErrProtocol, h.Len, maxPage)
 	}
 	if cap(buf) < int(h.Len) {
 		buf = make([]byte, h.Len)
 	}
 	body := buf[:h.Len]
 	if _, err := io.ReadFull(r, body); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return h, nil, buf, err
+		return h, nil, buf, bodyErr(err)
 	}
-	if h.Type != MsgPage && Checksum(body) != h.CRC {
+	if Checksum(body) != h.CRC {
 		return h, nil, buf, fmt.Errorf("%w: %s body checksum mismatch", ErrProtocol, h.Type)
 	}
 	return h, body, buf, nil
+}
+
+func readHeader(r io.Reader) (Header, error) {
+	var hb [HeaderSize]byte
+	if _, err := io.ReadFull(r, hb[:]); err != nil {
+		return Header{}, err
+	}
+	return ParseHeader(hb[:])
+}
+
+// bodyErr reports a body cut short as such: EOF after a header is never a clean end.
+func bodyErr(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// Entry is one page frame of a PAGES message: its payload is the first Len bytes of
+// KVStore.LayerBytes(destination page Page, Layer), and CRC its CRC32C.
+type Entry struct {
+	Page  uint32 // index into the room's destination page list
+	Layer uint32
+	Len   uint32
+	CRC   uint32
+}
+
+// AppendEntry appends one 16-byte table entry: page, layer, len, crc (u32 each).
+func AppendEntry(b []byte, e Entry) []byte {
+	b = binary.BigEndian.AppendUint32(b, e.Page)
+	b = binary.BigEndian.AppendUint32(b, e.Layer)
+	b = binary.BigEndian.AppendUint32(b, e.Len)
+	return binary.BigEndian.AppendUint32(b, e.CRC)
+}
+
+// ParseEntries decodes a PAGES table into es (reused). Every payload must be at most
+// maxPage bytes (the receiver's page; MaxBody at most).
+func ParseEntries(b []byte, es []Entry, maxPage uint32) ([]Entry, error) {
+	if len(b) == 0 || len(b)%EntrySize != 0 || len(b) > MaxEntries*EntrySize {
+		return es, fmt.Errorf("%w: PAGES table of %d bytes", ErrProtocol, len(b))
+	}
+	maxPage = min(maxPage, MaxBody)
+	es = es[:0]
+	for ; len(b) > 0; b = b[EntrySize:] {
+		e := Entry{binary.BigEndian.Uint32(b), binary.BigEndian.Uint32(b[4:]), binary.BigEndian.Uint32(b[8:]), binary.BigEndian.Uint32(b[12:])}
+		if e.Len > maxPage {
+			return es, fmt.Errorf("%w: page frame of %d bytes exceeds %d", ErrProtocol, e.Len, maxPage)
+		}
+		es = append(es, e)
+	}
+	return es, nil
 }
 
 // Shape is the KV layout both sides must share (HELLO / HELLO_ACK body).
@@ -297,7 +332,7 @@ func clipReason(s string) string {
 	return s
 }
 
-// appendMessage appends a control message (header and body) to b.
+// appendMessage appends a message (header and body) to b.
 func appendMessage(b []byte, t MsgType, room uint64, body []byte) []byte {
 	h := Header{Type: t, Room: room, Len: uint32(len(body)), CRC: Checksum(body)}
 	var hb [HeaderSize]byte

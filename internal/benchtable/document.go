@@ -1,0 +1,48 @@
+package benchtable
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Document writes bench.md: the table, how many figures meet their goal, and what
+// machine and command measured them.
+func Document(w io.Writer, rows []Row, m Machine, command string, when time.Time) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "Measured %s by `%s` on %s.\n\n", when.UTC().Format("2006-01-02 15:04 MST"), command, m)
+	if err := Markdown(&b, rows); err != nil {
+		return err
+	}
+	fmt.Fprintf(&b, "\n%s\n", Summary(rows))
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// Markers delimit the part of a document (docs/BENCHMARKS.md) that ReplaceSection
+// rewrites.
+const (
+	BeginMarker = "<!-- benchtable:begin -->"
+	EndMarker   = "<!-- benchtable:end -->"
+)
+
+// ReplaceSection returns doc with the text between BeginMarker and EndMarker replaced
+// by section. Both markers must be there, once each, in that order.
+func ReplaceSection(doc, section []byte) ([]byte, error) {
+	begin, end := []byte(BeginMarker), []byte(EndMarker)
+	i, j := bytes.Index(doc, begin), bytes.Index(doc, end)
+	switch {
+	case i < 0 || j < 0:
+		return nil, fmt.Errorf("benchtable: the document lacks the %s and %s lines", BeginMarker, EndMarker)
+	case j < i || bytes.Count(doc, begin) != 1 || bytes.Count(doc, end) != 1:
+		return nil, fmt.Errorf("benchtable: the document needs one %s, then one %s", BeginMarker, EndMarker)
+	}
+	var out bytes.Buffer
+	out.Write(doc[:i+len(begin)])
+	out.WriteString("\n")
+	out.Write(bytes.TrimSpace(section))
+	out.WriteString("\n")
+	out.Write(doc[j:])
+	return out.Bytes(), nil
+}
