@@ -131,27 +131,72 @@ func deleteKey(m *yaml.Node, key string) {
 	}
 }
 
-// prune removes empty strings and the mappings they leave empty. Numbers, booleans and
-// lists stay even when zero or empty: an absent one could take a default instead.
-func prune(m *yaml.Node) {
-	if m.Kind != yaml.MappingNode {
+// keepZero are the keys whose zero value differs from leaving them out (a default
+// would replace it): seed 0, a colocated topology, no proxies or failpoints, a
+// non-streaming workload, agents with turns 0 (until the window ends), an explicitly
+// empty list of assertions.
+var keepZero = map[string]bool{
+	"seed": true, "reference.prefill": true, "reference.decode": true,
+	"reference.proxies": true, "reference.fault_injection": true,
+	"workloads[].stream": true, "assertions": true,
+}
+
+// prune removes zero values (0, false, "", 0s, null, empty lists and mappings) that
+// mean the same as an absent key: many keys apply to one workload type only, and a
+// zero written for another type would be refused by the strict loader.
+func prune(m *yaml.Node) { pruneAt(m, "") }
+
+func pruneAt(m *yaml.Node, path string) {
+	switch m.Kind {
+	case yaml.SequenceNode:
 		for _, c := range m.Content {
-			prune(c)
+			pruneAt(c, path+"[]")
 		}
 		return
+	case yaml.MappingNode:
+	default:
+		return
 	}
+	agents := false
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value != "params" { // a fault's params are the chaos package's: kept as written
-			prune(m.Content[i+1])
+		if m.Content[i].Value == "type" && m.Content[i+1].Value == scenarios.WorkloadAgents {
+			agents = true
 		}
 	}
 	out := m.Content[:0]
 	for i := 0; i+1 < len(m.Content); i += 2 {
-		v := m.Content[i+1]
-		if (v.Kind == yaml.ScalarNode && v.Tag == "!!str" && v.Value == "") || (v.Kind == yaml.MappingNode && len(v.Content) == 0) {
+		k, v := m.Content[i], m.Content[i+1]
+		p := k.Value
+		if path != "" {
+			p = path + "." + k.Value
+		}
+		if k.Value != "params" { // a fault's params are the chaos package's: kept as written
+			pruneAt(v, p)
+		}
+		keep := keepZero[p] || (agents && p == "workloads[].turns")
+		if !keep && isZero(v) {
 			continue
 		}
-		out = append(out, m.Content[i], v)
+		out = append(out, k, v)
 	}
 	m.Content = out
+}
+
+func isZero(v *yaml.Node) bool {
+	switch v.Kind {
+	case yaml.MappingNode, yaml.SequenceNode:
+		return len(v.Content) == 0
+	case yaml.ScalarNode:
+		switch v.Tag {
+		case "!!null":
+			return true
+		case "!!bool":
+			return v.Value == "false"
+		case "!!int", "!!float":
+			return v.Value == "0"
+		case "!!str":
+			return v.Value == "" || v.Value == "0s"
+		}
+	}
+	return false
 }

@@ -91,7 +91,7 @@ type RunResult struct {
 type searcher struct {
 	space *Space
 	opts  Options
-	tmp   string // the runs' own directories go under it
+	tmp   string          // the runs' own directories go under it
 	used  map[string]bool // shrunk file names written
 }
 
