@@ -66,10 +66,6 @@ const (
 	ReportFile = "explore.json"
 )
 
-// ErrExternalTarget is returned (inside Problems) for a scenario whose target is not
-// the embedded reference server: explore runs only under simulation.
-var ErrExternalTarget = errors.New("explore: an external target cannot be explored")
-
 // RunResult is what one run of the search gave.
 type RunResult struct {
 	Index     int             `json:"index"`
@@ -186,7 +182,7 @@ func Check(sc *scenarios.Scenario) error {
 		return nil
 	}
 	return scenarios.Problems{{File: sc.File, Line: sc.Line(field), Path: field,
-		Msg: "explore runs only under simulation of the embedded reference server; an external target cannot be explored (" + ErrExternalTarget.Error() + ")"}}
+		Msg: "explore runs only under simulation of the embedded reference server; an external target cannot be explored"}}
 }
 
 // search runs the budget on Parallel workers. Run indices are handed out in order, and
