@@ -58,7 +58,7 @@ func TestSearchFindsAndShrinksWedge(t *testing.T) {
 	assert.Zero(t, rep.Invalid, "invalid: %v", rep.InvalidReasons)
 
 	// Every run's verdict is the one its parameters call for.
-	space := NewSpace(sc, testFaultTypes())
+	space := NewSpace(sc, testFaultTypes(), nil)
 	counts := map[string]int{}
 	for i, r := range rep.Results {
 		require.Equal(t, i, r.Index)

@@ -47,6 +47,10 @@ type Options struct {
 	// FaultTypes is the fault catalogue (explore.faults: catalogue) and what the
 	// generated scenarios are validated against; the harness passes the chaos registry.
 	FaultTypes map[string]scenarios.FaultType
+	// FaultFilter (optional) leaves out the catalogue faults it refuses: the simulator
+	// cannot model a prefill crash on a decode worker, and a target kind does not say
+	// which role a fault needs.
+	FaultFilter FaultFilter
 	// ReportConfig says how reports judges a run (the harness passes
 	// harness.ReportConfig). Default: the scenario's assertions and recovery bounds.
 	ReportConfig func(*scenarios.Scenario) reports.Config
@@ -130,7 +134,7 @@ func Search(ctx context.Context, sc *scenarios.Scenario, opts Options) (*Report,
 		return nil, fmt.Errorf("explore: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	s := &searcher{space: NewSpace(sc, opts.FaultTypes), opts: opts, tmp: tmp}
+	s := &searcher{space: NewSpace(sc, opts.FaultTypes, opts.FaultFilter), opts: opts, tmp: tmp}
 
 	start := opts.Now()
 	results := s.search(ctx, start)

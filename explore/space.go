@@ -81,11 +81,16 @@ type faultChoice struct {
 	Params  map[string]any
 }
 
+// FaultFilter says whether a fault can run in a scenario (nil) or why not; the
+// simulator's CanModel is one. Catalogue faults it refuses are never drawn.
+type FaultFilter func(sc *scenarios.Scenario, f scenarios.Fault) error
+
 // NewSpace builds the search space of a loaded scenario. faultTypes is the fault
 // catalogue (the chaos registry, as scenario validation takes it); it is used with
-// explore.faults: catalogue, each type with its default params on every target it
-// accepts.
-func NewSpace(base *scenarios.Scenario, faultTypes map[string]scenarios.FaultType) *Space {
+// explore.faults: catalogue, each type with its default params on every target of a
+// kind it accepts that filter (optional) does not refuse: a target kind says "process",
+// not which role a fault needs.
+func NewSpace(base *scenarios.Scenario, faultTypes map[string]scenarios.FaultType, filter FaultFilter) *Space {
 	s := &Space{base: base, ex: base.Explore}
 	if s.ex == nil {
 		return s
@@ -106,7 +111,11 @@ func NewSpace(base *scenarios.Scenario, faultTypes map[string]scenarios.FaultTyp
 			c := faultChoice{Name: name, Type: name}
 			for _, target := range topo.Names(kind) {
 				// A type that needs params (a failpoint's name) has no default to draw.
-				if ft.Check != nil && ft.Check(scenarios.Fault{Name: name, Type: name, Target: target}) != nil {
+				f := scenarios.Fault{Name: name, Type: name, Target: target}
+				if ft.Check != nil && ft.Check(f) != nil {
+					continue
+				}
+				if filter != nil && filter(base, f) != nil {
 					continue
 				}
 				c.Targets = append(c.Targets, target)

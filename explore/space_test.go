@@ -2,6 +2,7 @@ package explore
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 // i) only, and a wide range is drawn log-uniformly (small pools are tried often).
 func TestDraw(t *testing.T) {
 	sc := loadWedge(t, wedgeScenario)
-	space := NewSpace(sc, testFaultTypes())
+	space := NewSpace(sc, testFaultTypes(), nil)
 	small, seeds := 0, map[int64]bool{}
 	for i := range 500 {
 		p := space.Draw(1, i)
@@ -49,7 +50,7 @@ func TestDraw(t *testing.T) {
 func TestDrawNoExploreSection(t *testing.T) {
 	text := wedgeScenario[:strings.Index(wedgeScenario, "explore:")]
 	sc := loadWedge(t, text)
-	space := NewSpace(sc, testFaultTypes())
+	space := NewSpace(sc, testFaultTypes(), nil)
 	p := space.Draw(1, 3)
 	assert.NotEqual(t, sc.Seed, p.Seed)
 	q := space.Base()
@@ -63,7 +64,7 @@ func TestDrawNoExploreSection(t *testing.T) {
 func TestCatalogue(t *testing.T) {
 	text := strings.Replace(wedgeScenario, "explore:\n", "explore:\n  faults: catalogue\n  max_faults: 4\n  duration: [5s, 30s]\n", 1)
 	sc := loadWedge(t, text)
-	space := NewSpace(sc, testFaultTypes())
+	space := NewSpace(sc, testFaultTypes(), nil)
 	assert.Equal(t, []string{"client_disconnect", "decode_crash"}, space.FaultTypes(), "failpoint needs a param")
 	s := &searcher{space: space, opts: Options{FaultTypes: testFaultTypes()}}
 	types := map[string]bool{}
@@ -84,6 +85,22 @@ func TestCatalogue(t *testing.T) {
 		require.NoError(t, err, "run %d: %+v", i, p)
 	}
 	assert.Len(t, types, 2)
+
+	// A filter (the simulator's CanModel) leaves out what it refuses.
+	onlyDecode := func(_ *scenarios.Scenario, f scenarios.Fault) error {
+		if f.Type == "decode_crash" && f.Target != "decode-0" {
+			return errors.New("needs decode")
+		}
+		return nil
+	}
+	filtered := NewSpace(sc, testFaultTypes(), onlyDecode)
+	for i := range 200 {
+		for _, f := range filtered.Draw(9, i).Faults {
+			if f.Type == "decode_crash" {
+				require.Equal(t, "decode-0", f.Target)
+			}
+		}
+	}
 }
 
 // TestRenderRoundTrip: every shipped scenario with an embedded target, applied with
@@ -96,7 +113,7 @@ func TestRenderRoundTrip(t *testing.T) {
 			if Check(sc) != nil {
 				t.Skip("external target")
 			}
-			space := NewSpace(sc, nil)
+			space := NewSpace(sc, nil, nil)
 			data, err := Render(space.Apply(space.Base()), []string{"a header", "", "more"})
 			require.NoError(t, err)
 			require.True(t, strings.HasPrefix(string(data), "# a header\n#\n# more\n"))
@@ -113,7 +130,7 @@ func TestRenderRoundTrip(t *testing.T) {
 
 func TestApplyFlagsAndLoad(t *testing.T) {
 	sc := loadWedge(t, wedgeScenario)
-	space := NewSpace(sc, testFaultTypes())
+	space := NewSpace(sc, testFaultTypes(), nil)
 	p := space.Base()
 	p.Flags = []FlagValue{{List: "decode", Name: "--context-length", Value: 2048, Integer: true}, {List: "args", Name: "--mem-fraction-static", Value: 0.85}}
 	p.Workloads[0].Agents = 3
@@ -134,7 +151,7 @@ func TestApplyFlagsAndLoad(t *testing.T) {
 func TestApplyDropsRecovery(t *testing.T) {
 	text := strings.Replace(wedgeScenario, "assertions: [no_silent_drops, valid_responses]", "assertions: [no_silent_drops, recovery]", 1)
 	sc := loadWedge(t, text)
-	space := NewSpace(sc, testFaultTypes())
+	space := NewSpace(sc, testFaultTypes(), nil)
 	p := space.Base()
 	p.Faults = nil
 	s := &searcher{space: space, opts: Options{FaultTypes: testFaultTypes()}}
