@@ -281,3 +281,73 @@ func TestExternalTargetRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestShippedExploreIncident: the shipped explore-incident gives only the pool's range;
+// on the fake it is found and shrunk to the fake's boundary (more than 8 agents, a pool
+// under 1000 tokens, a second turn).
+func TestShippedExploreIncident(t *testing.T) {
+	sc, err := scenarios.Load("explore-incident", scenarios.WithFaultTypes(testFaultTypes()))
+	require.NoError(t, err)
+	fake := &fakeSim{}
+	rep, err := Search(context.Background(), sc, Options{Run: fake.run, Runs: 40, Seed: 1, OutDir: t.TempDir(), FaultTypes: testFaultTypes()})
+	require.NoError(t, err)
+	s := sigReport(rep, wedgeSig)
+	require.NotNil(t, s, "signatures: %+v", rep.Signatures)
+	require.NotNil(t, s.Shrunk)
+	p := s.Shrunk.Params
+	assert.Equal(t, 9, p.Workloads[0].Agents)
+	assert.Equal(t, 2, p.Workloads[0].Turns)
+	require.Len(t, p.Flags, 1)
+	assert.Equal(t, "--max-total-tokens=999", p.Flags[0].Arg())
+	assert.True(t, s.Shrunk.Reproduced)
+}
+
+// crashSim fails a run with silent drops held at decode's "restarting" stage when a
+// decode_crash of at least 3s is injected; every other fault is harmless.
+func crashSim(_ context.Context, sc *scenarios.Scenario, outDir string) error {
+	crash := false
+	for _, f := range sc.Faults {
+		if f.Type == "decode_crash" && f.Target == "decode-0" && f.For >= scenarios.Duration(3*time.Second) {
+			crash = true
+		}
+	}
+	w, err := ledger.Create(filepath.Join(outDir, ledger.EventsFile), nil)
+	if err != nil {
+		return err
+	}
+	w.Emit(ledger.Event{Time: epoch, Type: ledger.EventRunStart, Scenario: sc.Name, Seed: sc.Seed})
+	s := epoch.Add(time.Second)
+	done := ledger.Event{Time: s.Add(time.Second), Type: ledger.EventDone, RequestID: "r1", Workload: "agents", Scheduled: &s, Outcome: ledger.OutcomeOK, E2E: 1}
+	if crash {
+		done.Outcome, done.Age = ledger.OutcomeStalled, 5
+		done.ServerDebug = json.RawMessage(`{"sources":[{"process":"decode-0","entries":[{"stage":"restarting"}]}]}`)
+	}
+	w.Emit(ledger.Event{Time: s, Type: ledger.EventScheduled, RequestID: "r1", Workload: "agents"})
+	w.Emit(done)
+	w.Emit(ledger.Event{Time: epoch.Add(time.Minute), Type: ledger.EventRunEnd})
+	return w.Close()
+}
+
+// TestShrinkFaults: the one fault that matters is kept, its window shortened to the
+// least that still fails (3s), every other fault dropped, and the load shortened to
+// end with it.
+func TestShrinkFaults(t *testing.T) {
+	text := strings.Replace(wedgeScenario, "explore:\n", "explore:\n  faults: catalogue\n  max_faults: 4\n  fault_for: [1s, 15s]\n", 1)
+	sc := loadWedge(t, text)
+	rep, err := Search(context.Background(), sc, Options{Run: crashSim, Runs: 60, Parallel: 2, Seed: 11, OutDir: t.TempDir(), FaultTypes: testFaultTypes()})
+	require.NoError(t, err)
+	s := sigReport(rep, "no_silent_drops@decode:restarting")
+	require.NotNil(t, s, "signatures: %+v", rep.Signatures)
+	require.Greater(t, len(s.Params.Faults), 1, "pick a seed whose first failing run has more than the one fault that matters")
+	sh := s.Shrunk
+	require.NotNil(t, sh)
+	require.Len(t, sh.Params.Faults, 1, "%+v", sh.Params.Faults)
+	f := sh.Params.Faults[0]
+	assert.Equal(t, "decode_crash", f.Type)
+	assert.Equal(t, "decode-0", f.Target)
+	assert.Equal(t, scenarios.Duration(3*time.Second), f.For)
+	assert.Equal(t, f.At+f.For, sh.Params.Duration, "the load ends with the fault")
+	assert.Equal(t, 5, sh.Params.Workloads[0].Agents)
+	assert.True(t, sh.Reproduced)
+	assert.True(t, sh.LedgerIdentical)
+}
