@@ -21,9 +21,13 @@ import (
 
 func loadWedge(t *testing.T, text string) *scenarios.Scenario {
 	t.Helper()
-	sc, err := scenarios.Parse("wedge.yaml", []byte(text), scenarios.WithFaultTypes(testFaultTypes()))
+	sc, err := parseWedge(text)
 	require.NoError(t, err)
 	return sc
+}
+
+func parseWedge(text string) (*scenarios.Scenario, error) {
+	return scenarios.Parse("wedge.yaml", []byte(text), scenarios.WithFaultTypes(testFaultTypes()))
 }
 
 func sigReport(rep *Report, sig string) *SignatureReport {
