@@ -220,13 +220,16 @@ func (s *searcher) search(ctx context.Context, start time.Time) []RunResult {
 					return
 				}
 				r := s.runOne(ctx, i, s.space.Draw(s.opts.Seed, i))
-				if errors.Is(ctx.Err(), context.Canceled) && r.Error != "" {
+				if ctx.Err() != nil && r.Error != "" {
 					return // cut short by the interruption: not a result
 				}
 				mu.Lock()
 				// Keep only the lowest-numbered failing run of each signature on disk.
+				isNew := false
 				if r.Signature != "" {
-					if j, ok := first[r.Signature]; !ok || i < j {
+					j, seen := first[r.Signature]
+					isNew = !seen
+					if !seen || i < j {
 						first[r.Signature] = i
 					} else {
 						os.RemoveAll(r.dir)
@@ -234,10 +237,10 @@ func (s *searcher) search(ctx context.Context, start time.Time) []RunResult {
 					}
 				}
 				results = append(results, r)
-				mu.Unlock()
-				if r.Signature != "" && s.opts.Progress != nil && first[r.Signature] == i {
+				if isNew && s.opts.Progress != nil { // under the lock: one writer at a time
 					fmt.Fprintf(s.opts.Progress, "explore: run %d (seed %d) fails: %s\n", i, r.Seed, r.Signature)
 				}
+				mu.Unlock()
 			}
 		}()
 	}
@@ -256,7 +259,11 @@ func (s *searcher) search(ctx context.Context, start time.Time) []RunResult {
 // and judges the ledger with reports. Only a failing run's directory is kept.
 func (s *searcher) runOne(ctx context.Context, i int, p Params) RunResult {
 	r := RunResult{Index: i, Seed: p.Seed, params: p}
-	dir, err := os.MkdirTemp(s.tmp, fmt.Sprintf("run-%d-", i))
+	prefix := fmt.Sprintf("run-%d-", i)
+	if i < 0 {
+		prefix = "shrink-"
+	}
+	dir, err := os.MkdirTemp(s.tmp, prefix)
 	if err != nil {
 		r.Error = err.Error()
 		return r
