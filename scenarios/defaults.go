@@ -65,6 +65,7 @@ func (sc *Scenario) ApplyDefaults() {
 	sc.limitDefaults()
 	sc.faultDefaults()
 	sc.assertionDefaults()
+	sc.exploreDefaults()
 }
 
 func (sc *Scenario) referenceDefaults() {

@@ -33,6 +33,7 @@ var enums = map[string][]string{
 	"Reference.semantics": {"strict", "sglang"},
 	"Launch.role":         {"router", "prefill", "decode", "colocated"},
 	"FaultTimeline.cover": {CoverFixed, CoverRepeat, CoverScale},
+	"Explore.faults":      {ExploreFaultsScenario, ExploreFaultsCatalogue, ExploreFaultsNone},
 }
 
 const durationPattern = `^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$`

@@ -45,6 +45,9 @@ type Scenario struct {
 	// FaultTimeline says how the faults' timeline covers the scenario's duration: as
 	// written (fixed), repeated in cycles, or scaled.
 	FaultTimeline FaultTimeline `yaml:"fault_timeline" json:"-"` // the JSON (the scenario as run) holds the expanded Faults; expanding them again would repeat the repeats
+	// Explore is the search space of `harness explore` (seed, load, server flags, fault
+	// schedule); `harness run` ignores it.
+	Explore *Explore `yaml:"explore,omitempty" json:"explore,omitempty"`
 
 	// File is the path (or embedded name) the scenario was loaded from.
 	File string `yaml:"-" json:"-"`
@@ -329,6 +332,46 @@ type Fault struct {
 	For    Duration `yaml:"for" json:"for"`
 	// Params are type-specific; the chaos package interprets them.
 	Params map[string]any `yaml:"params" json:"params,omitempty"`
+}
+
+// Explore modes for the fault schedule (explore.faults).
+const (
+	ExploreFaultsScenario  = "scenario"  // the scenario's own faults, re-timed
+	ExploreFaultsCatalogue = "catalogue" // every fault type of the catalogue, on every target it accepts
+	ExploreFaultsNone      = "none"      // no faults at all
+)
+
+// Explore is the search space of `harness explore`: every run draws the seed, and
+// within the ranges given here the load, the reference server's flags and a fault
+// schedule. A range is a list of two values [low, high], both included.
+type Explore struct {
+	// Duration is the range of the load duration, e.g. [10s, 60s]. Default: the
+	// scenario's duration.
+	Duration []Duration `yaml:"duration,omitempty" json:"duration,omitempty"`
+	// Agents is the range of agents of every agents workload, each drawn on its own.
+	Agents []int `yaml:"agents,omitempty" json:"agents,omitempty"`
+	// Turns is the range of turns of every agents workload.
+	Turns []int `yaml:"turns,omitempty" json:"turns,omitempty"`
+	// Rate is the range of the pacer rate (requests per second) of every open_loop
+	// workload; a sine pacer's amplitude is scaled with it.
+	Rate []float64 `yaml:"rate,omitempty" json:"rate,omitempty"`
+	// Flags are server flags to vary, by argument list (args: every worker, prefill,
+	// decode, router) then flag name (--max-total-tokens) to a range [low, high]. Whole
+	// bounds draw integers, bounds with a fraction draw numbers; a range whose high is at
+	// least ten times its low (low > 0) is drawn log-uniformly. The value replaces the
+	// flag in the scenario's reference.args, prefill_args, decode_args or router_args, or
+	// is added as --flag=value.
+	Flags map[string]map[string][]float64 `yaml:"flags,omitempty" json:"flags,omitempty"`
+	// Faults says where the fault schedule comes from: scenario (default: the
+	// scenario's own faults, each run a random subset at random times), catalogue (every
+	// fault type of the catalogue, with its default params, on every target it accepts)
+	// or none.
+	Faults string `yaml:"faults,omitempty" json:"faults,omitempty"`
+	// MaxFaults bounds the injections of one run (each run draws 0 to max_faults).
+	// Default: the number of the scenario's faults (scenario), 3 (catalogue).
+	MaxFaults int `yaml:"max_faults,omitempty" json:"max_faults,omitempty"`
+	// FaultFor is the range of a fault's window. Default [1s, half the duration].
+	FaultFor []Duration `yaml:"fault_for,omitempty" json:"fault_for,omitempty"`
 }
 
 // Line returns the 1-based source line of a field path such as "workloads[0].agents",

@@ -142,6 +142,7 @@ func (v *validator) check(o options) {
 	v.checkLimits()
 	v.checkAssertions()
 	v.checkFaultTimeline()
+	v.checkExplore()
 	topo := sc.Topology()
 	fnames := map[string]bool{}
 	for i, f := range sc.specFaults() {

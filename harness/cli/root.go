@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"pdsoak/explore"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
 	servercli "pdsoak/server/cli"
@@ -77,6 +78,9 @@ type app struct {
 	shard       harness.Shard // run --shard, for the command being run
 	simRun      RunFunc
 	sim         bool // run --sim, for the command being run
+
+	// exploreRun is the simulator explore runs on; nil: defaultExploreRun.
+	exploreRun explore.RunFunc
 }
 
 // NewRootCommand returns the harness command tree.
@@ -119,6 +123,7 @@ evaluated, or a run where the harness itself was the bottleneck.`,
 	root.AddCommand(a.mergeCommand())
 	root.AddCommand(a.compareCommand(), a.trendCommand())
 	root.AddCommand(a.k8sCommand())
+	root.AddCommand(a.exploreCommand())
 	pd := servercli.NewRootCommand()
 	pd.Hidden = true
 	pd.Short = "Run the reference server (used by harness run to start the embedded topology)"
