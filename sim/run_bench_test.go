@@ -12,13 +12,8 @@ import (
 
 // BenchmarkSimSpeedup simulates the incident scenario (silent-drop-sglang: 30 agents
 // for 40s) and reports sim_speedup: the virtual time it covered (load, drain, leak
-// check) per second of wall time. Until the topology is wired in, it runs against the
-// test fake (every request answered), which measures the harness half alone.
+// check) per second of wall time, on the simulated topology.
 func BenchmarkSimSpeedup(b *testing.B) {
-	newServer := newTopology
-	if newServer == nil {
-		newServer = func(l *Loop, _ *scenarios.Scenario) (Server, error) { return newFake(l, nil), nil }
-	}
 	var virtual, wall time.Duration
 	for b.Loop() {
 		sc, err := scenarios.Load("silent-drop-sglang", scenarios.WithFaultTypes(chaos.FaultTypes()))
@@ -27,8 +22,7 @@ func BenchmarkSimSpeedup(b *testing.B) {
 		}
 		var end time.Time
 		start := time.Now()
-		err = Run(context.Background(), sc, Options{OutDir: b.TempDir(), NewServer: newServer,
-			OnEvent: func(ev ledger.Event) { end = ev.Time }})
+		err = Run(context.Background(), sc, Options{OutDir: b.TempDir(), OnEvent: func(ev ledger.Event) { end = ev.Time }})
 		wall += time.Since(start)
 		if err != nil {
 			b.Fatal(err)
