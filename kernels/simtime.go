@@ -54,7 +54,15 @@ var profiles = []Profile{
 		Beta0:       100 * time.Microsecond, Beta1: 50 * time.Microsecond, Beta2: 60 * time.Microsecond,
 		ModelKVBytesPerToken: 1024,
 	},
+	{
+		Name:                 "zero",
+		Description:          "no compute time at all (every beta 0; tinyref's KV footprint): measures the serving software's own ceiling",
+		ModelKVBytesPerToken: 1024,
+	},
 }
+
+// ZeroProfile is the profile whose steps take no modelled time.
+const ZeroProfile = "zero"
 
 // Profiles returns the named timing profiles, sorted by name.
 func Profiles() []Profile {
