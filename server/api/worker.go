@@ -111,7 +111,11 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 	ctx, ch, rc, guard := gs.ctx, gs.ch, gs.rc, gs.guard
 	started, count := false, 0
 	var werr error
-	send := func(c gen.WorkerChunk) {
+	unflushed := false
+	// send writes one chunk; it flushes unless more events are already waiting, so a
+	// reader that fell behind gets them in one write (no event waits for a later one:
+	// the last of those in hand is always flushed).
+	send := func(c gen.WorkerChunk, more bool) {
 		if werr != nil {
 			return
 		}
@@ -120,8 +124,13 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 			werr = err
 			return
 		}
-		guard.arm()
-		if _, werr = w.Write(append(append([]byte("data: "), b...), '\n', '\n')); werr == nil {
+		if !unflushed {
+			guard.arm() // once per flushed batch: the batch's writes are bounded together
+		}
+		if _, werr = w.Write(append(append([]byte("data: "), b...), '\n', '\n')); werr != nil {
+			return
+		}
+		if unflushed = more; !more {
 			werr = rc.Flush()
 		}
 	}
@@ -160,7 +169,7 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 				log.Warn("request failed mid-stream", "kind", e.kind, "stage", e.stage, "completion_tokens", count, "err", ev.Err)
 			}
 		}
-		send(c)
+		send(c, !ev.Done && len(ch) > 0)
 		if werr != nil {
 			log.Info("client disconnected", "completion_tokens", count, "err", werr)
 			gs.cancel()

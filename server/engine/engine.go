@@ -74,6 +74,7 @@ type Engine struct {
 	snapMu     sync.Mutex
 	snap       []gen.RequestInfo
 	snapTime   time.Time
+	snapStale  bool // loop-owned: the number of live requests changed since snap
 	schedErr   error
 	stats      scheduler.Stats
 }

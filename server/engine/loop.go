@@ -31,6 +31,7 @@ type stream struct {
 	lastTok time.Time
 	first   bool
 	pending []int // tokens not yet delivered: the channel had no free token slot
+	ending  bool  // finishes in the round being applied: its tokens ride on Done
 }
 
 // push delivers toks without ever blocking: they go out at once when a token slot is
@@ -108,6 +109,7 @@ func (e *Engine) loop() {
 			e.step(&rd)
 			continue
 		}
+		e.refreshStaleSnap()
 		select {
 		case <-e.wake:
 		case <-e.clock.After(e.tick):
@@ -229,12 +231,24 @@ func (e *Engine) apply(now time.Time, rd scheduler.Ready) {
 			delete(e.behind, seq)
 		}
 	}
+	// A request that finishes well in this round gets its last tokens in its Done event:
+	// one event (one chunk on the wire) fewer per request, and they arrive no later. (A
+	// failing one keeps them apart: tokens already out decide what the router may retry.)
+	for _, f := range rd.Finished {
+		if st := e.streams[f.Seq]; st != nil && f.Err == nil {
+			st.ending = true
+		}
+	}
 	for _, em := range rd.Emits {
 		st := e.streams[em.Seq]
 		if st == nil {
 			continue
 		}
 		e.observeTokens(now, st, len(em.Tokens))
+		if st.ending {
+			st.pending = append(st.pending, em.Tokens...)
+			continue
+		}
 		if st.push(em.Tokens) {
 			e.behind[em.Seq] = st
 		}
@@ -324,11 +338,37 @@ func (e *Engine) publish(now time.Time, st *scheduler.Stats) {
 	if st != nil {
 		e.stats = *st
 	}
-	if now.Sub(e.lastSnapAt) >= 50*time.Millisecond || live != len(e.snap) {
-		e.snap = e.sched.Requests(now)
-		e.snapTime, e.lastSnapAt = now, now
+	// The request list costs a sort and an allocation per live request: rebuilt every
+	// snapEvery, and sooner when the number of requests changed, but while busy at most
+	// every snapBusyEvery; a loop about to go idle brings a stale list up to date.
+	since := now.Sub(e.lastSnapAt)
+	e.snapStale = live != len(e.snap)
+	if since >= snapEvery || (e.snapStale && since >= snapBusyEvery) {
+		e.refreshSnapLocked(now)
 	}
 	e.schedErr = e.sched.Health(now)
+}
+
+// Bounds on the age of the request list Requests serves from.
+const (
+	snapEvery     = 50 * time.Millisecond
+	snapBusyEvery = time.Millisecond
+)
+
+func (e *Engine) refreshSnapLocked(now time.Time) {
+	e.snap = e.sched.Requests(now)
+	e.snapTime, e.lastSnapAt, e.snapStale = now, now, false
+}
+
+// refreshStaleSnap rebuilds a request list that publish left stale (the loop is going
+// idle, so nothing else would for up to a tick).
+func (e *Engine) refreshStaleSnap() {
+	if !e.snapStale {
+		return
+	}
+	e.snapMu.Lock()
+	e.refreshSnapLocked(e.clock.Now())
+	e.snapMu.Unlock()
 }
 
 // step runs the planned batch: the engine/step failpoint, Forward, the modelled step
@@ -345,6 +385,7 @@ func (e *Engine) step(rd *scheduler.Ready) {
 	}
 	if err == nil {
 		if d := e.b.StepTime(rd.PrefillTokens, rd.DecodeTokens); d > 0 {
+			e.refreshStaleSnap() // the list must not be a whole step behind
 			e.waitUntil(start.Add(d))
 		}
 	}
