@@ -118,6 +118,7 @@ type Router struct {
 	abortOnUnhealthy                             bool
 	roomSalt                                     uint64
 	client                                       *http.Client
+	legs                                         *legClient // nil: legs through client
 	log                                          *slog.Logger
 	kvLinks                                      map[[2]string]string
 	bugs                                         scheduler.BugSet
@@ -139,6 +140,8 @@ type Router struct {
 
 type worker struct {
 	url, role, name string
+	target          legTarget // url's /generate for the leg client
+	lean            bool      // target is usable (http)
 	explicitBoot    bool
 	outstanding     atomic.Int64
 	healthy         atomic.Bool
@@ -206,6 +209,9 @@ func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
 		o(r)
 	}
 	if r.client == nil {
+		// The legs go through the leg client; net/http serves the health checks (and
+		// the legs only when WithClient asks for a client of its own).
+		r.legs = newLegClient(DefaultConnectTimeout)
 		r.client = &http.Client{Transport: &http.Transport{
 			DialContext:         (&net.Dialer{Timeout: DefaultConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConns:        1024,
@@ -231,7 +237,8 @@ func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
 			seen[u] = true
 			down := make(chan struct{})
 			close(down) // unhealthy until the first check passes
-			out = append(out, &worker{url: u, role: role, name: fmt.Sprintf("%s-%d", role, i),
+			t, lean := parseLegTarget(u)
+			out = append(out, &worker{url: u, role: role, name: fmt.Sprintf("%s-%d", role, i), target: t, lean: lean,
 				boot: w.BootstrapAddr, explicitBoot: w.BootstrapAddr != "", down: down})
 		}
 		return out, nil
@@ -266,6 +273,9 @@ func (r *Router) Start() {
 				return
 			case <-t.C:
 				r.checkAll(ctx)
+				if r.legs != nil {
+					r.legs.reap()
+				}
 			}
 		}
 	}()
@@ -279,6 +289,9 @@ func (r *Router) Close() error {
 	r.stop()
 	<-r.done
 	r.client.CloseIdleConnections()
+	if r.legs != nil {
+		r.legs.close()
+	}
 	return nil
 }
 
@@ -845,6 +858,51 @@ func (rl *relay) forward(ev gen.Event) (result, bool) {
 // A leg's error wraps a gen sentinel; transport is set when the worker gave no usable
 // answer.
 func (r *Router) runLeg(ctx context.Context, w *worker, body []byte, rid string, fn func(gen.WorkerChunk) error) leg {
+	if r.legs == nil || !w.lean {
+		return r.runLegHTTP(ctx, w, body, rid, fn)
+	}
+	resp, err := r.legs.do(ctx, w.target, body, rid)
+	if err != nil {
+		return leg{err: fmt.Errorf("router: %s %s: %w: %w", w.role, w.name, gen.ErrUnavailable, err), transport: true}
+	}
+	complete := false
+	defer func() { resp.finish(complete) }()
+	if resp.StatusCode != http.StatusOK {
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		complete = err == nil
+		return leg{err: fmt.Errorf("router: %s %s: %w", w.role, w.name, statusError(resp.StatusCode, b))}
+	}
+	var final error
+	err = readSSE(resp.Body, func(c gen.WorkerChunk) (bool, error) {
+		if c.Error != nil || c.Done {
+			// The answer is complete: from here the connection no longer depends on
+			// ctx, so cancelling the attempt right after cannot spoil its reuse.
+			complete = resp.detach()
+		}
+		if c.Error != nil {
+			final = fmt.Errorf("router: %s %s: %w", w.role, w.name, c.Error.Err())
+			return true, nil
+		}
+		if err := fn(c); err != nil {
+			return true, err
+		}
+		return c.Done, nil
+	})
+	if final != nil {
+		return leg{err: final}
+	}
+	if err != nil {
+		complete = false
+		if ctx.Err() != nil {
+			return leg{err: fmt.Errorf("router: %s %s: %w", w.role, w.name, context.Cause(ctx))}
+		}
+		return leg{err: fmt.Errorf("router: %s %s: %w: %w", w.role, w.name, gen.ErrInternal, err), transport: true}
+	}
+	return leg{}
+}
+
+// runLegHTTP is runLeg through net/http (a WithClient client, or an https worker).
+func (r *Router) runLegHTTP(ctx context.Context, w *worker, body []byte, rid string, fn func(gen.WorkerChunk) error) leg {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url+"/generate", bytes.NewReader(body))
 	if err != nil {
 		return leg{err: fmt.Errorf("router: %s: %w: %w", w.name, gen.ErrInternal, err)}

@@ -1,0 +1,289 @@
+package router
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// legClient posts /generate to workers over HTTP/1.1 keep-alive connections it pools
+// itself, and reads the response in the calling goroutine. net/http's client hands every
+// request to a per-connection writer goroutine and every response from a per-connection
+// reader goroutine; on the router's request path those hand-offs, and their allocations,
+// cost more CPU than the work itself (BenchmarkRouterZeroTime's profile). Everything a
+// leg needs is bounded as before: the dial by the connect timeout, every read and write
+// by the leg's context (cancelling it closes the connection, so the worker sees the
+// request end), and the read of the stream's end by legDrainTimeout.
+type legClient struct {
+	dialTimeout, idleTimeout time.Duration
+	maxIdlePerHost           int
+
+	mu     sync.Mutex
+	idle   map[string][]*legConn
+	closed bool
+}
+
+// Bounds of the leg client.
+const (
+	// legIdleTimeout closes pooled connections idle this long (below the workers' own
+	// idle timeout, so the router is the side that closes).
+	legIdleTimeout = 90 * time.Second
+	// legMaxIdlePerHost bounds the pool per worker.
+	legMaxIdlePerHost = 512
+	// legDrainTimeout bounds the read of a stream's end after its done event (the
+	// terminating chunk, normally in the same segment); past it the connection is
+	// closed instead of reused.
+	legDrainTimeout = 100 * time.Millisecond
+)
+
+func newLegClient(dialTimeout time.Duration) *legClient {
+	return &legClient{dialTimeout: dialTimeout, idleTimeout: legIdleTimeout, maxIdlePerHost: legMaxIdlePerHost,
+		idle: map[string][]*legConn{}}
+}
+
+// legConn is one pooled connection.
+type legConn struct {
+	net.Conn
+	br        *bufio.Reader
+	addr      string
+	idleSince time.Time
+	reused    bool
+}
+
+// legTarget is where a worker's /generate is: host:port and the request line's path.
+type legTarget struct {
+	addr, host, path string
+}
+
+// parseLegTarget returns the target of base's /generate; ok is false for a URL the leg
+// client does not serve (https), which then goes through net/http.
+func parseLegTarget(base string) (legTarget, bool) {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil || u.RawQuery != "" {
+		return legTarget{}, false
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "80")
+	}
+	return legTarget{addr: addr, host: u.Host, path: u.EscapedPath() + "/generate"}, true
+}
+
+func (lc *legClient) get(ctx context.Context, addr string) (*legConn, error) {
+	now := time.Now()
+	lc.mu.Lock()
+	for {
+		list := lc.idle[addr]
+		if len(list) == 0 {
+			break
+		}
+		c := list[len(list)-1] // the most recently used: the warmest
+		list[len(list)-1] = nil
+		lc.idle[addr] = list[:len(list)-1]
+		lc.mu.Unlock()
+		if now.Sub(c.idleSince) < lc.idleTimeout && c.alive() {
+			c.reused = true
+			return c, nil
+		}
+		c.Close()
+		lc.mu.Lock()
+	}
+	closed := lc.closed
+	lc.mu.Unlock()
+	if closed {
+		return nil, errors.New("router: closed")
+	}
+	d := net.Dialer{Timeout: lc.dialTimeout, KeepAlive: 30 * time.Second}
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return &legConn{Conn: nc, br: bufio.NewReaderSize(nc, 4096), addr: addr}, nil
+}
+
+// put returns a connection whose response was read to its end.
+func (lc *legClient) put(c *legConn) {
+	if c.br.Buffered() > 0 || c.SetDeadline(time.Time{}) != nil {
+		c.Close() // bytes nobody asked for: the connection is out of step
+		return
+	}
+	c.idleSince = time.Now()
+	lc.mu.Lock()
+	if lc.closed || len(lc.idle[c.addr]) >= lc.maxIdlePerHost {
+		lc.mu.Unlock()
+		c.Close()
+		return
+	}
+	lc.idle[c.addr] = append(lc.idle[c.addr], c)
+	lc.mu.Unlock()
+}
+
+// reap closes connections idle longer than the idle timeout.
+func (lc *legClient) reap() {
+	now := time.Now()
+	var old []*legConn
+	lc.mu.Lock()
+	for addr, list := range lc.idle {
+		keep := list[:0]
+		for _, c := range list {
+			if now.Sub(c.idleSince) >= lc.idleTimeout {
+				old = append(old, c)
+			} else {
+				keep = append(keep, c)
+			}
+		}
+		clear(list[len(keep):])
+		lc.idle[addr] = keep
+	}
+	lc.mu.Unlock()
+	for _, c := range old {
+		c.Close()
+	}
+}
+
+// close closes every idle connection; connections in use are closed when their leg ends.
+func (lc *legClient) close() {
+	lc.mu.Lock()
+	lc.closed = true
+	idle := lc.idle
+	lc.idle = map[string][]*legConn{}
+	lc.mu.Unlock()
+	for _, list := range idle {
+		for _, c := range list {
+			c.Close()
+		}
+	}
+}
+
+// aLongTimeAgo is a deadline that makes every blocked read and write return at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// errNoResponse is a reused connection that ended before any byte of the response: the
+// worker closed it (it restarted, or timed it out) while it was idle.
+var errNoResponse = errors.New("router: worker closed the connection before answering")
+
+// legResponse is a worker's answer to one /generate: its status and its body, which the
+// caller reads, then ends with finish.
+type legResponse struct {
+	StatusCode int
+	Body       io.Reader
+	c          *legConn
+	resp       *http.Response
+	stop       func() bool
+	lc         *legClient
+	detached   bool
+	live       bool // the context had not ended when detach stopped watching it
+}
+
+// detach stops tying the connection to the leg's context; false when the context had
+// already ended (and spoiled the connection's deadline). Idempotent.
+func (r *legResponse) detach() bool {
+	if !r.detached {
+		r.detached, r.live = true, r.stop()
+	}
+	return r.live
+}
+
+// do sends body to t's /generate on a pooled connection. The returned response must be
+// ended with finish.
+func (lc *legClient) do(ctx context.Context, t legTarget, body []byte, rid string) (*legResponse, error) {
+	for attempt := 0; ; attempt++ {
+		c, err := lc.get(ctx, t.addr)
+		if err != nil {
+			return nil, err
+		}
+		res, err := lc.send(ctx, c, t, body, rid)
+		if err == nil {
+			return res, nil
+		}
+		c.Close()
+		// A reused connection the worker had closed while it was idle: nothing reached
+		// the worker's handler, so one fresh connection may try again (net/http does the
+		// same for a request it never wrote).
+		if errors.Is(err, errNoResponse) && c.reused && attempt == 0 && ctx.Err() == nil {
+			continue
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w (%w)", context.Cause(ctx), err)
+		}
+		return nil, err
+	}
+}
+
+func (lc *legClient) send(ctx context.Context, c *legConn, t legTarget, body []byte, rid string) (*legResponse, error) {
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(aLongTimeAgo) })
+	req := make([]byte, 0, 192+len(t.host)+len(t.path)+len(rid)+len(body))
+	req = append(req, "POST "...)
+	req = append(req, t.path...)
+	req = append(req, " HTTP/1.1\r\nHost: "...)
+	req = append(req, t.host...)
+	req = append(req, "\r\nUser-Agent: pdsoak-router\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"...)
+	if rid != "" && validHeaderValue(rid) {
+		req = append(req, "X-Request-ID: "...)
+		req = append(req, rid...)
+		req = append(req, "\r\n"...)
+	}
+	req = append(req, "Content-Length: "...)
+	req = strconv.AppendInt(req, int64(len(body)), 10)
+	req = append(req, "\r\n\r\n"...)
+	req = append(req, body...)
+	if _, err := c.Write(req); err != nil {
+		stop()
+		return nil, err
+	}
+	if _, err := c.br.Peek(1); err != nil {
+		stop()
+		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || isReset(err) {
+			return nil, fmt.Errorf("%w: %w", errNoResponse, err)
+		}
+		return nil, err
+	}
+	resp, err := http.ReadResponse(c.br, nil)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return &legResponse{StatusCode: resp.StatusCode, Body: resp.Body, c: c, resp: resp, stop: stop, lc: lc}, nil
+}
+
+// finish ends the response. complete says the caller read the whole answer it wanted
+// (the done event, or an error body): the connection is then drained to the end of the
+// response, within legDrainTimeout, and pooled. Otherwise it is closed, which is how the
+// worker learns that the leg was cancelled.
+func (r *legResponse) finish(complete bool) {
+	if !r.detach() { // the leg's context ended: the connection's deadline is spoiled
+		complete = false
+	}
+	if complete && !r.resp.Close {
+		_ = r.c.SetReadDeadline(time.Now().Add(legDrainTimeout))
+		if _, err := io.Copy(io.Discard, io.LimitReader(r.resp.Body, 64<<10)); err == nil && r.drained() {
+			r.lc.put(r.c)
+			return
+		}
+	}
+	r.c.Close()
+}
+
+// drained reports whether the body is at its end.
+func (r *legResponse) drained() bool {
+	var one [1]byte
+	n, err := r.resp.Body.Read(one[:])
+	return n == 0 && errors.Is(err, io.EOF)
+}
+
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < ' ' || s[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}
