@@ -382,7 +382,10 @@ func (o *openaiOut) text(s string) {
 
 func (o *openaiOut) finish(reason string, u Usage) {
 	if !o.j.stream {
-		o.guard.arm()
+		// Armed before the body is written, and kept for the server's flush of it.
+		if !o.guard.keepForFinalFlush() {
+			o.guard.arm()
+		}
 		o.w.Header().Set("Content-Type", "application/json")
 		if o.j.chat {
 			writeJSON(o.w, http.StatusOK, ChatResponse{ID: o.id, Object: "chat.completion", Created: o.created, Model: o.model,
@@ -408,6 +411,14 @@ func (o *openaiOut) finish(reason string, u Usage) {
 			o.send(CompletionResponse{ID: o.id, Object: "text_completion", Created: o.created, Model: o.model,
 				Choices: []CompletionChoice{}, Usage: &u})
 		}
+	}
+	if o.err == nil && o.guard.keepForFinalFlush() {
+		// The server's own flush after the handler returns sends it with the end of the
+		// body, still bounded by the write deadline.
+		if _, err := o.w.Write([]byte("data: [DONE]\n\n")); err != nil {
+			o.err = err
+		}
+		return
 	}
 	o.raw([]byte("data: [DONE]\n\n"))
 }

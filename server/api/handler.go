@@ -307,6 +307,7 @@ type writeGuard struct {
 	rc    *http.ResponseController
 	stall time.Duration
 	armed bool
+	kept  bool // the deadline bounds the server's final flush too
 }
 
 func (g *writeGuard) arm() {
@@ -315,8 +316,22 @@ func (g *writeGuard) arm() {
 	}
 }
 
+// keepForFinalFlush arms a fresh deadline and keeps it past the handler, so that the
+// response's last bytes may be left to the flush net/http does after the handler returns
+// (together with the end of the chunked body: one write instead of two) and that flush is
+// bounded too. net/http clears the connection's write deadline after that flush, before
+// it reads the next request. False when there is no bound to keep (stall 0).
+func (g *writeGuard) keepForFinalFlush() bool {
+	if g.stall <= 0 {
+		return false
+	}
+	g.arm()
+	g.kept = g.armed
+	return g.kept
+}
+
 func (g *writeGuard) clear() {
-	if g.armed {
+	if g.armed && !g.kept {
 		_ = g.rc.SetWriteDeadline(time.Time{})
 	}
 }

@@ -134,6 +134,21 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 			werr = rc.Flush()
 		}
 	}
+	// sendLast writes the done chunk; it leaves the flush to the server's own after the
+	// handler returns when that flush stays bounded by the write deadline.
+	sendLast := func(c gen.WorkerChunk) {
+		if werr == nil && guard.keepForFinalFlush() {
+			unflushed = true
+			b, err := json.Marshal(c)
+			if err != nil {
+				werr = err
+				return
+			}
+			_, werr = w.Write(append(append([]byte("data: "), b...), '\n', '\n'))
+			return
+		}
+		send(c, false)
+	}
 	for {
 		ev := h.recv(ctx, ch)
 		if ev.Err != nil && r.Context().Err() != nil {
@@ -169,7 +184,11 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 				log.Warn("request failed mid-stream", "kind", e.kind, "stage", e.stage, "completion_tokens", count, "err", ev.Err)
 			}
 		}
-		send(c, !ev.Done && len(ch) > 0)
+		if ev.Done {
+			sendLast(c)
+		} else {
+			send(c, len(ch) > 0)
+		}
 		if werr != nil {
 			log.Info("client disconnected", "completion_tokens", count, "err", werr)
 			gs.cancel()

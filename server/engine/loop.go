@@ -109,7 +109,6 @@ func (e *Engine) loop() {
 			e.step(&rd)
 			continue
 		}
-		e.refreshStaleSnap()
 		select {
 		case <-e.wake:
 		case <-e.clock.After(e.tick):
@@ -332,43 +331,29 @@ func (e *Engine) publish(now time.Time, st *scheduler.Stats) {
 		}
 		e.lastThruAt, e.lastThruToks = now, toks
 	}
-	live := e.sched.Live()
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()
 	if st != nil {
 		e.stats = *st
 	}
-	// The request list costs a sort and an allocation per live request: rebuilt every
-	// snapEvery, and sooner when the number of requests changed, but while busy at most
-	// every snapBusyEvery; a loop about to go idle brings a stale list up to date.
-	since := now.Sub(e.lastSnapAt)
-	e.snapStale = live != len(e.snap)
-	if since >= snapEvery || (e.snapStale && since >= snapBusyEvery) {
+	// The request list costs a sort and an allocation per live request, so it is built
+	// when Requests asks for it (and every snapEvery as the answer for a loop too stuck
+	// to build one), not on every iteration.
+	if e.snapWant.Swap(false) || now.Sub(e.lastSnapAt) >= snapEvery {
 		e.refreshSnapLocked(now)
 	}
 	e.schedErr = e.sched.Health(now)
 }
 
-// Bounds on the age of the request list Requests serves from.
-const (
-	snapEvery     = 50 * time.Millisecond
-	snapBusyEvery = time.Millisecond
-)
+// snapEvery is how often the loop rebuilds the request list unasked.
+const snapEvery = 50 * time.Millisecond
 
+// refreshSnapLocked rebuilds the request list and tells the Requests calls waiting for it.
 func (e *Engine) refreshSnapLocked(now time.Time) {
 	e.snap = e.sched.Requests(now)
-	e.snapTime, e.lastSnapAt, e.snapStale = now, now, false
-}
-
-// refreshStaleSnap rebuilds a request list that publish left stale (the loop is going
-// idle, so nothing else would for up to a tick).
-func (e *Engine) refreshStaleSnap() {
-	if !e.snapStale {
-		return
-	}
-	e.snapMu.Lock()
-	e.refreshSnapLocked(e.clock.Now())
-	e.snapMu.Unlock()
+	e.snapTime, e.lastSnapAt = now, now
+	close(e.snapDone)
+	e.snapDone = make(chan struct{})
 }
 
 // step runs the planned batch: the engine/step failpoint, Forward, the modelled step
@@ -385,7 +370,6 @@ func (e *Engine) step(rd *scheduler.Ready) {
 	}
 	if err == nil {
 		if d := e.b.StepTime(rd.PrefillTokens, rd.DecodeTokens); d > 0 {
-			e.refreshStaleSnap() // the list must not be a whole step behind
 			e.waitUntil(start.Add(d))
 		}
 	}
@@ -461,6 +445,12 @@ func (e *Engine) waitUntil(deadline time.Time) {
 		select {
 		case <-e.wake:
 			e.handleInbox(now)
+			if e.snapWant.Load() { // Requests is waiting: answer it mid-step
+				e.snapMu.Lock()
+				e.snapWant.Store(false)
+				e.refreshSnapLocked(now)
+				e.snapMu.Unlock()
+			}
 		case <-e.clock.After(deadline.Sub(now)):
 		case <-e.forceReq:
 			return
