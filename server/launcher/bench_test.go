@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -65,8 +66,20 @@ func benchTopology(b *testing.B, exe string, args ...string) *Topology {
 // keepAlive is a pooled client for benchmarks (the tests' client closes connections).
 var keepAlive = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}}
 
+// smallBody is the JSON body of a small request, encoded once per size.
+func smallBody(maxTokens int) []byte {
+	if b, ok := smallBodies.Load(maxTokens); ok {
+		return b.([]byte)
+	}
+	b, _ := json.Marshal(map[string]any{"model": "ref", "prompt": "hi", "max_tokens": maxTokens, "temperature": 0, "ignore_eos": true})
+	smallBodies.Store(maxTokens, b)
+	return b
+}
+
+var smallBodies sync.Map
+
 func small(url string, maxTokens int) error {
-	body, _ := json.Marshal(map[string]any{"model": "ref", "prompt": "hi", "max_tokens": maxTokens, "temperature": 0, "ignore_eos": true})
+	body := smallBody(maxTokens)
 	resp, err := keepAlive.Post(url+"/v1/completions", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -164,6 +177,10 @@ func processCPU(topo *Topology) map[string]time.Duration {
 		u, _ := strconv.ParseInt(f[11], 10, 64)
 		s, _ := strconv.ParseInt(f[12], 10, 64)
 		out[strings.SplitN(p.Name, "-", 2)[0]] = time.Duration(u+s) * 10 * time.Millisecond
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil { // the load generator itself
+		out["client"] = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	return out
 }
