@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math"
@@ -111,7 +110,16 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 	ctx, ch, rc, guard := gs.ctx, gs.ch, gs.rc, gs.guard
 	started, count := false, 0
 	var werr error
+	var buf []byte // one event's bytes, reused
 	unflushed := false
+	frame := func(c gen.WorkerChunk) ([]byte, error) {
+		buf = append(buf[:0], "data: "...)
+		var err error
+		if buf, err = gen.AppendWorkerChunk(buf, &c); err != nil {
+			return nil, err
+		}
+		return append(buf, '\n', '\n'), nil
+	}
 	// send writes one chunk; it flushes unless more events are already waiting, so a
 	// reader that fell behind gets them in one write (no event waits for a later one:
 	// the last of those in hand is always flushed).
@@ -119,7 +127,7 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 		if werr != nil {
 			return
 		}
-		b, err := json.Marshal(c)
+		b, err := frame(c)
 		if err != nil {
 			werr = err
 			return
@@ -127,7 +135,7 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 		if !unflushed {
 			guard.arm() // once per flushed batch: the batch's writes are bounded together
 		}
-		if _, werr = w.Write(append(append([]byte("data: "), b...), '\n', '\n')); werr != nil {
+		if _, werr = w.Write(b); werr != nil {
 			return
 		}
 		if unflushed = more; !more {
@@ -139,12 +147,12 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 	sendLast := func(c gen.WorkerChunk) {
 		if werr == nil && guard.keepForFinalFlush() {
 			unflushed = true
-			b, err := json.Marshal(c)
+			b, err := frame(c)
 			if err != nil {
 				werr = err
 				return
 			}
-			_, werr = w.Write(append(append([]byte("data: "), b...), '\n', '\n'))
+			_, werr = w.Write(b)
 			return
 		}
 		send(c, false)
