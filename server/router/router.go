@@ -72,6 +72,10 @@ func WithFailThreshold(n int) Option { return func(r *Router) { r.failThreshold 
 // WithMaxRetries sets how many other pairs a request may try before any output.
 func WithMaxRetries(n int) Option { return func(r *Router) { r.maxRetries = n } }
 
+// WithPrefillGrace sets how long a finished request waits for its prefill leg's own end
+// before cancelling it (default DefaultPrefillGrace).
+func WithPrefillGrace(d time.Duration) Option { return func(r *Router) { r.prefillGrace = d } }
+
 // WithSeed seeds the generator of bootstrap rooms and tie breaks.
 func WithSeed(seed uint64) Option {
 	return func(r *Router) { r.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }
@@ -114,6 +118,7 @@ func WithSGLangBugs(b scheduler.BugSet) Option {
 // and a decode worker. Start it before use; Close it when done.
 type Router struct {
 	healthInterval, healthTimeout, deadlineGrace time.Duration
+	prefillGrace                                 time.Duration
 	failThreshold, maxRetries                    int
 	abortOnUnhealthy                             bool
 	roomSalt                                     uint64
@@ -199,7 +204,7 @@ func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
 	}
 	r := &Router{
 		healthInterval: DefaultHealthInterval, healthTimeout: DefaultHealthTimeout,
-		deadlineGrace: DefaultDeadlineGrace, failThreshold: DefaultFailThreshold,
+		deadlineGrace: DefaultDeadlineGrace, prefillGrace: DefaultPrefillGrace, failThreshold: DefaultFailThreshold,
 		maxRetries: DefaultMaxRetries, log: slog.Default(), kvLinks: map[[2]string]string{},
 		abortOnUnhealthy: true, roomSalt: uint64(time.Now().UnixNano()),
 		reqs: map[uint64]*reqState{}, done: make(chan struct{}),
@@ -531,27 +536,36 @@ func (r *Router) Generate(ctx context.Context, req *gen.Request) (<-chan gen.Eve
 	out := make(chan gen.Event, 16)
 	go func() {
 		defer close(out)
-		ev := r.serve(ctx, req, st, out)
+		deliver := func(ev gen.Event) { r.deliver(out, ev, req.ID, now) }
+		ev, delivered := r.serve(ctx, req, st, out, deliver)
 		r.reqMu.Lock()
 		delete(r.reqs, key)
 		r.reqMu.Unlock()
-		if ev.Err != nil {
-			r.metrics.errors.WithLabelValues(gen.ErrorKind(ev.Err)).Inc()
-		}
-		r.metrics.e2e.Observe(time.Since(now).Seconds())
-		t := time.NewTimer(DefaultFinalSendTimeout)
-		defer t.Stop()
-		select {
-		case out <- ev:
-		case <-t.C:
-			r.log.Warn("router: consumer never took the final event", "rid", req.ID)
+		if !delivered {
+			deliver(ev)
 		}
 	}()
 	return out, nil
 }
 
-// serve runs the attempts of one request and returns its final event.
-func (r *Router) serve(ctx context.Context, req *gen.Request, st *reqState, out chan<- gen.Event) gen.Event {
+// deliver sends a request's final event, counting it.
+func (r *Router) deliver(out chan<- gen.Event, ev gen.Event, rid string, start time.Time) {
+	if ev.Err != nil {
+		r.metrics.errors.WithLabelValues(gen.ErrorKind(ev.Err)).Inc()
+	}
+	r.metrics.e2e.Observe(time.Since(start).Seconds())
+	t := time.NewTimer(DefaultFinalSendTimeout)
+	defer t.Stop()
+	select {
+	case out <- ev:
+	case <-t.C:
+		r.log.Warn("router: consumer never took the final event", "rid", rid)
+	}
+}
+
+// serve runs the attempts of one request and returns its final event; delivered is true
+// when a successful attempt already delivered it (before its prefill leg had ended).
+func (r *Router) serve(ctx context.Context, req *gen.Request, st *reqState, out chan<- gen.Event, deliver func(gen.Event)) (ev gen.Event, delivered bool) {
 	log := r.log.With("rid", req.ID)
 	if !req.Deadline.IsZero() {
 		var cancel context.CancelFunc
@@ -566,20 +580,20 @@ func (r *Router) serve(ctx context.Context, req *gen.Request, st *reqState, out 
 			if last != nil {
 				err = last // no other pair to try: the failure itself says most
 			}
-			return gen.Event{Done: true, Err: err}
+			return gen.Event{Done: true, Err: err}, false
 		}
-		res := r.attempt(ctx, req, st, p, d, out, log)
+		res := r.attempt(ctx, req, st, p, d, out, deliver, log)
 		if res.err == nil {
-			return res.ev
+			return res.ev, res.delivered
 		}
 		last = res.err
 		switch {
 		case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded) && !errors.Is(res.err, gen.ErrTimeout):
-			return gen.Event{Done: true, Err: &gen.StageError{Stage: "total", Err: fmt.Errorf("%w: router: request deadline passed: %w", gen.ErrTimeout, res.err)}}
+			return gen.Event{Done: true, Err: &gen.StageError{Stage: "total", Err: fmt.Errorf("%w: router: request deadline passed: %w", gen.ErrTimeout, res.err)}}, false
 		case ctx.Err() != nil:
-			return gen.Event{Done: true, Err: fmt.Errorf("router: client went away: %w", gen.ErrAborted)}
+			return gen.Event{Done: true, Err: fmt.Errorf("router: client went away: %w", gen.ErrAborted)}, false
 		case res.sent || !retryable(res) || attempt >= r.maxRetries:
-			return gen.Event{Done: true, Err: res.err}
+			return gen.Event{Done: true, Err: res.err}, false
 		}
 		if res.failed != nil {
 			exclude[res.failed] = true // try the other workers of that role
@@ -592,6 +606,7 @@ func (r *Router) serve(ctx context.Context, req *gen.Request, st *reqState, out 
 // result is how one attempt ended.
 type result struct {
 	ev        gen.Event // the final event on success
+	delivered bool      // ev already went to the client
 	err       error
 	sent      bool    // tokens reached the client
 	transport bool    // no usable answer from a worker (refused, reset, truncated)
@@ -612,7 +627,7 @@ type leg struct {
 // attempt runs both legs of one request on one pair: build the worker request, send
 // it to both workers, then relay decode's chunks to the client until decode finishes
 // or a leg fails. When it returns, both legs are gone.
-func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p, d *worker, out chan<- gen.Event, log *slog.Logger) result {
+func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p, d *worker, out chan<- gen.Event, deliver func(gen.Event), log *slog.Logger) result {
 	room := r.room()
 	body, err := r.workerRequest(req, room, p, d)
 	if err != nil {
@@ -623,7 +638,13 @@ func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p,
 	log.Info("router: request routed")
 	defer r.hold(p, d)()
 
-	actx, cancel := context.WithCancel(ctx)
+	// The legs end with the request (its client going away, its deadline) until the
+	// final event is delivered; then only the prefill grace bounds them (relay.finish),
+	// since the client's handler ends the request's context as soon as it has the answer.
+	actx, cancelCause := context.WithCancelCause(context.WithoutCancel(ctx))
+	cancel := func() { cancelCause(context.Canceled) }
+	unlink := context.AfterFunc(ctx, func() { cancelCause(context.Cause(ctx)) })
+	defer unlink()
 	defer cancel()
 	decodeOnly := r.bugs.Has(scheduler.BugDecodeOnlyWhenPrefillDown) && !p.healthy.Load()
 	if decodeOnly {
@@ -633,7 +654,7 @@ func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p,
 	defer legs.wait() // after cancel (deferred later, runs first): both legs are gone
 	defer cancel()
 
-	rl := &relay{r: r, ctx: ctx, cancel: cancel, st: st, p: p, d: d, out: out, log: log, legs: legs}
+	rl := &relay{r: r, ctx: ctx, cancel: cancel, unlink: unlink, st: st, p: p, d: d, out: out, deliver: deliver, log: log, legs: legs}
 	if r.abortOnUnhealthy {
 		rl.pDown, rl.dDown = p.downCh(), d.downCh()
 	}
@@ -693,13 +714,8 @@ type legs struct {
 // them.
 func (r *Router) sendLegs(ctx context.Context, p, d *worker, body []byte, rid string, decodeOnly bool) *legs {
 	l := &legs{prefillDone: make(chan leg, 1), chunks: make(chan decodeChunk)}
-	if !decodeOnly { // decodeOnly (BugDecodeOnlyWhenPrefillDown): prefillDone never fires
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			l.prefillDone <- r.runLeg(ctx, p, body, rid, func(gen.WorkerChunk) error { return nil })
-		}()
-	}
+	// Decode first: the transfer starts with decode's registration, which prefill waits
+	// for, so decode's leg is the one on the critical path.
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
@@ -716,6 +732,13 @@ func (r *Router) sendLegs(ctx context.Context, p, d *worker, body []byte, rid st
 		case <-ctx.Done():
 		}
 	}()
+	if !decodeOnly { // decodeOnly (BugDecodeOnlyWhenPrefillDown): prefillDone never fires
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			l.prefillDone <- r.runLeg(ctx, p, body, rid, func(gen.WorkerChunk) error { return nil })
+		}()
+	}
 	return l
 }
 
@@ -731,7 +754,11 @@ type relay struct {
 	p, d   *worker
 	out    chan<- gen.Event
 	log    *slog.Logger
-	legs   *legs
+	// deliver sends the final event; unlink stops the request's end from cancelling
+	// the legs.
+	deliver func(gen.Event)
+	unlink  func() bool
+	legs    *legs
 
 	prefillDone  <-chan leg      // nil once the prefill leg ended
 	pDown, dDown <-chan struct{} // closed when a worker goes unhealthy; nil: not watched
@@ -825,16 +852,21 @@ func (rl *relay) decodeChunk(c decodeChunk) (result, bool) {
 // DefaultPrefillGrace) rather than aborting it.
 func (rl *relay) finish(ev gen.Event) result {
 	rl.log.Info("router: request finished", "finish_reason", ev.Finish, "completion_tokens", ev.CompletionTokens)
-	if rl.prefillDone != nil {
-		t := time.NewTimer(DefaultPrefillGrace)
-		select {
-		case <-rl.prefillDone:
-		case <-t.C:
-		case <-rl.ctx.Done():
-		}
-		t.Stop()
+	if rl.prefillDone == nil {
+		return result{ev: ev}
 	}
-	return result{ev: ev}
+	// The client has its answer now rather than after the prefill leg's end (one more
+	// hop from decode's ACK through prefill). From here the request's context ending is
+	// the client leaving satisfied, not a reason to abort the prefill leg.
+	rl.unlink()
+	rl.deliver(ev)
+	t := time.NewTimer(rl.r.prefillGrace)
+	select {
+	case <-rl.prefillDone:
+	case <-t.C:
+	}
+	t.Stop()
+	return result{ev: ev, delivered: true}
 }
 
 // forward sends decode tokens to the client.
