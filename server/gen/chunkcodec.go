@@ -2,6 +2,7 @@ package gen
 
 import (
 	"encoding/json"
+	"math"
 	"strconv"
 )
 
@@ -236,4 +237,76 @@ func (p *chunkParser) ints() ([]int, bool) {
 			return nil, false
 		}
 	}
+}
+
+// AppendWorkerRequest appends json.Marshal(wr) to dst (the router encodes one per leg).
+func AppendWorkerRequest(dst []byte, wr *WorkerRequest) ([]byte, error) {
+	sp := &wr.SamplingParams
+	if !plainString(wr.RID) || !plainString(wr.BootstrapAddr) || !finite(sp.Temperature) || !finite(sp.TopP) {
+		b, err := json.Marshal(wr)
+		return append(dst, b...), err
+	}
+	dst = append(dst, `{"rid":"`...)
+	dst = append(dst, wr.RID...)
+	dst = append(dst, `","input_ids":`...)
+	if wr.InputIDs == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i, t := range wr.InputIDs {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = strconv.AppendInt(dst, int64(t), 10)
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `,"sampling_params":{"max_new_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(sp.MaxNewTokens), 10)
+	dst = append(dst, `,"temperature":`...)
+	dst = appendFloat(dst, sp.Temperature)
+	if sp.TopP != 0 {
+		dst = append(dst, `,"top_p":`...)
+		dst = appendFloat(dst, sp.TopP)
+	}
+	if sp.Seed != 0 {
+		dst = append(dst, `,"seed":`...)
+		dst = strconv.AppendUint(dst, sp.Seed, 10)
+	}
+	if sp.IgnoreEOS {
+		dst = append(dst, `,"ignore_eos":true`...)
+	}
+	dst = append(dst, '}')
+	if wr.BootstrapRoom != nil {
+		dst = append(dst, `,"bootstrap_room":`...)
+		dst = strconv.AppendUint(dst, *wr.BootstrapRoom, 10)
+	}
+	if wr.BootstrapAddr != "" {
+		dst = append(dst, `,"bootstrap_addr":"`...)
+		dst = append(dst, wr.BootstrapAddr...)
+		dst = append(dst, '"')
+	}
+	if wr.DeadlineUnixMs != 0 {
+		dst = append(dst, `,"deadline_unix_ms":`...)
+		dst = strconv.AppendInt(dst, wr.DeadlineUnixMs, 10)
+	}
+	return append(dst, '}'), nil
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// appendFloat writes a finite float64 as encoding/json does.
+func appendFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' { // e-09 → e-9, as encoding/json writes it
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
 }

@@ -78,3 +78,52 @@ func FuzzWorkerChunkCodec(f *testing.F) {
 		agree(t, string(got))
 	})
 }
+
+func TestAppendWorkerRequest(t *testing.T) {
+	room := uint64(1<<63 - 1)
+	tests := []struct {
+		name string
+		wr   WorkerRequest
+	}{
+		{"zero", WorkerRequest{}},
+		{"empty ids", WorkerRequest{InputIDs: []int{}}},
+		{"leg", WorkerRequest{RID: "r-1", InputIDs: []int{256, 104, 105}, BootstrapRoom: &room, BootstrapAddr: "127.0.0.1:8998",
+			DeadlineUnixMs: 1796232141333, SamplingParams: WorkerSampling{MaxNewTokens: 8, Temperature: 0.7, TopP: 0.95, Seed: 42, IgnoreEOS: true}}},
+		{"tiny and huge floats", WorkerRequest{SamplingParams: WorkerSampling{Temperature: 1e-9, TopP: 1e21}}},
+		{"escaped rid", WorkerRequest{RID: `<"é">`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			want, err := json.Marshal(&tc.wr)
+			require.NoError(t, err)
+			got, err := AppendWorkerRequest(nil, &tc.wr)
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(got))
+		})
+	}
+}
+
+func FuzzAppendWorkerRequest(f *testing.F) {
+	f.Add("r", []byte{1, 2}, 8, 0.7, 0.9, uint64(3), true, true, uint64(5), "a:1", int64(7))
+	f.Add("", []byte(nil), 0, 1e-7, 1e22, uint64(0), false, false, uint64(0), "", int64(0))
+	f.Fuzz(func(t *testing.T, rid string, ids []byte, maxNew int, temp, topP float64, seed uint64, eos, hasRoom bool,
+		room uint64, addr string, deadline int64) {
+		wr := WorkerRequest{RID: rid, BootstrapAddr: addr, DeadlineUnixMs: deadline,
+			SamplingParams: WorkerSampling{MaxNewTokens: maxNew, Temperature: temp, TopP: topP, Seed: seed, IgnoreEOS: eos}}
+		if ids != nil {
+			wr.InputIDs = []int{}
+			for i, b := range ids {
+				wr.InputIDs = append(wr.InputIDs, int(b)*(i-2)*7919)
+			}
+		}
+		if hasRoom {
+			wr.BootstrapRoom = &room
+		}
+		want, werr := json.Marshal(&wr)
+		got, gerr := AppendWorkerRequest(nil, &wr)
+		require.Equal(t, werr == nil, gerr == nil)
+		if werr == nil {
+			require.Equal(t, string(want), string(got))
+		}
+	})
+}

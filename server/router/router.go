@@ -676,7 +676,7 @@ func (r *Router) workerRequest(req *gen.Request, room uint64, p, d *worker) ([]b
 	if !req.Deadline.IsZero() {
 		wr.DeadlineUnixMs = req.Deadline.UnixMilli()
 	}
-	body, err := json.Marshal(wr)
+	body, err := gen.AppendWorkerRequest(make([]byte, 0, 256+8*len(req.Prompt)), &wr)
 	if err != nil {
 		return nil, fmt.Errorf("router: encode request: %w", gen.ErrInternal)
 	}
