@@ -566,7 +566,7 @@ func (r *Router) deliver(out chan<- gen.Event, ev gen.Event, rid string, start t
 // serve runs the attempts of one request and returns its final event; delivered is true
 // when a successful attempt already delivered it (before its prefill leg had ended).
 func (r *Router) serve(ctx context.Context, req *gen.Request, st *reqState, out chan<- gen.Event, deliver func(gen.Event)) (ev gen.Event, delivered bool) {
-	log := r.log.With("rid", req.ID)
+	log := &reqLog{base: r.log, attrs: []any{"rid", req.ID}}
 	if !req.Deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, req.Deadline.Add(r.deadlineGrace))
@@ -627,14 +627,14 @@ type leg struct {
 // attempt runs both legs of one request on one pair: build the worker request, send
 // it to both workers, then relay decode's chunks to the client until decode finishes
 // or a leg fails. When it returns, both legs are gone.
-func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p, d *worker, out chan<- gen.Event, deliver func(gen.Event), log *slog.Logger) result {
+func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p, d *worker, out chan<- gen.Event, deliver func(gen.Event), log *reqLog) result {
 	room := r.room()
 	body, err := r.workerRequest(req, room, p, d)
 	if err != nil {
 		return result{err: err}
 	}
 	r.setStage(st, "prefill+decode", func(s *reqState) { s.room, s.prefillURL, s.decodeU = &room, p.url, d.url })
-	log = log.With("room", room, "prefill", p.name, "decode", d.name)
+	log = log.with("room", room, "prefill", p.name, "decode", d.name)
 	log.Info("router: request routed")
 	defer r.hold(p, d)()
 
@@ -753,7 +753,7 @@ type relay struct {
 	st     *reqState
 	p, d   *worker
 	out    chan<- gen.Event
-	log    *slog.Logger
+	log    *reqLog
 	// deliver sends the final event; unlink stops the request's end from cancelling
 	// the legs.
 	deliver func(gen.Event)
@@ -975,3 +975,29 @@ func (r *Router) runLegHTTP(ctx context.Context, w *worker, body []byte, rid str
 	}
 	return leg{}
 }
+
+// reqLog is a request's logger with its attributes, built on first use: slog's With
+// formats the attributes at once, and at the usual levels most requests log nothing.
+// One goroutine (the request's) uses it.
+type reqLog struct {
+	base  *slog.Logger
+	attrs []any
+	l     *slog.Logger
+}
+
+func (l *reqLog) with(attrs ...any) *reqLog {
+	return &reqLog{base: l.base, attrs: append(append([]any(nil), l.attrs...), attrs...)}
+}
+
+func (l *reqLog) log(level slog.Level, msg string, args ...any) {
+	if !l.base.Enabled(context.Background(), level) {
+		return
+	}
+	if l.l == nil {
+		l.l = l.base.With(l.attrs...)
+	}
+	l.l.Log(context.Background(), level, msg, args...)
+}
+
+func (l *reqLog) Info(msg string, args ...any) { l.log(slog.LevelInfo, msg, args...) }
+func (l *reqLog) Warn(msg string, args ...any) { l.log(slog.LevelWarn, msg, args...) }

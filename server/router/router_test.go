@@ -572,3 +572,37 @@ func TestFinalEventBeforePrefillLegEnds(t *testing.T) {
 	require.Equal(t, int32(1), p.calls.Load())
 	require.Zero(t, p.canceled.Load(), "the prefill leg ended on its own, not cancelled")
 }
+
+// TestRequestLogLines: a request's lines carry its id, and those of an attempt its room
+// and pair; below the logger's level nothing is formatted.
+func TestRequestLogLines(t *testing.T) {
+	tests := []struct {
+		name  string
+		level slog.Level
+		want  []string
+	}{
+		{"info", slog.LevelInfo, []string{`msg="router: request routed" rid=logged room=`, `prefill=prefill-0 decode=decode-0`,
+			`msg="router: request finished" rid=logged room=`}},
+		{"warn", slog.LevelWarn, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs testutil.SyncBuffer
+			p := newFake(t, "127.0.0.1:9001", prefillOK)
+			d := newFake(t, "", decodeOK)
+			r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d},
+				WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: tc.level}))))
+			ch, err := r.Generate(context.Background(), req("logged"))
+			require.NoError(t, err)
+			_, final := collect(t, ch)
+			require.NoError(t, final.Err)
+			out := logs.String()
+			for _, w := range tc.want {
+				require.Contains(t, out, w)
+			}
+			if tc.want == nil {
+				require.NotContains(t, out, "rid=logged")
+			}
+		})
+	}
+}
