@@ -237,6 +237,9 @@ func (lc *legClient) send(ctx context.Context, c *legConn, t legTarget, body []b
 	req = append(req, body...)
 	if _, err := c.Write(req); err != nil {
 		stop()
+		if isReset(err) { // the worker had closed it: nothing reached its handler
+			return nil, fmt.Errorf("%w: %w", errNoResponse, err)
+		}
 		return nil, err
 	}
 	if _, err := c.br.Peek(1); err != nil {
