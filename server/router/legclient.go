@@ -192,34 +192,65 @@ func (r *legResponse) detach() bool {
 	return r.live
 }
 
-// do sends body to t's /generate on a pooled connection. The returned response must be
-// ended with finish.
-func (lc *legClient) do(ctx context.Context, t legTarget, body []byte, rid string) (*legResponse, error) {
-	for attempt := 0; ; attempt++ {
-		c, err := lc.get(ctx, t.addr)
-		if err != nil {
-			return nil, err
-		}
-		res, err := lc.send(ctx, c, t, body, rid)
-		if err == nil {
-			return res, nil
-		}
-		c.Close()
-		// A reused connection the worker had closed while it was idle: nothing reached
-		// the worker's handler, so one fresh connection may try again (net/http does the
-		// same for a request it never wrote).
-		if errors.Is(err, errNoResponse) && c.reused && attempt == 0 && ctx.Err() == nil {
-			continue
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w (%w)", context.Cause(ctx), err)
-		}
+// legCall is a /generate request written to a worker whose answer is still to be read.
+type legCall struct {
+	lc        *legClient
+	ctx       context.Context
+	t         legTarget
+	body      []byte
+	rid       string
+	c         *legConn
+	stop      func() bool // stops the context from closing c
+	attempted int
+}
+
+// begin writes body to t's /generate on a pooled connection, without waiting for the
+// answer (the router writes both legs before reading either). The call must be ended by
+// response, whose result must be ended with finish.
+func (lc *legClient) begin(ctx context.Context, t legTarget, body []byte, rid string) (*legCall, error) {
+	call := &legCall{lc: lc, ctx: ctx, t: t, body: body, rid: rid}
+	if err := call.write(); err != nil {
 		return nil, err
+	}
+	return call, nil
+}
+
+// retryable reports whether err on c allows one more try on a fresh connection: a
+// reused connection the worker had closed while it was idle, so that nothing reached
+// its handler (net/http retries a request it never wrote the same way).
+func (call *legCall) retryable(err error) bool {
+	return errors.Is(err, errNoResponse) && call.c.reused && call.attempted == 1 && call.ctx.Err() == nil
+}
+
+func (call *legCall) write() error {
+	for {
+		c, err := call.lc.get(call.ctx, call.t.addr)
+		if err != nil {
+			return call.ctxErr(err)
+		}
+		call.c, call.attempted = c, call.attempted+1
+		call.stop = context.AfterFunc(call.ctx, func() { _ = c.SetDeadline(aLongTimeAgo) })
+		err = call.send()
+		if err == nil {
+			return nil
+		}
+		call.stop()
+		c.Close()
+		if !call.retryable(err) {
+			return call.ctxErr(err)
+		}
 	}
 }
 
-func (lc *legClient) send(ctx context.Context, c *legConn, t legTarget, body []byte, rid string) (*legResponse, error) {
-	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(aLongTimeAgo) })
+func (call *legCall) ctxErr(err error) error {
+	if call.ctx.Err() != nil {
+		return fmt.Errorf("%w (%w)", context.Cause(call.ctx), err)
+	}
+	return err
+}
+
+func (call *legCall) send() error {
+	t, rid, body := call.t, call.rid, call.body
 	req := make([]byte, 0, 192+len(t.host)+len(t.path)+len(rid)+len(body))
 	req = append(req, "POST "...)
 	req = append(req, t.path...)
@@ -235,26 +266,39 @@ func (lc *legClient) send(ctx context.Context, c *legConn, t legTarget, body []b
 	req = strconv.AppendInt(req, int64(len(body)), 10)
 	req = append(req, "\r\n\r\n"...)
 	req = append(req, body...)
-	if _, err := c.Write(req); err != nil {
-		stop()
+	if _, err := call.c.Write(req); err != nil {
 		if isReset(err) { // the worker had closed it: nothing reached its handler
-			return nil, fmt.Errorf("%w: %w", errNoResponse, err)
+			return fmt.Errorf("%w: %w", errNoResponse, err)
 		}
-		return nil, err
+		return err
 	}
-	if _, err := c.br.Peek(1); err != nil {
-		stop()
-		if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || isReset(err) {
-			return nil, fmt.Errorf("%w: %w", errNoResponse, err)
+	return nil
+}
+
+// response waits for the worker's answer (bounded by the call's context) and reads its
+// status line and headers.
+func (call *legCall) response() (*legResponse, error) {
+	for {
+		c := call.c
+		_, err := c.br.Peek(1)
+		if err == nil {
+			resp, rerr := http.ReadResponse(c.br, nil)
+			if rerr == nil {
+				return &legResponse{StatusCode: resp.StatusCode, Body: resp.Body, c: c, resp: resp, stop: call.stop, lc: call.lc}, nil
+			}
+			err = rerr
+		} else if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || isReset(err) {
+			err = fmt.Errorf("%w: %w", errNoResponse, err)
 		}
-		return nil, err
+		call.stop()
+		c.Close()
+		if !call.retryable(err) {
+			return nil, call.ctxErr(err)
+		}
+		if err := call.write(); err != nil {
+			return nil, err
+		}
 	}
-	resp, err := http.ReadResponse(c.br, nil)
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	return &legResponse{StatusCode: resp.StatusCode, Body: resp.Body, c: c, resp: resp, stop: stop, lc: lc}, nil
 }
 
 // finish ends the response. complete says the caller read the whole answer it wanted

@@ -714,12 +714,19 @@ type legs struct {
 // them.
 func (r *Router) sendLegs(ctx context.Context, p, d *worker, body []byte, rid string, decodeOnly bool) *legs {
 	l := &legs{prefillDone: make(chan leg, 1), chunks: make(chan decodeChunk)}
-	// Decode first: the transfer starts with decode's registration, which prefill waits
-	// for, so decode's leg is the one on the critical path.
+	// Both requests are written here, decode's first, before any goroutine starts: the
+	// transfer starts with decode's registration, which prefill waits for, so decode's
+	// request is on the critical path and should not wait for a goroutine to be
+	// scheduled. The goroutines only read the answers.
+	dl := r.beginLeg(ctx, d, body, rid)
+	var pl pendingLeg
+	if !decodeOnly {
+		pl = r.beginLeg(ctx, p, body, rid)
+	}
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		end := r.runLeg(ctx, d, body, rid, func(c gen.WorkerChunk) error {
+		end := r.readLeg(ctx, d, dl, func(c gen.WorkerChunk) error {
 			select {
 			case l.chunks <- decodeChunk{c: c}:
 				return nil
@@ -736,7 +743,7 @@ func (r *Router) sendLegs(ctx context.Context, p, d *worker, body []byte, rid st
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			l.prefillDone <- r.runLeg(ctx, p, body, rid, func(gen.WorkerChunk) error { return nil })
+			l.prefillDone <- r.readLeg(ctx, p, pl, func(gen.WorkerChunk) error { return nil })
 		}()
 	}
 	return l
@@ -886,14 +893,38 @@ func (rl *relay) forward(ev gen.Event) (result, bool) {
 	}
 }
 
-// runLeg posts body to w's /generate and feeds each chunk to fn until the done chunk.
+// pendingLeg is a leg whose request went out (lean client) or is still to be sent
+// (net/http).
+type pendingLeg struct {
+	call *legCall
+	err  error
+	body []byte
+	rid  string
+	lean bool // through the leg client: call or err is set
+}
+
+// beginLeg writes the leg's request when the leg client serves the worker; the answer
+// is read by readLeg.
+func (r *Router) beginLeg(ctx context.Context, w *worker, body []byte, rid string) pendingLeg {
+	if r.legs == nil || !w.lean {
+		return pendingLeg{body: body, rid: rid}
+	}
+	call, err := r.legs.begin(ctx, w.target, body, rid)
+	return pendingLeg{call: call, err: err, lean: true}
+}
+
+// readLeg reads a leg's answer and feeds each chunk to fn until the done chunk.
 // A leg's error wraps a gen sentinel; transport is set when the worker gave no usable
 // answer.
-func (r *Router) runLeg(ctx context.Context, w *worker, body []byte, rid string, fn func(gen.WorkerChunk) error) leg {
-	if r.legs == nil || !w.lean {
-		return r.runLegHTTP(ctx, w, body, rid, fn)
+func (r *Router) readLeg(ctx context.Context, w *worker, pl pendingLeg, fn func(gen.WorkerChunk) error) leg {
+	if !pl.lean {
+		return r.runLegHTTP(ctx, w, pl.body, pl.rid, fn)
 	}
-	resp, err := r.legs.do(ctx, w.target, body, rid)
+	var resp *legResponse
+	err := pl.err
+	if err == nil {
+		resp, err = pl.call.response()
+	}
 	if err != nil {
 		return leg{err: fmt.Errorf("router: %s %s: %w: %w", w.role, w.name, gen.ErrUnavailable, err), transport: true}
 	}
