@@ -21,8 +21,9 @@ import (
 	"time"
 )
 
-// colocated starts `pdserver colocated` with args on a free port and returns its URL.
-func colocated(b *testing.B, exe string, args ...string) string {
+// colocated starts `pdserver colocated` with args on a free port and returns its URL and
+// process id.
+func colocated(b *testing.B, exe string, args ...string) (string, int) {
 	b.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -41,7 +42,7 @@ func colocated(b *testing.B, exe string, args ...string) string {
 		if resp, err := client.Get(url + "/health"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return url
+				return url, cmd.Process.Pid
 			}
 		}
 		if i > 600 {
@@ -106,7 +107,7 @@ func BenchmarkRouterLatency(b *testing.B) {
 		b.Fatalf("build pdserver: %v", err)
 	}
 	topo := benchTopology(b, exe, "--backend", "tinyref")
-	colo := colocated(b, exe, "--backend", "tinyref")
+	colo, _ := colocated(b, exe, "--backend", "tinyref")
 	const n = 200
 	var pd, co []time.Duration
 	b.ResetTimer()
@@ -164,25 +165,30 @@ func loadRun(url string, streams, perStream, maxTokens int) (float64, error) {
 func processCPU(topo *Topology) map[string]time.Duration {
 	out := map[string]time.Duration{}
 	for _, p := range topo.Processes() {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID))
-		if err != nil {
-			continue
-		}
-		// Fields after the command's closing parenthesis; utime and stime are the 12th
-		// and 13th of them, in clock ticks (100 per second on Linux).
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		u, _ := strconv.ParseInt(f[11], 10, 64)
-		s, _ := strconv.ParseInt(f[12], 10, 64)
-		out[strings.SplitN(p.Name, "-", 2)[0]] = time.Duration(u+s) * 10 * time.Millisecond
+		out[strings.SplitN(p.Name, "-", 2)[0]] = pidCPU(p.PID)
 	}
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil { // the load generator itself
 		out["client"] = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	return out
+}
+
+// pidCPU is the user+system CPU time process pid has used so far (Linux; 0 elsewhere).
+func pidCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command's closing parenthesis; utime and stime are the 12th and
+	// 13th of them, in clock ticks (100 per second on Linux).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
 // profileTopology, when PDSOAK_BENCH_PROFILE names a directory, keeps running load
@@ -261,7 +267,7 @@ func benchThroughput(b *testing.B, name string, extra []string, perStream int, p
 	}
 	args := append([]string{"--backend", "simtime", "--max-running-requests", "256", "--max-queued-requests", "4096"}, extra...)
 	topo := benchTopology(b, exe, args...)
-	colo := colocated(b, exe, args...)
+	colo, coloPID := colocated(b, exe, args...)
 	const streams, maxTokens = 256, 8
 	// Warm both up: connections, pools, first-use allocations.
 	for _, u := range []string{topo.RouterURL, colo} {
@@ -283,9 +289,13 @@ func benchThroughput(b *testing.B, name string, extra []string, perStream int, p
 				b.ReportMetric(float64(t-cpu0[name])/float64(time.Microsecond)/float64(streams*perStream), name+"_cpu_us/req")
 			}
 		}
+		coloCPU := pidCPU(coloPID)
 		c, err := loadRun(colo, streams, perStream, maxTokens)
 		if err != nil {
 			b.Fatal("colocated: ", err)
+		}
+		if it == 0 {
+			b.ReportMetric(float64(pidCPU(coloPID)-coloCPU)/float64(time.Microsecond)/float64(streams*perStream), "colo_cpu_us/req")
 		}
 		pdRate += p
 		coRate += c
