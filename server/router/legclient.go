@@ -24,6 +24,7 @@ import (
 // request end), and the read of the stream's end by legDrainTimeout.
 type legClient struct {
 	dialTimeout, idleTimeout time.Duration
+	trustIdle                time.Duration // see legTrustIdle
 	maxIdlePerHost           int
 
 	mu     sync.Mutex
@@ -42,10 +43,13 @@ const (
 	// terminating chunk, normally in the same segment); past it the connection is
 	// closed instead of reused.
 	legDrainTimeout = 100 * time.Millisecond
+	// legTrustIdle is how long a connection may sit in the pool and still be reused
+	// without first checking that the worker has not closed it.
+	legTrustIdle = time.Second
 )
 
 func newLegClient(dialTimeout time.Duration) *legClient {
-	return &legClient{dialTimeout: dialTimeout, idleTimeout: legIdleTimeout, maxIdlePerHost: legMaxIdlePerHost,
+	return &legClient{dialTimeout: dialTimeout, idleTimeout: legIdleTimeout, trustIdle: legTrustIdle, maxIdlePerHost: legMaxIdlePerHost,
 		idle: map[string][]*legConn{}}
 }
 
@@ -89,7 +93,10 @@ func (lc *legClient) get(ctx context.Context, addr string) (*legConn, error) {
 		list[len(list)-1] = nil
 		lc.idle[addr] = list[:len(list)-1]
 		lc.mu.Unlock()
-		if now.Sub(c.idleSince) < lc.idleTimeout && c.alive() {
+		// The peek costs a syscall; a connection that was in use a moment ago is taken
+		// as is (if the worker closed it even so, the write or the answer fails before
+		// the worker's handler saw anything, and the call is retried on a fresh one).
+		if idle := now.Sub(c.idleSince); idle < lc.idleTimeout && (idle < lc.trustIdle || c.alive()) {
 			c.reused = true
 			return c, nil
 		}

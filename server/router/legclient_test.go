@@ -1,7 +1,9 @@
 package router
 
 import (
+	"bufio"
 	"context"
+	"net"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -31,19 +33,31 @@ func TestLegConnectionsReused(t *testing.T) {
 // (it restarted, or timed them out) costs the next request nothing: the pooled
 // connection is found closed, or fails before any answer, and a fresh one is used.
 func TestLegStaleConnectionReplaced(t *testing.T) {
-	p := newFake(t, "127.0.0.1:9001", prefillOK)
-	d := newFake(t, "", decodeOK)
-	r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d})
-	for i := range 3 {
-		ch, err := r.Generate(context.Background(), req("a"))
-		require.NoError(t, err)
-		_, final := collect(t, ch)
-		require.NoError(t, final.Err, "request %d", i)
-		p.srv.CloseClientConnections()
-		d.srv.CloseClientConnections()
+	tests := []struct {
+		name      string
+		trustIdle time.Duration
+	}{
+		{"found closed before use", 0},
+		{"fails before an answer, retried", time.Hour},
 	}
-	require.Zero(t, counter(t, r, "pdsoak_router_retries_total"), "no request needed another pair")
-	require.NoError(t, r.Healthy())
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newFake(t, "127.0.0.1:9001", prefillOK)
+			d := newFake(t, "", decodeOK)
+			r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d})
+			r.legs.trustIdle = tc.trustIdle
+			for i := range 3 {
+				ch, err := r.Generate(context.Background(), req("a"))
+				require.NoError(t, err)
+				_, final := collect(t, ch)
+				require.NoError(t, final.Err, "request %d", i)
+				p.srv.CloseClientConnections()
+				d.srv.CloseClientConnections()
+			}
+			require.Zero(t, counter(t, r, "pdsoak_router_retries_total"), "no request needed another pair")
+			require.NoError(t, r.Healthy())
+		})
+	}
 }
 
 // TestLegsThroughWithClient: a client given with WithClient carries the legs.
@@ -112,4 +126,38 @@ func counter(t *testing.T, r *Router, name string) float64 {
 		}
 	}
 	return v
+}
+
+func TestLegConnAlive(t *testing.T) {
+	tests := []struct {
+		name   string
+		server func(c net.Conn)
+		alive  bool
+	}{
+		{"idle", func(net.Conn) {}, true},
+		{"closed by the worker", func(c net.Conn) { c.Close() }, false},
+		{"bytes nobody asked for", func(c net.Conn) { _, _ = c.Write([]byte("x")) }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			defer ln.Close()
+			nc, err := net.Dial("tcp", ln.Addr().String())
+			require.NoError(t, err)
+			defer nc.Close()
+			sc, err := ln.Accept()
+			require.NoError(t, err)
+			defer sc.Close()
+			c := &legConn{Conn: nc, br: bufio.NewReader(nc)}
+			require.True(t, c.alive(), "fresh connection")
+			tc.server(sc)
+			if tc.alive {
+				require.True(t, c.alive())
+				return
+			}
+			// The worker's FIN or bytes arrive asynchronously.
+			require.Eventually(t, func() bool { return !c.alive() }, 10*time.Second, time.Millisecond)
+		})
+	}
 }
