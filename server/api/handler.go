@@ -184,6 +184,7 @@ func New(g gen.Generator, opts ...Option) *Handler {
 	for _, o := range opts {
 		o(h)
 	}
+	h.log = lazyLogger(h.log)
 	h.abortCtx, h.abortAll = context.WithCancel(context.Background())
 	get := []string{http.MethodGet, http.MethodHead}
 	h.routes = map[string]route{

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math"
@@ -178,7 +179,9 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 			hd.Set("X-Accel-Buffering", "no")
 			w.WriteHeader(http.StatusOK)
 			if len(ev.Tokens) > 0 {
-				log.Info("first token", "ttft", time.Since(start))
+				if log.Enabled(context.Background(), slog.LevelInfo) { // the arguments cost allocations
+					log.Info("first token", "ttft", time.Since(start))
+				}
 			}
 		}
 		count += len(ev.Tokens)
@@ -207,7 +210,9 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 		}
 		if ev.Done {
 			if ev.Err == nil {
-				log.Info("request finished", "finish_reason", ev.Finish, "completion_tokens", count, "elapsed", time.Since(start))
+				if log.Enabled(context.Background(), slog.LevelInfo) { // the arguments cost allocations
+					log.Info("request finished", "finish_reason", ev.Finish, "completion_tokens", count, "elapsed", time.Since(start))
+				}
 			}
 			return
 		}

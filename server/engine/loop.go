@@ -185,19 +185,23 @@ func (e *Engine) admit(now time.Time, a *arrival) {
 	})
 	e.streams[seq] = st
 	e.live.Store(int64(e.sched.Live())) // before the reply: Generate's caller sees it in flight
-	attrs := []any{"rid", a.req.ID, "seq", seq, "prompt_tokens", len(a.req.Prompt), "max_tokens", a.req.MaxTokens}
-	if a.req.Bootstrap != nil {
-		attrs = append(attrs, "room", a.req.Bootstrap.Room, "bootstrap_addr", a.req.Bootstrap.Addr)
+	if e.log.Enabled(context.Background(), slog.LevelInfo) { // the attributes cost allocations
+		attrs := []any{"rid", a.req.ID, "seq", seq, "prompt_tokens", len(a.req.Prompt), "max_tokens", a.req.MaxTokens}
+		if a.req.Bootstrap != nil {
+			attrs = append(attrs, "room", a.req.Bootstrap.Room, "bootstrap_addr", a.req.Bootstrap.Addr)
+		}
+		e.log.Info("request admitted", attrs...)
 	}
-	e.log.Info("request admitted", attrs...)
 	a.reply <- admitResult{seq: seq, ch: st.ch}
 }
 
 // apply carries out the scheduler's decisions.
 func (e *Engine) apply(now time.Time, rd scheduler.Ready) {
-	for _, mv := range rd.Moves {
-		if mv.From != "" && mv.To != "" {
-			e.log.Info("request stage", "rid", mv.ID, "seq", mv.Seq, "from", string(mv.From), "to", string(mv.To))
+	if len(rd.Moves) > 0 && e.log.Enabled(context.Background(), slog.LevelInfo) {
+		for _, mv := range rd.Moves {
+			if mv.From != "" && mv.To != "" {
+				e.log.Info("request stage", "rid", mv.ID, "seq", mv.Seq, "from", string(mv.From), "to", string(mv.To))
+			}
 		}
 	}
 	// Cancels first: a transfer must stop touching pages before they are reused.
@@ -304,9 +308,11 @@ func (e *Engine) finish(now time.Time, f scheduler.Finish) {
 	if f.Err != nil && !errors.Is(f.Err, gen.ErrAborted) {
 		level = slog.LevelWarn
 	}
-	e.log.Log(context.Background(), level, "request finished", "rid", f.ID, "seq", f.Seq, "stage", string(f.Stage),
-		"finish", f.Reason, "err", f.Err, "prompt_tokens", f.PromptTokens, "completion_tokens", f.CompletionTokens,
-		"age", f.Age.Round(time.Millisecond))
+	if e.log.Enabled(context.Background(), level) {
+		e.log.Log(context.Background(), level, "request finished", "rid", f.ID, "seq", f.Seq, "stage", string(f.Stage),
+			"finish", f.Reason, "err", f.Err, "prompt_tokens", f.PromptTokens, "completion_tokens", f.CompletionTokens,
+			"age", f.Age.Round(time.Millisecond))
+	}
 	st := e.streams[f.Seq]
 	if st == nil {
 		return

@@ -858,7 +858,9 @@ func (rl *relay) decodeChunk(c decodeChunk) (result, bool) {
 // finish ends a successful attempt, letting the prefill leg end on its own (bounded by
 // DefaultPrefillGrace) rather than aborting it.
 func (rl *relay) finish(ev gen.Event) result {
-	rl.log.Info("router: request finished", "finish_reason", ev.Finish, "completion_tokens", ev.CompletionTokens)
+	if rl.log.enabled(slog.LevelInfo) { // the arguments cost allocations
+		rl.log.Info("router: request finished", "finish_reason", ev.Finish, "completion_tokens", ev.CompletionTokens)
+	}
 	if rl.prefillDone == nil {
 		return result{ev: ev}
 	}
@@ -1020,8 +1022,10 @@ func (l *reqLog) with(attrs ...any) *reqLog {
 	return &reqLog{base: l.base, attrs: append(append([]any(nil), l.attrs...), attrs...)}
 }
 
+func (l *reqLog) enabled(level slog.Level) bool { return l.base.Enabled(context.Background(), level) }
+
 func (l *reqLog) log(level slog.Level, msg string, args ...any) {
-	if !l.base.Enabled(context.Background(), level) {
+	if !l.enabled(level) {
 		return
 	}
 	if l.l == nil {
