@@ -184,7 +184,7 @@ func (e *Engine) admit(now time.Time, a *arrival) {
 		e.post(abortEv{seq: seq, cause: fmt.Errorf("engine: client went away: %w", gen.ErrAborted)})
 	})
 	e.streams[seq] = st
-	e.live.Store(int64(e.sched.Live())) // before the reply: Generate's caller sees it in flight
+	e.live.Store(int64(e.sched.Live()))                      // before the reply: Generate's caller sees it in flight
 	if e.log.Enabled(context.Background(), slog.LevelInfo) { // the attributes cost allocations
 		attrs := []any{"rid", a.req.ID, "seq", seq, "prompt_tokens", len(a.req.Prompt), "max_tokens", a.req.MaxTokens}
 		if a.req.Bootstrap != nil {
