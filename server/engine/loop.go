@@ -184,8 +184,9 @@ func (e *Engine) admit(now time.Time, a *arrival) {
 		e.post(abortEv{seq: seq, cause: fmt.Errorf("engine: client went away: %w", gen.ErrAborted)})
 	})
 	e.streams[seq] = st
-	e.live.Store(int64(e.sched.Live()))                      // before the reply: Generate's caller sees it in flight
-	if e.log.Enabled(context.Background(), slog.LevelInfo) { // the attributes cost allocations
+	e.live.Store(int64(e.sched.Live())) // before the reply: Generate's caller sees it in flight
+	// The attributes cost allocations: only when the line is written.
+	if e.log.Enabled(context.Background(), slog.LevelInfo) {
 		attrs := []any{"rid", a.req.ID, "seq", seq, "prompt_tokens", len(a.req.Prompt), "max_tokens", a.req.MaxTokens}
 		if a.req.Bootstrap != nil {
 			attrs = append(attrs, "room", a.req.Bootstrap.Room, "bootstrap_addr", a.req.Bootstrap.Addr)
