@@ -99,8 +99,8 @@ func pct(d []time.Duration, p float64) time.Duration {
 }
 
 // BenchmarkRouterLatency: small requests (1 token, tinyref) one at a time, alternately
-// through the PD router and against a colocated server started in the same run; reports
-// p50 and p99 of each and the router's added latency.
+// through the PD router and against a colocated server started in the same run, after a
+// short warm-up; reports p50 and p99 of each and the router's added latency.
 func BenchmarkRouterLatency(b *testing.B) {
 	exe, err := pdserverPath()
 	if err != nil {
@@ -108,7 +108,15 @@ func BenchmarkRouterLatency(b *testing.B) {
 	}
 	topo := benchTopology(b, exe, "--backend", "tinyref")
 	colo, _ := colocated(b, exe, "--backend", "tinyref")
-	const n = 200
+	// 1,000 samples per target: a p99 over a few hundred is one or two stragglers.
+	const n, warm = 1000, 20
+	for i := 0; i < warm; i++ { // connections, pools, first-use allocations
+		for _, u := range []string{topo.RouterURL, colo} {
+			if err := small(u, 1); err != nil {
+				b.Fatal("warm-up: ", err)
+			}
+		}
+	}
 	var pd, co []time.Duration
 	b.ResetTimer()
 	for it := 0; it < b.N; it++ {
