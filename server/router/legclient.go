@@ -81,10 +81,12 @@ func parseLegTarget(base string) (legTarget, bool) {
 	return legTarget{addr: addr, host: u.Host, path: u.EscapedPath() + "/generate"}, true
 }
 
-func (lc *legClient) get(ctx context.Context, addr string) (*legConn, error) {
+// get returns an idle pooled connection to addr, or a new one (always a new one when
+// fresh is set).
+func (lc *legClient) get(ctx context.Context, addr string, fresh bool) (*legConn, error) {
 	now := time.Now()
 	lc.mu.Lock()
-	for {
+	for !fresh {
 		list := lc.idle[addr]
 		if len(list) == 0 {
 			break
@@ -152,6 +154,18 @@ func (lc *legClient) reap() {
 	}
 	lc.mu.Unlock()
 	for _, c := range old {
+		c.Close()
+	}
+}
+
+// dropIdle closes the idle connections to addr: one was found closed by the worker, so
+// the others (as old, or older) most likely are too (it restarted).
+func (lc *legClient) dropIdle(addr string) {
+	lc.mu.Lock()
+	list := lc.idle[addr]
+	delete(lc.idle, addr)
+	lc.mu.Unlock()
+	for _, c := range list {
 		c.Close()
 	}
 }
@@ -231,7 +245,8 @@ func (call *legCall) retryable(err error) bool {
 
 func (call *legCall) write() error {
 	for {
-		c, err := call.lc.get(call.ctx, call.t.addr)
+		// A retry dials: the pool's other connections are as stale as the one that failed.
+		c, err := call.lc.get(call.ctx, call.t.addr, call.attempted > 0)
 		if err != nil {
 			return call.ctxErr(err)
 		}
@@ -246,6 +261,7 @@ func (call *legCall) write() error {
 		if !call.retryable(err) {
 			return call.ctxErr(err)
 		}
+		call.lc.dropIdle(call.t.addr)
 	}
 }
 
@@ -302,6 +318,7 @@ func (call *legCall) response() (*legResponse, error) {
 		if !call.retryable(err) {
 			return nil, call.ctxErr(err)
 		}
+		call.lc.dropIdle(call.t.addr)
 		if err := call.write(); err != nil {
 			return nil, err
 		}

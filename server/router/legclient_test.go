@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"pdsoak/server/gen"
 )
 
 func TestLegConnectionsReused(t *testing.T) {
@@ -46,14 +48,27 @@ func TestLegStaleConnectionReplaced(t *testing.T) {
 			d := newFake(t, "", decodeOK)
 			r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d})
 			r.legs.trustIdle = tc.trustIdle
-			for i := range 3 {
-				ch, err := r.Generate(context.Background(), req("a"))
-				require.NoError(t, err)
-				_, final := collect(t, ch)
-				require.NoError(t, final.Err, "request %d", i)
+			for round := range 3 {
+				// Concurrent requests leave several connections per worker in the pool,
+				// all of which the worker then closes.
+				var chans []<-chan gen.Event
+				for range 4 {
+					ch, err := r.Generate(context.Background(), req("a"))
+					require.NoError(t, err)
+					chans = append(chans, ch)
+				}
+				for i, ch := range chans {
+					_, final := collect(t, ch)
+					require.NoError(t, final.Err, "round %d request %d", round, i)
+				}
+				require.Eventually(t, func() bool { return len(r.Requests()) == 0 }, 30*time.Second, time.Millisecond)
 				p.srv.CloseClientConnections()
 				d.srv.CloseClientConnections()
 			}
+			ch, err := r.Generate(context.Background(), req("a"))
+			require.NoError(t, err)
+			_, final := collect(t, ch)
+			require.NoError(t, final.Err, "after the last close")
 			require.Zero(t, counter(t, r, "pdsoak_router_retries_total"), "no request needed another pair")
 			require.NoError(t, r.Healthy())
 		})
