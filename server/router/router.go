@@ -713,7 +713,9 @@ type legs struct {
 // sendLegs starts the prefill and the decode leg on ctx; cancel ctx, then wait, to end
 // them.
 func (r *Router) sendLegs(ctx context.Context, p, d *worker, body []byte, rid string, decodeOnly bool) *legs {
-	l := &legs{prefillDone: make(chan leg, 1), chunks: make(chan decodeChunk)}
+	// chunks is buffered: the decode leg reads on while the relay is busy instead of
+	// waiting for it chunk by chunk (order is kept; the leg's end comes last).
+	l := &legs{prefillDone: make(chan leg, 1), chunks: make(chan decodeChunk, 8)}
 	// Both requests are written here, decode's first, before any goroutine starts: the
 	// transfer starts with decode's registration, which prefill waits for, so decode's
 	// request is on the critical path and should not wait for a goroutine to be
