@@ -305,15 +305,29 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 // stops reading cannot hold a handler forever, and clears it when the request ends (the
 // connection may be reused).
 type writeGuard struct {
-	rc    *http.ResponseController
-	stall time.Duration
-	armed bool
-	kept  bool // the deadline bounds the server's final flush too
+	rc      *http.ResponseController
+	stall   time.Duration
+	armed   bool
+	armedAt time.Time
+	kept    bool // the deadline bounds the server's final flush too
 }
 
+// rearmEvery is the fraction of the stall bound after which arm moves the deadline
+// again: setting it costs a runtime timer update, once per event of every stream, so a
+// deadline set less than stall/rearmEvery ago is kept. A stalled write is still cut
+// within the bound, at the earliest after (1 - 1/rearmEvery) of it.
+const rearmEvery = 16
+
 func (g *writeGuard) arm() {
-	if g.stall > 0 && g.rc.SetWriteDeadline(time.Now().Add(g.stall)) == nil {
-		g.armed = true
+	if g.stall <= 0 {
+		return
+	}
+	now := time.Now()
+	if g.armed && now.Sub(g.armedAt) < g.stall/rearmEvery {
+		return
+	}
+	if g.rc.SetWriteDeadline(now.Add(g.stall)) == nil {
+		g.armed, g.armedAt = true, now
 	}
 }
 
