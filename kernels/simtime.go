@@ -81,11 +81,19 @@ var profiles = []Profile{
 		Beta0: 30 * time.Microsecond, Beta1: 46 * time.Microsecond, Beta2: 74 * time.Microsecond,
 		ModelKVBytesPerToken: 1024,
 	},
+	{
+		Name:                 "zero",
+		Description:          "no compute time at all (every beta 0; tinyref's KV footprint), not fitted to published measurements: measures the serving software's own ceiling",
+		ModelKVBytesPerToken: 1024,
+	},
 }
 
 // vidurFitted opens the description of a profile fitted to CalibrationPoints.
 const vidurFitted = "fitted (roofline, least squares on relative error) to step times summed from Vidur's profiled operator times " +
 	"(github.com/microsoft/vidur@7d47513, data/profiling; points, sources and derivation: kernels.CalibrationPoints) for "
+
+// ZeroProfile is the profile whose steps take no modelled time.
+const ZeroProfile = "zero"
 
 // Profiles returns the named timing profiles, sorted by name.
 func Profiles() []Profile {

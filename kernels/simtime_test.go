@@ -106,7 +106,8 @@ func TestProfiles(t *testing.T) {
 	var names []string
 	for _, p := range ps {
 		names = append(names, p.Name)
-		if p.Beta0 <= 0 || p.Beta1 <= 0 || p.Beta2 <= 0 || p.ModelKVBytesPerToken <= 0 || p.Description == "" {
+		zero := p.Name == ZeroProfile && p.Beta0 == 0 && p.Beta1 == 0 && p.Beta2 == 0
+		if (!zero && (p.Beta0 <= 0 || p.Beta1 <= 0 || p.Beta2 <= 0)) || p.ModelKVBytesPerToken <= 0 || p.Description == "" {
 			t.Errorf("profile %+v has a zero field", p)
 		}
 		got, err := LookupProfile(p.Name)
@@ -117,7 +118,7 @@ func TestProfiles(t *testing.T) {
 	if !slices.IsSorted(names) {
 		t.Errorf("Profiles not sorted: %v", names)
 	}
-	for _, want := range []string{"llama3-8b-a100", "llama3-8b-h100", "llama3-70b-a100x4", "llama3-70b-h100x4", "qwen2.5-7b-l40s", "tiny-cpu"} {
+	for _, want := range []string{"llama3-8b-a100", "llama3-8b-h100", "llama3-70b-a100x4", "llama3-70b-h100x4", "qwen2.5-7b-l40s", "tiny-cpu", "zero"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("missing profile %q", want)
 		}
@@ -290,5 +291,12 @@ func TestSimTimeBatchInvariance(t *testing.T) {
 		if g := got[i][:len(want[i])]; !slices.Equal(g, want[i]) {
 			t.Fatalf("seq %d: batched %v, alone %v", i, g, want[i])
 		}
+	}
+}
+
+func TestZeroProfileStepsTakeNoTime(t *testing.T) {
+	s := newSim(t, func(c *Config) { c.Profile = ZeroProfile; c.Jitter = 0.5 })
+	for _, n := range [][2]int{{0, 0}, {512, 0}, {0, 256}, {100, 8}} {
+		require.Zero(t, s.StepTime(n[0], n[1]), "StepTime(%d, %d)", n[0], n[1])
 	}
 }

@@ -115,8 +115,10 @@ func (h *Handler) admit(r *http.Request, req *gen.Request, log *slog.Logger) (co
 		h.inFlight.Add(-1)
 		return nil, nil, nil, h.explain(r, err)
 	}
-	log.Info("request received", "prompt_tokens", len(req.Prompt), "max_tokens", req.MaxTokens,
-		"temperature", req.Sampling.Temperature, "bootstrap", req.Bootstrap != nil)
+	if log.Enabled(context.Background(), slog.LevelInfo) { // the arguments cost allocations
+		log.Info("request received", "prompt_tokens", len(req.Prompt), "max_tokens", req.MaxTokens,
+			"temperature", req.Sampling.Temperature, "bootstrap", req.Bootstrap != nil)
+	}
 	return ctx, done, ch, nil
 }
 
@@ -245,7 +247,9 @@ func (h *Handler) runOpenAI(w http.ResponseWriter, r *http.Request, j *job, log 
 		}
 		if !firstSeen && len(ev.Tokens) > 0 {
 			firstSeen = true
-			log.Info("first token", "ttft", time.Since(start))
+			if log.Enabled(context.Background(), slog.LevelInfo) { // the arguments cost allocations
+				log.Info("first token", "ttft", time.Since(start))
+			}
 		}
 		count += len(ev.Tokens)
 		var text strings.Builder
@@ -294,8 +298,10 @@ func (h *Handler) runOpenAI(w http.ResponseWriter, r *http.Request, j *job, log 
 	}
 	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
 	out.finish(finish, usage)
-	log.Info("request finished", "finish_reason", finish, "prompt_tokens", usage.PromptTokens,
-		"completion_tokens", usage.CompletionTokens, "elapsed", time.Since(start), "write_err", out.err)
+	if log.Enabled(context.Background(), slog.LevelInfo) { // the arguments cost allocations
+		log.Info("request finished", "finish_reason", finish, "prompt_tokens", usage.PromptTokens,
+			"completion_tokens", usage.CompletionTokens, "elapsed", time.Since(start), "write_err", out.err)
+	}
 }
 
 // openaiOut writes a completion or chat response, streamed or whole.
@@ -382,7 +388,10 @@ func (o *openaiOut) text(s string) {
 
 func (o *openaiOut) finish(reason string, u Usage) {
 	if !o.j.stream {
-		o.guard.arm()
+		// Armed before the body is written, and kept for the server's flush of it.
+		if !o.guard.keepForFinalFlush() {
+			o.guard.arm()
+		}
 		o.w.Header().Set("Content-Type", "application/json")
 		if o.j.chat {
 			writeJSON(o.w, http.StatusOK, ChatResponse{ID: o.id, Object: "chat.completion", Created: o.created, Model: o.model,
@@ -408,6 +417,14 @@ func (o *openaiOut) finish(reason string, u Usage) {
 			o.send(CompletionResponse{ID: o.id, Object: "text_completion", Created: o.created, Model: o.model,
 				Choices: []CompletionChoice{}, Usage: &u})
 		}
+	}
+	if o.err == nil && o.guard.keepForFinalFlush() {
+		// The server's own flush after the handler returns sends it with the end of the
+		// body, still bounded by the write deadline.
+		if _, err := o.w.Write([]byte("data: [DONE]\n\n")); err != nil {
+			o.err = err
+		}
+		return
 	}
 	o.raw([]byte("data: [DONE]\n\n"))
 }

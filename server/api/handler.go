@@ -184,6 +184,7 @@ func New(g gen.Generator, opts ...Option) *Handler {
 	for _, o := range opts {
 		o(h)
 	}
+	h.log = lazyLogger(h.log)
 	h.abortCtx, h.abortAll = context.WithCancel(context.Background())
 	get := []string{http.MethodGet, http.MethodHead}
 	h.routes = map[string]route{
@@ -304,19 +305,48 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 // stops reading cannot hold a handler forever, and clears it when the request ends (the
 // connection may be reused).
 type writeGuard struct {
-	rc    *http.ResponseController
-	stall time.Duration
-	armed bool
+	rc      *http.ResponseController
+	stall   time.Duration
+	armed   bool
+	armedAt time.Time
+	kept    bool // the deadline bounds the server's final flush too
 }
 
+// rearmEvery is the fraction of the stall bound after which arm moves the deadline
+// again: setting it costs a runtime timer update, once per event of every stream, so a
+// deadline set less than stall/rearmEvery ago is kept. A stalled write is still cut
+// within the bound, at the earliest after (1 - 1/rearmEvery) of it.
+const rearmEvery = 16
+
 func (g *writeGuard) arm() {
-	if g.stall > 0 && g.rc.SetWriteDeadline(time.Now().Add(g.stall)) == nil {
-		g.armed = true
+	if g.stall <= 0 {
+		return
+	}
+	now := time.Now()
+	if g.armed && now.Sub(g.armedAt) < g.stall/rearmEvery {
+		return
+	}
+	if g.rc.SetWriteDeadline(now.Add(g.stall)) == nil {
+		g.armed, g.armedAt = true, now
 	}
 }
 
+// keepForFinalFlush arms a fresh deadline and keeps it past the handler, so that the
+// response's last bytes may be left to the flush net/http does after the handler returns
+// (together with the end of the chunked body: one write instead of two) and that flush is
+// bounded too. net/http clears the connection's write deadline after that flush, before
+// it reads the next request. False when there is no bound to keep (stall 0).
+func (g *writeGuard) keepForFinalFlush() bool {
+	if g.stall <= 0 {
+		return false
+	}
+	g.arm()
+	g.kept = g.armed
+	return g.kept
+}
+
 func (g *writeGuard) clear() {
-	if g.armed {
+	if g.armed && !g.kept {
 		_ = g.rc.SetWriteDeadline(time.Time{})
 	}
 }

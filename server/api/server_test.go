@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"syscall"
 	"testing"
@@ -221,5 +222,56 @@ func TestStalledReaderIsCut(t *testing.T) {
 			t.Fatalf("stalled reader still holds the request (aborts %d, in flight %d)", f.abortCount(), h.InFlight())
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// TestFinalFlushDeadlineClearedForTheNextRequest: a response whose last bytes are left to
+// the server's own flush keeps its write deadline set on the connection past the handler
+// (writeGuard.keepForFinalFlush); the next request on that connection must not inherit
+// it, however late it comes (net/http clears it after that flush).
+func TestFinalFlushDeadlineClearedForTheNextRequest(t *testing.T) {
+	const stall = 20 * time.Millisecond
+	tests := []struct {
+		name, path, body string
+	}{
+		{"worker stream", "/generate", `{"rid":"a","input_ids":[256,1],"sampling_params":{"max_new_tokens":3}}`},
+		{"openai stream", "/v1/completions", `{"model":"ref","prompt":"hi","max_tokens":3,"stream":true}`},
+		{"openai whole", "/v1/completions", `{"model":"ref","prompt":"hi","max_tokens":3}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeGen{script: textScript("hey", "stop")}
+			h := New(f, WithLogger(discardLogger()), WithWriteStall(stall))
+			url, srv, wait := runServer(t, h)
+			defer func() {
+				_ = srv.Shutdown(context.Background())
+				_ = wait()
+			}()
+			tr := &http.Transport{MaxConnsPerHost: 1}
+			defer tr.CloseIdleConnections()
+			client := &http.Client{Transport: tr, Timeout: time.Minute}
+			var conns []net.Conn
+			var reused []bool
+			send := func(method, path, body string) int {
+				trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) {
+					conns, reused = append(conns, i.Conn), append(reused, i.Reused)
+				}}
+				req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), method, url+path, strings.NewReader(body))
+				require.NoError(t, err)
+				resp, err := client.Do(req)
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				_, err = io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				return resp.StatusCode
+			}
+			require.Equal(t, 200, send(http.MethodPost, tc.path, tc.body))
+			// The deadline the stream left must be long past when the next request comes.
+			time.Sleep(5 * stall)
+			require.Equal(t, 200, send(http.MethodGet, "/health", ""))
+			require.Equal(t, 200, send(http.MethodPost, tc.path, tc.body))
+			require.Equal(t, []bool{false, true, true}, reused)
+			require.True(t, conns[0] == conns[1] && conns[1] == conns[2], "one connection for all three requests")
+		})
 	}
 }

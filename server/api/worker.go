@@ -1,7 +1,7 @@
 package api
 
 import (
-	"encoding/json"
+	"context"
 	"fmt"
 	"log/slog"
 	"math"
@@ -111,19 +111,52 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 	ctx, ch, rc, guard := gs.ctx, gs.ch, gs.rc, gs.guard
 	started, count := false, 0
 	var werr error
-	send := func(c gen.WorkerChunk) {
+	var buf []byte // one event's bytes, reused
+	unflushed := false
+	frame := func(c gen.WorkerChunk) ([]byte, error) {
+		buf = append(buf[:0], "data: "...)
+		var err error
+		if buf, err = gen.AppendWorkerChunk(buf, &c); err != nil {
+			return nil, err
+		}
+		return append(buf, '\n', '\n'), nil
+	}
+	// send writes one chunk; it flushes unless more events are already waiting, so a
+	// reader that fell behind gets them in one write (no event waits for a later one:
+	// the last of those in hand is always flushed).
+	send := func(c gen.WorkerChunk, more bool) {
 		if werr != nil {
 			return
 		}
-		b, err := json.Marshal(c)
+		b, err := frame(c)
 		if err != nil {
 			werr = err
 			return
 		}
-		guard.arm()
-		if _, werr = w.Write(append(append([]byte("data: "), b...), '\n', '\n')); werr == nil {
+		if !unflushed {
+			guard.arm() // once per flushed batch: the batch's writes are bounded together
+		}
+		if _, werr = w.Write(b); werr != nil {
+			return
+		}
+		if unflushed = more; !more {
 			werr = rc.Flush()
 		}
+	}
+	// sendLast writes the done chunk; it leaves the flush to the server's own after the
+	// handler returns when that flush stays bounded by the write deadline.
+	sendLast := func(c gen.WorkerChunk) {
+		if werr == nil && guard.keepForFinalFlush() {
+			unflushed = true
+			b, err := frame(c)
+			if err != nil {
+				werr = err
+				return
+			}
+			_, werr = w.Write(b)
+			return
+		}
+		send(c, false)
 	}
 	for {
 		ev := h.recv(ctx, ch)
@@ -146,7 +179,9 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 			hd.Set("X-Accel-Buffering", "no")
 			w.WriteHeader(http.StatusOK)
 			if len(ev.Tokens) > 0 {
-				log.Info("first token", "ttft", time.Since(start))
+				if log.Enabled(context.Background(), slog.LevelInfo) { // the arguments cost allocations
+					log.Info("first token", "ttft", time.Since(start))
+				}
 			}
 		}
 		count += len(ev.Tokens)
@@ -160,7 +195,11 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 				log.Warn("request failed mid-stream", "kind", e.kind, "stage", e.stage, "completion_tokens", count, "err", ev.Err)
 			}
 		}
-		send(c)
+		if ev.Done {
+			sendLast(c)
+		} else {
+			send(c, len(ch) > 0)
+		}
 		if werr != nil {
 			log.Info("client disconnected", "completion_tokens", count, "err", werr)
 			gs.cancel()
@@ -171,7 +210,9 @@ func (h *Handler) runWorker(w http.ResponseWriter, r *http.Request, req *gen.Req
 		}
 		if ev.Done {
 			if ev.Err == nil {
-				log.Info("request finished", "finish_reason", ev.Finish, "completion_tokens", count, "elapsed", time.Since(start))
+				if log.Enabled(context.Background(), slog.LevelInfo) { // the arguments cost allocations
+					log.Info("request finished", "finish_reason", ev.Finish, "completion_tokens", count, "elapsed", time.Since(start))
+				}
 			}
 			return
 		}

@@ -24,9 +24,11 @@
 // merged, in order, into one event once the client has read (checked every iteration),
 // or with Done. The loop only ever sends on the channel: taking unread events back would
 // race the client's reads and reorder tokens.
-// /debug/requests and /health answer from snapshots the loop publishes, so they keep
-// working while the loop is stuck; strict /health also fails when a step has not
-// returned within the watchdog timeout.
+// A request's last tokens ride on its Done event. /debug/requests asks the loop for a
+// fresh list (built on demand, not every iteration) and, when the loop does not answer
+// within a bound, answers from the last one; /health answers from what the loop
+// publishes. Both keep working while the loop is stuck; strict /health also fails when a
+// step has not returned within the watchdog timeout.
 //
 // Config embeds scheduler.Limits (validated once, by Limits.Validate) and adds only the
 // role. Warnings that repeat under load (KV retractions) are bounded by an x/time/rate

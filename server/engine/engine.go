@@ -74,6 +74,8 @@ type Engine struct {
 	snapMu     sync.Mutex
 	snap       []gen.RequestInfo
 	snapTime   time.Time
+	snapDone   chan struct{} // closed (and replaced) when snap is rebuilt
+	snapWant   atomic.Bool   // a Requests call waits for a fresh snap
 	schedErr   error
 	stats      scheduler.Stats
 }
@@ -119,7 +121,7 @@ func New(b kernels.Backend, cfg Config, opts ...Option) (*Engine, error) {
 	}
 	e := &Engine{b: b, info: b.Info(), cfg: cfg, res: resolved{Bounds: cfg.Bounds()}, log: o.logger, clock: o.clock,
 		tick: o.tick, xfer: o.transfer, streams: map[uint64]*stream{}, behind: map[uint64]*stream{}, wake: make(chan struct{}, 1),
-		drainReq: make(chan struct{}), forceReq: make(chan struct{}), done: make(chan struct{})}
+		drainReq: make(chan struct{}), forceReq: make(chan struct{}), done: make(chan struct{}), snapDone: make(chan struct{})}
 	if e.log == nil {
 		e.log = slog.Default()
 	}
@@ -346,9 +348,31 @@ func failpointError(arg string) error {
 	return fmt.Errorf("engine: failpoint engine/admit (%s): %w", arg, gen.ErrInternal)
 }
 
-// Requests lists every in-flight request (for /debug/requests). It answers from the
-// loop's last snapshot, aged to now, so it works while the loop is stalled.
+// requestsWait bounds how long Requests waits for the loop to list the requests before
+// it answers from the last list instead.
+const requestsWait = 100 * time.Millisecond
+
+// Requests lists every in-flight request (for /debug/requests). The loop lists them on
+// request; when it does not within requestsWait (it is stalled, or not running) the
+// answer is its last list, aged to now.
 func (e *Engine) Requests() []gen.RequestInfo {
+	if e.started.Load() {
+		e.snapMu.Lock()
+		fresh := e.snapDone
+		e.snapMu.Unlock()
+		e.snapWant.Store(true)
+		select {
+		case e.wake <- struct{}{}:
+		default:
+		}
+		t := time.NewTimer(requestsWait)
+		select {
+		case <-fresh:
+		case <-t.C:
+		case <-e.done:
+		}
+		t.Stop()
+	}
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()
 	dt := e.clock.Now().Sub(e.snapTime).Seconds()

@@ -31,6 +31,7 @@ type stream struct {
 	lastTok time.Time
 	first   bool
 	pending []int // tokens not yet delivered: the channel had no free token slot
+	ending  bool  // finishes in the round being applied: its tokens ride on Done
 }
 
 // push delivers toks without ever blocking: they go out at once when a token slot is
@@ -184,19 +185,24 @@ func (e *Engine) admit(now time.Time, a *arrival) {
 	})
 	e.streams[seq] = st
 	e.live.Store(int64(e.sched.Live())) // before the reply: Generate's caller sees it in flight
-	attrs := []any{"rid", a.req.ID, "seq", seq, "prompt_tokens", len(a.req.Prompt), "max_tokens", a.req.MaxTokens}
-	if a.req.Bootstrap != nil {
-		attrs = append(attrs, "room", a.req.Bootstrap.Room, "bootstrap_addr", a.req.Bootstrap.Addr)
+	// The attributes cost allocations: only when the line is written.
+	if e.log.Enabled(context.Background(), slog.LevelInfo) {
+		attrs := []any{"rid", a.req.ID, "seq", seq, "prompt_tokens", len(a.req.Prompt), "max_tokens", a.req.MaxTokens}
+		if a.req.Bootstrap != nil {
+			attrs = append(attrs, "room", a.req.Bootstrap.Room, "bootstrap_addr", a.req.Bootstrap.Addr)
+		}
+		e.log.Info("request admitted", attrs...)
 	}
-	e.log.Info("request admitted", attrs...)
 	a.reply <- admitResult{seq: seq, ch: st.ch}
 }
 
 // apply carries out the scheduler's decisions.
 func (e *Engine) apply(now time.Time, rd scheduler.Ready) {
-	for _, mv := range rd.Moves {
-		if mv.From != "" && mv.To != "" {
-			e.log.Info("request stage", "rid", mv.ID, "seq", mv.Seq, "from", string(mv.From), "to", string(mv.To))
+	if len(rd.Moves) > 0 && e.log.Enabled(context.Background(), slog.LevelInfo) {
+		for _, mv := range rd.Moves {
+			if mv.From != "" && mv.To != "" {
+				e.log.Info("request stage", "rid", mv.ID, "seq", mv.Seq, "from", string(mv.From), "to", string(mv.To))
+			}
 		}
 	}
 	// Cancels first: a transfer must stop touching pages before they are reused.
@@ -229,12 +235,24 @@ func (e *Engine) apply(now time.Time, rd scheduler.Ready) {
 			delete(e.behind, seq)
 		}
 	}
+	// A request that finishes well in this round gets its last tokens in its Done event:
+	// one event (one chunk on the wire) fewer per request, and they arrive no later. (A
+	// failing one keeps them apart: tokens already out decide what the router may retry.)
+	for _, f := range rd.Finished {
+		if st := e.streams[f.Seq]; st != nil && f.Err == nil {
+			st.ending = true
+		}
+	}
 	for _, em := range rd.Emits {
 		st := e.streams[em.Seq]
 		if st == nil {
 			continue
 		}
 		e.observeTokens(now, st, len(em.Tokens))
+		if st.ending {
+			st.pending = append(st.pending, em.Tokens...)
+			continue
+		}
 		if st.push(em.Tokens) {
 			e.behind[em.Seq] = st
 		}
@@ -291,9 +309,11 @@ func (e *Engine) finish(now time.Time, f scheduler.Finish) {
 	if f.Err != nil && !errors.Is(f.Err, gen.ErrAborted) {
 		level = slog.LevelWarn
 	}
-	e.log.Log(context.Background(), level, "request finished", "rid", f.ID, "seq", f.Seq, "stage", string(f.Stage),
-		"finish", f.Reason, "err", f.Err, "prompt_tokens", f.PromptTokens, "completion_tokens", f.CompletionTokens,
-		"age", f.Age.Round(time.Millisecond))
+	if e.log.Enabled(context.Background(), level) {
+		e.log.Log(context.Background(), level, "request finished", "rid", f.ID, "seq", f.Seq, "stage", string(f.Stage),
+			"finish", f.Reason, "err", f.Err, "prompt_tokens", f.PromptTokens, "completion_tokens", f.CompletionTokens,
+			"age", f.Age.Round(time.Millisecond))
+	}
 	st := e.streams[f.Seq]
 	if st == nil {
 		return
@@ -318,17 +338,29 @@ func (e *Engine) publish(now time.Time, st *scheduler.Stats) {
 		}
 		e.lastThruAt, e.lastThruToks = now, toks
 	}
-	live := e.sched.Live()
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()
 	if st != nil {
 		e.stats = *st
 	}
-	if now.Sub(e.lastSnapAt) >= 50*time.Millisecond || live != len(e.snap) {
-		e.snap = e.sched.Requests(now)
-		e.snapTime, e.lastSnapAt = now, now
+	// The request list costs a sort and an allocation per live request, so it is built
+	// when Requests asks for it (and every snapEvery as the answer for a loop too stuck
+	// to build one), not on every iteration.
+	if e.snapWant.Swap(false) || now.Sub(e.lastSnapAt) >= snapEvery {
+		e.refreshSnapLocked(now)
 	}
 	e.schedErr = e.sched.Health(now)
+}
+
+// snapEvery is how often the loop rebuilds the request list unasked.
+const snapEvery = 50 * time.Millisecond
+
+// refreshSnapLocked rebuilds the request list and tells the Requests calls waiting for it.
+func (e *Engine) refreshSnapLocked(now time.Time) {
+	e.snap = e.sched.Requests(now)
+	e.snapTime, e.lastSnapAt = now, now
+	close(e.snapDone)
+	e.snapDone = make(chan struct{})
 }
 
 // step runs the planned batch: the engine/step failpoint, Forward, the modelled step
@@ -420,6 +452,12 @@ func (e *Engine) waitUntil(deadline time.Time) {
 		select {
 		case <-e.wake:
 			e.handleInbox(now)
+			if e.snapWant.Load() { // Requests is waiting: answer it mid-step
+				e.snapMu.Lock()
+				e.snapWant.Store(false)
+				e.refreshSnapLocked(now)
+				e.snapMu.Unlock()
+			}
 		case <-e.clock.After(deadline.Sub(now)):
 		case <-e.forceReq:
 			return

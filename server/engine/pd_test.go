@@ -265,3 +265,26 @@ func TestDecodeHeadOfLine(t *testing.T) {
 		})
 	}
 }
+
+// TestRequestsListsAdmittedAtOnce: the request list is built when asked for, so a request
+// is listed as soon as Generate has admitted it and gone as soon as it has ended, with
+// no wait for a periodic refresh.
+func TestRequestsListsAdmittedAtOnce(t *testing.T) {
+	pd := startPD(t, newFakeBackend(64, 4), newFakeBackend(64, 4), DefaultConfig(), DefaultConfig())
+	var cancels []context.CancelFunc
+	var chans []<-chan gen.Event
+	for i := range 5 {
+		ctx, cancel := context.WithCancel(context.Background())
+		// Decode legs whose prefill never sends: they wait in the transfer queue.
+		ch, err := pd.decode.Generate(ctx, &gen.Request{ID: fmt.Sprint("r", i), Prompt: []int{0, 5}, MaxTokens: 2,
+			Bootstrap: &gen.Bootstrap{Room: uint64(100 + i), Addr: "p:1"}})
+		require.NoError(t, err)
+		cancels, chans = append(cancels, cancel), append(chans, ch)
+		require.Len(t, pd.decode.Requests(), i+1, "listed right after admission")
+	}
+	for i, cancel := range cancels {
+		cancel()
+		collect(t, chans[i])
+		require.Len(t, pd.decode.Requests(), len(cancels)-i-1, "gone right after its end")
+	}
+}

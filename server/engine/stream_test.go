@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"pdsoak/server/gen"
 )
 
@@ -112,4 +114,15 @@ func TestStreamOrderConcurrentReader(t *testing.T) {
 			t.Fatalf("token %d is %d: reordered", i, v)
 		}
 	}
+}
+
+// TestLastTokensRideOnDone: the tokens of a request's last step come in its Done event,
+// not in an event of their own.
+func TestLastTokensRideOnDone(t *testing.T) {
+	e := startEngine(t, newFakeBackend(64, 4), DefaultConfig())
+	r := generate(t, e, &gen.Request{ID: "d", Prompt: []int{0, 5}, MaxTokens: 4, IgnoreEOS: true})
+	require.NoError(t, r.done.Err)
+	require.Len(t, r.tokens, 4)
+	require.NotEmpty(t, r.done.Tokens, "the last token is in the Done event")
+	require.Equal(t, 4, r.events, "one event per step, the last one being Done")
 }

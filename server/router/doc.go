@@ -10,15 +10,20 @@
 //	for attempt := 0; ; attempt++ {
 //		p, d := least-outstanding healthy prefill and decode (not yet failed for this request)
 //		room := random 63-bit bootstrap room (seeded generator)
-//		POST /generate {input_ids, sampling_params, bootstrap_room, bootstrap_addr of p} to p and d at once
-//		stream d's token chunks to the client;
+//		POST /generate {input_ids, sampling_params, bootstrap_room, bootstrap_addr of p} to d, then p
+//		stream d's token chunks to the client; d's done event goes to the client at once,
+//		then p's leg gets up to the prefill grace to end on its own;
 //		p fails before d's first token -> cancel d, end with p's error at once
 //		(after it, d has its KV: p's leg and p's health no longer matter)
 //		d fails, nothing sent yet and the error is retryable -> next attempt on another pair
 //		client goes away   -> cancel both legs (the workers abort and free their KV)
 //	}
 //
-// Worker streams are read with pdsoak/sse (events bounded by MaxEventBytes); a stream
+// The legs go over the router's own HTTP/1.1 client (keep-alive connections pooled per
+// worker; the request written and the answer read by the leg's goroutine, no hand-off
+// to a connection goroutine as in net/http; cancelling a leg closes its connection, so
+// the worker sees the request end). net/http serves the health checks, https workers and
+// a client given with WithClient. Worker streams are read with pdsoak/sse (events bounded by MaxEventBytes); a stream
 // that ends without a done event, or with a malformed event, is a broken leg.
 // Workers' error statuses and stream errors come back as the gen sentinel errors they
 // were (gen.WorkerError.Err). Health: every worker's /health is polled; a worker that

@@ -72,6 +72,10 @@ func WithFailThreshold(n int) Option { return func(r *Router) { r.failThreshold 
 // WithMaxRetries sets how many other pairs a request may try before any output.
 func WithMaxRetries(n int) Option { return func(r *Router) { r.maxRetries = n } }
 
+// WithPrefillGrace sets how long a finished request waits for its prefill leg's own end
+// before cancelling it (default DefaultPrefillGrace).
+func WithPrefillGrace(d time.Duration) Option { return func(r *Router) { r.prefillGrace = d } }
+
 // WithSeed seeds the generator of bootstrap rooms and tie breaks.
 func WithSeed(seed uint64) Option {
 	return func(r *Router) { r.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }
@@ -114,10 +118,12 @@ func WithSGLangBugs(b scheduler.BugSet) Option {
 // and a decode worker. Start it before use; Close it when done.
 type Router struct {
 	healthInterval, healthTimeout, deadlineGrace time.Duration
+	prefillGrace                                 time.Duration
 	failThreshold, maxRetries                    int
 	abortOnUnhealthy                             bool
 	roomSalt                                     uint64
 	client                                       *http.Client
+	legs                                         *legClient // nil: legs through client
 	log                                          *slog.Logger
 	kvLinks                                      map[[2]string]string
 	bugs                                         scheduler.BugSet
@@ -139,6 +145,8 @@ type Router struct {
 
 type worker struct {
 	url, role, name string
+	target          legTarget // url's /generate for the leg client
+	lean            bool      // target is usable (http)
 	explicitBoot    bool
 	outstanding     atomic.Int64
 	healthy         atomic.Bool
@@ -196,7 +204,7 @@ func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
 	}
 	r := &Router{
 		healthInterval: DefaultHealthInterval, healthTimeout: DefaultHealthTimeout,
-		deadlineGrace: DefaultDeadlineGrace, failThreshold: DefaultFailThreshold,
+		deadlineGrace: DefaultDeadlineGrace, prefillGrace: DefaultPrefillGrace, failThreshold: DefaultFailThreshold,
 		maxRetries: DefaultMaxRetries, log: slog.Default(), kvLinks: map[[2]string]string{},
 		abortOnUnhealthy: true, roomSalt: uint64(time.Now().UnixNano()),
 		reqs: map[uint64]*reqState{}, done: make(chan struct{}),
@@ -206,6 +214,9 @@ func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
 		o(r)
 	}
 	if r.client == nil {
+		// The legs go through the leg client; net/http serves the health checks (and
+		// the legs only when WithClient asks for a client of its own).
+		r.legs = newLegClient(DefaultConnectTimeout)
 		r.client = &http.Client{Transport: &http.Transport{
 			DialContext:         (&net.Dialer{Timeout: DefaultConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConns:        1024,
@@ -231,7 +242,8 @@ func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
 			seen[u] = true
 			down := make(chan struct{})
 			close(down) // unhealthy until the first check passes
-			out = append(out, &worker{url: u, role: role, name: fmt.Sprintf("%s-%d", role, i),
+			t, lean := parseLegTarget(u)
+			out = append(out, &worker{url: u, role: role, name: fmt.Sprintf("%s-%d", role, i), target: t, lean: lean,
 				boot: w.BootstrapAddr, explicitBoot: w.BootstrapAddr != "", down: down})
 		}
 		return out, nil
@@ -266,6 +278,9 @@ func (r *Router) Start() {
 				return
 			case <-t.C:
 				r.checkAll(ctx)
+				if r.legs != nil {
+					r.legs.reap()
+				}
 			}
 		}
 	}()
@@ -279,6 +294,9 @@ func (r *Router) Close() error {
 	r.stop()
 	<-r.done
 	r.client.CloseIdleConnections()
+	if r.legs != nil {
+		r.legs.close()
+	}
 	return nil
 }
 
@@ -491,28 +509,37 @@ func (r *Router) Generate(ctx context.Context, req *gen.Request) (<-chan gen.Eve
 	out := make(chan gen.Event, 16)
 	go func() {
 		defer close(out)
-		ev := r.serve(ctx, req, st, out)
+		deliver := func(ev gen.Event) { r.deliver(out, ev, req.ID, now) }
+		ev, delivered := r.serve(ctx, req, st, out, deliver)
 		r.reqMu.Lock()
 		delete(r.reqs, key)
 		r.reqMu.Unlock()
-		if ev.Err != nil {
-			r.metrics.errors.WithLabelValues(gen.ErrorKind(ev.Err)).Inc()
-		}
-		r.metrics.e2e.Observe(time.Since(now).Seconds())
-		t := time.NewTimer(DefaultFinalSendTimeout)
-		defer t.Stop()
-		select {
-		case out <- ev:
-		case <-t.C:
-			r.log.Warn("router: consumer never took the final event", "rid", req.ID)
+		if !delivered {
+			deliver(ev)
 		}
 	}()
 	return out, nil
 }
 
-// serve runs the attempts of one request and returns its final event.
-func (r *Router) serve(ctx context.Context, req *gen.Request, st *reqState, out chan<- gen.Event) gen.Event {
-	log := r.log.With("rid", req.ID)
+// deliver sends a request's final event, counting it.
+func (r *Router) deliver(out chan<- gen.Event, ev gen.Event, rid string, start time.Time) {
+	if ev.Err != nil {
+		r.metrics.errors.WithLabelValues(gen.ErrorKind(ev.Err)).Inc()
+	}
+	r.metrics.e2e.Observe(time.Since(start).Seconds())
+	t := time.NewTimer(DefaultFinalSendTimeout)
+	defer t.Stop()
+	select {
+	case out <- ev:
+	case <-t.C:
+		r.log.Warn("router: consumer never took the final event", "rid", rid)
+	}
+}
+
+// serve runs the attempts of one request and returns its final event; delivered is true
+// when a successful attempt already delivered it (before its prefill leg had ended).
+func (r *Router) serve(ctx context.Context, req *gen.Request, st *reqState, out chan<- gen.Event, deliver func(gen.Event)) (ev gen.Event, delivered bool) {
+	log := &reqLog{base: r.log, attrs: []any{"rid", req.ID}}
 	if !req.Deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, req.Deadline.Add(r.deadlineGrace))
@@ -526,18 +553,18 @@ func (r *Router) serve(ctx context.Context, req *gen.Request, st *reqState, out 
 			if last != nil {
 				err = last // no other pair to try: the failure itself says most
 			}
-			return gen.Event{Done: true, Err: err}
+			return gen.Event{Done: true, Err: err}, false
 		}
-		res := r.attempt(ctx, req, st, p, d, out, log)
+		res := r.attempt(ctx, req, st, p, d, out, deliver, log)
 		if res.err == nil {
-			return res.ev
+			return res.ev, res.delivered
 		}
 		last = res.err
 		deadline := ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded)
 		if final, retry := AfterAttempt(Attempt{Err: res.err, Sent: res.sent, Transport: res.transport,
 			Number: attempt, MaxRetries: r.maxRetries, DeadlinePassed: deadline,
 			ClientGone: ctx.Err() != nil && !deadline}); !retry {
-			return gen.Event{Done: true, Err: final}
+			return gen.Event{Done: true, Err: final}, false
 		}
 		if res.failed != nil {
 			exclude[res.failed] = true // try the other workers of that role
@@ -550,6 +577,7 @@ func (r *Router) serve(ctx context.Context, req *gen.Request, st *reqState, out 
 // result is how one attempt ended.
 type result struct {
 	ev        gen.Event // the final event on success
+	delivered bool      // ev already went to the client
 	err       error
 	sent      bool    // tokens reached the client
 	transport bool    // no usable answer from a worker (refused, reset, truncated)
@@ -565,18 +593,24 @@ type leg struct {
 // attempt runs both legs of one request on one pair: build the worker request, send
 // it to both workers, then relay decode's chunks to the client until decode finishes
 // or a leg fails. When it returns, both legs are gone.
-func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p, d *worker, out chan<- gen.Event, log *slog.Logger) result {
+func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p, d *worker, out chan<- gen.Event, deliver func(gen.Event), log *reqLog) result {
 	room := r.room()
 	body, err := r.workerRequest(req, room, p, d)
 	if err != nil {
 		return result{err: err}
 	}
 	r.setStage(st, "prefill+decode", func(s *reqState) { s.room, s.prefillURL, s.decodeU = &room, p.url, d.url })
-	log = log.With("room", room, "prefill", p.name, "decode", d.name)
+	log = log.with("room", room, "prefill", p.name, "decode", d.name)
 	log.Info("router: request routed")
 	defer r.hold(p, d)()
 
-	actx, cancel := context.WithCancel(ctx)
+	// The legs end with the request (its client going away, its deadline) until the
+	// final event is delivered; then only the prefill grace bounds them (relay.finish),
+	// since the client's handler ends the request's context as soon as it has the answer.
+	actx, cancelCause := context.WithCancelCause(context.WithoutCancel(ctx))
+	cancel := func() { cancelCause(context.Canceled) }
+	unlink := context.AfterFunc(ctx, func() { cancelCause(context.Cause(ctx)) })
+	defer unlink()
 	defer cancel()
 	decodeOnly := DecodeOnly(r.bugs, p.healthy.Load())
 	if decodeOnly {
@@ -586,7 +620,7 @@ func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p,
 	defer legs.wait() // after cancel (deferred later, runs first): both legs are gone
 	defer cancel()
 
-	rl := &relay{r: r, ctx: ctx, cancel: cancel, st: st, p: p, d: d, out: out, log: log, legs: legs}
+	rl := &relay{r: r, ctx: ctx, cancel: cancel, unlink: unlink, st: st, p: p, d: d, out: out, deliver: deliver, log: log, legs: legs}
 	if r.abortOnUnhealthy {
 		rl.pDown, rl.dDown = p.downCh(), d.downCh()
 	}
@@ -608,7 +642,7 @@ func (r *Router) workerRequest(req *gen.Request, room uint64, p, d *worker) ([]b
 	if !req.Deadline.IsZero() {
 		wr.DeadlineUnixMs = req.Deadline.UnixMilli()
 	}
-	body, err := json.Marshal(wr)
+	body, err := gen.AppendWorkerRequest(make([]byte, 0, 256+8*len(req.Prompt)), &wr)
 	if err != nil {
 		return nil, fmt.Errorf("router: encode request: %w", gen.ErrInternal)
 	}
@@ -645,18 +679,22 @@ type legs struct {
 // sendLegs starts the prefill and the decode leg on ctx; cancel ctx, then wait, to end
 // them.
 func (r *Router) sendLegs(ctx context.Context, p, d *worker, body []byte, rid string, decodeOnly bool) *legs {
-	l := &legs{prefillDone: make(chan leg, 1), chunks: make(chan decodeChunk)}
-	if !decodeOnly { // decodeOnly (BugDecodeOnlyWhenPrefillDown): prefillDone never fires
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			l.prefillDone <- r.runLeg(ctx, p, body, rid, func(gen.WorkerChunk) error { return nil })
-		}()
+	// chunks is buffered: the decode leg reads on while the relay is busy instead of
+	// waiting for it chunk by chunk (order is kept; the leg's end comes last).
+	l := &legs{prefillDone: make(chan leg, 1), chunks: make(chan decodeChunk, 8)}
+	// Both requests are written here, decode's first, before any goroutine starts: the
+	// transfer starts with decode's registration, which prefill waits for, so decode's
+	// request is on the critical path and should not wait for a goroutine to be
+	// scheduled. The goroutines only read the answers.
+	dl := r.beginLeg(ctx, d, body, rid)
+	var pl pendingLeg
+	if !decodeOnly {
+		pl = r.beginLeg(ctx, p, body, rid)
 	}
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		end := r.runLeg(ctx, d, body, rid, func(c gen.WorkerChunk) error {
+		end := r.readLeg(ctx, d, dl, func(c gen.WorkerChunk) error {
 			select {
 			case l.chunks <- decodeChunk{c: c}:
 				return nil
@@ -669,6 +707,13 @@ func (r *Router) sendLegs(ctx context.Context, p, d *worker, body []byte, rid st
 		case <-ctx.Done():
 		}
 	}()
+	if !decodeOnly { // decodeOnly (BugDecodeOnlyWhenPrefillDown): prefillDone never fires
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			l.prefillDone <- r.readLeg(ctx, p, pl, func(gen.WorkerChunk) error { return nil })
+		}()
+	}
 	return l
 }
 
@@ -683,8 +728,12 @@ type relay struct {
 	st     *reqState
 	p, d   *worker
 	out    chan<- gen.Event
-	log    *slog.Logger
-	legs   *legs
+	log    *reqLog
+	// deliver sends the final event; unlink stops the request's end from cancelling
+	// the legs.
+	deliver func(gen.Event)
+	unlink  func() bool
+	legs    *legs
 
 	prefillDone  <-chan leg      // nil once the prefill leg ended
 	pDown, dDown <-chan struct{} // closed when a worker goes unhealthy; nil: not watched
@@ -777,17 +826,24 @@ func (rl *relay) decodeChunk(c decodeChunk) (result, bool) {
 // finish ends a successful attempt, letting the prefill leg end on its own (bounded by
 // DefaultPrefillGrace) rather than aborting it.
 func (rl *relay) finish(ev gen.Event) result {
-	rl.log.Info("router: request finished", "finish_reason", ev.Finish, "completion_tokens", ev.CompletionTokens)
-	if rl.prefillDone != nil {
-		t := time.NewTimer(DefaultPrefillGrace)
-		select {
-		case <-rl.prefillDone:
-		case <-t.C:
-		case <-rl.ctx.Done():
-		}
-		t.Stop()
+	if rl.log.enabled(slog.LevelInfo) { // the arguments cost allocations
+		rl.log.Info("router: request finished", "finish_reason", ev.Finish, "completion_tokens", ev.CompletionTokens)
 	}
-	return result{ev: ev}
+	if rl.prefillDone == nil {
+		return result{ev: ev}
+	}
+	// The client has its answer now rather than after the prefill leg's end (one more
+	// hop from decode's ACK through prefill). From here the request's context ending is
+	// the client leaving satisfied, not a reason to abort the prefill leg.
+	rl.unlink()
+	rl.deliver(ev)
+	t := time.NewTimer(rl.r.prefillGrace)
+	select {
+	case <-rl.prefillDone:
+	case <-t.C:
+	}
+	t.Stop()
+	return result{ev: ev, delivered: true}
 }
 
 // forward sends decode tokens to the client.
@@ -807,10 +863,79 @@ func (rl *relay) forward(ev gen.Event) (result, bool) {
 	}
 }
 
-// runLeg posts body to w's /generate and feeds each chunk to fn until the done chunk.
+// pendingLeg is a leg whose request went out (lean client) or is still to be sent
+// (net/http).
+type pendingLeg struct {
+	call *legCall
+	err  error
+	body []byte
+	rid  string
+	lean bool // through the leg client: call or err is set
+}
+
+// beginLeg writes the leg's request when the leg client serves the worker; the answer
+// is read by readLeg.
+func (r *Router) beginLeg(ctx context.Context, w *worker, body []byte, rid string) pendingLeg {
+	if r.legs == nil || !w.lean {
+		return pendingLeg{body: body, rid: rid}
+	}
+	call, err := r.legs.begin(ctx, w.target, body, rid)
+	return pendingLeg{call: call, err: err, lean: true}
+}
+
+// readLeg reads a leg's answer and feeds each chunk to fn until the done chunk.
 // A leg's error wraps a gen sentinel; transport is set when the worker gave no usable
 // answer.
-func (r *Router) runLeg(ctx context.Context, w *worker, body []byte, rid string, fn func(gen.WorkerChunk) error) leg {
+func (r *Router) readLeg(ctx context.Context, w *worker, pl pendingLeg, fn func(gen.WorkerChunk) error) leg {
+	if !pl.lean {
+		return r.runLegHTTP(ctx, w, pl.body, pl.rid, fn)
+	}
+	var resp *legResponse
+	err := pl.err
+	if err == nil {
+		resp, err = pl.call.response()
+	}
+	if err != nil {
+		return leg{err: fmt.Errorf("router: %s %s: %w: %w", w.role, w.name, gen.ErrUnavailable, err), transport: true}
+	}
+	complete := false
+	defer func() { resp.finish(complete) }()
+	if resp.StatusCode != http.StatusOK {
+		b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		complete = err == nil
+		return leg{err: fmt.Errorf("router: %s %s: %w", w.role, w.name, statusError(resp.StatusCode, b))}
+	}
+	var final error
+	err = readSSE(resp.Body, func(c gen.WorkerChunk) (bool, error) {
+		if c.Error != nil || c.Done {
+			// The answer is complete: from here the connection no longer depends on
+			// ctx, so cancelling the attempt right after cannot spoil its reuse.
+			complete = resp.detach()
+		}
+		if c.Error != nil {
+			final = fmt.Errorf("router: %s %s: %w", w.role, w.name, c.Error.Err())
+			return true, nil
+		}
+		if err := fn(c); err != nil {
+			return true, err
+		}
+		return c.Done, nil
+	})
+	if final != nil {
+		return leg{err: final}
+	}
+	if err != nil {
+		complete = false
+		if ctx.Err() != nil {
+			return leg{err: fmt.Errorf("router: %s %s: %w", w.role, w.name, context.Cause(ctx))}
+		}
+		return leg{err: fmt.Errorf("router: %s %s: %w: %w", w.role, w.name, gen.ErrInternal, err), transport: true}
+	}
+	return leg{}
+}
+
+// runLegHTTP is runLeg through net/http (a WithClient client, or an https worker).
+func (r *Router) runLegHTTP(ctx context.Context, w *worker, body []byte, rid string, fn func(gen.WorkerChunk) error) leg {
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url+"/generate", bytes.NewReader(body))
 	if err != nil {
 		return leg{err: fmt.Errorf("router: %s: %w: %w", w.name, gen.ErrInternal, err)}
@@ -851,3 +976,31 @@ func (r *Router) runLeg(ctx context.Context, w *worker, body []byte, rid string,
 	}
 	return leg{}
 }
+
+// reqLog is a request's logger with its attributes, built on first use: slog's With
+// formats the attributes at once, and at the usual levels most requests log nothing.
+// One goroutine (the request's) uses it.
+type reqLog struct {
+	base  *slog.Logger
+	attrs []any
+	l     *slog.Logger
+}
+
+func (l *reqLog) with(attrs ...any) *reqLog {
+	return &reqLog{base: l.base, attrs: append(append([]any(nil), l.attrs...), attrs...)}
+}
+
+func (l *reqLog) enabled(level slog.Level) bool { return l.base.Enabled(context.Background(), level) }
+
+func (l *reqLog) log(level slog.Level, msg string, args ...any) {
+	if !l.enabled(level) {
+		return
+	}
+	if l.l == nil {
+		l.l = l.base.With(l.attrs...)
+	}
+	l.l.Log(context.Background(), level, msg, args...)
+}
+
+func (l *reqLog) Info(msg string, args ...any) { l.log(slog.LevelInfo, msg, args...) }
+func (l *reqLog) Warn(msg string, args ...any) { l.log(slog.LevelWarn, msg, args...) }

@@ -33,6 +33,7 @@ type fakeWorker struct {
 	canceled atomic.Int32 // /generate calls that saw their request context end
 	mu       sync.Mutex
 	reqs     []gen.WorkerRequest
+	conns    map[string]bool // client addresses /generate came from
 	// generate serves /generate after the request was recorded.
 	generate func(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest)
 }
@@ -61,6 +62,10 @@ func newFake(t *testing.T, boot string, generate func(w http.ResponseWriter, r *
 		f.calls.Add(1)
 		f.mu.Lock()
 		f.reqs = append(f.reqs, wr)
+		if f.conns == nil {
+			f.conns = map[string]bool{}
+		}
+		f.conns[r.RemoteAddr] = true
 		f.mu.Unlock()
 		f.generate(w, r, wr)
 		if r.Context().Err() != nil {
@@ -70,6 +75,13 @@ func newFake(t *testing.T, boot string, generate func(w http.ResponseWriter, r *
 	f.srv = httptest.NewServer(mux)
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// generateConns is how many connections /generate requests came on.
+func (f *fakeWorker) generateConns() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.conns)
 }
 
 func (f *fakeWorker) requests() []gen.WorkerRequest {
@@ -520,4 +532,77 @@ func TestPrefillAfterKVIgnored(t *testing.T) {
 	tokens, final := collect(t, ch)
 	require.NoError(t, final.Err)
 	assert.Equal(t, []int{2}, tokens)
+}
+
+// TestFinalEventBeforePrefillLegEnds: the client gets its answer as soon as decode is
+// done; the prefill leg is then left to end on its own, even though the client's side
+// ends the request's context right away.
+func TestFinalEventBeforePrefillLegEnds(t *testing.T) {
+	release := make(chan struct{})
+	prefillLate := func(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest) {
+		select {
+		case <-release:
+		case <-time.After(time.Minute): // a hang guard
+		}
+		prefillOK(w, r, wr)
+	}
+	p := newFake(t, "127.0.0.1:9001", prefillLate)
+	d := newFake(t, "", decodeOK)
+	r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d}, WithPrefillGrace(time.Minute))
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := r.Generate(ctx, req("early"))
+	require.NoError(t, err)
+	var tokens []int
+	for done := false; !done; {
+		select {
+		case ev := <-ch:
+			require.NoError(t, ev.Err)
+			tokens, done = append(tokens, ev.Tokens...), ev.Done
+		case <-time.After(30 * time.Second): // a hang guard
+			require.Fail(t, "no final event while the prefill leg runs")
+		}
+	}
+	require.Equal(t, []int{7, 8, 9}, tokens)
+	require.Len(t, r.Requests(), 1, "the prefill leg is still running")
+	cancel() // what the API handler does once it has written the answer
+	close(release)
+	_, open := <-ch
+	require.False(t, open, "nothing after the final event")
+	require.Eventually(t, func() bool { return len(r.Requests()) == 0 }, 30*time.Second, 5*time.Millisecond, "prefill leg ended")
+	require.Equal(t, int32(1), p.calls.Load())
+	require.Zero(t, p.canceled.Load(), "the prefill leg ended on its own, not cancelled")
+}
+
+// TestRequestLogLines: a request's lines carry its id, and those of an attempt its room
+// and pair; below the logger's level nothing is formatted.
+func TestRequestLogLines(t *testing.T) {
+	tests := []struct {
+		name  string
+		level slog.Level
+		want  []string
+	}{
+		{"info", slog.LevelInfo, []string{`msg="router: request routed" rid=logged room=`, `prefill=prefill-0 decode=decode-0`,
+			`msg="router: request finished" rid=logged room=`}},
+		{"warn", slog.LevelWarn, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs testutil.SyncBuffer
+			p := newFake(t, "127.0.0.1:9001", prefillOK)
+			d := newFake(t, "", decodeOK)
+			r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d},
+				WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: tc.level}))))
+			ch, err := r.Generate(context.Background(), req("logged"))
+			require.NoError(t, err)
+			_, final := collect(t, ch)
+			require.NoError(t, final.Err)
+			out := logs.String()
+			for _, w := range tc.want {
+				require.Contains(t, out, w)
+			}
+			if tc.want == nil {
+				require.NotContains(t, out, "rid=logged")
+			}
+		})
+	}
 }

@@ -33,8 +33,8 @@ func readSSE(r io.Reader, fn func(gen.WorkerChunk) (done bool, err error)) error
 		if ev.Comment {
 			continue
 		}
-		var c gen.WorkerChunk
-		if err := json.Unmarshal([]byte(ev.Data), &c); err != nil {
+		c, err := gen.DecodeWorkerChunk(ev.Data)
+		if err != nil {
 			return fmt.Errorf("%w: bad event %.80q: %w", errStreamBroken, ev.Data, err)
 		}
 		done, err := fn(c)
