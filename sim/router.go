@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -47,7 +48,6 @@ type rworker struct {
 	healthy     bool
 	fails       int
 	outstanding int64
-	checking    bool
 	// attempts watching this worker (abort on unhealthy)
 	watchers []*attempt
 }
@@ -179,7 +179,7 @@ func (r *simRouter) submit(req *gen.Request, emit func(gen.Event)) (func(), erro
 			r.post(inc, func() {
 				q.deadlined = true
 				if q.cur != nil {
-					r.ended(q.cur, fmt.Errorf("router: %w", context_deadline), false, nil)
+					r.ended(q.cur, fmt.Errorf("router: %w", context.DeadlineExceeded), false, nil)
 				}
 			})
 		})
@@ -193,17 +193,11 @@ func (r *simRouter) submit(req *gen.Request, emit func(gen.Event)) (func(), erro
 		q.emit = nil
 		r.post(inc, func() {
 			if q.cur != nil {
-				r.ended(q.cur, fmt.Errorf("router: %w", context_canceled), false, nil)
+				r.ended(q.cur, fmt.Errorf("router: %w", context.Canceled), false, nil)
 			}
 		})
 	}, nil
 }
-
-// Context errors as the real router's legs see them.
-var (
-	context_deadline = fmt.Errorf("context deadline exceeded")
-	context_canceled = fmt.Errorf("context canceled")
-)
 
 func (r *simRouter) setStage(q *rreq, stage string) {
 	if q.stage != stage {
