@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"pdsoak/ledger"
 	"sync"
 	"sync/atomic"
 )
@@ -9,6 +10,25 @@ import (
 // LiveStats are counters a Run updates as it goes; Snapshot reads them.
 type LiveStats struct {
 	Sent, Done, OK, Rejected, Errors, Cancelled atomic.Int64
+}
+
+// Count adds one finished request with outcome o (a nil s counts nothing): the harness's
+// executor and the simulator's client both call it for a fault's extra requests.
+func (s *LiveStats) Count(o ledger.Outcome) {
+	if s == nil {
+		return
+	}
+	s.Done.Add(1)
+	switch o {
+	case ledger.OutcomeOK:
+		s.OK.Add(1)
+	case ledger.OutcomeRejected:
+		s.Rejected.Add(1)
+	case ledger.OutcomeCancelled:
+		s.Cancelled.Add(1)
+	default:
+		s.Errors.Add(1)
+	}
 }
 
 // Snapshot returns the current values.

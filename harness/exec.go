@@ -91,7 +91,7 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 		Session: r.Session, Turn: r.Turn, Endpoint: endpointName(r.Endpoint), PromptBytes: r.PromptBytes})
 	obs := &reqObserver{e: e, r: r}
 	res := e.c.Do(reqCtx, &r.Request, obs)
-	countOutcome(ruleStats, res)
+	ruleStats.Count(res.Outcome)
 
 	ev := ledger.Event{Time: res.End, Type: ledger.EventDone, RequestID: r.ID, Workload: r.Workload,
 		Session: r.Session, Turn: r.Turn, Endpoint: endpointName(r.Endpoint), Scheduled: &sched,

@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"pdsoak/chaos"
-	"pdsoak/harness/client"
 	"pdsoak/harness/target"
 	"pdsoak/harness/workload"
-	"pdsoak/ledger"
 	"pdsoak/scenarios"
 )
 
@@ -77,9 +75,7 @@ func (r *runner) specFor(target string) scenarios.Workload {
 // extra returns a request factory for n extra requests shaped like spec, with ids of
 // their own ("<workload>-burst<k>-<seq>") so they never collide with the workload's.
 func (r *runner) extra(spec scenarios.Workload, kind string) *workload.Common {
-	spec.Name = spec.Name + "-" + kind + strconv.Itoa(int(r.burstSeq.Add(1)))
-	spec.Type = scenarios.WorkloadBurst
-	return &workload.Common{Spec: spec, Seed: r.sc.Seed, Model: r.sc.Target.Model, Deadlines: workload.Deadlines(r.sc.Deadlines)}
+	return workload.Extra(r.sc, spec, spec.Name+"-"+kind+strconv.Itoa(int(r.burstSeq.Add(1))))
 }
 
 // load implements chaos.Env.Load: a burst of extra requests through the executor,
@@ -143,26 +139,8 @@ func (r *runner) sendMany(ctx context.Context, c *workload.Common, n, conc, canc
 			defer func() { <-sem; wg.Done() }()
 			req := c.Single(seq, now)
 			req.CancelAfterTokens = cancelAfter
-			countOutcome(st, r.exec.SendCtx(ctx, req))
+			st.Count(r.exec.SendCtx(ctx, req).Outcome)
 		}(uint64(i))
 	}
 	wg.Wait()
-}
-
-// countOutcome adds one finished request to live fault statistics.
-func countOutcome(st *chaos.LiveStats, res *client.Result) {
-	if st == nil {
-		return
-	}
-	st.Done.Add(1)
-	switch res.Outcome {
-	case ledger.OutcomeOK:
-		st.OK.Add(1)
-	case ledger.OutcomeRejected:
-		st.Rejected.Add(1)
-	case ledger.OutcomeCancelled:
-		st.Cancelled.Add(1)
-	default:
-		st.Errors.Add(1)
-	}
 }

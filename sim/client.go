@@ -462,7 +462,7 @@ func (c *call) finish(o ledger.Outcome, err error) {
 		}
 	}
 	r.inflightN--
-	countOutcome(c.stats, res)
+	c.stats.Count(res.Outcome)
 	sched := res.Scheduled
 	ev := ledger.Event{Type: ledger.EventDone, RequestID: req.ID, Workload: req.Workload,
 		Session: req.Session, Turn: req.Turn, Endpoint: endpointName(req.Endpoint), Scheduled: &sched,
@@ -488,24 +488,6 @@ func (c *call) finish(o ledger.Outcome, err error) {
 	r.emit(ev)
 	if c.onDone != nil {
 		c.onDone(res)
-	}
-}
-
-// countOutcome adds one finished request to a fault's live statistics.
-func countOutcome(st *chaos.LiveStats, res *client.Result) {
-	if st == nil {
-		return
-	}
-	st.Done.Add(1)
-	switch res.Outcome {
-	case ledger.OutcomeOK:
-		st.OK.Add(1)
-	case ledger.OutcomeRejected:
-		st.Rejected.Add(1)
-	case ledger.OutcomeCancelled:
-		st.Cancelled.Add(1)
-	default:
-		st.Errors.Add(1)
 	}
 }
 

@@ -287,9 +287,7 @@ func (r *runner) specFor(target string) scenarios.Workload {
 // extra is a request factory for a fault's extra requests ("<workload>-<kind><k>-<seq>").
 func (r *runner) extra(spec scenarios.Workload, kind string) *workload.Common {
 	r.burstSeq++
-	spec.Name = spec.Name + "-" + kind + strconv.Itoa(r.burstSeq)
-	spec.Type = scenarios.WorkloadBurst
-	return &workload.Common{Spec: spec, Seed: r.sc.Seed, Model: r.sc.Target.Model, Deadlines: workload.Deadlines(r.sc.Deadlines)}
+	return workload.Extra(r.sc, spec, spec.Name+"-"+kind+strconv.Itoa(r.burstSeq))
 }
 
 // load implements chaos.Env.Load: a burst of extra requests, all scheduled at its start,

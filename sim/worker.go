@@ -421,7 +421,7 @@ func (w *worker) apply(now time.Time, rd scheduler.Ready) {
 }
 
 // admit is engine.Generate: the engine/admit failpoint (a return refuses as
-// engine.failpointError does; sleep and pause hold the admission), then arrive. reply
+// engine.AdmitFailpointError does; sleep and pause hold the admission), then arrive. reply
 // gets the outcome, at once or when the hold ends; held reports a hold.
 func (w *worker) admit(req *gen.Request, deliver func(gen.Event), reply func(uint64, error)) (held bool) {
 	t := w.fire(failpoint.EngineAdmit)
@@ -433,7 +433,7 @@ func (w *worker) admit(req *gen.Request, deliver func(gen.Event), reply func(uin
 	again := func() { w.post(inc, func() { reply(w.arrive(req, deliver)) }) }
 	switch t.Action {
 	case failpoint.ActReturn:
-		reply(0, admitFailpointError(t.Arg))
+		reply(0, engine.AdmitFailpointError(t.Arg))
 		return false
 	case failpoint.ActSleep:
 		w.t.loop.After(t.Sleep, again)
@@ -445,20 +445,6 @@ func (w *worker) admit(req *gen.Request, deliver func(gen.Event), reply func(uin
 	}
 	reply(w.arrive(req, deliver))
 	return false
-}
-
-// admitFailpointError is engine's failpointError: the refusal a return(arg) term of
-// engine/admit makes.
-func admitFailpointError(arg string) error {
-	switch arg {
-	case "overloaded":
-		return &gen.OverloadError{RetryAfter: time.Second, Reason: "engine: failpoint engine/admit"}
-	case "unavailable":
-		return fmt.Errorf("engine: failpoint engine/admit: %w", gen.ErrUnavailable)
-	case "timeout":
-		return fmt.Errorf("engine: failpoint engine/admit: %w", gen.ErrTimeout)
-	}
-	return fmt.Errorf("engine: failpoint engine/admit (%s): %w", arg, gen.ErrInternal)
 }
 
 // arrive admits a request (engine.admit): the reply is the error, or the stream.

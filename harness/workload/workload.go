@@ -103,6 +103,15 @@ func (c *Common) single(seq uint64, scheduled time.Time) *Req {
 	return r
 }
 
+// Extra is the request factory of a fault's extra requests (queue_saturation,
+// kv_pool_exhaustion): spec sent as a burst under its own name, with the scenario's seed,
+// model and deadlines. The real runner and the simulator both build them here.
+func Extra(sc *scenarios.Scenario, spec scenarios.Workload, name string) *Common {
+	spec.Name = name
+	spec.Type = scenarios.WorkloadBurst
+	return &Common{Spec: spec, Seed: sc.Seed, Model: sc.Target.Model, Deadlines: Deadlines(sc.Deadlines)}
+}
+
 // Deadlines converts the scenario's deadlines.
 func Deadlines(d scenarios.Deadlines) client.Deadlines {
 	return client.Deadlines{Connect: d.Connect.D(), FirstToken: d.FirstToken.D(), Stall: d.Stall.D(), Total: d.Total.D()}

@@ -301,7 +301,7 @@ func (e *Engine) Generate(ctx context.Context, req *gen.Request) (<-chan gen.Eve
 	if arg, err := failpoint.Eval(ctx, failpoint.EngineAdmit); err != nil {
 		return nil, fmt.Errorf("engine: admission: %w: %w", gen.ErrAborted, err)
 	} else if arg != "" {
-		err := failpointError(arg)
+		err := AdmitFailpointError(arg)
 		e.m.refused.WithLabelValues(gen.ErrorKind(err)).Inc()
 		return nil, err
 	}
@@ -335,8 +335,9 @@ func (e *Engine) Generate(ctx context.Context, req *gen.Request) (<-chan gen.Eve
 	return nil, cause
 }
 
-// failpointError turns the argument of a return(...) term of engine/admit into a refusal.
-func failpointError(arg string) error {
+// AdmitFailpointError turns the argument of a return(...) term of engine/admit into a
+// refusal (the simulator's workers refuse with it too).
+func AdmitFailpointError(arg string) error {
 	switch arg {
 	case "overloaded":
 		return &gen.OverloadError{RetryAfter: time.Second, Reason: "engine: failpoint engine/admit"}
