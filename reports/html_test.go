@@ -235,3 +235,26 @@ func TestForensicsLinks(t *testing.T) {
 	require.NoError(t, WriteMarkdown(&md, res))
 	assert.Contains(t, md.String(), "[forensics/wedge-120000](forensics/wedge-120000/MANIFEST.json)")
 }
+
+// TestSimulatedRunSaysSo: a run_start with mode sim makes report.html and summary.md say
+// the run was simulated; a real run's do not.
+func TestSimulatedRunSaysSo(t *testing.T) {
+	for _, mode := range []string{ledger.ModeSim, ""} {
+		t.Run("mode="+mode, func(t *testing.T) {
+			events := readEvents(t, "testdata/events.jsonl")
+			for i := range events {
+				if events[i].Type == ledger.EventRunStart {
+					events[i].Mode = mode
+				}
+			}
+			res := Compute(events, goldenConfig)
+			require.Equal(t, mode, res.Mode)
+			var page, md bytes.Buffer
+			require.NoError(t, WriteHTML(&page, res, res.Timeline(), HTMLOptions{}))
+			require.NoError(t, WriteMarkdown(&md, res))
+			sim := mode == ledger.ModeSim
+			assert.Equal(t, sim, strings.Contains(page.String(), `<b id="mode">simulated</b>`), "report.html header")
+			assert.Equal(t, sim, strings.Contains(md.String(), "- mode: **simulated**"), "summary.md")
+		})
+	}
+}

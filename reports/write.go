@@ -304,6 +304,9 @@ func WriteMarkdown(w io.Writer, r *Results) error {
 	fmt.Fprintf(&b, "# %s: %s\n\n", r.Scenario, verdictWord(r.Verdict))
 	fmt.Fprintf(&b, "- target: `%s`\n- seed: %d\n- duration: %.1f s\n- requests: %d (%.2f/s)\n- silent drops: **%d**\n",
 		r.Target, r.Seed, r.Duration, r.Requests, r.Throughput, r.SilentDrops)
+	if r.Mode == ledger.ModeSim {
+		b.WriteString("- mode: **simulated** (`harness run --sim`: virtual clock, times are virtual)\n")
+	}
 	if r.GPU != nil {
 		fmt.Fprintf(&b, "- %s\n", gpuLine(r.GPU))
 	}
