@@ -42,6 +42,7 @@ type Reader struct {
 	start   int // first unconsumed byte of buf
 	end     int // end of valid bytes in buf
 	maxLine int
+	bufSize int
 	skipLF  bool // the previous line ended in CR: a following LF belongs to it
 	err     error
 	first   bool
@@ -66,13 +67,23 @@ func WithMaxLine(n int) Option {
 	}
 }
 
+// DefaultBufferSize is a Reader's initial buffer; it grows (doubling) to hold a longer
+// line, up to the line limit.
+const DefaultBufferSize = 1024
+
+// WithBufferSize sets the initial buffer size (at least 16 bytes). Readers that hold many
+// idle streams at once use a small one: most events are a few hundred bytes.
+func WithBufferSize(n int) Option {
+	return func(r *Reader) { r.bufSize = max(n, 16) }
+}
+
 // NewReader returns a Reader over src.
 func NewReader(src io.Reader, opts ...Option) *Reader {
-	r := &Reader{src: src, maxLine: DefaultMaxLine, first: true, retry: -1}
+	r := &Reader{src: src, maxLine: DefaultMaxLine, bufSize: DefaultBufferSize, first: true, retry: -1}
 	for _, o := range opts {
 		o(r)
 	}
-	r.buf = make([]byte, 1024)
+	r.buf = make([]byte, r.bufSize)
 	return r
 }
 

@@ -138,6 +138,7 @@ type Client struct {
 	base      string
 	transport *http.Transport
 	hc        *http.Client
+	h1        *h1 // http:// targets: the client's own HTTP/1.1 transport (h1.go)
 	maxBody   int64
 	now       func() time.Time
 	// inspectGrace and drainGrace: see DefaultInspectGrace and DefaultDrainGrace.
@@ -212,6 +213,13 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 			return http.ErrUseLastResponse
 		},
 	}
+	if strings.HasPrefix(c.base, "http://") {
+		h, err := newH1(c.base, c.transport)
+		if err != nil {
+			return nil, err
+		}
+		c.h1 = h
+	}
 	return c, nil
 }
 
@@ -222,7 +230,12 @@ func (c *Client) BaseURL() string { return c.base }
 func (c *Client) HTTPClient() *http.Client { return c.hc }
 
 // CloseIdleConnections closes pooled idle connections.
-func (c *Client) CloseIdleConnections() { c.transport.CloseIdleConnections() }
+func (c *Client) CloseIdleConnections() {
+	c.transport.CloseIdleConnections()
+	if c.h1 != nil {
+		c.h1.closeIdle()
+	}
+}
 
 type chatBody struct {
 	Model         string         `json:"model"`
@@ -290,10 +303,12 @@ type reqState struct {
 	first   *time.Timer
 	connect *time.Timer
 	total   *time.Timer
+	// backstop cancels the request inspectGrace past the total deadline.
+	backstop *time.Timer
 }
 
 func (s *reqState) stop() {
-	for _, t := range []*time.Timer{s.stall, s.first, s.connect, s.total} {
+	for _, t := range [...]*time.Timer{s.stall, s.first, s.connect, s.total, s.backstop} {
 		if t != nil {
 			t.Stop()
 		}
@@ -382,6 +397,9 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 	defer cancel(nil)
 	rctx, disarm := c.armDeadlines(rctx, req, st, obs, now)
 	defer disarm()
+	if c.h1 != nil {
+		return c.doH1(rctx, req, res, st, obs, path, body)
+	}
 
 	hreq, err := c.newHTTPRequest(rctx, req, st, path, body)
 	if err != nil {
@@ -429,11 +447,13 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 // stall timer starts with the stream) and puts a hard backstop on ctx. disarm stops them.
 func (c *Client) armDeadlines(ctx context.Context, req *Request, st *reqState, obs Observer, now time.Time) (_ context.Context, disarm func()) {
 	dl := req.Deadlines
-	cancelT := context.CancelFunc(func() {})
 	if dl.Total > 0 {
 		st.total = time.AfterFunc(dl.Total, c.fire(req, st, obs, ErrTotalDeadline, "total", nil))
-		// Backstop: even if an observer hangs, the request ends.
-		ctx, cancelT = context.WithDeadlineCause(ctx, now.Add(dl.Total+c.inspectGrace), ErrTotalDeadline)
+		// Backstop: even if an observer hangs, the request ends. A timer on the request's
+		// own context rather than a deadline context of its own: one context per request
+		// (each layer costs a children map and a timer per held stream).
+		cancel := st.cancel
+		st.backstop = time.AfterFunc(time.Until(now.Add(dl.Total+c.inspectGrace)), func() { cancel(ErrTotalDeadline) })
 	}
 	if dl.Connect > 0 {
 		st.connect = time.AfterFunc(dl.Connect, c.fire(req, st, obs, ErrConnectDeadline, "connect",
@@ -442,10 +462,7 @@ func (c *Client) armDeadlines(ctx context.Context, req *Request, st *reqState, o
 	if req.Stream && dl.FirstToken > 0 {
 		st.first = time.AfterFunc(dl.FirstToken, c.fire(req, st, obs, ErrFirstTokenDeadline, "first_token", nil))
 	}
-	return ctx, func() {
-		st.stop()
-		cancelT()
-	}
+	return ctx, st.stop
 }
 
 // newHTTPRequest builds the POST for req; writing it ends the connect phase.
@@ -584,13 +601,17 @@ func (rcv *received) complete(res *Result) (ledger.Outcome, error) {
 	return ledger.OutcomeOK, nil
 }
 
+// streamBuffer is the SSE reader's initial buffer: a token chunk is a few hundred
+// bytes, and the buffer grows for a longer one. Held streams each keep one.
+const streamBuffer = 512
+
 // done is the stream's terminator; events after it are ignored.
 const done = "[DONE]"
 
 // readStream classifies an SSE answer: ok needs a chunk with a finish_reason, then
 // [DONE]; the end of the stream without [DONE] is truncated.
 func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *reqState, body io.Reader, obs Observer) *Result {
-	r := sse.NewReader(body, sse.WithMaxLine(int(min(c.maxBody, int64(sse.DefaultMaxLine)))))
+	r := sse.NewReader(body, sse.WithMaxLine(int(min(c.maxBody, int64(sse.DefaultMaxLine)))), sse.WithBufferSize(streamBuffer))
 	var text strings.Builder
 	defer func() { res.Text = text.String() }()
 	var rcv received
@@ -793,12 +814,16 @@ func drain(body io.Reader, cancel context.CancelCauseFunc, grace time.Duration) 
 }
 
 type countingReader struct {
-	r io.Reader
-	n int64
+	r   io.Reader
+	n   int64
+	eof bool // the body reached its end
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
+	if err == io.EOF {
+		c.eof = true
+	}
 	return n, err
 }

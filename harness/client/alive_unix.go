@@ -1,0 +1,30 @@
+//go:build unix
+
+package client
+
+import (
+	"net"
+	"syscall"
+)
+
+// alive reports whether an idle pooled connection is still open: a non-blocking peek
+// finds nothing to read (EAGAIN). EOF means the server closed it; data means it is out
+// of step. One syscall per reuse, no goroutine watching idle connections.
+func alive(nc net.Conn) bool {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	ok = false
+	var b [1]byte
+	err = rc.Read(func(fd uintptr) bool {
+		_, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		ok = rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK
+		return true
+	})
+	return err == nil && ok
+}

@@ -1,0 +1,330 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"pdsoak/ledger"
+)
+
+// h1 is the client's own HTTP/1.1 transport for plain http:// targets. net/http's
+// Transport runs two goroutines per connection (readLoop, writeLoop) and hands every
+// read and write between them and the caller; at thousands of held streams that is
+// three stacks per stream and a scheduler hop per chunk (the profiles of issue 11:
+// stack growth, dials and goroutine handoffs dominate the harness's CPU and memory).
+// Here the request's own goroutine dials, writes and reads: no goroutine per
+// connection, and cancellation is a deadline set on the socket by context.AfterFunc.
+type h1 struct {
+	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+	addr        string // host:port to dial
+	host        string // Host header
+	prefix      string // path prefix of the base URL
+	maxIdle     int
+	idleTimeout time.Duration
+
+	mu     sync.Mutex
+	idle   []*h1Conn // most recently used last
+	closed bool
+}
+
+// h1ReadBuffer is each connection's read buffer. SSE chunks are a few hundred bytes;
+// a larger line only costs more reads, never correctness (the parsers grow their own).
+const h1ReadBuffer = 512
+
+var brPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, h1ReadBuffer) }}
+
+// newH1 returns the transport for base (an http:// URL), dialling through tr.
+func newH1(base string, tr *http.Transport) (*h1, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return nil, fmt.Errorf("client: base URL %q: %w", base, err)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("client: base URL %q has no host", base)
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "80")
+	}
+	t := &h1{addr: addr, host: u.Host, prefix: strings.TrimRight(u.EscapedPath(), "/"),
+		maxIdle: DefaultMaxIdleConns, idleTimeout: 90 * time.Second}
+	t.dial = (&net.Dialer{Timeout: DefaultConnectTimeout, KeepAlive: 30 * time.Second}).DialContext
+	if tr != nil {
+		if tr.DialContext != nil {
+			t.dial = tr.DialContext
+		}
+		if tr.MaxIdleConnsPerHost > 0 {
+			t.maxIdle = tr.MaxIdleConnsPerHost
+		}
+		if tr.IdleConnTimeout > 0 {
+			t.idleTimeout = tr.IdleConnTimeout
+		}
+	}
+	return t, nil
+}
+
+// h1Conn is one connection, owned by one request at a time.
+type h1Conn struct {
+	t      *h1
+	nc     net.Conn
+	br     *bufio.Reader
+	reused bool
+	since  time.Time // when it went idle
+	stop   func() bool
+}
+
+// errInvalidHeader marks a request the client refuses to put on the wire (a transport
+// error, as net/http reports it).
+var errInvalidHeader = errors.New("client: invalid header")
+
+// abort unblocks the owner's read or write; the owner closes the connection.
+func (pc *h1Conn) abort() { pc.nc.SetDeadline(time.Unix(1, 0)) }
+
+// get returns an idle connection that is still open, or dials a new one.
+func (t *h1) get(ctx context.Context) (*h1Conn, error) {
+	now := time.Now()
+	for {
+		t.mu.Lock()
+		n := len(t.idle)
+		if n == 0 {
+			t.mu.Unlock()
+			break
+		}
+		pc := t.idle[n-1]
+		t.idle[n-1] = nil
+		t.idle = t.idle[:n-1]
+		t.mu.Unlock()
+		if now.Sub(pc.since) < t.idleTimeout && alive(pc.nc) {
+			pc.reused = true
+			pc.br = brPool.Get().(*bufio.Reader)
+			pc.br.Reset(pc.nc)
+			return pc, nil
+		}
+		pc.nc.Close()
+	}
+	nc, err := t.dial(ctx, "tcp", t.addr)
+	if err != nil {
+		return nil, err
+	}
+	br := brPool.Get().(*bufio.Reader)
+	br.Reset(nc)
+	return &h1Conn{t: t, nc: nc, br: br}, nil
+}
+
+// put returns a connection whose response was read to its end to the pool.
+func (t *h1) put(pc *h1Conn) {
+	if pc.br.Buffered() > 0 {
+		pc.close() // bytes past the response: the connection is out of step
+		return
+	}
+	pc.br.Reset(nil)
+	brPool.Put(pc.br)
+	pc.br = nil
+	pc.stop = nil
+	pc.since = time.Now()
+	t.mu.Lock()
+	if t.closed || len(t.idle) >= t.maxIdle {
+		t.mu.Unlock()
+		pc.nc.Close()
+		return
+	}
+	t.idle = append(t.idle, pc)
+	t.mu.Unlock()
+}
+
+func (pc *h1Conn) close() {
+	pc.nc.Close()
+	if pc.br != nil {
+		pc.br.Reset(nil)
+		brPool.Put(pc.br)
+		pc.br = nil
+	}
+}
+
+// closeIdle closes the pooled connections.
+func (t *h1) closeIdle() {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = nil
+	t.mu.Unlock()
+	for _, pc := range idle {
+		pc.nc.Close()
+	}
+}
+
+// roundTrip sends one POST and reads the response head. wrote runs once the request is
+// on the wire (the end of the connect phase). On success the caller owns pc and ends it
+// with finish.
+func (t *h1) roundTrip(ctx context.Context, req *Request, path string, body []byte, wrote func()) (*h1Conn, *http.Response, error) {
+	head, err := t.appendHead(make([]byte, 0, 256+len(req.ID)), req, path, len(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		pc, err := t.get(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		pc.stop = context.AfterFunc(ctx, pc.abort)
+		bufs := net.Buffers{head, body}
+		n, err := bufs.WriteTo(pc.nc)
+		if err != nil {
+			pc.stop()
+			pc.close()
+			// A pooled connection the server closed in the instant after the liveness
+			// check: nothing reached the server, so a fresh connection may carry it.
+			if pc.reused && n == 0 && attempt == 0 && ctx.Err() == nil {
+				continue
+			}
+			return nil, nil, err
+		}
+		wrote()
+		resp, err := http.ReadResponse(pc.br, nil)
+		// 1xx answers (other than a protocol switch) precede the real one.
+		for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			resp, err = http.ReadResponse(pc.br, nil)
+		}
+		if err != nil {
+			pc.stop()
+			pc.close()
+			return nil, nil, err
+		}
+		return pc, resp, nil
+	}
+}
+
+// finish ends a request's use of pc: back to the pool when body reached its end, the
+// server keeps the connection and no cancellation touched the socket; closed otherwise.
+func (pc *h1Conn) finish(resp *http.Response, body *countingReader) {
+	cancelled := !pc.stop()
+	if cancelled || resp.Close || !body.eof {
+		pc.close()
+		return
+	}
+	pc.t.put(pc)
+}
+
+// appendHead appends the request line and headers.
+func (t *h1) appendHead(b []byte, req *Request, path string, n int) ([]byte, error) {
+	b = append(b, "POST "...)
+	b = append(b, t.prefix...)
+	b = append(b, path...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, t.host...)
+	b = append(b, "\r\nUser-Agent: pdsoak-harness\r\nContent-Type: application/json\r\nContent-Length: "...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	if req.Stream {
+		b = append(b, "\r\nAccept: text/event-stream"...)
+	} else {
+		b = append(b, "\r\nAccept: application/json"...)
+	}
+	if !validHeaderValue(req.ID) {
+		return b, fmt.Errorf("%w: X-Request-ID %q", errInvalidHeader, req.ID)
+	}
+	b = append(b, "\r\nX-Request-Id: "...)
+	b = append(b, req.ID...)
+	for k, vs := range req.Header {
+		ck := http.CanonicalHeaderKey(k)
+		switch ck {
+		case "Host", "Content-Length", "Content-Type", "Accept", "X-Request-Id", "Transfer-Encoding", "Connection":
+			continue // set above, as the net/http path does, or framing the client owns
+		}
+		if !validHeaderName(k) {
+			return b, fmt.Errorf("%w: name %q", errInvalidHeader, k)
+		}
+		for _, v := range vs {
+			if !validHeaderValue(v) {
+				return b, fmt.Errorf("%w: value of %q", errInvalidHeader, k)
+			}
+			b = append(b, "\r\n"...)
+			b = append(b, ck...)
+			b = append(b, ": "...)
+			b = append(b, v...)
+		}
+	}
+	return append(b, "\r\n\r\n"...), nil
+}
+
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`()<>@,;:\"/[]?={}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '\r' || c == '\n' || c == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// drainH1 reads what is left of a finished body for at most grace, so the connection
+// can be reused (anything after [DONE] is ignored).
+func drainH1(pc *h1Conn, body io.Reader, grace time.Duration) {
+	pc.nc.SetReadDeadline(time.Now().Add(grace))
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 256<<10))
+	pc.nc.SetReadDeadline(time.Time{})
+}
+
+// doH1 is Do's body on the h1 transport; it classifies exactly as the net/http path:
+// the same phases, timers, readers and rules, only the bytes move differently.
+func (c *Client) doH1(ctx context.Context, req *Request, res *Result, st *reqState, obs Observer, path string, body []byte) *Result {
+	pc, resp, err := c.h1.roundTrip(ctx, req, path, body, func() {
+		st.advance(phBeforeHeaders)
+		if st.connect != nil {
+			st.connect.Stop()
+		}
+	})
+	if err != nil {
+		return c.classifyErr(ctx, res, st, err)
+	}
+	cb := &countingReader{r: resp.Body}
+	defer func() { res.Bytes = cb.n }()
+	defer func() { pc.finish(resp, cb) }()
+	st.advance(phBeforeFirstToken)
+	res.Headers = c.now()
+	res.Status = resp.StatusCode
+	if obs != nil {
+		obs.Headers(req, res.Headers, resp.StatusCode)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return c.refused(res, resp, cb)
+	}
+	if !req.Stream {
+		return c.readWhole(ctx, req, res, st, cb, obs)
+	}
+	if ct := resp.Header.Get("Content-Type"); !isEventStream(ct) {
+		return c.finish(res, ledger.OutcomeInvalid, "", fmt.Errorf("client: stream requested, answer is %q, not text/event-stream", ct))
+	}
+	if st.connect != nil {
+		st.connect.Stop()
+	}
+	if req.Deadlines.Stall > 0 {
+		st.stall = time.AfterFunc(req.Deadlines.Stall, c.fire(req, st, obs, ErrStallDeadline, "stall", nil))
+	}
+	res = c.readStream(ctx, req, res, st, cb, obs)
+	if res.Outcome == ledger.OutcomeOK {
+		st.stop()
+		drainH1(pc, cb, c.drainGrace)
+	}
+	return res
+}
