@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,8 +14,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,7 +39,7 @@ func okSSE(w http.ResponseWriter, r *http.Request) {
 }
 
 // newBenchExecutor wires an executor with a real ledger, as Run does.
-func newBenchExecutor(b *testing.B, url string, onEvent func(ledger.Event)) (*executor, func()) {
+func newBenchExecutor(b testing.TB, url string, onEvent func(ledger.Event)) (*executor, func()) {
 	b.Helper()
 	led, err := ledger.Create(filepath.Join(b.TempDir(), "events.jsonl"), onEvent)
 	if err != nil {
@@ -110,51 +114,131 @@ func BenchmarkOpenLoopMaxRate(b *testing.B) {
 
 // holdServerEnv makes the test binary act as a server that holds every stream open
 // after one token (used in a child process so its memory is not counted).
-const holdServerEnv = "PDSOAK_HARNESS_HOLD_SERVER"
+// holdEveryEnv, when set (a duration), makes it send a token on every stream that often;
+// holdAddrsEnv (a number n) makes it listen on 127.0.0.1..n at one port, printing each
+// address, so many streams do not run short of ephemeral ports to one address.
+const (
+	holdServerEnv = "PDSOAK_HARNESS_HOLD_SERVER"
+	holdEveryEnv  = "PDSOAK_HARNESS_HOLD_EVERY"
+	holdAddrsEnv  = "PDSOAK_HARNESS_HOLD_ADDRS"
+)
 
 func init() {
 	if os.Getenv(holdServerEnv) != "1" {
 		return
 	}
+	raiseNoFile(1 << 17)
+	every, _ := time.ParseDuration(os.Getenv(holdEveryEnv))
+	n, _ := strconv.Atoi(os.Getenv(holdAddrsEnv))
+	n = max(n, 1)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		os.Exit(2)
 	}
-	fmt.Println(ln.Addr().String())
+	lns := []net.Listener{ln}
+	port := ln.Addr().(*net.TCPAddr).Port
+	for i := 2; i <= n; i++ {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.%d:%d", i, port))
+		if err != nil {
+			os.Exit(2)
+		}
+		lns = append(lns, l)
+	}
+	var addrs []string
+	for _, l := range lns {
+		addrs = append(addrs, l.Addr().String())
+	}
+	fmt.Println(strings.Join(addrs, " "))
 	go func() { io.Copy(io.Discard, os.Stdin); os.Exit(0) }() // parent gone: exit
-	http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	const tok = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"},\"finish_reason\":null}]}\n\n"
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"},\"finish_reason\":null}]}\n\n")
+		fmt.Fprint(w, tok)
 		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-	}))
+		if every <= 0 {
+			<-r.Context().Done()
+			return
+		}
+		// Tokens at a random phase, so the streams' tokens spread over the interval.
+		t := time.NewTimer(time.Duration(rand.Int64N(int64(every))))
+		defer t.Stop()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-t.C:
+				fmt.Fprint(w, tok)
+				w.(http.Flusher).Flush()
+				t.Reset(every)
+			}
+		}
+	})
+	for _, l := range lns[1:] {
+		go http.Serve(l, h)
+	}
+	http.Serve(ln, h)
 	os.Exit(0)
 }
 
-// BenchmarkMemoryPerInFlight holds 5,000 concurrent streams open against a server in a
-// child process and reports the harness's heap + stack growth per in-flight request.
-func BenchmarkMemoryPerInFlight(b *testing.B) {
-	const streams = 5000
+// raiseNoFile raises RLIMIT_NOFILE (soft, and hard where allowed) to at least n and
+// returns the soft limit in force.
+func raiseNoFile(n uint64) uint64 {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0
+	}
+	if lim.Cur >= n {
+		return lim.Cur
+	}
+	want := syscall.Rlimit{Cur: n, Max: max(lim.Max, n)}
+	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want) != nil {
+		// Not allowed to raise the hard limit: go as far as it allows.
+		want = syscall.Rlimit{Cur: lim.Max, Max: lim.Max}
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want)
+	}
+	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	return lim.Cur
+}
+
+// startHoldServer runs the hold server in a child process and returns its base URLs.
+func startHoldServer(b *testing.B, every time.Duration, addrs int) []string {
+	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), holdServerEnv+"=1")
+	cmd.Env = append(os.Environ(), holdServerEnv+"=1", holdEveryEnv+"="+every.String(), fmt.Sprintf("%s=%d", holdAddrsEnv, addrs))
 	stdin, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	defer func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() }()
-	addr, err := bufio.NewReader(out).ReadString('\n')
+	b.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		b.Fatal(err)
 	}
-	url := "http://" + strings.TrimSpace(addr)
+	var urls []string
+	for _, a := range strings.Fields(line) {
+		urls = append(urls, "http://"+a)
+	}
+	return urls
+}
+
+// BenchmarkMemoryPerInFlight holds 5,000 concurrent streams open against a server in a
+// child process and reports the harness's heap + stack growth per in-flight request.
+// Counted: everything the harness process holds for a stream after a GC — the request
+// goroutine's stack, the connection (fd, buffers), the client's timers and contexts,
+// the parsed response, the workload's request and the executor's observer. Not counted:
+// the server (another process) and the kernel's socket buffers. PDSOAK_BENCH_DUMP=FILE
+// writes the goroutine dump (FILE) and a heap profile (FILE.heap) at the held point.
+func BenchmarkMemoryPerInFlight(b *testing.B) {
+	const streams = 5000
+	url := startHoldServer(b, 0, 1)[0]
 	var perReq, heapPer, stackPer float64
 	for i := 0; i < b.N; i++ {
 		var first atomic.Int64
 		all := make(chan struct{})
 		e, done := newBenchExecutor(b, url, func(ev ledger.Event) {
-			if ev.Type == ledger.EventFirstToken && first.Add(1) == streams {
+			if ev.Type == ledger.EventFirstToken && first.Add(1) == int64(streams) {
 				close(all)
 			}
 		})
@@ -179,6 +263,13 @@ func BenchmarkMemoryPerInFlight(b *testing.B) {
 			b.Fatalf("only %d of %d streams started", first.Load(), streams)
 		}
 		ha, sa := memInUse()
+		if f := os.Getenv("PDSOAK_BENCH_DUMP"); f != "" {
+			buf := make([]byte, 64<<20)
+			os.WriteFile(f, buf[:runtime.Stack(buf, true)], 0o644)
+			hf, _ := os.Create(f + ".heap")
+			pprof.Lookup("heap").WriteTo(hf, 0)
+			hf.Close()
+		}
 		perReq = float64(ha+sa-hb-sb) / streams
 		heapPer, stackPer = float64(ha-hb)/streams, float64(sa-sb)/streams
 		cancel()
@@ -196,4 +287,146 @@ func memInUse() (heap, stack uint64) {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse, m.StackInuse
+}
+
+// spreadSender sends request i through executor i mod n: one client per server address.
+type spreadSender struct {
+	execs []*executor
+	n     atomic.Uint64
+}
+
+func (s *spreadSender) Send(ctx context.Context, r *workload.Req) *client.Result {
+	return s.execs[(s.n.Add(1)-1)%uint64(len(s.execs))].Send(ctx, r)
+}
+
+// BenchmarkHeldStreams opens 20,000 streams from one harness process (an open-loop ramp
+// through the executor, every event in the ledger) against a loopback server in a child
+// process that sends a token on every stream each second, holds them all for a few
+// seconds, and reports how many were held at once and the harness's lag p99 as the
+// run's self-check measures it: the larger of the send lag p99 (how late each request
+// left its schedule) and the self-check ticker's lag p99 over ramp and hold.
+func BenchmarkHeldStreams(b *testing.B) {
+	const (
+		goal    = 20000
+		reserve = 64   // descriptors besides the streams: ledger, pipes, epoll, std streams
+		rate    = 2000 // requests/s of the ramp
+		hold    = 5 * time.Second
+		addrs   = 4 // server addresses: 5,000 connections to each
+	)
+	streams := goal
+	if got := raiseNoFile(goal + 4096); got < goal+reserve {
+		// The hard limit needs CAP_SYS_RESOURCE to be raised: hold what it allows and
+		// say so (held_streams then shows the shortfall).
+		streams = int(got) - reserve
+		b.Logf("RLIMIT_NOFILE cannot be raised above %d (hard limit; raising it needs CAP_SYS_RESOURCE): holding %d streams, not %d", got, streams, goal)
+	}
+	urls := startHoldServer(b, time.Second, addrs)
+	var held, lagP99 float64
+	for i := 0; i < b.N; i++ {
+		var first atomic.Int64
+		all := make(chan struct{})
+		led, err := ledger.Create(filepath.Join(b.TempDir(), "events.jsonl"), func(ev ledger.Event) {
+			if ev.Type == ledger.EventFirstToken && first.Add(1) == int64(streams) {
+				close(all)
+			}
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		lag := newLagRecorder(DefaultSelfCheckTick)
+		ss := &spreadSender{}
+		var clients []*client.Client
+		for _, u := range urls {
+			c, _ := client.New(u, client.WithTransport(client.NewTransport(30*time.Second)))
+			clients = append(clients, c)
+			ss.execs = append(ss.execs, &executor{c: c, led: led, log: slog.New(slog.DiscardHandler), lag: lag, reqCtx: ctx})
+		}
+		sc := &scenarios.Scenario{Name: "held", Seed: 1, Duration: scenarios.Duration(time.Minute),
+			Target: scenarios.Target{URL: urls[0]},
+			Workloads: []scenarios.Workload{{Name: "ol", Type: "open_loop", Count: streams, Stream: true,
+				Duration: scenarios.Duration(time.Minute), Pacer: &scenarios.Pacer{Type: "constant", Rate: rate}}}}
+		sc.ApplyDefaults()
+		sc.Workloads[0].Stream = true
+		sc.Deadlines = scenarios.Deadlines{Connect: scenarios.Duration(30 * time.Second), Stall: scenarios.Duration(30 * time.Second),
+			Total: scenarios.Duration(5 * time.Minute)}
+		w, err := workload.New(sc, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lag.Start()
+		finished := make(chan struct{})
+		go func() { w.Run(context.Background(), time.Now(), ss); close(finished) }()
+		select {
+		case <-all:
+		case <-time.After(3 * time.Minute):
+			cancel()
+			<-finished
+			b.Fatalf("only %d of %d streams started", first.Load(), streams)
+		}
+		var inflight int64
+		for _, e := range ss.execs {
+			inflight += e.inflight.Load()
+		}
+		time.Sleep(hold) // the hold is what is measured: the ticker runs through it
+		for _, e := range ss.execs {
+			if f := e.inflight.Load(); f == 0 {
+				b.Fatalf("a client lost its streams during the hold")
+			}
+		}
+		lag.Stop()
+		r := lag.Result(0)
+		held, lagP99 = float64(inflight), float64(max(r.SendP99, r.TickP99))/float64(time.Millisecond)
+		b.ReportMetric(float64(r.SendP99)/float64(time.Millisecond), "send_lag_p99_ms")
+		b.ReportMetric(float64(r.TickP99)/float64(time.Millisecond), "tick_lag_p99_ms")
+		cancel()
+		<-finished
+		for _, c := range clients {
+			c.CloseIdleConnections()
+		}
+		led.Close()
+	}
+	b.ReportMetric(held, "held_streams")
+	b.ReportMetric(lagP99, "lag_p99_ms")
+}
+
+// BenchmarkBurst1000 runs the shipped scenario scenarios/burst-1000.yaml through the
+// real runner: the embedded reference topology (router, prefill, decode as processes of
+// the real pdserver, simtime backend) and one burst of 1,000 streams. Reported: the ok
+// outcomes, valid (1 when the run's self-check passed) and the send lag p99 from the
+// ledger's sent events.
+func BenchmarkBurst1000(b *testing.B) {
+	bin := pdserverBinary(b)
+	var ok, valid, lagP99 float64
+	for i := 0; i < b.N; i++ {
+		sc, err := scenarios.Load(filepath.Join("..", "scenarios", "burst-1000.yaml"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		dir := b.TempDir()
+		if err := Run(context.Background(), sc, Options{OutDir: dir, PDServerCommand: []string{bin}}); err != nil {
+			b.Fatal(err)
+		}
+		evs, _, err := ledger.ReadFile(filepath.Join(dir, "events.jsonl"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var lags []time.Duration
+		ok, valid = 0, 0
+		for _, ev := range evs {
+			switch {
+			case ev.Type == ledger.EventDone && ev.Outcome == ledger.OutcomeOK:
+				ok++
+			case ev.Type == ledger.EventSent:
+				lags = append(lags, time.Duration(ev.Lag*float64(time.Second)))
+			case ev.Type == ledger.EventSelfCheck && ev.Passed != nil && *ev.Passed:
+				valid = 1
+			}
+		}
+		p99, _ := p99max(lags)
+		lagP99 = float64(p99) / float64(time.Millisecond)
+	}
+	b.ReportMetric(ok, "ok")
+	b.ReportMetric(valid, "valid")
+	b.ReportMetric(lagP99, "send_lag_p99_ms")
 }

@@ -315,6 +315,8 @@ func (c *Client) doH1(ctx context.Context, req *Request, res *Result, st *reqSta
 	if ct := resp.Header.Get("Content-Type"); !isEventStream(ct) {
 		return c.finish(res, ledger.OutcomeInvalid, "", fmt.Errorf("client: stream requested, answer is %q, not text/event-stream", ct))
 	}
+	// Nothing reads the headers from here on; a held stream need not keep their map.
+	resp.Header = nil
 	if st.connect != nil {
 		st.connect.Stop()
 	}
