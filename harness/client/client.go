@@ -400,7 +400,14 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 	if c.h1 != nil {
 		return c.doH1(rctx, req, res, st, obs, path, body)
 	}
+	return c.doHTTP(rctx, req, res, st, obs, path, body, cancel)
+}
 
+// doHTTP is Do's body on net/http (https:// targets). A function of its own so that its
+// locals are not in the frame of every held h1 stream.
+//
+//go:noinline
+func (c *Client) doHTTP(rctx context.Context, req *Request, res *Result, st *reqState, obs Observer, path string, body []byte, cancel context.CancelCauseFunc) *Result {
 	hreq, err := c.newHTTPRequest(rctx, req, st, path, body)
 	if err != nil {
 		return c.finish(res, ledger.OutcomeInvalid, "", err)

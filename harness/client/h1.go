@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -37,12 +36,6 @@ type h1 struct {
 	closed bool
 }
 
-// h1ReadBuffer is each connection's read buffer. SSE chunks are a few hundred bytes;
-// a larger line only costs more reads, never correctness (the parsers grow their own).
-const h1ReadBuffer = 512
-
-var brPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, h1ReadBuffer) }}
-
 // newH1 returns the transport for base (an http:// URL), dialling through tr.
 func newH1(base string, tr *http.Transport) (*h1, error) {
 	u, err := url.Parse(base)
@@ -77,7 +70,6 @@ func newH1(base string, tr *http.Transport) (*h1, error) {
 type h1Conn struct {
 	t      *h1
 	nc     net.Conn
-	br     *bufio.Reader
 	reused bool
 	since  time.Time // when it went idle
 	stop   func() bool
@@ -106,8 +98,6 @@ func (t *h1) get(ctx context.Context) (*h1Conn, error) {
 		t.mu.Unlock()
 		if now.Sub(pc.since) < t.idleTimeout && alive(pc.nc) {
 			pc.reused = true
-			pc.br = brPool.Get().(*bufio.Reader)
-			pc.br.Reset(pc.nc)
 			return pc, nil
 		}
 		pc.nc.Close()
@@ -116,20 +106,11 @@ func (t *h1) get(ctx context.Context) (*h1Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	br := brPool.Get().(*bufio.Reader)
-	br.Reset(nc)
-	return &h1Conn{t: t, nc: nc, br: br}, nil
+	return &h1Conn{t: t, nc: nc}, nil
 }
 
 // put returns a connection whose response was read to its end to the pool.
 func (t *h1) put(pc *h1Conn) {
-	if pc.br.Buffered() > 0 {
-		pc.close() // bytes past the response: the connection is out of step
-		return
-	}
-	pc.br.Reset(nil)
-	brPool.Put(pc.br)
-	pc.br = nil
 	pc.stop = nil
 	pc.since = time.Now()
 	t.mu.Lock()
@@ -142,14 +123,7 @@ func (t *h1) put(pc *h1Conn) {
 	t.mu.Unlock()
 }
 
-func (pc *h1Conn) close() {
-	pc.nc.Close()
-	if pc.br != nil {
-		pc.br.Reset(nil)
-		brPool.Put(pc.br)
-		pc.br = nil
-	}
-}
+func (pc *h1Conn) close() { pc.nc.Close() }
 
 // closeIdle closes the pooled connections.
 func (t *h1) closeIdle() {
@@ -165,15 +139,15 @@ func (t *h1) closeIdle() {
 // roundTrip sends one POST and reads the response head. wrote runs once the request is
 // on the wire (the end of the connect phase). On success the caller owns pc and ends it
 // with finish.
-func (t *h1) roundTrip(ctx context.Context, req *Request, path string, body []byte, wrote func()) (*h1Conn, *http.Response, error) {
+func (t *h1) roundTrip(ctx context.Context, req *Request, path string, body []byte, wrote func()) (*h1Conn, respHead, *h1Body, error) {
 	head, err := t.appendHead(make([]byte, 0, 256+len(req.ID)), req, path, len(body))
 	if err != nil {
-		return nil, nil, err
+		return nil, respHead{}, nil, err
 	}
 	for attempt := 0; ; attempt++ {
 		pc, err := t.get(ctx)
 		if err != nil {
-			return nil, nil, err
+			return nil, respHead{}, nil, err
 		}
 		pc.stop = context.AfterFunc(ctx, pc.abort)
 		bufs := net.Buffers{head, body}
@@ -186,28 +160,24 @@ func (t *h1) roundTrip(ctx context.Context, req *Request, path string, body []by
 			if pc.reused && n == 0 && attempt == 0 && ctx.Err() == nil {
 				continue
 			}
-			return nil, nil, err
+			return nil, respHead{}, nil, err
 		}
 		wrote()
-		resp, err := http.ReadResponse(pc.br, nil)
-		// 1xx answers (other than a protocol switch) precede the real one.
-		for err == nil && resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
-			resp, err = http.ReadResponse(pc.br, nil)
-		}
+		h, rb, err := readResponse(pc.nc)
 		if err != nil {
 			pc.stop()
 			pc.close()
-			return nil, nil, err
+			return nil, respHead{}, nil, err
 		}
-		return pc, resp, nil
+		return pc, h, rb, nil
 	}
 }
 
 // finish ends a request's use of pc: back to the pool when body reached its end, the
 // server keeps the connection and no cancellation touched the socket; closed otherwise.
-func (pc *h1Conn) finish(resp *http.Response, body *countingReader) {
+func (pc *h1Conn) finish(h respHead, body *h1Body) {
 	cancelled := !pc.stop()
-	if cancelled || resp.Close || !body.eof {
+	if cancelled || h.close || !body.done() {
 		pc.close()
 		return
 	}
@@ -288,7 +258,7 @@ func drainH1(pc *h1Conn, body io.Reader, grace time.Duration) {
 // doH1 is Do's body on the h1 transport; it classifies exactly as the net/http path:
 // the same phases, timers, readers and rules, only the bytes move differently.
 func (c *Client) doH1(ctx context.Context, req *Request, res *Result, st *reqState, obs Observer, path string, body []byte) *Result {
-	pc, resp, err := c.h1.roundTrip(ctx, req, path, body, func() {
+	pc, h, rb, err := c.h1.roundTrip(ctx, req, path, body, func() {
 		st.advance(phBeforeHeaders)
 		if st.connect != nil {
 			st.connect.Stop()
@@ -297,26 +267,24 @@ func (c *Client) doH1(ctx context.Context, req *Request, res *Result, st *reqSta
 	if err != nil {
 		return c.classifyErr(ctx, res, st, err)
 	}
-	cb := &countingReader{r: resp.Body}
+	cb := &countingReader{r: rb}
 	defer func() { res.Bytes = cb.n }()
-	defer func() { pc.finish(resp, cb) }()
+	defer func() { pc.finish(h, rb) }()
 	st.advance(phBeforeFirstToken)
 	res.Headers = c.now()
-	res.Status = resp.StatusCode
+	res.Status = h.status
 	if obs != nil {
-		obs.Headers(req, res.Headers, resp.StatusCode)
+		obs.Headers(req, res.Headers, h.status)
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return c.refused(res, resp, cb)
+	if h.status < 200 || h.status > 299 {
+		return c.refusedH1(res, &h, cb)
 	}
 	if !req.Stream {
 		return c.readWhole(ctx, req, res, st, cb, obs)
 	}
-	if ct := resp.Header.Get("Content-Type"); !isEventStream(ct) {
+	if ct := h.contentType; !isEventStream(ct) {
 		return c.finish(res, ledger.OutcomeInvalid, "", fmt.Errorf("client: stream requested, answer is %q, not text/event-stream", ct))
 	}
-	// Nothing reads the headers from here on; a held stream need not keep their map.
-	resp.Header = nil
 	if st.connect != nil {
 		st.connect.Stop()
 	}
@@ -329,4 +297,16 @@ func (c *Client) doH1(ctx context.Context, req *Request, res *Result, st *reqSta
 		drainH1(pc, cb, c.drainGrace)
 	}
 	return res
+}
+
+// refusedH1 classifies a non-2xx answer as refused does (a frame of its own: the
+// response it builds is not kept on every stream's stack).
+//
+//go:noinline
+func (c *Client) refusedH1(res *Result, h *respHead, body io.Reader) *Result {
+	resp := &http.Response{StatusCode: h.status, Header: http.Header{}}
+	if h.retryAfter != "" {
+		resp.Header.Set("Retry-After", h.retryAfter)
+	}
+	return c.refused(res, resp, body)
 }
