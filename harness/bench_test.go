@@ -283,7 +283,7 @@ func BenchmarkMemoryPerInFlight(b *testing.B) {
 
 // memInUse returns heap and stack bytes in use after a GC.
 func memInUse() (heap, stack uint64) {
-	runtime.GC()
+	runtime.GC(); runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse, m.StackInuse

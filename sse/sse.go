@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // DefaultMaxLine bounds one line (and one event's data) in bytes.
@@ -43,7 +44,8 @@ type Reader struct {
 	end     int // end of valid bytes in buf
 	maxLine int
 	bufSize int
-	skipLF  bool // the previous line ended in CR: a following LF belongs to it
+	bp      *[]byte // the pool's pointer for buf, reused when buf goes back
+	skipLF  bool    // the previous line ended in CR: a following LF belongs to it
 	err     error
 	first   bool
 	// current event under construction
@@ -75,6 +77,39 @@ const DefaultBufferSize = 1024
 // idle streams at once use a small one: most events are a few hundred bytes.
 func WithBufferSize(n int) Option {
 	return func(r *Reader) { r.bufSize = max(n, 16) }
+}
+
+// ReadableWaiter is a source that can wait for input without a buffer (a socket). A
+// Reader over one gives its buffer back to a shared pool while it waits with nothing
+// buffered, so thousands of idle streams hold no read buffer between events.
+type ReadableWaiter interface {
+	// WaitReadable returns once a Read would not block (data, end or error), or with
+	// the error that ended the wait.
+	WaitReadable() error
+}
+
+var bufPool sync.Pool // *[]byte
+
+// release gives an idle buffer back to the pool (a grown one is dropped).
+func (r *Reader) release() {
+	if r.buf != nil && len(r.buf) == r.bufSize {
+		if r.bp == nil {
+			r.bp = new([]byte)
+		}
+		*r.bp = r.buf
+		bufPool.Put(r.bp)
+		r.bp = nil
+	}
+	r.buf = nil
+}
+
+// acquire takes a buffer of the reader's size from the pool or makes one.
+func (r *Reader) acquire() {
+	if bp, ok := bufPool.Get().(*[]byte); ok && len(*bp) == r.bufSize {
+		r.buf, r.bp = *bp, bp
+		return
+	}
+	r.buf = make([]byte, r.bufSize)
 }
 
 // NewReader returns a Reader over src.
@@ -243,6 +278,18 @@ func (r *Reader) fill(scanFrom *int) {
 		*scanFrom -= r.start
 		r.end = n
 		r.start = 0
+	}
+	if r.end == 0 {
+		if w, ok := r.src.(ReadableWaiter); ok {
+			r.release()
+			if err := w.WaitReadable(); err != nil {
+				r.err = err
+				return
+			}
+		}
+	}
+	if r.buf == nil {
+		r.acquire()
 	}
 	if r.end == len(r.buf) {
 		nb := make([]byte, 2*len(r.buf))

@@ -28,3 +28,21 @@ func alive(nc net.Conn) bool {
 	})
 	return err == nil && ok
 }
+
+// waitReadable returns once nc has something to read (data, its end or an error) without
+// reading it, or with the error that ended the wait (a deadline set to abort it).
+func waitReadable(nc net.Conn) error {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	var b [1]byte
+	return rc.Read(func(fd uintptr) bool {
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return err != syscall.EAGAIN && err != syscall.EWOULDBLOCK
+	})
+}

@@ -303,12 +303,13 @@ type reqState struct {
 	first   *time.Timer
 	connect *time.Timer
 	total   *time.Timer
-	// backstop cancels the request inspectGrace past the total deadline.
-	backstop *time.Timer
+	// hardEnd is inspectGrace past the total deadline (zero: no total deadline): a
+	// deadline observer that hangs is cut off there.
+	hardEnd time.Time
 }
 
 func (s *reqState) stop() {
-	for _, t := range [...]*time.Timer{s.stall, s.first, s.connect, s.total, s.backstop} {
+	for _, t := range [...]*time.Timer{s.stall, s.first, s.connect, s.total} {
 		if t != nil {
 			t.Stop()
 		}
@@ -349,6 +350,12 @@ func (c *Client) fire(req *Request, st *reqState, obs Observer, cause error, nam
 		}
 		defer close(f.done)
 		if do, ok := obs.(DeadlineObserver); ok {
+			if !st.hardEnd.IsZero() {
+				// Backstop: even if the observer hangs, the request ends.
+				cancel := st.cancel
+				bs := time.AfterFunc(time.Until(st.hardEnd), func() { cancel(ErrTotalDeadline) })
+				defer bs.Stop()
+			}
 			do.BeforeDeadline(req, name, f.phase)
 		}
 		st.cancel(cause)
@@ -456,11 +463,9 @@ func (c *Client) armDeadlines(ctx context.Context, req *Request, st *reqState, o
 	dl := req.Deadlines
 	if dl.Total > 0 {
 		st.total = time.AfterFunc(dl.Total, c.fire(req, st, obs, ErrTotalDeadline, "total", nil))
-		// Backstop: even if an observer hangs, the request ends. A timer on the request's
-		// own context rather than a deadline context of its own: one context per request
-		// (each layer costs a children map and a timer per held stream).
-		cancel := st.cancel
-		st.backstop = time.AfterFunc(time.Until(now.Add(dl.Total+c.inspectGrace)), func() { cancel(ErrTotalDeadline) })
+		// Only a hanging deadline observer can keep a request past its total deadline;
+		// fire arms the backstop for that case when it calls one.
+		st.hardEnd = now.Add(dl.Total + c.inspectGrace)
 	}
 	if dl.Connect > 0 {
 		st.connect = time.AfterFunc(dl.Connect, c.fire(req, st, obs, ErrConnectDeadline, "connect",
@@ -681,6 +686,7 @@ func (c *Client) token(req *Request, res *Result, st *reqState, obs Observer, la
 	st.advance(phMidStream)
 	if st.first != nil {
 		st.first.Stop()
+		st.first = nil // a held stream need not keep a spent timer
 	}
 	if obs != nil {
 		obs.FirstToken(req, now)

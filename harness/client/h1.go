@@ -140,18 +140,18 @@ func (t *h1) closeIdle() {
 // on the wire (the end of the connect phase). On success the caller owns pc and ends it
 // with finish.
 func (t *h1) roundTrip(ctx context.Context, req *Request, path string, body []byte, wrote func()) (*h1Conn, respHead, *h1Body, error) {
-	head, err := t.appendHead(make([]byte, 0, 256+len(req.ID)), req, path, len(body))
+	msg, err := t.appendHead(make([]byte, 0, 256+len(req.ID)+len(body)), req, path, len(body))
 	if err != nil {
 		return nil, respHead{}, nil, err
 	}
+	msg = append(msg, body...) // one write, one segment
 	for attempt := 0; ; attempt++ {
 		pc, err := t.get(ctx)
 		if err != nil {
 			return nil, respHead{}, nil, err
 		}
 		pc.stop = context.AfterFunc(ctx, pc.abort)
-		bufs := net.Buffers{head, body}
-		n, err := bufs.WriteTo(pc.nc)
+		n, err := pc.nc.Write(msg)
 		if err != nil {
 			pc.stop()
 			pc.close()
@@ -262,6 +262,7 @@ func (c *Client) doH1(ctx context.Context, req *Request, res *Result, st *reqSta
 		st.advance(phBeforeHeaders)
 		if st.connect != nil {
 			st.connect.Stop()
+			st.connect = nil // this goroutine is the only reader; a spent timer need not stay
 		}
 	})
 	if err != nil {
@@ -291,7 +292,7 @@ func (c *Client) doH1(ctx context.Context, req *Request, res *Result, st *reqSta
 	if req.Deadlines.Stall > 0 {
 		st.stall = time.AfterFunc(req.Deadlines.Stall, c.fire(req, st, obs, ErrStallDeadline, "stall", nil))
 	}
-	res = c.readStream(ctx, req, res, st, cb, obs)
+	res = c.readStream(ctx, req, res, st, h1Stream{cb, rb}, obs)
 	if res.Outcome == ledger.OutcomeOK {
 		st.stop()
 		drainH1(pc, cb, c.drainGrace)

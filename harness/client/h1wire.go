@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"strconv"
-	"strings"
 )
 
 // The wire side of the h1 transport: a response head parsed from a pooled buffer, and
@@ -107,60 +106,73 @@ func headEnd(b []byte) int {
 	}
 }
 
-// parseHead parses a status line and the headers the client uses.
+// parseHead parses a status line and the headers the client uses. It works on the
+// bytes: the few values kept are copied out, so the head itself does not stay alive.
 func parseHead(b []byte) (respHead, error) {
 	h := respHead{length: -1}
-	lines := strings.Split(strings.TrimRight(string(b), "\r\n"), "\n")
-	st := strings.TrimSuffix(lines[0], "\r")
-	if len(st) < 12 || !strings.HasPrefix(st, "HTTP/1.") || st[8] != ' ' || (len(st) > 12 && st[12] != ' ') {
-		return h, fmt.Errorf("client: malformed HTTP status line %q", trim(st))
+	next := func() []byte {
+		l, rest, _ := bytes.Cut(b, []byte("\n"))
+		b = rest
+		return bytes.TrimSuffix(l, []byte("\r"))
 	}
-	code, err := strconv.Atoi(st[9:12])
-	if err != nil || code < 100 {
+	st := next()
+	if len(st) < 12 || !bytes.HasPrefix(st, []byte("HTTP/1.")) || st[8] != ' ' || (len(st) > 12 && st[12] != ' ') {
+		return h, fmt.Errorf("client: malformed HTTP status line %q", trim(string(st)))
+	}
+	code := 0
+	for _, c := range st[9:12] {
+		if c < '0' || c > '9' {
+			return h, fmt.Errorf("client: malformed HTTP status code %q", st[9:12])
+		}
+		code = code*10 + int(c-'0')
+	}
+	if code < 100 {
 		return h, fmt.Errorf("client: malformed HTTP status code %q", st[9:12])
 	}
 	h.status = code
 	http10 := st[7] == '0'
-	keepAlive := false
-	sawLength := false
-	for _, l := range lines[1:] {
-		l = strings.TrimSuffix(l, "\r")
-		if l != "" && (l[0] == ' ' || l[0] == '\t') {
+	keepAlive, sawLength := false, false
+	for len(b) > 0 {
+		l := next()
+		if len(l) == 0 {
+			break // the blank line that ends the head
+		}
+		if l[0] == ' ' || l[0] == '\t' {
 			continue // obsolete line folding: part of a header the client ignores
 		}
-		name, value, ok := strings.Cut(l, ":")
-		if !ok || !validHeaderName(name) {
-			return h, fmt.Errorf("client: malformed header line %q", trim(l))
+		name, value, ok := bytes.Cut(l, []byte(":"))
+		if !ok || !validHeaderName(string(name)) {
+			return h, fmt.Errorf("client: malformed header line %q", trim(string(l)))
 		}
-		value = strings.Trim(value, " \t")
+		value = bytes.Trim(value, " \t")
 		switch {
-		case strings.EqualFold(name, "Content-Length"):
-			v, err := strconv.ParseInt(value, 10, 64)
+		case equalFold(name, "Content-Length"):
+			v, err := strconv.ParseInt(string(value), 10, 64)
 			if err != nil || v < 0 || (sawLength && v != h.length) {
-				return h, fmt.Errorf("client: bad Content-Length %q", trim(value))
+				return h, fmt.Errorf("client: bad Content-Length %q", trim(string(value)))
 			}
 			h.length, sawLength = v, true
-		case strings.EqualFold(name, "Transfer-Encoding"):
-			if !strings.EqualFold(value, "chunked") {
-				return h, fmt.Errorf("client: unsupported transfer encoding %q", trim(value))
+		case equalFold(name, "Transfer-Encoding"):
+			if !equalFold(value, "chunked") {
+				return h, fmt.Errorf("client: unsupported transfer encoding %q", trim(string(value)))
 			}
 			h.chunked = true
-		case strings.EqualFold(name, "Connection"):
-			for _, tok := range strings.Split(value, ",") {
-				switch tok = strings.TrimSpace(tok); {
-				case strings.EqualFold(tok, "close"):
+		case equalFold(name, "Connection"):
+			for tok := range bytes.SplitSeq(value, []byte(",")) {
+				switch tok = bytes.TrimSpace(tok); {
+				case equalFold(tok, "close"):
 					h.close = true
-				case strings.EqualFold(tok, "keep-alive"):
+				case equalFold(tok, "keep-alive"):
 					keepAlive = true
 				}
 			}
-		case strings.EqualFold(name, "Content-Type"):
+		case equalFold(name, "Content-Type"):
 			if h.contentType == "" {
-				h.contentType = value
+				h.contentType = string(value)
 			}
-		case strings.EqualFold(name, "Retry-After"):
+		case equalFold(name, "Retry-After"):
 			if h.retryAfter == "" {
-				h.retryAfter = value
+				h.retryAfter = string(value)
 			}
 		}
 	}
@@ -171,6 +183,26 @@ func parseHead(b []byte) (respHead, error) {
 		h.close = true
 	}
 	return h, nil
+}
+
+// equalFold is ASCII case-insensitive equality of b and s.
+func equalFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		x, y := b[i], s[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
 
 // Chunked decoder states.
@@ -223,6 +255,23 @@ func (b *h1Body) raw(p []byte) (int, error) {
 	}
 	return b.nc.Read(p)
 }
+
+// WaitReadable waits (holding no buffer) until a Read would not block.
+func (b *h1Body) WaitReadable() error {
+	if b.lb != nil || b.eof || b.err != nil {
+		return nil
+	}
+	return waitReadable(b.nc)
+}
+
+// h1Stream is a stream body for the SSE reader: counted, and able to wait for input
+// without a buffer (sse.ReadableWaiter).
+type h1Stream struct {
+	*countingReader
+	b *h1Body
+}
+
+func (s h1Stream) WaitReadable() error { return s.b.WaitReadable() }
 
 // done reports whether the body ended cleanly with nothing after it.
 func (b *h1Body) done() bool { return b.eof && !b.extra && b.lb == nil }
