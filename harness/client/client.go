@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -303,6 +304,9 @@ type reqState struct {
 	first   *time.Timer
 	connect *time.Timer
 	total   *time.Timer
+	// abortMu guards abortFn: what unblocks the transport's I/O on cancellation (h1).
+	abortMu sync.Mutex
+	abortFn func()
 	// hardEnd is inspectGrace past the total deadline (zero: no total deadline): a
 	// deadline observer that hangs is cut off there.
 	hardEnd time.Time
@@ -313,6 +317,22 @@ func (s *reqState) stop() {
 		if t != nil {
 			t.Stop()
 		}
+	}
+}
+
+func (s *reqState) setAbort(f func()) {
+	s.abortMu.Lock()
+	s.abortFn = f
+	s.abortMu.Unlock()
+}
+
+// runAbort unblocks the transport's I/O, if it registered a way to.
+func (s *reqState) runAbort() {
+	s.abortMu.Lock()
+	f := s.abortFn
+	s.abortMu.Unlock()
+	if f != nil {
+		f()
 	}
 }
 
@@ -397,10 +417,22 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 		return c.finish(res, ledger.OutcomeInvalid, "", err)
 	}
 
+	// The request's context is not registered on ctx: ctx's end reaches it through one
+	// AfterFunc instead, and cancelling it also aborts the transport's I/O (h1), so no
+	// context hangs off it (a children map and a done channel for every held stream).
 	st := &reqState{}
-	rctx, cancel := context.WithCancelCause(ctx)
+	rctx, cancelCtx := context.WithCancelCause(context.WithoutCancel(ctx))
+	cancel := func(cause error) {
+		cancelCtx(cause)
+		st.runAbort()
+	}
 	st.cancel = cancel
-	defer st.waitFired(c.inspectGrace) // runs last: after the timers are stopped
+	stopParent := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	defer stopParent()
+	if ctx.Err() != nil {
+		cancel(context.Cause(ctx))
+	}
+	defer st.waitFired(c.inspectGrace) // runs after the timers are stopped
 	defer cancel(nil)
 	rctx, disarm := c.armDeadlines(rctx, req, st, obs, now)
 	defer disarm()

@@ -32,7 +32,7 @@ type h1 struct {
 	idleTimeout time.Duration
 
 	mu     sync.Mutex
-	idle   []*h1Conn // most recently used last
+	idle   []idleConn // most recently used last
 	closed bool
 }
 
@@ -66,64 +66,96 @@ func newH1(base string, tr *http.Transport) (*h1, error) {
 	return t, nil
 }
 
-// h1Conn is one connection, owned by one request at a time.
+// h1Conn is one request's use of a connection (a fresh one per request, so that a late
+// abort of a finished request can never reach the connection's next owner).
 type h1Conn struct {
 	t      *h1
 	nc     net.Conn
 	reused bool
-	since  time.Time // when it went idle
-	stop   func() bool
+
+	mu      sync.Mutex
+	done    bool // the request let go of the connection
+	aborted bool // a cancellation set the socket's deadline in the past
+}
+
+// idleConn is a pooled connection.
+type idleConn struct {
+	nc    net.Conn
+	since time.Time
 }
 
 // errInvalidHeader marks a request the client refuses to put on the wire (a transport
 // error, as net/http reports it).
 var errInvalidHeader = errors.New("client: invalid header")
 
-// abort unblocks the owner's read or write; the owner closes the connection.
-func (pc *h1Conn) abort() { pc.nc.SetDeadline(time.Unix(1, 0)) }
+// abort unblocks the owner's read or write; the owner then closes the connection.
+func (pc *h1Conn) abort() {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if !pc.done {
+		pc.aborted = true
+		pc.nc.SetDeadline(time.Unix(1, 0))
+	}
+}
 
-// get returns an idle connection that is still open, or dials a new one.
-func (t *h1) get(ctx context.Context) (*h1Conn, error) {
+// get returns an idle connection that is still open, or dials a new one. Either way the
+// request's cancellation aborts it from then on.
+func (t *h1) get(ctx context.Context, st *reqState) (*h1Conn, error) {
 	now := time.Now()
-	for {
+	var nc net.Conn
+	reused := false
+	for nc == nil {
 		t.mu.Lock()
 		n := len(t.idle)
 		if n == 0 {
 			t.mu.Unlock()
 			break
 		}
-		pc := t.idle[n-1]
-		t.idle[n-1] = nil
+		ic := t.idle[n-1]
+		t.idle[n-1] = idleConn{}
 		t.idle = t.idle[:n-1]
 		t.mu.Unlock()
-		if now.Sub(pc.since) < t.idleTimeout && alive(pc.nc) {
-			pc.reused = true
-			return pc, nil
+		if now.Sub(ic.since) < t.idleTimeout && alive(ic.nc) {
+			nc, reused = ic.nc, true
+		} else {
+			ic.nc.Close()
 		}
-		pc.nc.Close()
 	}
-	nc, err := t.dial(ctx, "tcp", t.addr)
-	if err != nil {
-		return nil, err
+	if nc == nil {
+		// A dial context of its own (values kept): cancelling the request cancels it,
+		// and nothing stays registered on the request's context after the dial.
+		dctx, dcancel := context.WithCancel(context.WithoutCancel(ctx))
+		st.setAbort(dcancel)
+		if ctx.Err() != nil {
+			dcancel()
+		}
+		var err error
+		nc, err = t.dial(dctx, "tcp", t.addr)
+		st.setAbort(nil)
+		dcancel()
+		if err != nil {
+			return nil, err
+		}
 	}
-	return &h1Conn{t: t, nc: nc}, nil
+	pc := &h1Conn{t: t, nc: nc, reused: reused}
+	st.setAbort(pc.abort)
+	if ctx.Err() != nil {
+		pc.abort()
+	}
+	return pc, nil
 }
 
 // put returns a connection whose response was read to its end to the pool.
-func (t *h1) put(pc *h1Conn) {
-	pc.stop = nil
-	pc.since = time.Now()
+func (t *h1) put(nc net.Conn) {
 	t.mu.Lock()
 	if t.closed || len(t.idle) >= t.maxIdle {
 		t.mu.Unlock()
-		pc.nc.Close()
+		nc.Close()
 		return
 	}
-	t.idle = append(t.idle, pc)
+	t.idle = append(t.idle, idleConn{nc: nc, since: time.Now()})
 	t.mu.Unlock()
 }
-
-func (pc *h1Conn) close() { pc.nc.Close() }
 
 // closeIdle closes the pooled connections.
 func (t *h1) closeIdle() {
@@ -131,30 +163,29 @@ func (t *h1) closeIdle() {
 	idle := t.idle
 	t.idle = nil
 	t.mu.Unlock()
-	for _, pc := range idle {
-		pc.nc.Close()
+	for _, ic := range idle {
+		ic.nc.Close()
 	}
 }
 
 // roundTrip sends one POST and reads the response head. wrote runs once the request is
 // on the wire (the end of the connect phase). On success the caller owns pc and ends it
 // with finish.
-func (t *h1) roundTrip(ctx context.Context, req *Request, path string, body []byte, wrote func()) (*h1Conn, respHead, *h1Body, error) {
+func (t *h1) roundTrip(ctx context.Context, st *reqState, req *Request, path string, body []byte, wrote func()) (*h1Conn, respHead, *h1Body, error) {
 	msg, err := t.appendHead(make([]byte, 0, 256+len(req.ID)+len(body)), req, path, len(body))
 	if err != nil {
 		return nil, respHead{}, nil, err
 	}
 	msg = append(msg, body...) // one write, one segment
 	for attempt := 0; ; attempt++ {
-		pc, err := t.get(ctx)
+		pc, err := t.get(ctx, st)
 		if err != nil {
 			return nil, respHead{}, nil, err
 		}
-		pc.stop = context.AfterFunc(ctx, pc.abort)
 		n, err := pc.nc.Write(msg)
 		if err != nil {
-			pc.stop()
-			pc.close()
+			pc.release(st)
+			pc.nc.Close()
 			// A pooled connection the server closed in the instant after the liveness
 			// check: nothing reached the server, so a fresh connection may carry it.
 			if pc.reused && n == 0 && attempt == 0 && ctx.Err() == nil {
@@ -165,23 +196,31 @@ func (t *h1) roundTrip(ctx context.Context, req *Request, path string, body []by
 		wrote()
 		h, rb, err := readResponse(pc.nc)
 		if err != nil {
-			pc.stop()
-			pc.close()
+			pc.release(st)
+			pc.nc.Close()
 			return nil, respHead{}, nil, err
 		}
 		return pc, h, rb, nil
 	}
 }
 
+// release ends the request's hold on pc and reports whether a cancellation aborted it.
+func (pc *h1Conn) release(st *reqState) (aborted bool) {
+	st.setAbort(nil)
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	pc.done = true
+	return pc.aborted
+}
+
 // finish ends a request's use of pc: back to the pool when body reached its end, the
 // server keeps the connection and no cancellation touched the socket; closed otherwise.
-func (pc *h1Conn) finish(h respHead, body *h1Body) {
-	cancelled := !pc.stop()
-	if cancelled || h.close || !body.done() {
-		pc.close()
+func (pc *h1Conn) finish(st *reqState, h respHead, body *h1Body) {
+	if pc.release(st) || h.close || !body.done() {
+		pc.nc.Close()
 		return
 	}
-	pc.t.put(pc)
+	pc.t.put(pc.nc)
 }
 
 // appendHead appends the request line and headers.
@@ -258,7 +297,7 @@ func drainH1(pc *h1Conn, body io.Reader, grace time.Duration) {
 // doH1 is Do's body on the h1 transport; it classifies exactly as the net/http path:
 // the same phases, timers, readers and rules, only the bytes move differently.
 func (c *Client) doH1(ctx context.Context, req *Request, res *Result, st *reqState, obs Observer, path string, body []byte) *Result {
-	pc, h, rb, err := c.h1.roundTrip(ctx, req, path, body, func() {
+	pc, h, rb, err := c.h1.roundTrip(ctx, st, req, path, body, func() {
 		st.advance(phBeforeHeaders)
 		if st.connect != nil {
 			st.connect.Stop()
@@ -270,7 +309,7 @@ func (c *Client) doH1(ctx context.Context, req *Request, res *Result, st *reqSta
 	}
 	cb := &countingReader{r: rb}
 	defer func() { res.Bytes = cb.n }()
-	defer func() { pc.finish(h, rb) }()
+	defer func() { pc.finish(st, h, rb) }()
 	st.advance(phBeforeFirstToken)
 	res.Headers = c.now()
 	res.Status = h.status
