@@ -31,7 +31,11 @@ func alive(nc net.Conn) bool {
 
 // waitReadable returns once nc has something to read (data, its end or an error) without
 // reading it, or with the error that ended the wait (a deadline set to abort it).
-func waitReadable(nc net.Conn) error {
+// drained says the last read left nothing in the socket (it returned less than it
+// could take): any later byte then raises a fresh readiness edge, so the wait needs no
+// syscall before it parks; and after the wake it needs none either, the caller's Read
+// finds the data (a rare spurious wake only means that Read waits as usual).
+func waitReadable(nc net.Conn, drained bool) error {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return nil
@@ -39,6 +43,14 @@ func waitReadable(nc net.Conn) error {
 	rc, err := sc.SyscallConn()
 	if err != nil {
 		return nil
+	}
+	if drained {
+		first := true
+		return rc.Read(func(uintptr) bool {
+			ok := !first
+			first = false
+			return ok
+		})
 	}
 	var b [1]byte
 	return rc.Read(func(fd uintptr) bool {

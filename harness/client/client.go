@@ -678,7 +678,7 @@ func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *
 			return c.success(res, st)
 		}
 		var ch chunk
-		if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil {
+		if err := decodeChunk(ev.Data, &ch); err != nil {
 			if ev.Type == "error" {
 				return c.finish(res, ledger.OutcomeStreamError, "", fmt.Errorf("client: error event: %s", trim(ev.Data)))
 			}

@@ -233,9 +233,10 @@ type h1Body struct {
 	digits  int
 	line    int // bytes of the current chunk-size line
 
-	eof   bool
-	extra bool  // bytes arrived past the body's end: the connection is out of step
-	err   error // sticky
+	eof     bool
+	extra   bool  // bytes arrived past the body's end: the connection is out of step
+	drained bool  // the last socket read took less than it could: nothing was left
+	err     error // sticky
 }
 
 // settle lets the head buffer go once its bytes are used.
@@ -253,7 +254,9 @@ func (b *h1Body) raw(p []byte) (int, error) {
 		b.settle()
 		return n, nil
 	}
-	return b.nc.Read(p)
+	n, err := b.nc.Read(p)
+	b.drained = err == nil && n < len(p)
+	return n, err
 }
 
 // WaitReadable waits (holding no buffer) until a Read would not block.
@@ -261,7 +264,7 @@ func (b *h1Body) WaitReadable() error {
 	if b.lb != nil || b.eof || b.err != nil {
 		return nil
 	}
-	return waitReadable(b.nc)
+	return waitReadable(b.nc, b.drained)
 }
 
 // h1Stream is a stream body for the SSE reader: counted, and able to wait for input
