@@ -30,12 +30,13 @@ func alive(nc net.Conn) bool {
 }
 
 // waitReadable returns once nc has something to read (data, its end or an error) without
-// reading it, or with the error that ended the wait (a deadline set to abort it).
-// drained says the last read left nothing in the socket (it returned less than it
-// could take): any later byte then raises a fresh readiness edge, so the wait needs no
-// syscall before it parks; and after the wake it needs none either, the caller's Read
-// finds the data (a rare spurious wake only means that Read waits as usual).
-func waitReadable(nc net.Conn, drained bool) error {
+// reading it, or with the error that ended the wait (a deadline set to abort it). The
+// first look is a non-blocking peek: the poller forgets readiness it saw before the wait
+// began, so only a syscall can tell whether data is already there. After a wake-up no
+// second peek: the caller's Read finds the data (a rare spurious wake-up only means that
+// Read waits as usual). So a token costs what a plain read does: one syscall that finds
+// nothing, one that reads.
+func waitReadable(nc net.Conn) error {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return nil
@@ -44,16 +45,13 @@ func waitReadable(nc net.Conn, drained bool) error {
 	if err != nil {
 		return nil
 	}
-	if drained {
-		first := true
-		return rc.Read(func(uintptr) bool {
-			ok := !first
-			first = false
-			return ok
-		})
-	}
+	first := true
 	var b [1]byte
 	return rc.Read(func(fd uintptr) bool {
+		if !first {
+			return true
+		}
+		first = false
 		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		return err != syscall.EAGAIN && err != syscall.EWOULDBLOCK
 	})

@@ -254,9 +254,7 @@ func (b *h1Body) raw(p []byte) (int, error) {
 		b.settle()
 		return n, nil
 	}
-	n, err := b.nc.Read(p)
-	b.drained = err == nil && n < len(p)
-	return n, err
+	return b.nc.Read(p)
 }
 
 // WaitReadable waits (holding no buffer) until a Read would not block.
@@ -264,7 +262,7 @@ func (b *h1Body) WaitReadable() error {
 	if b.lb != nil || b.eof || b.err != nil {
 		return nil
 	}
-	return waitReadable(b.nc, b.drained)
+	return waitReadable(b.nc)
 }
 
 // h1Stream is a stream body for the SSE reader: counted, and able to wait for input
