@@ -31,9 +31,8 @@ type h1 struct {
 	maxIdle     int
 	idleTimeout time.Duration
 
-	mu     sync.Mutex
-	idle   []idleConn // most recently used last
-	closed bool
+	mu   sync.Mutex
+	idle []idleConn // most recently used last
 }
 
 // newH1 returns the transport for base (an http:// URL), dialling through tr.
@@ -145,16 +144,27 @@ func (t *h1) get(ctx context.Context, st *reqState) (*h1Conn, error) {
 	return pc, nil
 }
 
-// put returns a connection whose response was read to its end to the pool.
+// put returns a connection whose response was read to its end to the pool, and closes
+// the pooled connections idle for longer than the idle timeout (the pool is a stack:
+// after a burst the connections at its bottom would otherwise stay open for the run).
 func (t *h1) put(nc net.Conn) {
+	now := time.Now()
+	var stale []net.Conn
 	t.mu.Lock()
-	if t.closed || len(t.idle) >= t.maxIdle {
-		t.mu.Unlock()
-		nc.Close()
-		return
+	for len(t.idle) > 0 && now.Sub(t.idle[0].since) >= t.idleTimeout {
+		stale = append(stale, t.idle[0].nc)
+		t.idle[0] = idleConn{}
+		t.idle = t.idle[1:]
 	}
-	t.idle = append(t.idle, idleConn{nc: nc, since: time.Now()})
+	if len(t.idle) >= t.maxIdle {
+		stale = append(stale, nc)
+	} else {
+		t.idle = append(t.idle, idleConn{nc: nc, since: now})
+	}
 	t.mu.Unlock()
+	for _, c := range stale {
+		c.Close()
+	}
 }
 
 // closeIdle closes the pooled connections.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http/httputil"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -179,4 +180,57 @@ func FuzzDechunk(f *testing.F) {
 		got, _, _ := dechunkAll(raw, int(step)+1)
 		require.LessOrEqual(t, len(got), len(raw))
 	})
+}
+
+// loopbackPair returns both ends of a real TCP connection.
+func loopbackPair(t *testing.T) (client, server net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		accepted <- c
+	}()
+	client, err = net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	server = <-accepted
+	require.NotNil(t, server)
+	t.Cleanup(func() { client.Close(); server.Close() })
+	return client, server
+}
+
+// A pooled connection is reused only while it is open and quiet.
+func TestAlive(t *testing.T) {
+	t.Run("open and quiet", func(t *testing.T) {
+		c, _ := loopbackPair(t)
+		assert.True(t, alive(c))
+	})
+	t.Run("closed by the server", func(t *testing.T) {
+		c, s := loopbackPair(t)
+		s.Close()
+		require.Eventually(t, func() bool { return !alive(c) }, 10*time.Second, 10*time.Millisecond)
+	})
+	t.Run("unexpected bytes", func(t *testing.T) {
+		c, s := loopbackPair(t)
+		_, err := s.Write([]byte("HTTP/1.1 200 OK\r\n"))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return !alive(c) }, 10*time.Second, 10*time.Millisecond)
+	})
+}
+
+// Connections idle past the idle timeout are closed when another goes back to the pool.
+func TestIdleConnectionsExpire(t *testing.T) {
+	tr := &h1{maxIdle: 10, idleTimeout: time.Hour}
+	oldC, oldS := loopbackPair(t)
+	newC, _ := loopbackPair(t)
+	tr.put(oldC)
+	tr.idle[0].since = time.Now().Add(-2 * time.Hour)
+	tr.put(newC)
+	require.Len(t, tr.idle, 1)
+	assert.Same(t, newC, tr.idle[0].nc)
+	oldS.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err := oldS.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "the expired connection was closed")
 }
