@@ -153,6 +153,10 @@ func init() {
 	go func() { io.Copy(io.Discard, os.Stdin); os.Exit(0) }() // parent gone: exit
 	const tok = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"},\"finish_reason\":null}]}\n\n"
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/completions" {
+			okSSE(w, r) // probes: a short complete stream
+			return
+		}
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprint(w, tok)
@@ -307,18 +311,21 @@ func (s *spreadSender) Send(ctx context.Context, r *workload.Req) *client.Result
 
 // BenchmarkHeldStreams opens 20,000 streams from one harness process (an open-loop ramp
 // through the executor, every event in the ledger) against a loopback server in a child
-// process that sends a token on every stream each second, holds them all for a few
-// seconds, and reports how many were held at once and the harness's lag p99 as the
-// run's self-check measures it: the larger of the send lag p99 (how late each request
-// left its schedule) and the self-check ticker's lag p99 over ramp and hold. Also
-// reported: each of the two, and the ticker's lag p99 during the hold alone.
+// process that sends a token on every stream each second, then, while holding them all,
+// runs a probe open-loop workload (200 short requests/s for 5 s, through the same
+// clients) and reports how many streams were held and the harness's lag p99 over the
+// hold as the run's self-check measures it: the larger of the probes' send lag p99 (how
+// late each left its schedule) and the self-check ticker's lag p99. Also reported: the
+// ramp's own send and ticker lag p99 (the ramp competes with the server child for the
+// same cores, and its figure follows the machine's load).
 func BenchmarkHeldStreams(b *testing.B) {
 	const (
 		goal    = 20000
-		reserve = 64   // descriptors besides the streams: ledger, pipes, epoll, std streams
+		reserve = 128  // descriptors besides the streams: probes, ledger, pipes, epoll, std streams
 		rate    = 2000 // requests/s of the ramp
 		hold    = 5 * time.Second
-		addrs   = 4 // server addresses: 5,000 connections to each
+		probes  = 200 // requests/s during the hold
+		addrs   = 4   // server addresses: 5,000 connections to each
 	)
 	streams := goal
 	if got := raiseNoFile(goal + 4096); got < goal+reserve {
@@ -375,23 +382,56 @@ func BenchmarkHeldStreams(b *testing.B) {
 		for _, e := range ss.execs {
 			inflight += e.inflight.Load()
 		}
-		// The hold is what is measured: the run's ticker runs through ramp and hold, and
-		// a second one through the hold alone (no sends then: only streams and tokens).
+		lag.Stop()
+		ramp := lag.Result(0)
+
+		// The hold: every stream stays open while probes are sent on schedule.
 		holdLag := newLagRecorder(DefaultSelfCheckTick)
-		holdLag.Start()
-		time.Sleep(hold)
-		holdLag.Stop()
+		ps := &spreadSender{}
 		for _, e := range ss.execs {
-			if f := e.inflight.Load(); f == 0 {
-				b.Fatalf("a client lost its streams during the hold")
+			ps.execs = append(ps.execs, &executor{c: e.c, led: led, log: e.log, lag: holdLag, reqCtx: ctx})
+		}
+		psc := &scenarios.Scenario{Name: "held", Seed: 2, Duration: scenarios.Duration(hold),
+			Target: scenarios.Target{URL: urls[0]},
+			Workloads: []scenarios.Workload{{Name: "probe", Type: "open_loop", Count: probes * int(hold/time.Second),
+				Stream: true, Endpoint: scenarios.EndpointCompletions, Pacer: &scenarios.Pacer{Type: "constant", Rate: probes}}}}
+		psc.ApplyDefaults()
+		psc.Workloads[0].Stream = true
+		psc.Deadlines = scenarios.Deadlines{Connect: scenarios.Duration(30 * time.Second), Total: scenarios.Duration(time.Minute)}
+		pw, err := workload.New(psc, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		holdLag.Start()
+		if f := os.Getenv("PDSOAK_BENCH_DUMP"); f != "" { // a CPU profile of the hold alone
+			pf, err := os.Create(f + ".hold.cpu")
+			if err == nil && pprof.StartCPUProfile(pf) == nil {
+				defer pf.Close()
+				defer pprof.StopCPUProfile()
 			}
 		}
-		lag.Stop()
-		r := lag.Result(0)
-		held, lagP99 = float64(inflight), float64(max(r.SendP99, r.TickP99))/float64(time.Millisecond)
-		b.ReportMetric(float64(r.SendP99)/float64(time.Millisecond), "send_lag_p99_ms")
-		b.ReportMetric(float64(r.TickP99)/float64(time.Millisecond), "tick_lag_p99_ms")
-		b.ReportMetric(float64(holdLag.Result(0).TickP99)/float64(time.Millisecond), "hold_tick_lag_p99_ms")
+		pw.Run(context.Background(), time.Now(), ps)
+		holdLag.Stop()
+		var probesOK, probesAll, still int64
+		for i, e := range ps.execs {
+			for o, n := range e.outcomes() {
+				probesAll += n
+				if o == ledger.OutcomeOK {
+					probesOK += n
+				}
+			}
+			still += ss.execs[i].inflight.Load()
+		}
+		if probesOK != probesAll || probesAll < int64(probes*int(hold/time.Second))*9/10 || still != inflight {
+			b.Fatalf("during the hold: %d probes ok of %d sent, %d streams held of %d", probesOK, probesAll, still, inflight)
+		}
+		hr := holdLag.Result(0)
+		held, lagP99 = float64(inflight), float64(max(hr.SendP99, hr.TickP99))/float64(time.Millisecond)
+		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+		b.ReportMetric(ms(hr.SendP99), "hold_send_lag_p99_ms")
+		b.ReportMetric(ms(hr.TickP99), "hold_tick_lag_p99_ms")
+		b.ReportMetric(ms(ramp.SendP99), "ramp_send_lag_p99_ms")
+		b.ReportMetric(ms(ramp.TickP99), "ramp_tick_lag_p99_ms")
 		cancel()
 		<-finished
 		for _, c := range clients {
