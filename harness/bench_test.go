@@ -321,7 +321,7 @@ func (s *spreadSender) Send(ctx context.Context, r *workload.Req) *client.Result
 func BenchmarkHeldStreams(b *testing.B) {
 	const (
 		goal    = 20000
-		reserve = 128  // descriptors besides the streams: probes, ledger, pipes, epoll, std streams
+		reserve = 400  // descriptors besides the streams, here and in the server: probes' connections, ledger, pipes, epoll
 		rate    = 2000 // requests/s of the ramp
 		hold    = 5 * time.Second
 		probes  = 200 // requests/s during the hold
@@ -413,9 +413,11 @@ func BenchmarkHeldStreams(b *testing.B) {
 		pw.Run(context.Background(), time.Now(), ps)
 		holdLag.Stop()
 		var probesOK, probesAll, still int64
+		outcomes := map[ledger.Outcome]int64{}
 		for i, e := range ps.execs {
 			for o, n := range e.outcomes() {
 				probesAll += n
+				outcomes[o] += n
 				if o == ledger.OutcomeOK {
 					probesOK += n
 				}
@@ -423,7 +425,7 @@ func BenchmarkHeldStreams(b *testing.B) {
 			still += ss.execs[i].inflight.Load()
 		}
 		if probesOK != probesAll || probesAll < int64(probes*int(hold/time.Second))*9/10 || still != inflight {
-			b.Fatalf("during the hold: %d probes ok of %d sent, %d streams held of %d", probesOK, probesAll, still, inflight)
+			b.Fatalf("during the hold: %d probes ok of %d sent (%v), %d streams held of %d", probesOK, probesAll, outcomes, still, inflight)
 		}
 		hr := holdLag.Result(0)
 		held, lagP99 = float64(inflight), float64(max(hr.SendP99, hr.TickP99))/float64(time.Millisecond)
