@@ -3,9 +3,11 @@ package harness
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,8 +15,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,7 +40,7 @@ func okSSE(w http.ResponseWriter, r *http.Request) {
 }
 
 // newBenchExecutor wires an executor with a real ledger, as Run does.
-func newBenchExecutor(b *testing.B, url string, onEvent func(ledger.Event)) (*executor, func()) {
+func newBenchExecutor(b testing.TB, url string, onEvent func(ledger.Event)) (*executor, func()) {
 	b.Helper()
 	led, err := ledger.Create(filepath.Join(b.TempDir(), "events.jsonl"), onEvent)
 	if err != nil {
@@ -43,8 +48,50 @@ func newBenchExecutor(b *testing.B, url string, onEvent func(ledger.Event)) (*ex
 	}
 	tr := client.NewTransport(5 * time.Second)
 	c, _ := client.New(url, client.WithTransport(tr))
-	e := &executor{c: c, led: led, log: slog.New(slog.DiscardHandler), lag: newLagRecorder(DefaultSelfCheckTick), reqCtx: context.Background()}
+	e := &executor{c: c, led: led, log: benchLog(), lag: newLagRecorder(DefaultSelfCheckTick), reqCtx: context.Background()}
 	return e, func() { c.CloseIdleConnections(); led.Close() }
+}
+
+// vegetaMaxRate runs vegeta's own attack of n hits (workers > 0: at most that many
+// workers) and returns its rate of 200s and their count.
+func vegetaMaxRate(url string, body []byte, n int, workers uint64) (float64, int) {
+	opts := []func(*vegeta.Attacker){vegeta.Workers(64)}
+	if workers > 0 {
+		opts = append(opts, vegeta.MaxWorkers(workers))
+	}
+	atk := vegeta.NewAttacker(opts...)
+	tr := vegeta.NewStaticTargeter(vegeta.Target{Method: "POST", URL: url + "/v1/chat/completions", Body: body})
+	start := time.Now()
+	ok := 0
+	for res := range atk.Attack(tr, hitsPacer(n), 0, "vegeta") {
+		if res.Code == 200 {
+			ok++
+		}
+	}
+	return float64(ok) / time.Since(start).Seconds(), ok
+}
+
+// harnessMaxRate runs an open_loop workload of n requests at a rate no machine can keep
+// through the executor (workers > 0: max_in_flight) and returns its rate of ok outcomes
+// and their count. Its window is long enough that the attack is never stopped before it
+// sent all n (a slow round on a loaded machine would otherwise send fewer).
+func harnessMaxRate(b *testing.B, url string, n, workers int) (float64, int) {
+	e, done := newBenchExecutor(b, url, nil)
+	defer done()
+	sc := &scenarios.Scenario{Name: "bench", Seed: 1, Duration: scenarios.Duration(time.Minute),
+		Target: scenarios.Target{URL: url},
+		Workloads: []scenarios.Workload{{Name: "ol", Type: "open_loop", Count: n, Stream: true, MaxInFlight: workers,
+			Pacer: &scenarios.Pacer{Type: "constant", Rate: 1e6}}}}
+	sc.ApplyDefaults()
+	sc.Workloads[0].Stream = true
+	w, err := workload.New(sc, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	w.Run(context.Background(), start, e)
+	ok := e.outcomes()[ledger.OutcomeOK]
+	return float64(ok) / time.Since(start).Seconds(), int(ok)
 }
 
 // hitsPacer sends n hits as fast as possible (vegeta's own pacers never stop by count).
@@ -65,96 +112,162 @@ func BenchmarkOpenLoopMaxRate(b *testing.B) {
 	const n = 2000
 	body, _, _ := client.Body(&client.Request{Model: "ref", Stream: true, MaxTokens: 2,
 		Messages: []client.Message{{Role: "user", Content: strings.Repeat("x", 32)}}})
-	var harnessRate, vegetaRate float64
+	var harnessRate, vegetaRate, harnessBounded, vegetaBounded float64
+	// Unbounded, both sides spawn a worker (and dial a connection) whenever every worker
+	// is busy, so a round's rate depends on how many dials it made; bounded, both keep
+	// 64 workers on reused connections and compare the per-request cost of the two paths.
+	const bounded = 64
 	// Alternate the two, three rounds each, and keep each side's best: on a shared
 	// machine the best round is the least disturbed one.
 	for i := 0; i < b.N*3; i++ {
-		// vegeta alone.
-		atk := vegeta.NewAttacker(vegeta.Workers(64))
-		tr := vegeta.NewStaticTargeter(vegeta.Target{Method: "POST", URL: srv.URL + "/v1/chat/completions", Body: body})
-		start := time.Now()
-		ok := 0
-		for res := range atk.Attack(tr, hitsPacer(n), 0, "vegeta") {
-			if res.Code == 200 {
-				ok++
-			}
+		// vegeta alone, then the harness; then both again with 64 workers.
+		vr, ok := vegetaMaxRate(srv.URL, body, n, 0)
+		hr, okH := harnessMaxRate(b, srv.URL, n, 0)
+		vb, okVB := vegetaMaxRate(srv.URL, body, n, bounded)
+		hb, okHB := harnessMaxRate(b, srv.URL, n, bounded)
+		if okH != n || ok != n || okHB != n || okVB != n {
+			b.Fatalf("harness ok %d (64 workers: %d), vegeta ok %d (%d), want %d each", okH, okHB, ok, okVB, n)
 		}
-		vegetaRate = max(vegetaRate, float64(ok)/time.Since(start).Seconds())
-
-		// The harness: an open_loop workload at a rate no machine can keep.
-		e, done := newBenchExecutor(b, srv.URL, nil)
-		sc := &scenarios.Scenario{Name: "bench", Seed: 1, Duration: scenarios.Duration(time.Second),
-			Target: scenarios.Target{URL: srv.URL},
-			Workloads: []scenarios.Workload{{Name: "ol", Type: "open_loop", Count: n, Stream: true,
-				Pacer: &scenarios.Pacer{Type: "constant", Rate: 1e6}}}}
-		sc.ApplyDefaults()
-		sc.Workloads[0].Stream = true
-		w, err := workload.New(sc, 0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		start = time.Now()
-		w.Run(context.Background(), start, e)
-		el := time.Since(start)
-		okH := e.outcomes()[ledger.OutcomeOK]
-		done()
-		harnessRate = max(harnessRate, float64(okH)/el.Seconds())
-		if okH != n || ok != n {
-			b.Fatalf("harness ok %d, vegeta ok %d, want %d each", okH, ok, n)
-		}
+		vegetaRate, harnessRate = max(vegetaRate, vr), max(harnessRate, hr)
+		vegetaBounded, harnessBounded = max(vegetaBounded, vb), max(harnessBounded, hb)
 	}
 	b.ReportMetric(harnessRate, "harness_req/s")
 	b.ReportMetric(vegetaRate, "vegeta_req/s")
 	b.ReportMetric(harnessRate/vegetaRate, "ratio")
+	b.ReportMetric(harnessBounded/vegetaBounded, "ratio_64_workers")
 }
 
 // holdServerEnv makes the test binary act as a server that holds every stream open
 // after one token (used in a child process so its memory is not counted).
-const holdServerEnv = "PDSOAK_HARNESS_HOLD_SERVER"
+// holdEveryEnv, when set (a duration), makes it send a token on every stream that often;
+// holdAddrsEnv (a number n) makes it listen on 127.0.0.1..n at one port, printing each
+// address, so many streams do not run short of ephemeral ports to one address.
+const (
+	holdServerEnv = "PDSOAK_HARNESS_HOLD_SERVER"
+	holdEveryEnv  = "PDSOAK_HARNESS_HOLD_EVERY"
+	holdAddrsEnv  = "PDSOAK_HARNESS_HOLD_ADDRS"
+)
 
 func init() {
 	if os.Getenv(holdServerEnv) != "1" {
 		return
 	}
+	raiseNoFile(1 << 17)
+	every, _ := time.ParseDuration(os.Getenv(holdEveryEnv))
+	n, _ := strconv.Atoi(os.Getenv(holdAddrsEnv))
+	n = max(n, 1)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		os.Exit(2)
 	}
-	fmt.Println(ln.Addr().String())
+	lns := []net.Listener{ln}
+	port := ln.Addr().(*net.TCPAddr).Port
+	for i := 2; i <= n; i++ {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.%d:%d", i, port))
+		if err != nil {
+			os.Exit(2)
+		}
+		lns = append(lns, l)
+	}
+	var addrs []string
+	for _, l := range lns {
+		addrs = append(addrs, l.Addr().String())
+	}
+	fmt.Println(strings.Join(addrs, " "))
 	go func() { io.Copy(io.Discard, os.Stdin); os.Exit(0) }() // parent gone: exit
-	http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	const tok = "data: {\"choices\":[{\"delta\":{\"content\":\"a\"},\"finish_reason\":null}]}\n\n"
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/completions" {
+			okSSE(w, r) // probes: a short complete stream
+			return
+		}
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
-		fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"},\"finish_reason\":null}]}\n\n")
+		fmt.Fprint(w, tok)
 		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-	}))
+		if every <= 0 {
+			<-r.Context().Done()
+			return
+		}
+		// Tokens at a random phase, so the streams' tokens spread over the interval.
+		t := time.NewTimer(time.Duration(rand.Int64N(int64(every))))
+		defer t.Stop()
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-t.C:
+				fmt.Fprint(w, tok)
+				w.(http.Flusher).Flush()
+				t.Reset(every)
+			}
+		}
+	})
+	for _, l := range lns[1:] {
+		go http.Serve(l, h)
+	}
+	http.Serve(ln, h)
 	os.Exit(0)
 }
 
-// BenchmarkMemoryPerInFlight holds 5,000 concurrent streams open against a server in a
-// child process and reports the harness's heap + stack growth per in-flight request.
-func BenchmarkMemoryPerInFlight(b *testing.B) {
-	const streams = 5000
+// raiseNoFile raises RLIMIT_NOFILE (soft, and hard where allowed) to at least n and
+// returns the soft limit in force.
+func raiseNoFile(n uint64) uint64 {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0
+	}
+	if lim.Cur >= n {
+		return lim.Cur
+	}
+	want := syscall.Rlimit{Cur: n, Max: max(lim.Max, n)}
+	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want) != nil {
+		// Not allowed to raise the hard limit: go as far as it allows.
+		want = syscall.Rlimit{Cur: lim.Max, Max: lim.Max}
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want)
+	}
+	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	return lim.Cur
+}
+
+// startHoldServer runs the hold server in a child process and returns its base URLs.
+func startHoldServer(b *testing.B, every time.Duration, addrs int) []string {
+	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), holdServerEnv+"=1")
+	cmd.Env = append(os.Environ(), holdServerEnv+"=1", holdEveryEnv+"="+every.String(), fmt.Sprintf("%s=%d", holdAddrsEnv, addrs))
 	stdin, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	defer func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() }()
-	addr, err := bufio.NewReader(out).ReadString('\n')
+	b.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		b.Fatal(err)
 	}
-	url := "http://" + strings.TrimSpace(addr)
+	var urls []string
+	for _, a := range strings.Fields(line) {
+		urls = append(urls, "http://"+a)
+	}
+	return urls
+}
+
+// BenchmarkMemoryPerInFlight holds 5,000 concurrent streams open against a server in a
+// child process and reports the harness's heap + stack growth per in-flight request.
+// Counted: everything the harness process holds for a stream after a GC — the request
+// goroutine's stack, the connection (fd, buffers), the client's timers and contexts,
+// the parsed response, the workload's request and the executor's observer. Not counted:
+// the server (another process) and the kernel's socket buffers. PDSOAK_BENCH_DUMP=FILE
+// writes the goroutine dump (FILE) and a heap profile (FILE.heap) at the held point.
+func BenchmarkMemoryPerInFlight(b *testing.B) {
+	const streams = 5000
+	url := startHoldServer(b, 0, 1)[0]
 	var perReq, heapPer, stackPer float64
 	for i := 0; i < b.N; i++ {
 		var first atomic.Int64
 		all := make(chan struct{})
 		e, done := newBenchExecutor(b, url, func(ev ledger.Event) {
-			if ev.Type == ledger.EventFirstToken && first.Add(1) == streams {
+			if ev.Type == ledger.EventFirstToken && first.Add(1) == int64(streams) {
 				close(all)
 			}
 		})
@@ -179,6 +292,13 @@ func BenchmarkMemoryPerInFlight(b *testing.B) {
 			b.Fatalf("only %d of %d streams started", first.Load(), streams)
 		}
 		ha, sa := memInUse()
+		if f := os.Getenv("PDSOAK_BENCH_DUMP"); f != "" {
+			buf := make([]byte, 64<<20)
+			os.WriteFile(f, buf[:runtime.Stack(buf, true)], 0o644)
+			hf, _ := os.Create(f + ".heap")
+			pprof.Lookup("heap").WriteTo(hf, 0)
+			hf.Close()
+		}
 		perReq = float64(ha+sa-hb-sb) / streams
 		heapPer, stackPer = float64(ha-hb)/streams, float64(sa-sb)/streams
 		cancel()
@@ -190,10 +310,214 @@ func BenchmarkMemoryPerInFlight(b *testing.B) {
 	b.ReportMetric(stackPer, "stack-bytes/req")
 }
 
-// memInUse returns heap and stack bytes in use after a GC.
+// memInUse returns heap and stack bytes in use after two GCs: the first moves what
+// sync.Pools hold into their victim caches, the second frees it. Idle streams give their
+// SSE buffers back to a pool (sse.ReadableWaiter), so after one GC the buffers of all
+// 5,000 streams, released at the same instant, are still counted although no stream
+// holds one (one GC: about 400 bytes/request more).
 func memInUse() (heap, stack uint64) {
+	runtime.GC()
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse, m.StackInuse
+}
+
+// spreadSender sends request i through executor i mod n: one client per server address.
+type spreadSender struct {
+	execs []*executor
+	n     atomic.Uint64
+}
+
+func (s *spreadSender) Send(ctx context.Context, r *workload.Req) *client.Result {
+	return s.execs[(s.n.Add(1)-1)%uint64(len(s.execs))].Send(ctx, r)
+}
+
+// BenchmarkHeldStreams opens 20,000 streams from one harness process (an open-loop ramp
+// through the executor, every event in the ledger) against a loopback server in a child
+// process that sends a token on every stream each second, then, while holding them all,
+// runs a probe open-loop workload (200 short requests/s for 5 s, through the same
+// clients) and reports how many streams were held and the harness's lag p99 over the
+// hold as the run's self-check measures it: the larger of the probes' send lag p99 (how
+// late each left its schedule) and the self-check ticker's lag p99. Also reported: the
+// ramp's own send and ticker lag p99 (the ramp competes with the server child for the
+// same cores, and its figure follows the machine's load).
+func BenchmarkHeldStreams(b *testing.B) {
+	const (
+		goal    = 20000
+		reserve = 400  // descriptors besides the streams, here and in the server: probes' connections, ledger, pipes, epoll
+		rate    = 2000 // requests/s of the ramp
+		hold    = 5 * time.Second
+		probes  = 200 // requests/s during the hold
+		addrs   = 4   // server addresses: 5,000 connections to each
+	)
+	streams := goal
+	if got := raiseNoFile(goal + 4096); got < goal+reserve {
+		// The hard limit needs CAP_SYS_RESOURCE to be raised: hold what it allows and
+		// say so (held_streams then shows the shortfall).
+		streams = int(got) - reserve
+		b.Logf("RLIMIT_NOFILE cannot be raised above %d (hard limit; raising it needs CAP_SYS_RESOURCE): holding %d streams, not %d", got, streams, goal)
+	}
+	urls := startHoldServer(b, time.Second, addrs)
+	var held, lagP99 float64
+	for i := 0; i < b.N; i++ {
+		var first atomic.Int64
+		all := make(chan struct{})
+		led, err := ledger.Create(filepath.Join(b.TempDir(), "events.jsonl"), func(ev ledger.Event) {
+			if ev.Type == ledger.EventFirstToken && first.Add(1) == int64(streams) {
+				close(all)
+			}
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		lag := newLagRecorder(DefaultSelfCheckTick)
+		ss := &spreadSender{}
+		var clients []*client.Client
+		for _, u := range urls {
+			c, _ := client.New(u, client.WithTransport(client.NewTransport(30*time.Second)))
+			clients = append(clients, c)
+			ss.execs = append(ss.execs, &executor{c: c, led: led, log: slog.New(slog.DiscardHandler), lag: lag, reqCtx: ctx})
+		}
+		sc := &scenarios.Scenario{Name: "held", Seed: 1, Duration: scenarios.Duration(time.Minute),
+			Target: scenarios.Target{URL: urls[0]},
+			Workloads: []scenarios.Workload{{Name: "ol", Type: "open_loop", Count: streams, Stream: true,
+				Duration: scenarios.Duration(time.Minute), Pacer: &scenarios.Pacer{Type: "constant", Rate: rate}}}}
+		sc.ApplyDefaults()
+		sc.Workloads[0].Stream = true
+		sc.Deadlines = scenarios.Deadlines{Connect: scenarios.Duration(30 * time.Second), Stall: scenarios.Duration(30 * time.Second),
+			Total: scenarios.Duration(5 * time.Minute)}
+		w, err := workload.New(sc, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lag.Start()
+		finished := make(chan struct{})
+		go func() { w.Run(context.Background(), time.Now(), ss); close(finished) }()
+		select {
+		case <-all:
+		case <-time.After(3 * time.Minute):
+			cancel()
+			<-finished
+			b.Fatalf("only %d of %d streams started", first.Load(), streams)
+		}
+		var inflight int64
+		for _, e := range ss.execs {
+			inflight += e.inflight.Load()
+		}
+		lag.Stop()
+		ramp := lag.Result(0)
+
+		// The hold: every stream stays open while probes are sent on schedule.
+		holdLag := newLagRecorder(DefaultSelfCheckTick)
+		ps := &spreadSender{}
+		for _, e := range ss.execs {
+			ps.execs = append(ps.execs, &executor{c: e.c, led: led, log: e.log, lag: holdLag, reqCtx: ctx})
+		}
+		psc := &scenarios.Scenario{Name: "held", Seed: 2, Duration: scenarios.Duration(hold),
+			Target: scenarios.Target{URL: urls[0]},
+			Workloads: []scenarios.Workload{{Name: "probe", Type: "open_loop", Count: probes * int(hold/time.Second),
+				Stream: true, Endpoint: scenarios.EndpointCompletions, Pacer: &scenarios.Pacer{Type: "constant", Rate: probes}}}}
+		psc.ApplyDefaults()
+		psc.Workloads[0].Stream = true
+		psc.Deadlines = scenarios.Deadlines{Connect: scenarios.Duration(30 * time.Second), Total: scenarios.Duration(time.Minute)}
+		pw, err := workload.New(psc, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		holdLag.Start()
+		if f := os.Getenv("PDSOAK_BENCH_DUMP"); f != "" { // a CPU profile of the hold alone
+			pf, err := os.Create(f + ".hold.cpu")
+			if err == nil && pprof.StartCPUProfile(pf) == nil {
+				defer pf.Close()
+				defer pprof.StopCPUProfile()
+			}
+		}
+		pw.Run(context.Background(), time.Now(), ps)
+		holdLag.Stop()
+		var probesOK, probesAll, still int64
+		outcomes := map[ledger.Outcome]int64{}
+		for i, e := range ps.execs {
+			for o, n := range e.outcomes() {
+				probesAll += n
+				outcomes[o] += n
+				if o == ledger.OutcomeOK {
+					probesOK += n
+				}
+			}
+			still += ss.execs[i].inflight.Load()
+		}
+		if probesOK != probesAll || probesAll < int64(probes*int(hold/time.Second))*9/10 || still != inflight {
+			b.Fatalf("during the hold: %d probes ok of %d sent (%v), %d streams held of %d", probesOK, probesAll, outcomes, still, inflight)
+		}
+		hr := holdLag.Result(0)
+		held, lagP99 = float64(inflight), float64(max(hr.SendP99, hr.TickP99))/float64(time.Millisecond)
+		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+		b.ReportMetric(ms(hr.SendP99), "hold_send_lag_p99_ms")
+		b.ReportMetric(ms(hr.TickP99), "hold_tick_lag_p99_ms")
+		b.ReportMetric(ms(ramp.SendP99), "ramp_send_lag_p99_ms")
+		b.ReportMetric(ms(ramp.TickP99), "ramp_tick_lag_p99_ms")
+		cancel()
+		<-finished
+		for _, c := range clients {
+			c.CloseIdleConnections()
+		}
+		led.Close()
+	}
+	b.ReportMetric(held, "held_streams")
+	b.ReportMetric(lagP99, "lag_p99_ms")
+}
+
+// BenchmarkBurst1000 runs the shipped scenario scenarios/burst-1000.yaml through the
+// real runner: the embedded reference topology (router, prefill, decode as processes of
+// the real pdserver, simtime backend) and one burst of 1,000 streams. Reported: the ok
+// outcomes, valid (1 when the run's self-check passed) and the send lag p99 from the
+// ledger's sent events.
+func BenchmarkBurst1000(b *testing.B) {
+	bin := pdserverBinary(b)
+	var ok, valid, lagP99 float64
+	for i := 0; i < b.N; i++ {
+		sc, err := scenarios.Load(filepath.Join("..", "scenarios", "burst-1000.yaml"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		dir := b.TempDir()
+		// An invalid run (the self-check failed) is a result here: valid reports it.
+		if err := Run(context.Background(), sc, Options{OutDir: dir, PDServerCommand: []string{bin}}); err != nil && !errors.Is(err, ErrInfrastructure) {
+			b.Fatal(err)
+		} else if err != nil {
+			b.Log(err)
+		}
+		evs, _, err := ledger.ReadFile(filepath.Join(dir, "events.jsonl"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var lags []time.Duration
+		ok, valid = 0, 0
+		for _, ev := range evs {
+			switch {
+			case ev.Type == ledger.EventDone && ev.Outcome == ledger.OutcomeOK:
+				ok++
+			case ev.Type == ledger.EventDone:
+				b.Logf("%s: %s (phase %s, status %d): %s", ev.RequestID, ev.Outcome, ev.Phase, ev.Status, ev.Error)
+			case ev.Type == ledger.EventSent:
+				lags = append(lags, time.Duration(ev.Lag*float64(time.Second)))
+			case ev.Type == ledger.EventSelfCheck && ev.Passed != nil && *ev.Passed:
+				valid = 1
+			}
+		}
+		p99, _ := p99max(lags)
+		lagP99 = float64(p99) / float64(time.Millisecond)
+	}
+	b.ReportMetric(ok, "ok")
+	b.ReportMetric(valid, "valid")
+	b.ReportMetric(lagP99, "send_lag_p99_ms")
+}
+
+func benchLog() *slog.Logger {
+	if os.Getenv("PDSOAK_BENCH_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
 }

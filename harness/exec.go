@@ -86,13 +86,27 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 			st.Sent.Add(1)
 		}
 	}
-	sched := r.Scheduled
-	e.led.Emit(ledger.Event{Time: sched, Type: ledger.EventScheduled, RequestID: r.ID, Workload: r.Workload,
-		Session: r.Session, Turn: r.Turn, Endpoint: endpointName(r.Endpoint), PromptBytes: r.PromptBytes})
+	e.emitScheduled(r)
 	obs := &reqObserver{e: e, r: r}
 	res := e.c.Do(reqCtx, &r.Request, obs)
 	ruleStats.Count(res.Outcome)
+	e.emitDone(r, res, obs)
+	return res
+}
 
+// emitScheduled and emitDone build the request's ledger events in frames of their own:
+// a ledger.Event is large, and in send's frame it would sit on every held stream's
+// goroutine stack for the request's whole life (issue 11: the stack doubled to 16 KiB).
+//
+//go:noinline
+func (e *executor) emitScheduled(r *workload.Req) {
+	e.led.Emit(ledger.Event{Time: r.Scheduled, Type: ledger.EventScheduled, RequestID: r.ID, Workload: r.Workload,
+		Session: r.Session, Turn: r.Turn, Endpoint: endpointName(r.Endpoint), PromptBytes: r.PromptBytes})
+}
+
+//go:noinline
+func (e *executor) emitDone(r *workload.Req, res *client.Result, obs *reqObserver) {
+	sched := r.Scheduled
 	ev := ledger.Event{Time: res.End, Type: ledger.EventDone, RequestID: r.ID, Workload: r.Workload,
 		Session: r.Session, Turn: r.Turn, Endpoint: endpointName(r.Endpoint), Scheduled: &sched,
 		Outcome: res.Outcome, Phase: res.Phase, Status: res.Status, Error: res.Err,
@@ -128,7 +142,6 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 		e.counts[i].Add(1)
 	}
 	e.led.Emit(ev)
-	return res
 }
 
 func endpointName(ep string) string {

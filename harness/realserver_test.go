@@ -26,7 +26,7 @@ var (
 )
 
 // pdserverBinary builds cmd/pdserver once per test binary (the real reference server).
-func pdserverBinary(t *testing.T) string {
+func pdserverBinary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the reference server")

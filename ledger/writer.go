@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -21,6 +22,18 @@ type Writer struct {
 	stop    chan struct{}
 	done    chan struct{}
 }
+
+// lineEncoder is one JSON encoder writing into its own buffer.
+type lineEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var encPool = sync.Pool{New: func() any {
+	e := &lineEncoder{}
+	e.enc = json.NewEncoder(&e.buf)
+	return e
+}}
 
 // FlushInterval is how often a Writer flushes to disk during a run.
 const FlushInterval = time.Second
@@ -62,22 +75,29 @@ func (l *Writer) Emit(ev Event) {
 	if ev.Time.IsZero() {
 		ev.Time = time.Now()
 	}
-	// Encode outside the lock: many requests finish at once, and encoding dominates.
-	line, merr := json.Marshal(&ev)
+	// Encode outside the lock: many requests finish at once, and encoding dominates. A
+	// pooled encoder and buffer: no allocation for the line itself (Encode writes the
+	// same bytes as json.Marshal, then the newline).
+	enc := encPool.Get().(*lineEncoder)
+	enc.buf.Reset()
+	merr := enc.enc.Encode(&ev)
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
+		encPool.Put(enc)
 		return
 	}
 	if l.err == nil {
 		l.err = merr
 	}
 	if l.err == nil {
-		l.w.Write(line)
-		l.err = l.w.WriteByte('\n')
+		_, l.err = l.w.Write(enc.buf.Bytes())
 	}
 	cb := l.onEvent
 	l.mu.Unlock()
+	if enc.buf.Cap() <= 64<<10 {
+		encPool.Put(enc) // a huge line's buffer is not kept
+	}
 	if cb != nil {
 		cb(ev)
 	}

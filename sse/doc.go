@@ -10,7 +10,9 @@
 //
 // It never blocks on more input than the event it is parsing needs (a lone CR ends a
 // line without peeking at the next byte), and lines longer than MaxLine are an error
-// instead of unbounded memory.
+// instead of unbounded memory. A source that can wait for input without a buffer (a
+// ReadableWaiter, such as the harness client's socket body) lets an idle Reader hand
+// its buffer back to a shared pool, so idle streams hold none.
 //
 // Main loop:
 //

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // DefaultMaxLine bounds one line (and one event's data) in bytes.
@@ -42,7 +43,9 @@ type Reader struct {
 	start   int // first unconsumed byte of buf
 	end     int // end of valid bytes in buf
 	maxLine int
-	skipLF  bool // the previous line ended in CR: a following LF belongs to it
+	bufSize int
+	bp      *[]byte // the pool's pointer for buf, reused when buf goes back
+	skipLF  bool    // the previous line ended in CR: a following LF belongs to it
 	err     error
 	first   bool
 	// current event under construction
@@ -66,13 +69,56 @@ func WithMaxLine(n int) Option {
 	}
 }
 
+// DefaultBufferSize is a Reader's initial buffer; it grows (doubling) to hold a longer
+// line, up to the line limit.
+const DefaultBufferSize = 1024
+
+// WithBufferSize sets the initial buffer size (at least 16 bytes). Readers that hold many
+// idle streams at once use a small one: most events are a few hundred bytes.
+func WithBufferSize(n int) Option {
+	return func(r *Reader) { r.bufSize = max(n, 16) }
+}
+
+// ReadableWaiter is a source that can wait for input without a buffer (a socket). A
+// Reader over one gives its buffer back to a shared pool while it waits with nothing
+// buffered, so thousands of idle streams hold no read buffer between events.
+type ReadableWaiter interface {
+	// WaitReadable returns once a Read would not block (data, end or error), or with
+	// the error that ended the wait.
+	WaitReadable() error
+}
+
+var bufPool sync.Pool // *[]byte
+
+// release gives an idle buffer back to the pool (a grown one is dropped).
+func (r *Reader) release() {
+	if r.buf != nil && len(r.buf) == r.bufSize {
+		if r.bp == nil {
+			r.bp = new([]byte)
+		}
+		*r.bp = r.buf
+		bufPool.Put(r.bp)
+		r.bp = nil
+	}
+	r.buf = nil
+}
+
+// acquire takes a buffer of the reader's size from the pool or makes one.
+func (r *Reader) acquire() {
+	if bp, ok := bufPool.Get().(*[]byte); ok && len(*bp) == r.bufSize {
+		r.buf, r.bp = *bp, bp
+		return
+	}
+	r.buf = make([]byte, r.bufSize)
+}
+
 // NewReader returns a Reader over src.
 func NewReader(src io.Reader, opts ...Option) *Reader {
-	r := &Reader{src: src, maxLine: DefaultMaxLine, first: true, retry: -1}
+	r := &Reader{src: src, maxLine: DefaultMaxLine, bufSize: DefaultBufferSize, first: true, retry: -1}
 	for _, o := range opts {
 		o(r)
 	}
-	r.buf = make([]byte, 1024)
+	r.buf = make([]byte, r.bufSize)
 	return r
 }
 
@@ -232,6 +278,18 @@ func (r *Reader) fill(scanFrom *int) {
 		*scanFrom -= r.start
 		r.end = n
 		r.start = 0
+	}
+	if r.end == 0 {
+		if w, ok := r.src.(ReadableWaiter); ok {
+			r.release()
+			if err := w.WaitReadable(); err != nil {
+				r.err = err
+				return
+			}
+		}
+	}
+	if r.buf == nil {
+		r.acquire()
 	}
 	if r.end == len(r.buf) {
 		nb := make([]byte, 2*len(r.buf))

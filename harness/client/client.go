@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -138,6 +139,7 @@ type Client struct {
 	base      string
 	transport *http.Transport
 	hc        *http.Client
+	h1        *h1 // http:// targets: the client's own HTTP/1.1 transport (h1.go)
 	maxBody   int64
 	now       func() time.Time
 	// inspectGrace and drainGrace: see DefaultInspectGrace and DefaultDrainGrace.
@@ -212,6 +214,13 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 			return http.ErrUseLastResponse
 		},
 	}
+	if strings.HasPrefix(c.base, "http://") {
+		h, err := newH1(c.base, c.transport)
+		if err != nil {
+			return nil, err
+		}
+		c.h1 = h
+	}
 	return c, nil
 }
 
@@ -222,7 +231,12 @@ func (c *Client) BaseURL() string { return c.base }
 func (c *Client) HTTPClient() *http.Client { return c.hc }
 
 // CloseIdleConnections closes pooled idle connections.
-func (c *Client) CloseIdleConnections() { c.transport.CloseIdleConnections() }
+func (c *Client) CloseIdleConnections() {
+	c.transport.CloseIdleConnections()
+	if c.h1 != nil {
+		c.h1.closeIdle()
+	}
+}
 
 type chatBody struct {
 	Model         string         `json:"model"`
@@ -290,13 +304,35 @@ type reqState struct {
 	first   *time.Timer
 	connect *time.Timer
 	total   *time.Timer
+	// abortMu guards abortFn: what unblocks the transport's I/O on cancellation (h1).
+	abortMu sync.Mutex
+	abortFn func()
+	// hardEnd is inspectGrace past the total deadline (zero: no total deadline): a
+	// deadline observer that hangs is cut off there.
+	hardEnd time.Time
 }
 
 func (s *reqState) stop() {
-	for _, t := range []*time.Timer{s.stall, s.first, s.connect, s.total} {
+	for _, t := range [...]*time.Timer{s.stall, s.first, s.connect, s.total} {
 		if t != nil {
 			t.Stop()
 		}
+	}
+}
+
+func (s *reqState) setAbort(f func()) {
+	s.abortMu.Lock()
+	s.abortFn = f
+	s.abortMu.Unlock()
+}
+
+// runAbort unblocks the transport's I/O, if it registered a way to.
+func (s *reqState) runAbort() {
+	s.abortMu.Lock()
+	f := s.abortFn
+	s.abortMu.Unlock()
+	if f != nil {
+		f()
 	}
 }
 
@@ -334,6 +370,12 @@ func (c *Client) fire(req *Request, st *reqState, obs Observer, cause error, nam
 		}
 		defer close(f.done)
 		if do, ok := obs.(DeadlineObserver); ok {
+			if !st.hardEnd.IsZero() {
+				// Backstop: even if the observer hangs, the request ends.
+				cancel := st.cancel
+				bs := time.AfterFunc(time.Until(st.hardEnd), func() { cancel(ErrTotalDeadline) })
+				defer bs.Stop()
+			}
 			do.BeforeDeadline(req, name, f.phase)
 		}
 		st.cancel(cause)
@@ -375,14 +417,36 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 		return c.finish(res, ledger.OutcomeInvalid, "", err)
 	}
 
+	// The request's context is not registered on ctx: ctx's end reaches it through one
+	// AfterFunc instead, and cancelling it also aborts the transport's I/O (h1), so no
+	// context hangs off it (a children map and a done channel for every held stream).
 	st := &reqState{}
-	rctx, cancel := context.WithCancelCause(ctx)
+	rctx, cancelCtx := context.WithCancelCause(context.WithoutCancel(ctx))
+	cancel := func(cause error) {
+		cancelCtx(cause)
+		st.runAbort()
+	}
 	st.cancel = cancel
-	defer st.waitFired(c.inspectGrace) // runs last: after the timers are stopped
+	stopParent := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	defer stopParent()
+	if ctx.Err() != nil {
+		cancel(context.Cause(ctx))
+	}
+	defer st.waitFired(c.inspectGrace) // runs after the timers are stopped
 	defer cancel(nil)
 	rctx, disarm := c.armDeadlines(rctx, req, st, obs, now)
 	defer disarm()
+	if c.h1 != nil {
+		return c.doH1(rctx, req, res, st, obs, path, body)
+	}
+	return c.doHTTP(rctx, req, res, st, obs, path, body, cancel)
+}
 
+// doHTTP is Do's body on net/http (https:// targets). A function of its own so that its
+// locals are not in the frame of every held h1 stream.
+//
+//go:noinline
+func (c *Client) doHTTP(rctx context.Context, req *Request, res *Result, st *reqState, obs Observer, path string, body []byte, cancel context.CancelCauseFunc) *Result {
 	hreq, err := c.newHTTPRequest(rctx, req, st, path, body)
 	if err != nil {
 		return c.finish(res, ledger.OutcomeInvalid, "", err)
@@ -429,11 +493,11 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 // stall timer starts with the stream) and puts a hard backstop on ctx. disarm stops them.
 func (c *Client) armDeadlines(ctx context.Context, req *Request, st *reqState, obs Observer, now time.Time) (_ context.Context, disarm func()) {
 	dl := req.Deadlines
-	cancelT := context.CancelFunc(func() {})
 	if dl.Total > 0 {
 		st.total = time.AfterFunc(dl.Total, c.fire(req, st, obs, ErrTotalDeadline, "total", nil))
-		// Backstop: even if an observer hangs, the request ends.
-		ctx, cancelT = context.WithDeadlineCause(ctx, now.Add(dl.Total+c.inspectGrace), ErrTotalDeadline)
+		// Only a hanging deadline observer can keep a request past its total deadline;
+		// fire arms the backstop for that case when it calls one.
+		st.hardEnd = now.Add(dl.Total + c.inspectGrace)
 	}
 	if dl.Connect > 0 {
 		st.connect = time.AfterFunc(dl.Connect, c.fire(req, st, obs, ErrConnectDeadline, "connect",
@@ -442,10 +506,7 @@ func (c *Client) armDeadlines(ctx context.Context, req *Request, st *reqState, o
 	if req.Stream && dl.FirstToken > 0 {
 		st.first = time.AfterFunc(dl.FirstToken, c.fire(req, st, obs, ErrFirstTokenDeadline, "first_token", nil))
 	}
-	return ctx, func() {
-		st.stop()
-		cancelT()
-	}
+	return ctx, st.stop
 }
 
 // newHTTPRequest builds the POST for req; writing it ends the connect phase.
@@ -584,13 +645,17 @@ func (rcv *received) complete(res *Result) (ledger.Outcome, error) {
 	return ledger.OutcomeOK, nil
 }
 
+// streamBuffer is the SSE reader's initial buffer: a token chunk is a few hundred
+// bytes, and the buffer grows for a longer one. Held streams each keep one.
+const streamBuffer = 512
+
 // done is the stream's terminator; events after it are ignored.
 const done = "[DONE]"
 
 // readStream classifies an SSE answer: ok needs a chunk with a finish_reason, then
 // [DONE]; the end of the stream without [DONE] is truncated.
 func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *reqState, body io.Reader, obs Observer) *Result {
-	r := sse.NewReader(body, sse.WithMaxLine(int(min(c.maxBody, int64(sse.DefaultMaxLine)))))
+	r := sse.NewReader(body, sse.WithMaxLine(int(min(c.maxBody, int64(sse.DefaultMaxLine)))), sse.WithBufferSize(streamBuffer))
 	var text strings.Builder
 	defer func() { res.Text = text.String() }()
 	var rcv received
@@ -613,7 +678,7 @@ func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *
 			return c.success(res, st)
 		}
 		var ch chunk
-		if err := json.Unmarshal([]byte(ev.Data), &ch); err != nil {
+		if err := decodeChunk(ev.Data, &ch); err != nil {
 			if ev.Type == "error" {
 				return c.finish(res, ledger.OutcomeStreamError, "", fmt.Errorf("client: error event: %s", trim(ev.Data)))
 			}
@@ -653,6 +718,7 @@ func (c *Client) token(req *Request, res *Result, st *reqState, obs Observer, la
 	st.advance(phMidStream)
 	if st.first != nil {
 		st.first.Stop()
+		st.first = nil // a held stream need not keep a spent timer
 	}
 	if obs != nil {
 		obs.FirstToken(req, now)
@@ -793,12 +859,16 @@ func drain(body io.Reader, cancel context.CancelCauseFunc, grace time.Duration) 
 }
 
 type countingReader struct {
-	r io.Reader
-	n int64
+	r   io.Reader
+	n   int64
+	eof bool // the body reached its end
 }
 
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += int64(n)
+	if err == io.EOF {
+		c.eof = true
+	}
 	return n, err
 }
