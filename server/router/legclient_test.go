@@ -46,7 +46,10 @@ func TestLegStaleConnectionReplaced(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newFake(t, "127.0.0.1:9001", prefillOK)
 			d := newFake(t, "", decodeOK)
-			r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d})
+			// CloseClientConnections also cuts a health check that happens to be in
+			// flight (a worker closing idle connections would not): that one failed check
+			// must not mark the worker down, so two failures in a row are needed here.
+			r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d}, WithFailThreshold(2))
 			r.legs.trustIdle = tc.trustIdle
 			for round := range 3 {
 				// Concurrent requests leave several connections per worker in the pool,
