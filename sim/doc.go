@@ -6,12 +6,16 @@
 //
 // Two halves meet at the Server interface (server.go):
 //
-//   - the topology (topology*.go): router, prefill and decode workers, the KV link
-//     modelled by latency and bandwidth, and the server-side faults of the catalogue;
-//   - the harness side (run.go and friends): the scenario's workloads (agents, open loop,
-//     burst), the client's deadlines and outcome classification, the client-side faults,
-//     and the ledger (events.jsonl, "mode": "sim"), from which the reports package
-//     computes the verdict exactly as for a real run.
+//   - the topology: topology.go builds it from the scenario's reference section;
+//     worker.go drives a real scheduler per worker as server/engine's loop does;
+//     router.go is the router on server/router's pure decisions; link.go and link_kv.go
+//     carry messages with latency and bandwidth (KV pages with their checksums);
+//     faults.go maps the catalogue's server-side faults onto them;
+//   - the harness side: run.go follows the real runner's phases and writes the ledger
+//     (events.jsonl, "mode": "sim"), from which the reports package computes the verdict
+//     exactly as for a real run; workload.go runs agents, open loop, burst and probes on
+//     the clock; client.go applies the deadlines and classifies outcomes as the real
+//     client would; run_faults.go runs the fault timeline and the client-side faults.
 //
 // Main loop:
 //
