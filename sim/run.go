@@ -59,7 +59,7 @@ func (o Options) withDefaults() Options {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.NewServer == nil {
-		o.NewServer = newTopology
+		o.NewServer = NewTopology
 	}
 	return o
 }
@@ -99,9 +99,6 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 		return err
 	}
 	opts = opts.withDefaults()
-	if opts.NewServer == nil {
-		return fmt.Errorf("%w: no simulated topology is built in (Options.NewServer unset)", ErrNotModelled)
-	}
 	r := &runner{sc: sc, opts: opts, log: opts.Logger, loop: NewLoop(Epoch)}
 	srv, err := opts.NewServer(r.loop, sc)
 	if err != nil {

@@ -540,20 +540,6 @@ assertions: [no_silent_drops]
 	}
 }
 
-func TestNoTopologyWiredIsRefused(t *testing.T) {
-	if newTopology != nil {
-		t.Skip("the topology is wired in")
-	}
-	err := Run(context.Background(), parse(t, `
-name: sim-none
-duration: 1s
-reference: {prefill: 1, decode: 1}
-workloads: [{name: b, type: burst, count: 1}]
-assertions: [no_silent_drops]
-`), Options{OutDir: t.TempDir()})
-	require.ErrorIs(t, err, ErrNotModelled)
-}
-
 func TestConnectionFailures(t *testing.T) {
 	sc := parse(t, `
 name: sim-conn

@@ -40,9 +40,6 @@ var defaultExploreFaultFilter explore.FaultFilter = func(sc *scenarios.Scenario,
 	return srv.CanModel(f)
 }
 
-// errNoSimulator is explore's answer while no simulator is wired in.
-var errNoSimulator = errors.New("harness: explore needs the simulator (harness run --sim), and this build has none wired in")
-
 // WithExploreRunner replaces the simulator that explore runs scenarios on (tests).
 func WithExploreRunner(r explore.RunFunc) Option { return func(a *app) { a.exploreRun = r } }
 
@@ -131,9 +128,6 @@ func (a *app) explore(cmd *cobra.Command, arg string, f *exploreFlags) error {
 	run := a.exploreRun
 	if run == nil {
 		run = defaultExploreRun
-	}
-	if run == nil {
-		return &ExitError{Code: ExitInfra, Err: errNoSimulator}
 	}
 	outDir := f.outDir
 	if outDir == "" {

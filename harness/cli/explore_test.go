@@ -153,15 +153,3 @@ func TestExploreBadInput(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	assert.Equal(t, ExitUsage, Execute(context.Background(), []string{"explore"}, &stdout, &stderr))
 }
-
-// TestExploreNeedsSimulator: until the simulator is wired in, explore says so (exit 3).
-func TestExploreNeedsSimulator(t *testing.T) {
-	if defaultExploreRun != nil {
-		t.Skip("the simulator is wired in")
-	}
-	path := writeScenario(t, fmt.Sprintf(exploreScenario, "512, 65536"))
-	var stdout, stderr bytes.Buffer
-	code := Execute(context.Background(), []string{"explore", path, "--out", t.TempDir()}, &stdout, &stderr)
-	assert.Equal(t, ExitInfra, code)
-	assert.Contains(t, stderr.String(), "needs the simulator")
-}
