@@ -16,18 +16,36 @@ const (
 	OutcomeHTTPError        Outcome = "http_error"        // any other error status
 	OutcomeStreamError      Outcome = "stream_error"      // an error event inside the stream
 	OutcomeTransportError   Outcome = "transport_error"   // refused or reset before any response
-	OutcomeTruncated        Outcome = "truncated"         // ended without [DONE]/finish_reason, or short body
+	OutcomeTruncated        Outcome = "truncated"         // ended cleanly without [DONE]/finish_reason, or short body
+	OutcomeConnectionLost   Outcome = "connection_lost"   // EOF or reset mid-response, no clean end
 	OutcomeInvalid          Outcome = "invalid"           // success status, unparseable body
 	OutcomeStalled          Outcome = "stalled"           // silent longer than the stall deadline
 	OutcomeDeadlineExceeded Outcome = "deadline_exceeded" // no terminal outcome by the total deadline
 	OutcomeCancelled        Outcome = "cancelled"         // the harness cancelled it on purpose
+	// OutcomeUnresolved: still in flight, within its deadline, when the run was
+	// interrupted (SIGINT/SIGTERM); a request already overdue then is a silent drop.
+	OutcomeUnresolved Outcome = "unresolved_at_interrupt"
 )
 
 // Outcomes lists the whole taxonomy in report order.
 var Outcomes = []Outcome{
 	OutcomeOK, OutcomeRejected, OutcomeHTTPError, OutcomeStreamError, OutcomeTransportError,
-	OutcomeTruncated, OutcomeInvalid, OutcomeStalled, OutcomeDeadlineExceeded, OutcomeCancelled,
+	OutcomeConnectionLost, OutcomeTruncated, OutcomeInvalid, OutcomeStalled, OutcomeDeadlineExceeded,
+	OutcomeCancelled, OutcomeUnresolved,
 }
+
+// Cause says what explains a non-ok outcome (done events; empty on ok). An error is
+// acceptable only when something explains it: a declared fault that acted on what served
+// the request ("fault:<name>"), an explicit load-shedding refusal, or the client's own
+// doing. CauseUnexplained fails the explained_errors assertion.
+const (
+	CauseRefused     = "refused"     // an explicit 429/503 load-shedding answer
+	CauseClient      = "client"      // the scenario's own cancellation or client_disconnect fault
+	CauseUnexplained = "unexplained" // nothing declared explains it
+	// CauseFaultPrefix + fault name: the request met a declared fault that acted on a
+	// process or link serving it.
+	CauseFaultPrefix = "fault:"
+)
 
 // Valid reports whether o is part of the taxonomy.
 func (o Outcome) Valid() bool {
@@ -80,6 +98,8 @@ const (
 	EventLog           EventType = "log"            // free-form diagnostic line (Message)
 	EventNote          EventType = "note"           // a note for the reader of the report (Message); reports lists them
 	EventTarget        EventType = "target"         // what the target says about itself: Models, ServerVersion
+	EventTargetDown    EventType = "target_down"    // a liveness probe of Source (a process or the target) failed
+	EventTargetUp      EventType = "target_up"      // Source answers its liveness probe again
 )
 
 // Event is one line of events.jsonl. Only the fields relevant to Type are set.
@@ -102,9 +122,11 @@ type Event struct {
 
 	// Terminal fields (done).
 	Outcome Outcome `json:"outcome,omitempty"`
-	Phase   Phase   `json:"phase,omitempty"`
-	Status  int     `json:"status,omitempty"`
-	Error   string  `json:"error,omitempty"`
+	// Cause explains a non-ok outcome: see the Cause constants.
+	Cause  string `json:"cause,omitempty"`
+	Phase  Phase  `json:"phase,omitempty"`
+	Status int    `json:"status,omitempty"`
+	Error  string `json:"error,omitempty"`
 	// TTFT is first content token minus sent; E2E is done minus sent (seconds).
 	TTFT float64 `json:"ttft,omitempty"`
 	E2E  float64 `json:"e2e,omitempty"`
@@ -121,6 +143,13 @@ type Event struct {
 	// text its answer carried: what consistent_outputs compares.
 	Probe string `json:"probe,omitempty"`
 	Text  string `json:"text,omitempty"`
+	// ConnRetry (done) counts the times the request was re-sent on a fresh connection
+	// after a reused keep-alive connection was closed under it before any response byte
+	// (the idle keep-alive race); visible, never silent.
+	ConnRetry int `json:"conn_retry,omitempty"`
+	// TraceID is the W3C trace id the request carried in its traceparent header (32 hex
+	// digits), so the request can be found in the server's traces.
+	TraceID string `json:"trace_id,omitempty"`
 	// Lag is the harness's own scheduling lag (sent - scheduled) in seconds (sent events).
 	Lag float64 `json:"lag,omitempty"`
 	// ServerDebug is what the target's /debug/requests said about this request when the
