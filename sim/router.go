@@ -14,13 +14,13 @@ import (
 
 // The simulated router does what server/router.Router does, with its decisions taken by
 // the same pure functions (router.PickPair, HasPair, Room, DecodeOnly, AfterAttempt,
-// PrefillEnded): each request runs attempts on pairs; an attempt opens a connection per
+// PrefillEnded, Health): each request runs attempts on pairs; an attempt opens a connection per
 // leg on the links router->prefill-i and router->decode-j, relays decode's tokens, fails
 // on a leg's error, a broken connection (transport: the worker is marked down at once)
 // or a worker going unhealthy (abort-on-unhealthy), and waits up to
 // router.DefaultPrefillGrace for the prefill leg after decode's done. Health checks run
-// every --health-interval per worker, each bounded by --health-timeout; --fail-threshold
-// (router.DefaultFailThreshold) failures in a row mark a worker down, one success up.
+// every --health-interval per worker, each bounded by --health-timeout; their results
+// and transport errors go through router.Health, the real router's tracker.
 // The router's generator is seeded with --seed as the real one is; the room salt is
 // fixed (the real router mixes in its start time).
 //
@@ -45,8 +45,7 @@ type simRouter struct {
 
 type rworker struct {
 	w           *worker
-	healthy     bool
-	fails       int
+	h           router.Health
 	outstanding int64
 	// attempts watching this worker (abort on unhealthy)
 	watchers []*attempt
@@ -105,11 +104,11 @@ func (t *topo) newRouter(args []string) (*simRouter, error) {
 		rng:  rand.New(rand.NewPCG(spec.Seed, spec.Seed^0x9e3779b97f4a7c15)),
 		salt: uint64(t.sc.Seed) * 0x2545f4914f6cdd1d}
 	for _, w := range t.prefill {
-		r.ws = append(r.ws, &rworker{w: w, healthy: true})
+		r.ws = append(r.ws, &rworker{w: w, h: router.Health{Healthy: true}})
 	}
 	r.np = len(t.prefill)
 	for _, w := range t.decode {
-		r.ws = append(r.ws, &rworker{w: w, healthy: true})
+		r.ws = append(r.ws, &rworker{w: w, h: router.Health{Healthy: true}})
 	}
 	for _, rw := range r.ws {
 		r.scheduleCheck(rw, spec.HealthInterval)
@@ -129,7 +128,7 @@ func (r *simRouter) post(inc int, fn func()) {
 
 func (r *simRouter) cands(exclude []bool) (ps, ds []router.Candidate) {
 	for i, rw := range r.ws {
-		c := router.Candidate{Healthy: rw.healthy, HasBootstrap: true, Outstanding: rw.outstanding}
+		c := router.Candidate{Healthy: rw.h.Healthy, HasBootstrap: true, Outstanding: rw.outstanding}
 		if exclude != nil {
 			c.Excluded = exclude[i]
 		}
@@ -149,7 +148,7 @@ func (r *simRouter) describe() string {
 			s += "; "
 		}
 		st := "healthy"
-		if !rw.healthy {
+		if !rw.h.Healthy {
 			st = "unhealthy"
 		}
 		s += rw.w.name + " " + st
@@ -231,7 +230,7 @@ func (r *simRouter) attempt(q *rreq) {
 	d.outstanding++
 	a := &attempt{r: q, p: p, d: d, pWatch: true}
 	q.cur = a
-	decodeOnly := router.DecodeOnly(r.spec.Bugs, p.healthy)
+	decodeOnly := router.DecodeOnly(r.spec.Bugs, p.h.Healthy)
 	if decodeOnly {
 		a.pWatch = false
 	}
@@ -475,16 +474,12 @@ func (r *simRouter) finish(q *rreq, ev gen.Event) {
 
 // markDown marks a worker unhealthy at once (a transport error on a request).
 func (r *simRouter) markDown(rw *rworker) {
-	rw.fails = max(rw.fails, router.DefaultFailThreshold)
-	r.setHealthy(rw, false)
+	r.track(rw, rw.h.MarkDown(router.DefaultFailThreshold))
 }
 
-func (r *simRouter) setHealthy(rw *rworker, ok bool) {
-	if rw.healthy == ok {
-		return
-	}
-	rw.healthy = ok
-	if ok || !r.spec.AbortOnUnhealthy {
+// track carries out a health transition (changed) of rw decided by router.Health.
+func (r *simRouter) track(rw *rworker, changed bool) {
+	if !changed || rw.h.Healthy || !r.spec.AbortOnUnhealthy {
 		return
 	}
 	// abort-on-unhealthy: the attempts watching it fail (relay.run's pDown/dDown).
@@ -515,15 +510,7 @@ func (r *simRouter) check(rw *rworker) {
 	inc := r.inc
 	result := func(ok bool) {
 		r.post(inc, func() {
-			if ok {
-				rw.fails = 0
-				r.setHealthy(rw, true)
-			} else {
-				rw.fails++
-				if rw.healthy && rw.fails >= router.DefaultFailThreshold {
-					r.setHealthy(rw, false)
-				}
-			}
+			r.track(rw, rw.h.Checked(ok, router.DefaultFailThreshold))
 			next := start.Add(r.spec.HealthInterval)
 			if now := r.t.loop.Now(); next.Before(now) {
 				next = now
@@ -605,7 +592,7 @@ func (r *simRouter) gauges() map[string]float64 {
 	for _, rw := range r.ws {
 		g[`pdsoak_router_outstanding_requests{worker="`+rw.w.name+`"}`] = float64(rw.outstanding)
 		up := 0.0
-		if rw.healthy {
+		if rw.h.Healthy {
 			up = 1
 		}
 		g[`pdsoak_router_worker_healthy{worker="`+rw.w.name+`"}`] = up
@@ -649,7 +636,7 @@ func (r *simRouter) restart() {
 	r.alive, r.paused = true, false
 	r.inc++
 	for _, rw := range r.ws {
-		rw.healthy, rw.fails = false, 0
+		rw.h = router.Health{}
 		r.check(rw)
 	}
 }

@@ -153,7 +153,7 @@ type worker struct {
 
 	mu      sync.Mutex
 	boot    string
-	fails   int
+	health  Health // healthy mirrors health.Healthy for lock-free reads
 	lastErr string
 	down    chan struct{} // closed when the worker goes unhealthy; replaced when it recovers
 }
@@ -165,13 +165,17 @@ func (w *worker) downCh() <-chan struct{} {
 	return w.down
 }
 
-// setHealthy records a health transition; false when nothing changed.
-func (w *worker) setHealthy(ok bool) bool {
+// track applies a health decision (health.go) with lastErr (empty: none); when it
+// changes the worker's health, the mirror and the down channel follow. False when
+// nothing changed.
+func (w *worker) track(decide func(*Health) bool, lastErr string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.healthy.Load() == ok {
+	w.lastErr = lastErr
+	if !decide(&w.health) {
 		return false
 	}
+	ok := w.health.Healthy
 	w.healthy.Store(ok)
 	if ok {
 		w.down = make(chan struct{})
@@ -319,7 +323,6 @@ func (r *Router) check(ctx context.Context, w *worker) {
 	ctx, cancel := context.WithTimeout(ctx, r.healthTimeout)
 	defer cancel()
 	err := r.get(ctx, w.url+"/health", nil)
-	wasHealthy := w.healthy.Load()
 	if err == nil && w.role == "prefill" && !w.explicitBoot {
 		var info struct {
 			BootstrapAddr string `json:"bootstrap_addr"`
@@ -341,24 +344,17 @@ func (r *Router) check(ctx context.Context, w *worker) {
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return // shutting down
 	}
-	w.mu.Lock()
-	if err == nil {
-		w.fails, w.lastErr = 0, ""
-	} else {
-		w.fails++
-		w.lastErr = err.Error()
+	lastErr := ""
+	if err != nil {
+		lastErr = err.Error()
 	}
-	fails := w.fails
-	w.mu.Unlock()
-	switch {
-	case err == nil && !wasHealthy:
-		if w.setHealthy(true) {
-			r.log.Info("router: worker healthy", "worker", w.name, "url", w.url, "bootstrap_addr", w.bootstrap())
-		}
-	case err != nil && wasHealthy && fails >= r.failThreshold:
-		if w.setHealthy(false) {
-			r.log.Warn("router: worker unhealthy", "worker", w.name, "url", w.url, "err", err)
-		}
+	if !w.track(func(h *Health) bool { return h.Checked(err == nil, r.failThreshold) }, lastErr) {
+		return
+	}
+	if err == nil {
+		r.log.Info("router: worker healthy", "worker", w.name, "url", w.url, "bootstrap_addr", w.bootstrap())
+	} else {
+		r.log.Warn("router: worker unhealthy", "worker", w.name, "url", w.url, "err", err)
 	}
 }
 
@@ -387,11 +383,7 @@ func (r *Router) get(ctx context.Context, url string, into any) error {
 
 // markDown marks a worker unhealthy at once after a transport error on a request.
 func (r *Router) markDown(w *worker, err error) {
-	w.mu.Lock()
-	w.fails = max(w.fails, r.failThreshold)
-	w.lastErr = err.Error()
-	w.mu.Unlock()
-	if w.setHealthy(false) {
+	if w.track(func(h *Health) bool { return h.MarkDown(r.failThreshold) }, err.Error()) {
 		r.log.Warn("router: worker unhealthy after a request failed", "worker", w.name, "url", w.url, "err", err)
 	}
 }
