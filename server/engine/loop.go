@@ -331,12 +331,8 @@ func (e *Engine) publish(now time.Time, st *scheduler.Stats) {
 	if st != nil {
 		e.m.setStats(*st)
 	}
-	if (strict || st != nil) && now.Sub(e.lastThruAt) >= time.Second {
-		toks := e.sched.Stats().GeneratedTokens
-		if !e.lastThruAt.IsZero() {
-			e.m.genThroughput.Set(float64(toks-e.lastThruToks) / now.Sub(e.lastThruAt).Seconds())
-		}
-		e.lastThruAt, e.lastThruToks = now, toks
+	if rate, ok := e.thru.Update(now, e.sched.Stats().GeneratedTokens, strict || st != nil); ok {
+		e.m.genThroughput.Set(rate)
 	}
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()
@@ -344,16 +340,13 @@ func (e *Engine) publish(now time.Time, st *scheduler.Stats) {
 		e.stats = *st
 	}
 	// The request list costs a sort and an allocation per live request, so it is built
-	// when Requests asks for it (and every snapEvery as the answer for a loop too stuck
+	// when Requests asks for it (and every SnapEvery as the answer for a loop too stuck
 	// to build one), not on every iteration.
-	if e.snapWant.Swap(false) || now.Sub(e.lastSnapAt) >= snapEvery {
+	if e.snapWant.Swap(false) || now.Sub(e.lastSnapAt) >= SnapEvery {
 		e.refreshSnapLocked(now)
 	}
 	e.schedErr = e.sched.Health(now)
 }
-
-// snapEvery is how often the loop rebuilds the request list unasked.
-const snapEvery = 50 * time.Millisecond
 
 // refreshSnapLocked rebuilds the request list and tells the Requests calls waiting for it.
 func (e *Engine) refreshSnapLocked(now time.Time) {
@@ -465,15 +458,6 @@ func (e *Engine) waitUntil(deadline time.Time) {
 	}
 }
 
-// Bootstrap retries of scheduler.BugBootstrapRetryEveryStep: attempts per address per
-// loop iteration, the pause between them and the bound of one dial. Upstream: 20 tries
-// 1 s apart inside ensure_parallel_info, on the scheduler thread.
-const (
-	bootRetryAttempts = 3
-	bootRetryPause    = 300 * time.Millisecond
-	bootDialTimeout   = 300 * time.Millisecond
-)
-
 // retryBootstrap (BugBootstrapRetryEveryStep, sgl-project/sglang PRs #19900 and #20785)
 // checks, on the loop goroutine and blocking it, that the bootstrap server of every
 // pending transfer answers, retrying a few times; a transfer whose server answers starts,
@@ -483,33 +467,23 @@ func (e *Engine) retryBootstrap() {
 	if len(e.pendingBoot) == 0 {
 		return
 	}
-	up := map[string]bool{}
-	keep := e.pendingBoot[:0]
-	for _, t := range e.pendingBoot {
-		ok, seen := up[t.Addr]
-		if !seen {
-			ok = dialable(t.Addr)
-			up[t.Addr] = ok
-			if !ok {
-				e.log.Warn("bootstrap server unreachable; retrying on the next step (sglang#19900 reproduced)", "addr", t.Addr)
-			}
-		}
-		if ok {
-			e.xfer.StartReceive(t.Room, t.Addr, t.Pages, t.NumTokens)
-			continue
-		}
-		keep = append(keep, t)
+	start, keep, down := RetryBootstrap(e.pendingBoot, dialable)
+	for _, addr := range down {
+		e.log.Warn("bootstrap server unreachable; retrying on the next step (sglang#19900 reproduced)", "addr", addr)
+	}
+	for _, t := range start {
+		e.xfer.StartReceive(t.Room, t.Addr, t.Pages, t.NumTokens)
 	}
 	e.pendingBoot = keep
 }
 
-// dialable tries to open a TCP connection to addr, bootRetryAttempts times.
+// dialable tries to open a TCP connection to addr, BootRetryAttempts times.
 func dialable(addr string) bool {
-	for i := 0; i < bootRetryAttempts; i++ {
+	for i := 0; i < BootRetryAttempts; i++ {
 		if i > 0 {
-			time.Sleep(bootRetryPause) // the bug: the scheduler thread sleeps between tries
+			time.Sleep(BootRetryPause) // the bug: the scheduler thread sleeps between tries
 		}
-		c, err := net.DialTimeout("tcp", addr, bootDialTimeout)
+		c, err := net.DialTimeout("tcp", addr, BootDialTimeout)
 		if err == nil {
 			_ = c.Close()
 			return true
