@@ -26,9 +26,7 @@ type Sender struct {
 	ln       net.Listener
 	links    map[*link]struct{}
 	rooms    map[uint64]*sroom
-	tomb     map[uint64]string
-	tombRing []uint64
-	tombNext int
+	tomb     *Tombstones
 	closed   bool
 }
 
@@ -55,10 +53,11 @@ func (r *sroom) finish(err error) {
 // connections.
 func NewSender(store *kernels.KVStore, opts ...Option) *Sender {
 	ctx, cancel := context.WithCancel(context.Background())
+	cfg := newConfig(opts)
 	return &Sender{
-		cfg: newConfig(opts), store: store, ctx: ctx, cancel: cancel,
+		cfg: cfg, store: store, ctx: ctx, cancel: cancel,
 		shape: Shape{uint32(store.PageSize), uint32(store.Layers), uint32(store.BytesPerToken)},
-		links: map[*link]struct{}{}, rooms: map[uint64]*sroom{}, tomb: map[uint64]string{},
+		links: map[*link]struct{}{}, rooms: map[uint64]*sroom{}, tomb: NewTombstones(cfg.tombstones),
 	}
 }
 
@@ -232,9 +231,9 @@ func (s *Sender) onRegister(l *link, room uint64, body []byte) error {
 		return refuse(fmt.Sprintf("%d pages cannot hold %d tokens of page size %d", len(reg.Pages), reg.NumTokens, s.store.PageSize))
 	}
 	s.mu.Lock()
-	if reason, ok := s.tomb[room]; ok {
+	if reason, ok := s.tomb.Failed(room); ok {
 		s.mu.Unlock()
-		return refuse("prefill already failed the room: " + reason)
+		return refuse(RefusedRegisterReason(reason))
 	}
 	r := s.rooms[room]
 	if r != nil && r.link != nil {
@@ -352,7 +351,7 @@ func (s *Sender) claim(room uint64) (*sroom, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
-	if reason, ok := s.tomb[room]; ok {
+	if reason, ok := s.tomb.Failed(room); ok {
 		return nil, fmt.Errorf("%w: room %d already failed: %s", ErrPeer, room, reason)
 	}
 	r := s.rooms[room]
@@ -480,22 +479,7 @@ func (s *Sender) Fail(room uint64, reason string) {
 	}
 }
 
-func (s *Sender) addTombLocked(room uint64, reason string) {
-	if s.cfg.tombstones <= 0 {
-		return
-	}
-	if _, ok := s.tomb[room]; ok {
-		return
-	}
-	if len(s.tombRing) < s.cfg.tombstones {
-		s.tombRing = append(s.tombRing, room)
-	} else {
-		delete(s.tomb, s.tombRing[s.tombNext])
-		s.tombRing[s.tombNext] = room
-		s.tombNext = (s.tombNext + 1) % len(s.tombRing)
-	}
-	s.tomb[room] = reason
-}
+func (s *Sender) addTombLocked(room uint64, reason string) { s.tomb.Add(room, reason) }
 
 // Close stops listening, closes every connection, fails every room, and waits for the
 // sender's goroutines.
