@@ -22,12 +22,12 @@ type Sender struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
-	ln       net.Listener
-	links    map[*link]struct{}
-	rooms    map[uint64]*sroom
-	tomb     *Tombstones
-	closed   bool
+	mu     sync.Mutex
+	ln     net.Listener
+	links  map[*link]struct{}
+	rooms  map[uint64]*sroom
+	tomb   *Tombstones
+	closed bool
 }
 
 // sroom is one room on the sender.
