@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"time"
 
+	"pdsoak/chaos"
 	"pdsoak/harness"
 	"pdsoak/harness/workload"
 	"pdsoak/ledger"
@@ -54,7 +55,7 @@ func (o Options) withDefaults() Options {
 	def(&o.SampleInterval, harness.DefaultSampleInterval)
 	def(&o.LeakPollInterval, harness.DefaultLeakPollInterval)
 	def(&o.ResolveAfterCancel, harness.DefaultResolveAfterCancel)
-	def(&o.VerifyTimeout, 10*time.Second)
+	def(&o.VerifyTimeout, chaos.DefaultVerifyTimeout)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

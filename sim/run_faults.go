@@ -65,41 +65,24 @@ func (r *runner) prepareFaults() error {
 	return errors.Join(errs...)
 }
 
-// startFaults schedules every step of the timeline from t0.
+// startFaults schedules every step of the timeline from t0, in chaos.Schedule's order.
 func (r *runner) startFaults() {
-	type step struct {
-		at     time.Duration
-		revert bool
-		idx    int
-	}
-	var steps []step
+	specs := make([]scenarios.Fault, len(r.faults))
 	for i, e := range r.faults {
-		steps = append(steps, step{e.spec.At.D(), false, i})
-		if e.spec.For > 0 {
-			steps = append(steps, step{e.spec.At.D() + e.spec.For.D(), true, i})
-		}
+		specs[i] = e.spec
 	}
-	sort.SliceStable(steps, func(i, j int) bool {
-		if steps[i].at != steps[j].at {
-			return steps[i].at < steps[j].at
-		}
-		if steps[i].revert != steps[j].revert {
-			return steps[i].revert
-		}
-		return steps[i].idx < steps[j].idx
-	})
-	for _, s := range steps {
-		e := r.faults[s.idx]
-		if s.revert {
-			r.loop.At(r.t0.Add(s.at), func() { r.revertFault(e) })
+	for _, s := range chaos.Schedule(specs) {
+		e := r.faults[s.Index]
+		if s.Kind == chaos.StepRevert {
+			r.loop.At(r.t0.Add(s.At), func() { r.revertFault(e) })
 		} else {
-			r.loop.At(r.t0.Add(s.at), func() { r.applyFault(e) })
+			r.loop.At(r.t0.Add(s.At), func() { r.applyFault(e) })
 		}
 	}
 }
 
 func (r *runner) faultEvent(typ ledger.EventType, e *faultEntry) ledger.Event {
-	return ledger.Event{Type: typ, Fault: e.spec.Name, FaultType: e.spec.Type, Target: e.spec.Target, Params: e.spec.Params}
+	return chaos.FaultEvent(typ, e.spec)
 }
 
 // applyFault applies one fault, emits fault_start and proves it (fault_verified).
@@ -120,7 +103,7 @@ func (r *runner) applyFault(e *faultEntry) {
 		ev := r.faultEvent(ledger.EventFaultVerified, e)
 		ev.Passed, ev.Error, ev.Detail = ledger.Bool(false), err.Error(), "apply failed"
 		r.emit(ev)
-		r.failFaults(fmt.Errorf("%w: %s: %w", chaos.ErrApply, e.spec.Name, err))
+		r.failFaults(chaos.ApplyFailedError(e.spec.Name, err))
 		return
 	}
 	r.faultSeq++
@@ -134,11 +117,11 @@ func (r *runner) applyFault(e *faultEntry) {
 		r.emit(ev)
 		return
 	}
-	r.verifyFault(e, r.loop.Now(), 20*time.Millisecond)
+	r.verifyFault(e, r.loop.Now(), chaos.VerifyFirstInterval)
 }
 
-// verifyFault polls a client fault's Verify as chaos.Timeline does (20ms doubling to
-// 500ms), bounded by the verify timeout and the fault's revert time.
+// verifyFault polls a client fault's Verify as chaos.Timeline does
+// (chaos.NextVerifyInterval), bounded by chaos.VerifyBound.
 func (r *runner) verifyFault(e *faultEntry, started time.Time, interval time.Duration) {
 	if !e.active {
 		return // reverted first: its revert step reported it
@@ -153,14 +136,7 @@ func (r *runner) verifyFault(e *faultEntry, started time.Time, interval time.Dur
 		r.emit(ev)
 		return
 	}
-	deadline := started.Add(r.opts.VerifyTimeout)
-	why := "within " + r.opts.VerifyTimeout.String()
-	if e.spec.For > 0 {
-		if due := r.t0.Add(e.spec.At.D() + e.spec.For.D()); due.Before(deadline) {
-			deadline = due
-			why = "before its revert at " + (e.spec.At.D() + e.spec.For.D()).String()
-		}
-	}
+	deadline, why := chaos.VerifyBound(e.spec, r.t0, started, r.opts.VerifyTimeout)
 	next := r.loop.Now().Add(interval)
 	if !next.Before(deadline) {
 		// The next poll would come too late: no proof.
@@ -171,11 +147,11 @@ func (r *runner) verifyFault(e *faultEntry, started time.Time, interval time.Dur
 			ev := r.faultEvent(ledger.EventFaultVerified, e)
 			ev.Passed, ev.Error, ev.Detail = ledger.Bool(false), err.Error(), "no proof "+why
 			r.emit(ev)
-			r.failFaults(fmt.Errorf("%w %s: %s: %w", chaos.ErrNotVerified, why, e.spec.Name, err))
+			r.failFaults(chaos.NotVerifiedError(why, e.spec.Name, err))
 		})
 		return
 	}
-	e.verifying = r.loop.At(next, func() { r.verifyFault(e, started, min(2*interval, 500*time.Millisecond)) })
+	e.verifying = r.loop.At(next, func() { r.verifyFault(e, started, chaos.NextVerifyInterval(interval)) })
 }
 
 // revertFault reverts an applied fault and emits fault_stop.
