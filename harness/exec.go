@@ -11,6 +11,7 @@ import (
 
 	"pdsoak/chaos"
 	"pdsoak/harness/client"
+	"pdsoak/harness/judge"
 	"pdsoak/harness/workload"
 	"pdsoak/ledger"
 )
@@ -23,7 +24,7 @@ type executor struct {
 	led    *ledger.Writer
 	log    *slog.Logger
 	probe  *debugProbe
-	lag    *lagRecorder
+	lag    *judge.LagRecorder
 	reqCtx context.Context
 
 	inflight atomic.Int64

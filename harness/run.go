@@ -16,6 +16,7 @@ import (
 	"pdsoak/chaos"
 	"pdsoak/harness/client"
 	"pdsoak/harness/gpu"
+	"pdsoak/harness/judge"
 	"pdsoak/harness/target"
 	"pdsoak/harness/workload"
 	"pdsoak/ledger"
@@ -25,20 +26,20 @@ import (
 // ErrInfrastructure marks a run that could not be judged: the target could not be
 // started or reached, a fault could not be applied, or the harness itself was the
 // bottleneck. The CLI maps it to exit code 3.
-var ErrInfrastructure = errors.New("harness: infrastructure failure")
+var ErrInfrastructure = judge.ErrInfrastructure
 
 // Defaults of the Options timings, applied by Run to fields left zero.
 const (
 	// DefaultSampleInterval is how often server gauges and GPUs are sampled into the ledger.
-	DefaultSampleInterval = 2 * time.Second
+	DefaultSampleInterval = judge.DefaultSampleInterval
 	// DefaultLeakPollInterval is how often gauges are scraped while waiting for them to drain.
-	DefaultLeakPollInterval = 250 * time.Millisecond
+	DefaultLeakPollInterval = judge.DefaultLeakPollInterval
 	// DefaultScrapeTimeout bounds one metrics scrape.
 	DefaultScrapeTimeout = 2 * time.Second
 	// DefaultCancelDrain is how long in-flight requests may keep running after Ctrl-C.
-	DefaultCancelDrain = 2 * time.Second
+	DefaultCancelDrain = judge.DefaultCancelDrain
 	// DefaultResolveAfterCancel bounds the wait for cancelled requests to return.
-	DefaultResolveAfterCancel = 10 * time.Second
+	DefaultResolveAfterCancel = judge.DefaultResolveAfterCancel
 	// DefaultSelfCheckTick is the period of the self-check ticker: the harness measures
 	// how late each tick is delivered, which shows a starved scheduler (GC, CPU) even
 	// when no request happens to be due.
@@ -163,7 +164,7 @@ type runner struct {
 	// startTarget, startExecutor
 	tgt  target.Target
 	exec *executor
-	lag  *lagRecorder
+	lag  *judge.LagRecorder
 
 	// lastGPU is the latest GPU sample (nil: none yet), for the wedge detector.
 	lastGPU *atomic.Pointer[[]ledger.GPU]
@@ -398,7 +399,7 @@ func (r *runner) stopTarget(ctx context.Context) error {
 // startExecutor wires the workloads' Sender: the client, the ledger, the debug probe
 // consulted on silent drops, and the lag recorder of the self-check.
 func (r *runner) startExecutor(reqCtx context.Context, c *client.Client) {
-	r.lag = newLagRecorder(r.opts.SelfCheckTick)
+	r.lag = judge.NewLagRecorder(r.opts.SelfCheckTick)
 	r.exec = &executor{c: c, led: r.led, log: r.log,
 		probe: newDebugProbe(r.hc, r.tgt.DebugSources(), r.opts.DebugTimeout, r.log),
 		lag:   r.lag, reqCtx: reqCtx, noLag: r.noLag}

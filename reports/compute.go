@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"pdsoak/internal/nearest"
 	"pdsoak/ledger"
 	"sort"
 	"strings"
@@ -745,10 +746,7 @@ func percentiles(xs []float64) Percentiles {
 	for _, x := range s {
 		sum += x
 	}
-	rank := func(p float64) float64 {
-		i := int(math.Ceil(p*float64(len(s)))) - 1
-		return s[max(0, min(i, len(s)-1))]
-	}
+	rank := func(p float64) float64 { return nearest.Rank(s, p) }
 	return Percentiles{
 		Count: len(s),
 		P50:   round(rank(0.50)),

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"pdsoak/chaos"
-	"pdsoak/harness"
 	"pdsoak/harness/client"
+	"pdsoak/harness/judge"
 	"pdsoak/harness/workload"
 	"pdsoak/kernels"
 	"pdsoak/ledger"
@@ -499,7 +499,7 @@ func (r *runner) cancelAll() {
 }
 
 // debugReport is what /debug/requests of every process says about request id, in the
-// server_debug shape of a real run (harness.DebugReportFor): the router first, then the
+// server_debug shape of a real run (judge.DebugReportFor): the router first, then the
 // workers in topology order.
 func (r *runner) debugReport(id string) json.RawMessage {
 	all := r.srv.Requests()
@@ -519,12 +519,12 @@ func (r *runner) debugReport(id string) json.RawMessage {
 	}
 	sort.Strings(rest)
 	names = append(names, rest...)
-	srcs := make([]harness.DebugSource, 0, len(names))
+	srcs := make([]judge.DebugSource, 0, len(names))
 	for _, name := range names {
 		reqs := append([]gen.RequestInfo(nil), all[name]...)
 		// As GET /debug/requests lists them: oldest first.
 		sort.SliceStable(reqs, func(i, j int) bool { return reqs[i].AgeSeconds > reqs[j].AgeSeconds })
-		src := harness.DebugSource{Process: name, URL: "sim://" + name + "/debug/requests"}
+		src := judge.DebugSource{Process: name, URL: "sim://" + name + "/debug/requests"}
 		for _, info := range reqs {
 			if info.ID != id && !strings.HasPrefix(info.ID, id+"-") && !strings.HasPrefix(info.ID, id+":") {
 				// Not about this request (DebugReportFor's match): it would be left out.
@@ -540,5 +540,5 @@ func (r *runner) debugReport(id string) json.RawMessage {
 	if len(srcs) == 0 {
 		return nil
 	}
-	return harness.DebugReportFor(id, srcs)
+	return judge.DebugReportFor(id, srcs)
 }

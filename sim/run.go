@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"pdsoak/chaos"
-	"pdsoak/harness"
+	"pdsoak/harness/judge"
 	"pdsoak/harness/workload"
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
@@ -21,8 +21,8 @@ import (
 )
 
 // ErrInfrastructure marks a simulated run that could not be judged (a fault the model
-// could not apply or prove); it wraps harness.ErrInfrastructure, so the CLI exits 3.
-var ErrInfrastructure = harness.ErrInfrastructure
+// could not apply or prove); it wraps judge.ErrInfrastructure, so the CLI exits 3.
+var ErrInfrastructure = judge.ErrInfrastructure
 
 // Options configure Run. Zero timings take the real runner's defaults.
 type Options struct {
@@ -37,9 +37,9 @@ type Options struct {
 	// NewServer builds the simulated target on the loop (nil: NewTopology).
 	NewServer func(*Loop, *scenarios.Scenario) (Server, error)
 	// SampleInterval is how often the Server's gauges are sampled
-	// (harness.DefaultSampleInterval); LeakPollInterval how often the leak check reads
-	// them (harness.DefaultLeakPollInterval); ResolveAfterCancel bounds the wait for
-	// requests cancelled at the end of the drain (harness.DefaultResolveAfterCancel).
+	// (judge.DefaultSampleInterval); LeakPollInterval how often the leak check reads
+	// them (judge.DefaultLeakPollInterval); ResolveAfterCancel bounds the wait for
+	// requests cancelled at the end of the drain (judge.DefaultResolveAfterCancel).
 	SampleInterval, LeakPollInterval, ResolveAfterCancel time.Duration
 	// VerifyTimeout bounds how long a client-side fault may take to prove itself
 	// (chaos.DefaultVerifyTimeout).
@@ -52,9 +52,9 @@ func (o Options) withDefaults() Options {
 			*d = v
 		}
 	}
-	def(&o.SampleInterval, harness.DefaultSampleInterval)
-	def(&o.LeakPollInterval, harness.DefaultLeakPollInterval)
-	def(&o.ResolveAfterCancel, harness.DefaultResolveAfterCancel)
+	def(&o.SampleInterval, judge.DefaultSampleInterval)
+	def(&o.LeakPollInterval, judge.DefaultLeakPollInterval)
+	def(&o.ResolveAfterCancel, judge.DefaultResolveAfterCancel)
 	def(&o.VerifyTimeout, chaos.DefaultVerifyTimeout)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -282,7 +282,7 @@ func (r *runner) drain() {
 	start := r.loop.Now()
 	bound := r.sc.Drain.Timeout.D()
 	if r.interrupted != nil {
-		bound = harness.DefaultCancelDrain
+		bound = judge.DefaultCancelDrain
 	}
 	r.runWhile(start.Add(bound), func() bool { return r.active > 0 })
 	drained := r.active == 0
@@ -302,7 +302,7 @@ func (r *runner) drain() {
 }
 
 // checkLeaks writes leak_check: the Server's running/queued gauges polled on the virtual
-// clock until they read 0 or the leak timeout passes, judged by harness.JudgeLeaks.
+// clock until they read 0 or the leak timeout passes, judged by judge.JudgeLeaks.
 func (r *runner) checkLeaks() {
 	started := r.loop.Now()
 	ev := ledger.Event{Type: ledger.EventLeakCheck, Started: &started}
@@ -318,7 +318,7 @@ func (r *runner) checkLeaks() {
 	}
 	latest := make([]map[string]float64, len(r.sources))
 	errs := make([]error, len(r.sources))
-	var v harness.LeakVerdict
+	var v judge.LeakVerdict
 	poll := func() {
 		g := r.srv.Gauges()
 		for i, p := range r.sources {
@@ -328,7 +328,7 @@ func (r *runner) checkLeaks() {
 				errs[i] = fmt.Errorf("sim: %s is not answering", p)
 			}
 		}
-		v = harness.JudgeLeaks(r.sources, latest, errs, r.loop.Now().Sub(started))
+		v = judge.JudgeLeaks(r.sources, latest, errs, r.loop.Now().Sub(started))
 	}
 	end := started.Add(r.sc.Drain.LeakTimeout.D())
 	poll()
@@ -351,7 +351,7 @@ func (r *runner) checkLeaks() {
 
 // selfCheck writes self_check: on a virtual clock the harness is never late.
 func (r *runner) selfCheck() {
-	sc := harness.SelfCheck{Passed: true, SendSamples: r.sends, MaxLag: r.sc.SelfCheck.MaxLag.D()}
+	sc := judge.SelfCheck{Passed: true, SendSamples: r.sends, MaxLag: r.sc.SelfCheck.MaxLag.D()}
 	r.emit(ledger.Event{Type: ledger.EventSelfCheck, Passed: ledger.Bool(true),
 		Detail: sc.Detail() + " (virtual time: a simulated harness has no lag)"})
 }
@@ -372,7 +372,7 @@ func (r *runner) startSampler() {
 			}
 			m := map[string]float64{}
 			for name, x := range v {
-				if harness.IsSampleGauge(name) {
+				if judge.IsSampleGauge(name) {
 					m[name] = x
 				}
 			}

@@ -1,4 +1,4 @@
-package harness
+package judge
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ func ParseMetrics(r io.Reader) (map[string]float64, error) {
 	p := expfmt.NewTextParser(metricsNames)
 	fams, err := p.TextToMetricFamilies(r)
 	if err != nil {
-		return nil, fmt.Errorf("harness: metrics: %w", err)
+		return nil, fmt.Errorf("judge: metrics: %w", err)
 	}
 	out := map[string]float64{}
 	for name, mf := range fams {
