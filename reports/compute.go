@@ -478,7 +478,7 @@ func (b *Builder) assertions() []Assertion {
 		a, err := ParseAssertion(s)
 		if err != nil {
 			// Scenarios validate assertions before a run; a bad one cannot be evaluated.
-			a = Assertion{Raw: s, Name: s, Op: "invalid: " + strings.TrimPrefix(err.Error(), "reports: ")}
+			a = Assertion{Raw: s, Name: s, Op: "invalid: " + strings.TrimPrefix(err.Error(), "assertion: ")}
 		}
 		out = append(out, a)
 	}
@@ -524,7 +524,7 @@ func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 		return b.recoveryVerdict(r.Faults)
 	case a.Consistent():
 		return b.consistency(a.Prefix)
-	case latencyFuncs[a.Func]:
+	case a.Latency():
 		p := map[string]Percentiles{"ttft": r.TTFT, "itl": r.ITL, "e2e": r.E2E}[a.Arg]
 		if p.Count == 0 {
 			return StateNotEvaluated, fmt.Sprintf("no %s samples", a.Arg)
