@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"pdsoak/assertion"
+	"pdsoak/kernels"
+	"pdsoak/server/scheduler"
 	"pdsoak/suggest"
 )
 
@@ -298,8 +300,8 @@ func (v *validator) checkReference() {
 	if ref.Prefill > 16 || ref.Decode > 16 {
 		v.add("reference", "at most 16 prefill and 16 decode workers")
 	}
-	v.oneOf("reference.backend", ref.Backend, "tinyref", "simtime", "paced")
-	v.oneOf("reference.semantics", ref.Semantics, "strict", "sglang")
+	v.oneOf("reference.backend", ref.Backend, kernels.Backends()...)
+	v.oneOf("reference.semantics", ref.Semantics, scheduler.SemanticsNames()...)
 	if ref.StartTimeout < 0 {
 		v.add("reference.start_timeout", "must be ≥ 0")
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"pdsoak/metricnames"
 	"pdsoak/server/cli"
 	"pdsoak/server/gen"
 	"pdsoak/server/router"
@@ -584,18 +585,18 @@ func (r *simRouter) requests() []gen.RequestInfo {
 
 // gauges is the router's /metrics.
 func (r *simRouter) gauges() map[string]float64 {
-	g := map[string]float64{"pdsoak_router_healthy_pairs": 0}
+	g := map[string]float64{metricnames.RouterHealthyPairs: 0}
 	ps, ds := r.cands(nil)
 	if router.HasPair(ps, ds, r.spec.Bugs) {
-		g["pdsoak_router_healthy_pairs"] = 1
+		g[metricnames.RouterHealthyPairs] = 1
 	}
 	for _, rw := range r.ws {
-		g[`pdsoak_router_outstanding_requests{worker="`+rw.w.name+`"}`] = float64(rw.outstanding)
+		g[metricnames.RouterOutstanding+`{worker="`+rw.w.name+`"}`] = float64(rw.outstanding)
 		up := 0.0
 		if rw.h.Healthy {
 			up = 1
 		}
-		g[`pdsoak_router_worker_healthy{worker="`+rw.w.name+`"}`] = up
+		g[metricnames.RouterWorkerUp+`{worker="`+rw.w.name+`"}`] = up
 	}
 	return g
 }

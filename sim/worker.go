@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"pdsoak/kernels"
+	"pdsoak/metricnames"
 	"pdsoak/server/cli"
 	"pdsoak/server/engine"
 	"pdsoak/server/failpoint"
@@ -455,27 +456,11 @@ func (w *worker) requests() []gen.RequestInfo {
 	return engine.AgeRequests(w.snap, w.snapTime, w.t.loop.Now())
 }
 
-// gauges is what a scrape of the worker's /metrics reads (engine metrics.setStats).
+// gauges is what a scrape of the worker's /metrics reads (engine.StatGauges and the
+// throughput).
 func (w *worker) gauges() map[string]float64 {
-	st := w.stats
-	g := map[string]float64{
-		"sglang:num_running_reqs":                float64(st.Running),
-		"sglang:num_queue_reqs":                  float64(st.Waiting),
-		"sglang:num_decode_prealloc_queue_reqs":  float64(st.Prealloc),
-		"sglang:num_decode_transfer_queue_reqs":  float64(st.Transfer),
-		"sglang:num_prefill_prealloc_queue_reqs": float64(st.Bootstrap),
-		"sglang:num_prefill_inflight_queue_reqs": float64(st.Inflight),
-		"sglang:num_retracted_reqs":              float64(st.Retracted),
-		"sglang:num_used_tokens":                 float64(st.UsedPages * st.PageSize),
-		"sglang:max_total_num_tokens":            float64(st.TotalPages * st.PageSize),
-		"pdsoak:kv_pages_used":                   float64(st.UsedPages),
-		"pdsoak:kv_pages_total":                  float64(st.TotalPages),
-		"sglang:token_usage":                     0,
-		"sglang:gen_throughput":                  w.thru,
-	}
-	if st.TotalPages > 0 {
-		g["sglang:token_usage"] = float64(st.UsedPages) / float64(st.TotalPages)
-	}
+	g := engine.StatGauges(w.stats)
+	g[metricnames.GenThroughput] = w.thru
 	return g
 }
 
