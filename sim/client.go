@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"net/http"
 	"sort"
 	"strconv"
@@ -53,13 +52,6 @@ type call struct {
 	pieces int // content chunks (the usage check)
 	last   time.Time
 	debug  json.RawMessage
-}
-
-// disconnectRule is a client_disconnect fault on the workloads' own streams.
-type disconnectRule struct {
-	afterTokens int
-	fraction    float64
-	stats       *chaos.LiveStats
 }
 
 // send starts req at the loop's now (the scheduled time is req.Scheduled, or now) and
@@ -154,26 +146,10 @@ func endpointName(ep string) string {
 	return ep
 }
 
-// cancelAfter applies a client_disconnect rule: streaming requests of the targeted
-// workload are cancelled after k tokens; which ones is decided by a hash of the id, as
-// the real executor decides.
+// cancelAfter applies a client_disconnect rule (chaos.DisconnectRules), as the real
+// executor does.
 func (r *runner) cancelAfter(req *workload.Req) (int, *chaos.LiveStats) {
-	if !req.Stream {
-		return 0, nil
-	}
-	rule, ok := r.disconnect[req.Workload]
-	if !ok {
-		rule, ok = r.disconnect["client"]
-	}
-	if !ok || rule.afterTokens <= 0 {
-		return 0, nil
-	}
-	h := fnv.New32a()
-	h.Write([]byte(req.ID))
-	if float64(h.Sum32()%10000) >= rule.fraction*10000 {
-		return 0, nil
-	}
-	return rule.afterTokens, rule.stats
+	return r.disconnect.CancelAfter(req.Workload, req.ID, req.Stream)
 }
 
 // event is the Server's emit for this request.

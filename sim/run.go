@@ -150,7 +150,7 @@ type runner struct {
 	// The client side.
 	inflightN  int
 	calls      []*call // in flight, in send order (cancelled in this order)
-	disconnect map[string]disconnectRule
+	disconnect chaos.DisconnectRules
 	burstSeq   int
 	sends      int // requests sent by workloads not throttled on purpose (self_check)
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"time"
 
 	"pdsoak/chaos"
@@ -248,28 +247,16 @@ func (r *runner) env() chaos.Env {
 	}
 }
 
-// specFor is the workload a load or client fault on target is shaped like: the named
-// workload, or the first one.
-func (r *runner) specFor(target string) scenarios.Workload {
-	spec := r.sc.Workloads[0]
-	for _, w := range r.sc.Workloads {
-		if w.Name == target {
-			spec = w
-		}
-	}
-	return spec
-}
-
-// extra is a request factory for a fault's extra requests ("<workload>-<kind><k>-<seq>").
+// extra is a request factory for a fault's extra requests (chaos.ExtraPrefix).
 func (r *runner) extra(spec scenarios.Workload, kind string) *workload.Common {
 	r.burstSeq++
-	return workload.Extra(r.sc, spec, spec.Name+"-"+kind+strconv.Itoa(r.burstSeq))
+	return workload.Extra(r.sc, spec, chaos.ExtraPrefix(spec.Name, kind, r.burstSeq))
 }
 
 // load implements chaos.Env.Load: a burst of extra requests, all scheduled at its start,
 // at most Concurrency in flight; Stop cancels what is in flight and sends no more.
 func (r *runner) load(_ context.Context, target string, b chaos.Burst) (chaos.Run, error) {
-	spec := r.specFor(target)
+	spec := chaos.WorkloadFor(r.sc, target)
 	if b.PromptTokens > 0 {
 		spec.PromptTokens = b.PromptTokens
 	}
@@ -283,20 +270,13 @@ func (r *runner) load(_ context.Context, target string, b chaos.Burst) (chaos.Ru
 // after k tokens, or a rule on the workloads' own streams until Stop.
 func (r *runner) disconnectRun(target string, d chaos.Disconnect) chaos.Run {
 	if d.Requests > 0 {
-		spec := r.specFor(target)
+		spec := chaos.WorkloadFor(r.sc, target)
 		spec.Stream = true
 		return r.sendMany(r.extra(spec, "abort"), d.Requests, 0, max(d.AfterTokens, 1))
 	}
 	st := &chaos.LiveStats{}
-	fraction := d.Fraction
-	if fraction <= 0 || fraction > 1 {
-		fraction = 1
-	}
-	if r.disconnect == nil {
-		r.disconnect = map[string]disconnectRule{}
-	}
-	r.disconnect[target] = disconnectRule{afterTokens: max(d.AfterTokens, 1), fraction: fraction, stats: st}
-	return chaos.FuncRun{StatsFunc: st.Snapshot, StopFunc: func() { delete(r.disconnect, target) }}
+	r.disconnect.Set(target, max(d.AfterTokens, 1), d.Fraction, st)
+	return chaos.FuncRun{StatsFunc: st.Snapshot, StopFunc: func() { r.disconnect.Set(target, 0, 0, nil) }}
 }
 
 // sendMany sends n requests from c, conc at most in flight (0: all), counted in the
