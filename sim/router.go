@@ -159,12 +159,12 @@ func (r *simRouter) describe() string {
 
 // submit is Router.Generate behind the API.
 func (r *simRouter) submit(req *gen.Request, emit func(gen.Event)) (func(), error) {
-	if len(req.Prompt) == 0 || req.MaxTokens <= 0 {
-		return nil, fmt.Errorf("router: empty prompt or max_tokens %d: %w", req.MaxTokens, gen.ErrInvalid)
+	if err := router.CheckRequest(req); err != nil {
+		return nil, err
 	}
 	ps, ds := r.cands(nil)
 	if !router.HasPair(ps, ds, r.spec.Bugs) {
-		return nil, fmt.Errorf("router: no healthy prefill/decode pair (%s): %w", r.describe(), gen.ErrUnavailable)
+		return nil, router.NoPairError(r.describe())
 	}
 	now := r.t.loop.Now()
 	if req.Deadline.IsZero() && r.spec.RequestTimeout > 0 {
@@ -488,10 +488,8 @@ func (r *simRouter) track(rw *rworker, changed bool) {
 		if a.over {
 			continue
 		}
-		if rw == a.p && a.pWatch {
-			r.ended(a, fmt.Errorf("router: prefill %s became unhealthy: %w", rw.w.name, gen.ErrUnavailable), true, rw)
-		} else if rw == a.d {
-			r.ended(a, fmt.Errorf("router: decode %s became unhealthy: %w", rw.w.name, gen.ErrUnavailable), true, rw)
+		if (rw == a.p && a.pWatch) || rw == a.d {
+			r.ended(a, router.UnhealthyError(string(rw.w.role), rw.w.name), true, rw)
 		}
 	}
 }

@@ -261,7 +261,7 @@ func (w *worker) step(rd *scheduler.Ready) {
 			return
 		case failpoint.ActReturn:
 			if t.Arg != "" {
-				w.finishStep(nil, fmt.Errorf("engine: failpoint %s: %s", failpoint.EngineStep, t.Arg))
+				w.finishStep(nil, engine.StepFailpointError(t.Arg))
 				return
 			}
 		}
@@ -441,7 +441,7 @@ func (w *worker) abort(seq uint64) {
 	if l := w.streams[seq]; l != nil {
 		l.closed = true // the connection is gone: nothing more is written to it
 	}
-	if w.sched.Abort(w.t.loop.Now(), seq, fmt.Errorf("engine: client went away: %w", gen.ErrAborted)) {
+	if w.sched.Abort(w.t.loop.Now(), seq, engine.ClientGoneError()) {
 		w.wake()
 	}
 }

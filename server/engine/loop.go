@@ -181,7 +181,7 @@ func (e *Engine) admit(now time.Time, a *arrival) {
 	}
 	st := &stream{seq: seq, id: a.req.ID, ch: make(chan gen.Event, streamBuffer), arrived: now}
 	st.stop = context.AfterFunc(a.ctx, func() {
-		e.post(abortEv{seq: seq, cause: fmt.Errorf("engine: client went away: %w", gen.ErrAborted)})
+		e.post(abortEv{seq: seq, cause: ClientGoneError()})
 	})
 	e.streams[seq] = st
 	e.live.Store(int64(e.sched.Live())) // before the reply: Generate's caller sees it in flight
@@ -412,7 +412,7 @@ func (e *Engine) stepFailpoint() error {
 		case r.err != nil:
 			return fmt.Errorf("engine: step interrupted: %w", r.err)
 		case r.arg != "":
-			return fmt.Errorf("engine: failpoint %s: %s", failpoint.EngineStep, r.arg)
+			return StepFailpointError(r.arg)
 		}
 		return nil
 	}

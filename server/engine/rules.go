@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"fmt"
 	"time"
 
+	"pdsoak/server/failpoint"
 	"pdsoak/server/gen"
 	"pdsoak/server/scheduler"
 )
@@ -47,6 +49,14 @@ func RetryBootstrap(pending []scheduler.Transfer, reachable func(addr string) bo
 		}
 	}
 	return start, keep, unreachable
+}
+
+// ClientGoneError is the abort of a request whose client went away.
+func ClientGoneError() error { return fmt.Errorf("engine: client went away: %w", gen.ErrAborted) }
+
+// StepFailpointError fails a step whose engine/step failpoint returned arg.
+func StepFailpointError(arg string) error {
+	return fmt.Errorf("engine: failpoint %s: %s", failpoint.EngineStep, arg)
 }
 
 // SnapEvery is how often the loop rebuilds its request list unasked.

@@ -402,7 +402,7 @@ func candidates(ws []*worker, exclude map[*worker]bool) []Candidate {
 // randomness, so polling it leaves the seeded tie-breaks unchanged.
 func (r *Router) Healthy() error {
 	if !HasPair(candidates(r.prefill, nil), candidates(r.decode, nil), r.bugs) {
-		return fmt.Errorf("router: no healthy prefill/decode pair (%s): %w", r.describe(), gen.ErrUnavailable)
+		return NoPairError(r.describe())
 	}
 	return nil
 }
@@ -482,8 +482,8 @@ func (r *Router) Generate(ctx context.Context, req *gen.Request) (<-chan gen.Eve
 	if r.closed.Load() {
 		return nil, fmt.Errorf("router: closed: %w", gen.ErrUnavailable)
 	}
-	if len(req.Prompt) == 0 || req.MaxTokens <= 0 {
-		return nil, fmt.Errorf("router: empty prompt or max_tokens %d: %w", req.MaxTokens, gen.ErrInvalid)
+	if err := CheckRequest(req); err != nil {
+		return nil, err
 	}
 	if err := r.Healthy(); err != nil {
 		r.metrics.requests.Inc()
@@ -742,9 +742,9 @@ func (rl *relay) run() result {
 		case <-rl.ctx.Done():
 			return rl.gone()
 		case <-rl.pDown:
-			return rl.fail(rl.p, leg{err: fmt.Errorf("router: prefill %s became unhealthy: %w", rl.p.name, gen.ErrUnavailable), transport: true})
+			return rl.fail(rl.p, leg{err: UnhealthyError(rl.p.role, rl.p.name), transport: true})
 		case <-rl.dDown:
-			return rl.fail(rl.d, leg{err: fmt.Errorf("router: decode %s became unhealthy: %w", rl.d.name, gen.ErrUnavailable), transport: true})
+			return rl.fail(rl.d, leg{err: UnhealthyError(rl.d.role, rl.d.name), transport: true})
 		case l := <-rl.prefillDone:
 			if res, over := rl.prefillEnded(l); over {
 				return res
