@@ -2,7 +2,13 @@
 // virtual clock (`harness run --sim`). Nothing here has a second copy of the serving
 // decisions: the workers are the real server/scheduler state machines and the router's
 // choices come from server/router's pure functions; the simulator replaces only the
-// drivers — goroutines, sockets and the wall clock become one event queue (Loop).
+// drivers — goroutines, sockets and the wall clock become one event queue (Loop). The
+// drivers' own rules are the real packages' too: router.Health (health tracking),
+// server/engine/rules.go (bootstrap retry, request aging, throughput, StatGauges),
+// server/kvtransfer/room.go (room step bounds, tombstones), chaos/schedule.go and
+// chaos/client_rules.go (fault timeline, verify bound, client_disconnect), and
+// harness/judge (leak verdict, self-check, server_debug reports). sim never imports the
+// runner (pdsoak/harness).
 //
 // Two halves meet at the Server interface (server.go):
 //
