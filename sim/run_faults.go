@@ -21,10 +21,6 @@ import (
 // queue_saturation and kv_pool_exhaustion) are the chaos package's own faults acting on
 // the simulated client through a chaos.Env.
 
-// clientFaults are the fault types the harness side simulates itself: the ones whose
-// chaos fault acts through Env.Load (extra client load) or Env.Disconnect.
-var clientFaults = map[string]bool{"client_disconnect": true, "queue_saturation": true, "kv_pool_exhaustion": true}
-
 type faultEntry struct {
 	spec   scenarios.Fault
 	fault  chaos.Fault // every fault's params are checked by chaos; client faults run it
@@ -49,7 +45,7 @@ func (r *runner) prepareFaults() error {
 			errs = append(errs, fmt.Errorf("sim: faults: %w", err))
 			continue
 		}
-		e := &faultEntry{spec: s, fault: f, client: clientFaults[s.Type]}
+		e := &faultEntry{spec: s, fault: f, client: IsClientSide(s)} // acts through Env.Load or Env.Disconnect
 		if !e.client {
 			if err := r.srv.CanModel(s); err != nil {
 				if !errors.Is(err, ErrNotModelled) {
