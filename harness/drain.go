@@ -79,31 +79,16 @@ func sampler(ctx context.Context, s scraper, srcs []target.Source, led *ledger.W
 				}
 				continue
 			}
-			m := map[string]float64{}
-			for name, x := range v {
-				if judge.IsSampleGauge(name) {
-					m[name] = x
-				}
-			}
-			led.Emit(ledger.Event{Type: ledger.EventSample, Source: srcs[i].Process, Metrics: m})
+			led.Emit(judge.SampleEvent(srcs[i].Process, v))
 		}
 	}
 }
 
-// leakResult is the outcome of the leak check. skipped means not evaluated: the
-// check could not tell, and passed means nothing.
-type leakResult struct {
-	passed   bool
-	skipped  bool
-	residual map[string]float64 // "process/gauge" -> value, nonzero gauges only
-	detail   string
-}
-
 // leakCheck scrapes every source until all leak gauges read 0 or bound passes, each
 // round judged by judge.JudgeLeaks (through judge.LeakRound).
-func leakCheck(ctx context.Context, s scraper, srcs []target.Source, bound, poll time.Duration) leakResult {
+func leakCheck(ctx context.Context, s scraper, srcs []target.Source, bound, poll time.Duration) judge.LeakVerdict {
 	if len(srcs) == 0 {
-		return leakResult{skipped: true, detail: "not evaluated: the target has no metrics endpoint"}
+		return judge.LeakVerdict{Detail: judge.LeakNoMetrics}
 	}
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, bound)
@@ -116,13 +101,12 @@ func leakCheck(ctx context.Context, s scraper, srcs []target.Source, bound, poll
 	for {
 		vals, errs := s.scrapeAll(ctx, srcs)
 		v := round.Update(vals, errs, time.Since(start))
-		res := leakResult{passed: v.Passed, skipped: !v.Evaluated, residual: v.Residual, detail: v.Detail}
-		if res.passed {
-			return res
+		if v.Passed {
+			return v
 		}
 		select {
 		case <-ctx.Done():
-			return res
+			return v
 		case <-time.After(poll):
 		}
 	}

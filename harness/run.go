@@ -485,10 +485,7 @@ func (r *runner) runLoad(ctx context.Context) *loadRun {
 // drain lets in-flight requests run to their own deadlines within the drain bound (a
 // brief one after Ctrl-C), then cancels whatever is left and waits, bounded, for it.
 func (r *runner) drain(ctx context.Context, ld *loadRun, cancelReqs context.CancelFunc) {
-	bound := r.sc.Drain.Timeout.D()
-	if ctx.Err() != nil {
-		bound = r.opts.CancelDrain
-	}
+	bound := judge.DrainBound(r.sc.Drain.Timeout.D(), r.opts.CancelDrain, ctx.Err() != nil)
 	start := time.Now()
 	drained := waitFor(ld.done, bound)
 	left := r.exec.inflight.Load()
@@ -496,14 +493,7 @@ func (r *runner) drain(ctx context.Context, ld *loadRun, cancelReqs context.Canc
 		cancelReqs()
 		waitFor(ld.done, r.opts.ResolveAfterCancel)
 	}
-	detail := fmt.Sprintf("all requests resolved %v after load stopped", time.Since(start).Round(time.Millisecond))
-	if !drained {
-		detail = fmt.Sprintf("%d requests still in flight after %v; cancelled", left, bound)
-	}
-	if ctx.Err() != nil {
-		detail = "interrupted: " + detail
-	}
-	r.led.Emit(ledger.Event{Type: ledger.EventDrain, InFlight: int(left), Passed: ledger.Bool(drained), Detail: detail})
+	r.led.Emit(judge.DrainEvent(drained, int(left), time.Since(start), bound, ctx.Err() != nil))
 }
 
 // stopFaults makes the fault runner revert everything and waits (bounded) for it. A
@@ -529,27 +519,21 @@ func (r *runner) stopFaults(ctx context.Context, ld *loadRun) error {
 // never answered) has no Passed: it is neither a pass nor a fail.
 func (r *runner) checkLeaks(ctx context.Context) {
 	// Started lets reports judge a merged run: was any other shard still sending then?
-	ev := ledger.Event{Type: ledger.EventLeakCheck, Started: new(time.Now())}
+	started := time.Now()
 	if ctx.Err() != nil {
 		// The user wants out: no waiting for gauges.
-		ev.Detail = "not evaluated: the run was interrupted"
-		r.led.Emit(ev)
+		r.led.Emit(judge.LeakCheckEvent(started, judge.LeakVerdict{Detail: judge.LeakInterrupted}))
 		return
 	}
-	lr := leakCheck(ctx, r.scr, r.tgt.MetricsSources(), r.sc.Drain.LeakTimeout.D(), r.opts.LeakPollInterval)
-	ev.Detail, ev.Metrics = lr.detail, lr.residual
-	if !lr.skipped {
-		ev.Passed = ledger.Bool(lr.passed)
-	}
-	r.led.Emit(ev)
+	v := leakCheck(ctx, r.scr, r.tgt.MetricsSources(), r.sc.Drain.LeakTimeout.D(), r.opts.LeakPollInterval)
+	r.led.Emit(judge.LeakCheckEvent(started, v))
 }
 
 // selfCheck writes self_check: was the harness on time? A late harness makes the run
 // invalid (ErrInfrastructure).
 func (r *runner) selfCheck() error {
 	scr := r.lag.Result(r.sc.SelfCheck.MaxLag.D())
-	r.led.Emit(ledger.Event{Type: ledger.EventSelfCheck, Passed: ledger.Bool(scr.Passed),
-		LagP99: max(scr.SendP99, scr.TickP99).Seconds(), LagMax: max(scr.SendMax, scr.TickMax).Seconds(), Detail: scr.Detail()})
+	r.led.Emit(scr.Event())
 	if !scr.Passed {
 		return fmt.Errorf("harness: self-check: %s: %w", scr.Detail(), ErrInfrastructure)
 	}
