@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"pdsoak/server/failpoint"
-	"pdsoak/server/gen"
 	"pdsoak/server/kvtransfer"
 	"pdsoak/server/scheduler"
 )
@@ -242,7 +241,7 @@ func (k *kvSide) decodeFailed(room uint64, reason string) {
 		k.sent(room, fmt.Errorf("room %d: %w", room, fmt.Errorf("%w: room %d: decode: %s", kvtransfer.ErrPeer, room, reason)))
 		return
 	}
-	k.sent(room, fmt.Errorf("cli: decode abandoned room %d: %s: %w", room, reason, gen.ErrTransfer))
+	k.sent(room, kvtransfer.AbandonedError(room, "decode: "+reason))
 }
 
 // failDown (prefill) FAILs a room to decode.
@@ -443,7 +442,7 @@ func (k *kvSide) connLost(kc *kvConn, err error) {
 		if g.sending {
 			k.sent(room, fmt.Errorf("room %d: %w: decode %s: %v", room, kvtransfer.ErrConnection, kc.d.name, err))
 		} else {
-			k.sent(room, fmt.Errorf("cli: decode abandoned room %d: connection lost: %w", room, gen.ErrTransfer))
+			k.sent(room, kvtransfer.AbandonedError(room, err.Error()))
 		}
 	}
 }

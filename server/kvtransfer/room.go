@@ -3,6 +3,8 @@ package kvtransfer
 import (
 	"fmt"
 	"time"
+
+	"pdsoak/server/gen"
 )
 
 // The room lifecycle's rules, shared by the Receiver and Sender and by the simulator's
@@ -59,6 +61,13 @@ func (t *Tombstones) Add(room uint64, reason string) {
 func (t *Tombstones) Failed(room uint64) (reason string, ok bool) {
 	reason, ok = t.reason[room]
 	return reason, ok
+}
+
+// AbandonedError is what prefill's scheduler is told when decode abandons a registered
+// room that no Send carries yet (a FAIL from decode, or the connection lost), with the
+// reason the sender gives WithOnAbort.
+func AbandonedError(room uint64, reason string) error {
+	return fmt.Errorf("kvtransfer: decode abandoned room %d: %s: %w", room, reason, gen.ErrTransfer)
 }
 
 // RefusedRegisterReason is the FAIL reason of a REGISTER for a room the sender failed.
