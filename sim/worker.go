@@ -348,18 +348,10 @@ func (w *worker) fire(point string) *failpoint.Term {
 func (w *worker) apply(now time.Time, rd scheduler.Ready) {
 	for _, c := range rd.Cancels {
 		w.kv.cancel(c.Room)
-		for i, tr := range w.pendingBoot {
-			if tr.Room == c.Room {
-				w.pendingBoot = append(w.pendingBoot[:i], w.pendingBoot[i+1:]...)
-				break
-			}
-		}
 	}
-	for _, tr := range rd.Transfers {
-		if w.spec.Engine.Bug(scheduler.BugBootstrapRetryEveryStep) {
-			w.pendingBoot = append(w.pendingBoot, tr) // retryBootstrap starts it
-			continue
-		}
+	var start []scheduler.Transfer
+	w.pendingBoot, start = engine.PendBootstraps(w.pendingBoot, &rd, w.spec.Engine.Bug(scheduler.BugBootstrapRetryEveryStep))
+	for _, tr := range start {
 		w.kv.startReceive(tr)
 	}
 	for _, s := range rd.Sends {

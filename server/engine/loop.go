@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"time"
 
 	"pdsoak/server/failpoint"
@@ -208,13 +207,10 @@ func (e *Engine) apply(now time.Time, rd scheduler.Ready) {
 	// Cancels first: a transfer must stop touching pages before they are reused.
 	for _, c := range rd.Cancels {
 		e.xfer.Cancel(c.Room)
-		e.dropPendingBoot(c.Room)
 	}
-	for _, t := range rd.Transfers {
-		if e.cfg.Bug(scheduler.BugBootstrapRetryEveryStep) {
-			e.pendingBoot = append(e.pendingBoot, t) // retryBootstrap starts it
-			continue
-		}
+	var start []scheduler.Transfer
+	e.pendingBoot, start = PendBootstraps(e.pendingBoot, &rd, e.cfg.Bug(scheduler.BugBootstrapRetryEveryStep))
+	for _, t := range start {
 		e.xfer.StartReceive(t.Room, t.Addr, t.Pages, t.NumTokens)
 	}
 	for _, s := range rd.Sends {
@@ -492,7 +488,3 @@ func dialable(addr string) bool {
 	return false
 }
 
-// dropPendingBoot forgets a pending transfer of room (its request ended).
-func (e *Engine) dropPendingBoot(room uint64) {
-	e.pendingBoot = slices.DeleteFunc(e.pendingBoot, func(t scheduler.Transfer) bool { return t.Room == room })
-}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"pdsoak/server/failpoint"
@@ -26,6 +27,22 @@ const (
 // whose dials are refused at once (process down, port closed): the pauses between the
 // attempts.
 const RefusedBootstrapCost = (BootRetryAttempts - 1) * BootRetryPause
+
+// PendBootstraps applies a plan's cancels and new transfers to the transfers waiting
+// for their bootstrap server: cancelled rooms leave pending; under
+// BugBootstrapRetryEveryStep (retryEveryStep) new transfers join it, to be started by
+// RetryBootstrap, else they start at once (start). The driver cancels rd's rooms first:
+// a transfer must stop touching pages before they are reused.
+func PendBootstraps(pending []scheduler.Transfer, rd *scheduler.Ready, retryEveryStep bool) (keep, start []scheduler.Transfer) {
+	keep = pending
+	for _, c := range rd.Cancels {
+		keep = slices.DeleteFunc(keep, func(t scheduler.Transfer) bool { return t.Room == c.Room })
+	}
+	if retryEveryStep {
+		return append(keep, rd.Transfers...), nil
+	}
+	return keep, rd.Transfers
+}
 
 // RetryBootstrap is one round of BugBootstrapRetryEveryStep (sgl-project/sglang PRs
 // #19900 and #20785): reachable is asked once per bootstrap address, in the order of

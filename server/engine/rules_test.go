@@ -60,3 +60,14 @@ func TestThroughput(t *testing.T) {
 	assert.True(t, ok)
 	assert.InDelta(t, 20.0, rate, 1e-9, "40 tokens in 2s")
 }
+
+func TestPendBootstraps(t *testing.T) {
+	pending := []scheduler.Transfer{{Room: 1}, {Room: 2}}
+	rd := &scheduler.Ready{Cancels: []scheduler.Cancel{{Room: 1}}, Transfers: []scheduler.Transfer{{Room: 3}}}
+	keep, start := PendBootstraps(append([]scheduler.Transfer(nil), pending...), rd, true)
+	assert.Equal(t, []scheduler.Transfer{{Room: 2}, {Room: 3}}, keep, "the bug: new transfers wait for a dial")
+	assert.Empty(t, start)
+	keep, start = PendBootstraps(append([]scheduler.Transfer(nil), pending...), rd, false)
+	assert.Equal(t, []scheduler.Transfer{{Room: 2}}, keep, "a cancelled room leaves pending")
+	assert.Equal(t, []scheduler.Transfer{{Room: 3}}, start)
+}
