@@ -159,10 +159,10 @@ func (k *kvSide) register(kc *kvConn, room uint64, dest []int32, numTokens int) 
 		case t.Action == failpoint.ActSleep:
 			w.t.loop.After(t.Sleep, again)
 			return
-		case t.Action == failpoint.ActReturn && t.Arg == "drop":
+		case t.Action == failpoint.ActReturn && t.Arg == kvtransfer.HookDrop:
 			kc.c.breakNow(fmt.Errorf("%w: dropped by hook %s", kvtransfer.ErrConnection, kvtransfer.HookBootstrap))
 			return
-		case t.Action == failpoint.ActReturn && t.Arg == "fail":
+		case t.Action == failpoint.ActReturn && t.Arg == kvtransfer.HookFail:
 			k.failDown(kc, room, "refused by hook "+kvtransfer.HookBootstrap)
 			return
 		}
@@ -374,10 +374,10 @@ func (k *kvSide) startSend(s scheduler.Send) {
 					})
 				})
 				return
-			case t.Action == failpoint.ActReturn && t.Arg == "drop":
+			case t.Action == failpoint.ActReturn && t.Arg == kvtransfer.HookDrop:
 				kc.c.breakNow(fmt.Errorf("%w: room %d: dropped by hook %s", kvtransfer.ErrConnection, s.Room, kvtransfer.HookSendFrame))
 				return
-			case t.Action == failpoint.ActReturn && t.Arg == "corrupt":
+			case t.Action == failpoint.ActReturn && t.Arg == kvtransfer.HookCorrupt:
 				b := frames[i].body
 				if len(b) > 0 {
 					b[len(b)/2] ^= 0xff // after the CRC was computed

@@ -209,7 +209,7 @@ func (s *Sender) readLoop(l *link) error {
 // faults return an error (which closes the connection).
 func (s *Sender) onRegister(l *link, room uint64, body []byte) error {
 	arg, herr := s.cfg.eval(s.ctx, HookBootstrap)
-	if arg == "drop" {
+	if arg == HookDrop {
 		return fmt.Errorf("%w: dropped by hook %s", ErrConnection, HookBootstrap)
 	}
 	refuse := func(reason string) error {
@@ -217,7 +217,7 @@ func (s *Sender) onRegister(l *link, room uint64, body []byte) error {
 		l.enqueue(MsgFail, room, []byte(clipReason(reason)))
 		return nil
 	}
-	if herr != nil || arg == "fail" {
+	if herr != nil || arg == HookFail {
 		reason := fmt.Sprintf("bootstrap refused by hook %s: %v %s", HookBootstrap, herr, arg)
 		s.Fail(room, reason) // a Send waiting for this room fails now
 		return refuse(reason)
@@ -425,12 +425,12 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 				}
 				return fail(fmt.Errorf("%w: room %d: hook %s: %w", ErrConnection, r.room, HookSendFrame, err))
 			}
-			if arg == "drop" {
+			if arg == HookDrop {
 				err := fmt.Errorf("%w: room %d: dropped by hook %s", ErrConnection, r.room, HookSendFrame)
 				l.kill(err)
 				return err
 			}
-			if err := l.writeFrame(r.room, e, payload, arg == "corrupt"); err != nil {
+			if err := l.writeFrame(r.room, e, payload, arg == HookCorrupt); err != nil {
 				return fmt.Errorf("room %d: %w", r.room, err)
 			}
 			*bytes += int64(n)
