@@ -487,4 +487,3 @@ func dialable(addr string) bool {
 	}
 	return false
 }
-
