@@ -1,6 +1,9 @@
 package chaos
 
-import "pdsoak/scenarios"
+import (
+	"pdsoak/metricnames"
+	"pdsoak/scenarios"
+)
 
 // kv_pool_exhaustion sends a burst of long prompts with long completions so that the KV
 // pool of the target (decode) runs out — the incident's trigger, without waiting for
@@ -28,7 +31,7 @@ func init() {
 				return nil, err
 			}
 			return &burstFault{base: b, burst: burst, usage: usage, gauges: []string{
-				"sglang:num_decode_prealloc_queue_reqs", "sglang:num_retracted_reqs",
+				metricnames.DecodePrealloc, metricnames.Retracted,
 			}}, nil
 		},
 	})

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"pdsoak/metricnames"
 )
 
 // burstFault starts a load burst through the Env and proves it by the burst's statistics
@@ -50,8 +52,8 @@ func (f *burstFault) Verify(ctx context.Context, env Env) error {
 		if err != nil {
 			continue // a workload target or no metrics: other evidence must do
 		}
-		if f.usage > 0 && samples["sglang:token_usage"] >= f.usage {
-			seen = append(seen, fmt.Sprintf("%s sglang:token_usage=%.2f", m, samples["sglang:token_usage"]))
+		if u := samples[metricnames.TokenUsage]; f.usage > 0 && u >= f.usage {
+			seen = append(seen, fmt.Sprintf("%s %s=%.2f", m, metricnames.TokenUsage, u))
 		}
 		for _, g := range f.gauges {
 			if samples[g] > 0 {

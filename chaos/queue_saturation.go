@@ -1,6 +1,9 @@
 package chaos
 
-import "pdsoak/scenarios"
+import (
+	"pdsoak/metricnames"
+	"pdsoak/scenarios"
+)
 
 // queue_saturation sends a burst of concurrent requests to fill the queues. Strict
 // semantics must refuse the excess at admission (429/503 with Retry-After); sglang
@@ -25,8 +28,7 @@ func init() {
 				return nil, err
 			}
 			return &burstFault{base: b, burst: burst, sentIsEnough: true, gauges: []string{
-				"sglang:num_queue_reqs", "sglang:num_decode_prealloc_queue_reqs",
-				"sglang:num_decode_transfer_queue_reqs", "sglang:num_prefill_prealloc_queue_reqs",
+				metricnames.Queue, metricnames.DecodePrealloc, metricnames.DecodeTransfer, metricnames.PrefillBootstrap,
 			}}, nil
 		},
 	})

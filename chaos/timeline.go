@@ -128,29 +128,14 @@ func NewTimeline(specs []scenarios.Fault, opts ...TimelineOption) (*Timeline, er
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	type keyed struct {
-		Step
-		idx int
-	}
-	var ks []keyed
+	named := make([]scenarios.Fault, len(t.entries))
 	for i, e := range t.entries {
-		ks = append(ks, keyed{Step{At: e.spec.At.D(), Kind: StepApply, Fault: e.spec}, i})
-		if e.spec.For > 0 {
-			ks = append(ks, keyed{Step{At: e.spec.At.D() + e.spec.For.D(), Kind: StepRevert, Fault: e.spec}, i})
-		}
+		named[i] = e.spec
 	}
-	sort.SliceStable(ks, func(i, j int) bool {
-		if ks[i].At != ks[j].At {
-			return ks[i].At < ks[j].At
-		}
-		if ks[i].Kind != ks[j].Kind {
-			return ks[i].Kind == StepRevert
-		}
-		return ks[i].idx < ks[j].idx
-	})
+	ks := Schedule(named)
 	for i, k := range ks {
 		t.steps = append(t.steps, k.Step)
-		ps := planStep{Step: k.Step, entry: k.idx}
+		ps := planStep{Step: k.Step, entry: k.Index}
 		for j := i - 1; j >= 0 && ks[j].At == k.At; j-- {
 			ps.after = append(ps.after, j)
 		}
@@ -252,7 +237,7 @@ func (t *Timeline) runEntry(ctx context.Context, env Env, start time.Time, idx i
 		}
 		return err
 	}
-	if err := t.verify(ctx, env, e, start, revert >= 0); err != nil {
+	if err := t.verify(ctx, env, e, start); err != nil {
 		if aborted() {
 			return nil
 		}
@@ -297,8 +282,9 @@ func (t *Timeline) waitStep(ctx context.Context, start time.Time, i int, done []
 }
 
 func (t *Timeline) event(typ ledger.EventType, e *entry) ledger.Event {
-	return ledger.Event{Time: t.opt.now(), Type: typ, Fault: e.spec.Name, FaultType: e.spec.Type,
-		Target: e.spec.Target, Params: e.spec.Params}
+	ev := FaultEvent(typ, e.spec)
+	ev.Time = t.opt.now()
+	return ev
 }
 
 func (t *Timeline) logger(e *entry) *slog.Logger {
@@ -324,7 +310,7 @@ func (t *Timeline) apply(ctx context.Context, env Env, e *entry) error {
 		ev.Passed, ev.Error = ledger.Bool(false), err.Error()
 		ev.Detail = "apply failed"
 		env.Emit(ev)
-		return fmt.Errorf("%w: %s: %w", ErrApply, e.spec.Name, err)
+		return ApplyFailedError(e.spec.Name, err)
 	}
 	log.Info("fault applied")
 	env.Emit(start)
@@ -334,19 +320,12 @@ func (t *Timeline) apply(ctx context.Context, env Env, e *entry) error {
 // verify polls Verify until it succeeds, the verify timeout passes, the fault is due
 // to be reverted (when timed) or ctx ends, and emits fault_verified. Each Verify call
 // holds the fault's call lock, never the whole verification.
-func (t *Timeline) verify(ctx context.Context, env Env, e *entry, start time.Time, timed bool) error {
+func (t *Timeline) verify(ctx context.Context, env Env, e *entry, start time.Time) error {
 	log := t.logger(e)
-	vctx, cancel := context.WithTimeout(ctx, t.opt.verifyTimeout)
+	deadline, why := VerifyBound(e.spec, start, time.Now(), t.opt.verifyTimeout)
+	vctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	dueAt := start.Add(e.spec.At.D() + e.spec.For.D())
-	var errDue error
-	if timed {
-		errDue = fmt.Errorf("chaos: %s due to be reverted", e.spec.Name)
-		var cancelDue context.CancelFunc
-		vctx, cancelDue = context.WithDeadlineCause(vctx, dueAt, errDue)
-		defer cancelDue()
-	}
-	interval := 20 * time.Millisecond
+	interval := VerifyFirstInterval
 	var last error
 	for {
 		e.call.Lock()
@@ -366,7 +345,7 @@ func (t *Timeline) verify(ctx context.Context, env Env, e *entry, start time.Tim
 		select {
 		case <-vctx.Done():
 		case <-tm.C:
-			interval = min(2*interval, 500*time.Millisecond)
+			interval = NextVerifyInterval(interval)
 			continue
 		}
 		tm.Stop()
@@ -374,19 +353,16 @@ func (t *Timeline) verify(ctx context.Context, env Env, e *entry, start time.Tim
 	}
 	ev := t.event(ledger.EventFaultVerified, e)
 	if last != nil {
-		why := "within " + t.opt.verifyTimeout.String()
 		switch {
 		case errors.Is(context.Cause(ctx), errAborted):
 			why = "before the run was aborted"
 		case ctx.Err() != nil:
 			why = "before the run ended"
-		case timed && errors.Is(context.Cause(vctx), errDue):
-			why = "before its revert at " + (e.spec.At.D() + e.spec.For.D()).String()
 		}
 		log.Error("fault not verified", "err", last, "why", why)
 		ev.Passed, ev.Error, ev.Detail = ledger.Bool(false), last.Error(), "no proof "+why
 		env.Emit(ev)
-		return fmt.Errorf("%w %s: %s: %w", ErrNotVerified, why, e.spec.Name, last)
+		return NotVerifiedError(why, e.spec.Name, last)
 	}
 	ev.Passed = ledger.Bool(true)
 	if ev2, ok := e.fault.(Evidencer); ok {

@@ -19,7 +19,7 @@
 //
 //	rep, err := explore.Search(ctx, sc, explore.Options{
 //		Run: run, Runs: 1000, Parallel: 16, Seed: 1, OutDir: "out/explore",
-//		FaultTypes: chaos.FaultTypes(), ReportConfig: harness.ReportConfig,
+//		FaultTypes: chaos.FaultTypes(), ReportConfig: judge.ReportConfig,
 //	})
 //	// for i in 0..Runs-1 on Parallel workers: Draw(seed, i) -> Apply -> Render -> Parse -> Run -> judge
 //	// then for each distinct signature, its first run is shrunk:

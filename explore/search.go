@@ -52,7 +52,7 @@ type Options struct {
 	// which role a fault needs.
 	FaultFilter FaultFilter
 	// ReportConfig says how reports judges a run (the harness passes
-	// harness.ReportConfig). Default: the scenario's assertions and recovery bounds.
+	// harness/judge.ReportConfig). Default: the scenario's assertions and recovery bounds.
 	ReportConfig func(*scenarios.Scenario) reports.Config
 	// Progress, when set, gets a line per new failure signature and per shrink.
 	Progress io.Writer
@@ -332,7 +332,7 @@ func judge(path string, cfg reports.Config) (*reports.Results, [32]byte, error) 
 }
 
 // reportConfig is how reports judges a run of sc when Options.ReportConfig is not set
-// (the same fields as harness.ReportConfig).
+// (the same fields as harness/judge.ReportConfig).
 func reportConfig(sc *scenarios.Scenario) reports.Config {
 	return reports.Config{
 		Scenario: sc.Name, Seed: sc.Seed, Target: scenarios.Plan(sc).Target, Assertions: sc.Assertions,

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -26,7 +27,9 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"pdsoak/harness/client"
+	"pdsoak/harness/judge"
 	"pdsoak/harness/workload"
+	"pdsoak/internal/nearest"
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
 )
@@ -48,7 +51,7 @@ func newBenchExecutor(b testing.TB, url string, onEvent func(ledger.Event)) (*ex
 	}
 	tr := client.NewTransport(5 * time.Second)
 	c, _ := client.New(url, client.WithTransport(tr))
-	e := &executor{c: c, led: led, log: benchLog(), lag: newLagRecorder(DefaultSelfCheckTick), reqCtx: context.Background()}
+	e := &executor{c: c, led: led, log: benchLog(), lag: judge.NewLagRecorder(DefaultSelfCheckTick), reqCtx: context.Background()}
 	return e, func() { c.CloseIdleConnections(); led.Close() }
 }
 
@@ -372,7 +375,7 @@ func BenchmarkHeldStreams(b *testing.B) {
 			b.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		lag := newLagRecorder(DefaultSelfCheckTick)
+		lag := judge.NewLagRecorder(DefaultSelfCheckTick)
 		ss := &spreadSender{}
 		var clients []*client.Client
 		for _, u := range urls {
@@ -410,7 +413,7 @@ func BenchmarkHeldStreams(b *testing.B) {
 		ramp := lag.Result(0)
 
 		// The hold: every stream stays open while probes are sent on schedule.
-		holdLag := newLagRecorder(DefaultSelfCheckTick)
+		holdLag := judge.NewLagRecorder(DefaultSelfCheckTick)
 		ps := &spreadSender{}
 		for _, e := range ss.execs {
 			ps.execs = append(ps.execs, &executor{c: e.c, led: led, log: e.log, lag: holdLag, reqCtx: ctx})
@@ -507,8 +510,10 @@ func BenchmarkBurst1000(b *testing.B) {
 				valid = 1
 			}
 		}
-		p99, _ := p99max(lags)
-		lagP99 = float64(p99) / float64(time.Millisecond)
+		if len(lags) > 0 {
+			slices.Sort(lags)
+			lagP99 = float64(nearest.Rank(lags, 0.99)) / float64(time.Millisecond)
+		}
 	}
 	b.ReportMetric(ok, "ok")
 	b.ReportMetric(valid, "valid")

@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"encoding/json"
-	"hash/fnv"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 
 	"pdsoak/chaos"
 	"pdsoak/harness/client"
+	"pdsoak/harness/judge"
 	"pdsoak/harness/workload"
 	"pdsoak/ledger"
 )
@@ -23,7 +23,7 @@ type executor struct {
 	led    *ledger.Writer
 	log    *slog.Logger
 	probe  *debugProbe
-	lag    *lagRecorder
+	lag    *judge.LagRecorder
 	reqCtx context.Context
 
 	inflight atomic.Int64
@@ -32,7 +32,7 @@ type executor struct {
 	noLag map[string]bool
 
 	dmu        sync.RWMutex
-	disconnect map[string]disconnectRule // by workload name, "client" for all
+	disconnect chaos.DisconnectRules // guarded by dmu
 
 	counts [16]atomic.Int64 // indexed by outcomeIndex
 	// completed counts the requests that ended other than by a silent drop: the wedge
@@ -40,12 +40,6 @@ type executor struct {
 	completed atomic.Int64
 	// onSilentDrop, when set, is called (before the done event) for every silent drop.
 	onSilentDrop func(id string)
-}
-
-type disconnectRule struct {
-	afterTokens int
-	fraction    float64
-	stats       *chaos.LiveStats
 }
 
 var outcomeIndex = func() map[ledger.Outcome]int {
@@ -151,28 +145,11 @@ func endpointName(ep string) string {
 	return ep
 }
 
-// cancelAfter applies a client-disconnect fault: streaming requests of the targeted
-// workload are cancelled after k tokens. Which requests is decided by a hash of the
-// request id, so the choice is the same on every run with the same seed.
+// cancelAfter applies a client-disconnect fault (chaos.DisconnectRules).
 func (e *executor) cancelAfter(r *workload.Req) (int, *chaos.LiveStats) {
-	if !r.Stream {
-		return 0, nil
-	}
 	e.dmu.RLock()
 	defer e.dmu.RUnlock()
-	rule, ok := e.disconnect[r.Workload]
-	if !ok {
-		rule, ok = e.disconnect["client"]
-	}
-	if !ok || rule.afterTokens <= 0 {
-		return 0, nil
-	}
-	h := fnv.New32a()
-	h.Write([]byte(r.ID))
-	if float64(h.Sum32()%10000) >= rule.fraction*10000 {
-		return 0, nil
-	}
-	return rule.afterTokens, rule.stats
+	return e.disconnect.CancelAfter(r.Workload, r.ID, r.Stream)
 }
 
 // SetDisconnect installs (afterTokens > 0) or removes a client-disconnect rule for a
@@ -180,17 +157,7 @@ func (e *executor) cancelAfter(r *workload.Req) (int, *chaos.LiveStats) {
 func (e *executor) SetDisconnect(target string, afterTokens int, fraction float64, stats *chaos.LiveStats) {
 	e.dmu.Lock()
 	defer e.dmu.Unlock()
-	if e.disconnect == nil {
-		e.disconnect = map[string]disconnectRule{}
-	}
-	if afterTokens <= 0 {
-		delete(e.disconnect, target)
-		return
-	}
-	if fraction <= 0 || fraction > 1 {
-		fraction = 1
-	}
-	e.disconnect[target] = disconnectRule{afterTokens: afterTokens, fraction: fraction, stats: stats}
+	e.disconnect.Set(target, afterTokens, fraction, stats)
 }
 
 // reqObserver turns client progress into ledger events for one request.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -60,28 +59,16 @@ func (r *runner) chaosEnv() chaos.Env {
 	return env
 }
 
-// specFor returns the workload spec a load or client fault on target is shaped like:
-// the named workload, or the first one ("client", a process name).
-func (r *runner) specFor(target string) scenarios.Workload {
-	spec := r.sc.Workloads[0]
-	for _, w := range r.sc.Workloads {
-		if w.Name == target {
-			spec = w
-		}
-	}
-	return spec
-}
-
 // extra returns a request factory for n extra requests shaped like spec, with ids of
 // their own ("<workload>-burst<k>-<seq>") so they never collide with the workload's.
 func (r *runner) extra(spec scenarios.Workload, kind string) *workload.Common {
-	return workload.Extra(r.sc, spec, spec.Name+"-"+kind+strconv.Itoa(int(r.burstSeq.Add(1))))
+	return workload.Extra(r.sc, spec, chaos.ExtraPrefix(spec.Name, kind, int(r.burstSeq.Add(1))))
 }
 
 // load implements chaos.Env.Load: a burst of extra requests through the executor,
 // recorded in the ledger like any other, counted live for the fault's verification.
 func (r *runner) load(ctx context.Context, target string, b chaos.Burst) (chaos.Run, error) {
-	spec := r.specFor(target)
+	spec := chaos.WorkloadFor(r.sc, target)
 	if b.PromptTokens > 0 {
 		spec.PromptTokens = b.PromptTokens
 	}
@@ -98,7 +85,7 @@ func (r *runner) load(ctx context.Context, target string, b chaos.Burst) (chaos.
 // themselves after k tokens, or a rule applied to the workload's own streams.
 func (r *runner) disconnect(ctx context.Context, target string, d chaos.Disconnect) chaos.Run {
 	if d.Requests > 0 {
-		spec := r.specFor(target)
+		spec := chaos.WorkloadFor(r.sc, target)
 		spec.Stream = true
 		c := r.extra(spec, "abort")
 		return chaos.GoRun(ctx, func(ctx context.Context, st *chaos.LiveStats) {

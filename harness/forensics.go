@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"pdsoak/harness/forensics"
+	"pdsoak/harness/judge"
 	"pdsoak/harness/target"
 	"pdsoak/ledger"
 	"pdsoak/reports"
@@ -215,7 +216,7 @@ func (r *runner) failures(errs ...error) []string {
 	if err := r.led.Flush(); err != nil {
 		return append(why, err.Error())
 	}
-	res, err := reports.ComputeFile(filepath.Join(r.opts.OutDir, ledger.EventsFile), ReportConfig(r.sc))
+	res, err := reports.ComputeFile(filepath.Join(r.opts.OutDir, ledger.EventsFile), judge.ReportConfig(r.sc))
 	if err != nil {
 		return append(why, err.Error())
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"pdsoak/harness/judge"
 	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
@@ -138,7 +139,7 @@ func TestNetnsScenarios(t *testing.T) {
 			close(stop)
 			require.NoError(t, runErr)
 
-			res, err := reports.ComputeFile(filepath.Join(dir, ledger.EventsFile), ReportConfig(sc))
+			res, err := reports.ComputeFile(filepath.Join(dir, ledger.EventsFile), judge.ReportConfig(sc))
 			require.NoError(t, err)
 			assert.Equal(t, reports.VerdictPass, res.Verdict, "failed: %v", res.Failed())
 			outcomes := checkOneTerminal(t, readLedger(t, dir))

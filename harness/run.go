@@ -16,6 +16,7 @@ import (
 	"pdsoak/chaos"
 	"pdsoak/harness/client"
 	"pdsoak/harness/gpu"
+	"pdsoak/harness/judge"
 	"pdsoak/harness/target"
 	"pdsoak/harness/workload"
 	"pdsoak/ledger"
@@ -25,20 +26,20 @@ import (
 // ErrInfrastructure marks a run that could not be judged: the target could not be
 // started or reached, a fault could not be applied, or the harness itself was the
 // bottleneck. The CLI maps it to exit code 3.
-var ErrInfrastructure = errors.New("harness: infrastructure failure")
+var ErrInfrastructure = judge.ErrInfrastructure
 
 // Defaults of the Options timings, applied by Run to fields left zero.
 const (
 	// DefaultSampleInterval is how often server gauges and GPUs are sampled into the ledger.
-	DefaultSampleInterval = 2 * time.Second
+	DefaultSampleInterval = judge.DefaultSampleInterval
 	// DefaultLeakPollInterval is how often gauges are scraped while waiting for them to drain.
-	DefaultLeakPollInterval = 250 * time.Millisecond
+	DefaultLeakPollInterval = judge.DefaultLeakPollInterval
 	// DefaultScrapeTimeout bounds one metrics scrape.
 	DefaultScrapeTimeout = 2 * time.Second
 	// DefaultCancelDrain is how long in-flight requests may keep running after Ctrl-C.
-	DefaultCancelDrain = 2 * time.Second
+	DefaultCancelDrain = judge.DefaultCancelDrain
 	// DefaultResolveAfterCancel bounds the wait for cancelled requests to return.
-	DefaultResolveAfterCancel = 10 * time.Second
+	DefaultResolveAfterCancel = judge.DefaultResolveAfterCancel
 	// DefaultSelfCheckTick is the period of the self-check ticker: the harness measures
 	// how late each tick is delivered, which shows a starved scheduler (GC, CPU) even
 	// when no request happens to be due.
@@ -163,7 +164,7 @@ type runner struct {
 	// startTarget, startExecutor
 	tgt  target.Target
 	exec *executor
-	lag  *lagRecorder
+	lag  *judge.LagRecorder
 
 	// lastGPU is the latest GPU sample (nil: none yet), for the wedge detector.
 	lastGPU *atomic.Pointer[[]ledger.GPU]
@@ -398,7 +399,7 @@ func (r *runner) stopTarget(ctx context.Context) error {
 // startExecutor wires the workloads' Sender: the client, the ledger, the debug probe
 // consulted on silent drops, and the lag recorder of the self-check.
 func (r *runner) startExecutor(reqCtx context.Context, c *client.Client) {
-	r.lag = newLagRecorder(r.opts.SelfCheckTick)
+	r.lag = judge.NewLagRecorder(r.opts.SelfCheckTick)
 	r.exec = &executor{c: c, led: r.led, log: r.log,
 		probe: newDebugProbe(r.hc, r.tgt.DebugSources(), r.opts.DebugTimeout, r.log),
 		lag:   r.lag, reqCtx: reqCtx, noLag: r.noLag}
@@ -484,10 +485,7 @@ func (r *runner) runLoad(ctx context.Context) *loadRun {
 // drain lets in-flight requests run to their own deadlines within the drain bound (a
 // brief one after Ctrl-C), then cancels whatever is left and waits, bounded, for it.
 func (r *runner) drain(ctx context.Context, ld *loadRun, cancelReqs context.CancelFunc) {
-	bound := r.sc.Drain.Timeout.D()
-	if ctx.Err() != nil {
-		bound = r.opts.CancelDrain
-	}
+	bound := judge.DrainBound(r.sc.Drain.Timeout.D(), r.opts.CancelDrain, ctx.Err() != nil)
 	start := time.Now()
 	drained := waitFor(ld.done, bound)
 	left := r.exec.inflight.Load()
@@ -495,14 +493,7 @@ func (r *runner) drain(ctx context.Context, ld *loadRun, cancelReqs context.Canc
 		cancelReqs()
 		waitFor(ld.done, r.opts.ResolveAfterCancel)
 	}
-	detail := fmt.Sprintf("all requests resolved %v after load stopped", time.Since(start).Round(time.Millisecond))
-	if !drained {
-		detail = fmt.Sprintf("%d requests still in flight after %v; cancelled", left, bound)
-	}
-	if ctx.Err() != nil {
-		detail = "interrupted: " + detail
-	}
-	r.led.Emit(ledger.Event{Type: ledger.EventDrain, InFlight: int(left), Passed: ledger.Bool(drained), Detail: detail})
+	r.led.Emit(judge.DrainEvent(drained, int(left), time.Since(start), bound, ctx.Err() != nil))
 }
 
 // stopFaults makes the fault runner revert everything and waits (bounded) for it. A
@@ -528,27 +519,21 @@ func (r *runner) stopFaults(ctx context.Context, ld *loadRun) error {
 // never answered) has no Passed: it is neither a pass nor a fail.
 func (r *runner) checkLeaks(ctx context.Context) {
 	// Started lets reports judge a merged run: was any other shard still sending then?
-	ev := ledger.Event{Type: ledger.EventLeakCheck, Started: new(time.Now())}
+	started := time.Now()
 	if ctx.Err() != nil {
 		// The user wants out: no waiting for gauges.
-		ev.Detail = "not evaluated: the run was interrupted"
-		r.led.Emit(ev)
+		r.led.Emit(judge.LeakCheckEvent(started, judge.LeakVerdict{Detail: judge.LeakInterrupted}))
 		return
 	}
-	lr := leakCheck(ctx, r.scr, r.tgt.MetricsSources(), r.sc.Drain.LeakTimeout.D(), r.opts.LeakPollInterval)
-	ev.Detail, ev.Metrics = lr.detail, lr.residual
-	if !lr.skipped {
-		ev.Passed = ledger.Bool(lr.passed)
-	}
-	r.led.Emit(ev)
+	v := leakCheck(ctx, r.scr, r.tgt.MetricsSources(), r.sc.Drain.LeakTimeout.D(), r.opts.LeakPollInterval)
+	r.led.Emit(judge.LeakCheckEvent(started, v))
 }
 
 // selfCheck writes self_check: was the harness on time? A late harness makes the run
 // invalid (ErrInfrastructure).
 func (r *runner) selfCheck() error {
 	scr := r.lag.Result(r.sc.SelfCheck.MaxLag.D())
-	r.led.Emit(ledger.Event{Type: ledger.EventSelfCheck, Passed: ledger.Bool(scr.Passed),
-		LagP99: max(scr.SendP99, scr.TickP99).Seconds(), LagMax: max(scr.SendMax, scr.TickMax).Seconds(), Detail: scr.Detail()})
+	r.led.Emit(scr.Event())
 	if !scr.Passed {
 		return fmt.Errorf("harness: self-check: %s: %w", scr.Detail(), ErrInfrastructure)
 	}

@@ -22,7 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"pdsoak/chaos"
-	"pdsoak/harness/target"
+	"pdsoak/harness/judge"
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
 )
@@ -292,7 +292,7 @@ func TestEveryRequestHasExactlyOneOutcome(t *testing.T) {
 		if !ev.Outcome.SilentDrop() {
 			continue
 		}
-		var rep DebugReport
+		var rep judge.DebugReport
 		require.NoError(t, json.Unmarshal(ev.ServerDebug, &rep), "%s: server_debug %q", ev.RequestID, ev.ServerDebug)
 		if strings.Contains(rep.Where, "hanging") {
 			found++
@@ -596,43 +596,6 @@ func TestBadFaultSpecIsTheScenarios(t *testing.T) {
 	err := Run(context.Background(), sc, Options{OutDir: t.TempDir()})
 	require.ErrorIs(t, err, chaos.ErrUnknownType)
 	assert.NotErrorIs(t, err, ErrInfrastructure)
-}
-
-// A leak check judges what each source said last: a pass needs every source to answer
-// with every gauge at 0; a gauge above 0 is a fail; anything it cannot tell is not
-// evaluated.
-func TestLeakStateJudge(t *testing.T) {
-	srcs := []target.Source{{Process: "router"}, {Process: "decode-0"}}
-	down := errors.New("connection refused")
-	zero := map[string]float64{"sglang:num_running_reqs": 0}
-	one := map[string]float64{"sglang:num_running_reqs": 1}
-	tests := []struct {
-		name    string
-		gauges  []map[string]float64
-		errs    []error
-		passed  bool
-		skipped bool
-		detail  string
-	}{
-		{"all zero", []map[string]float64{zero, zero}, []error{nil, nil}, true, false, "running and queued gauges at 0"},
-		{"one leak", []map[string]float64{zero, one}, []error{nil, nil}, false, false, "not drained after 1s: decode-0/sglang:num_running_reqs = 1"},
-		{"leak seen, then silence", []map[string]float64{zero, one}, []error{nil, down}, false, false, "decode-0 stopped answering"},
-		{"one never answered", []map[string]float64{zero, nil}, []error{nil, down}, false, true, "not evaluated: after 1s, decode-0 never answered (connection refused)"},
-		{"zero seen, then silence", []map[string]float64{zero, zero}, []error{nil, down}, false, true, "not evaluated: after 1s, decode-0 stopped answering"},
-		{"no leak gauges", []map[string]float64{{}, {}}, []error{nil, nil}, false, true, "not evaluated: after 1s, no running/queued gauge"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			st := leakState{srcs: srcs, gauges: tt.gauges, errs: tt.errs}
-			res := st.judge(time.Second)
-			assert.Equal(t, tt.passed, res.passed)
-			assert.Equal(t, tt.skipped, res.skipped)
-			assert.Contains(t, res.detail, tt.detail)
-			if res.skipped || res.passed {
-				assert.Empty(t, res.residual)
-			}
-		})
-	}
 }
 
 func TestOptionsDefaults(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"pdsoak/internal/nearest"
 	"pdsoak/ledger"
 	"sort"
 	"strings"
@@ -477,7 +478,7 @@ func (b *Builder) assertions() []Assertion {
 		a, err := ParseAssertion(s)
 		if err != nil {
 			// Scenarios validate assertions before a run; a bad one cannot be evaluated.
-			a = Assertion{Raw: s, Name: s, Op: "invalid: " + strings.TrimPrefix(err.Error(), "reports: ")}
+			a = Assertion{Raw: s, Name: s, Op: "invalid: " + strings.TrimPrefix(err.Error(), "assertion: ")}
 		}
 		out = append(out, a)
 	}
@@ -523,7 +524,7 @@ func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 		return b.recoveryVerdict(r.Faults)
 	case a.Consistent():
 		return b.consistency(a.Prefix)
-	case latencyFuncs[a.Func]:
+	case a.Latency():
 		p := map[string]Percentiles{"ttft": r.TTFT, "itl": r.ITL, "e2e": r.E2E}[a.Arg]
 		if p.Count == 0 {
 			return StateNotEvaluated, fmt.Sprintf("no %s samples", a.Arg)
@@ -745,10 +746,7 @@ func percentiles(xs []float64) Percentiles {
 	for _, x := range s {
 		sum += x
 	}
-	rank := func(p float64) float64 {
-		i := int(math.Ceil(p*float64(len(s)))) - 1
-		return s[max(0, min(i, len(s)-1))]
-	}
+	rank := func(p float64) float64 { return nearest.Rank(s, p) }
 	return Percentiles{
 		Count: len(s),
 		P50:   round(rank(0.50)),

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+
+	"pdsoak/internal/nearest"
 )
 
 // Bootstrap settings for compare. The resamples are seeded, so a comparison of the same
@@ -25,8 +27,7 @@ type Interval struct {
 
 // quantile is the nearest-rank q-quantile of sorted xs (the rule percentiles uses).
 func quantile(sorted []float64, q float64) float64 {
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
+	return nearest.Rank(sorted, q)
 }
 
 // BootstrapRelDiff is the percentile-bootstrap confidence interval (at level, e.g. 0.95)

@@ -2,6 +2,7 @@ package reports
 
 import (
 	"math"
+	"pdsoak/internal/nearest"
 	"pdsoak/ledger"
 	"sort"
 	"strconv"
@@ -334,8 +335,7 @@ func windowPercentiles(bins [][]float64, mid func(int) float64) []Series {
 		}
 		sort.Float64s(xs)
 		for k, q := range qs {
-			i := max(0, min(len(xs)-1, int(math.Ceil(q.q*float64(len(xs))))-1))
-			out[k].Points = append(out[k].Points, Point{mid(j), round(xs[i])})
+			out[k].Points = append(out[k].Points, Point{mid(j), round(nearest.Rank(xs, q.q))})
 		}
 	}
 	return out

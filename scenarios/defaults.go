@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"pdsoak/reports"
+	"pdsoak/assertion"
 )
 
 // Exported defaults, applied by ApplyDefaults.
@@ -197,12 +197,12 @@ func (sc *Scenario) assertionDefaults() {
 	if sc.Assertions != nil || sc.IsSet("assertions") {
 		return
 	}
-	sc.Assertions = []string{reports.AssertNoSilentDrops, reports.AssertValidResponses}
+	sc.Assertions = []string{assertion.AssertNoSilentDrops, assertion.AssertValidResponses}
 	if sc.HasMetrics() {
-		sc.Assertions = append(sc.Assertions, reports.AssertNoLeaks)
+		sc.Assertions = append(sc.Assertions, assertion.AssertNoLeaks)
 	}
 	if len(sc.Faults) > 0 {
-		sc.Assertions = append(sc.Assertions, reports.AssertRecovery)
+		sc.Assertions = append(sc.Assertions, assertion.AssertRecovery)
 	}
 }
 

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"pdsoak/reports"
+	"pdsoak/assertion"
+	"pdsoak/kernels"
+	"pdsoak/server/scheduler"
 	"pdsoak/suggest"
 )
 
@@ -298,8 +300,8 @@ func (v *validator) checkReference() {
 	if ref.Prefill > 16 || ref.Decode > 16 {
 		v.add("reference", "at most 16 prefill and 16 decode workers")
 	}
-	v.oneOf("reference.backend", ref.Backend, "tinyref", "simtime", "paced")
-	v.oneOf("reference.semantics", ref.Semantics, "strict", "sglang")
+	v.oneOf("reference.backend", ref.Backend, kernels.Backends()...)
+	v.oneOf("reference.semantics", ref.Semantics, scheduler.SemanticsNames()...)
 	if ref.StartTimeout < 0 {
 		v.add("reference.start_timeout", "must be ≥ 0")
 	}
@@ -375,9 +377,9 @@ func (v *validator) checkAssertions() {
 	seen := map[string]bool{}
 	for i, a := range sc.Assertions {
 		p := fmt.Sprintf("assertions[%d]", i)
-		pa, err := reports.ParseAssertion(a)
+		pa, err := assertion.ParseAssertion(a)
 		if err != nil {
-			v.add(p, "%s", strings.TrimPrefix(err.Error(), "reports: "))
+			v.add(p, "%s", strings.TrimPrefix(err.Error(), "assertion: "))
 			continue
 		}
 		if seen[pa.Name] {
@@ -387,11 +389,11 @@ func (v *validator) checkAssertions() {
 		switch {
 		case pa.Consistent() && !sc.hasProbe():
 			v.add(p, "%s cannot be evaluated: no workload of type probe sends the probe prompts; add one, or remove it", pa.Name)
-		case pa.Name == reports.AssertNoLeaks && !sc.HasMetrics():
+		case pa.Name == assertion.AssertNoLeaks && !sc.HasMetrics():
 			v.add(p, "no_leaks cannot be evaluated: an external target has no metrics endpoint unless target.metrics_url (or --metrics-url) names one; set it, or remove no_leaks")
-		case pa.Name == reports.AssertRecovery && len(sc.specFaults()) == 0:
+		case pa.Name == assertion.AssertRecovery && len(sc.specFaults()) == 0:
 			v.add(p, "recovery cannot be evaluated: the scenario injects no fault; add a fault, or remove recovery")
-		case pa.Name == reports.AssertRecovery && len(sc.Faults) == 0:
+		case pa.Name == assertion.AssertRecovery && len(sc.Faults) == 0:
 			v.add(p, "recovery cannot be evaluated: no fault ends before the end of load (duration %s); lengthen the duration, or remove recovery", sc.Duration)
 		}
 	}

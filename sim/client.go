@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"net/http"
 	"sort"
 	"strconv"
@@ -13,8 +12,8 @@ import (
 	"time"
 
 	"pdsoak/chaos"
-	"pdsoak/harness"
 	"pdsoak/harness/client"
+	"pdsoak/harness/judge"
 	"pdsoak/harness/workload"
 	"pdsoak/kernels"
 	"pdsoak/ledger"
@@ -53,13 +52,6 @@ type call struct {
 	pieces int // content chunks (the usage check)
 	last   time.Time
 	debug  json.RawMessage
-}
-
-// disconnectRule is a client_disconnect fault on the workloads' own streams.
-type disconnectRule struct {
-	afterTokens int
-	fraction    float64
-	stats       *chaos.LiveStats
 }
 
 // send starts req at the loop's now (the scheduled time is req.Scheduled, or now) and
@@ -154,26 +146,10 @@ func endpointName(ep string) string {
 	return ep
 }
 
-// cancelAfter applies a client_disconnect rule: streaming requests of the targeted
-// workload are cancelled after k tokens; which ones is decided by a hash of the id, as
-// the real executor decides.
+// cancelAfter applies a client_disconnect rule (chaos.DisconnectRules), as the real
+// executor does.
 func (r *runner) cancelAfter(req *workload.Req) (int, *chaos.LiveStats) {
-	if !req.Stream {
-		return 0, nil
-	}
-	rule, ok := r.disconnect[req.Workload]
-	if !ok {
-		rule, ok = r.disconnect["client"]
-	}
-	if !ok || rule.afterTokens <= 0 {
-		return 0, nil
-	}
-	h := fnv.New32a()
-	h.Write([]byte(req.ID))
-	if float64(h.Sum32()%10000) >= rule.fraction*10000 {
-		return 0, nil
-	}
-	return rule.afterTokens, rule.stats
+	return r.disconnect.CancelAfter(req.Workload, req.ID, req.Stream)
 }
 
 // event is the Server's emit for this request.
@@ -499,7 +475,7 @@ func (r *runner) cancelAll() {
 }
 
 // debugReport is what /debug/requests of every process says about request id, in the
-// server_debug shape of a real run (harness.DebugReportFor): the router first, then the
+// server_debug shape of a real run (judge.DebugReportFor): the router first, then the
 // workers in topology order.
 func (r *runner) debugReport(id string) json.RawMessage {
 	all := r.srv.Requests()
@@ -519,12 +495,12 @@ func (r *runner) debugReport(id string) json.RawMessage {
 	}
 	sort.Strings(rest)
 	names = append(names, rest...)
-	srcs := make([]harness.DebugSource, 0, len(names))
+	srcs := make([]judge.DebugSource, 0, len(names))
 	for _, name := range names {
 		reqs := append([]gen.RequestInfo(nil), all[name]...)
 		// As GET /debug/requests lists them: oldest first.
 		sort.SliceStable(reqs, func(i, j int) bool { return reqs[i].AgeSeconds > reqs[j].AgeSeconds })
-		src := harness.DebugSource{Process: name, URL: "sim://" + name + "/debug/requests"}
+		src := judge.DebugSource{Process: name, URL: "sim://" + name + "/debug/requests"}
 		for _, info := range reqs {
 			if info.ID != id && !strings.HasPrefix(info.ID, id+"-") && !strings.HasPrefix(info.ID, id+":") {
 				// Not about this request (DebugReportFor's match): it would be left out.
@@ -540,5 +516,5 @@ func (r *runner) debugReport(id string) json.RawMessage {
 	if len(srcs) == 0 {
 		return nil
 	}
-	return harness.DebugReportFor(id, srcs)
+	return judge.DebugReportFor(id, srcs)
 }

@@ -2,13 +2,20 @@
 // virtual clock (`harness run --sim`). Nothing here has a second copy of the serving
 // decisions: the workers are the real server/scheduler state machines and the router's
 // choices come from server/router's pure functions; the simulator replaces only the
-// drivers — goroutines, sockets and the wall clock become one event queue (Loop).
+// drivers — goroutines, sockets and the wall clock become one event queue (Loop). The
+// drivers' own rules are the real packages' too: router.Health (health tracking),
+// server/engine/rules.go (bootstrap retry, request aging, throughput, StatGauges),
+// server/kvtransfer/room.go (room step bounds, tombstones), chaos/schedule.go and
+// chaos/client_rules.go (fault timeline, verify bound, client_disconnect), and
+// harness/judge (leak verdict, self-check, server_debug reports). sim never imports the
+// runner (pdsoak/harness).
 //
 // Two halves meet at the Server interface (server.go):
 //
 //   - the topology: topology.go builds it from the scenario's reference section;
 //     worker.go drives a real scheduler per worker as server/engine's loop does;
-//     router.go is the router on server/router's pure decisions; link.go and link_kv.go
+//     router.go is the router on server/router's pure decisions (router_health.go its
+//     health checks through router.Health); link.go and link_kv.go
 //     carry messages with latency and bandwidth (KV pages with their checksums);
 //     faults.go maps the catalogue's server-side faults onto them;
 //   - the harness side: run.go follows the real runner's phases and writes the ledger

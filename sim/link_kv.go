@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"pdsoak/server/failpoint"
-	"pdsoak/server/gen"
 	"pdsoak/server/kvtransfer"
 	"pdsoak/server/scheduler"
 )
@@ -23,8 +22,11 @@ import (
 // bytes into its own pages, reports Received and ACKs; prefill reports Sent on the ACK.
 // A broken connection fails every room on it on both sides (kvtransfer.ErrConnection);
 // a paused peer stops its heartbeats and the other side declares the connection dead
-// after the idle timeout. Decode's waiting and progress timeouts (from the flags, as
-// cli.newTransfer sets them) bound the wait for the first frame and between frames.
+// after the idle timeout. Every step of a room on decode is bounded as the receiver
+// bounds it (kvtransfer.StepRegisterAck, StepFirstFrame, StepNextFrame): REGISTER_ACK by
+// kvtransfer.DefaultHandshakeTimeout, the first frame and the next by the waiting and
+// progress timeouts (from the flags, as cli.newTransfer sets them). Prefill remembers
+// the rooms it failed in kvtransfer.Tombstones, the sender's bounded ring.
 //
 // Faults: the kvtransfer/send-frame failpoint (kv_transfer_stall/drop/corrupt) is
 // evaluated before every frame with failpoint.Fire; kvtransfer/bootstrap
@@ -38,7 +40,7 @@ type kvSide struct {
 	rooms map[uint64]*kvRoom
 	// prefill
 	regs       map[uint64]*kvReg
-	tombstones map[uint64]bool
+	tombstones *kvtransfer.Tombstones
 	idle       []*Timer // heartbeat deaths armed while this process is paused
 }
 
@@ -69,7 +71,8 @@ type kvReg struct {
 }
 
 func (k *kvSide) reset(w *worker) {
-	*k = kvSide{w: w, conns: map[int]*kvConn{}, rooms: map[uint64]*kvRoom{}, regs: map[uint64]*kvReg{}, tombstones: map[uint64]bool{}}
+	*k = kvSide{w: w, conns: map[int]*kvConn{}, rooms: map[uint64]*kvRoom{}, regs: map[uint64]*kvReg{},
+		tombstones: kvtransfer.NewTombstones(kvtransfer.DefaultTombstones)}
 }
 
 // prefillIndex maps a bootstrap address ("prefill-3") to the worker's index.
@@ -133,6 +136,7 @@ func (k *kvSide) startReceive(tr scheduler.Transfer) {
 	}
 	r := &kvRoom{room: tr.Room, kc: kc, pages: tr.Pages, numTokens: tr.NumTokens}
 	k.rooms[tr.Room] = r
+	k.arm(r, kvtransfer.DefaultHandshakeTimeout, kvtransfer.StepRegisterAck)
 	if kc.dead { // BugStaleBootstrapEndpoint: registered on a dead connection, never answered
 		return
 	}
@@ -155,10 +159,10 @@ func (k *kvSide) register(kc *kvConn, room uint64, dest []int32, numTokens int) 
 		case t.Action == failpoint.ActSleep:
 			w.t.loop.After(t.Sleep, again)
 			return
-		case t.Action == failpoint.ActReturn && t.Arg == "drop":
+		case t.Action == failpoint.ActReturn && t.Arg == kvtransfer.HookDrop:
 			kc.c.breakNow(fmt.Errorf("%w: dropped by hook %s", kvtransfer.ErrConnection, kvtransfer.HookBootstrap))
 			return
-		case t.Action == failpoint.ActReturn && t.Arg == "fail":
+		case t.Action == failpoint.ActReturn && t.Arg == kvtransfer.HookFail:
 			k.failDown(kc, room, "refused by hook "+kvtransfer.HookBootstrap)
 			return
 		}
@@ -171,8 +175,8 @@ func (k *kvSide) registerNow(kc *kvConn, room uint64, dest []int32, numTokens in
 	if !kc.c.alive {
 		return
 	}
-	if k.tombstones[room] {
-		k.failDown(kc, room, "room already failed")
+	if reason, ok := k.tombstones.Failed(room); ok {
+		k.failDown(kc, room, kvtransfer.RefusedRegisterReason(reason))
 		return
 	}
 	k.regs[room] = &kvReg{room: room, kc: kc, dest: dest, numTokens: numTokens}
@@ -188,21 +192,23 @@ func (k *kvSide) registerAck(room uint64) {
 	if r == nil || r.ended {
 		return
 	}
-	if d := k.w.spec.WaitingTimeout; d > 0 {
-		k.arm(r, d, "first frame")
-	}
+	k.arm(r, k.w.spec.WaitingTimeout, kvtransfer.StepFirstFrame)
 }
 
+// arm (re)starts the bound of the room's step (d ≤ 0: unbounded), as the receiver does.
 func (k *kvSide) arm(r *kvRoom, d time.Duration, what string) {
 	w := k.w
 	w.t.loop.Stop(r.timer)
+	if d <= 0 {
+		return
+	}
 	inc := w.inc
 	r.timer = w.t.loop.After(d, func() {
 		w.post(inc, func() {
 			if r.ended {
 				return
 			}
-			k.failRoom(r, fmt.Errorf("%w: room %d: no %s within %s", kvtransfer.ErrTimeout, r.room, what, d), true)
+			k.failRoom(r, kvtransfer.StepTimeoutError(r.room, what, d), true)
 		})
 	})
 }
@@ -230,12 +236,12 @@ func (k *kvSide) decodeFailed(room uint64, reason string) {
 	}
 	g.ended = true
 	delete(k.regs, room)
-	k.tombstones[room] = true
+	k.tombstones.Add(room, "decode: "+reason)
 	if g.sending {
 		k.sent(room, fmt.Errorf("room %d: %w", room, fmt.Errorf("%w: room %d: decode: %s", kvtransfer.ErrPeer, room, reason)))
 		return
 	}
-	k.sent(room, fmt.Errorf("cli: decode abandoned room %d: %s: %w", room, reason, gen.ErrTransfer))
+	k.sent(room, kvtransfer.AbandonedError(room, "decode: "+reason))
 }
 
 // failDown (prefill) FAILs a room to decode.
@@ -309,11 +315,7 @@ func (k *kvSide) startSend(s scheduler.Send) {
 					dkv := d.b.KV()
 					copy(dkv.LayerBytes(f.dst, f.l), f.body)
 				}
-				if pt := d.spec.ProgressTimeout; pt > 0 {
-					d.kv.arm(r, pt, "frame")
-				} else {
-					d.t.loop.Stop(r.timer)
-				}
+				d.kv.arm(r, d.spec.ProgressTimeout, kvtransfer.StepNextFrame)
 			})
 		})
 	}
@@ -372,10 +374,10 @@ func (k *kvSide) startSend(s scheduler.Send) {
 					})
 				})
 				return
-			case t.Action == failpoint.ActReturn && t.Arg == "drop":
+			case t.Action == failpoint.ActReturn && t.Arg == kvtransfer.HookDrop:
 				kc.c.breakNow(fmt.Errorf("%w: room %d: dropped by hook %s", kvtransfer.ErrConnection, s.Room, kvtransfer.HookSendFrame))
 				return
-			case t.Action == failpoint.ActReturn && t.Arg == "corrupt":
+			case t.Action == failpoint.ActReturn && t.Arg == kvtransfer.HookCorrupt:
 				b := frames[i].body
 				if len(b) > 0 {
 					b[len(b)/2] ^= 0xff // after the CRC was computed
@@ -403,7 +405,7 @@ func (k *kvSide) cancel(room uint64) {
 		}
 		return
 	}
-	k.tombstones[room] = true
+	k.tombstones.Add(room, "cancelled by prefill")
 	if g := k.regs[room]; g != nil && !g.ended {
 		g.ended = true
 		delete(k.regs, room)
@@ -436,11 +438,11 @@ func (k *kvSide) connLost(kc *kvConn, err error) {
 		}
 		g.ended = true
 		delete(k.regs, room)
-		k.tombstones[room] = true
+		k.tombstones.Add(room, err.Error())
 		if g.sending {
 			k.sent(room, fmt.Errorf("room %d: %w: decode %s: %v", room, kvtransfer.ErrConnection, kc.d.name, err))
 		} else {
-			k.sent(room, fmt.Errorf("cli: decode abandoned room %d: connection lost: %w", room, gen.ErrTransfer))
+			k.sent(room, kvtransfer.AbandonedError(room, err.Error()))
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"pdsoak/metricnames"
 	"pdsoak/server/cli"
 	"pdsoak/server/gen"
 	"pdsoak/server/router"
@@ -14,13 +15,13 @@ import (
 
 // The simulated router does what server/router.Router does, with its decisions taken by
 // the same pure functions (router.PickPair, HasPair, Room, DecodeOnly, AfterAttempt,
-// PrefillEnded): each request runs attempts on pairs; an attempt opens a connection per
+// PrefillEnded, Health): each request runs attempts on pairs; an attempt opens a connection per
 // leg on the links router->prefill-i and router->decode-j, relays decode's tokens, fails
 // on a leg's error, a broken connection (transport: the worker is marked down at once)
 // or a worker going unhealthy (abort-on-unhealthy), and waits up to
 // router.DefaultPrefillGrace for the prefill leg after decode's done. Health checks run
-// every --health-interval per worker, each bounded by --health-timeout; --fail-threshold
-// (router.DefaultFailThreshold) failures in a row mark a worker down, one success up.
+// every --health-interval per worker, each bounded by --health-timeout; their results
+// and transport errors go through router.Health, the real router's tracker.
 // The router's generator is seeded with --seed as the real one is; the room salt is
 // fixed (the real router mixes in its start time).
 //
@@ -45,8 +46,7 @@ type simRouter struct {
 
 type rworker struct {
 	w           *worker
-	healthy     bool
-	fails       int
+	h           router.Health
 	outstanding int64
 	// attempts watching this worker (abort on unhealthy)
 	watchers []*attempt
@@ -105,11 +105,11 @@ func (t *topo) newRouter(args []string) (*simRouter, error) {
 		rng:  rand.New(rand.NewPCG(spec.Seed, spec.Seed^0x9e3779b97f4a7c15)),
 		salt: uint64(t.sc.Seed) * 0x2545f4914f6cdd1d}
 	for _, w := range t.prefill {
-		r.ws = append(r.ws, &rworker{w: w, healthy: true})
+		r.ws = append(r.ws, &rworker{w: w, h: router.Health{Healthy: true}})
 	}
 	r.np = len(t.prefill)
 	for _, w := range t.decode {
-		r.ws = append(r.ws, &rworker{w: w, healthy: true})
+		r.ws = append(r.ws, &rworker{w: w, h: router.Health{Healthy: true}})
 	}
 	for _, rw := range r.ws {
 		r.scheduleCheck(rw, spec.HealthInterval)
@@ -129,7 +129,7 @@ func (r *simRouter) post(inc int, fn func()) {
 
 func (r *simRouter) cands(exclude []bool) (ps, ds []router.Candidate) {
 	for i, rw := range r.ws {
-		c := router.Candidate{Healthy: rw.healthy, HasBootstrap: true, Outstanding: rw.outstanding}
+		c := router.Candidate{Healthy: rw.h.Healthy, HasBootstrap: true, Outstanding: rw.outstanding}
 		if exclude != nil {
 			c.Excluded = exclude[i]
 		}
@@ -149,7 +149,7 @@ func (r *simRouter) describe() string {
 			s += "; "
 		}
 		st := "healthy"
-		if !rw.healthy {
+		if !rw.h.Healthy {
 			st = "unhealthy"
 		}
 		s += rw.w.name + " " + st
@@ -159,12 +159,12 @@ func (r *simRouter) describe() string {
 
 // submit is Router.Generate behind the API.
 func (r *simRouter) submit(req *gen.Request, emit func(gen.Event)) (func(), error) {
-	if len(req.Prompt) == 0 || req.MaxTokens <= 0 {
-		return nil, fmt.Errorf("router: empty prompt or max_tokens %d: %w", req.MaxTokens, gen.ErrInvalid)
+	if err := router.CheckRequest(req); err != nil {
+		return nil, err
 	}
 	ps, ds := r.cands(nil)
 	if !router.HasPair(ps, ds, r.spec.Bugs) {
-		return nil, fmt.Errorf("router: no healthy prefill/decode pair (%s): %w", r.describe(), gen.ErrUnavailable)
+		return nil, router.NoPairError(r.describe())
 	}
 	now := r.t.loop.Now()
 	if req.Deadline.IsZero() && r.spec.RequestTimeout > 0 {
@@ -231,7 +231,7 @@ func (r *simRouter) attempt(q *rreq) {
 	d.outstanding++
 	a := &attempt{r: q, p: p, d: d, pWatch: true}
 	q.cur = a
-	decodeOnly := router.DecodeOnly(r.spec.Bugs, p.healthy)
+	decodeOnly := router.DecodeOnly(r.spec.Bugs, p.h.Healthy)
 	if decodeOnly {
 		a.pWatch = false
 	}
@@ -473,107 +473,6 @@ func (r *simRouter) finish(q *rreq, ev gen.Event) {
 	}
 }
 
-// markDown marks a worker unhealthy at once (a transport error on a request).
-func (r *simRouter) markDown(rw *rworker) {
-	rw.fails = max(rw.fails, router.DefaultFailThreshold)
-	r.setHealthy(rw, false)
-}
-
-func (r *simRouter) setHealthy(rw *rworker, ok bool) {
-	if rw.healthy == ok {
-		return
-	}
-	rw.healthy = ok
-	if ok || !r.spec.AbortOnUnhealthy {
-		return
-	}
-	// abort-on-unhealthy: the attempts watching it fail (relay.run's pDown/dDown).
-	for _, a := range slices.Clone(rw.watchers) {
-		if a.over {
-			continue
-		}
-		if rw == a.p && a.pWatch {
-			r.ended(a, fmt.Errorf("router: prefill %s became unhealthy: %w", rw.w.name, gen.ErrUnavailable), true, rw)
-		} else if rw == a.d {
-			r.ended(a, fmt.Errorf("router: decode %s became unhealthy: %w", rw.w.name, gen.ErrUnavailable), true, rw)
-		}
-	}
-}
-
-// scheduleCheck polls rw's /health after d.
-func (r *simRouter) scheduleCheck(rw *rworker, d time.Duration) {
-	inc := r.inc
-	r.t.loop.After(d, func() { r.post(inc, func() { r.check(rw) }) })
-}
-
-// check is one /health call over the router's link to the worker: refused when the
-// worker is down or the link partitioned, unanswered (the health timeout) when the
-// worker is paused, else the worker's health as it is when the call arrives.
-func (r *simRouter) check(rw *rworker) {
-	start := r.t.loop.Now()
-	timeout := r.spec.HealthTimeout
-	inc := r.inc
-	result := func(ok bool) {
-		r.post(inc, func() {
-			if ok {
-				rw.fails = 0
-				r.setHealthy(rw, true)
-			} else {
-				rw.fails++
-				if rw.healthy && rw.fails >= router.DefaultFailThreshold {
-					r.setHealthy(rw, false)
-				}
-			}
-			next := start.Add(r.spec.HealthInterval)
-			if now := r.t.loop.Now(); next.Before(now) {
-				next = now
-			}
-			r.t.loop.At(next, func() { r.post(inc, func() { r.check(rw) }) })
-		})
-	}
-	w := rw.w
-	var c *conn
-	var err error
-	if !w.alive {
-		err = ErrConnRefused
-	} else {
-		c, err = r.t.links["router->"+w.name].dial()
-	}
-	if err != nil {
-		result(false)
-		return
-	}
-	answered := false
-	to := r.t.loop.After(timeout, func() {
-		if !answered {
-			answered = true
-			c.close()
-			result(false)
-		}
-	})
-	c.onBreak = append(c.onBreak, func(error) {
-		if !answered {
-			answered = true
-			r.t.loop.Stop(to)
-			result(false)
-		}
-	})
-	winc := w.inc
-	c.send(up, 64, func() {
-		w.post(winc, func() {
-			ok := w.healthy() == nil
-			c.send(down, 64, func() {
-				if !answered {
-					answered = true
-					r.t.loop.Stop(to)
-					c.close()
-					result(ok)
-				}
-			})
-		})
-	})
-}
-
 // requests is the router's /debug/requests.
 func (r *simRouter) requests() []gen.RequestInfo {
 	now := r.t.loop.Now()
@@ -597,18 +496,18 @@ func (r *simRouter) requests() []gen.RequestInfo {
 
 // gauges is the router's /metrics.
 func (r *simRouter) gauges() map[string]float64 {
-	g := map[string]float64{"pdsoak_router_healthy_pairs": 0}
+	g := map[string]float64{metricnames.RouterHealthyPairs: 0}
 	ps, ds := r.cands(nil)
 	if router.HasPair(ps, ds, r.spec.Bugs) {
-		g["pdsoak_router_healthy_pairs"] = 1
+		g[metricnames.RouterHealthyPairs] = 1
 	}
 	for _, rw := range r.ws {
-		g[`pdsoak_router_outstanding_requests{worker="`+rw.w.name+`"}`] = float64(rw.outstanding)
+		g[metricnames.RouterOutstanding+`{worker="`+rw.w.name+`"}`] = float64(rw.outstanding)
 		up := 0.0
-		if rw.healthy {
+		if rw.h.Healthy {
 			up = 1
 		}
-		g[`pdsoak_router_worker_healthy{worker="`+rw.w.name+`"}`] = up
+		g[metricnames.RouterWorkerUp+`{worker="`+rw.w.name+`"}`] = up
 	}
 	return g
 }
@@ -649,7 +548,7 @@ func (r *simRouter) restart() {
 	r.alive, r.paused = true, false
 	r.inc++
 	for _, rw := range r.ws {
-		rw.healthy, rw.fails = false, 0
+		rw.h = router.Health{}
 		r.check(rw)
 	}
 }

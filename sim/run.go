@@ -11,7 +11,8 @@ import (
 	"runtime"
 	"time"
 
-	"pdsoak/harness"
+	"pdsoak/chaos"
+	"pdsoak/harness/judge"
 	"pdsoak/harness/workload"
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
@@ -20,8 +21,8 @@ import (
 )
 
 // ErrInfrastructure marks a simulated run that could not be judged (a fault the model
-// could not apply or prove); it wraps harness.ErrInfrastructure, so the CLI exits 3.
-var ErrInfrastructure = harness.ErrInfrastructure
+// could not apply or prove); it wraps judge.ErrInfrastructure, so the CLI exits 3.
+var ErrInfrastructure = judge.ErrInfrastructure
 
 // Options configure Run. Zero timings take the real runner's defaults.
 type Options struct {
@@ -36,9 +37,9 @@ type Options struct {
 	// NewServer builds the simulated target on the loop (nil: NewTopology).
 	NewServer func(*Loop, *scenarios.Scenario) (Server, error)
 	// SampleInterval is how often the Server's gauges are sampled
-	// (harness.DefaultSampleInterval); LeakPollInterval how often the leak check reads
-	// them (harness.DefaultLeakPollInterval); ResolveAfterCancel bounds the wait for
-	// requests cancelled at the end of the drain (harness.DefaultResolveAfterCancel).
+	// (judge.DefaultSampleInterval); LeakPollInterval how often the leak check reads
+	// them (judge.DefaultLeakPollInterval); ResolveAfterCancel bounds the wait for
+	// requests cancelled at the end of the drain (judge.DefaultResolveAfterCancel).
 	SampleInterval, LeakPollInterval, ResolveAfterCancel time.Duration
 	// VerifyTimeout bounds how long a client-side fault may take to prove itself
 	// (chaos.DefaultVerifyTimeout).
@@ -51,10 +52,10 @@ func (o Options) withDefaults() Options {
 			*d = v
 		}
 	}
-	def(&o.SampleInterval, harness.DefaultSampleInterval)
-	def(&o.LeakPollInterval, harness.DefaultLeakPollInterval)
-	def(&o.ResolveAfterCancel, harness.DefaultResolveAfterCancel)
-	def(&o.VerifyTimeout, 10*time.Second)
+	def(&o.SampleInterval, judge.DefaultSampleInterval)
+	def(&o.LeakPollInterval, judge.DefaultLeakPollInterval)
+	def(&o.ResolveAfterCancel, judge.DefaultResolveAfterCancel)
+	def(&o.VerifyTimeout, chaos.DefaultVerifyTimeout)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -149,7 +150,7 @@ type runner struct {
 	// The client side.
 	inflightN  int
 	calls      []*call // in flight, in send order (cancelled in this order)
-	disconnect map[string]disconnectRule
+	disconnect chaos.DisconnectRules
 	burstSeq   int
 	sends      int // requests sent by workloads not throttled on purpose (self_check)
 
@@ -279,10 +280,7 @@ func provenance() *ledger.Provenance {
 // then cancels whatever is left and waits, bounded, for it — as the real runner.
 func (r *runner) drain() {
 	start := r.loop.Now()
-	bound := r.sc.Drain.Timeout.D()
-	if r.interrupted != nil {
-		bound = harness.DefaultCancelDrain
-	}
+	bound := judge.DrainBound(r.sc.Drain.Timeout.D(), judge.DefaultCancelDrain, r.interrupted != nil)
 	r.runWhile(start.Add(bound), func() bool { return r.active > 0 })
 	drained := r.active == 0
 	left := r.inflightN
@@ -290,44 +288,34 @@ func (r *runner) drain() {
 		r.cancelAll()
 		r.loop.RunWhile(r.loop.Now().Add(r.opts.ResolveAfterCancel), func() bool { return r.active > 0 })
 	}
-	detail := fmt.Sprintf("all requests resolved %v after load stopped", r.loop.Now().Sub(start).Round(time.Millisecond))
-	if !drained {
-		detail = fmt.Sprintf("%d requests still in flight after %v; cancelled", left, bound)
-	}
-	if r.interrupted != nil {
-		detail = "interrupted: " + detail
-	}
-	r.emit(ledger.Event{Type: ledger.EventDrain, InFlight: left, Passed: ledger.Bool(drained), Detail: detail})
+	r.emit(judge.DrainEvent(drained, left, r.loop.Now().Sub(start), bound, r.interrupted != nil))
 }
 
 // checkLeaks writes leak_check: the Server's running/queued gauges polled on the virtual
-// clock until they read 0 or the leak timeout passes, judged by harness.JudgeLeaks.
+// clock until they read 0 or the leak timeout passes, judged by judge.JudgeLeaks.
 func (r *runner) checkLeaks() {
 	started := r.loop.Now()
-	ev := ledger.Event{Type: ledger.EventLeakCheck, Started: &started}
-	if r.interrupted != nil {
-		ev.Detail = "not evaluated: the run was interrupted"
-		r.emit(ev)
+	switch {
+	case r.interrupted != nil:
+		r.emit(judge.LeakCheckEvent(started, judge.LeakVerdict{Detail: judge.LeakInterrupted}))
+		return
+	case len(r.sources) == 0:
+		r.emit(judge.LeakCheckEvent(started, judge.LeakVerdict{Detail: judge.LeakNoMetrics}))
 		return
 	}
-	if len(r.sources) == 0 {
-		ev.Detail = "not evaluated: the target has no metrics endpoint"
-		r.emit(ev)
-		return
-	}
-	latest := make([]map[string]float64, len(r.sources))
+	round := judge.NewLeakRound(r.sources)
+	vals := make([]map[string]float64, len(r.sources))
 	errs := make([]error, len(r.sources))
-	var v harness.LeakVerdict
+	var v judge.LeakVerdict
 	poll := func() {
 		g := r.srv.Gauges()
 		for i, p := range r.sources {
-			if m, ok := g[p]; ok {
-				latest[i], errs[i] = m, nil
-			} else {
+			vals[i], errs[i] = g[p], nil
+			if vals[i] == nil {
 				errs[i] = fmt.Errorf("sim: %s is not answering", p)
 			}
 		}
-		v = harness.JudgeLeaks(r.sources, latest, errs, r.loop.Now().Sub(started))
+		v = round.Update(vals, errs, r.loop.Now().Sub(started))
 	}
 	end := started.Add(r.sc.Drain.LeakTimeout.D())
 	poll()
@@ -341,18 +329,14 @@ func (r *runner) checkLeaks() {
 		r.loop.RunUntil(next)
 		poll()
 	}
-	ev.Detail, ev.Metrics = v.Detail, v.Residual
-	if v.Evaluated {
-		ev.Passed = ledger.Bool(v.Passed)
-	}
-	r.emit(ev)
+	r.emit(judge.LeakCheckEvent(started, v))
 }
 
 // selfCheck writes self_check: on a virtual clock the harness is never late.
 func (r *runner) selfCheck() {
-	sc := harness.SelfCheck{Passed: true, SendSamples: r.sends, MaxLag: r.sc.SelfCheck.MaxLag.D()}
-	r.emit(ledger.Event{Type: ledger.EventSelfCheck, Passed: ledger.Bool(true),
-		Detail: sc.Detail() + " (virtual time: a simulated harness has no lag)"})
+	ev := judge.SelfCheck{Passed: true, SendSamples: r.sends, MaxLag: r.sc.SelfCheck.MaxLag.D()}.Event()
+	ev.Detail += " (virtual time: a simulated harness has no lag)"
+	r.emit(ev)
 }
 
 // startSampler samples the Server's gauges every SampleInterval from the start of load
@@ -369,13 +353,7 @@ func (r *runner) startSampler() {
 			if !ok {
 				continue // not answering: a gap in the samples
 			}
-			m := map[string]float64{}
-			for name, x := range v {
-				if harness.IsSampleGauge(name) {
-					m[name] = x
-				}
-			}
-			r.emit(ledger.Event{Type: ledger.EventSample, Source: p, Metrics: m})
+			r.emit(judge.SampleEvent(p, v))
 		}
 		r.sampler = r.loop.After(r.opts.SampleInterval, tick)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
 	"time"
 
 	"pdsoak/chaos"
@@ -21,10 +20,6 @@ import (
 // to Server.Fault; the client-side ones (client_disconnect, and the load bursts
 // queue_saturation and kv_pool_exhaustion) are the chaos package's own faults acting on
 // the simulated client through a chaos.Env.
-
-// clientFaults are the fault types the harness side simulates itself: the ones whose
-// chaos fault acts through Env.Load (extra client load) or Env.Disconnect.
-var clientFaults = map[string]bool{"client_disconnect": true, "queue_saturation": true, "kv_pool_exhaustion": true}
 
 type faultEntry struct {
 	spec   scenarios.Fault
@@ -50,7 +45,7 @@ func (r *runner) prepareFaults() error {
 			errs = append(errs, fmt.Errorf("sim: faults: %w", err))
 			continue
 		}
-		e := &faultEntry{spec: s, fault: f, client: clientFaults[s.Type]}
+		e := &faultEntry{spec: s, fault: f, client: IsClientSide(s)} // acts through Env.Load or Env.Disconnect
 		if !e.client {
 			if err := r.srv.CanModel(s); err != nil {
 				if !errors.Is(err, ErrNotModelled) {
@@ -65,41 +60,24 @@ func (r *runner) prepareFaults() error {
 	return errors.Join(errs...)
 }
 
-// startFaults schedules every step of the timeline from t0.
+// startFaults schedules every step of the timeline from t0, in chaos.Schedule's order.
 func (r *runner) startFaults() {
-	type step struct {
-		at     time.Duration
-		revert bool
-		idx    int
-	}
-	var steps []step
+	specs := make([]scenarios.Fault, len(r.faults))
 	for i, e := range r.faults {
-		steps = append(steps, step{e.spec.At.D(), false, i})
-		if e.spec.For > 0 {
-			steps = append(steps, step{e.spec.At.D() + e.spec.For.D(), true, i})
-		}
+		specs[i] = e.spec
 	}
-	sort.SliceStable(steps, func(i, j int) bool {
-		if steps[i].at != steps[j].at {
-			return steps[i].at < steps[j].at
-		}
-		if steps[i].revert != steps[j].revert {
-			return steps[i].revert
-		}
-		return steps[i].idx < steps[j].idx
-	})
-	for _, s := range steps {
-		e := r.faults[s.idx]
-		if s.revert {
-			r.loop.At(r.t0.Add(s.at), func() { r.revertFault(e) })
+	for _, s := range chaos.Schedule(specs) {
+		e := r.faults[s.Index]
+		if s.Kind == chaos.StepRevert {
+			r.loop.At(r.t0.Add(s.At), func() { r.revertFault(e) })
 		} else {
-			r.loop.At(r.t0.Add(s.at), func() { r.applyFault(e) })
+			r.loop.At(r.t0.Add(s.At), func() { r.applyFault(e) })
 		}
 	}
 }
 
 func (r *runner) faultEvent(typ ledger.EventType, e *faultEntry) ledger.Event {
-	return ledger.Event{Type: typ, Fault: e.spec.Name, FaultType: e.spec.Type, Target: e.spec.Target, Params: e.spec.Params}
+	return chaos.FaultEvent(typ, e.spec)
 }
 
 // applyFault applies one fault, emits fault_start and proves it (fault_verified).
@@ -120,7 +98,7 @@ func (r *runner) applyFault(e *faultEntry) {
 		ev := r.faultEvent(ledger.EventFaultVerified, e)
 		ev.Passed, ev.Error, ev.Detail = ledger.Bool(false), err.Error(), "apply failed"
 		r.emit(ev)
-		r.failFaults(fmt.Errorf("%w: %s: %w", chaos.ErrApply, e.spec.Name, err))
+		r.failFaults(chaos.ApplyFailedError(e.spec.Name, err))
 		return
 	}
 	r.faultSeq++
@@ -134,11 +112,11 @@ func (r *runner) applyFault(e *faultEntry) {
 		r.emit(ev)
 		return
 	}
-	r.verifyFault(e, r.loop.Now(), 20*time.Millisecond)
+	r.verifyFault(e, r.loop.Now(), chaos.VerifyFirstInterval)
 }
 
-// verifyFault polls a client fault's Verify as chaos.Timeline does (20ms doubling to
-// 500ms), bounded by the verify timeout and the fault's revert time.
+// verifyFault polls a client fault's Verify as chaos.Timeline does
+// (chaos.NextVerifyInterval), bounded by chaos.VerifyBound.
 func (r *runner) verifyFault(e *faultEntry, started time.Time, interval time.Duration) {
 	if !e.active {
 		return // reverted first: its revert step reported it
@@ -153,14 +131,7 @@ func (r *runner) verifyFault(e *faultEntry, started time.Time, interval time.Dur
 		r.emit(ev)
 		return
 	}
-	deadline := started.Add(r.opts.VerifyTimeout)
-	why := "within " + r.opts.VerifyTimeout.String()
-	if e.spec.For > 0 {
-		if due := r.t0.Add(e.spec.At.D() + e.spec.For.D()); due.Before(deadline) {
-			deadline = due
-			why = "before its revert at " + (e.spec.At.D() + e.spec.For.D()).String()
-		}
-	}
+	deadline, why := chaos.VerifyBound(e.spec, r.t0, started, r.opts.VerifyTimeout)
 	next := r.loop.Now().Add(interval)
 	if !next.Before(deadline) {
 		// The next poll would come too late: no proof.
@@ -171,11 +142,11 @@ func (r *runner) verifyFault(e *faultEntry, started time.Time, interval time.Dur
 			ev := r.faultEvent(ledger.EventFaultVerified, e)
 			ev.Passed, ev.Error, ev.Detail = ledger.Bool(false), err.Error(), "no proof "+why
 			r.emit(ev)
-			r.failFaults(fmt.Errorf("%w %s: %s: %w", chaos.ErrNotVerified, why, e.spec.Name, err))
+			r.failFaults(chaos.NotVerifiedError(why, e.spec.Name, err))
 		})
 		return
 	}
-	e.verifying = r.loop.At(next, func() { r.verifyFault(e, started, min(2*interval, 500*time.Millisecond)) })
+	e.verifying = r.loop.At(next, func() { r.verifyFault(e, started, chaos.NextVerifyInterval(interval)) })
 }
 
 // revertFault reverts an applied fault and emits fault_stop.
@@ -272,28 +243,16 @@ func (r *runner) env() chaos.Env {
 	}
 }
 
-// specFor is the workload a load or client fault on target is shaped like: the named
-// workload, or the first one.
-func (r *runner) specFor(target string) scenarios.Workload {
-	spec := r.sc.Workloads[0]
-	for _, w := range r.sc.Workloads {
-		if w.Name == target {
-			spec = w
-		}
-	}
-	return spec
-}
-
-// extra is a request factory for a fault's extra requests ("<workload>-<kind><k>-<seq>").
+// extra is a request factory for a fault's extra requests (chaos.ExtraPrefix).
 func (r *runner) extra(spec scenarios.Workload, kind string) *workload.Common {
 	r.burstSeq++
-	return workload.Extra(r.sc, spec, spec.Name+"-"+kind+strconv.Itoa(r.burstSeq))
+	return workload.Extra(r.sc, spec, chaos.ExtraPrefix(spec.Name, kind, r.burstSeq))
 }
 
 // load implements chaos.Env.Load: a burst of extra requests, all scheduled at its start,
 // at most Concurrency in flight; Stop cancels what is in flight and sends no more.
 func (r *runner) load(_ context.Context, target string, b chaos.Burst) (chaos.Run, error) {
-	spec := r.specFor(target)
+	spec := chaos.WorkloadFor(r.sc, target)
 	if b.PromptTokens > 0 {
 		spec.PromptTokens = b.PromptTokens
 	}
@@ -307,20 +266,13 @@ func (r *runner) load(_ context.Context, target string, b chaos.Burst) (chaos.Ru
 // after k tokens, or a rule on the workloads' own streams until Stop.
 func (r *runner) disconnectRun(target string, d chaos.Disconnect) chaos.Run {
 	if d.Requests > 0 {
-		spec := r.specFor(target)
+		spec := chaos.WorkloadFor(r.sc, target)
 		spec.Stream = true
 		return r.sendMany(r.extra(spec, "abort"), d.Requests, 0, max(d.AfterTokens, 1))
 	}
 	st := &chaos.LiveStats{}
-	fraction := d.Fraction
-	if fraction <= 0 || fraction > 1 {
-		fraction = 1
-	}
-	if r.disconnect == nil {
-		r.disconnect = map[string]disconnectRule{}
-	}
-	r.disconnect[target] = disconnectRule{afterTokens: max(d.AfterTokens, 1), fraction: fraction, stats: st}
-	return chaos.FuncRun{StatsFunc: st.Snapshot, StopFunc: func() { delete(r.disconnect, target) }}
+	r.disconnect.Set(target, max(d.AfterTokens, 1), d.Fraction, st)
+	return chaos.FuncRun{StatsFunc: st.Snapshot, StopFunc: func() { r.disconnect.Set(target, 0, 0, nil) }}
 }
 
 // sendMany sends n requests from c, conc at most in flight (0: all), counted in the

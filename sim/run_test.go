@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"pdsoak/chaos"
-	"pdsoak/harness"
+	"pdsoak/harness/judge"
 	"pdsoak/harness/workload"
 	"pdsoak/ledger"
 	"pdsoak/reports"
@@ -161,7 +161,7 @@ func TestAgentsOutcomes(t *testing.T) {
 	assert.Equal(t, "client: status 503: overloaded: queue full (retry after 1.5s)", rej.Error)
 
 	// Silent drops carry what /debug/requests said, in the real runner's shape.
-	var rep harness.DebugReport
+	var rep judge.DebugReport
 	require.NoError(t, json.Unmarshal(done["agents-s004-t001"].ServerDebug, &rep))
 	assert.Equal(t, "router: relay for 0.0s (age 1.0s); decode-0: hung for 0.0s (age 1.0s)", rep.Where)
 	require.Len(t, rep.Sources, 2)
@@ -325,7 +325,7 @@ assertions: [no_leaks]
 			assert.Equal(t, tt.passed, *leak[0].Passed)
 			assert.Equal(t, tt.detail, leak[0].Detail)
 			assert.Equal(t, tt.rest, leak[0].Metrics)
-			res := reports.Compute(evs, harness.ReportConfig(sc))
+			res := reports.Compute(evs, judge.ReportConfig(sc))
 			assert.Equal(t, "sim", res.Mode)
 			want := reports.VerdictPass
 			if !tt.passed {
@@ -490,7 +490,7 @@ assertions: [no_silent_drops]
 	require.Len(t, v, 1)
 	assert.False(t, *v[0].Passed)
 	assert.Equal(t, "no proof before the run ended", v[0].Detail)
-	res := reports.Compute(evs, harness.ReportConfig(sc))
+	res := reports.Compute(evs, judge.ReportConfig(sc))
 	assert.Equal(t, reports.VerdictInvalid, res.Verdict)
 }
 
@@ -596,7 +596,7 @@ assertions: [no_silent_drops]
 	end := ofType(evs, ledger.EventRunEnd)
 	require.Len(t, end, 1)
 	assert.Equal(t, "context canceled", end[0].Interrupted)
-	assert.Equal(t, reports.VerdictInvalid, reports.Compute(evs, harness.ReportConfig(sc)).Verdict)
+	assert.Equal(t, reports.VerdictInvalid, reports.Compute(evs, judge.ReportConfig(sc)).Verdict)
 	for _, e := range ofType(evs, ledger.EventDone) {
 		assert.Equal(t, ledger.OutcomeCancelled, e.Outcome, e.RequestID)
 	}
@@ -694,5 +694,5 @@ assertions: [no_silent_drops, consistent_outputs]
 		"probe-p1-r001@1s=abcd", "probe-p0-r002@2s=abcd", "probe-p1-r002@2s=abcd"}, probes)
 	// One turn per conversation, then a fresh one (ids -c002, -c003, ...) until the window ends.
 	assert.Equal(t, []string{"agents-s001-t001", "agents-s001-c002-t001", "agents-s001-c003-t001", "agents-s001-c004-t001"}, convs)
-	assert.Equal(t, reports.VerdictPass, reports.Compute(evs, harness.ReportConfig(sc)).Verdict)
+	assert.Equal(t, reports.VerdictPass, reports.Compute(evs, judge.ReportConfig(sc)).Verdict)
 }

@@ -228,9 +228,11 @@ func TestFaultsHaveTheirEffect(t *testing.T) {
 		{"kv_transfer_stall holds the transfer until the transfer bound", pdStrict,
 			scenarios.Fault{Name: "f", Type: "kv_transfer_stall", Target: "prefill-0"},
 			0, 0, 20 * time.Second, 40, 8, failsWith(gen.ErrTimeout, "transfer")},
-		{"bootstrap_stall holds the handshake until decode's transfer bound", pdStrict,
+		// As kvtransfer's receiver: the room fails at the REGISTER_ACK bound
+		// (kvtransfer.DefaultHandshakeTimeout), long before the engine's transfer bound.
+		{"bootstrap_stall holds the handshake until decode's REGISTER_ACK bound", pdStrict,
 			scenarios.Fault{Name: "f", Type: "bootstrap_stall", Target: "prefill-0"},
-			0, 0, 40 * time.Second, 40, 8, failsWith(gen.ErrTimeout, "transfer bound expired after 15s")},
+			0, 0, 40 * time.Second, 40, 8, failsWith(gen.ErrTransfer, "no REGISTER_ACK within 5s")},
 		{"scheduler_stall answers with the watchdog", coStrict + "\n  args: [--watchdog-timeout=2]",
 			scenarios.Fault{Name: "f", Type: "scheduler_stall", Target: "colocated"},
 			0, 0, 5 * time.Second, 40, 8, failsWith(gen.ErrTimeout, "watchdog")},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"pdsoak/kernels"
+	"pdsoak/metricnames"
 	"pdsoak/server/cli"
 	"pdsoak/server/engine"
 	"pdsoak/server/failpoint"
@@ -75,13 +76,12 @@ type worker struct {
 
 	stats scheduler.Stats
 	// gen_throughput as engine.publish computes it.
-	thru         float64
-	lastThruAt   time.Time
-	lastThruToks uint64
-	snap         []gen.RequestInfo
-	snapTime     time.Time
-	lastSnapAt   time.Time
-	lastOutput   time.Time // engine.outputAt
+	thru       float64
+	thruMeter  engine.Throughput
+	snap       []gen.RequestInfo
+	snapTime   time.Time
+	lastSnapAt time.Time
+	lastOutput time.Time // engine.outputAt
 
 	// failpoints enabled on this process (by point), modelled faults' chains.
 	fps map[string]*fpState
@@ -153,7 +153,7 @@ func (w *worker) boot() error {
 	w.sched, w.b, w.streams = s, b, map[uint64]*wleg{}
 	w.stepping, w.held, w.stepOut = false, false, nil
 	w.stats = s.Stats()
-	w.thru, w.lastThruAt, w.lastThruToks = 0, time.Time{}, 0
+	w.thru, w.thruMeter = 0, engine.Throughput{}
 	w.snap, w.snapTime, w.lastSnapAt = nil, time.Time{}, time.Time{}
 	w.lastOutput = w.t.loop.Now()
 	w.kv.reset(w)
@@ -219,40 +219,20 @@ func (w *worker) iterate() {
 	w.idle()
 }
 
-// Bootstrap retries of BugBootstrapRetryEveryStep, as engine.retryBootstrap does them:
-// attempts per address per iteration, the pause between them, the bound of one dial.
-const (
-	bootRetryAttempts = 3
-	bootRetryPause    = 300 * time.Millisecond
-	bootDialTimeout   = 300 * time.Millisecond
-)
-
-// retryBootstrap starts the pending transfers whose prefill answers a dial and returns
-// how long the loop was blocked dialling the others (engine.retryBootstrap): a refused
-// dial (process down, link partitioned) costs only the pauses between attempts.
+// retryBootstrap is engine.RetryBootstrap on the simulated links: it starts the pending
+// transfers whose prefill answers a dial and returns how long the loop was blocked
+// dialling the others; a refused dial (process down, link partitioned) costs only the
+// pauses between attempts (engine.RefusedBootstrapCost).
 func (w *worker) retryBootstrap() time.Duration {
-	var cost time.Duration
-	up := map[string]bool{}
-	keep := w.pendingBoot[:0]
-	for _, tr := range w.pendingBoot {
-		ok, seen := up[tr.Addr]
-		if !seen {
-			pi := prefillIndex(tr.Addr)
-			ok = pi >= 0 && pi < len(w.t.prefill) && w.t.prefill[pi].alive &&
-				w.t.links[tr.Addr+"->"+w.name].cut == 0
-			up[tr.Addr] = ok
-			if !ok {
-				cost += (bootRetryAttempts - 1) * bootRetryPause
-			}
-		}
-		if ok {
-			w.kv.startReceive(tr)
-			continue
-		}
-		keep = append(keep, tr)
+	start, keep, down := engine.RetryBootstrap(w.pendingBoot, func(addr string) bool {
+		pi := prefillIndex(addr)
+		return pi >= 0 && pi < len(w.t.prefill) && w.t.prefill[pi].alive && w.t.links[addr+"->"+w.name].cut == 0
+	})
+	for _, tr := range start {
+		w.kv.startReceive(tr)
 	}
 	w.pendingBoot = keep
-	return cost
+	return time.Duration(len(down)) * engine.RefusedBootstrapCost
 }
 
 // idle schedules the next tick when something can expire.
@@ -281,7 +261,7 @@ func (w *worker) step(rd *scheduler.Ready) {
 			return
 		case failpoint.ActReturn:
 			if t.Arg != "" {
-				w.finishStep(nil, fmt.Errorf("engine: failpoint %s: %s", failpoint.EngineStep, t.Arg))
+				w.finishStep(nil, engine.StepFailpointError(t.Arg))
 				return
 			}
 		}
@@ -368,18 +348,10 @@ func (w *worker) fire(point string) *failpoint.Term {
 func (w *worker) apply(now time.Time, rd scheduler.Ready) {
 	for _, c := range rd.Cancels {
 		w.kv.cancel(c.Room)
-		for i, tr := range w.pendingBoot {
-			if tr.Room == c.Room {
-				w.pendingBoot = append(w.pendingBoot[:i], w.pendingBoot[i+1:]...)
-				break
-			}
-		}
 	}
-	for _, tr := range rd.Transfers {
-		if w.spec.Engine.Bug(scheduler.BugBootstrapRetryEveryStep) {
-			w.pendingBoot = append(w.pendingBoot, tr) // retryBootstrap starts it
-			continue
-		}
+	var start []scheduler.Transfer
+	w.pendingBoot, start = engine.PendBootstraps(w.pendingBoot, &rd, w.spec.Engine.Bug(scheduler.BugBootstrapRetryEveryStep))
+	for _, tr := range start {
 		w.kv.startReceive(tr)
 	}
 	for _, s := range rd.Sends {
@@ -407,14 +379,12 @@ func (w *worker) apply(now time.Time, rd scheduler.Ready) {
 	if rd.Stats != nil {
 		w.stats = *rd.Stats
 	}
-	if (w.sched.Config().Semantics == scheduler.SemanticsStrict || rd.Stats != nil) && now.Sub(w.lastThruAt) >= time.Second {
-		toks := w.sched.Stats().GeneratedTokens
-		if !w.lastThruAt.IsZero() {
-			w.thru = float64(toks-w.lastThruToks) / now.Sub(w.lastThruAt).Seconds()
-		}
-		w.lastThruAt, w.lastThruToks = now, toks
+	strict := w.sched.Config().Semantics == scheduler.SemanticsStrict
+	if rate, ok := w.thruMeter.Update(now, w.sched.Stats().GeneratedTokens, strict || rd.Stats != nil); ok {
+		w.thru = rate
 	}
-	if live := w.sched.Live(); now.Sub(w.lastSnapAt) >= 50*time.Millisecond || live != len(w.snap) {
+	// A change in the live count stands in for a Requests call asking for a fresh list.
+	if live := w.sched.Live(); now.Sub(w.lastSnapAt) >= engine.SnapEvery || live != len(w.snap) {
 		w.snap = w.sched.Requests(now)
 		w.snapTime, w.lastSnapAt = now, now
 	}
@@ -463,7 +433,7 @@ func (w *worker) abort(seq uint64) {
 	if l := w.streams[seq]; l != nil {
 		l.closed = true // the connection is gone: nothing more is written to it
 	}
-	if w.sched.Abort(w.t.loop.Now(), seq, fmt.Errorf("engine: client went away: %w", gen.ErrAborted)) {
+	if w.sched.Abort(w.t.loop.Now(), seq, engine.ClientGoneError()) {
 		w.wake()
 	}
 }
@@ -475,40 +445,14 @@ func (w *worker) healthy() error {
 
 // requests is /debug/requests: the last snapshot aged to now.
 func (w *worker) requests() []gen.RequestInfo {
-	dt := w.t.loop.Now().Sub(w.snapTime).Seconds()
-	if w.snapTime.IsZero() || dt < 0 {
-		dt = 0
-	}
-	out := make([]gen.RequestInfo, len(w.snap))
-	for i, ri := range w.snap {
-		ri.AgeSeconds += dt
-		ri.StageAgeSeconds += dt
-		out[i] = ri
-	}
-	return out
+	return engine.AgeRequests(w.snap, w.snapTime, w.t.loop.Now())
 }
 
-// gauges is what a scrape of the worker's /metrics reads (engine metrics.setStats).
+// gauges is what a scrape of the worker's /metrics reads (engine.StatGauges and the
+// throughput).
 func (w *worker) gauges() map[string]float64 {
-	st := w.stats
-	g := map[string]float64{
-		"sglang:num_running_reqs":                float64(st.Running),
-		"sglang:num_queue_reqs":                  float64(st.Waiting),
-		"sglang:num_decode_prealloc_queue_reqs":  float64(st.Prealloc),
-		"sglang:num_decode_transfer_queue_reqs":  float64(st.Transfer),
-		"sglang:num_prefill_prealloc_queue_reqs": float64(st.Bootstrap),
-		"sglang:num_prefill_inflight_queue_reqs": float64(st.Inflight),
-		"sglang:num_retracted_reqs":              float64(st.Retracted),
-		"sglang:num_used_tokens":                 float64(st.UsedPages * st.PageSize),
-		"sglang:max_total_num_tokens":            float64(st.TotalPages * st.PageSize),
-		"pdsoak:kv_pages_used":                   float64(st.UsedPages),
-		"pdsoak:kv_pages_total":                  float64(st.TotalPages),
-		"sglang:token_usage":                     0,
-		"sglang:gen_throughput":                  w.thru,
-	}
-	if st.TotalPages > 0 {
-		g["sglang:token_usage"] = float64(st.UsedPages) / float64(st.TotalPages)
-	}
+	g := engine.StatGauges(w.stats)
+	g[metricnames.GenThroughput] = w.thru
 	return g
 }
 

@@ -19,7 +19,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"pdsoak/chaos"
-	"pdsoak/harness"
+	"pdsoak/harness/judge"
 	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
@@ -265,7 +265,7 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 	defer stop()
 
 	if !quiet {
-		against := harness.ReportConfig(sc).Target
+		against := judge.ReportConfig(sc).Target
 		if a.sim {
 			against = "a simulated " + against + " (virtual time)"
 		}

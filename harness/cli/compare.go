@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"pdsoak/harness"
+	"pdsoak/harness/judge"
 	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
@@ -40,7 +40,7 @@ func loadRun(dir string) (*reports.Run, string, error) {
 	if err != nil {
 		return nil, "", usageError("%s: %v", filepath.Join(dir, ResolvedFile), err)
 	}
-	run, err := reports.ComputeRun(filepath.Join(dir, ledger.EventsFile), harness.ReportConfig(&sc))
+	run, err := reports.ComputeRun(filepath.Join(dir, ledger.EventsFile), judge.ReportConfig(&sc))
 	if err != nil {
 		return nil, "", usageError("%s: %v", dir, err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"pdsoak/explore"
-	"pdsoak/harness"
+	"pdsoak/harness/judge"
 	"pdsoak/scenarios"
 	"pdsoak/sim"
 )
@@ -137,7 +137,7 @@ func (a *app) explore(cmd *cobra.Command, arg string, f *exploreFlags) error {
 	opts := explore.Options{
 		Run: run, Runs: f.runs, Time: f.budget, Parallel: f.parallel, Seed: f.seed, OutDir: outDir,
 		NoShrink: f.noShrink, MaxShrinkRuns: f.maxShrinkRuns, FaultTypes: a.faultTypes, FaultFilter: defaultExploreFaultFilter,
-		ReportConfig: harness.ReportConfig, Command: exploreCommandLine(cmd, arg),
+		ReportConfig: judge.ReportConfig, Command: exploreCommandLine(cmd, arg),
 	}
 	if !f.quiet {
 		opts.Progress = stderr

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"pdsoak/harness"
+	"pdsoak/harness/judge"
 	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
@@ -32,7 +32,7 @@ func writeResolved(dir string, sc *scenarios.Scenario) error {
 // computeResults judges dir/events.jsonl; a missing or unreadable ledger is an invalid
 // run (read reports false).
 func computeResults(dir string, sc *scenarios.Scenario) (res *reports.Results, read bool) {
-	cfg := harness.ReportConfig(sc)
+	cfg := judge.ReportConfig(sc)
 	res, err := reports.ComputeFile(filepath.Join(dir, ledger.EventsFile), cfg)
 	if err != nil {
 		res = reports.Compute(nil, cfg)

@@ -92,7 +92,7 @@ func newTransfer(role engine.Role, b kernels.Backend, f *workerFlags, reg promet
 			kvtransfer.WithOnAbort(func(room uint64, reason string) {
 				// Decode went away while the room waited for prefill: fail the request.
 				if s := t.getSink(); s != nil {
-					s.Sent(room, fmt.Errorf("cli: decode abandoned room %d: %s: %w", room, reason, gen.ErrTransfer))
+					s.Sent(room, kvtransfer.AbandonedError(room, reason))
 				}
 			}))
 		t.sender = kvtransfer.NewSender(b.KV(), opts...)

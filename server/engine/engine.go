@@ -40,11 +40,10 @@ type Engine struct {
 	behind  map[uint64]*stream // streams with tokens their channel had no room for
 	// pendingBoot are transfers waiting for their bootstrap server to answer
 	// (scheduler.BugBootstrapRetryEveryStep only).
-	pendingBoot  []scheduler.Transfer
-	draining     bool
-	lastThruAt   time.Time
-	lastThruToks uint64
-	lastSnapAt   time.Time
+	pendingBoot []scheduler.Transfer
+	draining    bool
+	thru        Throughput
+	lastSnapAt  time.Time
 	// retractLog bounds the retraction warnings; retractsUnlogged counts the
 	// retractions since the last one.
 	retractLog       *rate.Limiter
@@ -376,17 +375,7 @@ func (e *Engine) Requests() []gen.RequestInfo {
 	}
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()
-	dt := e.clock.Now().Sub(e.snapTime).Seconds()
-	if e.snapTime.IsZero() || dt < 0 {
-		dt = 0
-	}
-	out := make([]gen.RequestInfo, len(e.snap))
-	for i, ri := range e.snap {
-		ri.AgeSeconds += dt
-		ri.StageAgeSeconds += dt
-		out[i] = ri
-	}
-	return out
+	return AgeRequests(e.snap, e.snapTime, e.clock.Now())
 }
 
 // Healthy returns nil, or why /health must fail. Strict: work in flight and no progress

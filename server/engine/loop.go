@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"slices"
 	"time"
 
 	"pdsoak/server/failpoint"
@@ -181,7 +180,7 @@ func (e *Engine) admit(now time.Time, a *arrival) {
 	}
 	st := &stream{seq: seq, id: a.req.ID, ch: make(chan gen.Event, streamBuffer), arrived: now}
 	st.stop = context.AfterFunc(a.ctx, func() {
-		e.post(abortEv{seq: seq, cause: fmt.Errorf("engine: client went away: %w", gen.ErrAborted)})
+		e.post(abortEv{seq: seq, cause: ClientGoneError()})
 	})
 	e.streams[seq] = st
 	e.live.Store(int64(e.sched.Live())) // before the reply: Generate's caller sees it in flight
@@ -208,13 +207,10 @@ func (e *Engine) apply(now time.Time, rd scheduler.Ready) {
 	// Cancels first: a transfer must stop touching pages before they are reused.
 	for _, c := range rd.Cancels {
 		e.xfer.Cancel(c.Room)
-		e.dropPendingBoot(c.Room)
 	}
-	for _, t := range rd.Transfers {
-		if e.cfg.Bug(scheduler.BugBootstrapRetryEveryStep) {
-			e.pendingBoot = append(e.pendingBoot, t) // retryBootstrap starts it
-			continue
-		}
+	var start []scheduler.Transfer
+	e.pendingBoot, start = PendBootstraps(e.pendingBoot, &rd, e.cfg.Bug(scheduler.BugBootstrapRetryEveryStep))
+	for _, t := range start {
 		e.xfer.StartReceive(t.Room, t.Addr, t.Pages, t.NumTokens)
 	}
 	for _, s := range rd.Sends {
@@ -331,12 +327,8 @@ func (e *Engine) publish(now time.Time, st *scheduler.Stats) {
 	if st != nil {
 		e.m.setStats(*st)
 	}
-	if (strict || st != nil) && now.Sub(e.lastThruAt) >= time.Second {
-		toks := e.sched.Stats().GeneratedTokens
-		if !e.lastThruAt.IsZero() {
-			e.m.genThroughput.Set(float64(toks-e.lastThruToks) / now.Sub(e.lastThruAt).Seconds())
-		}
-		e.lastThruAt, e.lastThruToks = now, toks
+	if rate, ok := e.thru.Update(now, e.sched.Stats().GeneratedTokens, strict || st != nil); ok {
+		e.m.genThroughput.Set(rate)
 	}
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()
@@ -344,16 +336,13 @@ func (e *Engine) publish(now time.Time, st *scheduler.Stats) {
 		e.stats = *st
 	}
 	// The request list costs a sort and an allocation per live request, so it is built
-	// when Requests asks for it (and every snapEvery as the answer for a loop too stuck
+	// when Requests asks for it (and every SnapEvery as the answer for a loop too stuck
 	// to build one), not on every iteration.
-	if e.snapWant.Swap(false) || now.Sub(e.lastSnapAt) >= snapEvery {
+	if e.snapWant.Swap(false) || now.Sub(e.lastSnapAt) >= SnapEvery {
 		e.refreshSnapLocked(now)
 	}
 	e.schedErr = e.sched.Health(now)
 }
-
-// snapEvery is how often the loop rebuilds the request list unasked.
-const snapEvery = 50 * time.Millisecond
 
 // refreshSnapLocked rebuilds the request list and tells the Requests calls waiting for it.
 func (e *Engine) refreshSnapLocked(now time.Time) {
@@ -419,7 +408,7 @@ func (e *Engine) stepFailpoint() error {
 		case r.err != nil:
 			return fmt.Errorf("engine: step interrupted: %w", r.err)
 		case r.arg != "":
-			return fmt.Errorf("engine: failpoint %s: %s", failpoint.EngineStep, r.arg)
+			return StepFailpointError(r.arg)
 		}
 		return nil
 	}
@@ -465,15 +454,6 @@ func (e *Engine) waitUntil(deadline time.Time) {
 	}
 }
 
-// Bootstrap retries of scheduler.BugBootstrapRetryEveryStep: attempts per address per
-// loop iteration, the pause between them and the bound of one dial. Upstream: 20 tries
-// 1 s apart inside ensure_parallel_info, on the scheduler thread.
-const (
-	bootRetryAttempts = 3
-	bootRetryPause    = 300 * time.Millisecond
-	bootDialTimeout   = 300 * time.Millisecond
-)
-
 // retryBootstrap (BugBootstrapRetryEveryStep, sgl-project/sglang PRs #19900 and #20785)
 // checks, on the loop goroutine and blocking it, that the bootstrap server of every
 // pending transfer answers, retrying a few times; a transfer whose server answers starts,
@@ -483,42 +463,27 @@ func (e *Engine) retryBootstrap() {
 	if len(e.pendingBoot) == 0 {
 		return
 	}
-	up := map[string]bool{}
-	keep := e.pendingBoot[:0]
-	for _, t := range e.pendingBoot {
-		ok, seen := up[t.Addr]
-		if !seen {
-			ok = dialable(t.Addr)
-			up[t.Addr] = ok
-			if !ok {
-				e.log.Warn("bootstrap server unreachable; retrying on the next step (sglang#19900 reproduced)", "addr", t.Addr)
-			}
-		}
-		if ok {
-			e.xfer.StartReceive(t.Room, t.Addr, t.Pages, t.NumTokens)
-			continue
-		}
-		keep = append(keep, t)
+	start, keep, down := RetryBootstrap(e.pendingBoot, dialable)
+	for _, addr := range down {
+		e.log.Warn("bootstrap server unreachable; retrying on the next step (sglang#19900 reproduced)", "addr", addr)
+	}
+	for _, t := range start {
+		e.xfer.StartReceive(t.Room, t.Addr, t.Pages, t.NumTokens)
 	}
 	e.pendingBoot = keep
 }
 
-// dialable tries to open a TCP connection to addr, bootRetryAttempts times.
+// dialable tries to open a TCP connection to addr, BootRetryAttempts times.
 func dialable(addr string) bool {
-	for i := 0; i < bootRetryAttempts; i++ {
+	for i := 0; i < BootRetryAttempts; i++ {
 		if i > 0 {
-			time.Sleep(bootRetryPause) // the bug: the scheduler thread sleeps between tries
+			time.Sleep(BootRetryPause) // the bug: the scheduler thread sleeps between tries
 		}
-		c, err := net.DialTimeout("tcp", addr, bootDialTimeout)
+		c, err := net.DialTimeout("tcp", addr, BootDialTimeout)
 		if err == nil {
 			_ = c.Close()
 			return true
 		}
 	}
 	return false
-}
-
-// dropPendingBoot forgets a pending transfer of room (its request ended).
-func (e *Engine) dropPendingBoot(room uint64) {
-	e.pendingBoot = slices.DeleteFunc(e.pendingBoot, func(t scheduler.Transfer) bool { return t.Room == room })
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"pdsoak/metricnames"
 	"pdsoak/server/scheduler"
 )
 
@@ -15,6 +16,8 @@ type metrics struct {
 
 	requests, promptTokens, genTokens, aborts, bootstrapFailed, transferFailed, retractions prometheus.Counter
 	timeouts, refused, finished                                                             *prometheus.CounterVec
+
+	stat map[string]prometheus.Gauge // the gauges StatGauges names
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -29,19 +32,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	lat := []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 	m := &metrics{
-		running:       g("sglang:num_running_reqs", "Requests in the running (decode) or forward (prefill) batch."),
-		queue:         g("sglang:num_queue_reqs", "Requests in the waiting queue."),
-		decPrealloc:   g("sglang:num_decode_prealloc_queue_reqs", "Decode: requests waiting for KV pages."),
-		decTransfer:   g("sglang:num_decode_transfer_queue_reqs", "Decode: requests receiving KV from prefill."),
-		prefBootstrap: g("sglang:num_prefill_prealloc_queue_reqs", "Prefill: requests in the bootstrap queue (waiting for decode to register)."),
-		prefInflight:  g("sglang:num_prefill_inflight_queue_reqs", "Prefill: requests sending KV to decode."),
-		retracted:     g("sglang:num_retracted_reqs", "Decode: requests whose KV was taken back."),
-		tokenUsage:    g("sglang:token_usage", "Fraction of the KV pool in use."),
-		genThroughput: g("sglang:gen_throughput", "Generated tokens per second."),
-		usedTokens:    g("sglang:num_used_tokens", "KV tokens in use (pages × page size)."),
-		maxTokens:     g("sglang:max_total_num_tokens", "KV pool capacity in tokens."),
-		pagesUsed:     g("pdsoak:kv_pages_used", "KV pages in use."),
-		pagesTotal:    g("pdsoak:kv_pages_total", "KV pool capacity in pages."),
+		running:       g(metricnames.Running, "Requests in the running (decode) or forward (prefill) batch."),
+		queue:         g(metricnames.Queue, "Requests in the waiting queue."),
+		decPrealloc:   g(metricnames.DecodePrealloc, "Decode: requests waiting for KV pages."),
+		decTransfer:   g(metricnames.DecodeTransfer, "Decode: requests receiving KV from prefill."),
+		prefBootstrap: g(metricnames.PrefillBootstrap, "Prefill: requests in the bootstrap queue (waiting for decode to register)."),
+		prefInflight:  g(metricnames.PrefillInflight, "Prefill: requests sending KV to decode."),
+		retracted:     g(metricnames.Retracted, "Decode: requests whose KV was taken back."),
+		tokenUsage:    g(metricnames.TokenUsage, "Fraction of the KV pool in use."),
+		genThroughput: g(metricnames.GenThroughput, "Generated tokens per second."),
+		usedTokens:    g(metricnames.UsedTokens, "KV tokens in use (pages × page size)."),
+		maxTokens:     g(metricnames.MaxTotalTokens, "KV pool capacity in tokens."),
+		pagesUsed:     g(metricnames.KVPagesUsed, "KV pages in use."),
+		pagesTotal:    g(metricnames.KVPagesTotal, "KV pool capacity in pages."),
 		ttft:          h("sglang:time_to_first_token_seconds", "Time to first token.", lat),
 		itl:           h("sglang:inter_token_latency_seconds", "Time between streamed tokens.", lat),
 		e2e:           h("sglang:e2e_request_latency_seconds", "Arrival to finish.", lat),
@@ -68,6 +71,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 	}
+	m.stat = map[string]prometheus.Gauge{metricnames.Running: m.running, metricnames.Queue: m.queue,
+		metricnames.DecodePrealloc: m.decPrealloc, metricnames.DecodeTransfer: m.decTransfer,
+		metricnames.PrefillBootstrap: m.prefBootstrap, metricnames.PrefillInflight: m.prefInflight,
+		metricnames.Retracted: m.retracted, metricnames.TokenUsage: m.tokenUsage, metricnames.UsedTokens: m.usedTokens,
+		metricnames.MaxTotalTokens: m.maxTokens, metricnames.KVPagesUsed: m.pagesUsed, metricnames.KVPagesTotal: m.pagesTotal}
 	for _, st := range []scheduler.Stage{scheduler.StageBootstrap, scheduler.StagePrealloc, scheduler.StageTransfer,
 		scheduler.StageWaiting, scheduler.StageRunning, scheduler.StageTotal} {
 		m.timeouts.WithLabelValues(string(st))
@@ -76,18 +84,31 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 func (m *metrics) setStats(st scheduler.Stats) {
-	m.running.Set(float64(st.Running))
-	m.queue.Set(float64(st.Waiting))
-	m.decPrealloc.Set(float64(st.Prealloc))
-	m.decTransfer.Set(float64(st.Transfer))
-	m.prefBootstrap.Set(float64(st.Bootstrap))
-	m.prefInflight.Set(float64(st.Inflight))
-	m.retracted.Set(float64(st.Retracted))
-	m.pagesUsed.Set(float64(st.UsedPages))
-	m.pagesTotal.Set(float64(st.TotalPages))
-	m.usedTokens.Set(float64(st.UsedPages * st.PageSize))
-	m.maxTokens.Set(float64(st.TotalPages * st.PageSize))
+	for name, v := range StatGauges(st) {
+		m.stat[name].Set(v)
+	}
+}
+
+// StatGauges is what the scheduler gauges read for st (setStats publishes them; the
+// simulator's workers answer scrapes with them): the queues, the KV pool in pages and
+// tokens, and its usage.
+func StatGauges(st scheduler.Stats) map[string]float64 {
+	usage := 0.0
 	if st.TotalPages > 0 {
-		m.tokenUsage.Set(float64(st.UsedPages) / float64(st.TotalPages))
+		usage = float64(st.UsedPages) / float64(st.TotalPages)
+	}
+	return map[string]float64{
+		metricnames.Running:          float64(st.Running),
+		metricnames.Queue:            float64(st.Waiting),
+		metricnames.DecodePrealloc:   float64(st.Prealloc),
+		metricnames.DecodeTransfer:   float64(st.Transfer),
+		metricnames.PrefillBootstrap: float64(st.Bootstrap),
+		metricnames.PrefillInflight:  float64(st.Inflight),
+		metricnames.Retracted:        float64(st.Retracted),
+		metricnames.UsedTokens:       float64(st.UsedPages * st.PageSize),
+		metricnames.MaxTotalTokens:   float64(st.TotalPages * st.PageSize),
+		metricnames.KVPagesUsed:      float64(st.UsedPages),
+		metricnames.KVPagesTotal:     float64(st.TotalPages),
+		metricnames.TokenUsage:       usage,
 	}
 }

@@ -63,6 +63,14 @@ const (
 	HookBootstrap = failpoint.KVTransferBootstrap
 )
 
+// The faults a hook's argument asks for (the chaos catalogue's return(...) terms; the
+// simulator's KV link reads the same words).
+const (
+	HookCorrupt = "corrupt" // send-frame: flip a payload byte after the CRC is computed
+	HookDrop    = "drop"    // close the connection
+	HookFail    = "fail"    // bootstrap: refuse the room
+)
+
 type config struct {
 	// staleEndpoints keeps a dead connection to a prefill cached (the
 	// stale-bootstrap-endpoint bug, sgl-project/sglang#33789).

@@ -158,7 +158,7 @@ func (r *Receiver) Start(ctx context.Context, prefillAddr string, room uint64, d
 // registerLocked sends REGISTER and bounds the wait for REGISTER_ACK.
 func (r *Receiver) registerLocked(c *rconn, t *Transfer) {
 	c.l.enqueue(MsgRegister, t.room, AppendRegister(nil, Register{NumTokens: uint32(t.numTokens), Pages: t.dest}))
-	t.armLocked(r.cfg.handshakeTimeout, "REGISTER_ACK")
+	t.armLocked(r.cfg.handshakeTimeout, StepRegisterAck)
 }
 
 // armLocked (re)starts the room's step timer: the step must be over within d.
@@ -202,7 +202,7 @@ func (t *Transfer) expire(step uint64, d time.Duration, what string) {
 		return
 	}
 	r.mu.Unlock()
-	r.fail(t, fmt.Errorf("%w: room %d: no %s within %s", ErrTimeout, t.room, what, d), true)
+	r.fail(t, StepTimeoutError(t.room, what, d), true)
 }
 
 // fail ends a live transfer with err; with notify, prefill is told with FAIL.
@@ -356,7 +356,7 @@ func (r *Receiver) readLoop(c *rconn, l *link) error {
 				t.acked = true
 				// Waiting for prefill's forward pass is the engine's bound, or (sglang
 				// semantics) SGLANG_DISAGGREGATION_WAITING_TIMEOUT's: WithWaitingTimeout.
-				t.armLocked(r.cfg.waitingTimeout, "first frame (waiting timeout)")
+				t.armLocked(r.cfg.waitingTimeout, StepFirstFrame)
 			}
 			r.mu.Unlock()
 		case MsgPages:
@@ -453,7 +453,7 @@ func (r *Receiver) onPages(c *rconn, l *link, h Header, table []byte) error {
 		t.received += len(es)
 		t.bytes += n
 		t.acked = true // a frame implies the registration was seen
-		t.progressLocked(r.cfg.progressTimeout, "next frame")
+		t.progressLocked(r.cfg.progressTimeout, StepNextFrame)
 	}
 	r.mu.Unlock()
 	if rerr != nil {

@@ -22,14 +22,12 @@ type Sender struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
-	ln       net.Listener
-	links    map[*link]struct{}
-	rooms    map[uint64]*sroom
-	tomb     map[uint64]string
-	tombRing []uint64
-	tombNext int
-	closed   bool
+	mu     sync.Mutex
+	ln     net.Listener
+	links  map[*link]struct{}
+	rooms  map[uint64]*sroom
+	tomb   *Tombstones
+	closed bool
 }
 
 // sroom is one room on the sender.
@@ -55,10 +53,11 @@ func (r *sroom) finish(err error) {
 // connections.
 func NewSender(store *kernels.KVStore, opts ...Option) *Sender {
 	ctx, cancel := context.WithCancel(context.Background())
+	cfg := newConfig(opts)
 	return &Sender{
-		cfg: newConfig(opts), store: store, ctx: ctx, cancel: cancel,
+		cfg: cfg, store: store, ctx: ctx, cancel: cancel,
 		shape: Shape{uint32(store.PageSize), uint32(store.Layers), uint32(store.BytesPerToken)},
-		links: map[*link]struct{}{}, rooms: map[uint64]*sroom{}, tomb: map[uint64]string{},
+		links: map[*link]struct{}{}, rooms: map[uint64]*sroom{}, tomb: NewTombstones(cfg.tombstones),
 	}
 }
 
@@ -210,7 +209,7 @@ func (s *Sender) readLoop(l *link) error {
 // faults return an error (which closes the connection).
 func (s *Sender) onRegister(l *link, room uint64, body []byte) error {
 	arg, herr := s.cfg.eval(s.ctx, HookBootstrap)
-	if arg == "drop" {
+	if arg == HookDrop {
 		return fmt.Errorf("%w: dropped by hook %s", ErrConnection, HookBootstrap)
 	}
 	refuse := func(reason string) error {
@@ -218,7 +217,7 @@ func (s *Sender) onRegister(l *link, room uint64, body []byte) error {
 		l.enqueue(MsgFail, room, []byte(clipReason(reason)))
 		return nil
 	}
-	if herr != nil || arg == "fail" {
+	if herr != nil || arg == HookFail {
 		reason := fmt.Sprintf("bootstrap refused by hook %s: %v %s", HookBootstrap, herr, arg)
 		s.Fail(room, reason) // a Send waiting for this room fails now
 		return refuse(reason)
@@ -232,9 +231,9 @@ func (s *Sender) onRegister(l *link, room uint64, body []byte) error {
 		return refuse(fmt.Sprintf("%d pages cannot hold %d tokens of page size %d", len(reg.Pages), reg.NumTokens, s.store.PageSize))
 	}
 	s.mu.Lock()
-	if reason, ok := s.tomb[room]; ok {
+	if reason, ok := s.tomb.Failed(room); ok {
 		s.mu.Unlock()
-		return refuse("prefill already failed the room: " + reason)
+		return refuse(RefusedRegisterReason(reason))
 	}
 	r := s.rooms[room]
 	if r != nil && r.link != nil {
@@ -352,7 +351,7 @@ func (s *Sender) claim(room uint64) (*sroom, error) {
 	if s.closed {
 		return nil, ErrClosed
 	}
-	if reason, ok := s.tomb[room]; ok {
+	if reason, ok := s.tomb.Failed(room); ok {
 		return nil, fmt.Errorf("%w: room %d already failed: %s", ErrPeer, room, reason)
 	}
 	r := s.rooms[room]
@@ -426,12 +425,12 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 				}
 				return fail(fmt.Errorf("%w: room %d: hook %s: %w", ErrConnection, r.room, HookSendFrame, err))
 			}
-			if arg == "drop" {
+			if arg == HookDrop {
 				err := fmt.Errorf("%w: room %d: dropped by hook %s", ErrConnection, r.room, HookSendFrame)
 				l.kill(err)
 				return err
 			}
-			if err := l.writeFrame(r.room, e, payload, arg == "corrupt"); err != nil {
+			if err := l.writeFrame(r.room, e, payload, arg == HookCorrupt); err != nil {
 				return fmt.Errorf("room %d: %w", r.room, err)
 			}
 			*bytes += int64(n)
@@ -480,22 +479,7 @@ func (s *Sender) Fail(room uint64, reason string) {
 	}
 }
 
-func (s *Sender) addTombLocked(room uint64, reason string) {
-	if s.cfg.tombstones <= 0 {
-		return
-	}
-	if _, ok := s.tomb[room]; ok {
-		return
-	}
-	if len(s.tombRing) < s.cfg.tombstones {
-		s.tombRing = append(s.tombRing, room)
-	} else {
-		delete(s.tomb, s.tombRing[s.tombNext])
-		s.tombRing[s.tombNext] = room
-		s.tombNext = (s.tombNext + 1) % len(s.tombRing)
-	}
-	s.tomb[room] = reason
-}
+func (s *Sender) addTombLocked(room uint64, reason string) { s.tomb.Add(room, reason) }
 
 // Close stops listening, closes every connection, fails every room, and waits for the
 // sender's goroutines.

@@ -64,9 +64,9 @@ func PickPair(prefill, decode []Candidate, bugs scheduler.BugSet, intn func(int)
 	if p < 0 || d < 0 {
 		why := ""
 		if describe != nil {
-			why = " (" + describe() + ")"
+			why = describe()
 		}
-		return Pair{-1, -1}, fmt.Errorf("router: no healthy prefill/decode pair%s: %w", why, gen.ErrUnavailable)
+		return Pair{-1, -1}, NoPairError(why)
 	}
 	return Pair{p, d}, nil
 }

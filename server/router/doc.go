@@ -28,9 +28,12 @@
 // Workers' error statuses and stream errors come back as the gen sentinel errors they
 // were (gen.WorkerError.Err). Health: every worker's /health is polled; a worker that
 // fails DefaultFailThreshold checks in a row, or refuses a connection on a request, is
-// skipped until it passes again. A prefill's KV bootstrap address comes from its
+// skipped until it passes again (Health, health.go). A prefill's KV bootstrap address comes from its
 // /server_info ("bootstrap_addr") unless given explicitly, and is read again at every health
 // check, so a restarted prefill is never reached at a stale address.
+//
+// The decisions (decide.go), the health tracker (health.go) and the refusals
+// (errors.go) are pure, so that the simulator (sim) routes on the same code.
 //
 //	r, _ := router.New([]router.Worker{{URL: "http://127.0.0.1:30001"}},
 //		[]router.Worker{{URL: "http://127.0.0.1:30002"}}, router.WithSeed(1))

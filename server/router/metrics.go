@@ -3,6 +3,8 @@ package router
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"pdsoak/metricnames"
 )
 
 // metrics are the router's own series (the workers serve SGLang's).
@@ -27,14 +29,14 @@ func newMetrics(r *Router) *metrics {
 			Help: "Requests that ended with an error, by error kind."}, []string{"kind"}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdsoak_router_retries_total",
 			Help: "Requests retried on another pair before any output."}),
-		outstanding: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pdsoak_router_outstanding_requests",
+		outstanding: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricnames.RouterOutstanding,
 			Help: "Requests in flight per worker."}, []string{"worker"}),
 		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pdsoak_router_time_to_first_token_seconds",
 			Help: "Time from Generate to the first token sent to the client.", Buckets: latencyBuckets}),
 		e2e: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pdsoak_router_e2e_request_latency_seconds",
 			Help: "Time from Generate to the final event, by any outcome.", Buckets: latencyBuckets}),
 	}
-	healthy := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pdsoak_router_healthy_pairs",
+	healthy := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metricnames.RouterHealthyPairs,
 		Help: "1 while at least one healthy prefill/decode pair exists."}, func() float64 {
 		if r.Healthy() == nil {
 			return 1
@@ -49,7 +51,7 @@ func newMetrics(r *Router) *metrics {
 	return m
 }
 
-var workerUpDesc = prometheus.NewDesc("pdsoak_router_worker_healthy",
+var workerUpDesc = prometheus.NewDesc(metricnames.RouterWorkerUp,
 	"1 when the worker passes its health checks.", []string{"worker", "role", "url"}, nil)
 
 // workerCollector reports each worker's health at scrape time (never stale).

@@ -153,7 +153,7 @@ type worker struct {
 
 	mu      sync.Mutex
 	boot    string
-	fails   int
+	health  Health // healthy mirrors health.Healthy for lock-free reads
 	lastErr string
 	down    chan struct{} // closed when the worker goes unhealthy; replaced when it recovers
 }
@@ -165,13 +165,17 @@ func (w *worker) downCh() <-chan struct{} {
 	return w.down
 }
 
-// setHealthy records a health transition; false when nothing changed.
-func (w *worker) setHealthy(ok bool) bool {
+// track applies a health decision (health.go) with lastErr (empty: none); when it
+// changes the worker's health, the mirror and the down channel follow. False when
+// nothing changed.
+func (w *worker) track(decide func(*Health) bool, lastErr string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.healthy.Load() == ok {
+	w.lastErr = lastErr
+	if !decide(&w.health) {
 		return false
 	}
+	ok := w.health.Healthy
 	w.healthy.Store(ok)
 	if ok {
 		w.down = make(chan struct{})
@@ -319,7 +323,6 @@ func (r *Router) check(ctx context.Context, w *worker) {
 	ctx, cancel := context.WithTimeout(ctx, r.healthTimeout)
 	defer cancel()
 	err := r.get(ctx, w.url+"/health", nil)
-	wasHealthy := w.healthy.Load()
 	if err == nil && w.role == "prefill" && !w.explicitBoot {
 		var info struct {
 			BootstrapAddr string `json:"bootstrap_addr"`
@@ -341,24 +344,17 @@ func (r *Router) check(ctx context.Context, w *worker) {
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return // shutting down
 	}
-	w.mu.Lock()
-	if err == nil {
-		w.fails, w.lastErr = 0, ""
-	} else {
-		w.fails++
-		w.lastErr = err.Error()
+	lastErr := ""
+	if err != nil {
+		lastErr = err.Error()
 	}
-	fails := w.fails
-	w.mu.Unlock()
-	switch {
-	case err == nil && !wasHealthy:
-		if w.setHealthy(true) {
-			r.log.Info("router: worker healthy", "worker", w.name, "url", w.url, "bootstrap_addr", w.bootstrap())
-		}
-	case err != nil && wasHealthy && fails >= r.failThreshold:
-		if w.setHealthy(false) {
-			r.log.Warn("router: worker unhealthy", "worker", w.name, "url", w.url, "err", err)
-		}
+	if !w.track(func(h *Health) bool { return h.Checked(err == nil, r.failThreshold) }, lastErr) {
+		return
+	}
+	if err == nil {
+		r.log.Info("router: worker healthy", "worker", w.name, "url", w.url, "bootstrap_addr", w.bootstrap())
+	} else {
+		r.log.Warn("router: worker unhealthy", "worker", w.name, "url", w.url, "err", err)
 	}
 }
 
@@ -387,11 +383,7 @@ func (r *Router) get(ctx context.Context, url string, into any) error {
 
 // markDown marks a worker unhealthy at once after a transport error on a request.
 func (r *Router) markDown(w *worker, err error) {
-	w.mu.Lock()
-	w.fails = max(w.fails, r.failThreshold)
-	w.lastErr = err.Error()
-	w.mu.Unlock()
-	if w.setHealthy(false) {
+	if w.track(func(h *Health) bool { return h.MarkDown(r.failThreshold) }, err.Error()) {
 		r.log.Warn("router: worker unhealthy after a request failed", "worker", w.name, "url", w.url, "err", err)
 	}
 }
@@ -410,7 +402,7 @@ func candidates(ws []*worker, exclude map[*worker]bool) []Candidate {
 // randomness, so polling it leaves the seeded tie-breaks unchanged.
 func (r *Router) Healthy() error {
 	if !HasPair(candidates(r.prefill, nil), candidates(r.decode, nil), r.bugs) {
-		return fmt.Errorf("router: no healthy prefill/decode pair (%s): %w", r.describe(), gen.ErrUnavailable)
+		return NoPairError(r.describe())
 	}
 	return nil
 }
@@ -490,8 +482,8 @@ func (r *Router) Generate(ctx context.Context, req *gen.Request) (<-chan gen.Eve
 	if r.closed.Load() {
 		return nil, fmt.Errorf("router: closed: %w", gen.ErrUnavailable)
 	}
-	if len(req.Prompt) == 0 || req.MaxTokens <= 0 {
-		return nil, fmt.Errorf("router: empty prompt or max_tokens %d: %w", req.MaxTokens, gen.ErrInvalid)
+	if err := CheckRequest(req); err != nil {
+		return nil, err
 	}
 	if err := r.Healthy(); err != nil {
 		r.metrics.requests.Inc()
@@ -750,9 +742,9 @@ func (rl *relay) run() result {
 		case <-rl.ctx.Done():
 			return rl.gone()
 		case <-rl.pDown:
-			return rl.fail(rl.p, leg{err: fmt.Errorf("router: prefill %s became unhealthy: %w", rl.p.name, gen.ErrUnavailable), transport: true})
+			return rl.fail(rl.p, leg{err: UnhealthyError(rl.p.role, rl.p.name), transport: true})
 		case <-rl.dDown:
-			return rl.fail(rl.d, leg{err: fmt.Errorf("router: decode %s became unhealthy: %w", rl.d.name, gen.ErrUnavailable), transport: true})
+			return rl.fail(rl.d, leg{err: UnhealthyError(rl.d.role, rl.d.name), transport: true})
 		case l := <-rl.prefillDone:
 			if res, over := rl.prefillEnded(l); over {
 				return res

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -108,10 +110,8 @@ func (l Limits) Validate() error {
 	bad := func(flag, format string, args ...any) {
 		errs = append(errs, &LimitError{Flag: flag, Problem: fmt.Sprintf(format, args...)})
 	}
-	switch l.Semantics {
-	case SemanticsStrict, SemanticsSGLang:
-	default:
-		bad("--semantics", "%q is unknown (strict, sglang)", l.Semantics)
+	if !slices.Contains(SemanticsNames(), string(l.Semantics)) {
+		bad("--semantics", "%q is unknown (%s)", l.Semantics, strings.Join(SemanticsNames(), ", "))
 	}
 	if l.MaxQueuedRequests < 0 {
 		bad("--max-queued-requests", "must be >= 0 (got %d)", l.MaxQueuedRequests)

@@ -21,3 +21,7 @@ const (
 	// SemanticsSGLang reproduces SGLang's documented PD behaviour.
 	SemanticsSGLang Semantics = "sglang"
 )
+
+// SemanticsNames lists the semantics modes by name (what --semantics and a scenario's
+// reference.semantics accept).
+func SemanticsNames() []string { return []string{string(SemanticsStrict), string(SemanticsSGLang)} }

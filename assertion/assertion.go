@@ -1,12 +1,13 @@
-package reports
+package assertion
 
 import (
 	"fmt"
-	"pdsoak/ledger"
-	"pdsoak/suggest"
 	"strconv"
 	"strings"
 	"time"
+
+	"pdsoak/ledger"
+	"pdsoak/suggest"
 )
 
 // Built-in assertion names.
@@ -50,6 +51,10 @@ func (a Assertion) Consistent() bool {
 
 // Builtin reports whether a is a built-in name rather than a threshold expression.
 func (a Assertion) Builtin() bool { return a.Func == "" }
+
+// Latency reports whether a is a latency threshold (p50, p90, p95, p99, max or mean of
+// ttft, itl or e2e).
+func (a Assertion) Latency() bool { return latencyFuncs[a.Func] }
 
 // Compare applies the operator to (got, a.Value).
 func (a Assertion) Compare(got float64) bool {
@@ -108,18 +113,18 @@ func ParseAssertion(s string) (Assertion, error) {
 	if rest, ok := strings.CutPrefix(s, AssertConsistentOutputs+"("); ok {
 		n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(rest, ")")))
 		if !strings.HasSuffix(rest, ")") || err != nil || n < 0 {
-			return Assertion{}, fmt.Errorf("reports: assertion %q: want %s(N), N the number of leading characters that must agree (≥ 0)", s, AssertConsistentOutputs)
+			return Assertion{}, fmt.Errorf("assertion: assertion %q: want %s(N), N the number of leading characters that must agree (≥ 0)", s, AssertConsistentOutputs)
 		}
 		return Assertion{Raw: raw, Name: fmt.Sprintf("%s(%d)", AssertConsistentOutputs, n), Prefix: n}, nil
 	}
 	open := strings.IndexByte(s, '(')
 	if open < 0 {
-		return Assertion{}, fmt.Errorf("reports: unknown assertion %q%s (built-ins: %s; or an expression such as \"p99(ttft) < 2s\")", s, didYouMean(s, Builtins), strings.Join(Builtins, ", "))
+		return Assertion{}, fmt.Errorf("assertion: unknown assertion %q%s (built-ins: %s; or an expression such as \"p99(ttft) < 2s\")", s, didYouMean(s, Builtins), strings.Join(Builtins, ", "))
 	}
 	fn := strings.TrimSpace(s[:open])
 	closing := strings.IndexByte(s, ')')
 	if closing < open {
-		return Assertion{}, fmt.Errorf("reports: assertion %q: missing ')'", s)
+		return Assertion{}, fmt.Errorf("assertion: assertion %q: missing ')'", s)
 	}
 	arg := strings.TrimSpace(s[open+1 : closing])
 	rest := strings.TrimSpace(s[closing+1:])
@@ -131,40 +136,40 @@ func ParseAssertion(s string) (Assertion, error) {
 		}
 	}
 	if op == "" {
-		return Assertion{}, fmt.Errorf("reports: assertion %q: want an operator (< <= > >= == !=) after %s(%s)", s, fn, arg)
+		return Assertion{}, fmt.Errorf("assertion: assertion %q: want an operator (< <= > >= == !=) after %s(%s)", s, fn, arg)
 	}
 	val := strings.TrimSpace(rest[len(op):])
 	if val == "" {
-		return Assertion{}, fmt.Errorf("reports: assertion %q: missing value after %s", s, op)
+		return Assertion{}, fmt.Errorf("assertion: assertion %q: missing value after %s", s, op)
 	}
 	a := Assertion{Raw: raw, Func: fn, Arg: arg, Op: op}
 	switch {
 	case latencyFuncs[fn]:
 		if !latencyArgs[arg] {
-			return Assertion{}, fmt.Errorf("reports: assertion %q: %s() takes ttft, itl or e2e, not %q%s", s, fn, arg, didYouMean(arg, latencyArgList))
+			return Assertion{}, fmt.Errorf("assertion: assertion %q: %s() takes ttft, itl or e2e, not %q%s", s, fn, arg, didYouMean(arg, latencyArgList))
 		}
 		v, err := parseSeconds(val)
 		if err != nil {
-			return Assertion{}, fmt.Errorf("reports: assertion %q: %w", s, err)
+			return Assertion{}, fmt.Errorf("assertion: assertion %q: %w", s, err)
 		}
 		a.Value = v
 	case fn == "rate" || fn == "count":
 		if arg != "silent_drops" && !ledger.Outcome(arg).Valid() {
-			return Assertion{}, fmt.Errorf("reports: assertion %q: %s() takes an outcome (%s) or silent_drops, not %q%s", s, fn, outcomeList(), arg, didYouMean(arg, countArgs()))
+			return Assertion{}, fmt.Errorf("assertion: assertion %q: %s() takes an outcome (%s) or silent_drops, not %q%s", s, fn, outcomeList(), arg, didYouMean(arg, countArgs()))
 		}
 		v, err := strconv.ParseFloat(val, 64)
 		if err != nil || v != v {
-			return Assertion{}, fmt.Errorf("reports: assertion %q: %q is not a number", s, val)
+			return Assertion{}, fmt.Errorf("assertion: assertion %q: %q is not a number", s, val)
 		}
 		if fn == "rate" && (v < 0 || v > 1) {
-			return Assertion{}, fmt.Errorf("reports: assertion %q: a rate is a fraction between 0 and 1", s)
+			return Assertion{}, fmt.Errorf("assertion: assertion %q: a rate is a fraction between 0 and 1", s)
 		}
 		if fn == "count" && (v < 0 || v != float64(int64(v))) {
-			return Assertion{}, fmt.Errorf("reports: assertion %q: a count is a whole number ≥ 0", s)
+			return Assertion{}, fmt.Errorf("assertion: assertion %q: a count is a whole number ≥ 0", s)
 		}
 		a.Value = v
 	default:
-		return Assertion{}, fmt.Errorf("reports: assertion %q: unknown function %q%s (want p50, p90, p95, p99, max, mean, rate or count)", s, fn, didYouMean(fn, funcList))
+		return Assertion{}, fmt.Errorf("assertion: assertion %q: unknown function %q%s (want p50, p90, p95, p99, max, mean, rate or count)", s, fn, didYouMean(fn, funcList))
 	}
 	a.Name = a.String()
 	return a, nil

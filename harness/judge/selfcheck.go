@@ -1,15 +1,18 @@
-package harness
+package judge
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"sync"
 	"time"
+
+	"pdsoak/internal/nearest"
 )
 
-// lagRecorder collects the harness's own scheduling lag: how late requests were sent
-// relative to their schedule, and how late the self-check ticker woke.
-type lagRecorder struct {
+// LagRecorder collects the harness's own scheduling lag: how late requests were sent
+// relative to their schedule, and how late the self-check ticker woke. The runner
+// records it; the simulator has no lag (virtual time) and builds its SelfCheck directly.
+type LagRecorder struct {
 	every time.Duration // the ticker's period (Options.SelfCheckTick)
 	mu    sync.Mutex
 	send  []time.Duration
@@ -19,12 +22,13 @@ type lagRecorder struct {
 	start sync.Once
 }
 
-func newLagRecorder(every time.Duration) *lagRecorder {
-	return &lagRecorder{every: every, stop: make(chan struct{}), done: make(chan struct{})}
+// NewLagRecorder measures the ticker's lag every period (Start to run it).
+func NewLagRecorder(every time.Duration) *LagRecorder {
+	return &LagRecorder{every: every, stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // Start runs the ticker until Stop.
-func (l *lagRecorder) Start() {
+func (l *LagRecorder) Start() {
 	l.start.Do(func() {
 		go func() {
 			defer close(l.done)
@@ -56,7 +60,7 @@ func (l *lagRecorder) Start() {
 }
 
 // Stop ends the ticker (idempotent once started).
-func (l *lagRecorder) Stop() {
+func (l *LagRecorder) Stop() {
 	select {
 	case <-l.stop:
 	default:
@@ -67,7 +71,7 @@ func (l *lagRecorder) Stop() {
 }
 
 // Send records one request's send lag.
-func (l *lagRecorder) Send(d time.Duration) {
+func (l *LagRecorder) Send(d time.Duration) {
 	l.mu.Lock()
 	if len(l.send) < 5_000_000 {
 		l.send = append(l.send, max(d, 0))
@@ -95,7 +99,7 @@ func (s SelfCheck) Detail() string {
 }
 
 // Result computes the verdict against maxLag (p99 of both series must stay within).
-func (l *lagRecorder) Result(maxLag time.Duration) SelfCheck {
+func (l *LagRecorder) Result(maxLag time.Duration) SelfCheck {
 	l.mu.Lock()
 	send := append([]time.Duration(nil), l.send...)
 	tick := append([]time.Duration(nil), l.tick...)
@@ -111,8 +115,6 @@ func p99max(d []time.Duration) (time.Duration, time.Duration) {
 	if len(d) == 0 {
 		return 0, 0
 	}
-	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-	idx := (len(d)*99+99)/100 - 1 // nearest rank: ceil(0.99 n) - 1
-	idx = min(max(idx, 0), len(d)-1)
-	return d[idx], d[len(d)-1]
+	slices.Sort(d)
+	return nearest.Rank(d, 0.99), d[len(d)-1]
 }

@@ -1,4 +1,4 @@
-package harness
+package judge
 
 import (
 	"math"
@@ -91,7 +91,7 @@ func TestParseMetricsErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := ParseMetrics(strings.NewReader(tt.in))
 			require.Error(t, err)
-			assert.Contains(t, err.Error(), "harness: metrics:")
+			assert.Contains(t, err.Error(), "judge: metrics:")
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package harness
+package judge
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"pdsoak/metricnames"
 )
 
 // metricsNames is how metric and label names are validated: UTF-8, as Prometheus 3 and
@@ -24,7 +26,7 @@ func ParseMetrics(r io.Reader) (map[string]float64, error) {
 	p := expfmt.NewTextParser(metricsNames)
 	fams, err := p.TextToMetricFamilies(r)
 	if err != nil {
-		return nil, fmt.Errorf("harness: metrics: %w", err)
+		return nil, fmt.Errorf("judge: metrics: %w", err)
 	}
 	out := map[string]float64{}
 	for name, mf := range fams {
@@ -65,19 +67,7 @@ func addSample(out map[string]float64, name string, typ dto.MetricType, m *dto.M
 // leakGauges are the gauges that must return to 0 once load has drained: running and
 // queued requests, SGLang's PD queues (prefill bootstrap and inflight, decode prealloc
 // and transfer, retracted) and vLLM's running, waiting and swapped.
-var leakGauges = []string{
-	"sglang:num_running_reqs",
-	"sglang:num_queue_reqs",
-	"sglang:num_decode_prealloc_queue_reqs",
-	"sglang:num_decode_transfer_queue_reqs",
-	"sglang:num_prefill_prealloc_queue_reqs",
-	"sglang:num_prefill_inflight_queue_reqs",
-	"sglang:num_retracted_reqs",
-	"sglang:num_bootstrap_queue_reqs",
-	"vllm:num_requests_running",
-	"vllm:num_requests_waiting",
-	"vllm:num_requests_swapped",
-}
+var leakGauges = metricnames.LeakGauges
 
 // IsLeakGauge reports whether a metric name is a running/queued gauge checked by the
 // leak check: one of the known names, or any sglang:/vllm: num_*reqs gauge naming a
@@ -107,4 +97,4 @@ func IsLeakGauge(name string) bool {
 func IsSampleGauge(name string) bool { return IsLeakGauge(name) || slices.Contains(sampleGauges, name) }
 
 // sampleGauges are recorded in periodic sample events besides the leak gauges.
-var sampleGauges = []string{"sglang:token_usage", "sglang:gen_throughput", "vllm:gpu_cache_usage_perc", "vllm:kv_cache_usage_perc"}
+var sampleGauges = metricnames.UsageGauges

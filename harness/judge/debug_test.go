@@ -1,4 +1,4 @@
-package harness
+package judge
 
 import (
 	"encoding/json"
@@ -28,7 +28,7 @@ func TestParseDebugRequests(t *testing.T) {
 			got, err := ParseDebugRequests([]byte(tt.body))
 			if tt.wantErr {
 				require.Error(t, err)
-				assert.Contains(t, err.Error(), "harness: debug")
+				assert.Contains(t, err.Error(), "judge: debug")
 				return
 			}
 			require.NoError(t, err)

@@ -1,0 +1,61 @@
+package metricnames
+
+// SGLang's scheduler gauges (python/sglang/srt/metrics/collector.py), as the reference
+// server exports them.
+const (
+	// Running: requests in the running (decode) or forward (prefill) batch.
+	Running = "sglang:num_running_reqs"
+	// Queue: requests in the waiting queue.
+	Queue = "sglang:num_queue_reqs"
+	// DecodePrealloc: decode requests waiting for KV pages (the head-of-line queue).
+	DecodePrealloc = "sglang:num_decode_prealloc_queue_reqs"
+	// DecodeTransfer: decode requests receiving KV from prefill.
+	DecodeTransfer = "sglang:num_decode_transfer_queue_reqs"
+	// PrefillBootstrap: prefill requests waiting for decode to register (bootstrap queue).
+	PrefillBootstrap = "sglang:num_prefill_prealloc_queue_reqs"
+	// PrefillInflight: prefill requests sending KV to decode.
+	PrefillInflight = "sglang:num_prefill_inflight_queue_reqs"
+	// Retracted: decode requests whose KV was taken back.
+	Retracted = "sglang:num_retracted_reqs"
+	// BootstrapQueue: the bootstrap queue under the name some SGLang versions use.
+	BootstrapQueue = "sglang:num_bootstrap_queue_reqs"
+	// TokenUsage: the fraction of the KV pool in use.
+	TokenUsage = "sglang:token_usage"
+	// GenThroughput: generated tokens per second.
+	GenThroughput = "sglang:gen_throughput"
+	// UsedTokens and MaxTotalTokens: KV tokens in use and the pool's capacity.
+	UsedTokens     = "sglang:num_used_tokens"
+	MaxTotalTokens = "sglang:max_total_num_tokens"
+)
+
+// The reference server's own KV pool gauges.
+const (
+	KVPagesUsed  = "pdsoak:kv_pages_used"
+	KVPagesTotal = "pdsoak:kv_pages_total"
+)
+
+// vLLM's scheduler gauges.
+const (
+	VLLMRunning       = "vllm:num_requests_running"
+	VLLMWaiting       = "vllm:num_requests_waiting"
+	VLLMSwapped       = "vllm:num_requests_swapped"
+	VLLMGPUCacheUsage = "vllm:gpu_cache_usage_perc"
+	VLLMKVCacheUsage  = "vllm:kv_cache_usage_perc"
+)
+
+// The reference router's health gauges (the per-worker ones carry a worker label).
+const (
+	RouterHealthyPairs = "pdsoak_router_healthy_pairs"
+	RouterOutstanding  = "pdsoak_router_outstanding_requests"
+	RouterWorkerUp     = "pdsoak_router_worker_healthy"
+)
+
+// LeakGauges are the gauges that must return to 0 once load has drained: running and
+// queued requests, SGLang's PD queues and vLLM's running, waiting and swapped.
+var LeakGauges = []string{
+	Running, Queue, DecodePrealloc, DecodeTransfer, PrefillBootstrap, PrefillInflight, Retracted, BootstrapQueue,
+	VLLMRunning, VLLMWaiting, VLLMSwapped,
+}
+
+// UsageGauges are recorded in periodic samples besides the leak gauges.
+var UsageGauges = []string{TokenUsage, GenThroughput, VLLMGPUCacheUsage, VLLMKVCacheUsage}
