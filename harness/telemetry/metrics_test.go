@@ -117,4 +117,6 @@ func TestSeriesListsWhatIsExported(t *testing.T) {
 	}
 }
 
-func ledgerDone() ledger.Event { return ledger.Event{Type: ledger.EventDone, Outcome: ledger.OutcomeOK} }
+func ledgerDone() ledger.Event {
+	return ledger.Event{Type: ledger.EventDone, Outcome: ledger.OutcomeOK}
+}

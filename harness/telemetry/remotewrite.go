@@ -29,10 +29,10 @@ type Pusher struct {
 	log      *slog.Logger
 	extra    map[string]string
 
-	mu     sync.Mutex // one push at a time: a ticker push and the final one never race
-	pushes int
-	stop   chan struct{}
-	done   chan struct{}
+	mu      sync.Mutex // one push at a time: a ticker push and the final one never race
+	pushes  int
+	stop    chan struct{}
+	done    chan struct{}
 	once    sync.Once
 	started bool
 }
