@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -25,6 +27,8 @@ import (
 
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
+	"pdsoak/server/api"
+	"pdsoak/server/gen"
 	"pdsoak/traceparent"
 )
 
@@ -308,4 +312,79 @@ func promQuery(t *testing.T, base, q string) []promSample {
 		out = append(out, promSample{labels: x.Metric, value: v})
 	}
 	return out
+}
+
+// tracingGen is a gen.Generator and gen.Inspector: every request, once admitted, asks
+// the server's own /debug/requests what it says about itself, then answers "ok".
+type tracingGen struct {
+	url func() string
+	mu  sync.Mutex
+	in  map[string]bool
+	saw map[string]string // request id -> trace_id in /debug/requests while it was in flight
+}
+
+func (g *tracingGen) Requests() []gen.RequestInfo {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []gen.RequestInfo
+	for id := range g.in {
+		out = append(out, gen.RequestInfo{ID: id, Stage: "running"})
+	}
+	return out
+}
+
+func (g *tracingGen) Healthy() error { return nil }
+
+func (g *tracingGen) Generate(ctx context.Context, req *gen.Request) (<-chan gen.Event, error) {
+	g.mu.Lock()
+	g.in[req.ID] = true
+	g.mu.Unlock()
+	ch := make(chan gen.Event, 2)
+	go func() {
+		defer close(ch)
+		var dr api.DebugRequests
+		if resp, err := http.Get(g.url() + "/debug/requests"); err == nil {
+			_ = json.NewDecoder(resp.Body).Decode(&dr)
+			resp.Body.Close()
+		}
+		g.mu.Lock()
+		for _, r := range dr.Requests {
+			if r.ID == req.ID {
+				g.saw[req.ID] = r.TraceID
+			}
+		}
+		delete(g.in, req.ID)
+		g.mu.Unlock()
+		ch <- gen.Event{Tokens: []int{'o', 'k'}}
+		ch <- gen.Event{Done: true, Finish: "length", PromptTokens: len(req.Prompt), CompletionTokens: 2}
+	}()
+	return ch, nil
+}
+
+// TestTraceIDInTheReferenceServersDebugView runs the real harness against the
+// reference server's HTTP layer: for every request, the trace id /debug/requests showed
+// while the server held it is the trace_id the harness wrote in its ledger.
+func TestTraceIDInTheReferenceServersDebugView(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real harness for a few seconds")
+	}
+	g := &tracingGen{in: map[string]bool{}, saw: map[string]string{}}
+	srv := httptest.NewServer(api.New(g, api.WithLogger(slog.New(slog.DiscardHandler))))
+	t.Cleanup(srv.Close)
+	g.url = func() string { return srv.URL }
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := execute(t, []string{"run", e2eScenario(t, false), "--target", srv.URL, "--out", out, "-q", "--seed", "21"}, WithRunner(harnessRun))
+	require.Equal(t, ExitPass, code, "%s\n%s", stdout, stderr)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, ev := range readEvents(t, filepath.Join(out, ledger.EventsFile)) {
+		if ev.Type != ledger.EventDone {
+			continue
+		}
+		n++
+		require.NotEmpty(t, ev.TraceID)
+		assert.Equal(t, ev.TraceID, g.saw[ev.RequestID], "%s: the server's debug view names the ledger's trace", ev.RequestID)
+	}
+	assert.Equal(t, 12, n)
 }
