@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"pdsoak/dashboards"
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
 	"pdsoak/server/api"
@@ -246,6 +247,20 @@ func TestPrometheusRemoteWriteMatchesResults(t *testing.T) {
 	info := promQuery(t, prom, `pdsoak_run_info`)
 	require.Len(t, info, 1)
 	assert.Equal(t, map[string]string{"__name__": "pdsoak_run_info", "scenario": "e2e", "seed": "5", "label": "abc123"}, info[0].labels)
+
+	// Every query of the shipped Grafana dashboard is PromQL this Prometheus runs, over
+	// the series this run stored.
+	qs, err := dashboards.Queries(dashboards.PDSoak)
+	require.NoError(t, err)
+	vars := strings.NewReplacer("$__rate_interval", "1m", "$scenario", "e2e")
+	answered := 0
+	for _, q := range qs {
+		if len(promQuery(t, prom, vars.Replace(q.Expr))) > 0 {
+			answered++
+		}
+	}
+	t.Logf("%d of %d dashboard queries returned data", answered, len(qs))
+	assert.Greater(t, answered, len(qs)/2, "most dashboard queries have data after a run")
 }
 
 // startPrometheus runs Prometheus on a loopback port with an empty scrape config and

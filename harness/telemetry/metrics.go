@@ -40,6 +40,12 @@ func Series() []string {
 	return out
 }
 
+// LabelNames lists every label a pdsoak_ series may carry ("le" on histogram buckets;
+// shard only in sharded runs), for the dashboard test.
+func LabelNames() []string {
+	return []string{"scenario", "shard", "workload", "outcome", "cause", "fault", "type", "seed", "label", "le"}
+}
+
 // Bucket bounds in seconds. Classic histograms rather than native ones: Prometheus
 // 2.x takes native histograms only behind a feature flag, and remote write 1.0 and
 // Grafana's histogram_quantile read classic buckets everywhere.
@@ -49,9 +55,9 @@ var (
 	LagBuckets     = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
 )
 
-// Labels are the run's labels: every series carries scenario (requests_total) or run
-// identity (run_info); Shard ("" when not sharded) goes on every series, so that a
-// dashboard sums the shards of one run.
+// Labels are the run's labels. Scenario (and Shard, "i" of a sharded run) go on every
+// series, so that a dashboard selects a run and sums its shards; Seed and Label are on
+// run_info.
 type Labels struct {
 	Scenario string
 	Seed     int64
@@ -62,8 +68,7 @@ type Labels struct {
 // Metrics is the live registry: it follows the ledger's events (Observe) and exposes
 // them as Prometheus series. Safe for concurrent use.
 type Metrics struct {
-	reg      *prometheus.Registry
-	scenario string
+	reg *prometheus.Registry
 
 	requests *prometheus.CounterVec
 	inFlight *prometheus.GaugeVec
@@ -82,14 +87,15 @@ type Metrics struct {
 // process collectors (go_*, process_*), which a /metrics endpoint usually carries.
 func NewMetrics(l Labels, withProcess bool) *Metrics {
 	reg := prometheus.NewRegistry()
-	var r prometheus.Registerer = reg
+	run := prometheus.Labels{"scenario": l.Scenario}
 	if l.Shard != "" {
-		r = prometheus.WrapRegistererWith(prometheus.Labels{"shard": l.Shard}, reg)
+		run["shard"] = l.Shard
 	}
-	m := &Metrics{reg: reg, scenario: l.Scenario, faults: map[string]string{}}
+	r := prometheus.WrapRegistererWith(run, reg)
+	m := &Metrics{reg: reg, faults: map[string]string{}}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: SeriesRequests,
 		Help: "Requests resolved, by outcome and by the cause that explains a non-ok outcome (\"\" for ok)."},
-		[]string{"scenario", "workload", "outcome", "cause"})
+		[]string{"workload", "outcome", "cause"})
 	m.inFlight = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: SeriesInFlight,
 		Help: "Requests scheduled and not yet resolved."}, []string{"workload"})
 	m.ttft = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: SeriesTTFT,
@@ -99,14 +105,14 @@ func NewMetrics(l Labels, withProcess bool) *Metrics {
 	m.e2e = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: SeriesE2E,
 		Help: "End-to-end time of every resolved request, whatever its outcome.", Buckets: LatencyBuckets}, []string{"workload"})
 	m.silent = prometheus.NewCounterVec(prometheus.CounterOpts{Name: SeriesSilentDrops,
-		Help: "Silent drops (stalled + deadline_exceeded)."}, []string{"scenario", "workload"})
+		Help: "Silent drops (stalled + deadline_exceeded)."}, []string{"workload"})
 	m.fault = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: SeriesFaultActive,
 		Help: "1 while a declared fault is applied, 0 after it is reverted."}, []string{"fault", "type"})
 	m.lag = prometheus.NewHistogram(prometheus.HistogramOpts{Name: SeriesHarnessLag,
 		Help: "The harness's own send lag (sent - scheduled): high values mean the harness, not the server, was late.", Buckets: LagBuckets})
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: SeriesRunInfo,
-		Help: "The run's identity; always 1."}, []string{"scenario", "seed", "label"})
-	info.WithLabelValues(l.Scenario, strconv.FormatInt(l.Seed, 10), l.Label).Set(1)
+		Help: "The run's identity; always 1."}, []string{"seed", "label"})
+	info.WithLabelValues(strconv.FormatInt(l.Seed, 10), l.Label).Set(1)
 	r.MustRegister(m.requests, m.inFlight, m.ttft, m.itl, m.e2e, m.silent, m.fault, m.lag, info)
 	if withProcess {
 		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -148,9 +154,9 @@ func (m *Metrics) Observe(ev ledger.Event) {
 
 func (m *Metrics) done(ev ledger.Event) {
 	m.inFlight.WithLabelValues(ev.Workload).Dec()
-	m.requests.WithLabelValues(m.scenario, ev.Workload, string(ev.Outcome), ev.Cause).Inc()
+	m.requests.WithLabelValues(ev.Workload, string(ev.Outcome), ev.Cause).Inc()
 	if ev.Outcome.SilentDrop() {
-		m.silent.WithLabelValues(m.scenario, ev.Workload).Inc()
+		m.silent.WithLabelValues(ev.Workload).Inc()
 	}
 	// The same samples as the reports: TTFT where a token came, every gap, and the
 	// end-to-end time of every resolved request.

@@ -49,14 +49,14 @@ pdsoak_requests_total{cause="refused",outcome="rejected",scenario="s",workload="
 pdsoak_requests_total{cause="unexplained",outcome="stalled",scenario="s",workload="open"} 1
 # HELP pdsoak_in_flight Requests scheduled and not yet resolved.
 # TYPE pdsoak_in_flight gauge
-pdsoak_in_flight{workload="agents"} 0
-pdsoak_in_flight{workload="open"} 1
+pdsoak_in_flight{scenario="s",workload="agents"} 0
+pdsoak_in_flight{scenario="s",workload="open"} 1
 # HELP pdsoak_silent_drops_total Silent drops (stalled + deadline_exceeded).
 # TYPE pdsoak_silent_drops_total counter
 pdsoak_silent_drops_total{scenario="s",workload="open"} 1
 # HELP pdsoak_fault_active 1 while a declared fault is applied, 0 after it is reverted.
 # TYPE pdsoak_fault_active gauge
-pdsoak_fault_active{fault="kill-decode",type="process_kill"} 0
+pdsoak_fault_active{fault="kill-decode",scenario="s",type="process_kill"} 0
 # HELP pdsoak_run_info The run's identity; always 1.
 # TYPE pdsoak_run_info gauge
 pdsoak_run_info{label="abc123",scenario="s",seed="7"} 1
@@ -86,7 +86,7 @@ func TestFaultActiveWhileApplied(t *testing.T) {
 	assert.Equal(t, 0.0, testutil.ToFloat64(m.fault.WithLabelValues("f", "link_down")), "fault_stop carries no type: the start's is used")
 }
 
-func TestShardLabelOnEverySeries(t *testing.T) {
+func TestRunLabelsOnEverySeries(t *testing.T) {
 	m := NewMetrics(Labels{Scenario: "s", Shard: "2"}, true)
 	feed(m)
 	mfs, err := m.Gatherer().Gather()
@@ -94,11 +94,12 @@ func TestShardLabelOnEverySeries(t *testing.T) {
 	require.NotEmpty(t, mfs)
 	for _, mf := range mfs {
 		for _, mt := range mf.GetMetric() {
-			found := false
+			got := map[string]string{}
 			for _, lp := range mt.GetLabel() {
-				found = found || lp.GetName() == "shard" && lp.GetValue() == "2"
+				got[lp.GetName()] = lp.GetValue()
 			}
-			assert.True(t, found, "%s lacks shard=2", mf.GetName())
+			assert.Equal(t, "2", got["shard"], mf.GetName())
+			assert.Equal(t, "s", got["scenario"], mf.GetName())
 		}
 	}
 }
