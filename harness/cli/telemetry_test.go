@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,8 +25,12 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 
 	"pdsoak/dashboards"
+	"pdsoak/harness"
+	"pdsoak/harness/telemetry"
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
 	"pdsoak/server/api"
@@ -402,4 +407,82 @@ func TestTraceIDInTheReferenceServersDebugView(t *testing.T) {
 		assert.Equal(t, ev.TraceID, g.saw[ev.RequestID], "%s: the server's debug view names the ledger's trace", ev.RequestID)
 	}
 	assert.Equal(t, 12, n)
+}
+
+// TestOTLPSpansOfARealRun: --otlp-endpoint exports one span per request of a real run to
+// an in-process OTLP/HTTP receiver, each with the trace id the ledger records and the
+// span id the request's traceparent named as its parent.
+func TestOTLPSpansOfARealRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real harness for a few seconds")
+	}
+	var mu sync.Mutex
+	spans := map[string][2]string{} // request id -> trace id, span id
+	headers := map[string]string{}  // request id -> traceparent the target saw
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		require.NoError(t, err)
+		var req coltrace.ExportTraceServiceRequest
+		if err := proto.Unmarshal(body, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		for _, rs := range req.GetResourceSpans() {
+			for _, ss := range rs.GetScopeSpans() {
+				for _, sp := range ss.GetSpans() {
+					for _, kv := range sp.GetAttributes() {
+						if kv.GetKey() == "pdsoak.request_id" {
+							spans[kv.GetValue().GetStringValue()] = [2]string{hex.EncodeToString(sp.GetTraceId()), hex.EncodeToString(sp.GetSpanId())}
+						}
+					}
+				}
+			}
+		}
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		b, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
+		_, _ = w.Write(b)
+	}))
+	t.Cleanup(recv.Close)
+	srv := fakeOpenAI(t, 1, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		headers[r.Header.Get("X-Request-ID")] = r.Header.Get("traceparent")
+		mu.Unlock()
+		writeChat(w)
+	})
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, stderr := execute(t, []string{"run", e2eScenario(t, false), "--target", srv.URL, "--out", out, "-q",
+		"--otlp-endpoint", recv.URL}, WithRunner(harnessRun))
+	require.Equal(t, ExitPass, code, "%s\n%s", stdout, stderr)
+	assert.NotContains(t, stderr, "telemetry")
+	mu.Lock()
+	defer mu.Unlock()
+	n := 0
+	for _, ev := range readEvents(t, filepath.Join(out, ledger.EventsFile)) {
+		if ev.Type != ledger.EventDone {
+			continue
+		}
+		n++
+		sp, ok := spans[ev.RequestID]
+		require.True(t, ok, "%s: no span", ev.RequestID)
+		assert.Equal(t, ev.TraceID, sp[0], "%s: the span's trace is the ledger's", ev.RequestID)
+		assert.Equal(t, "00-"+sp[0]+"-"+sp[1]+"-01", headers[ev.RequestID], "%s: the server's parent is the harness's span", ev.RequestID)
+	}
+	assert.Equal(t, 12, n)
+	assert.Len(t, spans, 12)
+}
+
+func TestTelemetryConfigLabels(t *testing.T) {
+	sc := &scenarios.Scenario{Name: "s", Seed: 4}
+	f := telemetryFlags{listen: "127.0.0.1:0", interval: time.Second}
+	c, err := f.config(sc, harness.Shard{Index: 2, Count: 3}, "abc", nil)
+	require.NoError(t, err)
+	assert.Equal(t, telemetry.Labels{Scenario: "s", Seed: 4, Label: "abc", Shard: "2"}, c.Labels)
+	c, err = f.config(sc, harness.Shard{}, "", nil)
+	require.NoError(t, err)
+	assert.Empty(t, c.Labels.Shard, "a whole run has no shard label")
+	c, err = (&telemetryFlags{}).config(sc, harness.Shard{}, "", nil)
+	require.NoError(t, err)
+	assert.False(t, c.Enabled())
 }
