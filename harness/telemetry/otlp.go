@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -45,8 +47,14 @@ type faultWindow struct {
 }
 
 // NewTracer exports to endpoint, an OTLP/HTTP base or traces URL (http://host:4318 or
-// http://host:4318/v1/traces). Spans are batched; Close flushes them.
-func NewTracer(ctx context.Context, endpoint string, l Labels) (*Tracer, error) {
+// http://host:4318/v1/traces). Spans are batched; Close flushes them. Export errors
+// during the run go to log (nil: discarded) instead of the SDK's default, the standard
+// logger on stderr, which would break into the console's status line.
+func NewTracer(ctx context.Context, endpoint string, l Labels, log *slog.Logger) (*Tracer, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("OTLP export failed", "err", err) }))
 	url := strings.TrimRight(endpoint, "/")
 	if !strings.HasSuffix(url, "/v1/traces") {
 		url += "/v1/traces"

@@ -65,7 +65,7 @@ func Start(ctx context.Context, c Config) (_ *Telemetry, err error) {
 		t.pusher.Start()
 	}
 	if c.OTLPEndpoint != "" {
-		if t.tracer, err = NewTracer(ctx, c.OTLPEndpoint, c.Labels); err != nil {
+		if t.tracer, err = NewTracer(ctx, c.OTLPEndpoint, c.Labels, log); err != nil {
 			return nil, err
 		}
 	}
