@@ -136,7 +136,7 @@ func (e *executor) emitDone(r *workload.Req, res *client.Result, obs *reqObserve
 		if d := obs.debug.Load(); d != nil {
 			ev.ServerDebug = *d
 		}
-		e.log.Warn("silent drop", "request_id", r.ID, "outcome", res.Outcome, "phase", res.Phase,
+		e.log.Warn("silent drop", "request_id", r.ID, "trace_id", ev.TraceID, "outcome", res.Outcome, "phase", res.Phase,
 			"deadline", res.Deadline, "age", res.Age(), "server", string(ev.ServerDebug))
 	} else {
 		e.log.Debug("done", "request_id", r.ID, "outcome", res.Outcome, "status", res.Status, "e2e", res.E2E(), "err", res.Err)
