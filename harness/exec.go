@@ -25,6 +25,8 @@ type executor struct {
 	probe  *debugProbe
 	lag    *judge.LagRecorder
 	reqCtx context.Context
+	// seed derives each request's traceparent (see stampTrace).
+	seed int64
 
 	inflight atomic.Int64
 	// noLag names workloads whose send lag is throttled on purpose (max_in_flight)
@@ -73,6 +75,7 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 	if r.Scheduled.IsZero() {
 		r.Scheduled = time.Now()
 	}
+	stampTrace(e.seed, r)
 	var ruleStats *chaos.LiveStats
 	if k, st := e.cancelAfter(r); k > 0 && r.CancelAfterTokens == 0 {
 		r.CancelAfterTokens, ruleStats = k, st
@@ -95,7 +98,7 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 //go:noinline
 func (e *executor) emitScheduled(r *workload.Req) {
 	e.led.Emit(ledger.Event{Time: r.Scheduled, Type: ledger.EventScheduled, RequestID: r.ID, Workload: r.Workload,
-		Session: r.Session, Turn: r.Turn, Endpoint: endpointName(r.Endpoint), PromptBytes: r.PromptBytes})
+		Session: r.Session, Turn: r.Turn, Endpoint: endpointName(r.Endpoint), PromptBytes: r.PromptBytes, TraceID: traceID(r)})
 }
 
 //go:noinline
@@ -106,7 +109,7 @@ func (e *executor) emitDone(r *workload.Req, res *client.Result, obs *reqObserve
 		Outcome: res.Outcome, Phase: res.Phase, Status: res.Status, Error: res.Err,
 		TTFT: res.TTFT().Seconds(), E2E: res.E2E().Seconds(), PromptTokens: res.PromptTokens,
 		PromptBytes: r.PromptBytes, CompletionTokens: res.CompletionTokens, Chunks: res.Chunks,
-		Bytes: res.Bytes, FinishReason: res.FinishReason, Probe: r.Probe}
+		Bytes: res.Bytes, FinishReason: res.FinishReason, Probe: r.Probe, TraceID: traceID(r)}
 	if r.Probe != "" {
 		ev.Text = res.Text
 	}
@@ -127,7 +130,7 @@ func (e *executor) emitDone(r *workload.Req, res *client.Result, obs *reqObserve
 		if d := obs.debug.Load(); d != nil {
 			ev.ServerDebug = *d
 		}
-		e.log.Warn("silent drop", "request_id", r.ID, "outcome", res.Outcome, "phase", res.Phase,
+		e.log.Warn("silent drop", "request_id", r.ID, "trace_id", ev.TraceID, "outcome", res.Outcome, "phase", res.Phase,
 			"deadline", res.Deadline, "age", res.Age(), "server", string(ev.ServerDebug))
 	} else {
 		e.log.Debug("done", "request_id", r.ID, "outcome", res.Outcome, "status", res.Status, "e2e", res.E2E(), "err", res.Err)

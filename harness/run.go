@@ -402,7 +402,7 @@ func (r *runner) startExecutor(reqCtx context.Context, c *client.Client) {
 	r.lag = judge.NewLagRecorder(r.opts.SelfCheckTick)
 	r.exec = &executor{c: c, led: r.led, log: r.log,
 		probe: newDebugProbe(r.hc, r.tgt.DebugSources(), r.opts.DebugTimeout, r.log),
-		lag:   r.lag, reqCtx: reqCtx, noLag: r.noLag}
+		lag:   r.lag, reqCtx: reqCtx, noLag: r.noLag, seed: r.sc.Seed}
 }
 
 // startSamplers starts, for the whole load phase, the metrics sampler, the GPU sampler

@@ -43,6 +43,7 @@ type Builder struct {
 	self       *CheckResult
 	badIDs     map[ledger.Outcome][]string
 	dropStages map[string]int
+	unexpl     []UnexplainedError
 	notes      []string
 	forensics  []ForensicsBundle
 	gpu        *gpuStats
@@ -346,6 +347,7 @@ func (b *Builder) addDone(e ledger.Event) {
 	}
 	b.samples = append(b.samples, sample{at: at, ok: o == ledger.OutcomeOK})
 	b.tl.done(e, o, at)
+	b.addUnexplained(e, o)
 	if o.SilentDrop() {
 		b.dropCount++
 		for _, st := range heldAt(e.ServerDebug) {
@@ -355,7 +357,7 @@ func (b *Builder) addDone(e ledger.Event) {
 			b.drops = append(b.drops, SilentDrop{
 				RequestID: e.RequestID, Workload: e.Workload, Session: e.Session, Turn: e.Turn,
 				Outcome: o, Phase: e.Phase, Age: e.Age, ServerDebug: e.ServerDebug,
-				At: e.Time.Sub(b.start).Seconds(),
+				At: e.Time.Sub(b.start).Seconds(), TraceID: e.TraceID,
 			})
 		}
 	}
@@ -395,6 +397,7 @@ func (b *Builder) Results() *Results {
 		r.Requests += b.outcomes[o]
 	}
 	r.SilentDrops = b.dropCount
+	r.UnexplainedErrors = b.unexpl
 	if len(b.dropStages) > 0 {
 		r.DropStages = b.dropStages
 	}

@@ -40,6 +40,9 @@ type Results struct {
 	// DropStages counts, over the silent drops, where each server process held them
 	// ("decode-0: prealloc"), from the /debug/requests answers in ServerDebug.
 	DropStages map[string]int `json:"drop_stages,omitempty"`
+	// UnexplainedErrors lists the requests whose error nothing explains (cause
+	// "unexplained"), with their trace ids (up to Config.MaxDrops).
+	UnexplainedErrors []UnexplainedError `json:"unexplained_errors,omitempty"`
 	// Unresolved counts requests scheduled with no terminal outcome in the ledger.
 	Unresolved int               `json:"unresolved"`
 	Assertions []AssertionResult `json:"assertions"`
@@ -140,6 +143,9 @@ type SilentDrop struct {
 	At float64 `json:"at"`
 	// ServerDebug is what the server's /debug/requests said about it, if anything.
 	ServerDebug json.RawMessage `json:"server_debug,omitempty"`
+	// TraceID is the W3C trace id the request carried (its traceparent), to find it in
+	// the server's traces.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // AssertionResult is one assertion's outcome; junit.xml has one test case per result.

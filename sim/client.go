@@ -19,6 +19,7 @@ import (
 	"pdsoak/ledger"
 	"pdsoak/server/api"
 	"pdsoak/server/gen"
+	"pdsoak/traceparent"
 )
 
 // call is one request of the simulated client, from send to its one done event. It
@@ -73,7 +74,7 @@ func (r *runner) send(req *workload.Req, extra, noLag bool, stats *chaos.LiveSta
 	}
 	sched := req.Scheduled
 	r.emit(ledger.Event{Time: sched, Type: ledger.EventScheduled, RequestID: req.ID, Workload: req.Workload,
-		Session: req.Session, Turn: req.Turn, Endpoint: endpointName(req.Endpoint), PromptBytes: req.PromptBytes})
+		Session: req.Session, Turn: req.Turn, Endpoint: endpointName(req.Endpoint), PromptBytes: req.PromptBytes, TraceID: traceparent.Derive(r.sc.Seed, req.ID).TraceIDHex()})
 	lag := now.Sub(sched)
 	if !noLag {
 		r.sends++
@@ -445,7 +446,7 @@ func (c *call) finish(o ledger.Outcome, err error) {
 		Outcome: res.Outcome, Phase: res.Phase, Status: res.Status, Error: res.Err,
 		TTFT: res.TTFT().Seconds(), E2E: res.E2E().Seconds(), PromptTokens: res.PromptTokens,
 		PromptBytes: req.PromptBytes, CompletionTokens: res.CompletionTokens, Chunks: res.Chunks,
-		Bytes: res.Bytes, FinishReason: res.FinishReason, Probe: req.Probe}
+		Bytes: res.Bytes, FinishReason: res.FinishReason, Probe: req.Probe, TraceID: traceparent.Derive(r.sc.Seed, req.ID).TraceIDHex()}
 	if req.Probe != "" {
 		ev.Text = res.Text
 	}

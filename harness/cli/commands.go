@@ -205,6 +205,7 @@ func (a *app) runCommand() *cobra.Command {
 	var hist historyFlags
 	var shard shardFlags
 	var simulate bool
+	var tel telemetryFlags
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
 		Short: "Run a scenario (a path or an embedded name) and write events.jsonl, results.json, junit.xml, summary.md, report.html",
@@ -233,12 +234,14 @@ func (a *app) runCommand() *cobra.Command {
 				notes = append(notes, fmt.Sprintf("shard %d/%d starts its own embedded reference server: the shards load %d separate targets; give them one with --target or target.url", sh.Index, sh.Count, sh.Count))
 			}
 			a.shard = sh
+			a.telemetry = tel
 			return a.runScenario(cmd.Context(), sc, notes, outDir, quiet, &hist, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	f.register(cmd.Flags())
 	hist.register(cmd)
 	shard.register(cmd.Flags())
+	tel.register(cmd.Flags())
 	cmd.Flags().StringVar(&outDir, "out", "", "output directory (default out/<name>-<UTC time>)")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress and no table: print the verdict line only")
 	cmd.Flags().BoolVar(&simulate, "sim", false, "simulate: run the reference topology and the workloads in this process on a virtual clock (deterministic for a seed, far faster than real time); the same outputs, with \"mode\": \"sim\"; refused for an external target and with --shard")
@@ -272,6 +275,12 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 		fmt.Fprintf(stdout, "harness: running %s (seed %d) against %s for %s; output in %s\n",
 			sc.Name, sc.Seed, against, sc.Duration, outDir)
 	}
+	// Live telemetry follows the ledger and stays up until the reports are written.
+	tel, err := a.telemetry.start(ctx, sc, a.shard, hist.runLabel(), logger, stdout, stderr, quiet)
+	if err != nil {
+		return err
+	}
+	defer tel.close()
 	// Notes travel through the ledger (the runner emits them after run_start) and are
 	// printed as their events go by, with the harness's own.
 	var st *status
@@ -291,6 +300,7 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 		onEvent = st.observe
 		go st.run()
 	}
+	onEvent = tel.observe(onEvent)
 	run := a.run
 	if a.sim {
 		run = a.simRun

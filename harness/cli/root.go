@@ -81,6 +81,9 @@ type app struct {
 
 	// exploreRun is the simulator explore runs on; nil: defaultExploreRun.
 	exploreRun explore.RunFunc
+
+	// telemetry is run's live outputs, for the command being run.
+	telemetry telemetryFlags
 }
 
 // NewRootCommand returns the harness command tree.

@@ -80,7 +80,7 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request) {
 
 func (h *Handler) serveOpenAI(w http.ResponseWriter, r *http.Request, parse func([]byte) (*job, *apiError)) {
 	rid := ridOf(r)
-	log := h.log.With("rid", rid, "path", r.URL.Path)
+	log := traceLog(h.log.With("rid", rid, "path", r.URL.Path), r)
 	body, e := h.readBody(w, r)
 	if e == nil {
 		var j *job

@@ -162,6 +162,9 @@ type Handler struct {
 	// not written since the last one that was.
 	refusalLog      *rate.Limiter
 	refusalsLeftOut atomic.Int64
+
+	// traces is the trace id of each in-flight request that carried a traceparent.
+	traces traceTable
 }
 
 type route struct {
@@ -222,6 +225,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rid := requestID(r.Header.Get("X-Request-ID"))
 	w.Header().Set("X-Request-ID", rid)
 	r = r.WithContext(context.WithValue(r.Context(), ridKey{}, rid))
+	r, untrace := h.withTrace(r, rid)
+	defer untrace()
 	path := r.URL.Path
 	switch {
 	case path == "/debug/pprof" || strings.HasPrefix(path, "/debug/pprof/"):
@@ -407,6 +412,7 @@ func (h *Handler) serveDebugRequests(w http.ResponseWriter, r *http.Request) {
 			out.Requests = reqs
 		}
 	}
+	out.Requests = h.traces.fill(out.Requests)
 	sort.SliceStable(out.Requests, func(i, j int) bool { return out.Requests[i].AgeSeconds > out.Requests[j].AgeSeconds })
 	out.Count = len(out.Requests)
 	writeJSON(w, http.StatusOK, out)

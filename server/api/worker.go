@@ -73,7 +73,7 @@ func (h *Handler) parseWorker(body []byte) (*gen.Request, *apiError) {
 // event, is an error status with the ErrorResponse body (error.type = gen.ErrorKind).
 func (h *Handler) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	rid := ridOf(r)
-	log := h.log.With("rid", rid, "path", r.URL.Path)
+	log := traceLog(h.log.With("rid", rid, "path", r.URL.Path), r)
 	body, e := h.readBody(w, r)
 	var req *gen.Request
 	if e == nil {
@@ -90,7 +90,7 @@ func (h *Handler) serveGenerate(w http.ResponseWriter, r *http.Request) {
 		if requestID(req.ID) == req.ID {
 			w.Header().Set("X-Request-ID", req.ID)
 		}
-		log = h.log.With("rid", req.ID, "path", r.URL.Path)
+		log = traceLog(h.log.With("rid", req.ID, "path", r.URL.Path), r)
 	}
 	if req.Deadline.IsZero() && h.reqTimeout > 0 {
 		req.Deadline = time.Now().Add(h.reqTimeout)

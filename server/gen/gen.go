@@ -102,6 +102,9 @@ type RequestInfo struct {
 	// Worker names where the router sent the request (router only).
 	Prefill string `json:"prefill,omitempty"`
 	Decode  string `json:"decode,omitempty"`
+	// TraceID is the W3C trace id of the traceparent the request came with (32 hex
+	// digits; empty without one), so the request can be found in the client's traces.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Inspector is implemented by generators that can list their in-flight requests and

@@ -285,6 +285,7 @@ func (call *legCall) send() error {
 		req = append(req, rid...)
 		req = append(req, "\r\n"...)
 	}
+	req = appendTraceparent(req, call.ctx)
 	req = append(req, "Content-Length: "...)
 	req = strconv.AppendInt(req, int64(len(body)), 10)
 	req = append(req, "\r\n\r\n"...)

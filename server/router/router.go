@@ -21,6 +21,7 @@ import (
 
 	"pdsoak/server/gen"
 	"pdsoak/server/scheduler"
+	"pdsoak/traceparent"
 )
 
 // Defaults of the Router options.
@@ -532,6 +533,9 @@ func (r *Router) deliver(out chan<- gen.Event, ev gen.Event, rid string, start t
 // when a successful attempt already delivered it (before its prefill leg had ended).
 func (r *Router) serve(ctx context.Context, req *gen.Request, st *reqState, out chan<- gen.Event, deliver func(gen.Event)) (ev gen.Event, delivered bool) {
 	log := &reqLog{base: r.log, attrs: []any{"rid", req.ID}}
+	if tp, ok := traceparent.FromContext(ctx); ok {
+		log.attrs = append(log.attrs, "trace_id", tp.TraceIDHex())
+	}
 	if !req.Deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, req.Deadline.Add(r.deadlineGrace))
@@ -936,6 +940,9 @@ func (r *Router) runLegHTTP(ctx context.Context, w *worker, body []byte, rid str
 	hreq.Header.Set("Accept", "text/event-stream")
 	if rid != "" {
 		hreq.Header.Set("X-Request-ID", rid)
+	}
+	if tp, ok := traceparent.FromContext(ctx); ok {
+		hreq.Header.Set(traceparent.Header, tp.String()) // both legs join the client's trace
 	}
 	resp, err := r.client.Do(hreq)
 	if err != nil {
