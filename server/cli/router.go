@@ -45,6 +45,7 @@ type routerFlags struct {
 	logFormat      string
 	semantics      string
 	bugs           scheduler.BugSet
+	pdFallback     string
 }
 
 // defaultRouterFlags are the router's flags when no flag changes them.
@@ -102,6 +103,7 @@ func (f *routerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.semantics, "semantics", string(scheduler.SemanticsStrict), "strict or sglang; sglang only allows --sglang-bug")
 	fs.Var(&f.bugs, "sglang-bug", "reproduce an upstream SGLang router bug (repeatable; needs --semantics sglang): "+
 		string(scheduler.BugPrefillFailNoDecodeAbort)+", "+string(scheduler.BugDecodeOnlyWhenPrefillDown))
+	fs.StringVar(&f.pdFallback, "pd-fallback", string(router.FallbackNone), "when no prefill can take a request: none (refuse it, 503) or decode-only (decode serves it alone, computing the prompt; disaggregation silently off, as some PD proxies do)")
 }
 
 // workers turns the flags into router workers and options; every problem at once.
@@ -161,6 +163,11 @@ func (f *routerFlags) workers() ([]router.Worker, []router.Worker, []router.Opti
 	opts := []router.Option{router.WithHealthInterval(time.Duration(f.healthInterval)),
 		router.WithHealthTimeout(time.Duration(f.healthTimeout)), router.WithMaxRetries(f.maxRetries), router.WithSeed(f.seed),
 		router.WithAbortOnUnhealthy(f.abortUnhealthy), router.WithSGLangBugs(f.bugs)}
+	if fb, err := router.ParseFallback(f.pdFallback); err != nil {
+		bad("pd-fallback", "%q is unknown (%s, %s)", f.pdFallback, router.FallbackNone, router.FallbackDecodeOnly)
+	} else {
+		opts = append(opts, router.WithPDFallback(fb))
+	}
 	switch scheduler.Semantics(f.semantics) {
 	case "", scheduler.SemanticsStrict, scheduler.SemanticsSGLang: // "": strict
 	default:

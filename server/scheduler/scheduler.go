@@ -342,6 +342,12 @@ func (s *Scheduler) Arrive(now time.Time, req *gen.Request) (uint64, error) {
 		s.rooms[r.room] = r
 		r.stage = StageBootstrap
 	case RoleDecode:
+		if req.Bootstrap == nil {
+			// Decode-only (a router's --pd-fallback decode-only): no prefill worker
+			// computed this prompt, so decode does, as a colocated worker would.
+			r.stage = StageWaiting
+			break
+		}
 		r.pd, r.room = true, req.Bootstrap.Room
 		s.rooms[r.room] = r
 		r.stage = StagePrealloc
@@ -374,7 +380,7 @@ func (s *Scheduler) admissible(req *gen.Request) error {
 		return fmt.Errorf("scheduler: prompt (%d tokens) + max_tokens (%d) exceeds the context length %d: %w",
 			len(req.Prompt), req.MaxTokens, s.cfg.ContextLength, gen.ErrContextLength)
 	}
-	if s.cfg.Role != RoleColocated {
+	if s.cfg.Role != RoleColocated && (s.cfg.Role == RolePrefill || req.Bootstrap != nil) {
 		if req.Bootstrap == nil {
 			return fmt.Errorf("scheduler: %s worker needs a bootstrap room: %w", s.cfg.Role, gen.ErrInvalid)
 		}
