@@ -48,6 +48,7 @@ type Builder struct {
 	tl         timelineAcc
 	byWorkload map[string]*workloadStats
 	probes     map[string][]probeAnswer // probe name -> ok answers, in ledger order
+	pd         pdAcc                    // pd_path and truthful_health (pdpath.go, health.go)
 }
 
 // workloadStats is one workload's share of the ledger (results.json's by_workload).
@@ -210,6 +211,8 @@ func (b *Builder) Add(e ledger.Event) {
 			}
 			b.probes[e.Probe] = append(b.probes[e.Probe], probeAnswer{id: e.RequestID, text: e.Text})
 		}
+	case ledger.EventPDCounter, ledger.EventHealth:
+		b.pd.add(e)
 	case ledger.EventSample:
 		if e.Source == ledger.GPUSource || len(e.GPUs) > 0 {
 			b.gpu.sample(e)
@@ -344,6 +347,7 @@ func (b *Builder) addDone(e ledger.Event) {
 		at = *e.Scheduled
 	}
 	b.samples = append(b.samples, sample{at: at, ok: o == ledger.OutcomeOK})
+	b.pd.done(e, o, at)
 	b.tl.done(e, o, at)
 	if o.SilentDrop() {
 		b.dropCount++
@@ -414,6 +418,7 @@ func (b *Builder) Results() *Results {
 	r.Lag = percentiles(b.lag)
 	r.Faults = b.faultResults()
 	r.ByWorkload = b.workloadResults()
+	r.PDPath, r.HealthLies = b.pd.result(b.start, b.pdMinShare()), b.pd.health.lies(b.start)
 
 	for _, a := range b.assertions() {
 		res := b.evaluate(a, r)
@@ -523,6 +528,10 @@ func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 		return b.recoveryVerdict(r.Faults)
 	case a.Consistent():
 		return b.consistency(a.Prefix)
+	case a.PDPath():
+		return b.pdPathVerdict(a.Value, r)
+	case a.Name == AssertTruthfulHealth:
+		return b.truthfulHealthVerdict(r)
 	case latencyFuncs[a.Func]:
 		p := map[string]Percentiles{"ttft": r.TTFT, "itl": r.ITL, "e2e": r.E2E}[a.Arg]
 		if p.Count == 0 {
