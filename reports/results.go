@@ -18,16 +18,10 @@ const (
 
 // Results is everything a report says about a run; results.json is its JSON form.
 type Results struct {
-	Verdict Verdict `json:"verdict"`
-	// PDPath is the share of ok requests that went through a prefill worker, overall and
-	// per window (pdpath.go); nil when no prefill counter was scraped.
-	PDPath *PDPathResult `json:"pd_path,omitempty"`
-	// HealthLies are the windows where the entry's /health said 200 while every request
-	// sent then failed (health.go).
-	HealthLies []HealthLie `json:"health_lies,omitempty"`
-	Scenario   string      `json:"scenario"`
-	Seed       int64       `json:"seed"`
-	Target     string      `json:"target"`
+	Verdict  Verdict `json:"verdict"`
+	Scenario string  `json:"scenario"`
+	Seed     int64   `json:"seed"`
+	Target   string  `json:"target"`
 	// Mode is "sim" for a simulated run (harness run --sim), absent for a real one.
 	Mode  string    `json:"mode,omitempty"`
 	Start time.Time `json:"start"`
@@ -62,6 +56,12 @@ type Results struct {
 	SelfCheck  *CheckResult              `json:"self_check,omitempty"`
 	// GPU summarises the GPU samples; absent when the ledger has none.
 	GPU *GPUResult `json:"gpu,omitempty"`
+	// PDPath is the share of ok requests that went through a prefill worker, overall and
+	// per window (pdpath.go); nil when no prefill counter was scraped.
+	PDPath *PDPathResult `json:"pd_path,omitempty"`
+	// HealthLies are the windows where the entry's /health said 200 while every request
+	// sent then failed (health.go).
+	HealthLies []HealthLie `json:"health_lies,omitempty"`
 	// InvalidReasons says why the verdict is invalid.
 	InvalidReasons []string `json:"invalid_reasons,omitempty"`
 	// Notes are the ledger's note events (what the CLI and the harness told the reader)
