@@ -21,8 +21,9 @@ import (
 // truthful_health). reports judges both against the requests.
 const (
 	// pdCounterEvery is how often the prefill counters are read (pd_path's windows are
-	// reports.PDWindow, two readings each).
-	pdCounterEvery = time.Second
+	// reports.PDWindow, four readings each): the prefills of a process that dies after
+	// its last reading are never counted, so the gap is kept short.
+	pdCounterEvery = 500 * time.Millisecond
 	// healthEvery is how often the entry's /health is probed (reports.HealthWindow holds
 	// four probes).
 	healthEvery = 500 * time.Millisecond

@@ -53,16 +53,22 @@ type PDPathResult struct {
 	// Share is prefills / ok requests over the run, capped at 1 (a prefill whose
 	// request then failed elsewhere counts too); nil when no request completed ok.
 	Share *float64 `json:"share,omitempty"`
-	// OK is the requests completed ok; Prefills the rise of every prefill counter.
+	// OK is the requests completed ok and judged; Prefills the rise of every prefill
+	// counter.
 	OK       int     `json:"ok"`
 	Prefills float64 `json:"prefills"`
+	// Unjudged are ok requests whose first token came while some prefill process had
+	// gone dark: after its last reading and before the reading that failed (it died or
+	// became unreachable then, and its prefills of that moment were never read).
+	Unjudged int `json:"unjudged,omitempty"`
 	// Processes are the prefill counters scraped, one per process.
 	Processes []PDProcess `json:"processes"`
 	// Windows are PDWindow wide, from the start of the run, by the time each ok request
 	// got its first token (when prefill's KV arrived).
 	Windows []PDWindowShare `json:"windows,omitempty"`
 	// StoppedAt is the start (seconds) of the first window with at least 3 ok requests
-	// whose share fell below the minimum of the pd_path assertion (or 0.99).
+	// whose prefills fell short of the minimum share (of the pd_path assertion, or 0.99)
+	// by more than one request.
 	StoppedAt *float64 `json:"stopped_at,omitempty"`
 	// MinShare is the minimum the windows were judged against.
 	MinShare float64 `json:"min_share"`
@@ -86,7 +92,8 @@ type PDWindowShare struct {
 	OK       int      `json:"ok"`
 	Prefills float64  `json:"prefills"`
 	Share    *float64 `json:"share,omitempty"`
-	Below    bool     `json:"below,omitempty"`
+	// Below: the prefills fell short of the minimum share by more than one request.
+	Below bool `json:"below,omitempty"`
 }
 
 // pdScrape is one pd_counter event of a process.
@@ -142,7 +149,7 @@ func (p *pdAcc) result(start time.Time, minShare float64) *PDPathResult {
 	if len(p.procs) == 0 {
 		return nil
 	}
-	r := &PDPathResult{OK: len(p.okAt), MinShare: minShare, Processes: []PDProcess{}}
+	r := &PDPathResult{MinShare: minShare, Processes: []PDProcess{}}
 	names := make([]string, 0, len(p.procs))
 	for n := range p.procs {
 		names = append(names, n)
@@ -152,7 +159,7 @@ func (p *pdAcc) result(start time.Time, minShare float64) *PDPathResult {
 		from, to time.Time
 		rise     float64
 	}
-	var spans []span
+	var spans, dark []span
 	last := start
 	for _, n := range names {
 		scr := p.procs[n]
@@ -167,6 +174,9 @@ func (p *pdAcc) result(start time.Time, minShare float64) *PDPathResult {
 			if !s.ok {
 				pp.Failed++
 				pp.LastErr = s.err
+				if prev != nil && (i == 0 || scr[i-1].ok) {
+					dark = append(dark, span{from: prev.at, to: s.at})
+				}
 				continue
 			}
 			pp.Scrapes++
@@ -184,6 +194,19 @@ func (p *pdAcc) result(start time.Time, minShare float64) *PDPathResult {
 		r.Prefills += pp.Rise
 		r.Processes = append(r.Processes, pp)
 	}
+	var okAt []time.Time
+	for _, at := range p.okAt {
+		in := false
+		for _, d := range dark {
+			in = in || at.After(d.from) && !at.After(d.to)
+		}
+		if in {
+			r.Unjudged++
+			continue
+		}
+		okAt = append(okAt, at)
+	}
+	r.OK = len(okAt)
 	if r.OK > 0 {
 		r.Share = Float(round(math.Min(1, r.Prefills/float64(r.OK))))
 	}
@@ -196,7 +219,7 @@ func (p *pdAcc) result(start time.Time, minShare float64) *PDPathResult {
 	w := PDWindow.Seconds()
 	oks := make([]int, n)
 	pre := make([]float64, n)
-	for _, at := range p.okAt {
+	for _, at := range okAt {
 		if i := int(at.Sub(start).Seconds() / w); i >= 0 && i < n {
 			oks[i]++
 		}
@@ -217,7 +240,9 @@ func (p *pdAcc) result(start time.Time, minShare float64) *PDPathResult {
 		ws := PDWindowShare{Start: round(float64(i) * w), End: round(float64(i+1) * w), OK: oks[i], Prefills: round(pre[i])}
 		if oks[i] > 0 {
 			ws.Share = Float(round(math.Min(1, pre[i]/float64(oks[i]))))
-			ws.Below = *ws.Share < minShare
+			// One request of slack: a rise is spread evenly between two readings, so a
+			// window edge can cut a prefill from its request.
+			ws.Below = pre[i] < minShare*float64(oks[i])-1
 			if ws.Below && oks[i] >= pdMinWindowOK && r.StoppedAt == nil {
 				r.StoppedAt = Float(ws.Start)
 			}
@@ -244,6 +269,10 @@ func (b *Builder) pdPathVerdict(minShare float64, r *Results) (State, string) {
 	}
 	detail := fmt.Sprintf("%s of %d ok requests went through a prefill worker (%g prefills counted by %s; minimum %s)",
 		pct(*pd.Share), pd.OK, pd.Prefills, pdCounters(pd), pct(minShare))
+	if pd.Unjudged > 0 {
+		detail += fmt.Sprintf("; %s not judged: their first token came while a prefill process went dark between two readings",
+			plural(pd.Unjudged, "ok request"))
+	}
 	if *pd.Share >= minShare {
 		return StatePass, detail
 	}

@@ -106,7 +106,14 @@ func TestPDPathVerdict(t *testing.T) {
 			assert.Equal(t, tc.state, a.State, a.Detail)
 			require.NotNil(t, r.PDPath)
 			require.NotNil(t, r.PDPath.Share)
-			assert.InDelta(t, tc.share, *r.PDPath.Share, 0.02)
+			assert.InDelta(t, tc.share, *r.PDPath.Share, 0.03)
+			if tc.dead {
+				// The ok requests between the last reading (8 s) and the failed one (9 s)
+				// are not judged: the prefills of that second died with the process.
+				assert.Equal(t, 10, r.PDPath.Unjudged)
+			} else {
+				assert.Zero(t, r.PDPath.Unjudged)
+			}
 			if tc.stopped < 0 {
 				assert.Nil(t, r.PDPath.StoppedAt, "no window falls below the minimum")
 				return
