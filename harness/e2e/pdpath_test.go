@@ -72,4 +72,3 @@ func withoutRouterArgs(t *testing.T, dir, name string) string {
 	require.NoError(t, os.WriteFile(p, out, 0o644))
 	return p
 }
-
