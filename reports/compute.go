@@ -418,7 +418,7 @@ func (b *Builder) Results() *Results {
 	r.Lag = percentiles(b.lag)
 	r.Faults = b.faultResults()
 	r.ByWorkload = b.workloadResults()
-	r.PDPath, r.HealthLies = b.pd.result(b.start, b.pdMinShare()), b.pd.health.lies(b.start)
+	r.PDPath, r.HealthLies = b.pd.result(b.pdOrigin(), b.pdMinShare()), b.pd.health.lies(b.pdOrigin())
 
 	for _, a := range b.assertions() {
 		res := b.evaluate(a, r)

@@ -63,8 +63,8 @@ type PDPathResult struct {
 	Unjudged int `json:"unjudged,omitempty"`
 	// Processes are the prefill counters scraped, one per process.
 	Processes []PDProcess `json:"processes"`
-	// Windows are PDWindow wide, from the start of the run, by the time each ok request
-	// got its first token (when prefill's KV arrived).
+	// Windows are PDWindow wide, from load start (the report's time axis), by the time
+	// each ok request got its first token (when prefill's KV arrived).
 	Windows []PDWindowShare `json:"windows,omitempty"`
 	// StoppedAt is the start (seconds) of the first window with at least 3 ok requests
 	// whose prefills fell short of the minimum share (of the pd_path assertion, or 0.99)
@@ -254,7 +254,7 @@ func (p *pdAcc) result(start time.Time, minShare float64) *PDPathResult {
 
 // pdPathVerdict judges pd_path(minShare).
 func (b *Builder) pdPathVerdict(minShare float64, r *Results) (State, string) {
-	pd := b.pd.result(b.start, minShare)
+	pd := b.pd.result(b.pdOrigin(), minShare)
 	if pd == nil {
 		return StateNotEvaluated, "no prefill counter was scraped (target.pd_counters names none, or the target has no prefill process)"
 	}
@@ -301,4 +301,13 @@ func (b *Builder) pdMinShare() float64 {
 		}
 	}
 	return DefaultPDMinShare
+}
+
+// pdOrigin is load start (the first scheduled request), the report's time axis; the
+// start of the ledger when nothing was scheduled.
+func (b *Builder) pdOrigin() time.Time {
+	if b.tl.firstSched != 0 {
+		return time.Unix(0, b.tl.firstSched).UTC()
+	}
+	return b.start
 }
