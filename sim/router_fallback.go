@@ -12,7 +12,7 @@ func (r *simRouter) attemptDecodeOnly(q *rreq, d *rworker) {
 	a := &attempt{r: q, d: d, prefillEnd: true}
 	q.cur = a
 	wr := *q.req
-	wr.Bootstrap = nil
+	wr.Bootstrap, wr.DecodeOnly = nil, true
 	if !wr.Deadline.IsZero() {
 		wr.Deadline = time.UnixMilli(wr.Deadline.UnixMilli()) // DeadlineUnixMs on the wire
 	}

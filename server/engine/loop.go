@@ -184,7 +184,7 @@ func (e *Engine) admit(now time.Time, a *arrival) {
 		e.post(abortEv{seq: seq, cause: fmt.Errorf("engine: client went away: %w", gen.ErrAborted)})
 	})
 	e.streams[seq] = st
-	if e.cfg.Role == RoleDecode && a.req.Bootstrap == nil {
+	if e.cfg.Role == RoleDecode && a.req.DecodeOnly {
 		e.m.localPrefills.Inc()
 	}
 	e.live.Store(int64(e.sched.Live())) // before the reply: Generate's caller sees it in flight

@@ -87,9 +87,9 @@ func HasRoute(prefill, decode []Candidate, bugs scheduler.BugSet, fb Fallback) b
 func WithPDFallback(fb Fallback) Option { return func(r *Router) { r.fallback = fb } }
 
 // decodeOnlyRequest is the /generate body of a decode-only request: no bootstrap room,
-// so the decode worker computes the prompt itself.
+// and decode_only, so the decode worker computes the prompt itself.
 func decodeOnlyRequest(wr *gen.WorkerRequest) {
-	wr.BootstrapRoom, wr.BootstrapAddr = nil, ""
+	wr.BootstrapRoom, wr.BootstrapAddr, wr.DecodeOnly = nil, "", true
 }
 
 // attemptDecodeOnly runs one attempt on decode worker d alone (FallbackDecodeOnly): the

@@ -125,6 +125,7 @@ func TestDecodeOnlyFallback(t *testing.T) {
 			last := reqs[len(reqs)-1]
 			assert.Nil(t, last.BootstrapRoom, "a decode-only body has no bootstrap room")
 			assert.Empty(t, last.BootstrapAddr)
+			assert.True(t, last.DecodeOnly, "decode_only asks decode to compute the prompt")
 			require.NoError(t, r.Healthy(), "a healthy decode alone is a route under decode-only")
 
 			// Later requests go decode-only at once (the prefill is marked down).
