@@ -10,6 +10,7 @@ import (
 	"pdsoak/server/engine"
 	"pdsoak/server/failpoint"
 	"pdsoak/server/gen"
+	"pdsoak/scenarios"
 	"pdsoak/server/scheduler"
 )
 
@@ -74,6 +75,8 @@ type worker struct {
 	heldUntil *Timer
 
 	stats scheduler.Stats
+	// prefillsCompleted is pdsoak:prefills_completed_total (prefill: KV reached decode).
+	prefillsCompleted float64
 	// gen_throughput as engine.publish computes it.
 	thru         float64
 	lastThruAt   time.Time
@@ -396,6 +399,9 @@ func (w *worker) apply(now time.Time, rd scheduler.Ready) {
 			continue
 		}
 		delete(w.streams, f.Seq)
+		if f.Err == nil && w.role == engine.RolePrefill {
+			w.prefillsCompleted++
+		}
 		if !l.closed {
 			l.closed = true
 			l.deliver(gen.Event{Done: true, Finish: f.Reason, Err: f.Err, PromptTokens: f.PromptTokens, CompletionTokens: f.CompletionTokens})
@@ -509,6 +515,9 @@ func (w *worker) gauges() map[string]float64 {
 	if st.TotalPages > 0 {
 		g["sglang:token_usage"] = float64(st.UsedPages) / float64(st.TotalPages)
 	}
+	if w.role == engine.RolePrefill {
+		g[scenarios.ReferencePrefillCounter] = w.prefillsCompleted
+	}
 	return g
 }
 
@@ -519,6 +528,7 @@ func (w *worker) crash() {
 	}
 	w.alive = false
 	w.inc++
+	w.prefillsCompleted = 0 // a restarted process counts from 0
 	for _, tm := range []*Timer{w.kick, w.tick, w.stepTimer, w.heldUntil} {
 		w.t.loop.Stop(tm)
 	}
