@@ -46,6 +46,7 @@ type routerFlags struct {
 	semantics      string
 	bugs           scheduler.BugSet
 	pdFallback     string
+	faults         routerFaults // router_faults.go
 }
 
 // defaultRouterFlags are the router's flags when no flag changes them.
@@ -103,6 +104,7 @@ func (f *routerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.semantics, "semantics", string(scheduler.SemanticsStrict), "strict or sglang; sglang only allows --sglang-bug")
 	fs.Var(&f.bugs, "sglang-bug", "reproduce an upstream SGLang router bug (repeatable; needs --semantics sglang): "+
 		string(scheduler.BugPrefillFailNoDecodeAbort)+", "+string(scheduler.BugDecodeOnlyWhenPrefillDown))
+	f.faults.register(fs)
 	fs.StringVar(&f.pdFallback, "pd-fallback", string(router.FallbackNone), "when no prefill can take a request: none (refuse it, 503) or decode-only (decode serves it alone, computing the prompt; disaggregation silently off, as some PD proxies do)")
 }
 
@@ -232,6 +234,10 @@ func runRouter(ctx context.Context, f *routerFlags, logw io.Writer, ready chan<-
 	if err != nil {
 		return &UsageError{Err: err}
 	}
+	admin, err := f.faults.adminOption()
+	if err != nil {
+		return &UsageError{Err: err}
+	}
 	base, err := newLogger(logw, f.logLevel, f.logFormat)
 	if err != nil {
 		return &UsageError{Err: err}
@@ -266,6 +272,9 @@ func runRouter(ctx context.Context, f *routerFlags, logw io.Writer, ready chan<-
 	}
 	if ctxLen > 0 {
 		hopts = append(hopts, api.WithContextLength(ctxLen))
+	}
+	if admin != nil {
+		hopts = append(hopts, admin)
 	}
 	h := api.New(r, hopts...)
 	log.Info("pdserver: listening", "addr", "http://"+ln.Addr().String(), "prefill", f.prefill, "decode", f.decode,
