@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"pdsoak/kernels"
+	"pdsoak/scenarios"
 	"pdsoak/server/cli"
 	"pdsoak/server/engine"
 	"pdsoak/server/failpoint"
 	"pdsoak/server/gen"
-	"pdsoak/scenarios"
 	"pdsoak/server/scheduler"
 )
 
