@@ -166,6 +166,10 @@ type ConnGroup struct {
 	SendQ    uint64 `json:"send_queue_bytes"`
 	RecvQ    uint64 `json:"recv_queue_bytes"`
 	Incoming bool   `json:"incoming,omitempty"` // the peer dialled us (our side is its listener's port)
+	// IdleSeconds is how long since any of the group's connections last sent or
+	// received data (the kernel's tcp_info through sock_diag); nil when unknown (a
+	// process in another network namespace, or sock_diag refused).
+	IdleSeconds *float64 `json:"idle_seconds,omitempty"`
 }
 
 // ConnReport is one process's TCP sockets, grouped by peer.
@@ -210,6 +214,7 @@ func Connections(procRoot string, procs []Process) []ConnReport {
 		}
 		return owner{}, false
 	}
+	idle, _ := tcpIdleByInode() // best effort: without it, no idle times
 	out := make([]ConnReport, len(procs))
 	for i, p := range procs {
 		rep := ConnReport{Process: p.Name, PID: p.PID}
@@ -233,13 +238,21 @@ func Connections(procRoot string, procs []Process) []ConnReport {
 				key = [3]string{"<in>", c.Local, g.State}
 				g.Remote = c.Local
 			}
+			var quiet *float64
+			if ti, ok := idle[c.Inode]; ok {
+				v := float64(min(ti.sentMs, ti.recvMs)) / 1000
+				quiet = &v
+			}
 			if prev := groups[key]; prev != nil {
 				prev.Count++
 				prev.SendQ += c.TxQueue
 				prev.RecvQ += c.RxQueue
+				if quiet != nil && (prev.IdleSeconds == nil || *quiet < *prev.IdleSeconds) {
+					prev.IdleSeconds = quiet // the group's most recent activity
+				}
 				continue
 			}
-			g.Count, g.SendQ, g.RecvQ = 1, c.TxQueue, c.RxQueue
+			g.Count, g.SendQ, g.RecvQ, g.IdleSeconds = 1, c.TxQueue, c.RxQueue, quiet
 			groups[key] = &g
 		}
 		for _, g := range groups {
@@ -260,7 +273,7 @@ func Connections(procRoot string, procs []Process) []ConnReport {
 
 // FormatConnections is the human reading of Connections, one line per group:
 //
-//	router (pid 12) → decode-0 (pid 14) at 127.0.0.1:18202: 5 connections ESTABLISHED, send queue 0 B, receive queue 0 B
+//	router (pid 12) → decode-0 (pid 14) at 127.0.0.1:18202: 5 connections ESTABLISHED, send queue 0 B, receive queue 0 B, no bytes for 8.0 s
 func FormatConnections(reps []ConnReport) []byte {
 	var b bytes.Buffer
 	for _, r := range reps {
@@ -286,7 +299,11 @@ func FormatConnections(reps []ConnReport) []byte {
 			default:
 				fmt.Fprintf(&b, "  → %s (not a supervised process): %d %s %s", g.Remote, g.Count, noun, g.State)
 			}
-			fmt.Fprintf(&b, ", send queue %d B, receive queue %d B\n", g.SendQ, g.RecvQ)
+			fmt.Fprintf(&b, ", send queue %d B, receive queue %d B", g.SendQ, g.RecvQ)
+			if g.IdleSeconds != nil {
+				fmt.Fprintf(&b, ", no bytes for %.1f s", *g.IdleSeconds)
+			}
+			b.WriteString("\n")
 		}
 	}
 	return b.Bytes()

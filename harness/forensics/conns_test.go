@@ -100,6 +100,14 @@ func TestConnectionsMapHungLegToPeer(t *testing.T) {
 	require.Len(t, decode.Groups, 1, "%+v", decode.Groups)
 	assert.True(t, decode.Groups[0].Incoming)
 	assert.Positive(t, decode.Groups[0].RecvQ, "the request sits unread in decode's receive queue")
+	// How long the hung leg has been silent comes from the kernel (sock_diag), where it
+	// lets us ask; its value is a duration, not asserted.
+	if _, err := tcpIdleByInode(); err == nil {
+		require.NotNil(t, g.IdleSeconds, "tcp_info of the router's connection")
+		assert.GreaterOrEqual(t, *g.IdleSeconds, 0.0)
+	} else {
+		t.Logf("no idle times here: %v", err)
+	}
 
 	// The same in a bundle's connections.txt.
 	dir := filepath.Join(t.TempDir(), "wedged")
@@ -109,6 +117,9 @@ func TestConnectionsMapHungLegToPeer(t *testing.T) {
 	require.NoError(t, err)
 	want := fmt.Sprintf("router (pid %d)\n  → decode (pid %d) at %s: 1 connection ESTABLISHED", cli.Process.Pid, srv.Process.Pid, addr)
 	assert.Contains(t, string(b), want)
+	if g.IdleSeconds != nil {
+		assert.Contains(t, string(b), "no bytes for ")
+	}
 	assert.Contains(t, string(b), fmt.Sprintf("harness (pid %d)", os.Getpid()), "the harness itself is mapped too")
 	for _, it := range m.Items {
 		if it.Collector == "connections" {
