@@ -23,7 +23,8 @@ const (
 )
 
 // Builtins lists the built-in assertion names.
-var Builtins = []string{AssertNoSilentDrops, AssertValidResponses, AssertNoLeaks, AssertRecovery, AssertConsistentOutputs}
+var Builtins = []string{AssertNoSilentDrops, AssertValidResponses, AssertNoLeaks, AssertRecovery, AssertConsistentOutputs,
+	AssertPDPath, AssertTruthfulHealth} // pdpath.go
 
 // Assertion is a parsed assertion: a built-in name, or a threshold expression
 // FUNC(ARG) OP VALUE where
@@ -105,6 +106,9 @@ func countArgs() []string {
 func ParseAssertion(s string) (Assertion, error) {
 	raw := s
 	s = strings.TrimSpace(s)
+	if a, ok, err := parsePDPath(raw, s); ok { // pd_path and pd_path(MIN_SHARE): pdpath.go
+		return a, err
+	}
 	for _, b := range Builtins {
 		if s == b {
 			return Assertion{Raw: raw, Name: b}, nil

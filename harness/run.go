@@ -270,11 +270,14 @@ func (r *runner) run(ctx context.Context) (err error) {
 
 	stopSamplers := r.startSamplers(ctx)
 	defer stopSamplers()
+	stopPD := r.startPDWatch(ctx) // pdwatch.go: prefill counters and /health, until after the drain
+	defer stopPD()
 	stopWedge := r.startWedgeWatch(ctx, fb)
 	defer stopWedge()
 
 	ld := r.runLoad(ctx)              // load started; requests and faults run
 	r.drain(ctx, ld, cancelReqs)      // drain
+	stopPD()                          // the prefill counters' last reading
 	stopWedge()                       // nothing is in flight any more
 	faultErr := r.stopFaults(ctx, ld) // everything reverted
 	stopSamplers()                    // no sample after the drain

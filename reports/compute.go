@@ -50,6 +50,7 @@ type Builder struct {
 	tl         timelineAcc
 	byWorkload map[string]*workloadStats
 	probes     map[string][]probeAnswer // probe name -> ok answers, in ledger order
+	pd         pdAcc                    // pd_path and truthful_health (pdpath.go, health.go)
 }
 
 // workloadStats is one workload's share of the ledger (results.json's by_workload).
@@ -212,6 +213,8 @@ func (b *Builder) Add(e ledger.Event) {
 			}
 			b.probes[e.Probe] = append(b.probes[e.Probe], probeAnswer{id: e.RequestID, text: e.Text})
 		}
+	case ledger.EventPDCounter, ledger.EventHealth:
+		b.pd.add(e)
 	case ledger.EventSample:
 		if e.Source == ledger.GPUSource || len(e.GPUs) > 0 {
 			b.gpu.sample(e)
@@ -346,6 +349,7 @@ func (b *Builder) addDone(e ledger.Event) {
 		at = *e.Scheduled
 	}
 	b.samples = append(b.samples, sample{at: at, ok: o == ledger.OutcomeOK})
+	b.pd.done(e, o, at)
 	b.tl.done(e, o, at)
 	b.addUnexplained(e, o)
 	if o.SilentDrop() {
@@ -418,6 +422,7 @@ func (b *Builder) Results() *Results {
 	r.Lag = percentiles(b.lag)
 	r.Faults = b.faultResults()
 	r.ByWorkload = b.workloadResults()
+	r.PDPath, r.HealthLies = b.pd.result(b.pdOrigin(), b.pdMinShare()), b.pd.health.lies(b.pdOrigin())
 
 	for _, a := range b.assertions() {
 		res := b.evaluate(a, r)
@@ -527,6 +532,10 @@ func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 		return b.recoveryVerdict(r.Faults)
 	case a.Consistent():
 		return b.consistency(a.Prefix)
+	case a.PDPath():
+		return b.pdPathVerdict(a.Value, r)
+	case a.Name == AssertTruthfulHealth:
+		return b.truthfulHealthVerdict(r)
 	case a.Latency():
 		p := map[string]Percentiles{"ttft": r.TTFT, "itl": r.ITL, "e2e": r.E2E}[a.Arg]
 		if p.Count == 0 {

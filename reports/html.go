@@ -158,6 +158,11 @@ func Charts(tl *Timeline) []Chart {
 	for _, g := range tl.Gauges {
 		out = append(out, base("gauge_"+sanitizeID(g.Metric), "Server gauge "+g.Metric+" by process", shortMetric(g.Metric), g.Series))
 	}
+	if tl.PDShare != nil { // pd_path (pdreport.go)
+		c := base("pd_share", "Share of ok requests through a prefill worker (pd_path), shaded where it fell", "percent", []Series{*tl.PDShare})
+		c.Spans, c.Gap = append(append([]Span(nil), c.Spans...), tl.PDBelow...), 1.5*PDWindow.Seconds()
+		out = append(out, c)
+	}
 	if len(tl.GPUUtil) > 0 {
 		out = append(out, base("gpu_util", "GPU utilisation", "percent", tl.GPUUtil))
 	}

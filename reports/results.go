@@ -59,6 +59,12 @@ type Results struct {
 	SelfCheck  *CheckResult              `json:"self_check,omitempty"`
 	// GPU summarises the GPU samples; absent when the ledger has none.
 	GPU *GPUResult `json:"gpu,omitempty"`
+	// PDPath is the share of ok requests that went through a prefill worker, overall and
+	// per window (pdpath.go); nil when no prefill counter was scraped.
+	PDPath *PDPathResult `json:"pd_path,omitempty"`
+	// HealthLies are the windows where the entry's /health said 200 while every request
+	// sent then failed (health.go).
+	HealthLies []HealthLie `json:"health_lies,omitempty"`
 	// InvalidReasons says why the verdict is invalid.
 	InvalidReasons []string `json:"invalid_reasons,omitempty"`
 	// Notes are the ledger's note events (what the CLI and the harness told the reader)

@@ -41,6 +41,11 @@ type Timeline struct {
 	// the time it was scheduled. Neither is ever downsampled.
 	Faults []FaultSpan `json:"faults"`
 	Drops  []DropMark  `json:"drops"`
+	// PDShare is pd_path's share of ok requests through a prefill worker per window,
+	// in percent; PDBelow the windows that fell short (pdpath.go). Absent without
+	// prefill counters.
+	PDShare *Series `json:"pd_share,omitempty"`
+	PDBelow []Span  `json:"pd_below,omitempty"`
 }
 
 // Series is one named line.
@@ -313,6 +318,7 @@ func (b *Builder) Timeline(r *Results) *Timeline {
 		tl.Drops = append(tl.Drops, DropMark{At: round(sec(d.at)), RequestID: d.id, Outcome: d.outcome, Phase: d.phase})
 	}
 	sort.SliceStable(tl.Drops, func(i, j int) bool { return tl.Drops[i].At < tl.Drops[j].At })
+	tl.PDShare, tl.PDBelow = pdTimeline(r) // pdreport.go
 	return tl
 }
 

@@ -361,6 +361,7 @@ func WriteMarkdown(w io.Writer, r *Results) error {
 			fmt.Fprintf(&b, "| `%s` | %s | %s | %.1f | %s |\n", d.RequestID, d.Workload, d.Phase, d.Age, debugCell(d.ServerDebug))
 		}
 	}
+	b.WriteString(pdMarkdown(r)) // pd_path and health_lies (pdreport.go)
 	if r.Leak != nil && r.Leak.State == StateNotEvaluated {
 		fmt.Fprintf(&b, "\n## Leak check\n\nNot evaluated: %s\n", r.Leak.Detail)
 	}

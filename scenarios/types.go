@@ -111,6 +111,13 @@ type Target struct {
 	// or {link-port:NAME} (the port), e.g. the router's --prefill http://{link:router->prefill}.
 	// KV traffic over RDMA or NIXL cannot be proxied.
 	Links []ProxyLink `yaml:"links" json:"links,omitempty"`
+	// PDCounters names, per prefill process (a target.launch name, a metrics_urls key,
+	// or prefill-N of the embedded server), the counter that rises once per prefill it
+	// completes for a decode worker, e.g. {prefill: 'sglang:num_requests_total'} or
+	// 'vllm:request_success_total{finished_reason="length"}'. The pd_path assertion
+	// compares its rise with the requests completed ok. The embedded reference server
+	// needs none (pdsoak:prefills_completed_total on every prefill worker).
+	PDCounters map[string]string `yaml:"pd_counters" json:"pd_counters,omitempty"`
 }
 
 // ProxyLink is one proxied link of a launched topology.

@@ -143,6 +143,7 @@ func (v *validator) check(o options) {
 	}
 	v.checkLimits()
 	v.checkAssertions()
+	v.checkPDCounters() // pdcounters.go
 	v.checkFaultTimeline()
 	v.checkExplore()
 	topo := sc.Topology()

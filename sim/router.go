@@ -163,7 +163,7 @@ func (r *simRouter) submit(req *gen.Request, emit func(gen.Event)) (func(), erro
 		return nil, err
 	}
 	ps, ds := r.cands(nil)
-	if !router.HasPair(ps, ds, r.spec.Bugs) {
+	if !router.HasRoute(ps, ds, r.spec.Bugs, r.spec.PDFallback) {
 		return nil, router.NoPairError(r.describe())
 	}
 	now := r.t.loop.Now()
@@ -208,7 +208,7 @@ func (r *simRouter) setStage(q *rreq, stage string) {
 // attempt runs one attempt (Router.serve's loop body, then Router.attempt).
 func (r *simRouter) attempt(q *rreq) {
 	ps, ds := r.cands(q.exclude)
-	pair, err := router.PickPair(ps, ds, r.spec.Bugs, r.rng.IntN, r.describe)
+	route, err := router.PickRoute(ps, ds, r.spec.Bugs, r.spec.PDFallback, r.rng.IntN, r.describe)
 	if err != nil {
 		if q.last != nil {
 			err = q.last
@@ -216,6 +216,11 @@ func (r *simRouter) attempt(q *rreq) {
 		r.finish(q, gen.Event{Done: true, Err: err})
 		return
 	}
+	if route.DecodeOnly { // --pd-fallback decode-only: no room drawn, no prefill leg
+		r.attemptDecodeOnly(q, r.ws[r.np+route.Decode])
+		return
+	}
+	pair := route.Pair
 	var room uint64
 	for {
 		v, ok := router.Room(r.rng.Uint64(), r.salt)
@@ -449,9 +454,14 @@ func (r *simRouter) closeAttempt(a *attempt) {
 		cc := l.c
 		r.t.loop.At(cc.last[up], func() { cc.close() })
 	}
-	a.p.outstanding--
+	if a.p != nil { // nil: a decode-only attempt (router_fallback.go)
+		a.p.outstanding--
+	}
 	a.d.outstanding--
 	for _, rw := range []*rworker{a.p, a.d} {
+		if rw == nil {
+			continue
+		}
 		if i := slices.Index(rw.watchers, a); i >= 0 {
 			rw.watchers = slices.Delete(rw.watchers, i, i+1)
 		}
@@ -498,7 +508,7 @@ func (r *simRouter) requests() []gen.RequestInfo {
 func (r *simRouter) gauges() map[string]float64 {
 	g := map[string]float64{metricnames.RouterHealthyPairs: 0}
 	ps, ds := r.cands(nil)
-	if router.HasPair(ps, ds, r.spec.Bugs) {
+	if router.HasRoute(ps, ds, r.spec.Bugs, r.spec.PDFallback) {
 		g[metricnames.RouterHealthyPairs] = 1
 	}
 	for _, rw := range r.ws {

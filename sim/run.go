@@ -159,6 +159,7 @@ type runner struct {
 
 	sampler        *Timer
 	samplerStopped bool
+	pd             pdReader // pdpath.go
 
 	faultErr error // the fault timeline's first failure
 	faultSeq int
@@ -224,10 +225,12 @@ func (r *runner) run(ctx context.Context) error {
 	r.t0 = r.loop.Now()
 	loadEnd := r.startLoad()
 	r.startSampler()
+	r.startPDCounters()
 	// The load window: to its end when there are faults (their timeline plays out over
 	// the whole duration), or until every workload is done.
 	r.runWhile(loadEnd, func() bool { return len(r.faults) > 0 || r.active > 0 })
 	r.drain()
+	r.stopPDCounters()
 	faultErr := r.stopFaults()
 	r.stopSampler()
 	r.checkLeaks()

@@ -7,6 +7,7 @@ import (
 
 	"pdsoak/kernels"
 	"pdsoak/metricnames"
+	"pdsoak/scenarios"
 	"pdsoak/server/cli"
 	"pdsoak/server/engine"
 	"pdsoak/server/failpoint"
@@ -75,6 +76,8 @@ type worker struct {
 	heldUntil *Timer
 
 	stats scheduler.Stats
+	// prefillsCompleted is pdsoak:prefills_completed_total (prefill: KV reached decode).
+	prefillsCompleted float64
 	// gen_throughput as engine.publish computes it.
 	thru       float64
 	thruMeter  engine.Throughput
@@ -368,6 +371,9 @@ func (w *worker) apply(now time.Time, rd scheduler.Ready) {
 			continue
 		}
 		delete(w.streams, f.Seq)
+		if f.Err == nil && w.role == engine.RolePrefill {
+			w.prefillsCompleted++
+		}
 		if !l.closed {
 			l.closed = true
 			l.deliver(gen.Event{Done: true, Finish: f.Reason, Err: f.Err, PromptTokens: f.PromptTokens, CompletionTokens: f.CompletionTokens})
@@ -453,6 +459,9 @@ func (w *worker) requests() []gen.RequestInfo {
 func (w *worker) gauges() map[string]float64 {
 	g := engine.StatGauges(w.stats)
 	g[metricnames.GenThroughput] = w.thru
+	if w.role == engine.RolePrefill {
+		g[scenarios.ReferencePrefillCounter] = w.prefillsCompleted
+	}
 	return g
 }
 
@@ -463,6 +472,7 @@ func (w *worker) crash() {
 	}
 	w.alive = false
 	w.inc++
+	w.prefillsCompleted = 0 // a restarted process counts from 0
 	for _, tm := range []*Timer{w.kick, w.tick, w.stepTimer, w.heldUntil} {
 		w.t.loop.Stop(tm)
 	}

@@ -40,6 +40,14 @@ func plan(src Sources, cfg Config) []job {
 				func(ctx context.Context) ([]byte, error) { return pySpy(ctx, cfg.PySpy, p.PID) }})
 		}
 	}
+	if len(src.Processes) > 0 {
+		// Which leg has no bound (conns.go): every process's TCP connections mapped to
+		// the process at the other end; the harness is one of them (its requests).
+		procs := append(append([]Process(nil), src.Processes...), Process{Name: "harness", PID: os.Getpid()})
+		jobs = append(jobs, job{"connections", "", "connections.txt", func(context.Context) ([]byte, error) {
+			return FormatConnections(Connections(cfg.ProcRoot, procs)), nil
+		}})
+	}
 	if src.LogDir != "" {
 		ents, err := os.ReadDir(src.LogDir)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -94,6 +102,10 @@ func httpGet(cfg Config, url string) func(ctx context.Context) ([]byte, error) {
 		body, err := io.ReadAll(io.LimitReader(resp.Body, cfg.MaxFileBytes+1))
 		if err != nil {
 			return body, fmt.Errorf("forensics: GET %s: read: %w", url, err)
+		}
+		if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed {
+			// A third-party server without /debug/pprof or /debug/requests: not a failure.
+			return nil, fmt.Errorf("forensics: GET %s: status %d: %w", url, resp.StatusCode, ErrNotOffered)
 		}
 		if resp.StatusCode != http.StatusOK {
 			return body, fmt.Errorf("forensics: GET %s: status %d", url, resp.StatusCode)

@@ -106,14 +106,20 @@ func (c Config) withDefaults() Config {
 
 // Item is one collector's entry in the manifest.
 type Item struct {
-	Collector string  `json:"collector"`
-	Process   string  `json:"process,omitempty"`
-	File      string  `json:"file"` // relative to the bundle; a failure's note file
-	Bytes     int64   `json:"bytes"`
-	Truncated bool    `json:"truncated,omitempty"`
-	Error     string  `json:"error,omitempty"`
-	Seconds   float64 `json:"seconds"`
+	Collector string `json:"collector"`
+	Process   string `json:"process,omitempty"`
+	File      string `json:"file"` // relative to the bundle; a failure's note file
+	Bytes     int64  `json:"bytes"`
+	Truncated bool   `json:"truncated,omitempty"`
+	Error     string `json:"error,omitempty"`
+	// Skipped says why a collector the process does not offer (a 404 from /debug/pprof
+	// on a server that has none) wrote nothing; it is not a failure.
+	Skipped string  `json:"skipped,omitempty"`
+	Seconds float64 `json:"seconds"`
 }
+
+// ErrNotOffered marks a collector whose endpoint the process does not have.
+var ErrNotOffered = errors.New("not offered by this process")
 
 // Manifest is MANIFEST.json: what the bundle holds.
 type Manifest struct {
@@ -144,8 +150,18 @@ func (m *Manifest) Note(rel string) string {
 	if m.Reason != "" {
 		s += ": " + m.Reason
 	}
-	return s + fmt.Sprintf("): [%s](%s/MANIFEST.json), %d files collected, %d collectors failed",
-		rel, filepath.ToSlash(rel), len(m.Items)-m.Failed(), m.Failed())
+	skipped := 0
+	for _, it := range m.Items {
+		if it.Skipped != "" {
+			skipped++
+		}
+	}
+	s += fmt.Sprintf("): [%s](%s/MANIFEST.json), %d files collected, %d collectors failed",
+		rel, filepath.ToSlash(rel), len(m.Items)-m.Failed()-skipped, m.Failed())
+	if skipped > 0 {
+		s += fmt.Sprintf(", %d not offered by the process", skipped)
+	}
+	return s
 }
 
 // job is one collector run: it returns the bytes of file.
@@ -239,6 +255,10 @@ func runJob(ctx context.Context, dir string, j job, cfg Config) Item {
 			err = ctx.Err()
 		}
 		return Item{Collector: j.collector, Process: j.process, File: j.file, Error: err.Error(), Seconds: it.Seconds}
+	}
+	if errors.Is(err, ErrNotOffered) {
+		it.File, it.Skipped = "", err.Error()
+		return it
 	}
 	if err != nil {
 		it.Error = err.Error()

@@ -90,7 +90,7 @@ func TestWriteCollectsAndNotesFailures(t *testing.T) {
 	}{
 		{"debug requests", "debug-requests/decode-0.json", `"prealloc"`, false, false},
 		{"goroutine dump", "goroutines/decode-0.txt", "goroutine 1 [running]", false, false},
-		{"no pprof: a note", "goroutines/python.txt.error.txt", "status 404", true, false},
+		{"connections of the processes", "connections.txt", "self (pid ", false, false},
 		{"metrics capped", "metrics/decode-0.txt", "[forensics: truncated at 1000 bytes]", false, true},
 		{"hanging endpoint: a note", "metrics/stuck.txt.error.txt", "context deadline exceeded", true, false},
 		{"own proc state", "proc/self.json", `"threads"`, false, false},
@@ -114,8 +114,22 @@ func TestWriteCollectsAndNotesFailures(t *testing.T) {
 	tail, err := os.ReadFile(filepath.Join(dir, "logs/decode-0.log"))
 	require.NoError(t, err)
 	assert.Equal(t, 10, strings.Count(string(tail), "\n"), "the last 10 lines")
-	assert.Equal(t, 3, got.Failed())
+	assert.Equal(t, 2, got.Failed())
+	// A server without /debug/pprof (404) is skipped quietly: one manifest line, no file,
+	// not a failure.
+	var skipped *Item
+	for i := range got.Items {
+		if got.Items[i].Collector == "goroutines" && got.Items[i].Process == "python" {
+			skipped = &got.Items[i]
+		}
+	}
+	require.NotNil(t, skipped)
+	assert.Empty(t, skipped.Error)
+	assert.Empty(t, skipped.File)
+	assert.Contains(t, skipped.Skipped, "status 404")
+	assert.NoFileExists(t, filepath.Join(dir, "goroutines/python.txt.error.txt"))
 	assert.Contains(t, m.Note("forensics/first-drop-3s"), "[forensics/first-drop-3s](forensics/first-drop-3s/MANIFEST.json)")
+	assert.Contains(t, m.Note("forensics/first-drop-3s"), "2 collectors failed, 1 not offered by the process")
 	assert.Equal(t, "first-drop-3s", got.Dir)
 }
 

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"pdsoak/kernels"
+	"pdsoak/server/failpoint"
 	"pdsoak/server/gen"
 )
 
@@ -381,6 +382,9 @@ func (h *Handler) serveHealth(w http.ResponseWriter, r *http.Request) {
 		err = errors.New("server is shutting down")
 	case h.insp != nil:
 		err = h.insp.Healthy()
+	}
+	if v, ferr := failpoint.Eval(r.Context(), failpoint.APIHealth); ferr == nil && v == "ok" {
+		err = nil // a health that lies, on purpose (failpoint api/health)
 	}
 	if err != nil {
 		writeError(w, &apiError{status: http.StatusServiceUnavailable, kind: gen.ErrorKind(gen.ErrUnavailable),

@@ -46,17 +46,21 @@ func (h *Handler) parseWorker(body []byte) (*gen.Request, *apiError) {
 		return nil, invalid("sampling_params.top_p", fmt.Sprintf("top_p must be in [0, 1] (got %v)", sp.TopP))
 	}
 	req := &gen.Request{
-		ID:        wr.RID,
-		Prompt:    wr.InputIDs,
-		MaxTokens: sp.MaxNewTokens,
-		Sampling:  kernels.Sampling{Temperature: sp.Temperature, TopP: sp.TopP, Seed: sp.Seed},
-		IgnoreEOS: sp.IgnoreEOS,
+		ID:         wr.RID,
+		Prompt:     wr.InputIDs,
+		MaxTokens:  sp.MaxNewTokens,
+		Sampling:   kernels.Sampling{Temperature: sp.Temperature, TopP: sp.TopP, Seed: sp.Seed},
+		IgnoreEOS:  sp.IgnoreEOS,
+		DecodeOnly: wr.DecodeOnly,
 	}
 	switch {
 	case wr.BootstrapRoom != nil:
 		req.Bootstrap = &gen.Bootstrap{Room: *wr.BootstrapRoom, Addr: wr.BootstrapAddr}
 	case wr.BootstrapAddr != "":
 		return nil, invalid("bootstrap_room", "bootstrap_addr is set without bootstrap_room")
+	}
+	if wr.DecodeOnly && wr.BootstrapRoom != nil {
+		return nil, invalid("decode_only", "decode_only is a request without a bootstrap room; bootstrap_room is set")
 	}
 	if wr.DeadlineUnixMs < 0 {
 		return nil, invalid("deadline_unix_ms", "deadline_unix_ms must not be negative")

@@ -11,6 +11,7 @@ import (
 	"pdsoak/kernels"
 	"pdsoak/server/engine"
 	"pdsoak/server/kvtransfer"
+	"pdsoak/server/router"
 	"pdsoak/server/scheduler"
 )
 
@@ -107,6 +108,8 @@ type RouterSpec struct {
 	RequestTimeout time.Duration
 	// ContextLength is --context-length (0: the first decode worker's).
 	ContextLength int
+	// PDFallback is --pd-fallback (router.FallbackNone unless decode-only).
+	PDFallback router.Fallback
 }
 
 // RouterConfig parses the router's arguments (reference.router_args and the
@@ -142,5 +145,11 @@ func RouterConfig(args []string) (RouterSpec, error) {
 	return RouterSpec{Semantics: sem, Bugs: append(scheduler.BugSet(nil), f.bugs...), MaxRetries: f.maxRetries,
 		HealthInterval: time.Duration(f.healthInterval), HealthTimeout: time.Duration(f.healthTimeout),
 		AbortOnUnhealthy: f.abortUnhealthy, Seed: f.seed, RequestTimeout: time.Duration(f.requestTimeout),
-		ContextLength: f.contextLength}, nil
+		ContextLength: f.contextLength, PDFallback: pdFallback(f.pdFallback)}, nil
+}
+
+// pdFallback is the parsed --pd-fallback (workers() has already refused a bad one).
+func pdFallback(s string) router.Fallback {
+	fb, _ := router.ParseFallback(s)
+	return fb
 }

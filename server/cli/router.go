@@ -45,6 +45,8 @@ type routerFlags struct {
 	logFormat      string
 	semantics      string
 	bugs           scheduler.BugSet
+	pdFallback     string
+	faults         routerFaults // router_faults.go
 }
 
 // defaultRouterFlags are the router's flags when no flag changes them.
@@ -102,6 +104,8 @@ func (f *routerFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.semantics, "semantics", string(scheduler.SemanticsStrict), "strict or sglang; sglang only allows --sglang-bug")
 	fs.Var(&f.bugs, "sglang-bug", "reproduce an upstream SGLang router bug (repeatable; needs --semantics sglang): "+
 		string(scheduler.BugPrefillFailNoDecodeAbort)+", "+string(scheduler.BugDecodeOnlyWhenPrefillDown))
+	f.faults.register(fs)
+	fs.StringVar(&f.pdFallback, "pd-fallback", string(router.FallbackNone), "when no prefill can take a request: none (refuse it, 503) or decode-only (decode serves it alone, computing the prompt; disaggregation silently off, as some PD proxies do)")
 }
 
 // workers turns the flags into router workers and options; every problem at once.
@@ -161,6 +165,11 @@ func (f *routerFlags) workers() ([]router.Worker, []router.Worker, []router.Opti
 	opts := []router.Option{router.WithHealthInterval(time.Duration(f.healthInterval)),
 		router.WithHealthTimeout(time.Duration(f.healthTimeout)), router.WithMaxRetries(f.maxRetries), router.WithSeed(f.seed),
 		router.WithAbortOnUnhealthy(f.abortUnhealthy), router.WithSGLangBugs(f.bugs)}
+	if fb, err := router.ParseFallback(f.pdFallback); err != nil {
+		bad("pd-fallback", "%q is unknown (%s, %s)", f.pdFallback, router.FallbackNone, router.FallbackDecodeOnly)
+	} else {
+		opts = append(opts, router.WithPDFallback(fb))
+	}
 	switch scheduler.Semantics(f.semantics) {
 	case "", scheduler.SemanticsStrict, scheduler.SemanticsSGLang: // "": strict
 	default:
@@ -225,6 +234,10 @@ func runRouter(ctx context.Context, f *routerFlags, logw io.Writer, ready chan<-
 	if err != nil {
 		return &UsageError{Err: err}
 	}
+	admin, err := f.faults.adminOption()
+	if err != nil {
+		return &UsageError{Err: err}
+	}
 	base, err := newLogger(logw, f.logLevel, f.logFormat)
 	if err != nil {
 		return &UsageError{Err: err}
@@ -259,6 +272,9 @@ func runRouter(ctx context.Context, f *routerFlags, logw io.Writer, ready chan<-
 	}
 	if ctxLen > 0 {
 		hopts = append(hopts, api.WithContextLength(ctxLen))
+	}
+	if admin != nil {
+		hopts = append(hopts, admin)
 	}
 	h := api.New(r, hopts...)
 	log.Info("pdserver: listening", "addr", "http://"+ln.Addr().String(), "prefill", f.prefill, "decode", f.decode,

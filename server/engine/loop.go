@@ -183,6 +183,9 @@ func (e *Engine) admit(now time.Time, a *arrival) {
 		e.post(abortEv{seq: seq, cause: ClientGoneError()})
 	})
 	e.streams[seq] = st
+	if e.cfg.Role == RoleDecode && a.req.DecodeOnly {
+		e.m.localPrefills.Inc()
+	}
 	e.live.Store(int64(e.sched.Live())) // before the reply: Generate's caller sees it in flight
 	// The attributes cost allocations: only when the line is written.
 	if e.log.Enabled(context.Background(), slog.LevelInfo) {
@@ -301,6 +304,9 @@ func (e *Engine) finish(now time.Time, f scheduler.Finish) {
 		}
 	}
 	e.m.finished.WithLabelValues(outcome).Inc()
+	if f.Err == nil && e.cfg.Role == RolePrefill {
+		e.m.prefillsCompleted.Inc() // Sent: its KV reached decode
+	}
 	level := slog.LevelInfo
 	if f.Err != nil && !errors.Is(f.Err, gen.ErrAborted) {
 		level = slog.LevelWarn

@@ -18,6 +18,7 @@ type metrics struct {
 	timeouts, refused, finished                                                             *prometheus.CounterVec
 
 	stat map[string]prometheus.Gauge // the gauges StatGauges names
+	prefillsCompleted, localPrefills                                                        prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -60,13 +61,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Requests ended by a stage bound, by stage."}, []string{"stage"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdsoak:requests_refused_total",
 			Help: "Requests refused at admission, by error kind."}, []string{"kind"}),
+		// The counter that proves disaggregation (pd_path): one per prompt a prefill
+		// worker computed whose KV reached decode; and its opposite on decode.
+		prefillsCompleted: c("pdsoak:prefills_completed_total",
+			"Prefill: requests whose prompt this worker computed and whose KV reached decode."),
+		localPrefills: c("pdsoak:decode_local_prefills_total",
+			"Decode: requests that came without a bootstrap room (a router's decode-only fallback), prompt computed here."),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdsoak:requests_finished_total",
 			Help: "Finished requests by outcome (stop, length or an error kind)."}, []string{"outcome"}),
 	}
 	for _, col := range []prometheus.Collector{m.running, m.queue, m.decPrealloc, m.decTransfer, m.prefBootstrap,
 		m.prefInflight, m.retracted, m.tokenUsage, m.genThroughput, m.usedTokens, m.maxTokens, m.pagesUsed,
 		m.pagesTotal, m.ttft, m.itl, m.e2e, m.requests, m.promptTokens, m.genTokens, m.aborts,
-		m.bootstrapFailed, m.transferFailed, m.retractions, m.timeouts, m.refused, m.finished} {
+		m.bootstrapFailed, m.transferFailed, m.retractions, m.timeouts, m.refused, m.finished, m.prefillsCompleted, m.localPrefills} {
 		if err := reg.Register(col); err != nil {
 			return nil, err
 		}

@@ -39,6 +39,9 @@
 //     before each KV frame. return(corrupt) flips one payload byte after the checksum was
 //     computed (decode must detect it); return(drop) closes the connection; sleep/pause
 //     stall the transfer (chaos kv_transfer_stall / _drop / _corrupt).
+//   - "api/health" (APIHealth): evaluated by every process's /health handler.
+//     return(ok) makes /health answer 200 whatever the process's state (a health that
+//     lies, for the harness's truthful_health check).
 //   - "kvtransfer/bootstrap" (KVTransferBootstrap): evaluated when the bootstrap server
 //     handles a decode worker's registration for a room. sleep/pause stall the bootstrap
 //     (chaos bootstrap_stall); return(fail) refuses it.

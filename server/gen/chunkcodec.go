@@ -290,6 +290,9 @@ func AppendWorkerRequest(dst []byte, wr *WorkerRequest) ([]byte, error) {
 		dst = append(dst, `,"deadline_unix_ms":`...)
 		dst = strconv.AppendInt(dst, wr.DeadlineUnixMs, 10)
 	}
+	if wr.DecodeOnly {
+		dst = append(dst, `,"decode_only":true`...)
+	}
 	return append(dst, '}'), nil
 }
 

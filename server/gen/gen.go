@@ -23,6 +23,9 @@ type Request struct {
 	Deadline time.Time
 	// Bootstrap is set by the router on PD legs; nil on a colocated server.
 	Bootstrap *Bootstrap
+	// DecodeOnly asks a decode worker to compute the prompt itself, without a prefill
+	// worker or a bootstrap room (a router's --pd-fallback decode-only).
+	DecodeOnly bool
 }
 
 // Bootstrap tells a PD worker which transfer this leg belongs to.

@@ -20,6 +20,9 @@ type WorkerRequest struct {
 	BootstrapAddr string  `json:"bootstrap_addr,omitempty"`
 	// DeadlineUnixMs bounds the whole request (0: the worker's own default).
 	DeadlineUnixMs int64 `json:"deadline_unix_ms,omitempty"`
+	// DecodeOnly: a decode worker serves the request alone, computing the prompt (no
+	// bootstrap room); see Request.DecodeOnly.
+	DecodeOnly bool `json:"decode_only,omitempty"`
 }
 
 // WorkerSampling is sampling_params of a WorkerRequest.

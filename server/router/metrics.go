@@ -13,6 +13,7 @@ type metrics struct {
 	requests    prometheus.Counter
 	errors      *prometheus.CounterVec
 	retries     prometheus.Counter
+	decodeOnly  prometheus.Counter // FallbackDecodeOnly attempts (fallback.go)
 	outstanding *prometheus.GaugeVec
 	ttft        prometheus.Histogram
 	e2e         prometheus.Histogram
@@ -29,6 +30,8 @@ func newMetrics(r *Router) *metrics {
 			Help: "Requests that ended with an error, by error kind."}, []string{"kind"}),
 		retries: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdsoak_router_retries_total",
 			Help: "Requests retried on another pair before any output."}),
+		decodeOnly: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdsoak_router_decode_only_total",
+			Help: "Attempts sent to a decode worker alone because no prefill could take them (--pd-fallback decode-only)."}),
 		outstanding: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricnames.RouterOutstanding,
 			Help: "Requests in flight per worker."}, []string{"worker"}),
 		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pdsoak_router_time_to_first_token_seconds",
@@ -43,7 +46,7 @@ func newMetrics(r *Router) *metrics {
 		}
 		return 0
 	})
-	m.reg.MustRegister(m.requests, m.errors, m.retries, m.outstanding, m.ttft, m.e2e, healthy, &workerCollector{r},
+	m.reg.MustRegister(m.requests, m.errors, m.retries, m.decodeOnly, m.outstanding, m.ttft, m.e2e, healthy, &workerCollector{r},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, w := range r.workers() {
 		m.outstanding.WithLabelValues(w.name)

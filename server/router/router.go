@@ -128,6 +128,7 @@ type Router struct {
 	log                                          *slog.Logger
 	kvLinks                                      map[[2]string]string
 	bugs                                         scheduler.BugSet
+	fallback                                     Fallback // --pd-fallback (fallback.go)
 
 	prefill, decode []*worker
 
@@ -402,25 +403,29 @@ func candidates(ws []*worker, exclude map[*worker]bool) []Candidate {
 // Healthy is nil while at least one healthy prefill/decode pair exists. It draws no
 // randomness, so polling it leaves the seeded tie-breaks unchanged.
 func (r *Router) Healthy() error {
-	if !HasPair(candidates(r.prefill, nil), candidates(r.decode, nil), r.bugs) {
+	if !HasRoute(candidates(r.prefill, nil), candidates(r.decode, nil), r.bugs, r.fallback) {
 		return NoPairError(r.describe())
 	}
 	return nil
 }
 
 // pick returns the healthy prefill and decode with the fewest outstanding requests,
-// skipping excluded workers; ties are broken at random (PickPair).
+// skipping excluded workers; ties are broken at random (PickRoute). The prefill is nil
+// when the request goes to decode alone (FallbackDecodeOnly).
 func (r *Router) pick(exclude map[*worker]bool) (*worker, *worker, error) {
 	intn := func(n int) int {
 		r.rngMu.Lock()
 		defer r.rngMu.Unlock()
 		return r.rng.IntN(n)
 	}
-	pair, err := PickPair(candidates(r.prefill, exclude), candidates(r.decode, exclude), r.bugs, intn, r.describe)
+	route, err := PickRoute(candidates(r.prefill, exclude), candidates(r.decode, exclude), r.bugs, r.fallback, intn, r.describe)
 	if err != nil {
 		return nil, nil, err
 	}
-	return r.prefill[pair.Prefill], r.decode[pair.Decode], nil
+	if route.DecodeOnly {
+		return nil, r.decode[route.Decode], nil
+	}
+	return r.prefill[route.Prefill], r.decode[route.Decode], nil
 }
 
 func (r *Router) describe() string {
@@ -590,6 +595,9 @@ type leg struct {
 // it to both workers, then relay decode's chunks to the client until decode finishes
 // or a leg fails. When it returns, both legs are gone.
 func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p, d *worker, out chan<- gen.Event, deliver func(gen.Event), log *reqLog) result {
+	if p == nil { // FallbackDecodeOnly found no prefill (fallback.go)
+		return r.attemptDecodeOnly(ctx, req, st, d, out, deliver, log)
+	}
 	room := r.room()
 	body, err := r.workerRequest(req, room, p, d)
 	if err != nil {
@@ -626,15 +634,22 @@ func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p,
 	return rl.run()
 }
 
-// workerRequest encodes the /generate body both workers of the pair receive.
+// workerRequest encodes the /generate body both workers of the pair receive (p nil: the
+// decode-only body, without a bootstrap room).
 func (r *Router) workerRequest(req *gen.Request, room uint64, p, d *worker) ([]byte, error) {
-	boot := p.bootstrap()
-	if a, ok := r.kvLinks[[2]string{p.url, d.url}]; ok {
-		boot = a
+	boot := ""
+	if p != nil {
+		boot = p.bootstrap()
+		if a, ok := r.kvLinks[[2]string{p.url, d.url}]; ok {
+			boot = a
+		}
 	}
 	wr := gen.WorkerRequest{RID: req.ID, InputIDs: req.Prompt, BootstrapRoom: &room, BootstrapAddr: boot,
 		SamplingParams: gen.WorkerSampling{MaxNewTokens: req.MaxTokens, Temperature: req.Sampling.Temperature,
 			TopP: req.Sampling.TopP, Seed: req.Sampling.Seed, IgnoreEOS: req.IgnoreEOS}}
+	if p == nil {
+		decodeOnlyRequest(&wr)
+	}
 	if !req.Deadline.IsZero() {
 		wr.DeadlineUnixMs = req.Deadline.UnixMilli()
 	}

@@ -342,6 +342,12 @@ func (s *Scheduler) Arrive(now time.Time, req *gen.Request) (uint64, error) {
 		s.rooms[r.room] = r
 		r.stage = StageBootstrap
 	case RoleDecode:
+		if req.DecodeOnly {
+			// A router's --pd-fallback decode-only: no prefill worker computed this
+			// prompt, so decode does, as a colocated worker would.
+			r.stage = StageWaiting
+			break
+		}
 		r.pd, r.room = true, req.Bootstrap.Room
 		s.rooms[r.room] = r
 		r.stage = StagePrealloc
@@ -374,7 +380,10 @@ func (s *Scheduler) admissible(req *gen.Request) error {
 		return fmt.Errorf("scheduler: prompt (%d tokens) + max_tokens (%d) exceeds the context length %d: %w",
 			len(req.Prompt), req.MaxTokens, s.cfg.ContextLength, gen.ErrContextLength)
 	}
-	if s.cfg.Role != RoleColocated {
+	if req.DecodeOnly && (s.cfg.Role != RoleDecode || req.Bootstrap != nil) {
+		return fmt.Errorf("scheduler: decode_only is for a decode worker and a request without a bootstrap room (%s worker): %w", s.cfg.Role, gen.ErrInvalid)
+	}
+	if s.cfg.Role != RoleColocated && !req.DecodeOnly {
 		if req.Bootstrap == nil {
 			return fmt.Errorf("scheduler: %s worker needs a bootstrap room: %w", s.cfg.Role, gen.ErrInvalid)
 		}
