@@ -36,12 +36,19 @@ var nightEnv = []string{
 // its own signal handling), bounded by timeout, and returns its exit code and output.
 func selfRun(t *testing.T, env []string, timeout time.Duration, args ...string) (int, string) {
 	t.Helper()
+	return selfRunDir(t, "", env, timeout, args...)
+}
+
+// selfRunDir is selfRun with the working directory dir ("" : the test's).
+func selfRunDir(t *testing.T, dir string, env []string, timeout time.Duration, args ...string) (int, string) {
+	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Env = append(append(os.Environ(), selfExecEnv+"=1", StepSummaryEnv+"="), env...)
+	cmd.Dir = dir
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 30 * time.Second
 	var out bytes.Buffer
