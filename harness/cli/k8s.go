@@ -64,6 +64,11 @@ For an object store, mount a bucket through a CSI driver as a PVC and pass --out
 				return err
 			}
 			objs, err := k8s.RenderRun(sc, content, o)
+			if err == nil {
+				for _, w := range k8s.Warnings(sc, o) {
+					fmt.Fprintln(cmd.ErrOrStderr(), "harness: warning:", w)
+				}
+			}
 			return printManifests(cmd, objs, err)
 		},
 	}
