@@ -41,10 +41,10 @@ func TestBaselines(t *testing.T) {
 	h := []reports.HistoryEntry{
 		entry("n1", "a", "d", reports.VerdictPass),
 		entry("n2", "a", "d", reports.VerdictPass),
-		entry("n3", "a", "d", reports.VerdictFail),    // failed: never a bar
-		entry("n4", "a", "other", reports.VerdictPass), // the scenario changed
-		entry("n5", "b", "d", reports.VerdictPass),    // another scenario
-		entry("n6", "a", "d", reports.VerdictPass),    // pruned (not on disk)
+		entry("n3", "a", "d", reports.VerdictFail),                                // failed: never a bar
+		entry("n4", "a", "other", reports.VerdictPass),                            // the scenario changed
+		entry("n5", "b", "d", reports.VerdictPass),                                // another scenario
+		entry("n6", "a", "d", reports.VerdictPass),                                // pruned (not on disk)
 		{Scenario: "a", Digest: "d", Verdict: reports.VerdictPass, Dir: "runs/x"}, // not a night's
 		entry("n7", "a", "d", reports.VerdictPass),
 		entry("tonight", "a", "d", reports.VerdictPass),
