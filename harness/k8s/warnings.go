@@ -27,3 +27,26 @@ func Warnings(sc *scenarios.Scenario, o RunOptions) []string {
 	}
 	return out
 }
+
+// TargetFaultProblems lists the faults of sc (loaded as written, before --target) that
+// cannot act once every shard drives an endpoint it did not start: a process fault
+// (signal, restart, failpoint) needs the process under the harness's supervisor, and a
+// link fault its fault proxy; neither exists behind --target. Each line gives the fault,
+// the reason and the alternative. Workload faults (client_disconnect, kv_pool_exhaustion
+// on a workload) act from the shard and stay.
+func TargetFaultProblems(sc *scenarios.Scenario, types map[string]scenarios.FaultType, target string) []string {
+	var out []string
+	for _, f := range sc.Faults {
+		ft := types[f.Type]
+		kind, ok := sc.Topology().Resolve(f.Target)
+		if !ok || kind == scenarios.TargetWorkload || (ft.Targets != 0 && ft.Targets&(scenarios.TargetProcess|scenarios.TargetLink) == 0) {
+			continue
+		}
+		what := "acts on a process the harness starts and supervises (signals, restarts, failpoints through its admin API)"
+		if kind == scenarios.TargetLink {
+			what = "acts through the fault proxy the harness puts on a link it starts"
+		}
+		out = append(out, fmt.Sprintf("fault %s (%s on %s) %s; with --target %s every shard drives an endpoint it did not start, so the fault cannot reach it. Alternatives: render without --target (each shard's embedded server; shard 1 applies the faults to its own), run the scenario unsharded (one pod, harness run) so its faults act on the processes it launches, or keep only workload faults", f.Name, f.Type, f.Target, what, target))
+	}
+	return out
+}

@@ -36,3 +36,27 @@ func TestWarnings(t *testing.T) {
 		})
 	}
 }
+
+func TestTargetFaultProblems(t *testing.T) {
+	types := map[string]scenarios.FaultType{
+		"process_kill": {Targets: scenarios.TargetProcess}, "network_partition": {Targets: scenarios.TargetLink},
+		"client_disconnect": {Targets: scenarios.TargetWorkload},
+	}
+	sc, err := scenarios.Parse("t.yaml", []byte(`name: t
+duration: 30s
+workloads: [{name: agents, type: agents, agents: 2, turns: 1}]
+faults:
+  - {name: kill, type: process_kill, target: decode, at: 5s, for: 2s}
+  - {name: cut, type: network_partition, target: router->decode, at: 10s, for: 2s}
+  - {name: hangup, type: client_disconnect, target: client, at: 15s, for: 2s}
+`), scenarios.WithFaultTypes(types))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := TargetFaultProblems(sc, types, "http://r:30000")
+	if assert.Len(t, ps, 2) {
+		assert.Contains(t, ps[0], "fault kill (process_kill on decode) acts on a process the harness starts")
+		assert.Contains(t, ps[0], "Alternatives: render without --target")
+		assert.Contains(t, ps[1], "fault cut (network_partition on router->decode) acts through the fault proxy")
+	}
+}
