@@ -126,3 +126,25 @@ func TestRunPreflight(t *testing.T) {
 		})
 	}
 }
+
+// TestRunInterrupted: a night interrupted during its first run records the runs left as
+// not run (exit 3) and still writes its manifest and the trend page.
+func TestRunInterrupted(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "a")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls []RunRequest
+	inner := fakeRun(nil, &calls)
+	run := func(ctx context.Context, r RunRequest) (int, error) {
+		code, err := inner(ctx, r)
+		cancel() // the signal arrives while the first run ends
+		return code, err
+	}
+	res, err := Run(ctx, Config{Archive: archive, SHA: "abcdef0", Specs: []Spec{{Scenario: "one"}, {Scenario: "two"}}}, run, noReportConfig)
+	require.NoError(t, err)
+	assert.Len(t, calls, 1)
+	assert.Equal(t, ExitInfra, res.Code)
+	assert.Equal(t, "not run: the night was interrupted", res.Runs[1].Error)
+	assert.FileExists(t, filepath.Join(archive, NightsDir, res.Night, NightFile))
+	assert.FileExists(t, filepath.Join(archive, reports.TrendFile))
+}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -102,9 +104,20 @@ usage or a scenario that does not load (nothing ran); 3 a run was invalid.`,
 				}
 				return exitCode(a.runScenario(ctx, sc, nil, r.OutDir, true, &historyFlags{file: r.History, label: r.Label}, out, cmd.ErrOrStderr())), nil
 			}
-			res, err := nightly.Run(cmd.Context(), nightly.Config{Archive: archive, SHA: sha, Specs: specs}, run, harness.ReportConfig,
+			// The night writes one step summary holding each run's; the runs must not
+			// append theirs as well.
+			step, stepSet := os.LookupEnv(StepSummaryEnv)
+			if stepSet {
+				os.Unsetenv(StepSummaryEnv)
+				defer os.Setenv(StepSummaryEnv, step)
+			}
+			// A signal ends the run in progress (its own handler) and the night: the runs
+			// left are recorded as not run, and the archive is still written.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, err := nightly.Run(ctx, nightly.Config{Archive: archive, SHA: sha, Specs: specs}, run, harness.ReportConfig,
 				nightly.WithClock(a.now), nightly.WithPreflight(load), nightly.WithBaselineNights(baselineNights), nightly.WithKeep(keep),
-				nightly.WithCompareOptions(reports.CompareOptions{Tolerance: tol}), nightly.WithStepSummary(os.Getenv(StepSummaryEnv)),
+				nightly.WithCompareOptions(reports.CompareOptions{Tolerance: tol}), nightly.WithStepSummary(step),
 				nightly.WithOutput(out))
 			switch {
 			case errors.Is(err, nightly.ErrUsage):

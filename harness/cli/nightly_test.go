@@ -82,8 +82,9 @@ func TestNightlyTwoNightsOnReference(t *testing.T) {
 	}
 	archive := filepath.Join(t.TempDir(), "archive")
 	pack := filepath.Join("..", "..", "scenarios", "targets", "sglang-pd.yaml")
+	step := filepath.Join(t.TempDir(), "step-summary.md")
 	night := func(sha string) (int, string) {
-		return selfRun(t, nightEnv, 4*time.Minute, "nightly", "--reference", "--archive", archive, "--sha", sha,
+		return selfRun(t, append(append([]string(nil), nightEnv...), StepSummaryEnv+"="+step), 4*time.Minute, "nightly", "--reference", "--archive", archive, "--sha", sha,
 			"--duration", "15s", pack, "--soak", "smoke", "--soak-duration", "4s", "--tolerance", "200%")
 	}
 	code1, out1 := night("1111111aaaa")
@@ -139,6 +140,14 @@ func TestNightlyTwoNightsOnReference(t *testing.T) {
 	}
 	assert.Equal(t, wantCode, code2, "night 2's exit code")
 	assert.Equal(t, code2, m2.Code)
+
+	// The step summary: one section per night, each run's summary once (the runs do not
+	// append their own as well).
+	summary, err := os.ReadFile(step)
+	require.NoError(t, err)
+	assert.Equal(t, 2, strings.Count(string(summary), "## Nightly soak "), "%s", summary)
+	assert.Contains(t, string(summary), "## Nightly soak "+m1.Night+": PASS (exit 0)")
+	assert.Equal(t, 2, strings.Count(string(summary), "\n# sglang-pd: "), "each night's sglang-pd summary.md once")
 
 	// History: one line per run, each pointing at its own night.
 	f, err := os.Open(filepath.Join(archive, nightly.HistoryFile))
