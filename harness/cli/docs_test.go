@@ -98,6 +98,14 @@ func parseDocBlocks(file, text, section string) ([]docBlock, error) {
 	return out, nil
 }
 
+// docBoundsEnv bounds a doc command's run in time on the reference server (a pack's
+// defaults are sized for GPU model loads and 10-minute requests); the workload and the
+// recovery thresholds stay the document's.
+var docBoundsEnv = []string{
+	"START_TIMEOUT=60s", "FIRST_TOKEN_DEADLINE=8s", "STALL_DEADLINE=8s", "TOTAL_DEADLINE=12s",
+	"DRAIN_TIMEOUT=15s", "LEAK_TIMEOUT=10s", "RECOVERY_WITHIN=10s",
+}
+
 var assignRE = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`)
 
 // docCommand is a parsed command line: environment assignments, then argv.
@@ -163,8 +171,9 @@ func planArgs(args []string) []string {
 //	<!-- doc-test: run -->   each command runs as written; bin/harness and bin/pdserver
 //	                         are this test binary, `make build` is what go test already did,
 //	                         and the reference is substituted: free ports for the packs'
-//	                         *_PORT variables and deadlines scaled to a short window
-//	                         (nightEnv), under the command's own assignments
+//	                         *_PORT variables and the launch and request bounds of a short
+//	                         window (docBoundsEnv: time, not the workload or the verdict's
+//	                         thresholds), under the command's own assignments
 //	<!-- doc-test: plan -->  needs a GPU: `harness run` becomes `harness plan`, `harness
 //	                         nightly` gets --dry-run, with the command's environment
 //	<!-- doc-test: skip (why) -->  machine setup the test cannot do (root, pip)
@@ -232,7 +241,7 @@ func TestDocCommands(t *testing.T) {
 						env = append(env, name+"="+strconv.Itoa(p))
 					}
 					ports.Unlock()
-					env = append(env, nightEnv...)
+					env = append(env, docBoundsEnv...)
 				} else {
 					args = planArgs(args)
 				}

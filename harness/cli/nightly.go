@@ -50,8 +50,10 @@ anything runs; SCENARIOs run for --duration (default: their own), --soak ones fo
 baseline nights. The night's summary is appended to $GITHUB_STEP_SUMMARY when set.
 
 --reference runs the SGLang launch packs against the reference server (this binary's
-pdserver sglang-server / sglang-router, MODEL_PATH=ref, free ports): the GPU night on a
-laptop.
+pdserver sglang-server / sglang-router, MODEL_PATH=ref, free ports, and agent
+conversations small enough for its tiny model: TURNS=4 PROMPT_TOKENS=32
+TOOL_RESULT_BYTES=64 MAX_TOKENS=16), each where the environment does not set it: the GPU
+night on a laptop.
 
 Exit codes: 0 every run passed and none regressed; 1 a run failed or regressed; 2 bad
 usage or a scenario that does not load (nothing ran); 3 a run was invalid.`,
@@ -139,7 +141,7 @@ usage or a scenario that does not load (nothing ran); 3 a run was invalid.`,
 	fs.IntVar(&baselineNights, "baseline-nights", nightly.DefaultBaselineNights, "compare each run against this many of the last good nights")
 	fs.IntVar(&keep, "keep", nightly.DefaultKeep, "nights the archive keeps (older ones are deleted; their history lines stay); 0 keeps all")
 	fs.StringVar(&tolerance, "tolerance", "10%", "compare's relative latency tolerance")
-	fs.BoolVar(&reference, "reference", false, "run the SGLang packs against the reference server (no GPU, no Python): SGLANG_SERVER, SGLANG_ROUTER, MODEL_PATH=ref and free ports, where unset")
+	fs.BoolVar(&reference, "reference", false, "run the SGLang packs against the reference server (no GPU, no Python): SGLANG_SERVER, SGLANG_ROUTER, MODEL_PATH=ref, free ports and a small agent workload (TURNS=4 PROMPT_TOKENS=32 TOOL_RESULT_BYTES=64 MAX_TOKENS=16), where unset")
 	fs.BoolVar(&dryRun, "dry-run", false, "load every scenario and print what the night would run; run nothing")
 	return cmd
 }
@@ -164,6 +166,11 @@ func (a *app) referenceEnv() (scenarios.LookupEnv, error) {
 		"SGLANG_SERVER": self + " sglang-server",
 		"SGLANG_ROUTER": self + " sglang-router",
 		"MODEL_PATH":    "ref",
+		// The packs' agent workload is sized for a GPU model; on the reference server's
+		// tinyref, conversations that grow by 2 KiB tool results every turn overflow
+		// its context and pool (409s and 503s: success below the recovery threshold,
+		// measured on a 2-minute sglang-pd night), so --reference keeps them small.
+		"TURNS": "4", "PROMPT_TOKENS": "32", "TOOL_RESULT_BYTES": "64", "MAX_TOKENS": "16",
 	}
 	for _, name := range referencePorts {
 		if _, ok := os.LookupEnv(name); ok {
