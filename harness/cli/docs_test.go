@@ -76,6 +76,7 @@ func parseDocBlocks(file, text, section string) ([]docBlock, error) {
 		for ; j < len(lines) && strings.TrimSpace(lines[j]) != "```"; j++ {
 			l := strings.TrimSpace(lines[j])
 			if strings.HasPrefix(l, "#") || (l == "" && cur.Len() == 0) {
+				// a comment line, or a blank one between commands
 				continue
 			}
 			if strings.HasSuffix(l, `\`) {
@@ -108,21 +109,29 @@ var docBoundsEnv = []string{
 
 var assignRE = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=`)
 
-// docCommand is a parsed command line: environment assignments, then argv.
+// docCommand is a parsed command line: environment assignments, then argv, and the exit
+// code the document promises (a trailing "# exit N"; 0 when absent).
 type docCommand struct {
 	env  []string
 	argv []string
+	exit int
 }
+
+var exitNoteRE = regexp.MustCompile(`\s+#\s*exit\s+(\d)\s*$`)
 
 // parseDocCommand splits a command line like a shell (scenarios.SplitWords) into its
 // leading VAR=value assignments and the argv; it refuses pipes, lists and redirections,
 // which the docs' tested blocks do not use.
 func parseDocCommand(line string) (docCommand, error) {
+	var c docCommand
+	if m := exitNoteRE.FindStringSubmatchIndex(line); m != nil {
+		c.exit = int(line[m[2]] - '0')
+		line = line[:m[0]]
+	}
 	words, err := scenarios.SplitWords(line)
 	if err != nil {
 		return docCommand{}, err
 	}
-	var c docCommand
 	for i, w := range words {
 		if len(c.argv) == 0 && assignRE.MatchString(w) {
 			c.env = append(c.env, w)
@@ -178,9 +187,11 @@ func planArgs(args []string) []string {
 //	                         nightly` gets --dry-run, with the command's environment
 //	<!-- doc-test: skip (why) -->  machine setup the test cannot do (root, pip)
 //
-// A ```sh block without a marker fails the test, and so does any command that exits 2
-// (bad usage, a scenario that does not load) or 3, or a program other than bin/harness,
-// bin/pdserver and make build in a run or plan block. Each block runs in its own
+// A command exits 0 unless its line ends with "# exit N" (the document's promise, e.g.
+// doctor's 1 on a machine without a GPU); any other code fails the test, so a doc command
+// exiting 2 (bad usage, a scenario that does not load) always does. A ```sh block without
+// a marker fails the test, and so does a program other than bin/harness, bin/pdserver and
+// make build in a run or plan block. Each block runs in its own
 // directory (scenarios/ linked in), in parallel with the others.
 func TestDocCommands(t *testing.T) {
 	if testing.Short() {
@@ -250,7 +261,7 @@ func TestDocCommands(t *testing.T) {
 				}
 				code, out := selfRunIn(t, dir, env, 5*time.Minute, args...)
 				t.Logf("%s: exit %d", line, code)
-				assert.Less(t, code, 2, "%s:%d: %s exited %d\n%s", b.file, b.line, line, code, lastLines(out, 40))
+				assert.Equal(t, c.exit, code, "%s:%d: %s exited %d, the document says %d\n%s", b.file, b.line, line, code, c.exit, lastLines(out, 40))
 			}
 		})
 	}
@@ -295,4 +306,29 @@ func FuzzParseDocBlocks(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestParseDocCommand(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		want docCommand
+		err  string
+	}{
+		{line: "bin/harness doctor  # exit 1", want: docCommand{argv: []string{"bin/harness", "doctor"}, exit: 1}},
+		{line: "A='x y' B=2 bin/harness run smoke", want: docCommand{env: []string{"A=x y", "B=2"}, argv: []string{"bin/harness", "run", "smoke"}}},
+		{line: "bin/harness run smoke --label a=b", want: docCommand{argv: []string{"bin/harness", "run", "smoke", "--label", "a=b"}}},
+		{line: "bin/harness list | head", err: "only simple commands"},
+		{line: "bin/harness list > x", err: "only simple commands"},
+		{line: "A=1", err: "no command"},
+	} {
+		t.Run(tc.line, func(t *testing.T) {
+			got, err := parseDocCommand(tc.line)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+		})
+	}
 }
