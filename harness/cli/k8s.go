@@ -59,11 +59,19 @@ For an object store, mount a bucket through a CSI driver as a PVC and pass --out
 			if !cmd.Flags().Changed("shards") {
 				return usageError("k8s render needs --shards N")
 			}
+			if err := a.refuseTargetFaults(args[0], o.Target); err != nil {
+				return err
+			}
 			sc, content, err := a.loadForK8s(args[0], o.Target, o.MetricsURL)
 			if err != nil {
 				return err
 			}
 			objs, err := k8s.RenderRun(sc, content, o)
+			if err == nil {
+				for _, w := range k8s.Warnings(sc, o) {
+					fmt.Fprintln(cmd.ErrOrStderr(), "harness: warning:", w)
+				}
+			}
 			return printManifests(cmd, objs, err)
 		},
 	}

@@ -127,6 +127,7 @@ evaluated, or a run where the harness itself was the bottleneck.`,
 	root.AddCommand(a.compareCommand(), a.trendCommand())
 	root.AddCommand(a.k8sCommand())
 	root.AddCommand(a.exploreCommand())
+	root.AddCommand(a.nightlyCommand(), a.doctorCommand())
 	pd := servercli.NewRootCommand()
 	pd.Hidden = true
 	pd.Short = "Run the reference server (used by harness run to start the embedded topology)"

@@ -1,0 +1,233 @@
+package nightly
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"pdsoak/ledger"
+	"pdsoak/reports"
+	"pdsoak/scenarios"
+)
+
+// ResolvedFile is the resolved scenario a run leaves in its directory (the CLI's
+// harness/cli.ResolvedFile; repeated here, as this package does not import the CLI).
+const ResolvedFile = "scenario.json"
+
+// NightFile and SummaryFile are the night's manifest and summary in its directory.
+const (
+	NightFile   = "night.json"
+	SummaryFile = "summary.md"
+)
+
+// readVerdict is the run's verdict from results.json ("" when the run wrote none).
+func readVerdict(dir string) string {
+	data, err := os.ReadFile(filepath.Join(dir, reports.ResultsFile))
+	if err != nil {
+		return ""
+	}
+	var r struct {
+		Verdict string `json:"verdict"`
+	}
+	if json.Unmarshal(data, &r) != nil {
+		return ""
+	}
+	return r.Verdict
+}
+
+// loadRun recomputes a run from its directory, as harness compare does, and digests its
+// scenario.
+func loadRun(dir string, reportConfig ReportConfigFunc) (*reports.Run, string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, ResolvedFile))
+	if err != nil {
+		return nil, "", fmt.Errorf("nightly: %w", err)
+	}
+	var sc scenarios.Scenario
+	if err := json.Unmarshal(data, &sc); err != nil {
+		return nil, "", fmt.Errorf("nightly: %s: %w", filepath.Join(dir, ResolvedFile), err)
+	}
+	digest, err := reports.ScenarioDigest(data)
+	if err != nil {
+		return nil, "", fmt.Errorf("nightly: %w", err)
+	}
+	run, err := reports.ComputeRun(filepath.Join(dir, ledger.EventsFile), reportConfig(&sc))
+	if err != nil {
+		return nil, "", fmt.Errorf("nightly: %s: %w", dir, err)
+	}
+	return run, digest, nil
+}
+
+// compareRun compares tonight's run against each of its baseline nights, writing
+// compare.md and compare.html into <run>/compare-vs-<night>/, and decides (Regressed).
+// A comparison that cannot be made is logged and casts no vote.
+func compareRun(archive string, history []reports.HistoryEntry, night string, rr RunResult, reportConfig ReportConfigFunc, o options) ([]BaselineVote, bool) {
+	dir := filepath.Join(archive, filepath.FromSlash(rr.Dir))
+	tonight, digest, err := loadRun(dir, reportConfig)
+	if err != nil {
+		o.logger.Warn("compare: tonight's run", "dir", dir, "err", err)
+		return []BaselineVote{}, false
+	}
+	exists := func(d string) bool {
+		_, err := os.Stat(filepath.Join(archive, filepath.FromSlash(d), ledger.EventsFile))
+		return err == nil
+	}
+	votes := []BaselineVote{}
+	var regressed []bool
+	for _, b := range Baselines(history, rr.Scenario, digest, night, o.baselineNights, exists) {
+		bdir := filepath.Join(archive, filepath.FromSlash(b.Dir))
+		base, bd, err := loadRun(bdir, reportConfig)
+		if err != nil {
+			o.logger.Warn("compare: baseline", "dir", bdir, "err", err)
+			continue
+		}
+		c := reports.Compare(base, tonight, bd, digest, o.compare)
+		out := filepath.Join(dir, "compare-vs-"+NightOf(b))
+		if err := writeCompare(out, c, base, tonight, bdir, dir); err != nil {
+			o.logger.Warn("compare: write", "dir", out, "err", err)
+			continue
+		}
+		rel, _ := filepath.Rel(archive, filepath.Join(out, reports.CompareHTMLFile))
+		votes = append(votes, BaselineVote{Night: NightOf(b), Dir: b.Dir, Compare: filepath.ToSlash(rel), Regressed: c.Regressed(), Regressions: c.Regressions})
+		regressed = append(regressed, c.Regressed())
+	}
+	return votes, Regressed(regressed)
+}
+
+func writeCompare(out string, c *reports.Comparison, base, nw *reports.Run, baseDir, newDir string) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("nightly: %w", err)
+	}
+	link := func(runDir string) string {
+		if _, err := os.Stat(filepath.Join(runDir, reports.HTMLReportFile)); err != nil {
+			return ""
+		}
+		rel, err := filepath.Rel(out, filepath.Join(runDir, reports.HTMLReportFile))
+		if err != nil {
+			return ""
+		}
+		return filepath.ToSlash(rel)
+	}
+	c.BaseReport, c.NewReport = link(baseDir), link(newDir)
+	var md, page bytes.Buffer
+	if err := reports.WriteCompareMarkdown(&md, c); err != nil {
+		return err
+	}
+	if err := reports.WriteCompareHTML(&page, c, base.Results.Timeline(), nw.Results.Timeline()); err != nil {
+		return err
+	}
+	for name, data := range map[string][]byte{reports.CompareMarkdownFile: md.Bytes(), reports.CompareHTMLFile: page.Bytes()} {
+		if err := os.WriteFile(filepath.Join(out, name), data, 0o644); err != nil {
+			return fmt.Errorf("nightly: %w", err)
+		}
+	}
+	return nil
+}
+
+// prune deletes the nights beyond the retention count; their history lines stay (the
+// trend keeps their figures, without a link).
+func prune(archive, tonight string, o options) []string {
+	entries, err := os.ReadDir(filepath.Join(archive, NightsDir))
+	if err != nil {
+		o.logger.Warn("prune", "err", err)
+		return nil
+	}
+	var nights []Night
+	for _, e := range entries {
+		if e.IsDir() {
+			nights = append(nights, Night{Name: e.Name(), Start: nightStart(filepath.Join(archive, NightsDir, e.Name()), e)})
+		}
+	}
+	var done []string
+	for _, n := range Prune(nights, o.keep, tonight) {
+		if err := os.RemoveAll(filepath.Join(archive, NightsDir, n)); err != nil {
+			o.logger.Warn("prune", "night", n, "err", err)
+			continue
+		}
+		done = append(done, n)
+	}
+	return done
+}
+
+// writeTrend renders ARCHIVE/index.html from the whole history; each row links its own
+// night's report.html when that night is still archived.
+func writeTrend(archive string) error {
+	entries, err := readHistory(filepath.Join(archive, HistoryFile))
+	if err != nil {
+		return err
+	}
+	link := func(e reports.HistoryEntry) string {
+		if NightOf(e) == "" {
+			return ""
+		}
+		rel := filepath.ToSlash(filepath.Join(filepath.FromSlash(e.Dir), reports.HTMLReportFile))
+		if _, err := os.Stat(filepath.Join(archive, filepath.FromSlash(rel))); err != nil {
+			return ""
+		}
+		return rel
+	}
+	var buf bytes.Buffer
+	if err := reports.WriteTrend(&buf, entries, nil, link); err != nil {
+		return fmt.Errorf("nightly: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(archive, reports.TrendFile), buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("nightly: %w", err)
+	}
+	return nil
+}
+
+// writeNight writes night.json and summary.md, and appends the summary to the step
+// summary file when one is set.
+func writeNight(archive, nightDir string, res *Result, o options) error {
+	data, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return fmt.Errorf("nightly: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(nightDir, NightFile), append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("nightly: %w", err)
+	}
+	var md bytes.Buffer
+	WriteSummary(&md, res, func(rel string) string { return readSummary(filepath.Join(archive, filepath.FromSlash(rel))) })
+	if err := os.WriteFile(filepath.Join(nightDir, SummaryFile), md.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("nightly: %w", err)
+	}
+	if o.stepSummary != "" {
+		f, err := os.OpenFile(o.stepSummary, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return fmt.Errorf("nightly: step summary: %w", err)
+		}
+		_, werr := f.Write(md.Bytes())
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return fmt.Errorf("nightly: step summary: %w", werr)
+		}
+	}
+	return nil
+}
+
+func readSummary(runDir string) string {
+	data, err := os.ReadFile(filepath.Join(runDir, reports.SummaryFile))
+	if err != nil {
+		return ""
+	}
+	return string(data)
+}
+
+// nightStart is when a night started: its manifest's start, else (a night interrupted
+// before writing one) its directory's modification time.
+func nightStart(dir string, e os.DirEntry) time.Time {
+	if data, err := os.ReadFile(filepath.Join(dir, NightFile)); err == nil {
+		var r Result
+		if json.Unmarshal(data, &r) == nil && !r.Start.IsZero() {
+			return r.Start
+		}
+	}
+	if info, err := e.Info(); err == nil {
+		return info.ModTime()
+	}
+	return time.Time{}
+}
