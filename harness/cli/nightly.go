@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"pdsoak/harness"
+	"pdsoak/harness/judge"
 	"pdsoak/nightly"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
@@ -117,7 +117,7 @@ usage or a scenario that does not load (nothing ran); 3 a run was invalid.`,
 			// left are recorded as not run, and the archive is still written.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			res, err := nightly.Run(ctx, nightly.Config{Archive: archive, SHA: sha, Specs: specs}, run, harness.ReportConfig,
+			res, err := nightly.Run(ctx, nightly.Config{Archive: archive, SHA: sha, Specs: specs}, run, judge.ReportConfig,
 				nightly.WithClock(a.now), nightly.WithPreflight(load), nightly.WithBaselineNights(baselineNights), nightly.WithKeep(keep),
 				nightly.WithCompareOptions(reports.CompareOptions{Tolerance: tol}), nightly.WithStepSummary(step),
 				nightly.WithOutput(out))
