@@ -62,6 +62,13 @@ func WithMaxIdle(n int) PoolOption {
 // happen, is caught by IdleRace and retried). Default 0: always peek.
 func WithTrustIdle(d time.Duration) PoolOption { return func(p *Pool) { p.trust = d } }
 
+// SetTrustIdle changes WithTrustIdle's bound (tests of a pool already in use).
+func (p *Pool) SetTrustIdle(d time.Duration) {
+	p.mu.Lock()
+	p.trust = d
+	p.mu.Unlock()
+}
+
 // WithClock injects the clock (tests).
 func WithClock(now func() time.Time) PoolOption { return func(p *Pool) { p.now = now } }
 
@@ -92,8 +99,9 @@ func (p *Pool) Get(addr string) net.Conn {
 		ic := list[n-1]
 		list[n-1] = idleConn{}
 		p.idle[addr] = list[:n-1]
+		trust := p.trust
 		p.mu.Unlock()
-		if idle := now.Sub(ic.since); idle < p.idleTimeout && (idle < p.trust || Alive(ic.nc)) {
+		if idle := now.Sub(ic.since); idle < p.idleTimeout && (idle < trust || Alive(ic.nc)) {
 			return ic.nc
 		}
 		ic.nc.Close()
