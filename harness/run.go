@@ -254,7 +254,11 @@ func (r *runner) run(ctx context.Context) (err error) {
 	}()
 	r.describeTarget(ctx) // the target event
 
-	c, err := client.New(tgt.URL(), client.WithTransport(client.NewTransport(r.sc.Deadlines.Connect.D())))
+	copts, err := clientOptions(r.sc) // clientopts.go
+	if err != nil {
+		return fmt.Errorf("%v: %w", err, ErrInfrastructure)
+	}
+	c, err := client.New(tgt.URL(), copts...)
 	if err != nil {
 		return fmt.Errorf("harness: %v: %w", err, ErrInfrastructure)
 	}

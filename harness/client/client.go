@@ -153,6 +153,9 @@ type Client struct {
 	// idleTimeout: a pooled connection idle longer is closed, not reused.
 	idleTimeout time.Duration
 	tls         *tls.Config
+	// header is sent with every request (target.headers); a request's own Header
+	// replaces same-named entries. Values are never logged or recorded.
+	header http.Header
 }
 
 // Option configures a Client.
@@ -180,6 +183,11 @@ func WithIdleTimeout(d time.Duration) Option {
 		}
 	}
 }
+
+// WithHeader sets headers sent with every request (an Authorization, a routing header);
+// a request's own Header replaces same-named ones. The client never writes a value to
+// any output; an invalid one fails the request naming the header only.
+func WithHeader(h http.Header) Option { return func(c *Client) { c.header = h } }
 
 // WithTLS sets the TLS configuration of https:// targets (a CA, a server name, or
 // verification off for a test deployment).
@@ -247,6 +255,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		if err != nil {
 			return nil, err
 		}
+		h.header = c.header
 		c.h1 = h
 	}
 	return c, nil
@@ -527,6 +536,9 @@ func (c *Client) newHTTPRequest(ctx context.Context, req *Request, st *reqState,
 	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("client: build request: %w", err)
+	}
+	for k, v := range c.header {
+		hreq.Header[k] = v
 	}
 	for k, v := range req.Header {
 		hreq.Header[k] = v

@@ -21,6 +21,7 @@ type Request struct {
 	ContentType        string // omitted when empty
 	Accept             string // omitted when empty
 	RequestID          string // X-Request-Id; omitted when empty
+	Defaults           http.Header // sent unless Header has the same name
 	Header             http.Header
 	Body               []byte
 }
@@ -44,7 +45,9 @@ func AppendRequest(b []byte, r *Request) ([]byte, error) {
 	b = append(b, r.Path...)
 	b = append(b, " HTTP/1.1\r\nHost: "...)
 	b = append(b, r.Host...)
-	if _, ok := r.Header["User-Agent"]; !ok {
+	_, ua1 := r.Header["User-Agent"]
+	_, ua2 := r.Defaults["User-Agent"]
+	if !ua1 && !ua2 {
 		ua := r.UserAgent
 		if ua == "" {
 			ua = "pdsoak"
@@ -70,22 +73,18 @@ func AppendRequest(b []byte, r *Request) ([]byte, error) {
 		b = append(b, "\r\nX-Request-Id: "...)
 		b = append(b, r.RequestID...)
 	}
-	for k, vs := range r.Header {
-		ck := http.CanonicalHeaderKey(k)
-		if owned(ck) {
+	var err error
+	for k, vs := range r.Defaults {
+		if _, over := r.Header[http.CanonicalHeaderKey(k)]; over {
 			continue
 		}
-		if !ValidHeaderName(k) {
-			return b, fmt.Errorf("%w: name %q", ErrInvalidHeader, k)
+		if b, err = appendField(b, k, vs); err != nil {
+			return b, err
 		}
-		for _, v := range vs {
-			if !ValidHeaderValue(v) {
-				return b, fmt.Errorf("%w: the value of %q (not shown)", ErrInvalidHeader, ck)
-			}
-			b = append(b, "\r\n"...)
-			b = append(b, ck...)
-			b = append(b, ": "...)
-			b = append(b, v...)
+	}
+	for k, vs := range r.Header {
+		if b, err = appendField(b, k, vs); err != nil {
+			return b, err
 		}
 	}
 	b = append(b, "\r\n\r\n"...)
@@ -127,4 +126,25 @@ func ValidHeaderValue(s string) bool {
 		}
 	}
 	return true
+}
+
+// appendField appends one caller header (all its values) unless the writer owns it.
+func appendField(b []byte, k string, vs []string) ([]byte, error) {
+	ck := http.CanonicalHeaderKey(k)
+	if owned(ck) {
+		return b, nil
+	}
+	if !ValidHeaderName(k) {
+		return b, fmt.Errorf("%w: name %q", ErrInvalidHeader, k)
+	}
+	for _, v := range vs {
+		if !ValidHeaderValue(v) {
+			return b, fmt.Errorf("%w: the value of %q (not shown)", ErrInvalidHeader, ck)
+		}
+		b = append(b, "\r\n"...)
+		b = append(b, ck...)
+		b = append(b, ": "...)
+		b = append(b, v...)
+	}
+	return b, nil
 }
