@@ -210,7 +210,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 	if err != nil {
 		return err
 	}
-	hc := &http.Client{Transport: client.NewTransport(sc.Deadlines.Connect.D())}
+	hc := &http.Client{Transport: auxTransport(sc)} // clientopts.go
 	r := &runner{sc: sc, opts: opts, log: opts.Logger, led: led, hc: hc,
 		scr: scraper{hc: hc, timeout: opts.ScrapeTimeout}, lastGPU: lastGPU}
 	defer func() {
