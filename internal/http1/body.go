@@ -185,16 +185,18 @@ func (b *Body) dechunk(p []byte) int {
 				b.st = csExt
 			case '\r':
 				b.st = csSizeLF
-			case '\n':
-				b.endSizeLine()
-			default:
+			default: // a bare LF too: as net/http, since the request-smuggling fixes
 				b.err = errBadChunk
 				return w
 			}
 			i++
 		case csExt:
-			if c == '\n' {
-				b.endSizeLine()
+			switch c {
+			case '\r':
+				b.st = csSizeLF
+			case '\n':
+				b.err = errBadChunk
+				return w
 			}
 			i++
 		case csSizeLF:

@@ -172,6 +172,9 @@ func ParseHead(b []byte) (Head, error) {
 			}
 			h.Length, sawLength = v, true
 		case equalFold(name, "Transfer-Encoding"):
+			if http10 {
+				continue // chunked is HTTP/1.1's: an HTTP/1.0 body runs to the close
+			}
 			if !equalFold(value, "chunked") {
 				return h, malformed("transfer coding (only chunked is supported)", value)
 			}
