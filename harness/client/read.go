@@ -236,6 +236,7 @@ func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *
 	var rcv received
 	var last time.Time
 	bad := Facts{Headers: true, Status: res.Status, Invalid: true}
+	var ch chunk // one per stream: decodeChunk resets it, and it escapes (json fallback)
 	for {
 		ev, err := r.Next()
 		if err != nil {
@@ -250,7 +251,6 @@ func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *
 		if strings.TrimSpace(ev.Data) == done {
 			return c.ended(res, st, &rcv, rcv.finished, " (stream sent [DONE])")
 		}
-		var ch chunk
 		if err := decodeChunk(ev.Data, &ch); err != nil {
 			if ev.Type == "error" {
 				return c.judge(res, st, Facts{Headers: true, Status: res.Status, StreamError: true}, fmt.Errorf("client: error event: %s", trim(ev.Data)))
