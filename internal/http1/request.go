@@ -17,10 +17,10 @@ var ErrInvalidHeader = errors.New("http1: invalid request header")
 // X-Request-Id), which the struct's own values win over.
 type Request struct {
 	Method, Host, Path string
-	UserAgent          string // default "pdsoak"; Header may override it
-	ContentType        string // omitted when empty
-	Accept             string // omitted when empty
-	RequestID          string // X-Request-Id; omitted when empty
+	UserAgent          string      // default "pdsoak"; Header may override it
+	ContentType        string      // omitted when empty
+	Accept             string      // omitted when empty
+	RequestID          string      // X-Request-Id; omitted when empty
 	Defaults           http.Header // sent unless Header has the same name
 	Header             http.Header
 	Body               []byte

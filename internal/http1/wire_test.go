@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http/httputil"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -122,7 +123,10 @@ func TestReadResponse(t *testing.T) {
 					require.NoError(t, err, "split %d", split)
 				}
 				assert.Equal(t, tt.body, string(data), "split %d", split)
-				if body != nil && tt.wantErr == nil {
+				// Bytes past the end are seen only when they arrive with the body's last
+				// bytes: written in pieces, they may come after the client stopped reading.
+				junk := strings.HasSuffix(tt.raw, "JUNK")
+				if body != nil && tt.wantErr == nil && (!junk || split == 1<<20) {
 					assert.Equal(t, tt.clean, body.Done(), "split %d: clean end", split)
 				}
 			})
