@@ -20,8 +20,16 @@ func decodeChunk(data string, ch *chunk) error {
 	if d.top(ch) {
 		return nil
 	}
-	*ch = chunk{}
-	return json.Unmarshal([]byte(data), ch)
+	return unmarshalChunk(data, ch)
+}
+
+// unmarshalChunk is the fallback, through a chunk of its own: handing ch itself to
+// encoding/json would move every stream's chunk to the heap, held while it waits.
+func unmarshalChunk(data string, ch *chunk) error {
+	tmp := new(chunk)
+	err := json.Unmarshal([]byte(data), tmp)
+	*ch = *tmp
+	return err
 }
 
 // chunkDecoder is a cursor over one JSON text; every method returns false to mean "not

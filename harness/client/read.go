@@ -236,8 +236,9 @@ func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *
 	var rcv received
 	var last time.Time
 	bad := Facts{Headers: true, Status: res.Status, Invalid: true}
-	var ch chunk // one per stream: decodeChunk resets it, and it escapes (json fallback)
+	var ch chunk // on the stack: decodeChunk resets it
 	for {
+		ch = chunk{} // nothing of the last event is held while the stream waits
 		ev, err := r.Next()
 		if err != nil {
 			return c.streamEnded(ctx, res, st, err)

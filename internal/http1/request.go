@@ -16,14 +16,15 @@ var ErrInvalidHeader = errors.New("http1: invalid request header")
 // Connection, Accept-Encoding) and the fields set below (Content-Type, Accept,
 // X-Request-Id), which the struct's own values win over.
 type Request struct {
-	Method, Host, Path string
-	UserAgent          string      // default "pdsoak"; Header may override it
-	ContentType        string      // omitted when empty
-	Accept             string      // omitted when empty
-	RequestID          string      // X-Request-Id; omitted when empty
-	Defaults           http.Header // sent unless Header has the same name
-	Header             http.Header
-	Body               []byte
+	Method, Host string
+	Prefix, Path string      // the request target is Prefix+Path (no concatenation needed)
+	UserAgent    string      // default "pdsoak"; Header may override it
+	ContentType  string      // omitted when empty
+	Accept       string      // omitted when empty
+	RequestID    string      // X-Request-Id; omitted when empty
+	Defaults     http.Header // sent unless Header has the same name
+	Header       http.Header
+	Body         []byte
 }
 
 // owned are the headers the writer sets itself.
@@ -42,6 +43,7 @@ func owned(ck string) bool {
 func AppendRequest(b []byte, r *Request) ([]byte, error) {
 	b = append(b, r.Method...)
 	b = append(b, ' ')
+	b = append(b, r.Prefix...)
 	b = append(b, r.Path...)
 	b = append(b, " HTTP/1.1\r\nHost: "...)
 	b = append(b, r.Host...)
