@@ -96,3 +96,16 @@ func TestHeaderValuesNeverWritten(t *testing.T) {
 	}
 	assert.Contains(t, printed.String(), "PDSOAK_TEST_KEY=<redacted>", "plan names the variable, not its value")
 }
+
+// A malformed --header is a usage error on every command that takes it, naming the flag.
+func TestHeaderFlagUsage(t *testing.T) {
+	file := writeFile(t, t.TempDir(), "h.yaml", "name: h\nworkloads:\n  - type: burst\n    count: 1\n")
+	for _, cmd := range []string{"validate", "plan", "run", "explore"} {
+		code, stdout, stderr := execute(t, []string{cmd, file, "--header", "no-colon-here"})
+		assert.Equal(t, ExitUsage, code, "%s\n%s\n%s", cmd, stdout, stderr)
+		assert.Contains(t, stderr, "--header wants 'Name: value'", cmd)
+	}
+	code, stdout, stderr := execute(t, []string{"validate", file, "--header", "Host: evil"})
+	assert.Equal(t, ExitUsage, code, "%s\n%s", stdout, stderr)
+	assert.Contains(t, stderr, "Host is set by the client itself")
+}
