@@ -110,6 +110,7 @@ func (e *executor) emitDone(r *workload.Req, res *client.Result, obs *reqObserve
 		TTFT: res.TTFT().Seconds(), E2E: res.E2E().Seconds(), PromptTokens: res.PromptTokens,
 		PromptBytes: r.PromptBytes, CompletionTokens: res.CompletionTokens, Chunks: res.Chunks,
 		Bytes: res.Bytes, FinishReason: res.FinishReason, Probe: r.Probe, TraceID: traceID(r)}
+	ev.ConnRetry = res.ConnRetry // the idle keep-alive race, retried on a fresh connection
 	if r.Probe != "" {
 		ev.Text = res.Text
 	}

@@ -211,7 +211,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 	if err != nil {
 		return err
 	}
-	hc := &http.Client{Transport: client.NewTransport(sc.Deadlines.Connect.D())}
+	hc := &http.Client{Transport: auxTransport(sc)} // clientopts.go
 	r := &runner{sc: sc, opts: opts, log: opts.Logger, led: led, hc: hc,
 		scr: scraper{hc: hc, timeout: opts.ScrapeTimeout}, lastGPU: lastGPU}
 	defer func() {
@@ -255,7 +255,11 @@ func (r *runner) run(ctx context.Context) (err error) {
 	}()
 	r.describeTarget(ctx) // the target event
 
-	c, err := client.New(tgt.URL(), client.WithTransport(client.NewTransport(r.sc.Deadlines.Connect.D())))
+	copts, err := clientOptions(r.sc) // clientopts.go
+	if err != nil {
+		return fmt.Errorf("%v: %w", err, ErrInfrastructure)
+	}
+	c, err := client.New(tgt.URL(), copts...)
 	if err != nil {
 		return fmt.Errorf("harness: %v: %w", err, ErrInfrastructure)
 	}

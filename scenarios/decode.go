@@ -70,6 +70,7 @@ func DecodeEnv(file string, data []byte, lookup LookupEnv) (*Scenario, error) {
 	sc.set = w.set
 	sc.anchored = w.anchored
 	sc.Env = vars
+	secretEnv(sc) // header values stay out of every output
 	return sc, nil
 }
 

@@ -18,6 +18,8 @@ type EnvVar struct {
 	Value   string
 	Default bool // the variable was unset (or empty) and the ${NAME:-default} default was used
 	Line    int  // first line that used it
+	// Secret: the value went into a header; outputs show it redacted.
+	Secret bool
 }
 
 // ExpandError is a problem with one ${...} reference: a variable without a default that

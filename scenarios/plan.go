@@ -326,7 +326,11 @@ func (tl Timeline) Write(w io.Writer) error {
 		if e.Default {
 			def = " (default)"
 		}
-		fmt.Fprintf(&b, "env       %s=%s%s\n", e.Name, e.Value, def)
+		val := e.Value
+		if e.Secret {
+			val = Redacted
+		}
+		fmt.Fprintf(&b, "env       %s=%s%s\n", e.Name, val, def)
 	}
 	for _, l := range tl.Launch {
 		fmt.Fprintf(&b, "launch    %s\n", l)

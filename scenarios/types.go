@@ -118,6 +118,30 @@ type Target struct {
 	// compares its rise with the requests completed ok. The embedded reference server
 	// needs none (pdsoak:prefills_completed_total on every prefill worker).
 	PDCounters map[string]string `yaml:"pd_counters" json:"pd_counters,omitempty"`
+	// Headers are sent with every request to the target (Name: value): an Authorization
+	// for an endpoint behind a gateway, a routing header. ${VAR} expands from the
+	// environment, so Authorization: "Bearer ${API_KEY}" keeps the key out of the file.
+	// Values are secrets: never written to any output (shown as <redacted>). --header
+	// 'Name: value' adds or replaces one.
+	Headers Headers `yaml:"headers" json:"headers,omitempty"`
+	// TLS configures https:// targets.
+	TLS *TLS `yaml:"tls" json:"tls,omitempty"`
+	// IdleTimeout closes a pooled keep-alive connection idle this long instead of
+	// reusing it. Default 4s: below uvicorn's 5 s (SGLang, vLLM), so the client is the
+	// side that closes; set it below the server's own keep-alive timeout.
+	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout,omitempty"`
+}
+
+// TLS configures the client for an https:// target.
+type TLS struct {
+	// CAFile is a PEM file of CA certificates that verify the server (default: the
+	// system's roots). A relative path is relative to the working directory.
+	CAFile string `yaml:"ca_file" json:"ca_file,omitempty"`
+	// InsecureSkipVerify turns certificate verification off (a test deployment only).
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify" json:"insecure_skip_verify,omitempty"`
+	// ServerName is the name verified in the certificate and sent as SNI (default: the
+	// URL's host).
+	ServerName string `yaml:"server_name" json:"server_name,omitempty"`
 }
 
 // ProxyLink is one proxied link of a launched topology.
@@ -225,6 +249,9 @@ type Workload struct {
 	MaxTokens int `yaml:"max_tokens" json:"max_tokens"`
 	// Temperature for sampling; 0 (default) is greedy.
 	Temperature float64 `yaml:"temperature" json:"temperature,omitempty"`
+	// Headers are sent with this workload's requests, over target.headers (a routing
+	// header that differs per cohort). Values are secrets, as target.headers'.
+	Headers Headers `yaml:"headers" json:"headers,omitempty"`
 
 	// Agents is the number of concurrent sessions (agents). Default 30.
 	Agents int `yaml:"agents" json:"agents,omitempty"`

@@ -133,6 +133,7 @@ func (v *validator) check(o options) {
 		v.add("duration", "must be > 0")
 	}
 	v.checkTarget()
+	v.checkClient() // headers.go
 	v.checkReference()
 	if len(sc.Workloads) == 0 {
 		v.add("workloads", "at least one workload is required")

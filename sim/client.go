@@ -111,7 +111,7 @@ func (r *runner) send(req *workload.Req, extra, noLag bool, stats *chaos.LiveSta
 	cancel, err := r.srv.Submit(&g, c.event)
 	if connLevel(err, ErrConnRefused) {
 		c.phase = ledger.PhaseConnect
-		c.finish(ledger.OutcomeTransportError, fmt.Errorf("client: Post %q: %w", "sim://front-end"+path, err))
+		c.judge(client.Facts{Phase: c.phase}, fmt.Errorf("client: Post %q: %w", "sim://front-end"+path, err))
 		return c
 	}
 	if err != nil {
@@ -160,10 +160,12 @@ func (c *call) event(ev gen.Event) {
 	}
 	if connLevel(ev.Err, ErrConnReset) {
 		if c.res.Headers.IsZero() {
-			c.finish(ledger.OutcomeTransportError, fmt.Errorf("client: Post %q: %w", "sim://front-end", ev.Err))
+			c.judge(client.Facts{Phase: c.phase}, fmt.Errorf("client: Post %q: %w", "sim://front-end", ev.Err))
 			return
 		}
-		c.finish(ledger.OutcomeTruncated, fmt.Errorf("client: stream ended without [DONE]: %w", ev.Err))
+		// A reset mid-response: an abrupt end, as the real client's framing sees it.
+		c.judge(client.Facts{Phase: c.phase, Headers: true, Status: c.res.Status, End: client.EndAbrupt},
+			fmt.Errorf("client: connection lost mid-stream, no [DONE]: %w", ev.Err))
 		return
 	}
 	if ev.Err != nil {
@@ -172,7 +174,7 @@ func (c *call) event(ev gen.Event) {
 			// An SSE error event and no [DONE]: the client sees an explicit failure.
 			b, _ := json.Marshal(ref.Body)
 			c.res.Bytes += int64(len("data: ") + len(b) + 2)
-			c.finish(ledger.OutcomeStreamError, fmt.Errorf("client: error event: %s", ref.Body.Error.Message))
+			c.judge(client.Facts{Headers: true, Status: c.res.Status, StreamError: true}, fmt.Errorf("client: error event: %s", ref.Body.Error.Message))
 			return
 		}
 		c.refused(ref)
@@ -198,9 +200,8 @@ func (c *call) event(ev gen.Event) {
 		c.chunk(c.contentChunk(s))
 		c.token(s)
 		if k := c.req.CancelAfterTokens; k > 0 && c.res.Chunks >= k {
-			c.res.Phase = c.phase
 			c.abort()
-			c.finish(ledger.OutcomeCancelled, client.ErrClientCancel)
+			c.judge(client.Facts{ClientAbort: true, Phase: c.phase}, client.ErrClientCancel)
 			return
 		}
 	}
@@ -213,12 +214,9 @@ func (c *call) event(ev gen.Event) {
 			c.res.PromptTokens, c.res.CompletionTokens = usage.PromptTokens, usage.CompletionTokens
 		}
 		c.res.Bytes += int64(len("data: [DONE]\n\n"))
-		if c.parsed.IncludeUsage && c.res.CompletionTokens < c.pieces {
-			c.finish(ledger.OutcomeInvalid, fmt.Errorf("client: usage says %d completion tokens, %d content chunks arrived (stream sent [DONE])",
-				c.res.CompletionTokens, c.pieces))
-			return
-		}
-		c.finish(ledger.OutcomeOK, nil)
+		c.judge(client.Facts{Headers: true, Status: c.res.Status, End: client.EndClean, Done: true, Finished: true,
+			UsageSent: c.parsed.IncludeUsage, CompletionTokens: c.res.CompletionTokens, Pieces: c.pieces},
+			fmt.Errorf("client: usage says %d completion tokens, %d content chunks arrived (stream sent [DONE])", c.res.CompletionTokens, c.pieces))
 	}
 }
 
@@ -352,11 +350,13 @@ func (c *call) whole(ev gen.Event) {
 	c.res.PromptTokens, c.res.CompletionTokens = usage.PromptTokens, usage.CompletionTokens
 	c.r.emit(ledger.Event{Type: ledger.EventFirstToken, RequestID: c.req.ID, Workload: c.req.Workload,
 		TTFT: now.Sub(c.res.Scheduled).Seconds()})
-	if text != "" && c.res.CompletionTokens < 1 {
-		c.finish(ledger.OutcomeInvalid, fmt.Errorf("client: usage says %d completion tokens, %d content chunks arrived", c.res.CompletionTokens, 1))
-		return
+	pieces := 0
+	if text != "" {
+		pieces = 1
 	}
-	c.finish(ledger.OutcomeOK, nil)
+	c.judge(client.Facts{Headers: true, Status: c.res.Status, End: client.EndClean, Done: true, Finished: true,
+		UsageSent: true, CompletionTokens: c.res.CompletionTokens, Pieces: pieces},
+		fmt.Errorf("client: usage says %d completion tokens, %d content chunks arrived", c.res.CompletionTokens, 1))
 }
 
 // refused is an error status before any header: 429 and 503 are explicit refusals
@@ -370,14 +370,11 @@ func (c *call) refused(ref *api.Refusal) {
 		msg = strings.TrimSpace(string(b))
 	}
 	err := fmt.Errorf("client: status %d: %s", ref.Status, msg)
-	if ref.Status == http.StatusTooManyRequests || ref.Status == http.StatusServiceUnavailable {
-		if ref.RetryAfter > 0 {
-			c.res.RetryAfter = strconv.Itoa(ref.RetryAfter)
-		}
-		c.finish(ledger.OutcomeRejected, err)
-		return
+	f := client.Facts{Headers: true, Status: ref.Status}
+	if client.Classify(f).Outcome == ledger.OutcomeRejected && ref.RetryAfter > 0 {
+		c.res.RetryAfter = strconv.Itoa(ref.RetryAfter)
 	}
-	c.finish(ledger.OutcomeHTTPError, err)
+	c.judge(f, err)
 }
 
 // deadline is a client deadline firing: the server is asked what it holds (for the
@@ -387,15 +384,9 @@ func (c *call) deadline(name string, cause error) {
 	if c.ended {
 		return
 	}
-	c.res.Phase = c.phase
-	c.res.Deadline = name
 	c.debug = c.r.debugReport(c.req.ID)
 	c.abort()
-	if errors.Is(cause, client.ErrStallDeadline) {
-		c.finish(ledger.OutcomeStalled, cause)
-		return
-	}
-	c.finish(ledger.OutcomeDeadlineExceeded, cause)
+	c.judge(client.Facts{Deadline: name, DeadlinePhase: c.phase}, cause)
 }
 
 // cancelled ends the request on the harness's own decision (drain bound, a fault's
@@ -404,9 +395,8 @@ func (c *call) cancelled() {
 	if c.ended {
 		return
 	}
-	c.res.Phase = c.phase
 	c.abort()
-	c.finish(ledger.OutcomeCancelled, fmt.Errorf("client: cancelled: %w", context.Canceled))
+	c.judge(client.Facts{Cancelled: true, Phase: c.phase}, fmt.Errorf("client: cancelled: %w", context.Canceled))
 }
 
 // abort closes the connection: the Server's cancel, at most once.
@@ -419,7 +409,23 @@ func (c *call) abort() {
 	}
 }
 
-// finish classifies the request and writes its done event, as the executor does.
+// judge classifies the request from the facts its simulated exchange produced, with the
+// real client's rules (client.Classify), and finishes it; why explains any outcome but ok.
+func (c *call) judge(f client.Facts, why error) {
+	v := client.Classify(f)
+	if v.Phase != "" {
+		c.res.Phase = v.Phase
+	}
+	if v.Deadline != "" {
+		c.res.Deadline = v.Deadline
+	}
+	if v.Outcome == ledger.OutcomeOK {
+		why = nil
+	}
+	c.finish(v.Outcome, why)
+}
+
+// finish writes the request's done event with outcome o, as the executor does.
 func (c *call) finish(o ledger.Outcome, err error) {
 	r, res, req := c.r, c.res, c.req
 	c.ended = true

@@ -566,7 +566,7 @@ assertions: [no_silent_drops]
 	}{
 		{"b-000000", ledger.OutcomeTransportError, "", 0},
 		{"b-000001", ledger.OutcomeTransportError, "", 0},
-		{"b-000002", ledger.OutcomeTruncated, "", 200},
+		{"b-000002", ledger.OutcomeConnectionLost, "", 200}, // a reset mid-stream: an abrupt end
 		{"b-000003", ledger.OutcomeOK, "", 200},
 		{"b-000004", ledger.OutcomeStreamError, "", 200},
 	}

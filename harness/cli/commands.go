@@ -36,6 +36,8 @@ type scenarioFlags struct {
 	semantics  string
 	// sim is run --sim: a target that cannot be simulated is refused like a bad flag.
 	sim bool
+	// headers are --header 'Name: value' (headers.go).
+	headers headerFlag
 }
 
 func (f *scenarioFlags) register(fs *pflag.FlagSet) {
@@ -44,6 +46,7 @@ func (f *scenarioFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.duration, "duration", 0, "override the scenario's load duration (e.g. 2m)")
 	fs.Int64Var(&f.seed, "seed", 0, "override the scenario's seed")
 	fs.StringVar(&f.semantics, "semantics", "", "override the embedded server's semantics: strict or sglang (e.g. to show a scenario fails under SGLang's PD behaviour)")
+	registerHeaders(fs, &f.headers)
 }
 
 // load reads, overrides, defaults and validates a scenario. Overrides are applied before
@@ -78,6 +81,9 @@ func (a *app) load(cmd *cobra.Command, arg string, f *scenarioFlags) (*scenarios
 		}
 		if f.semantics != "" {
 			sc.Reference.Semantics = f.semantics
+		}
+		if err := f.headers.apply(sc); err != nil && flagErr == nil {
+			flagErr = err
 		}
 		// Flags that cannot apply to the chosen target are errors, never silently
 		// ignored; said before the problems they may cause.

@@ -54,6 +54,7 @@ type exploreFlags struct {
 	semantics     string
 	duration      time.Duration
 	quiet         bool
+	headers       headerFlag
 }
 
 func (f *exploreFlags) register(fs *pflag.FlagSet) {
@@ -67,6 +68,7 @@ func (f *exploreFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.semantics, "semantics", "", "override the reference server's semantics: strict or sglang")
 	fs.DurationVar(&f.duration, "duration", 0, "override the scenario's load duration (e.g. 40s)")
 	fs.BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines")
+	registerHeaders(fs, &f.headers)
 }
 
 func (a *app) exploreCommand() *cobra.Command {
@@ -111,6 +113,7 @@ func (a *app) explore(cmd *cobra.Command, arg string, f *exploreFlags) error {
 	case f.duration < 0:
 		return usageError("--duration must be > 0")
 	}
+	var headerErr error
 	sc, err := scenarios.Load(arg, scenarios.WithFaultTypes(a.faultTypes), scenarios.WithOverrides(func(sc *scenarios.Scenario) {
 		if f.semantics != "" {
 			sc.Reference.Semantics = f.semantics
@@ -118,7 +121,11 @@ func (a *app) explore(cmd *cobra.Command, arg string, f *exploreFlags) error {
 		if f.duration > 0 {
 			sc.Duration = scenarios.Duration(f.duration)
 		}
+		headerErr = f.headers.apply(sc)
 	}))
+	if headerErr != nil {
+		return headerErr
+	}
 	if err != nil {
 		return err
 	}

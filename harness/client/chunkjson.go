@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"pdsoak/internal/http1"
 	"unicode/utf8"
 )
 
@@ -19,8 +20,16 @@ func decodeChunk(data string, ch *chunk) error {
 	if d.top(ch) {
 		return nil
 	}
-	*ch = chunk{}
-	return json.Unmarshal([]byte(data), ch)
+	return unmarshalChunk(data, ch)
+}
+
+// unmarshalChunk is the fallback, through a chunk of its own: handing ch itself to
+// encoding/json would move every stream's chunk to the heap, held while it waits.
+func unmarshalChunk(data string, ch *chunk) error {
+	tmp := new(chunk)
+	err := json.Unmarshal([]byte(data), tmp)
+	*ch = *tmp
+	return err
 }
 
 // chunkDecoder is a cursor over one JSON text; every method returns false to mean "not
@@ -158,7 +167,7 @@ func known(key string, names ...string) (string, bool) {
 		}
 	}
 	for _, n := range names {
-		if len(key) == len(n) && equalFold([]byte(key), n) {
+		if len(key) == len(n) && http1.EqualFold([]byte(key), n) {
 			return "", false
 		}
 	}
@@ -274,13 +283,25 @@ func trimRightWS(s string) string {
 
 // top decodes the whole text into ch.
 func (d *chunkDecoder) top(ch *chunk) bool {
-	var seen [3]bool
+	var seen [5]bool
 	ok := d.object(func(key string) bool {
-		k, ok := known(key, "choices", "usage", "error")
+		k, ok := known(key, "choices", "usage", "error", "id", "object")
 		if !ok {
 			return false
 		}
 		switch k {
+		case "id", "object":
+			i, dst := 3, &ch.ID
+			if k == "object" {
+				i, dst = 4, &ch.Object
+			}
+			if seen[i] {
+				return false
+			}
+			seen[i] = true
+			v, ok := d.nullableStr()
+			*dst = v
+			return ok
 		case "choices":
 			if seen[0] {
 				return false
@@ -343,14 +364,21 @@ func (d *chunkDecoder) choices(ch *chunk) bool {
 }
 
 func (d *chunkDecoder) choice(c *choice) bool {
-	var seen [4]bool
+	var seen [5]bool
 	return d.object(func(key string) bool {
-		k, ok := known(key, "delta", "message", "text", "finish_reason")
+		k, ok := known(key, "delta", "message", "text", "finish_reason", "index")
 		if !ok {
 			return false
 		}
 		var v string
 		switch k {
+		case "index":
+			if seen[4] || d.peek() == 'n' {
+				return false
+			}
+			seen[4] = true
+			c.Index, ok = d.integer()
+			return ok
 		case "delta":
 			if seen[0] {
 				return false

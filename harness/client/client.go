@@ -3,11 +3,10 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -16,8 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"pdsoak/internal/http1"
 	"pdsoak/ledger"
-	"pdsoak/sse"
 )
 
 // Endpoints.
@@ -37,6 +36,9 @@ const (
 	// DefaultInspectGrace is how long past the total deadline the hard context deadline
 	// sits, leaving a DeadlineObserver time to inspect the server before cancellation.
 	DefaultInspectGrace = 3 * time.Second
+	// DefaultIdleTimeout is how long a pooled connection may sit idle and still be
+	// reused: below uvicorn's 5 s (SGLang, vLLM) and nginx's 75 s.
+	DefaultIdleTimeout = http1.DefaultIdleTimeout
 	// DefaultDrainGrace bounds how long a finished stream's remaining bytes (usually just
 	// the chunked terminator) are read so its connection can be reused.
 	DefaultDrainGrace = 50 * time.Millisecond
@@ -107,6 +109,10 @@ type Result struct {
 	PromptTokens     int
 	CompletionTokens int
 	Bytes            int64
+	// ConnRetry counts the re-sends on a fresh connection after the idle keep-alive
+	// race (a reused connection the server had closed; nothing reached it). Recorded so
+	// a retry is visible, never silent.
+	ConnRetry int
 }
 
 // TTFT is the first content token's time from the schedule (0 when none).
@@ -144,6 +150,12 @@ type Client struct {
 	now       func() time.Time
 	// inspectGrace and drainGrace: see DefaultInspectGrace and DefaultDrainGrace.
 	inspectGrace, drainGrace time.Duration
+	// idleTimeout: a pooled connection idle longer is closed, not reused.
+	idleTimeout time.Duration
+	tls         *tls.Config
+	// header is sent with every request (target.headers); a request's own Header
+	// replaces same-named entries. Values are never logged or recorded.
+	header http.Header
 }
 
 // Option configures a Client.
@@ -161,6 +173,25 @@ func WithInspectGrace(d time.Duration) Option { return func(c *Client) { c.inspe
 
 // WithDrainGrace bounds the read of a finished stream's leftover bytes (DefaultDrainGrace).
 func WithDrainGrace(d time.Duration) Option { return func(c *Client) { c.drainGrace = d } }
+
+// WithIdleTimeout sets how long a pooled connection may sit idle and still be reused
+// (DefaultIdleTimeout, below uvicorn's 5 s, so the client is the side that closes).
+func WithIdleTimeout(d time.Duration) Option {
+	return func(c *Client) {
+		if d > 0 {
+			c.idleTimeout = d
+		}
+	}
+}
+
+// WithHeader sets headers sent with every request (an Authorization, a routing header);
+// a request's own Header replaces same-named ones. The client never writes a value to
+// any output; an invalid one fails the request naming the header only.
+func WithHeader(h http.Header) Option { return func(c *Client) { c.header = h } }
+
+// WithTLS sets the TLS configuration of https:// targets (a CA, a server name, or
+// verification off for a test deployment).
+func WithTLS(cfg *tls.Config) Option { return func(c *Client) { c.tls = cfg } }
 
 // WithConnectTimeout sets the dial timeout of the default transport.
 func WithConnectTimeout(d time.Duration) Option {
@@ -182,7 +213,7 @@ func NewTransport(connectTimeout time.Duration) *http.Transport {
 		DialContext:         (&net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: DefaultMaxIdleConns,
-		IdleConnTimeout:     90 * time.Second,
+		IdleConnTimeout:     DefaultIdleTimeout,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   false,
 		WriteBufferSize:     4 << 10,
@@ -204,9 +235,14 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 
 		inspectGrace: DefaultInspectGrace,
 		drainGrace:   DefaultDrainGrace,
+		idleTimeout:  DefaultIdleTimeout,
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	c.transport.IdleConnTimeout = c.idleTimeout
+	if c.tls != nil {
+		c.transport.TLSClientConfig = c.tls
 	}
 	c.hc = &http.Client{
 		Transport: c.transport,
@@ -215,10 +251,11 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		},
 	}
 	if strings.HasPrefix(c.base, "http://") {
-		h, err := newH1(c.base, c.transport)
+		h, err := newH1(c.base, c.transport, c.idleTimeout)
 		if err != nil {
 			return nil, err
 		}
+		h.header = c.header
 		c.h1 = h
 	}
 	return c, nil
@@ -456,33 +493,12 @@ func (c *Client) doHTTP(rctx context.Context, req *Request, res *Result, st *req
 		return c.classifyErr(rctx, res, st, err)
 	}
 	defer resp.Body.Close()
-	st.advance(phBeforeFirstToken)
-	res.Headers = c.now()
-	res.Status = resp.StatusCode
-	if obs != nil {
-		obs.Headers(req, res.Headers, resp.StatusCode)
-	}
 	cb := &countingReader{r: resp.Body}
 	defer func() { res.Bytes = cb.n }()
-
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return c.refused(res, resp, cb)
-	}
-	if !req.Stream {
-		return c.readWhole(rctx, req, res, st, cb, obs)
-	}
-	if ct := resp.Header.Get("Content-Type"); !isEventStream(ct) {
-		// A whole JSON completion (or anything else) is not the stream that was asked for.
-		return c.finish(res, ledger.OutcomeInvalid, "", fmt.Errorf("client: stream requested, answer is %q, not text/event-stream", ct))
-	}
-	if st.connect != nil {
-		st.connect.Stop()
-	}
-	if req.Deadlines.Stall > 0 {
-		st.stall = time.AfterFunc(req.Deadlines.Stall, c.fire(req, st, obs, ErrStallDeadline, "stall", nil))
-	}
-	res = c.readStream(rctx, req, res, st, cb, obs)
-	if res.Outcome == ledger.OutcomeOK {
+	h := &head{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"),
+		contentEncoding: strings.Join(resp.Header.Values("Content-Encoding"), ", "), retryAfter: resp.Header.Get("Retry-After")}
+	res = c.afterHead(rctx, req, res, st, obs, h, cb, nil)
+	if res.Outcome == ledger.OutcomeOK && req.Stream {
 		st.stop()
 		drain(cb, cancel, c.drainGrace)
 	}
@@ -521,354 +537,19 @@ func (c *Client) newHTTPRequest(ctx context.Context, req *Request, st *reqState,
 	if err != nil {
 		return nil, fmt.Errorf("client: build request: %w", err)
 	}
+	for k, v := range c.header {
+		hreq.Header[k] = v
+	}
 	for k, v := range req.Header {
 		hreq.Header[k] = v
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("X-Request-ID", req.ID)
+	hreq.Header.Set("Accept-Encoding", "identity") // see coding.go
 	if req.Stream {
 		hreq.Header.Set("Accept", "text/event-stream")
 	} else {
 		hreq.Header.Set("Accept", "application/json")
 	}
 	return hreq, nil
-}
-
-// refused classifies a non-2xx answer: 429 and 503 are explicit refusals, the rest
-// HTTP errors.
-func (c *Client) refused(res *Result, resp *http.Response, body io.Reader) *Result {
-	msg := c.readError(body)
-	err := fmt.Errorf("client: status %d: %s", resp.StatusCode, msg)
-	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-		res.RetryAfter = resp.Header.Get("Retry-After")
-		return c.finish(res, ledger.OutcomeRejected, "", err)
-	}
-	return c.finish(res, ledger.OutcomeHTTPError, "", err)
-}
-
-// isEventStream reports whether a Content-Type header names text/event-stream.
-func isEventStream(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && mt == "text/event-stream"
-}
-
-func (c *Client) readError(r io.Reader) string {
-	b, _ := io.ReadAll(io.LimitReader(r, 64<<10))
-	var e struct {
-		Error struct {
-			Message string `json:"message"`
-			Type    string `json:"type"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(b, &e) == nil && e.Error.Message != "" {
-		return e.Error.Message
-	}
-	s := strings.TrimSpace(string(b))
-	if len(s) > 200 {
-		s = s[:200]
-	}
-	return s
-}
-
-// chunk is the union of chat and completions stream chunks and full responses. It
-// decodes only what the classifier needs: it runs once per chunk.
-type chunk struct {
-	Choices []choice `json:"choices"`
-	Usage   *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
-	Error json.RawMessage `json:"error"`
-}
-
-type choice struct {
-	Delta struct {
-		Content string `json:"content"`
-	} `json:"delta"`
-	Message struct {
-		Content string `json:"content"`
-	} `json:"message"`
-	Text         string `json:"text"`
-	FinishReason string `json:"finish_reason"` // null decodes as ""
-}
-
-func (ch *chunk) hasError() bool {
-	return len(ch.Error) > 0 && !bytes.Equal(ch.Error, []byte("null"))
-}
-
-func (ch *chunk) errText() string {
-	var e struct {
-		Message string `json:"message"`
-	}
-	if json.Unmarshal(ch.Error, &e) == nil && e.Message != "" {
-		return e.Message
-	}
-	return string(ch.Error)
-}
-
-// received is what the classifier tallies of a response for the completeness rules.
-type received struct {
-	finished bool // some choice carried a finish_reason
-	usage    bool // the server sent usage
-	pieces   int  // content chunks (stream) or choices with content (whole body)
-}
-
-// apply records ch in res and rcv and returns its content.
-func (ch *chunk) apply(res *Result, rcv *received) (content string) {
-	if ch.Usage != nil {
-		rcv.usage = true
-		res.PromptTokens = ch.Usage.PromptTokens
-		res.CompletionTokens = ch.Usage.CompletionTokens
-	}
-	for i := range ch.Choices {
-		c := &ch.Choices[i]
-		content += c.Delta.Content + c.Message.Content + c.Text
-		if c.FinishReason != "" {
-			res.FinishReason = c.FinishReason
-			rcv.finished = true
-		}
-	}
-	return content
-}
-
-// complete applies the rules every ok response meets once its end arrived: a
-// finish_reason, and usage (when sent) that covers the content received. It returns
-// the outcome and why, or ok and nil.
-func (rcv *received) complete(res *Result) (ledger.Outcome, error) {
-	switch {
-	case !rcv.finished:
-		return ledger.OutcomeTruncated, errors.New("client: response ended without a finish_reason")
-	case rcv.usage && res.CompletionTokens < rcv.pieces:
-		return ledger.OutcomeInvalid, fmt.Errorf("client: usage says %d completion tokens, %d content chunks arrived",
-			res.CompletionTokens, rcv.pieces)
-	}
-	return ledger.OutcomeOK, nil
-}
-
-// streamBuffer is the SSE reader's initial buffer: a token chunk is a few hundred
-// bytes, and the buffer grows for a longer one. Held streams each keep one.
-const streamBuffer = 512
-
-// done is the stream's terminator; events after it are ignored.
-const done = "[DONE]"
-
-// readStream classifies an SSE answer: ok needs a chunk with a finish_reason, then
-// [DONE]; the end of the stream without [DONE] is truncated.
-func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *reqState, body io.Reader, obs Observer) *Result {
-	r := sse.NewReader(body, sse.WithMaxLine(int(min(c.maxBody, int64(sse.DefaultMaxLine)))), sse.WithBufferSize(streamBuffer))
-	var text strings.Builder
-	defer func() { res.Text = text.String() }()
-	var rcv received
-	var last time.Time
-	for {
-		ev, err := r.Next()
-		if err != nil {
-			return c.streamEnded(ctx, res, st, err)
-		}
-		if ev.Comment {
-			continue // keep-alives are not progress
-		}
-		if st.stall != nil {
-			st.stall.Reset(req.Deadlines.Stall)
-		}
-		if strings.TrimSpace(ev.Data) == done {
-			if o, err := rcv.complete(res); o != ledger.OutcomeOK {
-				return c.finish(res, o, "", fmt.Errorf("%w (stream sent [DONE])", err))
-			}
-			return c.success(res, st)
-		}
-		var ch chunk
-		if err := decodeChunk(ev.Data, &ch); err != nil {
-			if ev.Type == "error" {
-				return c.finish(res, ledger.OutcomeStreamError, "", fmt.Errorf("client: error event: %s", trim(ev.Data)))
-			}
-			return c.finish(res, ledger.OutcomeInvalid, "", fmt.Errorf("client: unparseable chunk %q: %w", trim(ev.Data), err))
-		}
-		if ev.Type == "error" || ch.hasError() {
-			msg := trim(ev.Data)
-			if ch.hasError() {
-				msg = ch.errText()
-			}
-			return c.finish(res, ledger.OutcomeStreamError, "", fmt.Errorf("client: error event: %s", msg))
-		}
-		content := ch.apply(res, &rcv)
-		if content == "" {
-			continue
-		}
-		rcv.pieces++
-		last = c.token(req, res, st, obs, last)
-		text.WriteString(content)
-		if req.CancelAfterTokens > 0 && res.Chunks >= req.CancelAfterTokens {
-			st.cancel(ErrClientCancel)
-			return c.classifyErr(ctx, res, st, ErrClientCancel)
-		}
-	}
-}
-
-// token records one content chunk's arrival (first token, inter-token gap) and returns
-// its time.
-func (c *Client) token(req *Request, res *Result, st *reqState, obs Observer, last time.Time) time.Time {
-	now := c.now()
-	res.Chunks++
-	if !res.FirstToken.IsZero() {
-		res.ITL = append(res.ITL, now.Sub(last))
-		return now
-	}
-	res.FirstToken = now
-	st.advance(phMidStream)
-	if st.first != nil {
-		st.first.Stop()
-		st.first = nil // a held stream need not keep a spent timer
-	}
-	if obs != nil {
-		obs.FirstToken(req, now)
-	}
-	return now
-}
-
-// streamEnded classifies a stream that ended before [DONE]: a deadline or a
-// cancellation when one caused it, invalid for an oversized line, truncated otherwise
-// (even after a finish_reason: the protocol's end is [DONE]).
-func (c *Client) streamEnded(ctx context.Context, res *Result, st *reqState, err error) *Result {
-	switch {
-	case ctx.Err() != nil:
-		return c.classifyErr(ctx, res, st, err)
-	case errors.Is(err, sse.ErrLineTooLong):
-		return c.finish(res, ledger.OutcomeInvalid, "", fmt.Errorf("client: %w", err))
-	case errors.Is(err, io.EOF):
-		return c.finish(res, ledger.OutcomeTruncated, "", errors.New("client: stream ended without [DONE]"))
-	}
-	return c.finish(res, ledger.OutcomeTruncated, "", fmt.Errorf("client: stream ended without [DONE]: %w", err))
-}
-
-// readWhole classifies a non-stream answer: ok needs a JSON object whose choices all
-// carry a finish_reason.
-func (c *Client) readWhole(ctx context.Context, req *Request, res *Result, st *reqState, body io.Reader, obs Observer) *Result {
-	data, err := io.ReadAll(io.LimitReader(body, c.maxBody+1))
-	if err != nil {
-		if ctx.Err() != nil {
-			return c.classifyErr(ctx, res, st, err)
-		}
-		return c.finish(res, ledger.OutcomeTruncated, "", fmt.Errorf("client: short body: %w", err))
-	}
-	if int64(len(data)) > c.maxBody {
-		return c.finish(res, ledger.OutcomeInvalid, "", fmt.Errorf("client: body over %d bytes", c.maxBody))
-	}
-	var ch chunk
-	if err := json.Unmarshal(data, &ch); err != nil {
-		return c.finish(res, ledger.OutcomeInvalid, "", fmt.Errorf("client: unparseable body %q: %w", trim(string(data)), err))
-	}
-	if ch.hasError() {
-		return c.finish(res, ledger.OutcomeStreamError, "", fmt.Errorf("client: error in body: %s", ch.errText()))
-	}
-	if len(ch.Choices) == 0 {
-		return c.finish(res, ledger.OutcomeInvalid, "", errors.New("client: body has no choices"))
-	}
-	var rcv received
-	res.Text = ch.apply(res, &rcv)
-	now := c.now()
-	res.FirstToken = now
-	res.Chunks = 1
-	if obs != nil {
-		obs.FirstToken(req, now)
-	}
-	for i, chc := range ch.Choices {
-		if chc.FinishReason == "" {
-			return c.finish(res, ledger.OutcomeTruncated, "", fmt.Errorf("client: choice %d of the body has no finish_reason", i))
-		}
-		if chc.Delta.Content+chc.Message.Content+chc.Text != "" {
-			rcv.pieces++
-		}
-	}
-	if o, err := rcv.complete(res); o != ledger.OutcomeOK {
-		return c.finish(res, o, "", err)
-	}
-	return c.success(res, st)
-}
-
-// classifyErr turns a transport or read error into an outcome, preferring the
-// deadline that fired over the error it caused.
-func (c *Client) classifyErr(ctx context.Context, res *Result, st *reqState, err error) *Result {
-	if f := st.fired.Load(); f != nil {
-		return c.deadline(res, f)
-	}
-	cause := context.Cause(ctx)
-	phase := phaseNames[st.phase.Load()]
-	switch {
-	case errors.Is(cause, ErrClientCancel):
-		res.Phase = phase
-		return c.finish(res, ledger.OutcomeCancelled, "", cause)
-	case errors.Is(cause, ErrTotalDeadline):
-		res.Phase = phase
-		return c.finish(res, ledger.OutcomeDeadlineExceeded, "total", cause)
-	case ctx.Err() != nil:
-		res.Phase = phase
-		return c.finish(res, ledger.OutcomeCancelled, "", fmt.Errorf("client: cancelled: %w", cause))
-	}
-	if res.Headers.IsZero() {
-		return c.finish(res, ledger.OutcomeTransportError, "", fmt.Errorf("client: %w", err))
-	}
-	return c.finish(res, ledger.OutcomeTruncated, "", fmt.Errorf("client: %w", err))
-}
-
-// deadline classifies a request whose deadline fired: stalled for the stall bound,
-// deadline_exceeded for the others, with the phase at the moment it fired.
-func (c *Client) deadline(res *Result, f *fired) *Result {
-	res.Phase = f.phase
-	if f.cause == ErrStallDeadline {
-		return c.finish(res, ledger.OutcomeStalled, f.name, f.cause)
-	}
-	return c.finish(res, ledger.OutcomeDeadlineExceeded, f.name, f.cause)
-}
-
-// success ends a request that completed, unless a deadline fired first (a reply that
-// arrives while the observer inspects the server is still late).
-func (c *Client) success(res *Result, st *reqState) *Result {
-	if f := st.fired.Load(); f != nil {
-		return c.deadline(res, f)
-	}
-	return c.finish(res, ledger.OutcomeOK, "", nil)
-}
-
-func (c *Client) finish(res *Result, o ledger.Outcome, deadline string, err error) *Result {
-	res.Outcome = o
-	res.Deadline = deadline
-	if err != nil {
-		res.Err = err.Error()
-	}
-	res.End = c.now()
-	return res
-}
-
-func trim(s string) string {
-	if len(s) > 200 {
-		return s[:200] + "..."
-	}
-	return s
-}
-
-// errDrained cancels a drain that took longer than the drain grace (the result is final).
-var errDrained = errors.New("client: drained")
-
-// drain reads what is left of a finished body (anything after [DONE] is ignored), for at
-// most grace: a body closed before EOF costs its connection, and a new dial per request.
-func drain(body io.Reader, cancel context.CancelCauseFunc, grace time.Duration) {
-	t := time.AfterFunc(grace, func() { cancel(errDrained) })
-	defer t.Stop()
-	_, _ = io.Copy(io.Discard, io.LimitReader(body, 256<<10))
-}
-
-type countingReader struct {
-	r   io.Reader
-	n   int64
-	eof bool // the body reached its end
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	if err == io.EOF {
-		c.eof = true
-	}
-	return n, err
 }

@@ -211,7 +211,7 @@ func TestClassification(t *testing.T) {
 				fl := sseHeaders(w)
 				writeTokens(w, fl, 2)
 			}},
-		{name: "reset mid-stream", stream: true, want: ledger.OutcomeTruncated,
+		{name: "reset mid-stream", stream: true, want: ledger.OutcomeConnectionLost,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				fl := sseHeaders(w)
 				writeTokens(w, fl, 2)
@@ -234,7 +234,7 @@ func TestClassification(t *testing.T) {
 				writeTokens(w, fl, 1)
 				fmt.Fprint(w, "data: {not json\n\n")
 			}},
-		{name: "short non-stream body", want: ledger.OutcomeTruncated,
+		{name: "short non-stream body", want: ledger.OutcomeConnectionLost,
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Length", "500")
 				fmt.Fprint(w, `{"choices":[{"message":{"content":"hi"}`)

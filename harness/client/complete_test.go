@@ -153,9 +153,9 @@ func FuzzClassify(f *testing.F) {
 			req := &Request{ID: "f", Stream: stream}
 			var res *Result
 			if stream {
-				res = c.readStream(ctx, req, &Result{}, st, strings.NewReader(body), nil)
+				res = c.readStream(ctx, req, &Result{Status: 200}, st, strings.NewReader(body), nil)
 			} else {
-				res = c.readWhole(ctx, req, &Result{}, st, strings.NewReader(body), nil)
+				res = c.readWhole(ctx, req, &Result{Status: 200}, st, strings.NewReader(body), nil)
 			}
 			cancel(nil)
 			require.NotEmpty(t, res.Outcome)

@@ -82,6 +82,8 @@ func (c *Common) base(id string, scheduled time.Time) client.Request {
 		ID: id, Endpoint: c.Spec.Endpoint, Model: c.Model, MaxTokens: c.Spec.MaxTokens,
 		Temperature: c.Spec.Temperature, Stream: c.Spec.Stream, Scheduled: scheduled,
 		Deadlines: c.Deadlines,
+		// A copy per request: a caller may add its own (traceparent) without a race.
+		Header: c.Spec.Headers.HTTP(nil),
 	}
 }
 

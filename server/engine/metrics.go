@@ -17,8 +17,8 @@ type metrics struct {
 	requests, promptTokens, genTokens, aborts, bootstrapFailed, transferFailed, retractions prometheus.Counter
 	timeouts, refused, finished                                                             *prometheus.CounterVec
 
-	stat map[string]prometheus.Gauge // the gauges StatGauges names
-	prefillsCompleted, localPrefills                                                        prometheus.Counter
+	stat                             map[string]prometheus.Gauge // the gauges StatGauges names
+	prefillsCompleted, localPrefills prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {

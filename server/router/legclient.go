@@ -1,35 +1,30 @@
 package router
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
-	"strconv"
-	"sync"
 	"time"
+
+	"pdsoak/internal/http1"
 )
 
-// legClient posts /generate to workers over HTTP/1.1 keep-alive connections it pools
-// itself, and reads the response in the calling goroutine. net/http's client hands every
-// request to a per-connection writer goroutine and every response from a per-connection
-// reader goroutine; on the router's request path those hand-offs, and their allocations,
-// cost more CPU than the work itself (BenchmarkRouterZeroTime's profile). Everything a
-// leg needs is bounded as before: the dial by the connect timeout, every read and write
-// by the leg's context (cancelling it closes the connection, so the worker sees the
-// request end), and the read of the stream's end by legDrainTimeout.
+// legClient posts /generate to workers over HTTP/1.1 keep-alive connections, on the
+// project's one HTTP/1.1 wire (pdsoak/internal/http1: pool, liveness peek, request
+// writer, head parser, body framing), and reads the response in the calling goroutine.
+// net/http's client hands every request to a per-connection writer goroutine and every
+// response from a per-connection reader goroutine; on the router's request path those
+// hand-offs, and their allocations, cost more CPU than the work itself
+// (BenchmarkRouterZeroTime's profile). Everything a leg needs is bounded as before: the
+// dial by the connect timeout, every read and write by the leg's context (cancelling it
+// closes the connection, so the worker sees the request end), and the read of the
+// stream's end by legDrainTimeout.
 type legClient struct {
-	dialTimeout, idleTimeout time.Duration
-	trustIdle                time.Duration // see legTrustIdle
-	maxIdlePerHost           int
-
-	mu     sync.Mutex
-	idle   map[string][]*legConn
-	closed bool
+	dialTimeout time.Duration
+	pool        *http1.Pool
 }
 
 // Bounds of the leg client.
@@ -49,17 +44,15 @@ const (
 )
 
 func newLegClient(dialTimeout time.Duration) *legClient {
-	return &legClient{dialTimeout: dialTimeout, idleTimeout: legIdleTimeout, trustIdle: legTrustIdle, maxIdlePerHost: legMaxIdlePerHost,
-		idle: map[string][]*legConn{}}
+	return &legClient{dialTimeout: dialTimeout, pool: http1.NewPool(http1.WithIdleTimeout(legIdleTimeout),
+		http1.WithMaxIdle(legMaxIdlePerHost), http1.WithTrustIdle(legTrustIdle))}
 }
 
-// legConn is one pooled connection.
+// legConn is one leg's use of a connection.
 type legConn struct {
 	net.Conn
-	br        *bufio.Reader
-	addr      string
-	idleSince time.Time
-	reused    bool
+	addr   string
+	reused bool
 }
 
 // legTarget is where a worker's /generate is: host:port and the request line's path.
@@ -82,32 +75,16 @@ func parseLegTarget(base string) (legTarget, bool) {
 }
 
 // get returns an idle pooled connection to addr, or a new one (always a new one when
-// fresh is set).
+// fresh is set). A connection in use a moment ago is taken without the liveness peek
+// (legTrustIdle): if the worker closed it even so, the write or the answer fails before
+// the worker's handler saw anything, and the call is retried on a fresh one.
 func (lc *legClient) get(ctx context.Context, addr string, fresh bool) (*legConn, error) {
-	now := time.Now()
-	lc.mu.Lock()
-	for !fresh {
-		list := lc.idle[addr]
-		if len(list) == 0 {
-			break
+	if !fresh {
+		if nc := lc.pool.Get(addr); nc != nil {
+			return &legConn{Conn: nc, addr: addr, reused: true}, nil
 		}
-		c := list[len(list)-1] // the most recently used: the warmest
-		list[len(list)-1] = nil
-		lc.idle[addr] = list[:len(list)-1]
-		lc.mu.Unlock()
-		// The peek costs a syscall; a connection that was in use a moment ago is taken
-		// as is (if the worker closed it even so, the write or the answer fails before
-		// the worker's handler saw anything, and the call is retried on a fresh one).
-		if idle := now.Sub(c.idleSince); idle < lc.idleTimeout && (idle < lc.trustIdle || c.alive()) {
-			c.reused = true
-			return c, nil
-		}
-		c.Close()
-		lc.mu.Lock()
 	}
-	closed := lc.closed
-	lc.mu.Unlock()
-	if closed {
+	if lc.pool.Closed() {
 		return nil, errors.New("router: closed")
 	}
 	d := net.Dialer{Timeout: lc.dialTimeout, KeepAlive: 30 * time.Second}
@@ -115,81 +92,30 @@ func (lc *legClient) get(ctx context.Context, addr string, fresh bool) (*legConn
 	if err != nil {
 		return nil, err
 	}
-	return &legConn{Conn: nc, br: bufio.NewReaderSize(nc, 4096), addr: addr}, nil
+	return &legConn{Conn: nc, addr: addr}, nil
 }
 
 // put returns a connection whose response was read to its end.
 func (lc *legClient) put(c *legConn) {
-	if c.br.Buffered() > 0 || c.SetDeadline(time.Time{}) != nil {
-		c.Close() // bytes nobody asked for: the connection is out of step
-		return
-	}
-	c.idleSince = time.Now()
-	lc.mu.Lock()
-	if lc.closed || len(lc.idle[c.addr]) >= lc.maxIdlePerHost {
-		lc.mu.Unlock()
+	if c.SetDeadline(time.Time{}) != nil {
 		c.Close()
 		return
 	}
-	lc.idle[c.addr] = append(lc.idle[c.addr], c)
-	lc.mu.Unlock()
+	lc.pool.Put(c.addr, c.Conn)
 }
 
 // reap closes connections idle longer than the idle timeout.
-func (lc *legClient) reap() {
-	now := time.Now()
-	var old []*legConn
-	lc.mu.Lock()
-	for addr, list := range lc.idle {
-		keep := list[:0]
-		for _, c := range list {
-			if now.Sub(c.idleSince) >= lc.idleTimeout {
-				old = append(old, c)
-			} else {
-				keep = append(keep, c)
-			}
-		}
-		clear(list[len(keep):])
-		lc.idle[addr] = keep
-	}
-	lc.mu.Unlock()
-	for _, c := range old {
-		c.Close()
-	}
-}
+func (lc *legClient) reap() { lc.pool.Reap() }
 
 // dropIdle closes the idle connections to addr: one was found closed by the worker, so
 // the others (as old, or older) most likely are too (it restarted).
-func (lc *legClient) dropIdle(addr string) {
-	lc.mu.Lock()
-	list := lc.idle[addr]
-	delete(lc.idle, addr)
-	lc.mu.Unlock()
-	for _, c := range list {
-		c.Close()
-	}
-}
+func (lc *legClient) dropIdle(addr string) { lc.pool.DropIdle(addr) }
 
 // close closes every idle connection; connections in use are closed when their leg ends.
-func (lc *legClient) close() {
-	lc.mu.Lock()
-	lc.closed = true
-	idle := lc.idle
-	lc.idle = map[string][]*legConn{}
-	lc.mu.Unlock()
-	for _, list := range idle {
-		for _, c := range list {
-			c.Close()
-		}
-	}
-}
+func (lc *legClient) close() { lc.pool.Close() }
 
 // aLongTimeAgo is a deadline that makes every blocked read and write return at once.
 var aLongTimeAgo = time.Unix(1, 0)
-
-// errNoResponse is a reused connection that ended before any byte of the response: the
-// worker closed it (it restarted, or timed it out) while it was idle.
-var errNoResponse = errors.New("router: worker closed the connection before answering")
 
 // legResponse is a worker's answer to one /generate: its status and its body, which the
 // caller reads, then ends with finish.
@@ -197,7 +123,8 @@ type legResponse struct {
 	StatusCode int
 	Body       io.Reader
 	c          *legConn
-	resp       *http.Response
+	head       http1.Head
+	body       *http1.Body
 	stop       func() bool
 	lc         *legClient
 	detached   bool
@@ -236,11 +163,11 @@ func (lc *legClient) begin(ctx context.Context, t legTarget, body []byte, rid st
 	return call, nil
 }
 
-// retryable reports whether err on c allows one more try on a fresh connection: a
-// reused connection the worker had closed while it was idle, so that nothing reached
-// its handler (net/http retries a request it never wrote the same way).
+// retryable reports whether err on c allows one more try on a fresh connection: the idle
+// keep-alive race (a reused connection the worker had closed while it was idle, so that
+// nothing reached its handler), once.
 func (call *legCall) retryable(err error) bool {
-	return errors.Is(err, errNoResponse) && call.c.reused && call.attempted == 1 && call.ctx.Err() == nil
+	return http1.IdleRace(call.c.reused, err) && call.attempted == 1 && call.ctx.Err() == nil
 }
 
 func (call *legCall) write() error {
@@ -273,28 +200,18 @@ func (call *legCall) ctxErr(err error) error {
 }
 
 func (call *legCall) send() error {
-	t, rid, body := call.t, call.rid, call.body
-	req := make([]byte, 0, 192+len(t.host)+len(t.path)+len(rid)+len(body))
-	req = append(req, "POST "...)
-	req = append(req, t.path...)
-	req = append(req, " HTTP/1.1\r\nHost: "...)
-	req = append(req, t.host...)
-	req = append(req, "\r\nUser-Agent: pdsoak-router\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"...)
-	if rid != "" && validHeaderValue(rid) {
-		req = append(req, "X-Request-ID: "...)
-		req = append(req, rid...)
-		req = append(req, "\r\n"...)
+	t, rid := call.t, call.rid
+	if !http1.ValidHeaderValue(rid) {
+		rid = "" // an id the wire cannot carry is left off, not a failed leg
 	}
-	req = appendTraceparent(req, call.ctx)
-	req = append(req, "Content-Length: "...)
-	req = strconv.AppendInt(req, int64(len(body)), 10)
-	req = append(req, "\r\n\r\n"...)
-	req = append(req, body...)
-	if _, err := call.c.Write(req); err != nil {
-		if isReset(err) { // the worker had closed it: nothing reached its handler
-			return fmt.Errorf("%w: %w", errNoResponse, err)
-		}
+	req, err := http1.AppendRequest(make([]byte, 0, 192+len(t.host)+len(t.path)+len(rid)+len(call.body)), &http1.Request{
+		Method: "POST", Host: t.host, Path: t.path, UserAgent: "pdsoak-router",
+		ContentType: "application/json", Accept: "text/event-stream", RequestID: rid, Header: traceHeader(call.ctx), Body: call.body})
+	if err != nil {
 		return err
+	}
+	if _, err := call.c.Write(req); err != nil {
+		return http1.WriteError(err) // a reset: the worker had closed it, nothing reached its handler
 	}
 	return nil
 }
@@ -304,15 +221,9 @@ func (call *legCall) send() error {
 func (call *legCall) response() (*legResponse, error) {
 	for {
 		c := call.c
-		_, err := c.br.Peek(1)
+		h, body, err := http1.ReadResponse(c.Conn)
 		if err == nil {
-			resp, rerr := http.ReadResponse(c.br, nil)
-			if rerr == nil {
-				return &legResponse{StatusCode: resp.StatusCode, Body: resp.Body, c: c, resp: resp, stop: call.stop, lc: call.lc}, nil
-			}
-			err = rerr
-		} else if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || isReset(err) {
-			err = fmt.Errorf("%w: %w", errNoResponse, err)
+			return &legResponse{StatusCode: h.Status, Body: body, c: c, head: h, body: body, stop: call.stop, lc: call.lc}, nil
 		}
 		call.stop()
 		c.Close()
@@ -334,28 +245,9 @@ func (r *legResponse) finish(complete bool) {
 	if !r.detach() { // the leg's context ended: the connection's deadline is spoiled
 		complete = false
 	}
-	if complete && !r.resp.Close {
-		_ = r.c.SetReadDeadline(time.Now().Add(legDrainTimeout))
-		if _, err := io.Copy(io.Discard, io.LimitReader(r.resp.Body, 64<<10)); err == nil && r.drained() {
-			r.lc.put(r.c)
-			return
-		}
+	if complete && !r.head.Close && r.body.Drain(legDrainTimeout, 64<<10) {
+		r.lc.put(r.c)
+		return
 	}
 	r.c.Close()
-}
-
-// drained reports whether the body is at its end.
-func (r *legResponse) drained() bool {
-	var one [1]byte
-	n, err := r.resp.Body.Read(one[:])
-	return n == 0 && errors.Is(err, io.EOF)
-}
-
-func validHeaderValue(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < ' ' || s[i] == 0x7f {
-			return false
-		}
-	}
-	return true
 }

@@ -1,7 +1,6 @@
 package router
 
 import (
-	"bufio"
 	"context"
 	"net"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"pdsoak/internal/http1"
 	"pdsoak/server/gen"
 )
 
@@ -50,7 +50,7 @@ func TestLegStaleConnectionReplaced(t *testing.T) {
 			// flight (a worker closing idle connections would not): that one failed check
 			// must not mark the worker down, so two failures in a row are needed here.
 			r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d}, WithFailThreshold(2))
-			r.legs.trustIdle = tc.trustIdle
+			r.legs.pool.SetTrustIdle(tc.trustIdle)
 			for round := range 3 {
 				// Concurrent requests leave several connections per worker in the pool,
 				// all of which the worker then closes.
@@ -167,15 +167,14 @@ func TestLegConnAlive(t *testing.T) {
 			sc, err := ln.Accept()
 			require.NoError(t, err)
 			defer sc.Close()
-			c := &legConn{Conn: nc, br: bufio.NewReader(nc)}
-			require.True(t, c.alive(), "fresh connection")
+			require.True(t, http1.Alive(nc), "fresh connection")
 			tc.server(sc)
 			if tc.alive {
-				require.True(t, c.alive())
+				require.True(t, http1.Alive(nc))
 				return
 			}
 			// The worker's FIN or bytes arrive asynchronously.
-			require.Eventually(t, func() bool { return !c.alive() }, 10*time.Second, time.Millisecond)
+			require.Eventually(t, func() bool { return !http1.Alive(nc) }, 10*time.Second, time.Millisecond)
 		})
 	}
 }

@@ -2,19 +2,18 @@ package router
 
 import (
 	"context"
+	"net/http"
 
 	"pdsoak/traceparent"
 )
 
-// appendTraceparent writes the traceparent header line of the client's request (which
-// ctx carries) into a raw leg request, so both legs join the client's trace; nothing
-// when the client sent none.
-func appendTraceparent(req []byte, ctx context.Context) []byte {
+// traceHeader is the traceparent header of the client's request (which ctx carries),
+// for a leg request, so both legs join the client's trace; nil when the client sent
+// none (no map is allocated then).
+func traceHeader(ctx context.Context) http.Header {
 	tp, ok := traceparent.FromContext(ctx)
 	if !ok {
-		return req
+		return nil
 	}
-	req = append(req, "Traceparent: "...)
-	req = append(req, tp.String()...)
-	return append(req, "\r\n"...)
+	return http.Header{"Traceparent": {tp.String()}}
 }

@@ -1,16 +1,17 @@
 //go:build unix
 
-package client
+package http1
 
 import (
+	"errors"
 	"net"
 	"syscall"
 )
 
-// alive reports whether an idle pooled connection is still open: a non-blocking peek
+// Alive reports whether an idle pooled connection is still open: a non-blocking peek
 // finds nothing to read (EAGAIN). EOF means the server closed it; data means it is out
 // of step. One syscall per reuse, no goroutine watching idle connections.
-func alive(nc net.Conn) bool {
+func Alive(nc net.Conn) bool {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return true
@@ -29,14 +30,14 @@ func alive(nc net.Conn) bool {
 	return err == nil && ok
 }
 
-// waitReadable returns once nc has something to read (data, its end or an error) without
+// WaitReadable returns once nc has something to read (data, its end or an error) without
 // reading it, or with the error that ended the wait (a deadline set to abort it). The
 // first look is a non-blocking peek: the poller forgets readiness it saw before the wait
 // began, so only a syscall can tell whether data is already there. After a wake-up no
 // second peek: the caller's Read finds the data (a rare spurious wake-up only means that
 // Read waits as usual). So a token costs what a plain read does: one syscall that finds
 // nothing, one that reads.
-func waitReadable(nc net.Conn) error {
+func WaitReadable(nc net.Conn) error {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return nil
@@ -55,4 +56,9 @@ func waitReadable(nc net.Conn) error {
 		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		return err != syscall.EAGAIN && err != syscall.EWOULDBLOCK
 	})
+}
+
+// isReset reports whether err is the peer resetting or having closed the connection.
+func isReset(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
