@@ -22,7 +22,7 @@ const (
 )
 
 // Builtins lists the built-in assertion names.
-var Builtins = []string{AssertNoSilentDrops, AssertValidResponses, AssertNoLeaks, AssertRecovery, AssertConsistentOutputs}
+var Builtins = []string{AssertNoSilentDrops, AssertValidResponses, AssertNoLeaks, AssertRecovery, AssertConsistentOutputs, AssertExplainedErrors}
 
 // Assertion is a parsed assertion: a built-in name, or a threshold expression
 // FUNC(ARG) OP VALUE where
@@ -104,6 +104,9 @@ func ParseAssertion(s string) (Assertion, error) {
 		if s == b {
 			return Assertion{Raw: raw, Name: b}, nil
 		}
+	}
+	if a, ok, err := parseExplained(raw, s); ok {
+		return a, err
 	}
 	if rest, ok := strings.CutPrefix(s, AssertConsistentOutputs+"("); ok {
 		n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(rest, ")")))

@@ -48,6 +48,7 @@ type Builder struct {
 	tl         timelineAcc
 	byWorkload map[string]*workloadStats
 	probes     map[string][]probeAnswer // probe name -> ok answers, in ledger order
+	explain    explainAcc               // causes of non-ok outcomes, target liveness
 }
 
 // workloadStats is one workload's share of the ledger (results.json's by_workload).
@@ -107,6 +108,9 @@ func NewBuilder(cfg Config) *Builder {
 	if r.MinRequests <= 0 {
 		r.MinRequests = DefaultRecoveryMinRequests
 	}
+	if cfg.CauseMargin <= 0 {
+		cfg.CauseMargin = DefaultCauseMargin
+	}
 	return &Builder{
 		cfg:        cfg,
 		scenario:   cfg.Scenario,
@@ -144,6 +148,7 @@ func (b *Builder) Add(e ledger.Event) {
 			b.end = e.Time
 		}
 	}
+	b.explain.add(e)
 	switch e.Type {
 	case ledger.EventRunStart:
 		b.start = e.Time
@@ -339,6 +344,7 @@ func (b *Builder) addDone(e ledger.Event) {
 		b.badIDs[o] = append(b.badIDs[o], e.RequestID)
 	}
 	b.latencySamples.add(e)
+	b.explain.done(e, o)
 	at := e.Time.Add(-time.Duration(e.E2E * float64(time.Second)))
 	if e.Scheduled != nil {
 		at = *e.Scheduled
@@ -414,6 +420,7 @@ func (b *Builder) Results() *Results {
 	r.Lag = percentiles(b.lag)
 	r.Faults = b.faultResults()
 	r.ByWorkload = b.workloadResults()
+	b.explain.results(r, b.start, b.cfg.CauseMargin)
 
 	for _, a := range b.assertions() {
 		res := b.evaluate(a, r)
@@ -422,6 +429,9 @@ func (b *Builder) Results() *Results {
 			// Listed but never run: the leak_check section says so rather than vanish.
 			r.Leak = &CheckResult{State: StateNotEvaluated, Detail: res.Detail}
 		}
+	}
+	if alive, ok := livenessCheck(r, b.assertions()); ok {
+		r.Assertions = append(r.Assertions, alive)
 	}
 
 	// Invalid runs: the evidence cannot be trusted. Each reason is said once, here.
@@ -493,6 +503,9 @@ func (b *Builder) evaluate(a Assertion, r *Results) AssertionResult {
 func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 	if strings.HasPrefix(a.Op, "invalid: ") {
 		return StateNotEvaluated, strings.TrimPrefix(a.Op, "invalid: ")
+	}
+	if state, detail, ok := judgeExplained(a, r); ok {
+		return state, detail
 	}
 	switch {
 	case a.Name == AssertNoSilentDrops:
