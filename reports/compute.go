@@ -467,6 +467,8 @@ func (b *Builder) Results() *Results {
 		r.InvalidReasons = append(r.InvalidReasons, "no request reached a terminal outcome")
 	}
 	switch {
+	case b.judgedOnEvidence(r):
+		r.Verdict = VerdictFail
 	case len(r.InvalidReasons) > 0:
 		r.Verdict = VerdictInvalid
 	case r.Passed():
