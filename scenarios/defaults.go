@@ -197,7 +197,7 @@ func (sc *Scenario) assertionDefaults() {
 	if sc.Assertions != nil || sc.IsSet("assertions") {
 		return
 	}
-	sc.Assertions = []string{reports.AssertNoSilentDrops, reports.AssertValidResponses}
+	sc.Assertions = []string{reports.AssertNoSilentDrops, reports.AssertValidResponses, reports.AssertExplainedErrors}
 	if sc.HasMetrics() {
 		sc.Assertions = append(sc.Assertions, reports.AssertNoLeaks)
 	}
