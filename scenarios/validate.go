@@ -31,6 +31,7 @@ type options struct {
 	faultTypes map[string]FaultType
 	overrides  []func(*Scenario)
 	lookup     LookupEnv
+	refCheck   ReferenceCheck
 }
 
 // WithEnv sets where ${VAR} references in the scenario are looked up (Load and Parse
@@ -132,6 +133,7 @@ func (v *validator) check(o options) {
 	}
 	v.checkTarget()
 	v.checkReference()
+	v.checkReferenceArgs(o)
 	if len(sc.Workloads) == 0 {
 		v.add("workloads", "at least one workload is required")
 	}

@@ -90,7 +90,7 @@ func (a *app) load(cmd *cobra.Command, arg string, f *scenarioFlags) (*scenarios
 			flagErr = usageError("--metrics-url applies only to an external target (--target or target.url); the embedded server's metrics are scraped without it")
 		}
 	}
-	sc, err := scenarios.Load(arg, scenarios.WithFaultTypes(a.faultTypes), scenarios.WithOverrides(override))
+	sc, err := scenarios.Load(arg, scenarios.WithFaultTypes(a.faultTypes), scenarios.WithOverrides(override), scenarios.WithReferenceCheck(referenceCheck))
 	if flagErr != nil {
 		return nil, nil, flagErr
 	}
