@@ -97,6 +97,9 @@ func (a *app) load(cmd *cobra.Command, arg string, f *scenarioFlags) (*scenarios
 	if err != nil {
 		return nil, nil, err
 	}
+	for _, w := range sc.DeadlineWarnings() {
+		notes = append(notes, "warning: "+w)
+	}
 	return sc, notes, nil
 }
 
