@@ -207,7 +207,7 @@ func (a *app) runCommand() *cobra.Command {
 	var quiet bool
 	var hist historyFlags
 	var shard shardFlags
-	var simulate bool
+	var simulate, force bool
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
 		Short: "Run a scenario (a path or an embedded name) and write events.jsonl, results.json, junit.xml, summary.md, report.html",
@@ -232,6 +232,9 @@ func (a *app) runCommand() *cobra.Command {
 					outDir += fmt.Sprintf("-shard%dof%d", sh.Index, sh.Count)
 				}
 			}
+			if err := prepareOut(outDir, force); err != nil {
+				return err
+			}
 			if sh.Count > 1 && sc.Embedded() {
 				notes = append(notes, fmt.Sprintf("shard %d/%d starts its own embedded reference server: the shards load %d separate targets; give them one with --target or target.url", sh.Index, sh.Count, sh.Count))
 			}
@@ -243,6 +246,7 @@ func (a *app) runCommand() *cobra.Command {
 	hist.register(cmd)
 	shard.register(cmd.Flags())
 	cmd.Flags().StringVar(&outDir, "out", "", "output directory (default out/<name>-<UTC time>)")
+	cmd.Flags().BoolVar(&force, "force", false, "empty --out first when it already holds a run (without it such a directory is refused)")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress and no table: print the verdict line only")
 	cmd.Flags().BoolVar(&simulate, "sim", false, "simulate: run the reference topology and the workloads in this process on a virtual clock (deterministic for a seed, far faster than real time); the same outputs, with \"mode\": \"sim\"; refused for an external target and with --shard")
 	return cmd
