@@ -109,6 +109,10 @@ type explainAcc struct {
 	unexplN     int
 	// outages per source, in ledger order; open ones have a zero up.
 	outages []outage
+	// diag ranks where the silent drops stopped; noFirst counts the requests that
+	// ended without ever getting a first token.
+	diag    dropDiagnosis
+	noFirst int
 }
 
 type outage struct {
@@ -141,6 +145,12 @@ func (x *explainAcc) add(e ledger.Event) {
 func (x *explainAcc) done(e ledger.Event, o ledger.Outcome) {
 	if o == ledger.OutcomeOK {
 		return
+	}
+	if e.TTFT == 0 {
+		x.noFirst++
+	}
+	if o.SilentDrop() {
+		x.diag.add(e.ServerDebug)
 	}
 	if e.Cause == "" {
 		start := e.Time.Add(-time.Duration(e.E2E * float64(time.Second)))
@@ -191,6 +201,8 @@ func (x *explainAcc) results(r *Results, start time.Time, margin time.Duration) 
 		}
 	}
 	r.UnexplainedErrors = x.unexplN
+	r.NoFirstToken = x.noFirst
+	r.DropRoots, r.DropDiagnosis = x.diag.roots, x.diag.sentence()
 	for _, o := range x.outages {
 		l := LivenessResult{Source: o.source, Down: o.down.Sub(start).Seconds()}
 		if !o.up.IsZero() {

@@ -58,3 +58,11 @@ func sortedCauses(m map[string]int) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// diagnosisLine is summary.md's first line about the silent drops ("" without one).
+func diagnosisLine(r *Results) string {
+	if r.DropDiagnosis == "" {
+		return ""
+	}
+	return "**Diagnosis:** " + mdEscape(r.DropDiagnosis) + ".\n\n"
+}

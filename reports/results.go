@@ -48,6 +48,14 @@ type Results struct {
 	// Liveness lists every outage of the target or a launched process the harness's
 	// health probes saw, and the fault that explains it.
 	Liveness []LivenessResult `json:"liveness,omitempty"`
+	// NoFirstToken counts the requests that ended (not ok) without a first token: what
+	// a TTFT percentile, computed over the others, cannot show.
+	NoFirstToken int `json:"no_first_token,omitempty"`
+	// DropRoots counts the silent drops by the stage where each stopped progressing
+	// first ("decode-0: prealloc"), the other processes' stages only waiting on it;
+	// DropDiagnosis says the most common in one sentence.
+	DropRoots     map[string]int `json:"drop_roots,omitempty"`
+	DropDiagnosis string         `json:"drop_diagnosis,omitempty"`
 	// Unresolved counts requests scheduled with no terminal outcome in the ledger.
 	Unresolved int               `json:"unresolved"`
 	Assertions []AssertionResult `json:"assertions"`

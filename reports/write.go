@@ -353,7 +353,7 @@ func WriteMarkdown(w io.Writer, r *Results) error {
 		}
 	}
 	if r.SilentDrops > 0 {
-		b.WriteString("\n## Silent drops\n\n| request | workload | phase | age (s) | server said |\n|---|---|---|---:|---|\n")
+		b.WriteString("\n## Silent drops\n\n" + diagnosisLine(r) + "| request | workload | phase | age (s) | server said |\n|---|---|---|---:|---|\n")
 		for i, d := range r.Drops {
 			if i == 50 {
 				fmt.Fprintf(&b, "\n… %d more in results.json\n", r.SilentDrops-50)
