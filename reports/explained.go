@@ -113,7 +113,13 @@ type explainAcc struct {
 	// ended without ever getting a first token.
 	diag    dropDiagnosis
 	noFirst int
+	// unexplAt are the scheduled times of the unexplained errors (up to maxUnexplMarks),
+	// marked on the report's timeline.
+	unexplAt []time.Time
 }
+
+// maxUnexplMarks bounds the unexplained errors marked on the timeline.
+const maxUnexplMarks = 10_000
 
 type outage struct {
 	source   string
@@ -160,10 +166,14 @@ func (x *explainAcc) done(e ledger.Event, o ledger.Outcome) {
 		x.pending = append(x.pending, pendingCause{outcome: o, start: start, end: e.Time, workload: e.Workload, id: e.RequestID})
 		return
 	}
-	x.count(e.Cause, o, e.Workload, e.RequestID)
+	start := e.Time
+	if e.Scheduled != nil {
+		start = *e.Scheduled
+	}
+	x.count(e.Cause, o, e.Workload, e.RequestID, start)
 }
 
-func (x *explainAcc) count(cause string, o ledger.Outcome, workload, id string) {
+func (x *explainAcc) count(cause string, o ledger.Outcome, workload, id string, start time.Time) {
 	if x.causes == nil {
 		x.causes = map[string]int{}
 		x.byWorkload = map[string]map[string]int{}
@@ -176,6 +186,9 @@ func (x *explainAcc) count(cause string, o ledger.Outcome, workload, id string) 
 		x.byWorkload[workload][cause]++
 	}
 	if cause == ledger.CauseUnexplained && ErrorCounted(o) {
+		if len(x.unexplAt) < maxUnexplMarks {
+			x.unexplAt = append(x.unexplAt, start)
+		}
 		x.unexplN++
 		if len(x.unexplained) < 5 {
 			x.unexplained = append(x.unexplained, id)
@@ -188,7 +201,7 @@ func (x *explainAcc) count(cause string, o ledger.Outcome, workload, id string) 
 func (x *explainAcc) results(r *Results, start time.Time, margin time.Duration) {
 	windows := x.faults.Windows()
 	for _, p := range x.pending {
-		x.count(Cause(CauseRequest{Outcome: p.outcome, Start: p.start, End: p.end}, windows, margin), p.outcome, p.workload, p.id)
+		x.count(Cause(CauseRequest{Outcome: p.outcome, Start: p.start, End: p.end}, windows, margin), p.outcome, p.workload, p.id, p.start)
 	}
 	x.pending = nil
 	if len(x.causes) > 0 {
@@ -314,4 +327,17 @@ func livenessCheck(r *Results, listed []Assertion) (AssertionResult, bool) {
 		}
 	}
 	return AssertionResult{Name: AssertTargetAlive, State: StateFail, Detail: strings.Join(dead, "; ")}, true
+}
+
+// marks are the unexplained errors' times in seconds since origin, sorted.
+func (x *explainAcc) marks(origin time.Time) []float64 {
+	if len(x.unexplAt) == 0 {
+		return nil
+	}
+	out := make([]float64, len(x.unexplAt))
+	for i, t := range x.unexplAt {
+		out[i] = round(t.Sub(origin).Seconds())
+	}
+	sort.Float64s(out)
+	return out
 }

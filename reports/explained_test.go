@@ -93,6 +93,12 @@ func TestExplainedErrors(t *testing.T) {
 		assert.Equal(t, map[string]int{ledger.CauseUnexplained: 1}, r.ByWorkload["agents"].Causes)
 		// valid_responses does not judge a lost connection.
 		assert.Equal(t, StatePass, r.Assertions[0].State)
+		// The timeline marks it where it was scheduled, and the chart draws the mark.
+		require.NotNil(t, r.Timeline())
+		assert.Equal(t, []float64{1}, r.Timeline().Unexplained)
+		svg, err := RenderSVG(Charts(r.Timeline())[0], 400, 200)
+		require.NoError(t, err)
+		assert.Contains(t, string(svg), "unexplained error (1)")
 	})
 	t.Run("a lost connection in a declared kill passes", func(t *testing.T) {
 		l := append(append([]ledger.Event{}, evs...),

@@ -136,7 +136,8 @@ func Charts(tl *Timeline) []Chart {
 	const x = "seconds since load start"
 	base := func(id, title, ylabel string, ss []Series) Chart {
 		return Chart{ID: id, Title: title, XLabel: x, YLabel: ylabel, Series: ss, XMax: tl.Duration,
-			Spans: spans, VLines: vlines, Marks: marks, MarkLabel: "silent drop"}
+			Spans: spans, VLines: vlines, Marks: marks, MarkLabel: "silent drop",
+			Marks2: tl.Unexplained, Mark2Label: "unexplained error"}
 	}
 	out := []Chart{}
 	c := base("completed", "Requests completed per second, by outcome", "requests/s", tl.Completed)

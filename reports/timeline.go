@@ -40,6 +40,8 @@ type Timeline struct {
 	// the time it was scheduled. Neither is ever downsampled.
 	Faults []FaultSpan `json:"faults"`
 	Drops  []DropMark  `json:"drops"`
+	// Unexplained are the scheduled times of the errors nothing explains (seconds).
+	Unexplained []float64 `json:"unexplained,omitempty"`
 }
 
 // Series is one named line.
@@ -201,6 +203,7 @@ func (b *Builder) Timeline(r *Results) *Timeline {
 	if origin.IsZero() {
 		return tl
 	}
+	tl.Unexplained = b.explain.marks(origin)
 	o := origin.UnixNano()
 	sec := func(at int64) float64 { return float64(at-o) / 1e9 }
 	if !b.end.IsZero() {
