@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"pdsoak/harness/client"
+	"pdsoak/harness/target"
 	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
@@ -208,4 +212,50 @@ func TestLiveReqsPastFirstToken(t *testing.T) {
 	l.end("too-old")
 	n, _ = l.pastFirstToken(now)
 	assert.Equal(t, 1, n)
+}
+
+// noTarget is a target with no endpoints: the bundle collects the harness's own state.
+type noTarget struct{}
+
+func (noTarget) URL() string                     { return "http://127.0.0.1:1" }
+func (noTarget) MetricsSources() []target.Source { return nil }
+func (noTarget) DebugSources() []target.Source   { return nil }
+func (noTarget) Stop(context.Context) error      { return nil }
+
+// On an interrupt with a request in flight past its first-token deadline, a forensics
+// bundle is written while it is still held; a second Ctrl-C (Hurry) skips it.
+func TestInterruptBundle(t *testing.T) {
+	for _, hurried := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hurried=%v", hurried), func(t *testing.T) {
+			dir := t.TempDir()
+			led, err := ledger.Create(filepath.Join(dir, ledger.EventsFile), nil)
+			require.NoError(t, err)
+			opts := Options{OutDir: dir}.withDefaults()
+			if hurried {
+				h, cancel := context.WithCancel(context.Background())
+				cancel()
+				opts.Hurry = h
+			}
+			r := &runner{sc: &scenarios.Scenario{}, opts: opts, log: slog.New(slog.DiscardHandler), led: led,
+				hc: &http.Client{}, tgt: noTarget{}, exec: &executor{}}
+			lr := r.exec.live.start(&client.Request{ID: "held", Stream: true, Deadlines: client.Deadlines{FirstToken: time.Second, Total: time.Minute}})
+			lr.sent.Store(time.Now().Add(-5 * time.Second).UnixNano())
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			r.interrupted(ctx, r.newBundles())
+			require.NoError(t, led.Close())
+			assert.True(t, r.exec.interrupted.Load())
+			matches, _ := filepath.Glob(filepath.Join(dir, "forensics", "interrupt-*", "MANIFEST.json"))
+			notes := eventsOf(readLedger(t, dir), ledger.EventNote)
+			if hurried {
+				assert.Empty(t, matches)
+				assert.Empty(t, notes)
+				return
+			}
+			assert.Len(t, matches, 1)
+			require.Len(t, notes, 1)
+			assert.Equal(t, "forensics", notes[0].Source)
+			assert.Contains(t, notes[0].Message, "1 requests in flight past their first-token deadline")
+		})
+	}
 }

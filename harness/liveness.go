@@ -191,7 +191,16 @@ func (r *runner) interrupted(ctx context.Context, fb *bundles) {
 	if n == 0 || !fb.enabled() {
 		return
 	}
-	// Bounded by the collectors' own timeouts, so Ctrl-C still returns within seconds.
-	fb.write(context.WithoutCancel(ctx), "interrupt",
+	// Bounded by the collectors' own timeouts, so Ctrl-C still returns within seconds;
+	// a second Ctrl-C (Options.Hurry) skips it or cuts it short.
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	if h := r.opts.Hurry; h != nil {
+		if h.Err() != nil {
+			return
+		}
+		defer context.AfterFunc(h, cancel)()
+	}
+	fb.write(bctx, "interrupt",
 		fmt.Sprintf("interrupted with %d requests in flight past their first-token deadline (oldest %v)", n, oldest.Round(time.Millisecond)))
 }

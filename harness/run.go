@@ -104,6 +104,9 @@ type Options struct {
 	// LivenessInterval is the period of the target's liveness probes
 	// (DefaultLivenessInterval).
 	LivenessInterval time.Duration
+	// Hurry, when set, ends when the user interrupts a second time: the runner then
+	// skips (or cuts short) the forensics bundle it writes on an interrupt.
+	Hurry context.Context
 
 	// Shard makes this run one shard of a sharded run (zero: the whole scenario).
 	Shard Shard

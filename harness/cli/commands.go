@@ -270,6 +270,8 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 	// makes the run invalid from it.
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	hurry, stopHurry := secondSignal(ctx)
+	defer stopHurry()
 
 	if !quiet {
 		against := harness.ReportConfig(sc).Target
@@ -302,7 +304,7 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 	if a.sim {
 		run = a.simRun
 	}
-	runErr := run(ctx, sc, RunOptions{OutDir: outDir, Logger: logger, OnEvent: onEvent, PDServerCommand: a.pdCommand(), Notes: notes, Shard: a.shard})
+	runErr := run(ctx, sc, RunOptions{OutDir: outDir, Logger: logger, OnEvent: onEvent, PDServerCommand: a.pdCommand(), Notes: notes, Shard: a.shard, Hurry: hurry})
 	stop()
 	if st != nil {
 		st.close()
