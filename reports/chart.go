@@ -43,6 +43,8 @@ type Chart struct {
 	// Marks2 are a second kind of mark (unexplained errors), drawn in another colour.
 	Marks2     []float64
 	Mark2Label string
+	// Note is a caption under the chart (a gauge that disagrees with /debug/requests).
+	Note string
 	// Runs says X is a run's number (1, 2, …, the trend page): the axis spans the runs
 	// with whole-number ticks and every point gets a dot.
 	Runs bool

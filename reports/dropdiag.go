@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // held is where one process held a dropped request ("decode-0", "prealloc").
@@ -67,10 +68,11 @@ func rootStage(hs []held) (root held, waiting []held) {
 type dropDiagnosis struct {
 	roots   map[string]int            // "decode-0: prealloc" -> drops
 	waiting map[string]map[string]int // root -> waiting "prefill-0: bootstrap" -> drops
+	seen    []heldSeen                // every stage seen, for the gauges' notes
 }
 
-// add folds one drop's server debug answer.
-func (d *dropDiagnosis) add(raw json.RawMessage) {
+// add folds one drop's server debug answer, asked for just before at.
+func (d *dropDiagnosis) add(raw json.RawMessage, at time.Time) {
 	var hs []held
 	for _, s := range heldAt(raw) {
 		p, st, ok := strings.Cut(s, ": ")
@@ -81,6 +83,11 @@ func (d *dropDiagnosis) add(raw json.RawMessage) {
 	}
 	if len(hs) == 0 {
 		return
+	}
+	for _, h := range hs {
+		if len(d.seen) < maxHeldSeen {
+			d.seen = append(d.seen, heldSeen{h: h, at: at})
+		}
 	}
 	root, waiting := rootStage(hs)
 	if d.roots == nil {

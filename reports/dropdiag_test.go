@@ -65,6 +65,13 @@ func TestDropDiagnosisAndHeadline(t *testing.T) {
 				Outcome: ledger.OutcomeDeadlineExceeded, Phase: ledger.PhaseBeforeFirstToken, Age: 20,
 				ServerDebug: dbg("router", "decode_leg", "prefill-0", "bootstrap", "decode-0", "prealloc")})
 	}
+	// decode-0's prealloc gauge froze at 0 (SGLang refreshes it only after forward
+	// steps) while prefill-0's bootstrap gauge counted the held requests.
+	for i := range 25 {
+		at := t0.Add(time.Duration(i) * time.Second)
+		evs = append(evs, ledger.Event{Time: at, Type: ledger.EventSample, Source: "decode-0", Metrics: map[string]float64{"sglang:num_decode_prealloc_queue_reqs": 0}},
+			ledger.Event{Time: at, Type: ledger.EventSample, Source: "prefill-0", Metrics: map[string]float64{"sglang:num_prefill_prealloc_queue_reqs": 3}})
+	}
 	ok := t0.Add(time.Second)
 	evs = append(evs, ledger.Event{Time: ok, Type: ledger.EventScheduled, RequestID: "ok"},
 		ledger.Event{Time: ok.Add(time.Second), Type: ledger.EventDone, RequestID: "ok", Scheduled: &ok, Outcome: ledger.OutcomeOK, TTFT: 0.38, E2E: 1},
@@ -80,4 +87,12 @@ func TestDropDiagnosisAndHeadline(t *testing.T) {
 	assert.Contains(t, page.String(), "3 never got a first token")
 	assert.Contains(t, page.String(), `id="diagnosis"`)
 	assert.Contains(t, page.String(), `id="causes"`)
+	notes := map[string]string{}
+	for _, g := range r.Timeline().Gauges {
+		notes[g.Metric] = g.Note
+	}
+	assert.Equal(t, "This gauge disagrees with /debug/requests: decode-0 read 0 while /debug/requests held 3 silent drops there (SGLang refreshes decode gauges only after forward steps, so they freeze when decode goes idle).",
+		notes["sglang:num_decode_prealloc_queue_reqs"])
+	assert.Empty(t, notes["sglang:num_prefill_prealloc_queue_reqs"], "prefill's gauge agreed")
+	assert.Contains(t, page.String(), `class="gauge-note"`)
 }

@@ -156,7 +156,7 @@ func (x *explainAcc) done(e ledger.Event, o ledger.Outcome) {
 		x.noFirst++
 	}
 	if o.SilentDrop() {
-		x.diag.add(e.ServerDebug)
+		x.diag.add(e.ServerDebug, e.Time)
 	}
 	if e.Cause == "" {
 		start := e.Time.Add(-time.Duration(e.E2E * float64(time.Second)))

@@ -157,7 +157,9 @@ func Charts(tl *Timeline) []Chart {
 	}
 	out = append(out, base("in_flight", "Requests in flight (scheduled, not yet done)", "requests", []Series{tl.InFlight}))
 	for _, g := range tl.Gauges {
-		out = append(out, base("gauge_"+sanitizeID(g.Metric), "Server gauge "+g.Metric+" by process", shortMetric(g.Metric), g.Series))
+		c := base("gauge_"+sanitizeID(g.Metric), "Server gauge "+g.Metric+" by process", shortMetric(g.Metric), g.Series)
+		c.Note = g.Note
+		out = append(out, c)
 	}
 	if len(tl.GPUUtil) > 0 {
 		out = append(out, base("gpu_util", "GPU utilisation", "percent", tl.GPUUtil))

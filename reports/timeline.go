@@ -54,6 +54,8 @@ type Series struct {
 type GaugeGroup struct {
 	Metric string   `json:"metric"`
 	Series []Series `json:"series"`
+	// Note says where the gauge disagreed with /debug/requests (see gaugeNote).
+	Note string `json:"note,omitempty"`
 }
 
 // FaultSpan is one fault window. Stop is nil when the fault was never reverted during the
@@ -286,6 +288,7 @@ func (b *Builder) Timeline(r *Results) *Timeline {
 		for _, src := range sortedKeys(t.gauges[metric]) {
 			g.Series = append(g.Series, sampled(src, t.gauges[metric][src]))
 		}
+		g.Note = gaugeNote(metric, t.gauges[metric], b.explain.diag.seen)
 		tl.Gauges = append(tl.Gauges, g)
 	}
 	for _, dev := range sortedInts(t.gpuUtil) {
