@@ -45,6 +45,9 @@ type executor struct {
 	faults      *faultLog
 	live        liveReqs
 	interrupted atomic.Bool
+	// causeless leaves causes to reports: a shard that applies no faults cannot tell
+	// what explains an error (the merged ledger, with shard 1's faults, can).
+	causeless bool
 }
 
 type disconnectRule struct {
@@ -125,7 +128,7 @@ func (e *executor) emitDone(r *workload.Req, res *client.Result, obs *reqObserve
 	if r.Probe != "" {
 		ev.Text = res.Text
 	}
-	if res.Outcome != ledger.OutcomeOK {
+	if res.Outcome != ledger.OutcomeOK && !e.causeless {
 		ev.Cause = e.faults.cause(res.Outcome, sched, res.End)
 	}
 	if len(res.ITL) > 0 {

@@ -259,3 +259,26 @@ func TestInterruptBundle(t *testing.T) {
 		})
 	}
 }
+
+// A shard other than the first applies no faults, so it cannot tell what explains an
+// error: it leaves the cause to reports, which judges the merged ledger with shard 1's
+// faults in it. Shard 1 (and an unsharded run) records it.
+func TestShardsLeaveCausesToTheMerge(t *testing.T) {
+	b := newBadServer(t, []string{"http_500"})
+	for _, sh := range []Shard{{Index: 1, Count: 2}, {Index: 2, Count: 2}} {
+		sc := testScenario(b.srv.URL, 200*time.Millisecond, scenarios.Workload{Name: "b", Type: "burst", Count: 4})
+		generousDeadlines(sc)
+		dir := t.TempDir()
+		require.NoError(t, Run(context.Background(), sc, Options{OutDir: dir, Shard: sh}))
+		dones := eventsOf(readLedger(t, dir), ledger.EventDone)
+		require.NotEmpty(t, dones)
+		for _, ev := range dones {
+			require.Equal(t, ledger.OutcomeHTTPError, ev.Outcome)
+			if sh.Index == 1 {
+				assert.Equal(t, ledger.CauseUnexplained, ev.Cause, "shard %d", sh.Index)
+			} else {
+				assert.Empty(t, ev.Cause, "shard %d", sh.Index)
+			}
+		}
+	}
+}

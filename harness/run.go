@@ -416,7 +416,7 @@ func (r *runner) startExecutor(reqCtx context.Context, c *client.Client) {
 	r.lag = newLagRecorder(r.opts.SelfCheckTick)
 	r.exec = &executor{c: c, led: r.led, log: r.log,
 		probe: newDebugProbe(r.hc, r.tgt.DebugSources(), r.opts.DebugTimeout, r.log),
-		lag:   r.lag, reqCtx: reqCtx, noLag: r.noLag, faults: r.flog}
+		lag:   r.lag, reqCtx: reqCtx, noLag: r.noLag, faults: r.flog, causeless: r.opts.Shard.Index > 1}
 }
 
 // startSamplers starts, for the whole load phase, the metrics sampler, the GPU sampler
