@@ -23,8 +23,8 @@ func onePass(file string, data []byte, o options, decodeErr error) error {
 		return decodeErr
 	}
 	for _, p := range probs {
-		if p.Path == "" {
-			return decodeErr // about the whole file: nothing sound to validate
+		if p.Path == "" || strings.Contains(p.Msg, "too many nodes") || strings.Contains(p.Msg, "too deep") {
+			return decodeErr // about the whole file, or a tree not worth walking twice
 		}
 	}
 	var doc yaml.Node
