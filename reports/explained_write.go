@@ -38,16 +38,26 @@ func causesMarkdown(r *Results) string {
 	return b.String()
 }
 
-// causeLine is junit's system-out addition: " causes: fault:kill=3 refused=2".
+// causeLine is junit's system-out addition: " causes: fault:kill=3 refused=2; agents:
+// fault:kill=3 refused=2", overall then per workload.
 func causeLine(r *Results) string {
 	if len(r.Causes) == 0 {
 		return ""
 	}
-	parts := make([]string, 0, len(r.Causes))
-	for _, c := range sortedCauses(r.Causes) {
-		parts = append(parts, fmt.Sprintf("%s=%d", c, r.Causes[c]))
+	line := func(m map[string]int) string {
+		parts := make([]string, 0, len(m))
+		for _, c := range sortedCauses(m) {
+			parts = append(parts, fmt.Sprintf("%s=%d", c, m[c]))
+		}
+		return strings.Join(parts, " ")
 	}
-	return " causes: " + strings.Join(parts, " ")
+	out := " causes: " + line(r.Causes)
+	for _, w := range workloadNames(r.ByWorkload) {
+		if c := r.ByWorkload[w].Causes; len(c) > 0 {
+			out += "; " + w + ": " + line(c)
+		}
+	}
+	return out
 }
 
 func sortedCauses(m map[string]int) []string {
