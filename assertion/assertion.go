@@ -24,12 +24,12 @@ const (
 
 // Builtins lists the built-in assertion names.
 var Builtins = []string{AssertNoSilentDrops, AssertValidResponses, AssertNoLeaks, AssertRecovery, AssertConsistentOutputs,
-	AssertPDPath, AssertTruthfulHealth} // pdpath.go
+	AssertExplainedErrors, AssertPDPath, AssertTruthfulHealth} // pdpath.go
 
 // Assertion is a parsed assertion: a built-in name, or a threshold expression
 // FUNC(ARG) OP VALUE where
 //
-//	FUNC(ARG)   p50|p90|p95|p99|max|mean ( ttft|itl|e2e )   VALUE a duration (2s, 250ms) or seconds
+//	FUNC(ARG)   p50|p90|p95|p99|max|mean ( ttft|itl|e2e )   VALUE a duration (2s, 250ms; a bare number other than 0 is an error)
 //	            rate ( OUTCOME|silent_drops )            VALUE a fraction of all requests
 //	            count ( OUTCOME|silent_drops )           VALUE a whole number
 //	OP          < <= > >= == !=
@@ -113,6 +113,9 @@ func ParseAssertion(s string) (Assertion, error) {
 		if s == b {
 			return Assertion{Raw: raw, Name: b}, nil
 		}
+	}
+	if a, ok, err := parseExplained(raw, s); ok {
+		return a, err
 	}
 	if rest, ok := strings.CutPrefix(s, AssertConsistentOutputs+"("); ok {
 		n, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(rest, ")")))
@@ -198,11 +201,13 @@ func parseSeconds(v string) (float64, error) {
 		}
 		return d.Seconds(), nil
 	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f != f || f < 0 || f > 1e9 {
-		return 0, fmt.Errorf("%q is not a duration (2s, 250ms) or a number of seconds", v)
+	if f, err := strconv.ParseFloat(v, 64); err == nil && f == 0 {
+		return 0, nil
+	} else if err == nil {
+		// A bare number is ambiguous (seconds? milliseconds?): say which, like a duration.
+		return 0, fmt.Errorf("%q has no unit: write a duration such as %ss or %sms", v, v, v)
 	}
-	return f, nil
+	return 0, fmt.Errorf("%q is not a duration (2s, 250ms)", v)
 }
 
 func outcomeList() string {

@@ -42,6 +42,14 @@ type executor struct {
 	completed atomic.Int64
 	// onSilentDrop, when set, is called (before the done event) for every silent drop.
 	onSilentDrop func(id string)
+	// faults gives each non-ok request its cause; live and interrupted let the
+	// interrupt record what was in flight (see explain.go).
+	faults      *faultLog
+	live        liveReqs
+	interrupted atomic.Bool
+	// causeless leaves causes to reports: a shard that applies no faults cannot tell
+	// what explains an error (the merged ledger, with shard 1's faults, can).
+	causeless bool
 }
 
 var outcomeIndex = func() map[ledger.Outcome]int {
@@ -84,8 +92,12 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 		}
 	}
 	e.emitScheduled(r)
-	obs := &reqObserver{e: e, r: r}
+	obs := &reqObserver{e: e, r: r, live: e.live.start(&r.Request)}
+	defer e.live.end(r.ID)
 	res := e.c.Do(reqCtx, &r.Request, obs)
+	if e.interrupted.Load() {
+		reclassifyAtInterrupt(&r.Request, res)
+	}
 	ruleStats.Count(res.Outcome)
 	e.emitDone(r, res, obs)
 	return res
@@ -114,6 +126,9 @@ func (e *executor) emitDone(r *workload.Req, res *client.Result, obs *reqObserve
 	if r.Probe != "" {
 		ev.Text = res.Text
 	}
+	if res.Outcome != ledger.OutcomeOK && !e.causeless {
+		ev.Cause = e.faults.cause(res.Outcome, sched, res.End)
+	}
 	if len(res.ITL) > 0 {
 		ev.ITL = make([]float64, len(res.ITL))
 		for i, d := range res.ITL {
@@ -122,6 +137,9 @@ func (e *executor) emitDone(r *workload.Req, res *client.Result, obs *reqObserve
 	}
 	if !res.Outcome.SilentDrop() {
 		e.completed.Add(1)
+	}
+	if res.Outcome.SilentDrop() || res.Outcome == ledger.OutcomeUnresolved {
+		ev.Age = res.Age().Seconds()
 	}
 	if res.Outcome.SilentDrop() {
 		if e.onSilentDrop != nil {
@@ -168,10 +186,12 @@ func (e *executor) SetDisconnect(target string, afterTokens int, fraction float6
 type reqObserver struct {
 	e     *executor
 	r     *workload.Req
+	live  *liveReq
 	debug atomic.Pointer[json.RawMessage]
 }
 
 func (o *reqObserver) Sent(req *client.Request, at time.Time) {
+	o.live.sent.Store(at.UnixNano())
 	lag := at.Sub(req.Scheduled)
 	if !o.e.noLag[o.r.Workload] {
 		o.e.lag.Send(lag)
@@ -188,6 +208,7 @@ func (o *reqObserver) Headers(req *client.Request, at time.Time, status int) {
 }
 
 func (o *reqObserver) FirstToken(req *client.Request, at time.Time) {
+	o.live.first.Store(at.UnixNano())
 	ttft := at.Sub(req.Scheduled)
 	o.e.led.Emit(ledger.Event{Time: at, Type: ledger.EventFirstToken, RequestID: req.ID, Workload: o.r.Workload, TTFT: ttft.Seconds()})
 	o.e.log.Debug("first token", "request_id", req.ID, "ttft", ttft)

@@ -20,6 +20,7 @@ import (
 	"pdsoak/harness/target"
 	"pdsoak/harness/workload"
 	"pdsoak/ledger"
+	"pdsoak/reports"
 	"pdsoak/scenarios"
 )
 
@@ -101,6 +102,12 @@ type Options struct {
 	DebugTimeout time.Duration
 	// NVIDIADevices is the glob of NVIDIA device nodes (DefaultNVIDIADevices).
 	NVIDIADevices string
+	// LivenessInterval is the period of the target's liveness probes
+	// (DefaultLivenessInterval).
+	LivenessInterval time.Duration
+	// Hurry, when set, ends when the user interrupts a second time: the runner then
+	// skips (or cuts short) the forensics bundle it writes on an interrupt.
+	Hurry context.Context
 
 	// Shard makes this run one shard of a sharded run (zero: the whole scenario).
 	Shard Shard
@@ -168,6 +175,8 @@ type runner struct {
 
 	// lastGPU is the latest GPU sample (nil: none yet), for the wedge detector.
 	lastGPU *atomic.Pointer[[]ledger.GPU]
+	// flog follows the fault events, for each request's cause.
+	flog *faultLog
 }
 
 // Run executes a scenario: it starts (or reaches) the target, drives the workloads,
@@ -199,7 +208,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 	// The wedge detector judges GPU idleness from the GPU sampler's latest reading
 	// rather than reading NVML itself (a second reader would make the sampler's busy).
 	lastGPU := new(atomic.Pointer[[]ledger.GPU])
+	flog := &faultLog{margin: reports.DefaultCauseMargin}
 	onEvent := func(ev ledger.Event) {
+		flog.add(ev) // before anyone sees it: a request ending now may blame it
 		if ev.Type == ledger.EventSample && ev.Source == ledger.GPUSource {
 			lastGPU.Store(&ev.GPUs)
 		}
@@ -213,7 +224,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 	}
 	hc := &http.Client{Transport: auxTransport(sc)} // clientopts.go
 	r := &runner{sc: sc, opts: opts, log: opts.Logger, led: led, hc: hc,
-		scr: scraper{hc: hc, timeout: opts.ScrapeTimeout}, lastGPU: lastGPU}
+		scr: scraper{hc: hc, timeout: opts.ScrapeTimeout}, lastGPU: lastGPU, flog: flog}
 	defer func() {
 		end := ledger.Event{Type: ledger.EventRunEnd}
 		if err != nil {
@@ -279,11 +290,15 @@ func (r *runner) run(ctx context.Context) (err error) {
 	stopWedge := r.startWedgeWatch(ctx, fb)
 	defer stopWedge()
 
+	stopLive := r.startLiveness(ctx)
+	defer stopLive()
 	ld := r.runLoad(ctx)              // load started; requests and faults run
+	r.interrupted(ctx, fb)            // after Ctrl-C: what is in flight and overdue
 	r.drain(ctx, ld, cancelReqs)      // drain
 	stopPD()                          // the prefill counters' last reading
 	stopWedge()                       // nothing is in flight any more
 	faultErr := r.stopFaults(ctx, ld) // everything reverted
+	stopLive()                        // a last probe once the faults are reverted
 	stopSamplers()                    // no sample after the drain
 	r.checkLeaks(ctx)                 // leak_check
 	selfErr := r.selfCheck()          // self_check
@@ -409,7 +424,7 @@ func (r *runner) startExecutor(reqCtx context.Context, c *client.Client) {
 	r.lag = judge.NewLagRecorder(r.opts.SelfCheckTick)
 	r.exec = &executor{c: c, led: r.led, log: r.log,
 		probe: newDebugProbe(r.hc, r.tgt.DebugSources(), r.opts.DebugTimeout, r.log),
-		lag:   r.lag, reqCtx: reqCtx, noLag: r.noLag, seed: r.sc.Seed}
+		lag:   r.lag, reqCtx: reqCtx, noLag: r.noLag, seed: r.sc.Seed, faults: r.flog, causeless: r.opts.Shard.Index > 1}
 }
 
 // startSamplers starts, for the whole load phase, the metrics sampler, the GPU sampler

@@ -422,7 +422,8 @@ func TestSelfCheckMarksRunInvalid(t *testing.T) {
 	assert.Equal(t, err.Error(), only(t, evs, ledger.EventRunEnd).Error)
 }
 
-// Ctrl-C: load stops, in-flight requests get a brief drain, then end cancelled; the
+// Ctrl-C: load stops, in-flight requests get a brief drain, then end
+// unresolved_at_interrupt (within their deadlines, so not drops); the
 // ledger is complete, says the run was interrupted and why, and leaves the leak check
 // not evaluated; Run returns promptly.
 func TestCancelStopsRunAndRecordsCancelled(t *testing.T) {
@@ -455,7 +456,7 @@ func TestCancelStopsRunAndRecordsCancelled(t *testing.T) {
 		CancelDrain: 200 * time.Millisecond, ResolveAfterCancel: time.Minute}))
 	evs := readLedger(t, dir)
 	outcomes := checkOneTerminal(t, evs)
-	assert.Equal(t, map[ledger.Outcome]int{ledger.OutcomeCancelled: 4}, outcomes)
+	assert.Equal(t, map[ledger.Outcome]int{ledger.OutcomeUnresolved: 4}, outcomes)
 	dr := only(t, evs, ledger.EventDrain)
 	require.NotNil(t, dr.Passed)
 	assert.False(t, *dr.Passed)

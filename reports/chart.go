@@ -40,6 +40,11 @@ type Chart struct {
 	Marks  []float64
 	// MarkLabel names the marks in the legend ("silent drop").
 	MarkLabel string
+	// Marks2 are a second kind of mark (unexplained errors), drawn in another colour.
+	Marks2     []float64
+	Mark2Label string
+	// Note is a caption under the chart (a gauge that disagrees with /debug/requests).
+	Note string
 	// Runs says X is a run's number (1, 2, …, the trend page): the axis spans the runs
 	// with whole-number ticks and every point gets a dot.
 	Runs bool
@@ -92,6 +97,8 @@ var (
 	spanEdge     = color.NRGBA{230, 74, 25, 150}
 	recoverColor = color.RGBA{46, 125, 50, 255}
 	dropColor    = color.RGBA{198, 40, 40, 255}
+	// unexplainedColor marks the errors nothing explains.
+	unexplainedColor = color.RGBA{230, 120, 0, 255}
 )
 
 // RenderSVG draws c with gonum/plot into an SVG document (fonts not embedded, so it needs
@@ -265,6 +272,17 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 		sc.GlyphStyle.Radius = vg.Points(3.5)
 		p.Add(sc)
 		p.Legend.Add(fmt.Sprintf("%s (%d)", c.MarkLabel, len(c.Marks)), sc)
+	}
+	if len(c.Marks2) > 0 {
+		sc, err := plotter.NewScatter(xys(markPoints(c.Marks2, p.X.Max, ytop*0.07)))
+		if err != nil {
+			return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+		}
+		sc.GlyphStyle.Shape = draw.CrossGlyph{}
+		sc.GlyphStyle.Color = unexplainedColor
+		sc.GlyphStyle.Radius = vg.Points(3)
+		p.Add(sc)
+		p.Legend.Add(fmt.Sprintf("%s (%d)", c.Mark2Label, len(c.Marks2)), sc)
 	}
 
 	cv := vgsvg.NewWith(vgsvg.UseWH(w, h))

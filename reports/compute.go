@@ -43,7 +43,6 @@ type Builder struct {
 	self       *CheckResult
 	badIDs     map[ledger.Outcome][]string
 	dropStages map[string]int
-	unexpl     []UnexplainedError
 	notes      []string
 	forensics  []ForensicsBundle
 	gpu        *gpuStats
@@ -51,6 +50,7 @@ type Builder struct {
 	byWorkload map[string]*workloadStats
 	probes     map[string][]probeAnswer // probe name -> ok answers, in ledger order
 	pd         pdAcc                    // pd_path and truthful_health (pdpath.go, health.go)
+	explain    explainAcc               // causes of non-ok outcomes, target liveness
 }
 
 // workloadStats is one workload's share of the ledger (results.json's by_workload).
@@ -110,6 +110,9 @@ func NewBuilder(cfg Config) *Builder {
 	if r.MinRequests <= 0 {
 		r.MinRequests = DefaultRecoveryMinRequests
 	}
+	if cfg.CauseMargin <= 0 {
+		cfg.CauseMargin = DefaultCauseMargin
+	}
 	return &Builder{
 		cfg:        cfg,
 		scenario:   cfg.Scenario,
@@ -120,6 +123,7 @@ func NewBuilder(cfg Config) *Builder {
 		workloads:  map[string]int{},
 		faultIdx:   map[string]*faultState{},
 		badIDs:     map[ledger.Outcome][]string{},
+		explain:    explainAcc{maxListed: cfg.MaxDrops},
 		dropStages: map[string]int{},
 		gpu:        newGPUStats(),
 		byWorkload: map[string]*workloadStats{},
@@ -147,6 +151,7 @@ func (b *Builder) Add(e ledger.Event) {
 			b.end = e.Time
 		}
 	}
+	b.explain.add(e)
 	switch e.Type {
 	case ledger.EventRunStart:
 		b.start = e.Time
@@ -344,6 +349,7 @@ func (b *Builder) addDone(e ledger.Event) {
 		b.badIDs[o] = append(b.badIDs[o], e.RequestID)
 	}
 	b.latencySamples.add(e)
+	b.explain.done(e, o)
 	at := e.Time.Add(-time.Duration(e.E2E * float64(time.Second)))
 	if e.Scheduled != nil {
 		at = *e.Scheduled
@@ -351,7 +357,6 @@ func (b *Builder) addDone(e ledger.Event) {
 	b.samples = append(b.samples, sample{at: at, ok: o == ledger.OutcomeOK})
 	b.pd.done(e, o, at)
 	b.tl.done(e, o, at)
-	b.addUnexplained(e, o)
 	if o.SilentDrop() {
 		b.dropCount++
 		for _, st := range heldAt(e.ServerDebug) {
@@ -401,7 +406,6 @@ func (b *Builder) Results() *Results {
 		r.Requests += b.outcomes[o]
 	}
 	r.SilentDrops = b.dropCount
-	r.UnexplainedErrors = b.unexpl
 	if len(b.dropStages) > 0 {
 		r.DropStages = b.dropStages
 	}
@@ -423,6 +427,7 @@ func (b *Builder) Results() *Results {
 	r.Faults = b.faultResults()
 	r.ByWorkload = b.workloadResults()
 	r.PDPath, r.HealthLies = b.pd.result(b.pdOrigin(), b.pdMinShare()), b.pd.health.lies(b.pdOrigin())
+	b.explain.results(r, b.start, b.cfg.CauseMargin)
 
 	for _, a := range b.assertions() {
 		res := b.evaluate(a, r)
@@ -431,6 +436,9 @@ func (b *Builder) Results() *Results {
 			// Listed but never run: the leak_check section says so rather than vanish.
 			r.Leak = &CheckResult{State: StateNotEvaluated, Detail: res.Detail}
 		}
+	}
+	if alive, ok := livenessCheck(r, b.assertions()); ok {
+		r.Assertions = append(r.Assertions, alive)
 	}
 
 	// Invalid runs: the evidence cannot be trusted. Each reason is said once, here.
@@ -466,6 +474,8 @@ func (b *Builder) Results() *Results {
 		r.InvalidReasons = append(r.InvalidReasons, "no request reached a terminal outcome")
 	}
 	switch {
+	case b.judgedOnEvidence(r):
+		r.Verdict = VerdictFail
 	case len(r.InvalidReasons) > 0:
 		r.Verdict = VerdictInvalid
 	case r.Passed():
@@ -502,6 +512,9 @@ func (b *Builder) evaluate(a Assertion, r *Results) AssertionResult {
 func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 	if strings.HasPrefix(a.Op, "invalid: ") {
 		return StateNotEvaluated, strings.TrimPrefix(a.Op, "invalid: ")
+	}
+	if state, detail, ok := judgeExplained(a, r); ok {
+		return state, detail
 	}
 	switch {
 	case a.Name == AssertNoSilentDrops:

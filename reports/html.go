@@ -136,7 +136,8 @@ func Charts(tl *Timeline) []Chart {
 	const x = "seconds since load start"
 	base := func(id, title, ylabel string, ss []Series) Chart {
 		return Chart{ID: id, Title: title, XLabel: x, YLabel: ylabel, Series: ss, XMax: tl.Duration,
-			Spans: spans, VLines: vlines, Marks: marks, MarkLabel: "silent drop"}
+			Spans: spans, VLines: vlines, Marks: marks, MarkLabel: "silent drop",
+			Marks2: tl.Unexplained, Mark2Label: "unexplained error"}
 	}
 	out := []Chart{}
 	c := base("completed", "Requests completed per second, by outcome", "requests/s", tl.Completed)
@@ -156,7 +157,9 @@ func Charts(tl *Timeline) []Chart {
 	}
 	out = append(out, base("in_flight", "Requests in flight (scheduled, not yet done)", "requests", []Series{tl.InFlight}))
 	for _, g := range tl.Gauges {
-		out = append(out, base("gauge_"+sanitizeID(g.Metric), "Server gauge "+g.Metric+" by process", shortMetric(g.Metric), g.Series))
+		c := base("gauge_"+sanitizeID(g.Metric), "Server gauge "+g.Metric+" by process", shortMetric(g.Metric), g.Series)
+		c.Note = g.Note
+		out = append(out, c)
 	}
 	if tl.PDShare != nil { // pd_path (pdreport.go)
 		c := base("pd_share", "Share of ok requests through a prefill worker (pd_path), shaded where it fell", "percent", []Series{*tl.PDShare})

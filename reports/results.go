@@ -40,9 +40,25 @@ type Results struct {
 	// DropStages counts, over the silent drops, where each server process held them
 	// ("decode-0: prealloc"), from the /debug/requests answers in ServerDebug.
 	DropStages map[string]int `json:"drop_stages,omitempty"`
-	// UnexplainedErrors lists the requests whose error nothing explains (cause
+	// Unexplained lists the requests whose error nothing explains (cause
 	// "unexplained"), with their trace ids (up to Config.MaxDrops).
-	UnexplainedErrors []UnexplainedError `json:"unexplained_errors,omitempty"`
+	Unexplained []UnexplainedError `json:"unexplained,omitempty"`
+	// Causes counts the non-ok outcomes by what explains them ("fault:kill", "refused",
+	// "client", "unexplained"); UnexplainedErrors is how many explicit errors (see
+	// ErrorCounted) nothing explains: what explained_errors judges.
+	Causes            map[string]int `json:"causes,omitempty"`
+	UnexplainedErrors int            `json:"unexplained_errors"`
+	// Liveness lists every outage of the target or a launched process the harness's
+	// health probes saw, and the fault that explains it.
+	Liveness []LivenessResult `json:"liveness,omitempty"`
+	// NoFirstToken counts the requests that ended (not ok) without a first token: what
+	// a TTFT percentile, computed over the others, cannot show.
+	NoFirstToken int `json:"no_first_token,omitempty"`
+	// DropRoots counts the silent drops by the stage where each stopped progressing
+	// first ("decode-0: prealloc"), the other processes' stages only waiting on it;
+	// DropDiagnosis says the most common in one sentence.
+	DropRoots     map[string]int `json:"drop_roots,omitempty"`
+	DropDiagnosis string         `json:"drop_diagnosis,omitempty"`
 	// Unresolved counts requests scheduled with no terminal outcome in the ledger.
 	Unresolved int               `json:"unresolved"`
 	Assertions []AssertionResult `json:"assertions"`
@@ -133,6 +149,8 @@ type WorkloadResult struct {
 	TTFT        Percentiles            `json:"ttft"`
 	ITL         Percentiles            `json:"itl"`
 	E2E         Percentiles            `json:"e2e"`
+	// Causes counts the workload's non-ok outcomes by cause (see Results.Causes).
+	Causes map[string]int `json:"causes,omitempty"`
 }
 
 // SilentDrop is one request that ended stalled or deadline_exceeded.
@@ -202,6 +220,9 @@ type Config struct {
 	Recovery RecoveryConfig
 	// MaxDrops bounds the per-drop details kept (default 1000).
 	MaxDrops int
+	// CauseMargin is how long after a fault stops it may still explain a request that
+	// began then (default DefaultCauseMargin).
+	CauseMargin time.Duration
 }
 
 // RecoveryConfig: after a fault stops, the success rate (ok / all) of requests scheduled

@@ -46,6 +46,8 @@ type Timeline struct {
 	// prefill counters.
 	PDShare *Series `json:"pd_share,omitempty"`
 	PDBelow []Span  `json:"pd_below,omitempty"`
+	// Unexplained are the scheduled times of the errors nothing explains (seconds).
+	Unexplained []float64 `json:"unexplained,omitempty"`
 }
 
 // Series is one named line.
@@ -58,6 +60,8 @@ type Series struct {
 type GaugeGroup struct {
 	Metric string   `json:"metric"`
 	Series []Series `json:"series"`
+	// Note says where the gauge disagreed with /debug/requests (see gaugeNote).
+	Note string `json:"note,omitempty"`
 }
 
 // FaultSpan is one fault window. Stop is nil when the fault was never reverted during the
@@ -207,6 +211,7 @@ func (b *Builder) Timeline(r *Results) *Timeline {
 	if origin.IsZero() {
 		return tl
 	}
+	tl.Unexplained = b.explain.marks(origin)
 	o := origin.UnixNano()
 	sec := func(at int64) float64 { return float64(at-o) / 1e9 }
 	if !b.end.IsZero() {
@@ -289,6 +294,7 @@ func (b *Builder) Timeline(r *Results) *Timeline {
 		for _, src := range sortedKeys(t.gauges[metric]) {
 			g.Series = append(g.Series, sampled(src, t.gauges[metric][src]))
 		}
+		g.Note = gaugeNote(metric, t.gauges[metric], b.explain.diag.seen)
 		tl.Gauges = append(tl.Gauges, g)
 	}
 	for _, dev := range sortedInts(t.gpuUtil) {

@@ -1,9 +1,14 @@
 package reports
 
-import "pdsoak/ledger"
+import (
+	"time"
 
-// UnexplainedError is one request whose non-ok outcome nothing explains (done event
-// cause "unexplained"), with what finds it in the server's logs and traces.
+	"pdsoak/ledger"
+)
+
+// UnexplainedError is one request whose explicit error nothing explains (its cause is
+// "unexplained": what explained_errors counts), with what finds it in the server's logs
+// and traces.
 type UnexplainedError struct {
 	RequestID string         `json:"request_id"`
 	Workload  string         `json:"workload,omitempty"`
@@ -14,13 +19,6 @@ type UnexplainedError struct {
 	At float64 `json:"at"`
 	// TraceID is the W3C trace id the request carried in its traceparent header.
 	TraceID string `json:"trace_id,omitempty"`
-}
 
-// addUnexplained keeps the first MaxDrops unexplained errors of the ledger.
-func (b *Builder) addUnexplained(e ledger.Event, o ledger.Outcome) {
-	if o == ledger.OutcomeOK || e.Cause != ledger.CauseUnexplained || len(b.unexpl) >= b.cfg.MaxDrops {
-		return
-	}
-	b.unexpl = append(b.unexpl, UnexplainedError{RequestID: e.RequestID, Workload: e.Workload, Outcome: o,
-		Status: e.Status, Error: e.Error, At: e.Time.Sub(b.start).Seconds(), TraceID: e.TraceID})
+	end time.Time // when it ended (At is computed from it once the start is known)
 }

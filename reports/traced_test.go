@@ -42,16 +42,17 @@ func TestTraceIDsBesideDropsAndUnexplainedErrors(t *testing.T) {
 	res := Compute(tracedLedger(), Config{})
 	require.Len(t, res.Drops, 1)
 	assert.Equal(t, dropTrace, res.Drops[0].TraceID)
-	// The drop is unexplained too: it is listed among the silent drops and the errors.
-	require.Len(t, res.UnexplainedErrors, 2, "the fault-explained error is not listed")
+	// The drop is listed among the silent drops (no_silent_drops judges it), not among
+	// the explicit errors explained_errors counts; the fault-explained error is not listed.
+	require.Len(t, res.Unexplained, 1)
 	assert.Equal(t, UnexplainedError{RequestID: "err-1", Workload: "w", Outcome: ledger.OutcomeConnectionLost,
-		Error: "connection reset by peer", At: 2, TraceID: errTrace}, res.UnexplainedErrors[0])
-	assert.Equal(t, "drop-1", res.UnexplainedErrors[1].RequestID)
+		Error: "connection reset by peer", At: 2, TraceID: errTrace, end: at(2)}, res.Unexplained[0])
+	assert.Equal(t, 1, res.UnexplainedErrors)
 
 	b, err := json.Marshal(res)
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"trace_id":"`+dropTrace+`"`)
-	assert.Contains(t, string(b), `"unexplained_errors":[`)
+	assert.Contains(t, string(b), `"unexplained":[`)
 
 	var page bytes.Buffer
 	require.NoError(t, WriteHTML(&page, res, res.Timeline(), HTMLOptions{}))
@@ -66,11 +67,12 @@ func TestTraceIDsBesideDropsAndUnexplainedErrors(t *testing.T) {
 func TestNoUnexplainedSectionWithoutThem(t *testing.T) {
 	evs := tracedLedger()
 	res := Compute(append(evs[:6:6], evs[len(evs)-1]), Config{})
-	assert.Empty(t, res.UnexplainedErrors)
+	assert.Empty(t, res.Unexplained)
 	var page bytes.Buffer
 	require.NoError(t, WriteHTML(&page, res, res.Timeline(), HTMLOptions{}))
 	assert.NotContains(t, page.String(), `id="unexplained"`)
 	b, err := json.Marshal(res)
 	require.NoError(t, err)
-	assert.NotContains(t, string(b), "unexplained_errors", "results.json is unchanged for runs without them")
+	assert.NotContains(t, string(b), `"unexplained":`, "no list for runs without them")
+	assert.Contains(t, string(b), `"unexplained_errors":0`, "the count explained_errors judges is always there")
 }

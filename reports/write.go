@@ -213,7 +213,7 @@ func outcomeLine(r *Results) string {
 	for _, o := range ledger.Outcomes {
 		parts = append(parts, fmt.Sprintf("%s=%d", o, r.Outcomes[o]))
 	}
-	return strings.Join(parts, " ")
+	return strings.Join(parts, " ") + causeLine(r)
 }
 
 func verdictWord(v Verdict) string {
@@ -344,6 +344,7 @@ func WriteMarkdown(w io.Writer, r *Results) error {
 				otherOutcomes(w.Outcomes), w.TTFT.P50, w.TTFT.P99, w.ITL.P99, w.E2E.P50, w.E2E.P99)
 		}
 	}
+	b.WriteString(causesMarkdown(r))
 	if len(r.Faults) > 0 {
 		b.WriteString("\n## Faults\n\n| fault | type | target | start | stop | verified | time to recover |\n|---|---|---|---:|---:|---|---:|\n")
 		for _, f := range r.Faults {
@@ -352,7 +353,7 @@ func WriteMarkdown(w io.Writer, r *Results) error {
 		}
 	}
 	if r.SilentDrops > 0 {
-		b.WriteString("\n## Silent drops\n\n| request | workload | phase | age (s) | server said |\n|---|---|---|---:|---|\n")
+		b.WriteString("\n## Silent drops\n\n" + diagnosisLine(r) + "| request | workload | phase | age (s) | server said |\n|---|---|---|---:|---|\n")
 		for i, d := range r.Drops {
 			if i == 50 {
 				fmt.Fprintf(&b, "\n… %d more in results.json\n", r.SilentDrops-50)

@@ -197,7 +197,7 @@ func (sc *Scenario) assertionDefaults() {
 	if sc.Assertions != nil || sc.IsSet("assertions") {
 		return
 	}
-	sc.Assertions = []string{assertion.AssertNoSilentDrops, assertion.AssertValidResponses}
+	sc.Assertions = []string{assertion.AssertNoSilentDrops, assertion.AssertValidResponses, assertion.AssertExplainedErrors}
 	if sc.HasMetrics() {
 		sc.Assertions = append(sc.Assertions, assertion.AssertNoLeaks)
 	}

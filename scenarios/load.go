@@ -168,7 +168,7 @@ func Parse(file string, data []byte, opts ...Option) (*Scenario, error) {
 	}
 	sc, err := DecodeEnv(file, data, o.lookup)
 	if err != nil {
-		return nil, err
+		return nil, onePass(file, data, o, err)
 	}
 	for _, fn := range o.overrides {
 		fn(sc)

@@ -329,7 +329,7 @@ func TestDefaults(t *testing.T) {
 		{"workload duration", w.Duration, DefaultDuration},
 		{"total", sc.Deadlines.Total, DefaultTotal},
 		{"drain", sc.Drain.Timeout, DefaultTotal + DefaultDrainExtra},
-		{"assertions", strings.Join(sc.Assertions, ","), "no_silent_drops,valid_responses,no_leaks"},
+		{"assertions", strings.Join(sc.Assertions, ","), "no_silent_drops,valid_responses,explained_errors,no_leaks"},
 		{"no proxies", sc.Reference.Proxies, false},
 	}
 	for _, c := range checks {
@@ -358,16 +358,16 @@ func TestDefaultAssertions(t *testing.T) {
 		overrides func(*Scenario)
 		want      string
 	}{
-		{"embedded", minimal, nil, "no_silent_drops,valid_responses,no_leaks"},
-		{"embedded with a fault", minimal + fault, nil, "no_silent_drops,valid_responses,no_leaks,recovery"},
-		{"external without metrics", minimal + "target: {url: http://127.0.0.1:1}\n", nil, "no_silent_drops,valid_responses"},
+		{"embedded", minimal, nil, "no_silent_drops,valid_responses,explained_errors,no_leaks"},
+		{"embedded with a fault", minimal + fault, nil, "no_silent_drops,valid_responses,explained_errors,no_leaks,recovery"},
+		{"external without metrics", minimal + "target: {url: http://127.0.0.1:1}\n", nil, "no_silent_drops,valid_responses,explained_errors"},
 		{"external with metrics", minimal + "target: {url: http://127.0.0.1:1, metrics_url: http://127.0.0.1:2/metrics}\n", nil,
-			"no_silent_drops,valid_responses,no_leaks"},
+			"no_silent_drops,valid_responses,explained_errors,no_leaks"},
 		{"launched without metrics", minimal + fault + "target:\n  url: http://127.0.0.1:1\n  launch: [{name: s, role: colocated, command: [s]}]\n", nil,
-			"no_silent_drops,valid_responses,recovery"},
-		{"--target override", minimal, func(sc *Scenario) { sc.Target.URL = "http://127.0.0.1:1" }, "no_silent_drops,valid_responses"},
+			"no_silent_drops,valid_responses,explained_errors,recovery"},
+		{"--target override", minimal, func(sc *Scenario) { sc.Target.URL = "http://127.0.0.1:1" }, "no_silent_drops,valid_responses,explained_errors"},
 		{"repeat with no fault in the window", minimal + "duration: 10s\nfault_timeline: {cover: repeat}\nfaults:\n  - {type: x, target: client, at: 8s, for: 5s}\n", nil,
-			"no_silent_drops,valid_responses,no_leaks"},
+			"no_silent_drops,valid_responses,explained_errors,no_leaks"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -35,7 +35,7 @@ type Scenario struct {
 	Forensics Forensics `yaml:"forensics" json:"forensics"`
 	// Assertions are names (no_silent_drops, valid_responses, no_leaks, recovery) or
 	// threshold expressions such as "p99(ttft) < 2s" or "rate(rejected) < 0.1".
-	// Default: [no_silent_drops, valid_responses], plus no_leaks when metrics are known,
+	// Default: [no_silent_drops, valid_responses, explained_errors], plus no_leaks when metrics are known,
 	// plus recovery when faults are present.
 	Assertions []string `yaml:"assertions" json:"assertions"`
 	// Faults are injected on the timeline, relative to the start of load. After

@@ -33,6 +33,7 @@ type options struct {
 	faultTypes map[string]FaultType
 	overrides  []func(*Scenario)
 	lookup     LookupEnv
+	refCheck   ReferenceCheck
 }
 
 // WithEnv sets where ${VAR} references in the scenario are looked up (Load and Parse
@@ -135,6 +136,7 @@ func (v *validator) check(o options) {
 	v.checkTarget()
 	v.checkClient() // headers.go
 	v.checkReference()
+	v.checkReferenceArgs(o)
 	if len(sc.Workloads) == 0 {
 		v.add("workloads", "at least one workload is required")
 	}

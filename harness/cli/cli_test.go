@@ -143,7 +143,7 @@ func TestExitCodes(t *testing.T) {
 		notStderr string
 	}{
 		{name: "validate embedded smoke", args: []string{"validate", "smoke"}, code: 0, stdout: "smoke.yaml: ok"},
-		{name: "validate a good file", args: []string{"validate", good}, code: 0, stdout: "ok (scenario good, 1 workload, 0 faults, 3 assertions)"},
+		{name: "validate a good file", args: []string{"validate", good}, code: 0, stdout: "ok (scenario good, 1 workload, 0 faults, 4 assertions)"},
 		{name: "bad YAML key names file, line and field", args: []string{"validate", bad}, code: 2,
 			stderr: bad + `:4: workloads[0].agnets: unknown field (did you mean "agents"?)`},
 		{name: "bad value names file, line and field", args: []string{"validate", invalid}, code: 2,

@@ -96,12 +96,15 @@ func (a *app) load(cmd *cobra.Command, arg string, f *scenarioFlags) (*scenarios
 			flagErr = usageError("--metrics-url applies only to an external target (--target or target.url); the embedded server's metrics are scraped without it")
 		}
 	}
-	sc, err := scenarios.Load(arg, scenarios.WithFaultTypes(a.faultTypes), scenarios.WithOverrides(override))
+	sc, err := scenarios.Load(arg, scenarios.WithFaultTypes(a.faultTypes), scenarios.WithOverrides(override), scenarios.WithReferenceCheck(referenceCheck))
 	if flagErr != nil {
 		return nil, nil, flagErr
 	}
 	if err != nil {
 		return nil, nil, err
+	}
+	for _, w := range sc.DeadlineWarnings() {
+		notes = append(notes, "warning: "+w)
 	}
 	return sc, notes, nil
 }
@@ -210,7 +213,7 @@ func (a *app) runCommand() *cobra.Command {
 	var quiet bool
 	var hist historyFlags
 	var shard shardFlags
-	var simulate bool
+	var simulate, force bool
 	var tel telemetryFlags
 	cmd := &cobra.Command{
 		Use:   "run SCENARIO",
@@ -236,6 +239,9 @@ func (a *app) runCommand() *cobra.Command {
 					outDir += fmt.Sprintf("-shard%dof%d", sh.Index, sh.Count)
 				}
 			}
+			if err := prepareOut(outDir, force); err != nil {
+				return err
+			}
 			if sh.Count > 1 && sc.Embedded() {
 				notes = append(notes, fmt.Sprintf("shard %d/%d starts its own embedded reference server: the shards load %d separate targets; give them one with --target or target.url", sh.Index, sh.Count, sh.Count))
 			}
@@ -249,6 +255,7 @@ func (a *app) runCommand() *cobra.Command {
 	shard.register(cmd.Flags())
 	tel.register(cmd.Flags())
 	cmd.Flags().StringVar(&outDir, "out", "", "output directory (default out/<name>-<UTC time>)")
+	cmd.Flags().BoolVar(&force, "force", false, "empty --out first when it already holds a run (without it such a directory is refused)")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress and no table: print the verdict line only")
 	cmd.Flags().BoolVar(&simulate, "sim", false, "simulate: run the reference topology and the workloads in this process on a virtual clock (deterministic for a seed, far faster than real time); the same outputs, with \"mode\": \"sim\"; refused for an external target and with --shard")
 	return cmd
@@ -272,6 +279,8 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 	// makes the run invalid from it.
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	hurry, stopHurry := secondSignal(ctx)
+	defer stopHurry()
 
 	if !quiet {
 		against := judge.ReportConfig(sc).Target
@@ -311,7 +320,7 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 	if a.sim {
 		run = a.simRun
 	}
-	runErr := run(ctx, sc, RunOptions{OutDir: outDir, Logger: logger, OnEvent: onEvent, PDServerCommand: a.pdCommand(), Notes: notes, Shard: a.shard})
+	runErr := run(ctx, sc, RunOptions{OutDir: outDir, Logger: logger, OnEvent: onEvent, PDServerCommand: a.pdCommand(), Notes: notes, Shard: a.shard, Hurry: hurry})
 	stop()
 	if st != nil {
 		st.close()

@@ -23,6 +23,8 @@ type RunOptions struct {
 	Notes []string
 	// Shard makes the run one shard of a sharded run (zero: the whole scenario).
 	Shard harness.Shard
+	// Hurry ends on a second Ctrl-C (see harness.Options.Hurry).
+	Hurry context.Context
 }
 
 // RunFunc runs a validated scenario, writing OutDir/events.jsonl. Its error says the run
@@ -38,6 +40,7 @@ func harnessRun(ctx context.Context, sc *scenarios.Scenario, opts RunOptions) er
 		PDServerCommand: opts.PDServerCommand,
 		Notes:           opts.Notes,
 		Shard:           opts.Shard,
+		Hurry:           opts.Hurry,
 	})
 }
 

@@ -58,6 +58,10 @@ func (s *status) observe(e ledger.Event) {
 		s.note(e.Message)
 		return
 	}
+	if e.Type == ledger.EventTargetDown || e.Type == ledger.EventTargetUp {
+		s.note(s.liveness(e)) // the moment a target goes, not only in the report
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch e.Type {
@@ -141,4 +145,15 @@ func (s *status) print(format string, args ...any) {
 func (s *status) close() {
 	s.once.Do(func() { close(s.stop) })
 	<-s.stopped
+}
+
+// liveness says a target_down / target_up event in a console line.
+func (s *status) liveness(e ledger.Event) string {
+	s.mu.Lock()
+	at := s.now().Sub(s.start).Seconds()
+	s.mu.Unlock()
+	if e.Type == ledger.EventTargetDown {
+		return fmt.Sprintf("%s went down at %.1f s (no answer from %s)", e.Source, at, e.URL)
+	}
+	return fmt.Sprintf("%s is back at %.1f s", e.Source, at)
 }

@@ -93,6 +93,11 @@ func (a *Agents) conversation(ctx context.Context, rng *rand.Rand, system string
 		if !ok {
 			return sent, false
 		}
+		res, n, ok = a.reconnect(ctx, res, id, session, turn, conv, s)
+		sent += n
+		if !ok {
+			return sent, false
+		}
 		conv = Reply(conv, res, turn)
 		if !sleepCtx(ctx, a.Spec.ToolLatency.D()) {
 			return sent, false

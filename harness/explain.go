@@ -1,0 +1,134 @@
+package harness
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"pdsoak/harness/client"
+	"pdsoak/ledger"
+	"pdsoak/reports"
+)
+
+// faultLog follows the run's fault events as the ledger writes them, so each request
+// can be given its cause (reports.Cause) when it ends. Safe for concurrent use.
+type faultLog struct {
+	mu     sync.RWMutex
+	t      reports.FaultTracker
+	margin time.Duration
+}
+
+// add folds a ledger event (fault_start, fault_stop; others are ignored).
+func (f *faultLog) add(ev ledger.Event) {
+	if ev.Type != ledger.EventFaultStart && ev.Type != ledger.EventFaultStop {
+		return
+	}
+	f.mu.Lock()
+	f.t.Add(ev)
+	f.mu.Unlock()
+}
+
+// cause is the request's cause by the one rule, over the faults seen so far: a fault
+// that explains a request has started before it ended, and a margin after a stop
+// counts only for requests that began then.
+func (f *faultLog) cause(o ledger.Outcome, start, end time.Time) string {
+	if f == nil {
+		return reports.Cause(reports.CauseRequest{Outcome: o, Start: start, End: end}, nil, 0)
+	}
+	f.mu.RLock()
+	w := f.t.Windows()
+	f.mu.RUnlock()
+	return reports.Cause(reports.CauseRequest{Outcome: o, Start: start, End: end}, w, f.margin)
+}
+
+// atInterrupt classifies a request the harness cancelled because the run was
+// interrupted: one already past a deadline it was still waiting on was overdue, a
+// silent drop the interrupt must not hide (deadline_exceeded, with its phase and the
+// bound); the rest are unresolved_at_interrupt. Ages run from the send, as the
+// client's deadlines do.
+func atInterrupt(d client.Deadlines, stream bool, sent, headers, first, now time.Time) (o ledger.Outcome, phase ledger.Phase, bound string) {
+	phase = ledger.PhaseMidStream
+	switch {
+	case sent.IsZero():
+		return ledger.OutcomeUnresolved, ledger.PhaseConnect, ""
+	case headers.IsZero():
+		phase = ledger.PhaseBeforeHeaders
+	case first.IsZero():
+		phase = ledger.PhaseBeforeFirstToken
+	}
+	age := now.Sub(sent)
+	switch {
+	case d.Total > 0 && age > d.Total:
+		return ledger.OutcomeDeadlineExceeded, phase, "total"
+	case stream && first.IsZero() && d.FirstToken > 0 && age > d.FirstToken:
+		return ledger.OutcomeDeadlineExceeded, phase, "first_token"
+	}
+	return ledger.OutcomeUnresolved, phase, ""
+}
+
+// interruptCancelled reports whether res is a cancellation by the interrupt rather
+// than by a client-disconnect fault.
+func interruptCancelled(res *client.Result) bool {
+	return res.Outcome == ledger.OutcomeCancelled && !strings.Contains(res.Err, client.ErrClientCancel.Error())
+}
+
+// reclassifyAtInterrupt rewrites a request cancelled by the interrupt (see
+// atInterrupt); it reports whether it changed the outcome.
+func reclassifyAtInterrupt(r *client.Request, res *client.Result) bool {
+	if !interruptCancelled(res) {
+		return false
+	}
+	o, phase, bound := atInterrupt(r.Deadlines, r.Stream, res.Sent, res.Headers, res.FirstToken, res.End)
+	res.Outcome, res.Phase, res.Deadline = o, phase, bound
+	if o == ledger.OutcomeDeadlineExceeded {
+		res.Err = "harness: overdue (" + bound + " deadline passed) when the run was interrupted"
+	} else {
+		res.Err = "harness: still in flight, within its deadlines, when the run was interrupted"
+	}
+	return true
+}
+
+// liveReqs are the requests in flight, for the interrupt's look at what is overdue.
+type liveReqs struct {
+	m sync.Map // request id -> *liveReq
+}
+
+type liveReq struct {
+	d      client.Deadlines
+	stream bool
+	sent   atomic.Int64 // unix nanos; 0: not yet
+	first  atomic.Int64
+}
+
+func (l *liveReqs) start(r *client.Request) *liveReq {
+	lr := &liveReq{d: r.Deadlines, stream: r.Stream}
+	l.m.Store(r.ID, lr)
+	return lr
+}
+
+func (l *liveReqs) end(id string) { l.m.Delete(id) }
+
+// pastFirstToken counts the requests in flight at now that are past their
+// first-token deadline without a first token (or past their total deadline), and
+// the age of the oldest.
+func (l *liveReqs) pastFirstToken(now time.Time) (n int, oldest time.Duration) {
+	l.m.Range(func(_, v any) bool {
+		lr := v.(*liveReq)
+		sent := lr.sent.Load()
+		if sent == 0 {
+			return true
+		}
+		age := now.Sub(time.Unix(0, sent))
+		overdue := lr.d.Total > 0 && age > lr.d.Total
+		if lr.stream && lr.first.Load() == 0 && lr.d.FirstToken > 0 && age > lr.d.FirstToken {
+			overdue = true
+		}
+		if overdue {
+			n++
+			oldest = max(oldest, age)
+		}
+		return true
+	})
+	return n, oldest
+}

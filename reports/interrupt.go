@@ -1,0 +1,23 @@
+package reports
+
+import "strings"
+
+// judgedOnEvidence decides an interrupted run that already holds a silent drop: the
+// evidence is definitive, so the run is FAIL rather than INVALID, as long as every
+// reason to distrust it comes from the interrupt itself (the interrupt, and what it
+// left not evaluated). The reasons then become notes. It reports whether it did so.
+func (b *Builder) judgedOnEvidence(r *Results) bool {
+	if b.interrupt == "" || r.SilentDrops == 0 {
+		return false
+	}
+	for _, why := range r.InvalidReasons {
+		if !strings.HasPrefix(why, "interrupted before the run completed") && !strings.Contains(why, " not evaluated: ") {
+			return false
+		}
+	}
+	for _, why := range r.InvalidReasons {
+		r.Notes = append(r.Notes, "judged on its evidence although "+why)
+	}
+	r.InvalidReasons = nil
+	return true
+}
