@@ -40,7 +40,7 @@ func TestCompareGates(t *testing.T) {
 		regressed []string // substrings of the regressions, in order; none: no regression
 	}{
 		{name: "identical", base: synthetic(1000, 0, ledger.OutcomeRejected, 0.1, VerdictPass), new: synthetic(1000, 0, ledger.OutcomeRejected, 0.1, VerdictPass)},
-		{name: "5% slower is within the tolerance", base: synthetic(1000, 0, ledger.OutcomeRejected, 0.1, VerdictPass), new: synthetic(1000, 0, ledger.OutcomeRejected, 0.105, VerdictPass)},
+		{name: "2% slower is within the floor", base: synthetic(1000, 0, ledger.OutcomeRejected, 0.1, VerdictPass), new: synthetic(1000, 0, ledger.OutcomeRejected, 0.102, VerdictPass)},
 		{name: "twice as slow", base: synthetic(1000, 0, ledger.OutcomeRejected, 0.1, VerdictPass), new: synthetic(1000, 0, ledger.OutcomeRejected, 0.2, VerdictPass),
 			regressed: []string{"run p50(ttft)", "run p90(ttft)", "run p99(ttft)"}},
 		{name: "doubling below the absolute floor is not a regression", base: synthetic(1000, 0, ledger.OutcomeRejected, 0.001, VerdictPass), new: synthetic(1000, 0, ledger.OutcomeRejected, 0.002, VerdictPass)},

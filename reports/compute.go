@@ -48,6 +48,7 @@ type Builder struct {
 	tl         timelineAcc
 	byWorkload map[string]*workloadStats
 	probes     map[string][]probeAnswer // probe name -> ok answers, in ledger order
+	contention contentionAcc            // the machine's own contention (harness/contention)
 }
 
 // workloadStats is one workload's share of the ledger (results.json's by_workload).
@@ -60,17 +61,23 @@ type workloadStats struct {
 type latencySamples struct {
 	ttft, itl, e2e []float64
 	itlEnds        []int // itl[itlEnds[i-1]:itlEnds[i]] are request i's gaps (requests with any)
+	// ttftSess and e2eSess name each ttft and e2e sample's agent session ("" outside
+	// one), so that compare resamples an agent's turns together.
+	ttftSess, e2eSess []string
 }
 
 func (s *latencySamples) add(e ledger.Event) {
+	sess := sessionKey(e)
 	if e.TTFT > 0 {
 		s.ttft = append(s.ttft, e.TTFT)
+		s.ttftSess = append(s.ttftSess, sess)
 	}
 	if len(e.ITL) > 0 {
 		s.itl = append(s.itl, e.ITL...)
 		s.itlEnds = append(s.itlEnds, len(s.itl))
 	}
 	s.e2e = append(s.e2e, e.E2E)
+	s.e2eSess = append(s.e2eSess, sess)
 }
 
 // probeAnswer is one successful answer to a probe prompt.
@@ -211,6 +218,9 @@ func (b *Builder) Add(e ledger.Event) {
 			b.probes[e.Probe] = append(b.probes[e.Probe], probeAnswer{id: e.RequestID, text: e.Text})
 		}
 	case ledger.EventSample:
+		if e.Source == ledger.ContentionSource {
+			b.contention.add(e)
+		}
 		if e.Source == ledger.GPUSource || len(e.GPUs) > 0 {
 			b.gpu.sample(e)
 		}
@@ -375,6 +385,7 @@ func (b *Builder) Results() *Results {
 		Notes:      append([]string(nil), b.notes...),
 		Shard:      b.shard,
 		Forensics:  append([]ForensicsBundle(nil), b.forensics...),
+		Contention: b.contention.result(),
 	}
 	if b.shard.Merged() {
 		var notes []string
