@@ -276,3 +276,62 @@ func orNone(s string) string {
 	}
 	return fmt.Sprintf("%q", s)
 }
+
+// chartAnchor is the id of compare.html's chart that draws a row's figure ("" none).
+func chartAnchor(figure string) string {
+	switch {
+	case strings.HasSuffix(figure, "(ttft)"):
+		return "cmp_ttft"
+	case strings.HasSuffix(figure, "(itl)"):
+		return "cmp_itl"
+	case strings.HasSuffix(figure, "(e2e)"):
+		return "cmp_e2e"
+	case strings.HasPrefix(figure, "rate ") || figure == "throughput" || figure == "requests" || figure == "silent drops":
+		return "cmp_completed"
+	}
+	return ""
+}
+
+// regressionLink is one regression of compare.html's list with the chart it links to.
+type regressionLink struct{ Text, Anchor string }
+
+func regressionLinks(c *Comparison) []regressionLink {
+	anchors := map[string]string{}
+	for _, r := range c.Rows {
+		if r.Regression {
+			anchors[r.Group+" "+r.Figure+":"] = chartAnchor(r.Figure)
+		}
+	}
+	var out []regressionLink
+	for _, text := range c.Regressions {
+		l := regressionLink{Text: text}
+		for prefix, a := range anchors {
+			if strings.HasPrefix(text, prefix) {
+				l.Anchor = a
+			}
+		}
+		if strings.Contains(text, "silent drop") {
+			l.Anchor = "cmp_completed"
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// contentionLines are each run's contention, for compare.html.
+func (c *Comparison) contentionLines() []string {
+	var out []string
+	for i, r := range c.baseRuns {
+		if s := r.Results.Contention.Summary(); s != "" {
+			label := "BASE"
+			if len(c.baseRuns) > 1 {
+				label = fmt.Sprintf("BASE %d", i+1)
+			}
+			out = append(out, label+" contention: "+s)
+		}
+	}
+	if s := c.New.Contention.Summary(); s != "" {
+		out = append(out, "NEW contention: "+s)
+	}
+	return out
+}

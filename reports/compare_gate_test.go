@@ -238,3 +238,23 @@ func TestCompareRunsPooled(t *testing.T) {
 	_, err = CompareRuns(nil, nights[0], "d", CompareOptions{})
 	assert.Error(t, err)
 }
+
+// TestCompareHTMLLinksRegressions: each regression row, and each regression in the list,
+// links to the chart that draws its figure.
+func TestCompareHTMLLinksRegressions(t *testing.T) {
+	base, slow := synthetic(1000, 0, ledger.OutcomeRejected, 0.1, VerdictPass), synthetic(1000, 0, ledger.OutcomeRejected, 0.2, VerdictPass)
+	c := Compare(base, slow, "d", "d", CompareOptions{})
+	require.True(t, c.Regressed())
+	var page bytes.Buffer
+	require.NoError(t, WriteCompareHTML(&page, c, &Timeline{}, &Timeline{}))
+	html := page.String()
+	assert.Contains(t, html, `<td><a href="#cmp_ttft">p50(ttft)</a></td>`)
+	assert.Contains(t, html, `<li><a href="#cmp_ttft">run p50(ttft): 0.104 s → 0.208 s`)
+	assert.Contains(t, html, `id="cmp_ttft"`, "the anchor exists")
+	assert.Contains(t, html, `<td>rate ok</td>`, "rows that did not regress are not links")
+
+	page.Reset()
+	require.NoError(t, WriteCompareHTML(&page, Compare(base, contended(slow, 0.9), "d", "d", CompareOptions{}), nil, nil))
+	assert.Contains(t, page.String(), `<span class="warn">INCONCLUSIVE: NEW was contended`)
+	assert.Contains(t, page.String(), "Would-be regressions (not judged)")
+}

@@ -74,7 +74,7 @@ func TestCompareGoldenRunWithItself(t *testing.T) {
 	assert.NotContains(t, md.String(), "## Workload", "one workload: its rows would repeat the run's")
 	assert.Contains(t, md.String(), "| time to recover stall-kv | 0 s | 0 s | = |")
 	html := page.String()
-	assert.Equal(t, 2, strings.Count(html, "<svg"))
+	assert.Equal(t, 4, strings.Count(html, "<svg"), "completed, TTFT, ITL, e2e")
 	for _, bad := range []string{`src="http`, `href="http`, "@import", "<script"} {
 		assert.NotContains(t, html, bad)
 	}
@@ -103,7 +103,8 @@ func TestGoldenCompareCharts(t *testing.T) {
 	require.NoError(t, err)
 	golden(t, "compare_charts.golden.json", append(pointPairs.ReplaceAll(data, []byte("[$1, $2]")), '\n'))
 
-	require.Len(t, charts, 2)
+	require.Len(t, charts, 4, "completed, TTFT, ITL, e2e")
+	assert.Zero(t, charts[1].Gap, "lines, not dots: no gap breaks")
 	thr := charts[0]
 	require.Equal(t, "BASE all", thr.Series[0].Name)
 	total := 0.0
