@@ -198,11 +198,11 @@ func CompareRuns(bases []*Run, new *Run, digest string, opts CompareOptions) (*C
 // Identity is what a run was made against, from its results and scenario.json: runs
 // whose identities differ measure different things, and compare refuses them.
 type Identity struct {
-	Mode          string // "sim" or "real"
-	Backend       string // the reference server's backend, or "external", or "launched"
-	Profile       string // the reference server's simtime/paced profile
-	ServerVersion string // what the target said (target event)
-	Launch        string // the target.launch command lines
+	Mode          string `json:"mode,omitempty"`           // "sim" or "real"
+	Backend       string `json:"backend,omitempty"`        // the reference server's backend, or "external", or "launched"
+	Profile       string `json:"profile,omitempty"`        // the reference server's simtime/paced profile
+	ServerVersion string `json:"server_version,omitempty"` // what the target said (target event)
+	Launch        string `json:"launch,omitempty"`         // the target.launch command lines
 }
 
 // IdentityOf reads a run's identity from its results and resolved scenario.json.

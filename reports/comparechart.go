@@ -138,7 +138,9 @@ const pageStyle = `body{font-family:sans-serif;margin:1.5em;color:#222;max-width
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
 td:first-child,th:first-child{text-align:left}.reg{background:#fdd;font-weight:bold}.fail{color:#b00;font-weight:bold}
 .pass{color:#070}svg{max-width:100%;height:auto;display:block;margin:.5em 0}code{background:#f4f4f4}
-.charts svg{display:inline-block;width:49%;margin:0}.warn{color:#9a6700;font-weight:bold}.legend{color:#555}`
+.charts svg{display:inline-block;width:49%;margin:0}.warn{color:#9a6700;font-weight:bold}.legend{color:#555}
+.charts figure.trend{display:inline-block;width:49%;margin:0 0 .5em;vertical-align:top}.charts figure.trend svg{width:100%}
+figcaption{font-weight:bold;font-size:13px;margin:.3em 0 0 .5em}`
 
 var compareTmpl = template.Must(template.New("compare").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>compare {{.C.New.Scenario}}</title><style>` + pageStyle + `</style></head>
