@@ -17,12 +17,15 @@ type Floor struct {
 }
 
 // DefaultFloors are the per-metric floors, chosen by the gate calibration
-// (docs/COMPARE.md): with them same-server pairs raised no false alarm and a 10% slower
-// server was caught on TTFT and ITL.
+// (docs/COMPARE.md, make gate-calibration): each Rel is the smallest of the sweep
+// (0–10%) that gave no false alarm in 40 same-server pairs — within-run resampling
+// cannot see the run-to-run spread of a tail like ITL p99, so its floor is the widest —
+// and was then checked on 40 fresh pairs; each Abs is small enough that a 10% slower
+// H100-class server (ITL about 7 ms, open-loop TTFT about 25 ms) still clears it.
 var DefaultFloors = map[string]Floor{
-	"ttft": {Rel: 0.03, Abs: 0.005},
-	"itl":  {Rel: 0.03, Abs: 0.001},
-	"e2e":  {Rel: 0.03, Abs: 0.005},
+	"ttft": {Rel: 0.05, Abs: 0.002},
+	"itl":  {Rel: 0.08, Abs: 0.0005},
+	"e2e":  {Rel: 0.05, Abs: 0.005},
 }
 
 // EffectiveFloors are the floors (DefaultFloors when Floors is nil) with Tolerance and

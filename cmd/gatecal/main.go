@@ -22,6 +22,7 @@ func main() {
 	parallel := flag.Int("parallel", 0, "runs at once (default: CPUs; 1 with -real)")
 	save := flag.String("save", "", "also write the compared pairs as JSON to this file")
 	from := flag.String("from", "", "re-evaluate pairs saved with -save under the current floors instead of running")
+	seed := flag.Int64("seed", gatecal.DefaultSeed, "first pair's BASE seed (pair i runs seeds SEED+2i and SEED+2i+1): another seed gives fresh pairs")
 	flag.Parse()
 	if *from != "" {
 		rep, err := gatecal.Load(*from)
@@ -32,7 +33,7 @@ func main() {
 		finish(rep, "")
 		return
 	}
-	cfg := gatecal.Config{Pairs: *pairs, Dir: *dir, Parallel: *parallel,
+	cfg := gatecal.Config{Pairs: *pairs, Dir: *dir, Parallel: *parallel, Seed: *seed,
 		Progress: func(s string) { fmt.Fprintln(os.Stderr, s) }}
 	for _, f := range strings.Split(*slow, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)

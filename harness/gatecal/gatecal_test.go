@@ -68,7 +68,7 @@ func TestRateAndChoose(t *testing.T) {
 	rep := &Report{Floors: floors, Slowdowns: []float64{0.1}, Results: []Pair{
 		{Rows: []reports.Row{row("p50(ttft)", 0.02, 1, 1.02)}}, // a same-server pair with a 2% interval floor
 		{Rows: []reports.Row{row("p50(ttft)", -0.01, 1, 1.0)}},
-		{Slowdown: 0.1, Rows: []reports.Row{row("p50(ttft)", 0.06, 1, 1.1), row("p50(itl)", 0.07, 0.01, 0.0115)}},
+		{Slowdown: 0.1, Rows: []reports.Row{row("p50(ttft)", 0.06, 1, 1.1), row("p50(itl)", 0.09, 0.01, 0.0115)}},
 	}}
 	fa, n := rep.Rate(0, "ttft", "", withRel(floors, "ttft", 0.01))
 	assert.Equal(t, 0.5, fa)
