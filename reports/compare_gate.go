@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Floor is how much a latency percentile must grow before it can be a regression: the
@@ -57,7 +58,7 @@ func floorsText(fs map[string]Floor) string {
 	var parts []string
 	for _, k := range []string{"ttft", "itl", "e2e"} {
 		f := fs[k]
-		parts = append(parts, fmt.Sprintf("%s +%g%% and %s", strings.ToUpper(k), 100*f.Rel, fmtSeconds(f.Abs)))
+		parts = append(parts, fmt.Sprintf("%s +%g%% and %s", strings.ToUpper(k), 100*f.Rel, fmtAbs(f.Abs)))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -337,4 +338,9 @@ func (c *Comparison) contentionLines() []string {
 		out = append(out, "NEW contention: "+s)
 	}
 	return out
+}
+
+// fmtAbs is an absolute floor to the microsecond (fmtSeconds rounds to milliseconds).
+func fmtAbs(s float64) string {
+	return time.Duration(s * float64(time.Second)).Round(time.Microsecond).String()
 }
