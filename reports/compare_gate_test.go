@@ -258,3 +258,16 @@ func TestCompareHTMLLinksRegressions(t *testing.T) {
 	assert.Contains(t, page.String(), `<span class="warn">INCONCLUSIVE: NEW was contended`)
 	assert.Contains(t, page.String(), "Would-be regressions (not judged)")
 }
+
+func FuzzIdentityOf(f *testing.F) {
+	f.Add([]byte(`{"reference": {"backend": "simtime", "profile": "p"}}`))
+	f.Add([]byte(`{"target": {"launch": [{"name": "d", "launcher": "a b", "command": ["x"], "extra_args": "--y 1"}]}}`))
+	f.Add([]byte(`{"target": {"url": "http://h"}}`))
+	f.Add([]byte(`[1]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		id, err := IdentityOf(&Results{}, data)
+		if err == nil && id.Mode != "real" {
+			t.Fatalf("mode %q for a real run", id.Mode)
+		}
+	})
+}
