@@ -300,9 +300,9 @@ func (c *Comparison) latency(group string, bs, ns *Samples, bt, bi, be, nt, ni, 
 			if oks[i] {
 				ci := Interval{Lo: round(cis[i].Lo), Hi: round(cis[i].Hi)}
 				row.CI = &ci
-				if ci.Lo > floor.Rel && q.nv-q.bv >= floor.Abs {
+				if rel := floor.For(q.q); ci.Lo > rel && q.nv-q.bv >= floor.Abs {
 					row.Regression = true
-					row.Why = fmt.Sprintf("%g%% interval of the change [%+.1f%%, %+.1f%%] lies above +%g%% and it grew by ≥ %s", 100*o.Level, 100*ci.Lo, 100*ci.Hi, 100*floor.Rel, fmtAbs(floor.Abs))
+					row.Why = fmt.Sprintf("%g%% interval of the change [%+.1f%%, %+.1f%%] lies above +%g%% and it grew by ≥ %s", 100*o.Level, 100*ci.Lo, 100*ci.Hi, 100*rel, fmtAbs(floor.Abs))
 				}
 			}
 			c.add(row)
