@@ -145,6 +145,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	sem := make(chan struct{}, cfg.Parallel)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	done := 0
 	for i, j := range jobs {
 		wg.Go(func() {
 			sem <- struct{}{}
@@ -157,7 +158,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			runs[i], errs[i] = run, err
 			if cfg.Progress != nil && err == nil {
 				mu.Lock()
-				cfg.Progress(fmt.Sprintf("run %d/%d: seed %d, slowdown %g%%: %d requests", i+1, len(jobs), j.seed, 100*j.slowdown, run.Results.Requests))
+				done++
+				cfg.Progress(fmt.Sprintf("%d/%d runs done: seed %d, slowdown %g%%: %d requests", done, len(jobs), j.seed, 100*j.slowdown, run.Results.Requests))
 				mu.Unlock()
 			}
 		})
