@@ -255,7 +255,8 @@ func TestCompareHTMLLinksRegressions(t *testing.T) {
 
 	page.Reset()
 	require.NoError(t, WriteCompareHTML(&page, Compare(base, contended(slow, 0.9), "d", "d", CompareOptions{}), nil, nil))
-	assert.Contains(t, page.String(), `<span class="warn">INCONCLUSIVE: NEW was contended`)
+	assert.Contains(t, page.String(), `<span class="warn">INCONCLUSIVE (a run was contended)</span>`)
+	assert.Contains(t, page.String(), `Inconclusive: NEW was contended: CPU pressure`)
 	assert.Contains(t, page.String(), "Would-be regressions (not judged)")
 }
 

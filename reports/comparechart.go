@@ -145,7 +145,7 @@ figcaption{font-weight:bold;font-size:13px;margin:.3em 0 0 .5em}`
 var compareTmpl = template.Must(template.New("compare").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>compare {{.C.New.Scenario}}</title><style>` + pageStyle + `</style></head>
 <body>
-<h1>compare {{.C.New.Scenario}}: <span class="{{if .C.Regressed}}fail{{else if .C.Inconclusive}}warn{{else}}pass{{end}}">{{.C.VerdictText}}</span></h1>
+<h1>compare {{.C.New.Scenario}}: <span class="{{if .C.Regressed}}fail{{else if .C.Inconclusive}}warn{{else}}pass{{end}}">{{if .C.Inconclusive}}INCONCLUSIVE (a run was contended){{else}}{{.C.VerdictText}}{{end}}</span></h1>
 <p>BASE: {{.C.Base.Verdict}}, seed {{.C.Base.Seed}}, {{.C.Base.Requests}} requests, {{.C.Base.Target}} (digest {{.C.BaseDigest}}){{if .C.BaseReport}}, <a href="{{.C.BaseReport}}">report</a>{{end}}<br>
 NEW: {{.C.New.Verdict}}, seed {{.C.New.Seed}}, {{.C.New.Requests}} requests, {{.C.New.Target}} (digest {{.C.NewDigest}}){{if .C.NewReport}}, <a href="{{.C.NewReport}}">report</a>{{end}}</p>
 {{if and .C.Forced (ne .C.BaseDigest .C.NewDigest)}}<p class="fail">Forced: the scenarios differ; compared anyway with --force.</p>{{end}}
