@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"pdsoak/ledger"
 )
@@ -36,6 +37,9 @@ type ContentionBounds struct {
 	Steal float64
 	// TickLag bounds the p90 of the harness's own ticker lag (seconds).
 	TickLag float64
+	// SendLag bounds the p90 over the windows of each window's p99 send lag (seconds):
+	// requests sent late because the harness could not keep up.
+	SendLag float64
 }
 
 // Default contention bounds (see ContentionBounds).
@@ -43,6 +47,7 @@ const (
 	DefaultBoundCPUPressure = 0.40
 	DefaultBoundSteal       = 0.05
 	DefaultBoundTickLag     = 0.050
+	DefaultBoundSendLag     = 0.100
 )
 
 func (b *ContentionBounds) defaults() {
@@ -54,6 +59,9 @@ func (b *ContentionBounds) defaults() {
 	}
 	if b.TickLag <= 0 {
 		b.TickLag = DefaultBoundTickLag
+	}
+	if b.SendLag <= 0 {
+		b.SendLag = DefaultBoundSendLag
 	}
 }
 
@@ -83,6 +91,9 @@ func (c *ContentionResult) Exceeded(b ContentionBounds) []string {
 	if s, ok := c.Metrics[ledger.ContentionTickLag]; ok {
 		check(ledger.ContentionTickLag, "harness tick lag p90", s.P90, b.TickLag, false)
 	}
+	if s, ok := c.Metrics[SendLagMetric]; ok {
+		check(SendLagMetric, "harness send lag (p90 of the windows' p99)", s.P90, b.SendLag, false)
+	}
 	return out
 }
 
@@ -101,6 +112,7 @@ func (c *ContentionResult) Summary() string {
 		{ledger.ContentionRunQueue, "run queue per CPU", false},
 		{ledger.ContentionHarnessCPU, "harness CPU", false},
 		{ledger.ContentionTickLag, "tick lag", false},
+		{SendLagMetric, "send lag p99 per window", false},
 	} {
 		s, ok := c.Metrics[m.name]
 		if !ok {
@@ -109,7 +121,7 @@ func (c *ContentionResult) Summary() string {
 		switch {
 		case m.pct:
 			parts = append(parts, fmt.Sprintf("%s mean %.0f%%, max %.0f%%", m.label, 100*s.Mean, 100*s.Max))
-		case m.name == ledger.ContentionTickLag:
+		case m.name == ledger.ContentionTickLag || m.name == SendLagMetric:
 			parts = append(parts, fmt.Sprintf("%s p90 %s, max %s", m.label, fmtSeconds(s.P90), fmtSeconds(s.Max)))
 		default:
 			parts = append(parts, fmt.Sprintf("%s mean %s, max %s", m.label, strconv.FormatFloat(round2(s.Mean), 'f', -1, 64), strconv.FormatFloat(round2(s.Max), 'f', -1, 64)))
@@ -118,10 +130,21 @@ func (c *ContentionResult) Summary() string {
 	return fmt.Sprintf("%d windows: %s", c.Windows, strings.Join(parts, "; "))
 }
 
-// contentionAcc gathers contention samples.
+// SendLagMetric is ContentionResult's per-window p99 of the harness's send lag (sent
+// minus scheduled, from the sent events), over the contention samples' windows.
+const SendLagMetric = "send_lag_p99"
+
+// contentionAcc gathers contention samples, and the send lags to put in their windows.
 type contentionAcc struct {
 	windows int
 	vals    map[string][]float64
+	ends    []time.Time // each sample's time: the end of its window
+	lags    []timedLag
+}
+
+type timedLag struct {
+	at  time.Time
+	lag float64
 }
 
 func (a *contentionAcc) add(e ledger.Event) {
@@ -129,9 +152,44 @@ func (a *contentionAcc) add(e ledger.Event) {
 		a.vals = map[string][]float64{}
 	}
 	a.windows++
+	a.ends = append(a.ends, e.Time)
 	for k, v := range e.Metrics {
 		a.vals[k] = append(a.vals[k], v)
 	}
+}
+
+func (a *contentionAcc) sent(e ledger.Event) { a.lags = append(a.lags, timedLag{e.Time, e.Lag}) }
+
+// sendLagWindows is the p99 of the send lags in each window that has any (a window ends
+// at its sample; the first begins one window length before its end).
+func (a *contentionAcc) sendLagWindows() []float64 {
+	if len(a.ends) == 0 || len(a.lags) == 0 {
+		return nil
+	}
+	ends := append([]time.Time(nil), a.ends...)
+	sort.Slice(ends, func(i, j int) bool { return ends[i].Before(ends[j]) })
+	first := ends[0]
+	if len(ends) > 1 {
+		first = ends[0].Add(-ends[1].Sub(ends[0]))
+	}
+	buckets := make([][]float64, len(ends))
+	for _, l := range a.lags {
+		if l.at.Before(first) {
+			continue
+		}
+		i := sort.Search(len(ends), func(i int) bool { return !ends[i].Before(l.at) })
+		if i < len(ends) {
+			buckets[i] = append(buckets[i], l.lag)
+		}
+	}
+	var out []float64
+	for _, b := range buckets {
+		if len(b) > 0 {
+			sort.Float64s(b)
+			out = append(out, quantile(b, 0.99))
+		}
+	}
+	return out
 }
 
 func (a *contentionAcc) result() *ContentionResult {
@@ -139,7 +197,14 @@ func (a *contentionAcc) result() *ContentionResult {
 		return nil
 	}
 	r := &ContentionResult{Windows: a.windows, Metrics: map[string]ContentionStat{}}
-	for k, vs := range a.vals {
+	vals := a.vals
+	if w := a.sendLagWindows(); len(w) > 0 {
+		vals = map[string][]float64{SendLagMetric: w}
+		for k, v := range a.vals {
+			vals[k] = v
+		}
+	}
+	for k, vs := range vals {
 		s := append([]float64(nil), vs...)
 		sort.Float64s(s)
 		sum := 0.0

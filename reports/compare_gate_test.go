@@ -2,6 +2,7 @@ package reports
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -166,6 +167,11 @@ func TestContentionFromLedger(t *testing.T) {
 		w.Emit(ledger.Event{Time: t0.Add(time.Duration(i+1) * 2 * time.Second), Type: ledger.EventSample, Source: ledger.ContentionSource,
 			Metrics: map[string]float64{ledger.ContentionCPUPressure: p, ledger.ContentionTickLag: 0.001 * float64(i+1)}})
 	}
+	// Send lags, one in each window: the second window's harness was 300 ms late.
+	for i, lag := range []float64{0.001, 0.3, 0.002} {
+		at := t0.Add(time.Duration(2*i+1) * time.Second)
+		w.Emit(ledger.Event{Time: at, Type: ledger.EventSent, RequestID: fmt.Sprint("r", i), Scheduled: &at, Lag: lag})
+	}
 	w.Emit(ledger.Event{Time: t0.Add(10 * time.Second), Type: ledger.EventRunEnd})
 	require.NoError(t, w.Close())
 	run, err := ComputeRun(path, Config{})
@@ -175,7 +181,9 @@ func TestContentionFromLedger(t *testing.T) {
 	assert.Equal(t, 3, c.Windows)
 	assert.InDelta(t, 0.5, c.Metrics[ledger.ContentionCPUPressure].Mean, 1e-9)
 	assert.InDelta(t, 0.9, c.Metrics[ledger.ContentionCPUPressure].Max, 1e-9)
-	assert.Equal(t, []string{"CPU pressure (mean share of time a task waited for a CPU) 50% (bound 40%)"}, c.Exceeded(ContentionBounds{}))
+	assert.Equal(t, ContentionStat{Mean: 0.101, P90: 0.3, Max: 0.3}, c.Metrics[SendLagMetric], "each window's p99 send lag")
+	assert.Equal(t, []string{"CPU pressure (mean share of time a task waited for a CPU) 50% (bound 40%)",
+		"harness send lag (p90 of the windows' p99) 300ms (bound 100ms)"}, c.Exceeded(ContentionBounds{}))
 	assert.Contains(t, c.Summary(), "3 windows: CPU pressure mean 50%, max 90%")
 	var page bytes.Buffer
 	require.NoError(t, WriteHTML(&page, run.Results, run.Results.Timeline(), HTMLOptions{}))

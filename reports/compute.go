@@ -204,6 +204,7 @@ func (b *Builder) Add(e ledger.Event) {
 	case ledger.EventSent:
 		if e.Lag > 0 || e.Scheduled != nil {
 			b.lag = append(b.lag, e.Lag)
+			b.contention.sent(e)
 		}
 	case ledger.EventDone:
 		if b.shard.Merged() {

@@ -77,7 +77,7 @@ func parseFraction(s string) (float64, error) {
 func (a *app) compareCommand() *cobra.Command {
 	var tolerance, outDir, maxPressure string
 	var force, ignoreContention bool
-	var minLatency, maxTickLag time.Duration
+	var minLatency, maxTickLag, maxSendLag time.Duration
 	cmd := &cobra.Command{
 		Use:   "compare BASE [BASE...] NEW",
 		Short: "Compare a run with one or more runs of the same scenario (output directories); exit 1 on a regression",
@@ -101,9 +101,9 @@ Gates (noise-aware, calibrated: docs/COMPARE.md):
   recovery  a fault that recovered in BASE did not in NEW
 
 Contention: every real run records its machine's CPU pressure, steal and the harness's
-own lag. When a run's contention exceeds a bound (--max-cpu-pressure, --max-tick-lag)
-the answer is INCONCLUSIVE (exit 3), naming the run and by how much: a busy runner is
-not a regression. --ignore-contention judges anyway.
+own lag. When a run's contention exceeds a bound (--max-cpu-pressure, --max-tick-lag,
+--max-send-lag) the answer is INCONCLUSIVE (exit 3), naming the run and by how much: a
+busy runner is not a regression. --ignore-contention judges anyway.
 
 Refusals: runs of different scenarios (digests), a simulated and a real run, or runs
 against different backends, profiles, server versions or target.launch commands are not
@@ -135,7 +135,7 @@ Exit codes: 0 no regression, 1 regression, 2 not comparable or bad usage, 3 inco
 			if err != nil || p > 1 {
 				return usageError("--max-cpu-pressure: want a share such as 40%%, got %q", maxPressure)
 			}
-			opts.Contention = reports.ContentionBounds{CPUPressure: p, TickLag: maxTickLag.Seconds()}
+			opts.Contention = reports.ContentionBounds{CPUPressure: p, TickLag: maxTickLag.Seconds(), SendLag: maxSendLag.Seconds()}
 			var runs []loadedRun
 			for _, dir := range args {
 				r, err := loadRun(dir)
@@ -250,6 +250,7 @@ Exit codes: 0 no regression, 1 regression, 2 not comparable or bad usage, 3 inco
 	cmd.Flags().BoolVar(&force, "force", false, "compare runs of different scenarios or provenance anyway (says so in the outputs)")
 	cmd.Flags().StringVar(&maxPressure, "max-cpu-pressure", fmt.Sprintf("%g%%", 100*reports.DefaultBoundCPUPressure), "a run whose mean CPU pressure (share of time a task waited for a CPU) exceeds this is too contended to judge")
 	cmd.Flags().DurationVar(&maxTickLag, "max-tick-lag", time.Duration(reports.DefaultBoundTickLag*float64(time.Second)), "a run whose harness tick lag p90 exceeds this is too contended to judge")
+	cmd.Flags().DurationVar(&maxSendLag, "max-send-lag", time.Duration(reports.DefaultBoundSendLag*float64(time.Second)), "a run whose send lag (p90 over its windows of each window's p99) exceeds this is too contended to judge")
 	cmd.Flags().BoolVar(&ignoreContention, "ignore-contention", false, "judge even when a run was contended (says so)")
 	return cmd
 }
