@@ -116,3 +116,14 @@ image:
 	@command -v $(DOCKER) >/dev/null 2>&1 || { echo "make image: $(DOCKER) is not installed (or not on PATH); install a docker engine, or set DOCKER=podman, to build $(IMAGE)" >&2; exit 1; }
 	@$(DOCKER) info >/dev/null 2>&1 || { echo "make image: the $(DOCKER) engine is not reachable ($(DOCKER) info failed); start it to build $(IMAGE)" >&2; exit 1; }
 	$(DOCKER) build -t $(IMAGE) .
+
+# compare's gate, calibrated (docs/COMPARE.md): GATE_PAIRS same-server pairs and as many
+# 10% and 25% slower pairs of the gate-calibration scenario, simulated (virtual clock,
+# deterministic per seed; about 10 minutes on 2 busy cores); prints the false-alarm and
+# detection rates per metric and exits 1 when the goals are not met. GATE_FLAGS='-real
+# bin/pdserver' runs them on the real reference server instead (a quiet machine; hours).
+GATE_PAIRS ?= 40
+GATE_FLAGS ?=
+.PHONY: gate-calibration
+gate-calibration:
+	$(GO) run ./cmd/gatecal -pairs $(GATE_PAIRS) $(GATE_FLAGS)

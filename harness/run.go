@@ -15,6 +15,7 @@ import (
 
 	"pdsoak/chaos"
 	"pdsoak/harness/client"
+	"pdsoak/harness/contention"
 	"pdsoak/harness/gpu"
 	"pdsoak/harness/judge"
 	"pdsoak/harness/target"
@@ -433,6 +434,8 @@ func (r *runner) startSamplers(ctx context.Context) (stop func()) {
 	auxCtx, stopAux := context.WithCancel(ctx)
 	var aux sync.WaitGroup
 	aux.Go(func() { sampler(auxCtx, r.scr, r.tgt.MetricsSources(), r.led, r.log, r.opts.SampleInterval) })
+	// The machine's own contention, so compare can tell a busy runner from a slow server.
+	aux.Go(func() { contention.New(r.led.Emit, contention.WithInterval(r.opts.SampleInterval)).Run(auxCtx) })
 	if r.gpu.Available() {
 		inflight := func() int { return int(r.exec.inflight.Load()) }
 		aux.Go(func() { gpuSampler(auxCtx, r.gpu, r.led, r.log, inflight, r.opts.SampleInterval) })

@@ -46,6 +46,9 @@ type Config struct {
 	SimKVBytesPerTokenPerLayer int
 	// Jitter is the relative amplitude of simtime's seeded step-time jitter, in [0, 1).
 	Jitter float64
+	// Slowdown makes every simtime step this much slower (0.1: 10%), on top of the
+	// profile: a server with a known regression, for calibrating compare's gate.
+	Slowdown float64
 }
 
 // Default sizes: small enough that tinyref decodes 30 sequences at tens of steps per
@@ -138,6 +141,9 @@ func (c Config) Validate() error {
 		}
 		if c.Jitter < 0 || c.Jitter >= 1 || math.IsNaN(c.Jitter) {
 			bad("Jitter must be in [0, 1) (got %v)", c.Jitter)
+		}
+		if c.Slowdown < 0 || c.Slowdown > 10 || math.IsNaN(c.Slowdown) {
+			bad("Slowdown must be in [0, 10] (got %v)", c.Slowdown)
 		}
 	}
 	if c.Backend == BackendSimTime {

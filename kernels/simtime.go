@@ -131,11 +131,12 @@ type stepClock struct {
 	profile Profile
 	seed    uint64
 	jitter  float64
+	slow    float64 // Config.Slowdown
 	steps   uint64
 }
 
 func newStepClock(cfg Config, p Profile) *stepClock {
-	return &stepClock{profile: p, seed: cfg.Seed, jitter: cfg.Jitter}
+	return &stepClock{profile: p, seed: cfg.Seed, jitter: cfg.Jitter, slow: cfg.Slowdown}
 }
 
 func (c *stepClock) StepTime(prefillTokens, decodeTokens int) time.Duration {
@@ -146,7 +147,7 @@ func (c *stepClock) StepTime(prefillTokens, decodeTokens int) time.Duration {
 	n := c.steps
 	c.steps++
 	u := unitFloat(hash3(c.seed, n, 0x6a6974746572))*2 - 1 // "jitter"
-	return time.Duration(float64(base) * (1 + c.jitter*u))
+	return time.Duration(float64(base) * (1 + c.jitter*u) * (1 + c.slow))
 }
 
 // SimTime is the timing-model backend. It moves real (small) KV bytes so that transfer,

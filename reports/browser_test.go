@@ -40,7 +40,7 @@ func TestBrowserDOM(t *testing.T) {
 	})
 	t.Run("compare.html", func(t *testing.T) {
 		dom := readDOM(t, "BROWSER_COMPARE_DOM")
-		for _, id := range []string{"cmp_completed", "cmp_ttft"} {
+		for _, id := range []string{"cmp_completed", "cmp_ttft", "cmp_itl", "cmp_e2e"} {
 			svg := chartSVG(t, dom, id)
 			assert.True(t, drawsData(svg), "chart %s is empty in the browser's DOM", id)
 			assert.NotContains(t, svg, ">no data<", "chart %s", id)

@@ -39,31 +39,30 @@ const (
 
 // CompareOptions say how strict compare is; zero fields take the defaults.
 type CompareOptions struct {
-	// Tolerance is the relative latency increase allowed: a latency figure regresses
-	// only when its whole bootstrap interval lies above it.
+	// Tolerance, when set, replaces every floor's Rel (the relative latency increase
+	// allowed: a latency figure regresses only when its whole bootstrap interval lies
+	// above it). Zero: the per-metric Floors.
 	Tolerance     float64
 	Alpha         float64
 	MinRateChange float64
 	MinTail       int
-	// MinLatencyChange is in seconds.
+	// MinLatencyChange (seconds), when set, replaces every floor's Abs. Zero: Floors.
 	MinLatencyChange float64
 	Resamples        int
 	Level            float64
 	Seed             uint64
+	// Floors are the per-metric floors ("ttft", "itl", "e2e"); nil: DefaultFloors.
+	Floors map[string]Floor
+	// Contention bounds a run's contention; above it the answer is inconclusive.
+	Contention ContentionBounds
 }
 
 func (o *CompareOptions) defaults() {
-	if o.Tolerance <= 0 {
-		o.Tolerance = DefaultTolerance
-	}
 	if o.Alpha <= 0 {
 		o.Alpha = DefaultAlpha
 	}
 	if o.MinRateChange <= 0 {
 		o.MinRateChange = DefaultMinRateChange
-	}
-	if o.MinLatencyChange <= 0 {
-		o.MinLatencyChange = DefaultMinLatencyChange
 	}
 	if o.MinTail <= 0 {
 		o.MinTail = DefaultMinTail
@@ -77,6 +76,8 @@ func (o *CompareOptions) defaults() {
 	if o.Seed == 0 {
 		o.Seed = bootstrapSeed
 	}
+	o.Floors = o.EffectiveFloors()
+	o.Contention.defaults()
 }
 
 // Stat is the row's test result as shown: the interval of the change, the p-value, or
@@ -105,6 +106,9 @@ type Row struct {
 	P          *float64  `json:"p,omitempty"`
 	Regression bool      `json:"regression"`
 	Why        string    `json:"why,omitempty"`
+	// Spread is the lowest and highest value of the figure among several BASE runs
+	// (a pooled baseline); nil for one.
+	Spread *Interval `json:"base_spread,omitempty"`
 }
 
 // Change is New - Base, relative to Base when Base is not 0.
@@ -137,19 +141,39 @@ type Comparison struct {
 	Options               CompareOptions
 	Rows                  []Row
 	Regressions           []string
+	// Bases is how many BASE runs were pooled (0 or 1: one).
+	Bases int
+	// Differences say how the runs' provenance differs (sim vs real, backend, profile,
+	// server version, target.launch): set by the caller, which refuses such a pair
+	// unless forced.
+	Differences []string
+	// Contended names each run whose contention exceeded a bound and by how much: the
+	// answer is then inconclusive, never a regression.
+	Contended []string
+	baseRuns  []*Run
 }
 
 // Comparable says whether the two runs ran the same scenario.
 func (c *Comparison) Comparable() bool { return c.BaseDigest == c.NewDigest }
 
-// Regressed reports whether any row or rule flagged a regression.
-func (c *Comparison) Regressed() bool { return len(c.Regressions) > 0 }
+// Regressed reports whether any row or rule flagged a regression and the runs were
+// quiet enough to say so (not Inconclusive).
+func (c *Comparison) Regressed() bool { return len(c.Regressions) > 0 && !c.Inconclusive() }
+
+// Inconclusive reports whether a run was too contended to judge the server by.
+func (c *Comparison) Inconclusive() bool { return len(c.Contended) > 0 }
 
 // Compare compares two runs. The digests are ScenarioDigest's of each run's scenario.
 func Compare(base, new *Run, baseDigest, newDigest string, opts CompareOptions) *Comparison {
 	opts.defaults()
-	c := &Comparison{Base: base.Results, New: new.Results, BaseDigest: baseDigest, NewDigest: newDigest, Options: opts}
+	c := &Comparison{Base: base.Results, New: new.Results, BaseDigest: baseDigest, NewDigest: newDigest, Options: opts, baseRuns: []*Run{base}}
+	c.compare(base, new)
+	return c
+}
+
+func (c *Comparison) compare(base, new *Run) {
 	b, n := base.Results, new.Results
+	c.contended()
 
 	if b.SilentDrops == 0 && n.SilentDrops > 0 {
 		c.Regressions = append(c.Regressions, fmt.Sprintf("NEW has %s where BASE had none", plural(n.SilentDrops, "silent drop")))
@@ -178,7 +202,6 @@ func Compare(base, new *Run, baseDigest, newDigest string, opts CompareOptions) 
 		c.rates(g, bw.Outcomes, bw.Requests, nw.Outcomes, nw.Requests)
 		c.latency(g, workloadSamples(base.Samples, name), workloadSamples(new.Samples, name), bw.TTFT, bw.ITL, bw.E2E, nw.TTFT, nw.ITL, nw.E2E)
 	}
-	return c
 }
 
 func (c *Comparison) add(r Row) {
@@ -254,14 +277,11 @@ func (c *Comparison) latency(group string, bs, ns *Samples, bt, bi, be, nt, ni, 
 		ns = &Samples{}
 	}
 	o := c.Options
-	for _, m := range []struct {
-		name   string
-		bx, nx []float64
-		bp, np Percentiles
-		// be, ne group the samples by request (ITL: a request's gaps are correlated, so
-		// they are resampled together); nil: per sample.
-		be, ne []int
-	}{{"ttft", bs.TTFT, ns.TTFT, bt, nt, nil, nil}, {"itl", bs.ITL, ns.ITL, bi, ni, bs.ITLEnds, ns.ITLEnds}, {"e2e", bs.E2E, ns.E2E, be, ne, nil, nil}} {
+	for _, m := range []latencyMetric{
+		ttftOrE2E("ttft", bs.TTFT, bs.TTFTSessions, ns.TTFT, ns.TTFTSessions, bt, nt),
+		{"itl", bs.ITL, ns.ITL, bi, ni, bs.ITLEnds, ns.ITLEnds},
+		ttftOrE2E("e2e", bs.E2E, bs.E2ESessions, ns.E2E, ns.E2ESessions, be, ne)} {
+		floor := o.Floors[m.name]
 		qs := []struct {
 			name   string
 			q      float64
@@ -269,7 +289,7 @@ func (c *Comparison) latency(group string, bs, ns *Samples, bt, bi, be, nt, ni, 
 		}{{"p50", 0.5, m.bp.P50, m.np.P50}, {"p90", 0.9, m.bp.P90, m.np.P90}, {"p99", 0.99, m.bp.P99, m.np.P99}}
 		cis, oks := BootstrapRelDiffsGrouped(m.bx, m.be, m.nx, m.ne, []float64{0.5, 0.9, 0.99}, o.Resamples, o.Level, o.Seed)
 		for i, q := range qs {
-			row := Row{Group: group, Figure: q.name + "(" + m.name + ")", Base: q.bv, New: q.nv, Unit: "s"}
+			row := Row{Group: group, Figure: q.name + "(" + m.name + ")", Base: q.bv, New: q.nv, Unit: "s", Spread: c.baseSpread(group, m.name, q.q)}
 			if tail := float64(min(len(m.bx), len(m.nx))) * (1 - q.q); tail < float64(o.MinTail) {
 				if len(m.bx) > 0 && len(m.nx) > 0 {
 					row.Why = fmt.Sprintf("not gated: fewer than %d samples beyond %s", o.MinTail, q.name)
@@ -280,9 +300,9 @@ func (c *Comparison) latency(group string, bs, ns *Samples, bt, bi, be, nt, ni, 
 			if oks[i] {
 				ci := Interval{Lo: round(cis[i].Lo), Hi: round(cis[i].Hi)}
 				row.CI = &ci
-				if ci.Lo > o.Tolerance && q.nv-q.bv >= o.MinLatencyChange {
+				if rel := floor.For(q.q); ci.Lo > rel && q.nv-q.bv >= floor.Abs {
 					row.Regression = true
-					row.Why = fmt.Sprintf("%g%% interval of the change [%+.1f%%, %+.1f%%] lies above +%g%%", 100*o.Level, 100*ci.Lo, 100*ci.Hi, 100*o.Tolerance)
+					row.Why = fmt.Sprintf("%g%% interval of the change [%+.1f%%, %+.1f%%] lies above +%g%% and it grew by ≥ %s", 100*o.Level, 100*ci.Lo, 100*ci.Hi, 100*rel, fmtAbs(floor.Abs))
 				}
 			}
 			c.add(row)
@@ -356,6 +376,12 @@ func ScenarioDigest(scenarioJSON []byte) (string, error) {
 // VerdictText is the comparison's one line.
 func (c *Comparison) VerdictText() string {
 	switch {
+	case c.Inconclusive():
+		s := "INCONCLUSIVE: " + strings.Join(c.Contended, "; ")
+		if len(c.Regressions) > 0 {
+			s += fmt.Sprintf(" (%s not judged)", plural(len(c.Regressions), "would-be regression"))
+		}
+		return s
 	case c.Regressed():
 		return fmt.Sprintf("REGRESSION: %s", plural(len(c.Regressions), "regression"))
 	}
@@ -368,13 +394,18 @@ func WriteCompareMarkdown(w io.Writer, c *Comparison) error {
 	fmt.Fprintf(&b, "# compare %s: %s\n\n", c.New.Scenario, c.VerdictText())
 	fmt.Fprintf(&b, "- BASE: %s, seed %d, %s, %s, started %s (digest %s)\n", c.Base.Verdict, c.Base.Seed, plural(c.Base.Requests, "request"), c.Base.Target, c.Base.Start.UTC().Format("2006-01-02 15:04:05Z"), c.BaseDigest)
 	fmt.Fprintf(&b, "- NEW: %s, seed %d, %s, %s, started %s (digest %s)\n", c.New.Verdict, c.New.Seed, plural(c.New.Requests, "request"), c.New.Target, c.New.Start.UTC().Format("2006-01-02 15:04:05Z"), c.NewDigest)
-	fmt.Fprintf(&b, "- gates: latency regresses when the %g%% bootstrap interval (%d resamples of the requests; ITL resamples each request's gaps together) of its relative change lies above +%g%% and it grew by at least %s; an outcome rate when a two-proportion z-test gives p < %g and it moved by ≥ %g; any silent drop in NEW where BASE had none; a percentile with fewer than %d samples beyond it (on either side) is shown, not gated\n",
-		100*c.Options.Level, c.Options.Resamples, 100*c.Options.Tolerance, fmtSeconds(c.Options.MinLatencyChange), c.Options.Alpha, c.Options.MinRateChange, c.Options.MinTail)
-	if c.Forced {
+	fmt.Fprintf(&b, "- gates: latency regresses when the %g%% bootstrap interval (%d resamples; an agent's turns are resampled together, open-loop requests one by one, ITL by whole requests) of its relative change lies above its floor and it grew by at least its absolute floor (%s); an outcome rate when a two-proportion z-test gives p < %g and it moved by ≥ %g; any silent drop in NEW where BASE had none; a percentile with fewer than %d samples beyond it (on either side) is shown, not gated\n",
+		100*c.Options.Level, c.Options.Resamples, floorsText(c.Options.Floors), c.Options.Alpha, c.Options.MinRateChange, c.Options.MinTail)
+	c.writeGateNotes(&b)
+	if c.Forced && c.BaseDigest != c.NewDigest {
 		b.WriteString("\n**Forced:** the scenarios differ (digests " + c.BaseDigest + " and " + c.NewDigest + "); compared anyway with --force.\n")
 	}
-	if c.Regressed() {
-		b.WriteString("\n## Regressions\n\n")
+	if len(c.Regressions) > 0 {
+		if c.Inconclusive() {
+			b.WriteString("\n## Would-be regressions (not judged: a run was contended)\n\n")
+		} else {
+			b.WriteString("\n## Regressions\n\n")
+		}
 		for _, r := range c.Regressions {
 			fmt.Fprintf(&b, "- %s\n", mdEscape(r))
 		}
@@ -394,7 +425,7 @@ func WriteCompareMarkdown(w io.Writer, c *Comparison) error {
 		if r.Regression {
 			flag = "**REGRESSION**"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", mdEscape(r.Figure), fmtFig(r.Base, r.Unit), fmtFig(r.New, r.Unit), r.Change(), stat, flag)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", mdEscape(r.Figure), baseCell(r), fmtFig(r.New, r.Unit), r.Change(), stat, flag)
 	}
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return fmt.Errorf("reports: write compare: %w", err)

@@ -60,7 +60,9 @@ func CompareCharts(base, new *Timeline) []Chart {
 	overlay := func(id, title, ylabel string, pick func(*Timeline) []Series) Chart {
 		c := Chart{ID: id, Title: title, XLabel: "seconds since load start", YLabel: ylabel,
 			XMax: math.Max(base.Duration, new.Duration), Spans: spans, VLines: vlines, Marks: marks,
-			MarkLabel: "silent drop (either run)", Colors: colors, Gap: 1.5 * math.Max(base.Window, new.Window)}
+			MarkLabel: "silent drop (either run)", Colors: colors}
+		// No gap breaks: closed-loop agents leave windows without a completion, and
+		// broken lines would read as scattered dots; the fault bands say where load stopped.
 		for _, run := range []struct {
 			name   string
 			tl     *Timeline
@@ -78,6 +80,12 @@ func CompareCharts(base, new *Timeline) []Chart {
 		overlay("cmp_completed", "Requests completed per second", "requests/s", completedTotals),
 		overlay("cmp_ttft", "Time to first token, p50 and p99 (by scheduled time)", "seconds", func(tl *Timeline) []Series {
 			return pickSeries(tl.TTFT, "p50", "p99")
+		}),
+		overlay("cmp_itl", "Inter-token latency, p50 and p99 (by scheduled time)", "seconds", func(tl *Timeline) []Series {
+			return pickSeries(tl.ITL, "p50", "p99")
+		}),
+		overlay("cmp_e2e", "End-to-end latency, p50 and p99 (by scheduled time)", "seconds", func(tl *Timeline) []Series {
+			return pickSeries(tl.E2E, "p50", "p99")
 		}),
 	}
 }
@@ -130,22 +138,27 @@ const pageStyle = `body{font-family:sans-serif;margin:1.5em;color:#222;max-width
 table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
 td:first-child,th:first-child{text-align:left}.reg{background:#fdd;font-weight:bold}.fail{color:#b00;font-weight:bold}
 .pass{color:#070}svg{max-width:100%;height:auto;display:block;margin:.5em 0}code{background:#f4f4f4}
-.charts svg{display:inline-block;width:49%;margin:0}`
+.charts svg{display:inline-block;width:49%;margin:0}.warn{color:#9a6700;font-weight:bold}.legend{color:#555}
+.charts figure.trend{display:inline-block;width:49%;margin:0 0 .5em;vertical-align:top}.charts figure.trend svg{width:100%}
+figcaption{font-weight:bold;font-size:13px;margin:.3em 0 0 .5em}`
 
 var compareTmpl = template.Must(template.New("compare").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>compare {{.C.New.Scenario}}</title><style>` + pageStyle + `</style></head>
 <body>
-<h1>compare {{.C.New.Scenario}}: <span class="{{if .C.Regressed}}fail{{else}}pass{{end}}">{{.C.VerdictText}}</span></h1>
+<h1>compare {{.C.New.Scenario}}: <span class="{{if .C.Regressed}}fail{{else if .C.Inconclusive}}warn{{else}}pass{{end}}">{{if .C.Inconclusive}}INCONCLUSIVE (a run was contended){{else}}{{.C.VerdictText}}{{end}}</span></h1>
 <p>BASE: {{.C.Base.Verdict}}, seed {{.C.Base.Seed}}, {{.C.Base.Requests}} requests, {{.C.Base.Target}} (digest {{.C.BaseDigest}}){{if .C.BaseReport}}, <a href="{{.C.BaseReport}}">report</a>{{end}}<br>
 NEW: {{.C.New.Verdict}}, seed {{.C.New.Seed}}, {{.C.New.Requests}} requests, {{.C.New.Target}} (digest {{.C.NewDigest}}){{if .C.NewReport}}, <a href="{{.C.NewReport}}">report</a>{{end}}</p>
-{{if .C.Forced}}<p class="fail">Forced: the scenarios differ; compared anyway with --force.</p>{{end}}
-{{if .C.Regressed}}<h2>Regressions</h2><ul>{{range .C.Regressions}}<li>{{.}}</li>{{end}}</ul>{{end}}
+{{if and .C.Forced (ne .C.BaseDigest .C.NewDigest)}}<p class="fail">Forced: the scenarios differ; compared anyway with --force.</p>{{end}}
+{{if .C.Differences}}<p class="fail">Forced: the runs' provenance differs ({{range $i, $d := .C.Differences}}{{if $i}}; {{end}}{{$d}}{{end}}); compared anyway with --force.</p>{{end}}
+{{range .Contention}}<p class="legend">{{.}}</p>{{end}}
+{{if .C.Inconclusive}}<p class="warn">Inconclusive: {{range $i, $d := .C.Contended}}{{if $i}}; {{end}}{{$d}}{{end}}. The machine, not the server, may explain any difference: rerun on a quiet machine.</p>{{end}}
+{{if .Regs}}<h2>{{if .C.Inconclusive}}Would-be regressions (not judged){{else}}Regressions{{end}}</h2><ul>{{range .Regs}}<li>{{if .Anchor}}<a href="#{{.Anchor}}">{{.Text}}</a>{{else}}{{.Text}}{{end}}</li>{{end}}</ul>{{end}}
 <h2>Timelines</h2>
 <p>Both runs on one time axis (seconds since each run's load start): BASE in blue, NEW in red; fault windows shaded, recoveries dashed.</p>
 {{range .Charts}}{{.}}{{end}}
 {{range .Groups}}<h2>{{.Title}}</h2>
 <table><tr><th>figure</th><th>BASE</th><th>NEW</th><th>change</th><th>interval / p</th></tr>
-{{range .Rows}}<tr{{if .Regression}} class="reg" title="{{.Why}}"{{end}}><td>{{.Figure}}</td><td>{{.Base}}</td><td>{{.New}}</td><td>{{.Change}}</td><td>{{.Stat}}</td></tr>
+{{range .Rows}}<tr{{if .Regression}} class="reg" title="{{.Why}}"{{end}}><td>{{if and .Regression .Anchor}}<a href="#{{.Anchor}}">{{.Figure}}</a>{{else}}{{.Figure}}{{end}}</td><td>{{.Base}}</td><td>{{.New}}</td><td>{{.Change}}</td><td>{{.Stat}}</td></tr>
 {{end}}</table>{{end}}
 </body></html>
 `))
@@ -153,6 +166,8 @@ NEW: {{.C.New.Verdict}}, seed {{.C.New.Seed}}, {{.C.New.Requests}} requests, {{.
 type htmlRow struct {
 	Figure, Base, New, Change, Stat, Why string
 	Regression                           bool
+	// Anchor is the id of the chart that draws the figure ("" none).
+	Anchor string
 }
 
 type htmlGroup struct {
@@ -177,9 +192,9 @@ func WriteCompareHTML(w io.Writer, c *Comparison, base, new *Timeline) error {
 			groups = append(groups, htmlGroup{Title: r.Group})
 		}
 		g := &groups[len(groups)-1]
-		g.Rows = append(g.Rows, htmlRow{Figure: r.Figure, Base: fmtFig(r.Base, r.Unit), New: fmtFig(r.New, r.Unit), Change: r.Change(), Stat: r.Stat(), Why: r.Why, Regression: r.Regression})
+		g.Rows = append(g.Rows, htmlRow{Figure: r.Figure, Base: baseCell(r), New: fmtFig(r.New, r.Unit), Change: r.Change(), Stat: r.Stat(), Why: r.Why, Regression: r.Regression, Anchor: chartAnchor(r.Figure)})
 	}
-	if err := compareTmpl.Execute(w, map[string]any{"C": c, "Charts": charts, "Groups": groups}); err != nil {
+	if err := compareTmpl.Execute(w, map[string]any{"C": c, "Charts": charts, "Groups": groups, "Regs": regressionLinks(c), "Contention": c.contentionLines()}); err != nil {
 		return fmt.Errorf("reports: write compare.html: %w", err)
 	}
 	return nil

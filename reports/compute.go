@@ -51,6 +51,7 @@ type Builder struct {
 	probes     map[string][]probeAnswer // probe name -> ok answers, in ledger order
 	pd         pdAcc                    // pd_path and truthful_health (pdpath.go, health.go)
 	explain    explainAcc               // causes of non-ok outcomes, target liveness
+	contention contentionAcc            // the machine's own contention (harness/contention)
 }
 
 // workloadStats is one workload's share of the ledger (results.json's by_workload).
@@ -63,17 +64,23 @@ type workloadStats struct {
 type latencySamples struct {
 	ttft, itl, e2e []float64
 	itlEnds        []int // itl[itlEnds[i-1]:itlEnds[i]] are request i's gaps (requests with any)
+	// ttftSess and e2eSess name each ttft and e2e sample's agent session ("" outside
+	// one), so that compare resamples an agent's turns together.
+	ttftSess, e2eSess []string
 }
 
 func (s *latencySamples) add(e ledger.Event) {
+	sess := sessionKey(e)
 	if e.TTFT > 0 {
 		s.ttft = append(s.ttft, e.TTFT)
+		s.ttftSess = append(s.ttftSess, sess)
 	}
 	if len(e.ITL) > 0 {
 		s.itl = append(s.itl, e.ITL...)
 		s.itlEnds = append(s.itlEnds, len(s.itl))
 	}
 	s.e2e = append(s.e2e, e.E2E)
+	s.e2eSess = append(s.e2eSess, sess)
 }
 
 // probeAnswer is one successful answer to a probe prompt.
@@ -205,6 +212,7 @@ func (b *Builder) Add(e ledger.Event) {
 	case ledger.EventSent:
 		if e.Lag > 0 || e.Scheduled != nil {
 			b.lag = append(b.lag, e.Lag)
+			b.contention.sent(e)
 		}
 	case ledger.EventDone:
 		if b.shard.Merged() {
@@ -221,6 +229,9 @@ func (b *Builder) Add(e ledger.Event) {
 	case ledger.EventPDCounter, ledger.EventHealth:
 		b.pd.add(e)
 	case ledger.EventSample:
+		if e.Source == ledger.ContentionSource {
+			b.contention.add(e)
+		}
 		if e.Source == ledger.GPUSource || len(e.GPUs) > 0 {
 			b.gpu.sample(e)
 		}
@@ -387,6 +398,7 @@ func (b *Builder) Results() *Results {
 		Notes:      append([]string(nil), b.notes...),
 		Shard:      b.shard,
 		Forensics:  append([]ForensicsBundle(nil), b.forensics...),
+		Contention: b.contention.result(),
 	}
 	if b.shard.Merged() {
 		var notes []string

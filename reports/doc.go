@@ -57,7 +57,12 @@
 // (BootstrapRelDiff; for ITL BootstrapRelDiffsGrouped, which resamples whole requests)
 // that must lie above a tolerance, a two-proportion z-test
 // (TwoProportionZ) with a minimum change for outcome rates, and any new silent drop —
-// written as compare.md and compare.html (WriteCompareMarkdown, WriteCompareHTML). A
+// written as compare.md and compare.html (WriteCompareMarkdown, WriteCompareHTML). TTFT
+// and e2e are resampled by agent session (GroupBySession), each metric has its own floor
+// (Floor, DefaultFloors, chosen by harness/gatecal), several BASE runs pool (CompareRuns,
+// PoolRuns), a run whose machine was contended (ContentionResult, from the
+// harness/contention samples) makes the answer inconclusive, and IdentityOf says what a
+// run ran against so that different ones are refused. A
 // history file holds one HistoryEntry per run (AppendHistory, ReadHistory, which skips
 // and reports malformed lines by number); WriteTrend draws it as a static page. Every
 // chart is gonum/plot SVG inlined in its page: nothing is loaded from the network.

@@ -24,6 +24,9 @@ type HistoryEntry struct {
 	Verdict  Verdict            `json:"verdict"`
 	Dir      string             `json:"dir,omitempty"`
 	Figures  map[string]float64 `json:"figures"`
+	// Identity is what the run ran against (mode, backend, profile, server version,
+	// target.launch); the trend page marks where it changed. Absent in older lines.
+	Identity *Identity `json:"identity,omitempty"`
 }
 
 // KeyFigures are the figures a history line keeps, in the trend page's order.

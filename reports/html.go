@@ -157,7 +157,11 @@ func Charts(tl *Timeline) []Chart {
 	}
 	out = append(out, base("in_flight", "Requests in flight (scheduled, not yet done)", "requests", []Series{tl.InFlight}))
 	for _, g := range tl.Gauges {
-		c := base("gauge_"+sanitizeID(g.Metric), "Server gauge "+g.Metric+" by process", shortMetric(g.Metric), g.Series)
+		title, unit := "Server gauge "+g.Metric+" by process", shortMetric(g.Metric)
+		if t, u, ok := contentionChart(g.Metric); ok {
+			title, unit = t, u
+		}
+		c := base("gauge_"+sanitizeID(g.Metric), title, unit, g.Series)
 		c.Note = g.Note
 		out = append(out, c)
 	}

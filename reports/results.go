@@ -94,6 +94,9 @@ type Results struct {
 	Forensics []ForensicsBundle `json:"forensics,omitempty"`
 	// Provenance is where and how the run was made; absent when the ledger says nothing.
 	Provenance *Provenance `json:"provenance,omitempty"`
+	// Contention is how busy the harness's machine was during the load (contention
+	// samples; absent when the run recorded none, as a simulated run).
+	Contention *ContentionResult `json:"contention,omitempty"`
 
 	// timeline is the figures behind report.html, attached by Compute and ComputeFile.
 	timeline *Timeline

@@ -16,6 +16,10 @@ type Samples struct {
 	// request (ITLEnds[-1] is 0), so that compare resamples whole requests. Nil: each
 	// gap stands alone.
 	ITLEnds []int
+	// TTFTSessions and E2ESessions name each TTFT and E2E sample's agent session
+	// (workload#session; "" for a request outside any session, as open-loop), so that
+	// compare resamples an agent's correlated turns together. Nil: per request.
+	TTFTSessions, E2ESessions []string
 	// Workloads holds each workload's samples (their Workloads are empty).
 	Workloads map[string]*Samples
 }
@@ -29,9 +33,11 @@ type Run struct {
 // Samples returns the per-request figures gathered so far. The slices are the
 // builder's own: do not change them.
 func (b *Builder) Samples() *Samples {
-	s := &Samples{TTFT: b.ttft, ITL: b.itl, ITLEnds: b.itlEnds, E2E: b.e2e, Workloads: map[string]*Samples{}}
+	s := &Samples{TTFT: b.ttft, ITL: b.itl, ITLEnds: b.itlEnds, E2E: b.e2e, Workloads: map[string]*Samples{},
+		TTFTSessions: b.ttftSess, E2ESessions: b.e2eSess}
 	for name, w := range b.byWorkload {
-		s.Workloads[name] = &Samples{TTFT: w.ttft, ITL: w.itl, ITLEnds: w.itlEnds, E2E: w.e2e}
+		s.Workloads[name] = &Samples{TTFT: w.ttft, ITL: w.itl, ITLEnds: w.itlEnds, E2E: w.e2e,
+			TTFTSessions: w.ttftSess, E2ESessions: w.e2eSess}
 	}
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"sort"
+	"strings"
 )
 
 // TrendFile is the trend page's name in its directory.
@@ -16,10 +17,10 @@ var trendTmpl = template.Must(template.New("trend").Parse(`<!DOCTYPE html>
 <h1>pdsoak: trend across runs</h1>
 {{if .Problems}}<p class="fail">Skipped malformed history lines:</p><ul>{{range .Problems}}<li>{{.}}</li>{{end}}</ul>{{end}}
 {{range .Scenarios}}<h2 id="{{.Name}}">{{.Name}}</h2>
-<p>{{.Runs}} runs, {{.Failing}} not passing (marked ▲ along the charts' bottom){{if gt (len .Digests) 1}}; the scenario changed over time (digests {{range .Digests}}{{.}} {{end}}){{end}}.</p>
-<div class="charts">{{range .Charts}}{{.}}{{end}}</div>
-<table><tr><th>#</th><th>time (UTC)</th><th>label</th><th>verdict</th><th>report</th></tr>
-{{range .Rows}}<tr><td>{{.N}}</td><td>{{.Time}}</td><td>{{.Label}}</td><td class="{{.Verdict}}">{{.Verdict}}</td><td>{{if .Link}}<a href="{{.Link}}">report.html</a>{{else}}-{{end}}</td></tr>
+<p>{{.Runs}} runs, {{.Failing}} not passing (marked ▲ along the charts' bottom){{if gt (len .Digests) 1}}; the scenario changed over time (digests {{range .Digests}}{{.}} {{end}}){{end}}{{if .Changes}}; dashed lines mark where the scenario, backend, profile, server version or launch command changed{{end}}.</p>
+<div class="charts">{{range .Charts}}<figure class="trend"><figcaption>{{.Caption}}</figcaption>{{.SVG}}</figure>{{end}}</div>
+<table><tr><th>#</th><th>time (UTC)</th><th>label</th><th>verdict</th><th>changed</th><th>report</th></tr>
+{{range .Rows}}<tr><td>{{.N}}</td><td>{{.Time}}</td><td>{{.Label}}</td><td class="{{.Verdict}}">{{.Verdict}}</td><td>{{.Changed}}</td><td>{{if .Link}}<a href="{{.Link}}">report.html</a>{{else}}-{{end}}</td></tr>
 {{end}}</table>{{end}}
 </body></html>
 `))
@@ -33,6 +34,13 @@ type trendRow struct {
 	N                    int
 	Time, Label, Verdict string
 	Link                 string
+	// Changed says what changed since the previous run ("" nothing).
+	Changed string
+}
+
+type trendChart struct {
+	Caption string
+	SVG     template.HTML
 }
 
 type trendScenario struct {
@@ -40,7 +48,8 @@ type trendScenario struct {
 	Runs    int
 	Failing int
 	Digests []string
-	Charts  []template.HTML
+	Changes int
+	Charts  []trendChart
 	Rows    []trendRow
 }
 
@@ -63,6 +72,7 @@ func WriteTrend(w io.Writer, entries []HistoryEntry, problems []HistoryProblem, 
 		runs := by[name]
 		sort.SliceStable(runs, func(i, j int) bool { return runs[i].Time.Before(runs[j].Time) })
 		sc := trendScenario{Name: name, Runs: len(runs)}
+		var vlines []VLine
 		seen := map[string]bool{}
 		for i, e := range runs {
 			if !seen[e.Digest] {
@@ -72,10 +82,20 @@ func WriteTrend(w io.Writer, entries []HistoryEntry, problems []HistoryProblem, 
 			if e.Verdict != VerdictPass {
 				sc.Failing++
 			}
-			sc.Rows = append(sc.Rows, trendRow{N: i + 1, Time: e.Time.UTC().Format("2006-01-02 15:04"), Label: e.Label, Verdict: string(e.Verdict), Link: link(e)})
+			row := trendRow{N: i + 1, Time: e.Time.UTC().Format("2006-01-02 15:04"), Label: e.Label, Verdict: string(e.Verdict), Link: link(e)}
+			if i > 0 {
+				row.Changed = strings.Join(trendChanges(runs[i-1], e), "; ")
+			}
+			if row.Changed != "" {
+				sc.Changes++
+				vlines = append(vlines, VLine{X: float64(i) + 0.5, Label: "changed: " + row.Changed})
+			}
+			sc.Rows = append(sc.Rows, row)
 		}
 		for _, fig := range KeyFigures {
-			ch := Chart{ID: "trend_" + sanitizeID(name+"_"+fig), Title: fig, XLabel: "run (the table's #)", YLabel: figureUnits[fig], MarkLabel: "not passing", Runs: true}
+			// The caption names the chart above it (HTML), so the small chart keeps its
+			// room for the axes.
+			ch := Chart{ID: "trend_" + sanitizeID(name+"_"+fig), XLabel: "run (the table's #)", YLabel: figureUnits[fig], MarkLabel: "not passing", Runs: true, VLines: vlines}
 			s := Series{} // one line per chart: its title names it
 			for i, e := range runs {
 				v, ok := e.Figures[fig]
@@ -95,7 +115,8 @@ func WriteTrend(w io.Writer, entries []HistoryEntry, problems []HistoryProblem, 
 			if err != nil {
 				return err
 			}
-			sc.Charts = append(sc.Charts, template.HTML(svg)) // gonum's own output: it escapes the text it draws
+			// gonum's own output: it escapes the text it draws.
+			sc.Charts = append(sc.Charts, trendChart{Caption: FigureLabel(fig) + " (" + figureUnits[fig] + ")", SVG: template.HTML(svg)})
 		}
 		scs = append(scs, sc)
 	}

@@ -40,3 +40,32 @@ func TestWriteTrend(t *testing.T) {
 	assert.Contains(t, page, "4 runs, 2 not passing")
 	assert.Equal(t, 1, strings.Count(page, `<a href="../runs/c2/report.html">`))
 }
+
+// TestTrendLabelsAndChanges: charts are captioned with human labels (not ttft_p50) and
+// carry no title of their own; a change of backend or scenario digest between nights is
+// marked on the charts and named in the table.
+func TestTrendLabelsAndChanges(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 2, 0, 0, 0, time.UTC)
+	id := func(backend, version string) *Identity {
+		return &Identity{Mode: "real", Backend: backend, ServerVersion: version}
+	}
+	entries := []HistoryEntry{
+		{Scenario: "nightly", Digest: "d1", Time: t0, Verdict: VerdictPass, Figures: map[string]float64{"ttft_p50": 0.1}, Identity: id("tinyref", "1.0")},
+		{Scenario: "nightly", Digest: "d1", Time: t0.Add(24 * time.Hour), Verdict: VerdictPass, Figures: map[string]float64{"ttft_p50": 0.1}, Identity: id("tinyref", "1.1")},
+		{Scenario: "nightly", Digest: "d2", Time: t0.Add(48 * time.Hour), Verdict: VerdictPass, Figures: map[string]float64{"ttft_p50": 0.2}, Identity: id("paced", "1.1")},
+		{Scenario: "nightly", Digest: "d2", Time: t0.Add(72 * time.Hour), Verdict: VerdictPass, Figures: map[string]float64{"ttft_p50": 0.2}},
+	}
+	var buf bytes.Buffer
+	require.NoError(t, WriteTrend(&buf, entries, nil, func(HistoryEntry) string { return "" }))
+	page := buf.String()
+	assert.Contains(t, page, "<figcaption>TTFT p50 (seconds)</figcaption>")
+	assert.NotContains(t, page, ">ttft_p50<", "no raw figure names")
+	assert.Contains(t, page, `<td>server version &#34;1.0&#34; → &#34;1.1&#34;</td>`)
+	assert.Contains(t, page, `<td>scenario digest d1 → d2; backend &#34;tinyref&#34; → &#34;paced&#34;</td>`)
+	assert.Contains(t, page, "<td></td>", "a line without an identity compares its digest only")
+	svg := chartSVG(t, page, "trend_nightly_ttft_p50")
+	assert.Contains(t, svg, "changed: server version", "the change is marked on the chart")
+	assert.Contains(t, page, "dashed lines mark where")
+	assert.Equal(t, "Silent drops", FigureLabel("silent_drops"))
+	assert.Equal(t, "new figure", FigureLabel("new_figure"))
+}

@@ -23,28 +23,42 @@ const (
 	ExitNoRegression  = 0
 	ExitRegression    = 1
 	ExitNotComparable = 2
+	// ExitInconclusive: a run's machine was too contended to judge the server by.
+	ExitInconclusive = 3
 )
 
-// loadRun recomputes a run's results and samples from its output directory and digests
-// its scenario.
-func loadRun(dir string) (*reports.Run, string, error) {
+// loadedRun is one run's output directory, recomputed.
+type loadedRun struct {
+	dir      string
+	run      *reports.Run
+	digest   string
+	identity reports.Identity
+}
+
+// loadRun recomputes a run's results and samples from its output directory, digests
+// its scenario and reads what it ran against.
+func loadRun(dir string) (loadedRun, error) {
 	data, err := os.ReadFile(filepath.Join(dir, ResolvedFile))
 	if err != nil {
-		return nil, "", usageError("%s is not a run's output directory: %v", dir, err)
+		return loadedRun{}, usageError("%s is not a run's output directory: %v", dir, err)
 	}
 	var sc scenarios.Scenario
 	if err := json.Unmarshal(data, &sc); err != nil {
-		return nil, "", usageError("%s: %v", filepath.Join(dir, ResolvedFile), err)
+		return loadedRun{}, usageError("%s: %v", filepath.Join(dir, ResolvedFile), err)
 	}
 	digest, err := reports.ScenarioDigest(data)
 	if err != nil {
-		return nil, "", usageError("%s: %v", filepath.Join(dir, ResolvedFile), err)
+		return loadedRun{}, usageError("%s: %v", filepath.Join(dir, ResolvedFile), err)
 	}
 	run, err := reports.ComputeRun(filepath.Join(dir, ledger.EventsFile), judge.ReportConfig(&sc))
 	if err != nil {
-		return nil, "", usageError("%s: %v", dir, err)
+		return loadedRun{}, usageError("%s: %v", dir, err)
 	}
-	return run, digest, nil
+	id, err := reports.IdentityOf(run.Results, data)
+	if err != nil {
+		return loadedRun{}, usageError("%s: %v", filepath.Join(dir, ResolvedFile), err)
+	}
+	return loadedRun{dir: dir, run: run, digest: digest, identity: id}, nil
 }
 
 // parseFraction reads "10%" or "0.1".
@@ -61,69 +75,134 @@ func parseFraction(s string) (float64, error) {
 }
 
 func (a *app) compareCommand() *cobra.Command {
-	var tolerance, outDir string
-	var force bool
-	var minLatency time.Duration
+	var tolerance, outDir, maxPressure string
+	var force, ignoreContention bool
+	var minLatency, maxTickLag, maxSendLag time.Duration
 	cmd := &cobra.Command{
-		Use:   "compare BASE NEW",
-		Short: "Compare two runs of the same scenario (output directories); exit 1 on a regression",
-		Long: `compare recomputes both runs from their events.jsonl and compares every figure side by
+		Use:   "compare BASE [BASE...] NEW",
+		Short: "Compare a run with one or more runs of the same scenario (output directories); exit 1 on a regression",
+		Long: `compare recomputes the runs from their events.jsonl and compares every figure side by
 side: outcome rates, throughput, TTFT/ITL/e2e p50/p90/p99, time to recover per fault, silent
-drops, overall and per workload. It writes compare.md and compare.html into --out.
+drops, overall and per workload. It writes compare.md and compare.html into --out. Several
+BASE runs (the last N good nights) are pooled into one baseline; each latency row then
+shows the spread of their own percentiles.
 
-Gates (noise-aware):
+Gates (noise-aware, calibrated: docs/COMPARE.md):
   latency   a percentile regresses only when the 95% bootstrap interval (2,000 seeded
-            resamples of the per-request samples; ITL resamples whole requests, as a
-            request's gaps are correlated) of its relative change lies entirely
-            above --tolerance and the percentile grew by at least --min-latency-change
-            (default 5ms: below that, run-to-run differences are the machine's scheduling)
+            resamples; an agent's turns are resampled together, open-loop requests one
+            by one, ITL by whole requests) of its relative change lies entirely above
+            the metric's relative floor and it grew by at least its absolute floor
+            (TTFT, ITL, e2e each have theirs; --tolerance and --min-latency-change
+            replace them for every metric)
   outcomes  a bad outcome's rate (or ok's fall) regresses when a two-proportion z-test
             gives p < 0.01 and the rate moved by at least 1 percentage point
   drops     any silent drop in NEW where BASE had none
   verdict   BASE passed and NEW did not
   recovery  a fault that recovered in BASE did not in NEW
 
-Exit codes: 0 no regression, 1 regression, 2 not comparable (the scenarios' digests differ;
---force compares anyway) or bad usage.`,
+Contention: every real run records its machine's CPU pressure, steal and the harness's
+own lag. When a run's contention exceeds a bound (--max-cpu-pressure, --max-tick-lag,
+--max-send-lag) the answer is INCONCLUSIVE (exit 3), naming the run and by how much: a
+busy runner is not a regression. --ignore-contention judges anyway.
+
+Refusals: runs of different scenarios (digests), a simulated and a real run, or runs
+against different backends, profiles, server versions or target.launch commands are not
+comparable (exit 2, saying what differs); --force compares anyway and says so.
+
+Exit codes: 0 no regression, 1 regression, 2 not comparable or bad usage, 3 inconclusive.`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 2 {
-				return usageError("compare needs BASE and NEW (two run output directories), got %s", plural(len(args), "argument", "arguments"))
+			if len(args) < 2 {
+				return usageError("compare needs BASE and NEW (run output directories), got %s", plural(len(args), "argument", "arguments"))
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			tol, err := parseFraction(tolerance)
-			if err != nil {
-				return usageError("--tolerance: %v", err)
+			opts := reports.CompareOptions{}
+			if cmd.Flags().Changed("tolerance") {
+				tol, err := parseFraction(tolerance)
+				if err != nil {
+					return usageError("--tolerance: %v", err)
+				}
+				opts.Tolerance = tol
 			}
-			base, bd, err := loadRun(args[0])
-			if err != nil {
-				return err
+			if cmd.Flags().Changed("min-latency-change") {
+				if minLatency <= 0 {
+					return usageError("--min-latency-change: must be positive, got %s", minLatency)
+				}
+				opts.MinLatencyChange = minLatency.Seconds()
 			}
-			nw, nd, err := loadRun(args[1])
-			if err != nil {
-				return err
+			p, err := parseFraction(maxPressure)
+			if err != nil || p > 1 {
+				return usageError("--max-cpu-pressure: want a share such as 40%%, got %q", maxPressure)
 			}
-			out := cmd.OutOrStdout()
-			if bd != nd && !force {
-				fmt.Fprintf(cmd.ErrOrStderr(), "harness: not comparable: %s ran scenario %s (digest %s), %s ran %s (digest %s); --force compares anyway\n",
-					args[0], base.Results.Scenario, bd, args[1], nw.Results.Scenario, nd)
+			opts.Contention = reports.ContentionBounds{CPUPressure: p, TickLag: maxTickLag.Seconds(), SendLag: maxSendLag.Seconds()}
+			var runs []loadedRun
+			for _, dir := range args {
+				r, err := loadRun(dir)
+				if err != nil {
+					return err
+				}
+				runs = append(runs, r)
+			}
+			bases, nw := runs[:len(runs)-1], runs[len(runs)-1]
+			newDir := args[len(args)-1]
+			errOut := cmd.ErrOrStderr()
+			var digestDiff bool
+			var differences []string
+			for _, b := range bases {
+				if b.digest != nw.digest {
+					digestDiff = true
+					if !force {
+						fmt.Fprintf(errOut, "harness: not comparable: %s ran scenario %s (digest %s), %s ran %s (digest %s); --force compares anyway\n",
+							b.dir, b.run.Results.Scenario, b.digest, newDir, nw.run.Results.Scenario, nw.digest)
+					}
+				}
+				if d := b.identity.Differences(nw.identity); len(d) > 0 {
+					if len(bases) > 1 {
+						for i := range d {
+							d[i] = b.dir + ": " + d[i]
+						}
+					}
+					differences = append(differences, d...)
+				}
+			}
+			if len(differences) > 0 && !force {
+				fmt.Fprintf(errOut, "harness: not comparable: BASE vs NEW: %s; --force compares anyway\n", strings.Join(differences, "; "))
+			}
+			if (digestDiff || len(differences) > 0) && !force {
 				return &ExitError{Code: ExitNotComparable}
 			}
-			c := reports.Compare(base, nw, bd, nd, reports.CompareOptions{Tolerance: tol, MinLatencyChange: minLatency.Seconds()})
-			c.Forced = bd != nd
+			var c *reports.Comparison
+			if len(bases) == 1 {
+				c = reports.Compare(bases[0].run, nw.run, bases[0].digest, nw.digest, opts)
+			} else {
+				baseRuns := make([]*reports.Run, len(bases))
+				for i, b := range bases {
+					baseRuns[i] = b.run
+				}
+				if c, err = reports.CompareRuns(baseRuns, nw.run, nw.digest, opts); err != nil {
+					return usageError("%v", err)
+				}
+				c.BaseDigest = bases[0].digest
+			}
+			c.Forced = digestDiff || len(differences) > 0
+			c.Differences = differences
+			ignored := ignoreContention && c.Inconclusive()
+			if ignored {
+				c.Contended = nil
+			}
 			if outDir == "" {
-				outDir = filepath.Join(args[1], "compare-vs-"+filepath.Base(filepath.Clean(args[0])))
+				outDir = filepath.Join(newDir, "compare-vs-"+filepath.Base(filepath.Clean(args[0])))
 			}
 			if err := os.MkdirAll(outDir, 0o755); err != nil {
 				return &ExitError{Code: ExitInfra, Err: fmt.Errorf("harness: %w", err)}
 			}
-			c.BaseReport, c.NewReport = reportLink(outDir, args[0]), reportLink(outDir, args[1])
+			c.BaseReport, c.NewReport = reportLink(outDir, args[0]), reportLink(outDir, newDir)
 			var md, page bytes.Buffer
 			if err := reports.WriteCompareMarkdown(&md, c); err != nil {
 				return &ExitError{Code: ExitInfra, Err: err}
 			}
-			if err := reports.WriteCompareHTML(&page, c, base.Results.Timeline(), nw.Results.Timeline()); err != nil {
+			if err := reports.WriteCompareHTML(&page, c, bases[0].run.Results.Timeline(), nw.run.Results.Timeline()); err != nil {
 				return &ExitError{Code: ExitInfra, Err: err}
 			}
 			for name, data := range map[string][]byte{reports.CompareMarkdownFile: md.Bytes(), reports.CompareHTMLFile: page.Bytes()} {
@@ -131,27 +210,48 @@ Exit codes: 0 no regression, 1 regression, 2 not comparable (the scenarios' dige
 					return &ExitError{Code: ExitInfra, Err: fmt.Errorf("harness: %w", err)}
 				}
 			}
-			if c.Forced {
-				fmt.Fprintf(out, "harness: forced: the scenarios differ (digests %s and %s); compared anyway\n", bd, nd)
+			out := cmd.OutOrStdout()
+			if digestDiff {
+				fmt.Fprintf(out, "harness: forced: the scenarios differ (digests %s and %s); compared anyway\n", bases[0].digest, nw.digest)
 			}
-			fmt.Fprintf(out, "%s vs %s: %s\n", args[1], args[0], c.VerdictText())
+			if len(differences) > 0 {
+				fmt.Fprintf(out, "harness: forced: the runs' provenance differs (%s); compared anyway\n", strings.Join(differences, "; "))
+			}
+			if ignored {
+				fmt.Fprintln(out, "harness: --ignore-contention: judged although a run was contended")
+			}
+			baseNames := make([]string, len(bases))
+			for i, b := range bases {
+				baseNames[i] = b.dir
+			}
+			fmt.Fprintf(out, "%s vs %s: %s\n", newDir, strings.Join(baseNames, " + "), c.VerdictText())
+			if c.Inconclusive() {
+				fmt.Fprintf(out, "  (BASE = %s, NEW = %s)\n", strings.Join(baseNames, ", "), newDir)
+			}
 			for _, r := range c.Regressions {
 				fmt.Fprintln(out, "  -", r)
 			}
 			fmt.Fprintf(out, "wrote %s, %s\n", filepath.Join(outDir, reports.CompareMarkdownFile), filepath.Join(outDir, reports.CompareHTMLFile))
 			if err := appendStepSummary(md.Bytes()); err != nil {
-				fmt.Fprintln(cmd.ErrOrStderr(), "harness: warning:", err)
+				fmt.Fprintln(errOut, "harness: warning:", err)
 			}
-			if c.Regressed() {
+			switch {
+			case c.Inconclusive():
+				return &ExitError{Code: ExitInconclusive}
+			case c.Regressed():
 				return &ExitError{Code: ExitRegression}
 			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&tolerance, "tolerance", "10%", "relative latency increase allowed before the bootstrap gate can flag it (10% or 0.1)")
-	cmd.Flags().StringVar(&outDir, "out", "", "where to write compare.md and compare.html (default NEW/compare-vs-<BASE's name>)")
-	cmd.Flags().DurationVar(&minLatency, "min-latency-change", time.Duration(reports.DefaultMinLatencyChange*float64(time.Second)), "smallest latency increase that can be a regression")
-	cmd.Flags().BoolVar(&force, "force", false, "compare runs of different scenarios anyway (says so in the outputs)")
+	cmd.Flags().StringVar(&tolerance, "tolerance", "", "relative latency increase allowed for every metric (10% or 0.1; default: each metric's calibrated floor)")
+	cmd.Flags().StringVar(&outDir, "out", "", "where to write compare.md and compare.html (default NEW/compare-vs-<first BASE's name>)")
+	cmd.Flags().DurationVar(&minLatency, "min-latency-change", 0, "smallest latency increase that can be a regression, for every metric (default: each metric's calibrated floor)")
+	cmd.Flags().BoolVar(&force, "force", false, "compare runs of different scenarios or provenance anyway (says so in the outputs)")
+	cmd.Flags().StringVar(&maxPressure, "max-cpu-pressure", fmt.Sprintf("%g%%", 100*reports.DefaultBoundCPUPressure), "a run whose mean CPU pressure (share of time a task waited for a CPU) exceeds this is too contended to judge")
+	cmd.Flags().DurationVar(&maxTickLag, "max-tick-lag", time.Duration(reports.DefaultBoundTickLag*float64(time.Second)), "a run whose harness tick lag p90 exceeds this is too contended to judge")
+	cmd.Flags().DurationVar(&maxSendLag, "max-send-lag", time.Duration(reports.DefaultBoundSendLag*float64(time.Second)), "a run whose send lag (p90 over its windows of each window's p99) exceeds this is too contended to judge")
+	cmd.Flags().BoolVar(&ignoreContention, "ignore-contention", false, "judge even when a run was contended (says so)")
 	return cmd
 }
 

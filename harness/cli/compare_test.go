@@ -113,9 +113,15 @@ func TestCompareEndToEnd(t *testing.T) {
 	assert.NotZero(t, first.Figures["ttft_p50"])
 
 	t.Run("same seed, same target: no regression", func(t *testing.T) {
+		// Real runs on a shared machine: a busy one makes the answer inconclusive (3),
+		// never a regression.
 		code, stdout, stderr := execute(t, []string{"compare", base, again})
-		require.Equal(t, ExitNoRegression, code, "%s\n%s", stdout, stderr)
-		assert.Contains(t, stdout, "no regression")
+		require.Contains(t, []int{ExitNoRegression, ExitInconclusive}, code, "%s\n%s", stdout, stderr)
+		if code == ExitNoRegression {
+			assert.Contains(t, stdout, "no regression")
+		} else {
+			assert.Contains(t, stdout, "INCONCLUSIVE")
+		}
 		md := readFile(t, filepath.Join(again, "compare-vs-base", reports.CompareMarkdownFile))
 		assert.Contains(t, md, "## Workload steady")
 		assert.Contains(t, md, "## Workload agents")
@@ -129,7 +135,8 @@ func TestCompareEndToEnd(t *testing.T) {
 		require.FileExists(t, filepath.Join(slower, reports.HTMLReportFile))
 		require.NoError(t, os.Remove(filepath.Join(base, reports.HTMLReportFile)))
 		out := filepath.Join(dir, "cmp-slow")
-		code, stdout, stderr := execute(t, []string{"compare", base, slower, "--out", out})
+		// 4x is far above any machine's noise: judged even on a busy machine.
+		code, stdout, stderr := execute(t, []string{"compare", base, slower, "--out", out, "--ignore-contention"})
 		require.Equal(t, ExitRegression, code, "%s\n%s", stdout, stderr)
 		assert.Contains(t, stdout, "REGRESSION")
 		assert.Contains(t, stdout, "p50(ttft)")
@@ -140,7 +147,7 @@ func TestCompareEndToEnd(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(page, ">report</a>"), "BASE has no report.html")
 	})
 	t.Run("a looser tolerance still flags 4x", func(t *testing.T) {
-		code, _, _ := execute(t, []string{"compare", base, slower, "--tolerance", "100%", "--out", filepath.Join(dir, "cmp-loose")})
+		code, _, _ := execute(t, []string{"compare", base, slower, "--tolerance", "100%", "--out", filepath.Join(dir, "cmp-loose"), "--ignore-contention"})
 		assert.Equal(t, ExitRegression, code)
 	})
 	t.Run("another scenario: not comparable", func(t *testing.T) {
@@ -152,7 +159,7 @@ func TestCompareEndToEnd(t *testing.T) {
 	t.Run("another scenario with --force", func(t *testing.T) {
 		out := filepath.Join(dir, "cmp-force")
 		code, stdout, stderr := execute(t, []string{"compare", base, different, "--force", "--out", out})
-		require.Contains(t, []int{ExitNoRegression, ExitRegression}, code, "%s\n%s", stdout, stderr)
+		require.Contains(t, []int{ExitNoRegression, ExitRegression, ExitInconclusive}, code, "%s\n%s", stdout, stderr)
 		assert.Contains(t, stdout, "forced")
 		assert.Contains(t, readFile(t, filepath.Join(out, reports.CompareMarkdownFile)), "**Forced:**")
 	})
@@ -161,9 +168,9 @@ func TestCompareEndToEnd(t *testing.T) {
 		require.NoError(t, os.WriteFile(summary, []byte("earlier step\n"), 0o644))
 		t.Setenv(StepSummaryEnv, summary)
 		code, _, _ := execute(t, []string{"compare", base, again, "--out", filepath.Join(dir, "cmp-summary")})
-		require.Equal(t, ExitNoRegression, code)
+		require.Contains(t, []int{ExitNoRegression, ExitInconclusive}, code)
 		got := readFile(t, summary)
-		assert.True(t, strings.HasPrefix(got, "earlier step\n# compare compare: no regression"), got)
+		assert.True(t, strings.HasPrefix(got, "earlier step\n# compare compare: "), got)
 	})
 	t.Run("report --history appends a line", func(t *testing.T) {
 		h2 := filepath.Join(dir, "sub", "h2.jsonl")

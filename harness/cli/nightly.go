@@ -67,15 +67,20 @@ usage or a scenario that does not load (nothing ran); 3 a run was invalid.`,
 			if duration < 0 || soakDuration < 0 {
 				return usageError("--duration and --soak-duration must be > 0")
 			}
-			tol, err := parseFraction(tolerance)
-			if err != nil {
-				return usageError("--tolerance: %v", err)
+			var tol float64 // zero: each metric's calibrated floor (reports.DefaultFloors)
+			if tolerance != "" {
+				t, err := parseFraction(tolerance)
+				if err != nil {
+					return usageError("--tolerance: %v", err)
+				}
+				tol = t
 			}
 			if baselineNights < 1 {
 				return usageError("--baseline-nights must be at least 1, got %d", baselineNights)
 			}
 			lookup := os.LookupEnv
 			if reference {
+				var err error
 				lookup, err = a.referenceEnv()
 				if err != nil {
 					return &ExitError{Code: ExitInfra, Err: err}
@@ -140,7 +145,7 @@ usage or a scenario that does not load (nothing ran); 3 a run was invalid.`,
 	fs.DurationVar(&soakDuration, "soak-duration", 0, "override the --soak scenarios' load duration (e.g. 3h)")
 	fs.IntVar(&baselineNights, "baseline-nights", nightly.DefaultBaselineNights, "compare each run against this many of the last good nights")
 	fs.IntVar(&keep, "keep", nightly.DefaultKeep, "nights the archive keeps (older ones are deleted; their history lines stay); 0 keeps all")
-	fs.StringVar(&tolerance, "tolerance", "10%", "compare's relative latency tolerance")
+	fs.StringVar(&tolerance, "tolerance", "", "relative latency increase allowed for every metric (10% or 0.1; default: each metric's calibrated floor, as compare)")
 	fs.BoolVar(&reference, "reference", false, "run the SGLang packs against the reference server (no GPU, no Python): SGLANG_SERVER, SGLANG_ROUTER, MODEL_PATH=ref, free ports and a small agent workload (TURNS=4 PROMPT_TOKENS=32 TOOL_RESULT_BYTES=64 MAX_TOKENS=16), where unset")
 	fs.BoolVar(&dryRun, "dry-run", false, "load every scenario and print what the night would run; run nothing")
 	return cmd

@@ -39,7 +39,11 @@ func (h *historyFlags) record(outDir string, res *reports.Results) error {
 	if err != nil {
 		return fmt.Errorf("harness: history: %w", err)
 	}
-	return reports.AppendHistory(h.file, reports.NewHistoryEntry(res, digest, h.label, dir))
+	e := reports.NewHistoryEntry(res, digest, h.label, dir)
+	if id, err := reports.IdentityOf(res, data); err == nil {
+		e.Identity = &id // the trend page marks where it changed
+	}
+	return reports.AppendHistory(h.file, e)
 }
 
 // relTo is target relative to base, both made absolute first.

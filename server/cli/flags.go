@@ -57,6 +57,8 @@ type workerFlags struct {
 	backend              string
 	seed                 uint64
 	simProfile           string
+	simJitter            float64 // --sim-jitter
+	simSlowdown          float64 // --sim-slowdown
 	limits               engine.Limits
 	disableOverlap       bool
 	shutdownGrace        secondsValue
@@ -86,7 +88,7 @@ func defaultWorkerFlags() *workerFlags {
 	l.PageSize = kernels.DefaultPageSize
 	return &workerFlags{
 		host: "127.0.0.1", port: DefaultPort, modelName: kernels.DefaultModel, backend: kernels.BackendTinyRef,
-		seed: 1, simProfile: kernels.DefaultProfile, limits: l,
+		seed: 1, simProfile: kernels.DefaultProfile, simJitter: kernels.DefaultJitter, limits: l,
 		bootstrapPort: DefaultBootstrapPort, logLevel: "info", logFormat: "text",
 		shutdownGrace: secondsValue(30 * time.Second), getenv: os.Getenv,
 	}
@@ -113,6 +115,8 @@ func (f *workerFlags) register(fs *pflag.FlagSet, bootstrap bool) {
 	fs.StringVar(&f.backend, "backend", f.backend, "compute backend: "+strings.Join(kernels.Backends(), "|"))
 	fs.Uint64Var(&f.seed, "seed", f.seed, "seed of the tinyref weights and the simtime jitter")
 	fs.StringVar(&f.simProfile, "sim-profile", f.simProfile, "simtime timing profile (simtime, paced)")
+	fs.Float64Var(&f.simJitter, "sim-jitter", f.simJitter, "relative amplitude of the seeded step-time jitter, in [0, 1) (simtime, paced)")
+	fs.Float64Var(&f.simSlowdown, "sim-slowdown", f.simSlowdown, "make every step this much slower (0.1: 10%; simtime, paced): a known regression, for calibrating compare")
 	fs.IntVar(&l.MaxQueuedRequests, "max-queued-requests", l.MaxQueuedRequests, "requests admitted but not running; above it 503 (0: no limit)")
 	fs.IntVar(&l.MaxRunningRequests, "max-running-requests", l.MaxRunningRequests, "size bound of the running batch")
 	fs.IntVar(&l.ContextLength, "context-length", l.ContextLength, "prompt + max_tokens above it is refused with 400")
@@ -288,6 +292,7 @@ func (f *workerFlags) kernelsConfig() kernels.Config {
 	kc.Model = f.modelName
 	kc.Seed = f.seed
 	kc.Profile = f.simProfile
+	kc.Jitter, kc.Slowdown = f.simJitter, f.simSlowdown
 	kc.PageSize = f.pageSize()
 	return kc
 }

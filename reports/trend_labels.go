@@ -1,0 +1,44 @@
+package reports
+
+import (
+	"fmt"
+	"strings"
+)
+
+// figureLabels are the key figures as people read them.
+var figureLabels = map[string]string{
+	"requests": "Requests", "throughput": "Throughput", "silent_drops": "Silent drops",
+	"ok_rate": "OK rate", "rejected_rate": "Rejected rate",
+	"ttft_p50": "TTFT p50", "ttft_p99": "TTFT p99", "itl_p99": "ITL p99", "e2e_p50": "E2E p50", "e2e_p99": "E2E p99",
+}
+
+// FigureLabel is a key figure's human label ("TTFT p50" for ttft_p50).
+func FigureLabel(fig string) string {
+	if l, ok := figureLabels[fig]; ok {
+		return l
+	}
+	return strings.ReplaceAll(fig, "_", " ")
+}
+
+// trendChanges says what changed between two consecutive runs of one scenario: the
+// scenario's digest and the identity's fields (lines without an identity compare only
+// their digests).
+func trendChanges(prev, cur HistoryEntry) []string {
+	var out []string
+	if prev.Digest != cur.Digest {
+		out = append(out, fmt.Sprintf("scenario digest %s → %s", prev.Digest, cur.Digest))
+	}
+	if prev.Identity == nil || cur.Identity == nil {
+		return out
+	}
+	a, b := *prev.Identity, *cur.Identity
+	for _, f := range []struct{ what, x, y string }{
+		{"mode", a.Mode, b.Mode}, {"backend", a.Backend, b.Backend}, {"profile", a.Profile, b.Profile},
+		{"server version", a.ServerVersion, b.ServerVersion}, {"launch", a.Launch, b.Launch},
+	} {
+		if f.x != f.y {
+			out = append(out, fmt.Sprintf("%s %s → %s", f.what, orNone(f.x), orNone(f.y)))
+		}
+	}
+	return out
+}
