@@ -699,6 +699,14 @@ func TestEndedSendLeavesNoFrames(t *testing.T) {
 	p := newPair(t, []Option{WithHook(hook), WithHeartbeat(time.Hour, generous)}, nil)
 	tr, err := p.r.Start(context.Background(), p.s.Addr(), 61, seq(0, 4), 4*tPageSize)
 	require.NoError(t, err)
+	// Send only once decode has the REGISTER_ACK: the sender's write loop writes that
+	// ack concurrently with Send's first frames and would flush them, leaving nothing
+	// pending to test.
+	require.Eventually(t, func() bool {
+		p.r.mu.Lock()
+		defer p.r.mu.Unlock()
+		return tr.acked
+	}, waitBound, time.Millisecond, "REGISTER_ACK")
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- p.s.Send(context.Background(), 61, seq(4, 4), 4*tPageSize, 1) }()
 	<-reached
