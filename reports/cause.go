@@ -20,6 +20,20 @@ var clientFaultTypes = map[string]bool{"client_disconnect": true}
 type FaultWindow struct {
 	Name, Type, Target string
 	Start, Stop        time.Time
+	// Permanent: the fault declared that what it stops stays stopped (a kill with
+	// restart: false), so an outage it explains is expected never to end.
+	Permanent bool
+}
+
+// permanent reports whether a fault's params say its process is not restarted.
+func permanent(params map[string]any) bool {
+	switch v := params["restart"].(type) {
+	case bool:
+		return !v
+	case string:
+		return v == "false"
+	}
+	return false
 }
 
 // CauseRequest is what attribution needs to know about one finished request.
@@ -113,7 +127,8 @@ func (t *FaultTracker) Add(e ledger.Event) {
 			return
 		}
 		t.idx[e.Fault] = len(t.windows)
-		t.windows = append(t.windows, FaultWindow{Name: e.Fault, Type: e.FaultType, Target: e.Target, Start: e.Time})
+		t.windows = append(t.windows, FaultWindow{Name: e.Fault, Type: e.FaultType, Target: e.Target, Start: e.Time,
+			Permanent: permanent(e.Params)})
 	case ledger.EventFaultStop:
 		if i, ok := t.idx[e.Fault]; ok {
 			t.windows[i].Stop = e.Time

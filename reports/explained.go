@@ -30,7 +30,16 @@ type LivenessResult struct {
 	Down   float64  `json:"down"`
 	Up     *float64 `json:"up,omitempty"`
 	Fault  string   `json:"fault,omitempty"`
-	Detail string   `json:"detail,omitempty"`
+	// Expected: the fault declared the source stays down (restart: false), so its not
+	// coming back is what the scenario asked for.
+	Expected bool   `json:"expected,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+}
+
+// dead reports whether the outage fails a run: no fault explains it, or it never
+// ended although its fault did not declare the source stays down.
+func (l LivenessResult) dead() bool {
+	return !l.Explained() || (l.Up == nil && !l.Expected)
 }
 
 // Explained reports whether a fault explains the outage.
@@ -187,7 +196,7 @@ func (x *explainAcc) results(r *Results, start time.Time, margin time.Duration) 
 				continue
 			}
 			if f.overlaps(o.down, o.down, margin) {
-				l.Fault = f.Name
+				l.Fault, l.Expected = f.Name, f.Permanent
 				break
 			}
 		}
@@ -195,7 +204,7 @@ func (x *explainAcc) results(r *Results, start time.Time, margin time.Duration) 
 		r.Liveness = append(r.Liveness, l)
 	}
 	for _, l := range r.Liveness {
-		if l.Up == nil || !l.Explained() {
+		if l.dead() {
 			r.Notes = append(r.Notes, l.Detail)
 		}
 	}
@@ -209,17 +218,21 @@ func outageSentence(l LivenessResult) string {
 	} else {
 		s += fmt.Sprintf(" and was back at %.1f s", *l.Up)
 	}
+	if l.Expected {
+		return s + " (fault " + l.Fault + ", restart: false)"
+	}
 	if l.Explained() {
 		return s + " (fault " + l.Fault + ")"
 	}
 	return s + ", outside any declared fault"
 }
 
-// deadSources are the outages that fail a run: outside any fault, or never over.
+// deadSources are the outages that fail a run: outside any fault, or never over
+// although no fault declared the source stays down.
 func deadSources(r *Results) []string {
 	var out []string
 	for _, l := range r.Liveness {
-		if l.Up == nil || !l.Explained() {
+		if l.dead() {
 			out = append(out, l.Detail)
 		}
 	}

@@ -154,6 +154,24 @@ func TestExplainedErrors(t *testing.T) {
 		assert.Equal(t, "kill", r.Liveness[0].Fault)
 		assert.Empty(t, r.Notes)
 	})
+	t.Run("a kill declared without restart explains an outage that never ends", func(t *testing.T) {
+		kill := func(params map[string]any) []ledger.Event {
+			return append(append([]ledger.Event{}, evs...),
+				ledger.Event{Time: at(2), Type: ledger.EventFaultStart, Fault: "kill-prefill", FaultType: "prefill_crash", Target: "prefill", Params: params},
+				ledger.Event{Time: at(2.2), Type: ledger.EventTargetDown, Source: "prefill-0"},
+				ledger.Event{Time: at(3), Type: ledger.EventFaultStop, Fault: "kill-prefill"})
+		}
+		r, a := judge(explainedLedger(kill(map[string]any{"restart": false})...))
+		assert.Equal(t, StatePass, a.State, a.Detail)
+		require.Len(t, r.Liveness, 1)
+		assert.True(t, r.Liveness[0].Expected)
+		assert.Contains(t, r.Liveness[0].Detail, "did not come back (fault kill-prefill, restart: false)")
+		assert.Empty(t, r.Notes)
+		// The same kill that was to restart the process, and did not: a failure.
+		_, a = judge(explainedLedger(kill(nil)...))
+		assert.Equal(t, StateFail, a.State)
+		assert.Contains(t, a.Detail, "prefill-0 went down at 2.2 s and did not come back (fault kill-prefill)")
+	})
 	t.Run("an outage outside any fault fails even when it ends", func(t *testing.T) {
 		l := append(append([]ledger.Event{}, evs...),
 			ledger.Event{Time: at(2.2), Type: ledger.EventTargetDown, Source: "target"},
