@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"pdsoak/internal/nearest"
-	"pdsoak/ledger"
 	"sort"
 	"strings"
 	"time"
+
+	"pdsoak/internal/nearest"
+	"pdsoak/ledger"
+	"pdsoak/reports/internal/format"
 )
 
 // Builder accumulates a ledger one event at a time (so a long soak's ledger need not fit
@@ -370,7 +372,7 @@ func (b *Builder) addDone(e ledger.Event) {
 	b.tl.done(e, o, at)
 	if o.SilentDrop() {
 		b.dropCount++
-		for _, st := range heldAt(e.ServerDebug) {
+		for _, st := range HeldAt(e.ServerDebug) {
 			b.dropStages[st]++
 		}
 		if len(b.drops) < b.cfg.MaxDrops {
@@ -477,10 +479,10 @@ func (b *Builder) Results() *Results {
 		}
 	}
 	if r.Unresolved > 0 {
-		r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("%s without a terminal outcome in the ledger", plural(r.Unresolved, "scheduled request")))
+		r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("%s without a terminal outcome in the ledger", format.Plural(r.Unresolved, "scheduled request")))
 	}
 	if len(b.duplicate) > 0 {
-		r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("%s with more than one terminal outcome (first: %s)", plural(len(b.duplicate), "request"), b.duplicate[0]))
+		r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("%s with more than one terminal outcome (first: %s)", format.Plural(len(b.duplicate), "request"), b.duplicate[0]))
 	}
 	if r.Requests == 0 {
 		r.InvalidReasons = append(r.InvalidReasons, "no request reached a terminal outcome")
@@ -531,10 +533,10 @@ func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 	switch {
 	case a.Name == AssertNoSilentDrops:
 		if r.SilentDrops == 0 {
-			return StatePass, fmt.Sprintf("all %s resolved within their deadlines", plural(r.Requests, "request"))
+			return StatePass, fmt.Sprintf("all %s resolved within their deadlines", format.Plural(r.Requests, "request"))
 		}
 		return StateFail, fmt.Sprintf("%s (%d stalled, %d deadline_exceeded)%s",
-			plural(r.SilentDrops, "silent drop"), r.Outcomes[ledger.OutcomeStalled], r.Outcomes[ledger.OutcomeDeadlineExceeded], b.dropSummary(r))
+			format.Plural(r.SilentDrops, "silent drop"), r.Outcomes[ledger.OutcomeStalled], r.Outcomes[ledger.OutcomeDeadlineExceeded], b.dropSummary(r))
 	case a.Name == AssertValidResponses:
 		if n := r.Outcomes[ledger.OutcomeInvalid] + r.Outcomes[ledger.OutcomeTruncated]; n == 0 {
 			return StatePass, fmt.Sprintf("no invalid or truncated responses among %d (explicit errors are valid)", r.Requests)
@@ -550,9 +552,9 @@ func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 		case b.leak.State == StateNotEvaluated:
 			return StateNotEvaluated, b.leak.Detail
 		case b.leak.Passed:
-			return StatePass, firstNonEmpty(b.leak.Detail, "gauges returned to their idle values after drain")
+			return StatePass, format.FirstNonEmpty(b.leak.Detail, "gauges returned to their idle values after drain")
 		}
-		return StateFail, firstNonEmpty(b.leak.Detail, "gauges did not return to idle after drain") + formatMetrics(b.leak.Metrics)
+		return StateFail, format.FirstNonEmpty(b.leak.Detail, "gauges did not return to idle after drain") + formatMetrics(b.leak.Metrics)
 	case a.Name == AssertRecovery:
 		return b.recoveryVerdict(r.Faults)
 	case a.Consistent():
@@ -567,7 +569,7 @@ func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 			return StateNotEvaluated, fmt.Sprintf("no %s samples", a.Arg)
 		}
 		got := map[string]float64{"p50": p.P50, "p90": p.P90, "p95": p.P95, "p99": p.P99, "max": p.Max, "mean": p.Mean}[a.Func]
-		return newState(a.Compare(got)), fmt.Sprintf("%s(%s) = %s over %s", a.Func, a.Arg, fmtSeconds(got), plural(p.Count, "sample"))
+		return newState(a.Compare(got)), fmt.Sprintf("%s(%s) = %s over %s", a.Func, a.Arg, format.Seconds(got), format.Plural(p.Count, "sample"))
 	case a.Func == "rate" || a.Func == "count":
 		n := r.SilentDrops
 		if a.Arg != "silent_drops" {
@@ -583,13 +585,6 @@ func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 		return newState(a.Compare(rate)), fmt.Sprintf("rate(%s) = %.4g (%d of %d)", a.Arg, rate, n, r.Requests)
 	}
 	return StateNotEvaluated, "unknown assertion"
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func formatMetrics(m map[string]float64) string {
@@ -649,10 +644,10 @@ func (b *Builder) dropSummary(r *Results) string {
 	return fmt.Sprintf("; by phase: %s%s; e.g. %s", strings.Join(parts, ", "), held, strings.Join(ids, ", "))
 }
 
-// heldAt reads the per-process stages out of a drop's server debug info. It accepts the
+// HeldAt reads the per-process stages out of a drop's server debug info. It accepts the
 // harness's shape ({"sources": [{"process", "entries": [{"stage"}]}]}) and a bare
 // /debug/requests entry ({"stage"}); anything else yields nothing.
-func heldAt(raw json.RawMessage) []string {
+func HeldAt(raw json.RawMessage) []string {
 	if len(raw) == 0 {
 		return nil
 	}
@@ -764,7 +759,7 @@ func (b *Builder) recoveryVerdict(faults []FaultResult) (State, string) {
 				state = StateNotEvaluated
 			}
 		case *f.Recovered:
-			parts = append(parts, fmt.Sprintf("%s: recovered in %s", f.Name, fmtSeconds(*f.TimeToRecover)))
+			parts = append(parts, fmt.Sprintf("%s: recovered in %s", f.Name, format.Seconds(*f.TimeToRecover)))
 		default:
 			state = StateFail
 			parts = append(parts, fmt.Sprintf("%s: success rate stayed below %g over %s windows for %s", f.Name, rc.Threshold, rc.Window, rc.Within))
@@ -797,10 +792,6 @@ func percentiles(xs []float64) Percentiles {
 
 // round keeps microsecond precision so reports are stable across platforms.
 func round(x float64) float64 { return math.Round(x*1e6) / 1e6 }
-
-func fmtSeconds(s float64) string {
-	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
-}
 
 // consistency judges consistent_outputs: each probe's ok answers against its first,
 // compared on their first prefix characters (0: whole answers).
@@ -836,7 +827,7 @@ func (b *Builder) consistency(prefix int) (State, string) {
 		scope = fmt.Sprintf("first %d characters", prefix)
 	}
 	if len(bad) == 0 {
-		return StatePass, fmt.Sprintf("%s of %s agree with their first answer (%s)", plural(answers, "answer"), plural(len(names), "probe"), scope)
+		return StatePass, fmt.Sprintf("%s of %s agree with their first answer (%s)", format.Plural(answers, "answer"), format.Plural(len(names), "probe"), scope)
 	}
 	nbad, more := len(bad), ""
 	if len(bad) > 3 {
@@ -844,7 +835,7 @@ func (b *Builder) consistency(prefix int) (State, string) {
 		bad = bad[:3]
 	}
 	return StateFail, fmt.Sprintf("%s of %s differ from the probe's first answer (%s): %s%s",
-		plural(nbad, "answer"), plural(answers, "answer"), scope, strings.Join(bad, "; "), more)
+		format.Plural(nbad, "answer"), format.Plural(answers, "answer"), scope, strings.Join(bad, "; "), more)
 }
 
 // clip shortens s to at most n runes.

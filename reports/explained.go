@@ -8,6 +8,7 @@ import (
 
 	"pdsoak/assertion"
 	"pdsoak/ledger"
+	"pdsoak/reports/internal/format"
 )
 
 // AssertExplainedErrors: every explicit error (ErrorCounted) has a cause other than
@@ -251,7 +252,7 @@ func judgeExplained(a Assertion, r *Results) (State, string, bool) {
 		}
 		bound = fmt.Sprintf("bound: rate %s %g", a.Op, a.Value)
 	}
-	detail := fmt.Sprintf("%d of %s unexplained (%s)%s", n, plural(errs, "explicit error"), bound, causeList(r.Causes))
+	detail := fmt.Sprintf("%d of %s unexplained (%s)%s", n, format.Plural(errs, "explicit error"), bound, causeList(r.Causes))
 	if dead := deadSources(r); len(dead) > 0 {
 		return StateFail, strings.Join(dead, "; ") + "; " + detail, true
 	}

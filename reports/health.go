@@ -9,6 +9,7 @@ import (
 
 	"pdsoak/assertion"
 	"pdsoak/ledger"
+	"pdsoak/reports/internal/format"
 )
 
 // The truthful_health assertion: the entry process's /health (ledger health events)
@@ -188,5 +189,5 @@ func (b *Builder) truthfulHealthVerdict(r *Results) (State, string) {
 	for i, l := range r.HealthLies {
 		parts[i] = l.Detail
 	}
-	return StateFail, plural(len(r.HealthLies), "health_lies finding") + ": " + strings.Join(parts, "; ")
+	return StateFail, format.Plural(len(r.HealthLies), "health_lies finding") + ": " + strings.Join(parts, "; ")
 }
