@@ -161,7 +161,7 @@ func Charts(tl *reports.Timeline) []Chart {
 		c.Note = g.Note
 		out = append(out, c)
 	}
-	if tl.PDShare != nil { // pd_path (pdreport.go)
+	if tl.PDShare != nil { // pd_path (the series from reports/pdreport.go)
 		c := base("pd_share", "Share of ok requests through a prefill worker (pd_path), shaded where it fell", "percent", []reports.Series{*tl.PDShare})
 		c.Spans, c.Gap = append(append([]reports.Span(nil), c.Spans...), tl.PDBelow...), 1.5*reports.PDWindow.Seconds()
 		out = append(out, c)

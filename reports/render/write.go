@@ -355,7 +355,7 @@ func WriteMarkdown(w io.Writer, r *reports.Results) error {
 			fmt.Fprintf(&b, "| `%s` | %s | %s | %.1f | %s |\n", d.RequestID, d.Workload, d.Phase, d.Age, debugCell(d.ServerDebug))
 		}
 	}
-	b.WriteString(pdMarkdown(r)) // pd_path and health_lies (pdreport.go)
+	b.WriteString(pdMarkdown(r)) // pd_path and health_lies (pdmarkdown.go)
 	if r.Leak != nil && r.Leak.State == reports.StateNotEvaluated {
 		fmt.Fprintf(&b, "\n## Leak check\n\nNot evaluated: %s\n", r.Leak.Detail)
 	}
