@@ -7,17 +7,14 @@ import (
 	"strings"
 
 	"pdsoak/internal/nearest"
+	"pdsoak/reports/internal/format"
 )
 
 func formatMetrics(m map[string]float64) string {
 	if len(m) == 0 {
 		return ""
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := format.SortedKeys(m)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s=%g", k, m[k])

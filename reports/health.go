@@ -161,11 +161,7 @@ func (h *healthAcc) lies(start time.Time) []HealthLie {
 }
 
 func whyList(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := format.SortedKeys(m)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%d %s", m[k], k)
