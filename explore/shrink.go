@@ -12,6 +12,7 @@ import (
 
 	"pdsoak/ledger"
 	"pdsoak/reports"
+	"pdsoak/reports/render"
 	"pdsoak/scenarios"
 )
 
@@ -324,7 +325,7 @@ func (s *searcher) shrink(ctx context.Context, sr *SignatureReport, first *RunRe
 	out.LedgerIdentical = sum == k.last
 	// The run's own reports, as `harness run` would write them.
 	if full, err := reports.ComputeFile(filepath.Join(dir, ledger.EventsFile), cfg); err == nil {
-		_ = reports.WriteAll(dir, full)
+		_ = render.WriteAll(dir, full)
 	}
 	if s.opts.Progress != nil {
 		fmt.Fprintf(s.opts.Progress, "explore: wrote %s (%d steps, %d runs, reproduced: %t)\n", path, len(out.Steps), out.Runs, out.Reproduced)

@@ -565,18 +565,6 @@ func (r *runner) selfCheck() error {
 	return nil
 }
 
-// waitFor waits until ch is closed or d passes; it reports whether ch closed.
-func waitFor(ch <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-t.C:
-		return false
-	}
-}
-
 // shardSender tags every request id with the shard, so shard ledgers never collide and
 // ledger.UnshardID gives back the unsharded run's id.
 type shardSender struct {
@@ -587,20 +575,4 @@ type shardSender struct {
 func (s shardSender) Send(ctx context.Context, r *workload.Req) *client.Result {
 	r.ID = ledger.ShardID(r.ID, s.index)
 	return s.s.Send(ctx, r)
-}
-
-// sleepUntil waits until t or ctx ends; it reports whether t was reached.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-tm.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

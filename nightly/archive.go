@@ -10,6 +10,7 @@ import (
 
 	"pdsoak/ledger"
 	"pdsoak/reports"
+	"pdsoak/reports/render"
 	"pdsoak/scenarios"
 )
 
@@ -112,10 +113,10 @@ func writeCompare(out string, c *reports.Comparison, base, nw *reports.Run, base
 	}
 	c.BaseReport, c.NewReport = link(baseDir), link(newDir)
 	var md, page bytes.Buffer
-	if err := reports.WriteCompareMarkdown(&md, c); err != nil {
+	if err := render.WriteCompareMarkdown(&md, c); err != nil {
 		return err
 	}
-	if err := reports.WriteCompareHTML(&page, c, base.Results.Timeline(), nw.Results.Timeline()); err != nil {
+	if err := render.WriteCompareHTML(&page, c, base.Results.Timeline(), nw.Results.Timeline()); err != nil {
 		return err
 	}
 	for name, data := range map[string][]byte{reports.CompareMarkdownFile: md.Bytes(), reports.CompareHTMLFile: page.Bytes()} {
@@ -169,7 +170,7 @@ func writeTrend(archive string) error {
 		return rel
 	}
 	var buf bytes.Buffer
-	if err := reports.WriteTrend(&buf, entries, nil, link); err != nil {
+	if err := render.WriteTrend(&buf, entries, nil, link); err != nil {
 		return fmt.Errorf("nightly: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(archive, reports.TrendFile), buf.Bytes(), 0o644); err != nil {

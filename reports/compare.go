@@ -5,16 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 
 	"pdsoak/ledger"
-)
-
-// Compare outputs.
-const (
-	CompareMarkdownFile = "compare.md"
-	CompareHTMLFile     = "compare.html"
+	"pdsoak/reports/internal/format"
 )
 
 // Compare defaults.
@@ -176,7 +170,7 @@ func (c *Comparison) compare(base, new *Run) {
 	c.contended()
 
 	if b.SilentDrops == 0 && n.SilentDrops > 0 {
-		c.Regressions = append(c.Regressions, fmt.Sprintf("NEW has %s where BASE had none", plural(n.SilentDrops, "silent drop")))
+		c.Regressions = append(c.Regressions, fmt.Sprintf("NEW has %s where BASE had none", format.Plural(n.SilentDrops, "silent drop")))
 	}
 	if b.Verdict == VerdictPass && n.Verdict != VerdictPass {
 		c.Regressions = append(c.Regressions, fmt.Sprintf("verdict %s → %s", b.Verdict, n.Verdict))
@@ -190,7 +184,7 @@ func (c *Comparison) compare(base, new *Run) {
 	c.faults(b.Faults, n.Faults)
 
 	// One workload in both: its rows would repeat the run's.
-	names := workloadNames(mergeNames(b.ByWorkload, n.ByWorkload))
+	names := format.SortedKeys(mergeNames(b.ByWorkload, n.ByWorkload))
 	if len(names) == 1 && len(b.ByWorkload) == 1 && len(n.ByWorkload) == 1 {
 		names = nil
 	}
@@ -207,7 +201,7 @@ func (c *Comparison) compare(base, new *Run) {
 func (c *Comparison) add(r Row) {
 	c.Rows = append(c.Rows, r)
 	if r.Regression && r.Figure != "silent drops" { // silent drops are said once, above
-		c.Regressions = append(c.Regressions, fmt.Sprintf("%s %s: %s → %s (%s; %s)", r.Group, r.Figure, fmtFig(r.Base, r.Unit), fmtFig(r.New, r.Unit), r.Change(), r.Why))
+		c.Regressions = append(c.Regressions, fmt.Sprintf("%s %s: %s → %s (%s; %s)", r.Group, r.Figure, format.Figure(r.Base, r.Unit), format.Figure(r.New, r.Unit), r.Change(), r.Why))
 	}
 }
 
@@ -302,7 +296,7 @@ func (c *Comparison) latency(group string, bs, ns *Samples, bt, bi, be, nt, ni, 
 				row.CI = &ci
 				if rel := floor.For(q.q); ci.Lo > rel && q.nv-q.bv >= floor.Abs {
 					row.Regression = true
-					row.Why = fmt.Sprintf("%g%% interval of the change [%+.1f%%, %+.1f%%] lies above +%g%% and it grew by ≥ %s", 100*o.Level, 100*ci.Lo, 100*ci.Hi, 100*rel, fmtAbs(floor.Abs))
+					row.Why = fmt.Sprintf("%g%% interval of the change [%+.1f%%, %+.1f%%] lies above +%g%% and it grew by ≥ %s", 100*o.Level, 100*ci.Lo, 100*ci.Hi, 100*rel, format.SecondsMicro(floor.Abs))
 				}
 			}
 			c.add(row)
@@ -339,18 +333,6 @@ func optFloat(p *float64) float64 {
 	return *p
 }
 
-func fmtFig(v float64, unit string) string {
-	switch {
-	case unit == "s" && v < 0:
-		return "never"
-	case unit == "s":
-		return fmt.Sprintf("%.4g s", v)
-	case unit != "":
-		return fmt.Sprintf("%.4g %s", v, unit)
-	}
-	return fmt.Sprintf("%.4g", v)
-}
-
 // ScenarioDigest identifies a scenario for compare and trend: the SHA-256 (first 16 hex
 // digits) of the resolved scenario (scenario.json) with the fields that may differ
 // between runs of the same test left out — seed, duration, description, the target and
@@ -379,56 +361,11 @@ func (c *Comparison) VerdictText() string {
 	case c.Inconclusive():
 		s := "INCONCLUSIVE: " + strings.Join(c.Contended, "; ")
 		if len(c.Regressions) > 0 {
-			s += fmt.Sprintf(" (%s not judged)", plural(len(c.Regressions), "would-be regression"))
+			s += fmt.Sprintf(" (%s not judged)", format.Plural(len(c.Regressions), "would-be regression"))
 		}
 		return s
 	case c.Regressed():
-		return fmt.Sprintf("REGRESSION: %s", plural(len(c.Regressions), "regression"))
+		return fmt.Sprintf("REGRESSION: %s", format.Plural(len(c.Regressions), "regression"))
 	}
 	return "no regression"
-}
-
-// WriteCompareMarkdown writes compare.md.
-func WriteCompareMarkdown(w io.Writer, c *Comparison) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# compare %s: %s\n\n", c.New.Scenario, c.VerdictText())
-	fmt.Fprintf(&b, "- BASE: %s, seed %d, %s, %s, started %s (digest %s)\n", c.Base.Verdict, c.Base.Seed, plural(c.Base.Requests, "request"), c.Base.Target, c.Base.Start.UTC().Format("2006-01-02 15:04:05Z"), c.BaseDigest)
-	fmt.Fprintf(&b, "- NEW: %s, seed %d, %s, %s, started %s (digest %s)\n", c.New.Verdict, c.New.Seed, plural(c.New.Requests, "request"), c.New.Target, c.New.Start.UTC().Format("2006-01-02 15:04:05Z"), c.NewDigest)
-	fmt.Fprintf(&b, "- gates: latency regresses when the %g%% bootstrap interval (%d resamples; an agent's turns are resampled together, open-loop requests one by one, ITL by whole requests) of its relative change lies above its floor and it grew by at least its absolute floor (%s); an outcome rate when a two-proportion z-test gives p < %g and it moved by ≥ %g; any silent drop in NEW where BASE had none; a percentile with fewer than %d samples beyond it (on either side) is shown, not gated\n",
-		100*c.Options.Level, c.Options.Resamples, floorsText(c.Options.Floors), c.Options.Alpha, c.Options.MinRateChange, c.Options.MinTail)
-	c.writeGateNotes(&b)
-	if c.Forced && c.BaseDigest != c.NewDigest {
-		b.WriteString("\n**Forced:** the scenarios differ (digests " + c.BaseDigest + " and " + c.NewDigest + "); compared anyway with --force.\n")
-	}
-	if len(c.Regressions) > 0 {
-		if c.Inconclusive() {
-			b.WriteString("\n## Would-be regressions (not judged: a run was contended)\n\n")
-		} else {
-			b.WriteString("\n## Regressions\n\n")
-		}
-		for _, r := range c.Regressions {
-			fmt.Fprintf(&b, "- %s\n", mdEscape(r))
-		}
-	}
-	group := ""
-	for _, r := range c.Rows {
-		if r.Group != group {
-			group = r.Group
-			title := "Run"
-			if group != "run" {
-				title = "Workload " + strings.TrimPrefix(group, "workload ")
-			}
-			fmt.Fprintf(&b, "\n## %s\n\n| figure | BASE | NEW | change | 95%% interval / p | |\n|---|---:|---:|---:|---:|---|\n", mdEscape(title))
-		}
-		stat := r.Stat()
-		flag := ""
-		if r.Regression {
-			flag = "**REGRESSION**"
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", mdEscape(r.Figure), baseCell(r), fmtFig(r.New, r.Unit), r.Change(), stat, flag)
-	}
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return fmt.Errorf("reports: write compare: %w", err)
-	}
-	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"pdsoak/ledger"
+	"pdsoak/reports/internal/format"
 )
 
 // ContentionResult summarises the machine's contention over a run's windows
@@ -79,7 +80,7 @@ func (c *ContentionResult) Exceeded(b ContentionBounds) []string {
 		if pct {
 			out = append(out, fmt.Sprintf("%s %.0f%% (bound %.0f%%)", what, 100*v, 100*bound))
 		} else {
-			out = append(out, fmt.Sprintf("%s %s (bound %s)", what, fmtSeconds(v), fmtSeconds(bound)))
+			out = append(out, fmt.Sprintf("%s %s (bound %s)", what, format.Seconds(v), format.Seconds(bound)))
 		}
 	}
 	if s, ok := c.Metrics[ledger.ContentionCPUPressure]; ok {
@@ -122,7 +123,7 @@ func (c *ContentionResult) Summary() string {
 		case m.pct:
 			parts = append(parts, fmt.Sprintf("%s mean %.0f%%, max %.0f%%", m.label, 100*s.Mean, 100*s.Max))
 		case m.name == ledger.ContentionTickLag || m.name == SendLagMetric:
-			parts = append(parts, fmt.Sprintf("%s p90 %s, max %s", m.label, fmtSeconds(s.P90), fmtSeconds(s.Max)))
+			parts = append(parts, fmt.Sprintf("%s p90 %s, max %s", m.label, format.Seconds(s.P90), format.Seconds(s.Max)))
 		default:
 			parts = append(parts, fmt.Sprintf("%s mean %s, max %s", m.label, strconv.FormatFloat(round2(s.Mean), 'f', -1, 64), strconv.FormatFloat(round2(s.Max), 'f', -1, 64)))
 		}
@@ -222,21 +223,4 @@ func sessionKey(e ledger.Event) string {
 		return ""
 	}
 	return e.Workload + "#" + strconv.Itoa(e.Session)
-}
-
-// contentionChart is the title and unit of a contention metric's chart in report.html.
-func contentionChart(metric string) (title, unit string, ok bool) {
-	switch metric {
-	case ledger.ContentionCPUPressure:
-		return "Machine contention: CPU pressure (share of each window some task waited for a CPU)", "share", true
-	case ledger.ContentionSteal:
-		return "Machine contention: CPU steal (share of CPU time)", "share", true
-	case ledger.ContentionRunQueue:
-		return "Machine contention: runnable tasks per CPU", "tasks/CPU", true
-	case ledger.ContentionHarnessCPU:
-		return "Machine contention: the harness's own CPU use", "CPUs", true
-	case ledger.ContentionTickLag:
-		return "Machine contention: harness tick lag", "seconds", true
-	}
-	return "", "", false
 }

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
+
+	"pdsoak/reports/internal/format"
 )
 
 // Floor is how much a latency percentile must grow before it can be a regression: the
@@ -62,15 +63,6 @@ func (o CompareOptions) EffectiveFloors() map[string]Floor {
 		}
 	}
 	return out
-}
-
-func floorsText(fs map[string]Floor) string {
-	var parts []string
-	for _, k := range []string{"ttft", "itl", "e2e"} {
-		f := fs[k]
-		parts = append(parts, fmt.Sprintf("%s +%g%% (p90, p99: +%g%%) and %s", strings.ToUpper(k), 100*f.Rel, 100*f.For(0.99), fmtAbs(f.Abs)))
-	}
-	return strings.Join(parts, "; ")
 }
 
 // latencyMetric is one latency's samples on each side, grouped for the bootstrap.
@@ -140,14 +132,6 @@ func figurePercentiles(r *Results, group, metric string) Percentiles {
 	return e2e
 }
 
-// baseCell is the BASE value of a row, with the spread of several BASE runs.
-func baseCell(r Row) string {
-	if r.Spread == nil {
-		return fmtFig(r.Base, r.Unit)
-	}
-	return fmt.Sprintf("%s (runs %s–%s)", fmtFig(r.Base, r.Unit), fmtFig(r.Spread.Lo, ""), fmtFig(r.Spread.Hi, r.Unit))
-}
-
 // contended fills Contended from each run's contention.
 func (c *Comparison) contended() {
 	name := func(i int) string {
@@ -163,32 +147,6 @@ func (c *Comparison) contended() {
 	}
 	if ex := c.New.Contention.Exceeded(c.Options.Contention); len(ex) > 0 {
 		c.Contended = append(c.Contended, "NEW was contended: "+strings.Join(ex, ", "))
-	}
-}
-
-// writeGateNotes adds the pooled baseline, the provenance differences and the
-// contention to compare.md's header.
-func (c *Comparison) writeGateNotes(b *strings.Builder) {
-	if c.Bases > 1 {
-		fmt.Fprintf(b, "- BASE pools %d runs: their requests (sessions kept apart per run) form one distribution; each latency row shows the lowest and highest of the runs' own percentiles\n", c.Bases)
-	}
-	for i, r := range c.baseRuns {
-		if s := r.Results.Contention.Summary(); s != "" {
-			label := "BASE"
-			if len(c.baseRuns) > 1 {
-				label = fmt.Sprintf("BASE %d", i+1)
-			}
-			fmt.Fprintf(b, "- %s contention: %s\n", label, s)
-		}
-	}
-	if s := c.New.Contention.Summary(); s != "" {
-		fmt.Fprintf(b, "- NEW contention: %s\n", s)
-	}
-	if c.Inconclusive() {
-		b.WriteString("\n**Inconclusive:** " + mdEscape(strings.Join(c.Contended, "; ")) + ". The machine, not the server, may explain any difference; rerun on a quiet machine.\n")
-	}
-	if len(c.Differences) > 0 {
-		b.WriteString("\n**Forced:** the runs' provenance differs (" + mdEscape(strings.Join(c.Differences, "; ")) + "); compared anyway with --force.\n")
 	}
 }
 
@@ -271,7 +229,7 @@ func (a Identity) Differences(b Identity) []string {
 	var out []string
 	diff := func(what, x, y string) {
 		if x != y {
-			out = append(out, fmt.Sprintf("%s %s vs %s", what, orNone(x), orNone(y)))
+			out = append(out, fmt.Sprintf("%s %s vs %s", what, format.OrNone(x), format.OrNone(y)))
 		}
 	}
 	if a.Mode != b.Mode {
@@ -284,56 +242,8 @@ func (a Identity) Differences(b Identity) []string {
 	return out
 }
 
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return fmt.Sprintf("%q", s)
-}
-
-// chartAnchor is the id of compare.html's chart that draws a row's figure ("" none).
-func chartAnchor(figure string) string {
-	switch {
-	case strings.HasSuffix(figure, "(ttft)"):
-		return "cmp_ttft"
-	case strings.HasSuffix(figure, "(itl)"):
-		return "cmp_itl"
-	case strings.HasSuffix(figure, "(e2e)"):
-		return "cmp_e2e"
-	case strings.HasPrefix(figure, "rate ") || figure == "throughput" || figure == "requests" || figure == "silent drops":
-		return "cmp_completed"
-	}
-	return ""
-}
-
-// regressionLink is one regression of compare.html's list with the chart it links to.
-type regressionLink struct{ Text, Anchor string }
-
-func regressionLinks(c *Comparison) []regressionLink {
-	anchors := map[string]string{}
-	for _, r := range c.Rows {
-		if r.Regression {
-			anchors[r.Group+" "+r.Figure+":"] = chartAnchor(r.Figure)
-		}
-	}
-	var out []regressionLink
-	for _, text := range c.Regressions {
-		l := regressionLink{Text: text}
-		for prefix, a := range anchors {
-			if strings.HasPrefix(text, prefix) {
-				l.Anchor = a
-			}
-		}
-		if strings.Contains(text, "silent drop") {
-			l.Anchor = "cmp_completed"
-		}
-		out = append(out, l)
-	}
-	return out
-}
-
-// contentionLines are each run's contention, for compare.html.
-func (c *Comparison) contentionLines() []string {
+// ContentionLines are each run's contention ("BASE contention: ..."), for compare.md and compare.html.
+func (c *Comparison) ContentionLines() []string {
 	var out []string
 	for i, r := range c.baseRuns {
 		if s := r.Results.Contention.Summary(); s != "" {
@@ -348,9 +258,4 @@ func (c *Comparison) contentionLines() []string {
 		out = append(out, "NEW contention: "+s)
 	}
 	return out
-}
-
-// fmtAbs is an absolute floor to the microsecond (fmtSeconds rounds to milliseconds).
-func fmtAbs(s float64) string {
-	return time.Duration(s * float64(time.Second)).Round(time.Microsecond).String()
 }

@@ -1,15 +1,13 @@
 package reports
 
 import (
-	"encoding/json"
 	"fmt"
-	"math"
 	"path/filepath"
-	"pdsoak/internal/nearest"
-	"pdsoak/ledger"
-	"sort"
 	"strings"
 	"time"
+
+	"pdsoak/ledger"
+	"pdsoak/reports/internal/format"
 )
 
 // Builder accumulates a ledger one event at a time (so a long soak's ledger need not fit
@@ -370,7 +368,7 @@ func (b *Builder) addDone(e ledger.Event) {
 	b.tl.done(e, o, at)
 	if o.SilentDrop() {
 		b.dropCount++
-		for _, st := range heldAt(e.ServerDebug) {
+		for _, st := range HeldAt(e.ServerDebug) {
 			b.dropStages[st]++
 		}
 		if len(b.drops) < b.cfg.MaxDrops {
@@ -477,10 +475,10 @@ func (b *Builder) Results() *Results {
 		}
 	}
 	if r.Unresolved > 0 {
-		r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("%s without a terminal outcome in the ledger", plural(r.Unresolved, "scheduled request")))
+		r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("%s without a terminal outcome in the ledger", format.Plural(r.Unresolved, "scheduled request")))
 	}
 	if len(b.duplicate) > 0 {
-		r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("%s with more than one terminal outcome (first: %s)", plural(len(b.duplicate), "request"), b.duplicate[0]))
+		r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("%s with more than one terminal outcome (first: %s)", format.Plural(len(b.duplicate), "request"), b.duplicate[0]))
 	}
 	if r.Requests == 0 {
 		r.InvalidReasons = append(r.InvalidReasons, "no request reached a terminal outcome")
@@ -531,10 +529,10 @@ func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 	switch {
 	case a.Name == AssertNoSilentDrops:
 		if r.SilentDrops == 0 {
-			return StatePass, fmt.Sprintf("all %s resolved within their deadlines", plural(r.Requests, "request"))
+			return StatePass, fmt.Sprintf("all %s resolved within their deadlines", format.Plural(r.Requests, "request"))
 		}
 		return StateFail, fmt.Sprintf("%s (%d stalled, %d deadline_exceeded)%s",
-			plural(r.SilentDrops, "silent drop"), r.Outcomes[ledger.OutcomeStalled], r.Outcomes[ledger.OutcomeDeadlineExceeded], b.dropSummary(r))
+			format.Plural(r.SilentDrops, "silent drop"), r.Outcomes[ledger.OutcomeStalled], r.Outcomes[ledger.OutcomeDeadlineExceeded], b.dropSummary(r))
 	case a.Name == AssertValidResponses:
 		if n := r.Outcomes[ledger.OutcomeInvalid] + r.Outcomes[ledger.OutcomeTruncated]; n == 0 {
 			return StatePass, fmt.Sprintf("no invalid or truncated responses among %d (explicit errors are valid)", r.Requests)
@@ -550,9 +548,9 @@ func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 		case b.leak.State == StateNotEvaluated:
 			return StateNotEvaluated, b.leak.Detail
 		case b.leak.Passed:
-			return StatePass, firstNonEmpty(b.leak.Detail, "gauges returned to their idle values after drain")
+			return StatePass, format.FirstNonEmpty(b.leak.Detail, "gauges returned to their idle values after drain")
 		}
-		return StateFail, firstNonEmpty(b.leak.Detail, "gauges did not return to idle after drain") + formatMetrics(b.leak.Metrics)
+		return StateFail, format.FirstNonEmpty(b.leak.Detail, "gauges did not return to idle after drain") + formatMetrics(b.leak.Metrics)
 	case a.Name == AssertRecovery:
 		return b.recoveryVerdict(r.Faults)
 	case a.Consistent():
@@ -567,7 +565,7 @@ func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 			return StateNotEvaluated, fmt.Sprintf("no %s samples", a.Arg)
 		}
 		got := map[string]float64{"p50": p.P50, "p90": p.P90, "p95": p.P95, "p99": p.P99, "max": p.Max, "mean": p.Mean}[a.Func]
-		return newState(a.Compare(got)), fmt.Sprintf("%s(%s) = %s over %s", a.Func, a.Arg, fmtSeconds(got), plural(p.Count, "sample"))
+		return newState(a.Compare(got)), fmt.Sprintf("%s(%s) = %s over %s", a.Func, a.Arg, format.Seconds(got), format.Plural(p.Count, "sample"))
 	case a.Func == "rate" || a.Func == "count":
 		n := r.SilentDrops
 		if a.Arg != "silent_drops" {
@@ -583,275 +581,4 @@ func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 		return newState(a.Compare(rate)), fmt.Sprintf("rate(%s) = %.4g (%d of %d)", a.Arg, rate, n, r.Requests)
 	}
 	return StateNotEvaluated, "unknown assertion"
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-func formatMetrics(m map[string]float64) string {
-	if len(m) == 0 {
-		return ""
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%g", k, m[k])
-	}
-	return " (" + strings.Join(parts, ", ") + ")"
-}
-
-func (b *Builder) dropSummary(r *Results) string {
-	if len(r.Drops) == 0 {
-		return ""
-	}
-	phases := map[ledger.Phase]int{}
-	for _, d := range r.Drops {
-		phases[d.Phase]++
-	}
-	keys := make([]string, 0, len(phases))
-	for p := range phases {
-		keys = append(keys, string(p))
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		name := k
-		if name == "" {
-			name = "unknown"
-		}
-		parts[i] = fmt.Sprintf("%s %d", name, phases[ledger.Phase(k)])
-	}
-	ids := make([]string, 0, 3)
-	for _, d := range r.Drops[:min(3, len(r.Drops))] {
-		ids = append(ids, d.RequestID)
-	}
-	held := ""
-	if len(r.DropStages) > 0 {
-		keys := make([]string, 0, len(r.DropStages))
-		for k := range r.DropStages {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		hp := make([]string, len(keys))
-		for i, k := range keys {
-			hp[i] = fmt.Sprintf("%s %d", k, r.DropStages[k])
-		}
-		held = "; server held them at: " + strings.Join(hp, ", ")
-	}
-	return fmt.Sprintf("; by phase: %s%s; e.g. %s", strings.Join(parts, ", "), held, strings.Join(ids, ", "))
-}
-
-// heldAt reads the per-process stages out of a drop's server debug info. It accepts the
-// harness's shape ({"sources": [{"process", "entries": [{"stage"}]}]}) and a bare
-// /debug/requests entry ({"stage"}); anything else yields nothing.
-func heldAt(raw json.RawMessage) []string {
-	if len(raw) == 0 {
-		return nil
-	}
-	var dbg struct {
-		Stage   string `json:"stage"`
-		Sources []struct {
-			Process string `json:"process"`
-			Entries []struct {
-				Stage string `json:"stage"`
-			} `json:"entries"`
-		} `json:"sources"`
-	}
-	if json.Unmarshal(raw, &dbg) != nil {
-		return nil
-	}
-	var out []string
-	for _, src := range dbg.Sources {
-		if len(src.Entries) > 0 && src.Entries[0].Stage != "" {
-			out = append(out, src.Process+": "+src.Entries[0].Stage)
-		}
-	}
-	if len(out) == 0 && dbg.Stage != "" {
-		out = append(out, dbg.Stage)
-	}
-	return out
-}
-
-func (b *Builder) idList(os ...ledger.Outcome) string {
-	var ids []string
-	for _, o := range os {
-		ids = append(ids, b.badIDs[o]...)
-	}
-	if len(ids) == 0 {
-		return ""
-	}
-	return "; e.g. " + strings.Join(ids[:min(5, len(ids))], ", ")
-}
-
-func (b *Builder) faultResults() []FaultResult {
-	sort.SliceStable(b.samples, func(i, j int) bool { return b.samples[i].at.Before(b.samples[j].at) })
-	out := make([]FaultResult, 0, len(b.faults))
-	for _, f := range b.faults {
-		res := f.res
-		if !f.start.IsZero() {
-			res.Start = f.start.Sub(b.start).Seconds()
-		}
-		if !f.stop.IsZero() {
-			res.Stop = Float(f.stop.Sub(b.start).Seconds())
-			res.Recovered, res.TimeToRecover = b.recover(f.stop)
-		}
-		out = append(out, res)
-	}
-	return out
-}
-
-// Float returns a pointer to v.
-func Float(v float64) *float64 { return &v }
-
-// recover finds the first window after stop whose success rate reaches the threshold.
-func (b *Builder) recover(stop time.Time) (*bool, *float64) {
-	rc := b.cfg.Recovery
-	i0 := sort.Search(len(b.samples), func(i int) bool { return !b.samples[i].at.Before(stop) })
-	after := b.samples[i0:]
-	if len(after) == 0 {
-		return nil, nil
-	}
-	need := min(rc.MinRequests, len(after))
-	j, ok := 0, 0
-	for i := range after {
-		if after[i].at.Sub(stop) > rc.Within {
-			break
-		}
-		for j < len(after) && after[j].at.Sub(after[i].at) < rc.Window {
-			if after[j].ok {
-				ok++
-			}
-			j++
-		}
-		n := j - i
-		if n >= need && float64(ok)/float64(n) >= rc.Threshold {
-			return ledger.Bool(true), Float(after[i].at.Sub(stop).Seconds())
-		}
-		if after[i].ok {
-			ok--
-		}
-	}
-	return ledger.Bool(false), nil
-}
-
-// recoveryVerdict fails when any fault's success rate did not recover; otherwise it is
-// not evaluated when no fault was injected or one could not be measured.
-func (b *Builder) recoveryVerdict(faults []FaultResult) (State, string) {
-	if len(faults) == 0 {
-		return StateNotEvaluated, "no fault was injected, so there is nothing to recover from"
-	}
-	rc := b.cfg.Recovery
-	state := StatePass
-	var parts []string
-	for _, f := range faults {
-		switch {
-		case f.Stop == nil:
-			parts = append(parts, f.Name+": never reverted during load (not measurable)")
-			if state == StatePass {
-				state = StateNotEvaluated
-			}
-		case f.Recovered == nil:
-			parts = append(parts, f.Name+": no requests after it stopped (not measurable)")
-			if state == StatePass {
-				state = StateNotEvaluated
-			}
-		case *f.Recovered:
-			parts = append(parts, fmt.Sprintf("%s: recovered in %s", f.Name, fmtSeconds(*f.TimeToRecover)))
-		default:
-			state = StateFail
-			parts = append(parts, fmt.Sprintf("%s: success rate stayed below %g over %s windows for %s", f.Name, rc.Threshold, rc.Window, rc.Within))
-		}
-	}
-	return state, strings.Join(parts, "; ")
-}
-
-func percentiles(xs []float64) Percentiles {
-	if len(xs) == 0 {
-		return Percentiles{}
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	sum := 0.0
-	for _, x := range s {
-		sum += x
-	}
-	rank := func(p float64) float64 { return nearest.Rank(s, p) }
-	return Percentiles{
-		Count: len(s),
-		P50:   round(rank(0.50)),
-		P90:   round(rank(0.90)),
-		P95:   round(rank(0.95)),
-		P99:   round(rank(0.99)),
-		Max:   round(s[len(s)-1]),
-		Mean:  round(sum / float64(len(s))),
-	}
-}
-
-// round keeps microsecond precision so reports are stable across platforms.
-func round(x float64) float64 { return math.Round(x*1e6) / 1e6 }
-
-func fmtSeconds(s float64) string {
-	return time.Duration(s * float64(time.Second)).Round(time.Millisecond).String()
-}
-
-// consistency judges consistent_outputs: each probe's ok answers against its first,
-// compared on their first prefix characters (0: whole answers).
-func (b *Builder) consistency(prefix int) (State, string) {
-	if len(b.probes) == 0 {
-		return StateNotEvaluated, "no probe prompt was answered (a probe workload sends them)"
-	}
-	names := make([]string, 0, len(b.probes))
-	for n := range b.probes {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	cut := func(s string) string {
-		if prefix <= 0 {
-			return s
-		}
-		r := []rune(s)
-		return string(r[:min(prefix, len(r))])
-	}
-	answers, bad := 0, []string{}
-	for _, n := range names {
-		as := b.probes[n]
-		answers += len(as)
-		want := cut(as[0].text)
-		for _, a := range as[1:] {
-			if got := cut(a.text); got != want {
-				bad = append(bad, fmt.Sprintf("%s answered %q, first answer (%s) %q", a.id, clip(got, 60), as[0].id, clip(want, 60)))
-			}
-		}
-	}
-	scope := "whole answers"
-	if prefix > 0 {
-		scope = fmt.Sprintf("first %d characters", prefix)
-	}
-	if len(bad) == 0 {
-		return StatePass, fmt.Sprintf("%s of %s agree with their first answer (%s)", plural(answers, "answer"), plural(len(names), "probe"), scope)
-	}
-	nbad, more := len(bad), ""
-	if len(bad) > 3 {
-		more = fmt.Sprintf("; and %d more", len(bad)-3)
-		bad = bad[:3]
-	}
-	return StateFail, fmt.Sprintf("%s of %s differ from the probe's first answer (%s): %s%s",
-		plural(nbad, "answer"), plural(answers, "answer"), scope, strings.Join(bad, "; "), more)
-}
-
-// clip shortens s to at most n runes.
-func clip(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
 }

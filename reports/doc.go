@@ -1,7 +1,10 @@
 // Package reports turns a ledger (pdsoak/ledger's events.jsonl) into Results: a verdict,
 // outcome counts, silent drops with what the server said about them, assertion results
-// and latency percentiles, written as results.json, junit.xml, summary.md and a
-// terminal table. The verdict is decided here and nowhere else.
+// and latency percentiles, the Timeline behind the charts, and across runs the
+// Comparison and the history. These are the figures; reports/render draws them
+// (results.json, junit.xml, summary.md, the terminal table, report.html, compare and
+// trend pages) and imports this package, never the other way. The verdict is decided
+// here and nowhere else.
 //
 // Everything in a report is recomputed from events.jsonl:
 //
@@ -9,8 +12,8 @@
 //	ledger.Read(f, func(e ledger.Event) error { b.Add(e); return nil }) // streams; a torn last line is skipped
 //	res := b.Results()         // verdict pass|fail|invalid, outcomes, drops, assertions, percentiles
 //	tl := b.Timeline(res)      // the figures behind the charts (Compute and ComputeFile attach it: res.Timeline())
-//	reports.WriteAll(dir, res) // results.json, junit.xml, summary.md, report.html
-//	reports.WriteTable(os.Stdout, res)
+//	render.WriteAll(dir, res)  // results.json, junit.xml, summary.md, report.html (reports/render)
+//	render.WriteTable(os.Stdout, res)
 //
 // ComputeFile does the first three lines for a file, decoding on every core
 // (ledger.ReadParallel: the same events, stats and errors as ledger.Read). Assertions
@@ -36,14 +39,13 @@
 // verify, the run ended with an error or was interrupted, a listed assertion could not be
 // evaluated, a scheduled request has no terminal outcome, or no request finished at all.
 //
-// report.html is rendered from figures, never from the ledger: Timeline holds the binned
-// series (completions per second by outcome, TTFT/ITL/e2e percentiles, requests in
-// flight), the scraped gauges and GPU readings (downsampled with LTTB), every fault window
-// with its recovery point and every silent drop; Charts lays a Timeline out as Chart
-// values on one time axis and RenderSVG draws one Chart with gonum/plot into inline SVG.
-// compare.html (CompareCharts: both runs' Timelines overlaid) and the trend page draw with
-// the same Chart and RenderSVG. A forensics bundle's note event (Source "forensics",
-// Detail its directory) is listed in Results.Forensics and linked from report.html.
+// report.html is rendered (by reports/render) from figures, never from the ledger:
+// Timeline holds the binned series (completions per second by outcome, TTFT/ITL/e2e
+// percentiles, requests in flight), the scraped gauges and GPU readings (downsampled with
+// LTTB), every fault window (a Span) with its recovery point and every silent drop. A
+// forensics bundle's note event (Source "forensics", Detail its directory) is listed in
+// Results.Forensics. The names of a run's output files (ResultsFile, HTMLFile, ...) are
+// here, in files.go, for the runner, the renderers and the readers alike.
 //
 // GPU samples (sample events with Source "gpu", written by the harness through
 // harness/gpu when NVML is present) add a gpu section to results.json and one line to
@@ -57,13 +59,12 @@
 // (BootstrapRelDiff; for ITL BootstrapRelDiffsGrouped, which resamples whole requests)
 // that must lie above a tolerance, a two-proportion z-test
 // (TwoProportionZ) with a minimum change for outcome rates, and any new silent drop —
-// written as compare.md and compare.html (WriteCompareMarkdown, WriteCompareHTML). TTFT
+// drawn as compare.md and compare.html by reports/render (WriteCompareMarkdown, WriteCompareHTML). TTFT
 // and e2e are resampled by agent session (GroupBySession), each metric has its own floor
 // (Floor, DefaultFloors, chosen by harness/gatecal), several BASE runs pool (CompareRuns,
 // PoolRuns), a run whose machine was contended (ContentionResult, from the
 // harness/contention samples) makes the answer inconclusive, and IdentityOf says what a
 // run ran against so that different ones are refused. A
 // history file holds one HistoryEntry per run (AppendHistory, ReadHistory, which skips
-// and reports malformed lines by number); WriteTrend draws it as a static page. Every
-// chart is gonum/plot SVG inlined in its page: nothing is loaded from the network.
+// and reports malformed lines by number); render.WriteTrend draws it as a static page.
 package reports

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"pdsoak/reports/internal/format"
 )
 
 // held is where one process held a dropped request ("decode-0", "prealloc").
@@ -74,7 +76,7 @@ type dropDiagnosis struct {
 // add folds one drop's server debug answer, asked for just before at.
 func (d *dropDiagnosis) add(raw json.RawMessage, at time.Time) {
 	var hs []held
-	for _, s := range heldAt(raw) {
+	for _, s := range HeldAt(raw) {
 		p, st, ok := strings.Cut(s, ": ")
 		if !ok {
 			continue // a bare entry names no process
@@ -109,13 +111,13 @@ func (d *dropDiagnosis) sentence() string {
 	if len(d.roots) == 0 {
 		return ""
 	}
-	keys := sortedKeys(d.roots)
+	keys := format.SortedKeys(d.roots)
 	sort.SliceStable(keys, func(i, j int) bool { return d.roots[keys[i]] > d.roots[keys[j]] })
 	top := keys[0]
 	p, st, _ := strings.Cut(top, ": ")
-	s := fmt.Sprintf("%s held in %s's %s stage", plural(d.roots[top], "silent drop"), p, st)
+	s := fmt.Sprintf("%s held in %s's %s stage", format.Plural(d.roots[top], "silent drop"), p, st)
 	if w := d.waiting[top]; len(w) > 0 {
-		ws := sortedKeys(w)
+		ws := format.SortedKeys(w)
 		parts := make([]string, len(ws))
 		for i, k := range ws {
 			wp, wst, _ := strings.Cut(k, ": ")

@@ -8,6 +8,7 @@ import (
 
 	"pdsoak/assertion"
 	"pdsoak/ledger"
+	"pdsoak/reports/internal/format"
 )
 
 // AssertExplainedErrors: every explicit error (ErrorCounted) has a cause other than
@@ -264,7 +265,7 @@ func judgeExplained(a Assertion, r *Results) (State, string, bool) {
 		}
 		bound = fmt.Sprintf("bound: rate %s %g", a.Op, a.Value)
 	}
-	detail := fmt.Sprintf("%d of %s unexplained (%s)%s", n, plural(errs, "explicit error"), bound, causeList(r.Causes))
+	detail := fmt.Sprintf("%d of %s unexplained (%s)%s", n, format.Plural(errs, "explicit error"), bound, causeList(r.Causes))
 	if dead := deadSources(r); len(dead) > 0 {
 		return StateFail, strings.Join(dead, "; ") + "; " + detail, true
 	}
@@ -276,11 +277,7 @@ func causeList(m map[string]int) string {
 	if len(m) == 0 {
 		return ""
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := format.SortedKeys(m)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])

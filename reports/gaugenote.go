@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"pdsoak/reports/internal/format"
 )
 
 // stageGauges maps a /debug/requests stage to the gauge that counts requests in it
@@ -53,8 +55,8 @@ func gaugeNote(metric string, raw map[string][]rawPoint, seen []heldSeen) string
 		return ""
 	}
 	parts := make([]string, 0, len(disagree))
-	for _, p := range sortedKeys(disagree) {
-		parts = append(parts, fmt.Sprintf("%s read 0 while /debug/requests held %s there", p, plural(disagree[p], "silent drop")))
+	for _, p := range format.SortedKeys(disagree) {
+		parts = append(parts, fmt.Sprintf("%s read 0 while /debug/requests held %s there", p, format.Plural(disagree[p], "silent drop")))
 	}
 	return "This gauge disagrees with /debug/requests: " + strings.Join(parts, "; ") +
 		" (SGLang refreshes decode gauges only after forward steps, so they freeze when decode goes idle)."

@@ -2,10 +2,11 @@ package reports
 
 import (
 	"fmt"
-	"pdsoak/ledger"
 	"sort"
 	"strings"
 	"time"
+
+	"pdsoak/ledger"
 )
 
 // GPUResult summarises a run's GPU samples. Utilisation figures are percents over every
@@ -138,30 +139,4 @@ func (g *gpuStats) result() *GPUResult {
 
 func round2(x float64) float64 {
 	return float64(int64(x*100+0.5)) / 100
-}
-
-// gpuLine is summary.md's line about the GPUs.
-func gpuLine(g *GPUResult) string {
-	s := fmt.Sprintf("GPU (%s, %s): utilisation max %.0f%%, mean %.1f%%, memory up to %.0f%%",
-		plural(len(g.Devices), "device"), plural(g.Samples, "sample"), g.UtilMax, g.UtilMean, g.MemUsedMaxPct)
-	switch {
-	case g.StuckSamples == 0:
-		s += "; never requests in flight without completions"
-	case g.StuckUtilMean == nil:
-		s += fmt.Sprintf("; up to **%s stuck** for %.0f s (no utilisation reading then)", plural(g.StuckInFlightMax, "request"), g.StuckSeconds)
-	default:
-		s += fmt.Sprintf("; up to **%s stuck** for %.0f s while GPU utilisation averaged **%.1f%%**",
-			plural(g.StuckInFlightMax, "request"), g.StuckSeconds, *g.StuckUtilMean)
-	}
-	if g.ReadErrors > 0 {
-		s += fmt.Sprintf(" (%s incomplete)", plural(g.ReadErrors, "reading"))
-	}
-	return s
-}
-
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -1,7 +1,6 @@
 package reports
 
 import (
-	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -84,19 +83,6 @@ func TestGPUResult(t *testing.T) {
 			assert.JSONEq(t, string(wj), string(gj), "gpu section")
 		})
 	}
-}
-
-func TestGPUSummaryLine(t *testing.T) {
-	evs := []ledger.Event{ev(ledger.EventRunStart, 0, nil), sched("a", 0), gpuSample(2, 0), gpuSample(4, 0), done("a", 5, ledger.OutcomeStalled)}
-	var md, js bytes.Buffer
-	r := Compute(evs, Config{})
-	require.NoError(t, WriteMarkdown(&md, r))
-	assert.Contains(t, md.String(), "- GPU (1 device, 2 samples): utilisation max 0%, mean 0.0%, memory up to 50%; up to **1 request stuck** for 4 s while GPU utilisation averaged **0.0%**\n")
-	var tab bytes.Buffer
-	require.NoError(t, WriteTable(&tab, r))
-	assert.Contains(t, tab.String(), "\nGPU (1 device, 2 samples): utilisation max 0%, mean 0.0%, memory up to 50%; up to 1 request stuck for 4 s while GPU utilisation averaged 0.0%\n")
-	require.NoError(t, WriteJSON(&js, r))
-	assert.Contains(t, js.String(), `"stuck_util_mean": 0`)
 }
 
 // An event written by a newer harness round-trips, and an old ledger without GPUs

@@ -9,6 +9,7 @@ import (
 
 	"pdsoak/assertion"
 	"pdsoak/ledger"
+	"pdsoak/reports/internal/format"
 )
 
 // The truthful_health assertion: the entry process's /health (ledger health events)
@@ -160,11 +161,7 @@ func (h *healthAcc) lies(start time.Time) []HealthLie {
 }
 
 func whyList(m map[string]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := format.SortedKeys(m)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
 		parts[i] = fmt.Sprintf("%d %s", m[k], k)
@@ -188,5 +185,5 @@ func (b *Builder) truthfulHealthVerdict(r *Results) (State, string) {
 	for i, l := range r.HealthLies {
 		parts[i] = l.Detail
 	}
-	return StateFail, plural(len(r.HealthLies), "health_lies finding") + ": " + strings.Join(parts, "; ")
+	return StateFail, format.Plural(len(r.HealthLies), "health_lies finding") + ": " + strings.Join(parts, "; ")
 }

@@ -52,12 +52,6 @@ func TestLTTB(t *testing.T) {
 	}
 }
 
-func TestMarkPointsKeepsEveryColumn(t *testing.T) {
-	xs := []float64{0.001, 0.002, 5, 5.0001, 99.99}
-	got := markPoints(xs, 100, 1)
-	assert.Equal(t, []Point{{0.001, 1}, {5, 1}, {99.99, 1}}, got, "drops in one pixel column share a glyph; none is lost")
-}
-
 func FuzzPointJSON(f *testing.F) {
 	f.Add([]byte(`[1.5, 2]`))
 	f.Add([]byte(`[1]`))
@@ -74,34 +68,4 @@ func FuzzPointJSON(f *testing.F) {
 		require.NoError(t, json.Unmarshal(out, &q))
 		assert.Equal(t, roundFinite(p.X), q.X)
 	})
-}
-
-func TestNiceCeil(t *testing.T) {
-	for _, tc := range []struct{ in, want float64 }{{26, 30}, {1, 1}, {0.013, 0.015}, {1.3, 1.5}, {0, 1}, {7.2, 8}, {81, 100}} {
-		assert.InDelta(t, tc.want, niceCeil(tc.in), 1e-12, "niceCeil(%g)", tc.in)
-	}
-}
-
-func TestRoundTicker(t *testing.T) {
-	labels := func(min, max float64) []string {
-		var out []string
-		for _, tk := range (roundTicker{}).Ticks(min, max) {
-			if tk.Label != "" {
-				out = append(out, tk.Label)
-			}
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		name     string
-		min, max float64
-		want     []string
-	}{
-		{"seconds", 0, 50, []string{"0", "10", "20", "30", "40", "50"}},
-		{"small latencies", 0, 0.1, []string{"0", "0.02", "0.04", "0.06", "0.08", "0.1"}},
-		{"long soak", 0, 15000, []string{"0", "5000", "10000", "15000"}},
-		{"empty range", 1, 1, []string{"1"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, labels(tc.min, tc.max)) })
-	}
 }

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"pdsoak/assertion"
 	"pdsoak/ledger"
+	"pdsoak/reports/internal/format"
 )
 
 // The pd_path assertion: of the requests completed ok, the share that went through a
@@ -241,17 +241,17 @@ func (b *Builder) pdPathVerdict(minShare float64, r *Results) (State, string) {
 	for _, p := range pd.Processes {
 		if p.Scrapes < 2 {
 			return StateNotEvaluated, fmt.Sprintf("the prefill counter %s of %s was read %d times (need a reading at the start and one later): %s",
-				firstNonEmpty(p.Counter, "?"), p.Process, p.Scrapes, firstNonEmpty(p.LastErr, "no reading"))
+				format.FirstNonEmpty(p.Counter, "?"), p.Process, p.Scrapes, format.FirstNonEmpty(p.LastErr, "no reading"))
 		}
 	}
 	if pd.Share == nil {
 		return StateNotEvaluated, "no request completed ok, so no share of them can be judged"
 	}
 	detail := fmt.Sprintf("%s of %d ok requests went through a prefill worker (%g prefills counted by %s; minimum %s)",
-		pct(*pd.Share), pd.OK, pd.Prefills, pdCounters(pd), pct(minShare))
+		format.Pct(*pd.Share), pd.OK, pd.Prefills, pd.CounterNames(), format.Pct(minShare))
 	if pd.Unjudged > 0 {
 		detail += fmt.Sprintf("; %s not judged: their first token came while a prefill process went dark between two readings",
-			plural(pd.Unjudged, "ok request"))
+			format.Plural(pd.Unjudged, "ok request"))
 	}
 	if *pd.Share >= minShare {
 		return StatePass, detail
@@ -262,15 +262,15 @@ func (b *Builder) pdPathVerdict(minShare float64, r *Results) (State, string) {
 	return StateFail, detail + ": the other requests were served without a prefill worker (a decode-only fallback), though the client saw them ok"
 }
 
-func pdCounters(pd *PDPathResult) string {
+// CounterNames lists the prefill processes and the counter read from each ("prefill-0
+// pdsoak:prefills_completed_total, ...").
+func (pd *PDPathResult) CounterNames() string {
 	parts := make([]string, 0, len(pd.Processes))
 	for _, p := range pd.Processes {
 		parts = append(parts, p.Process+" "+p.Counter)
 	}
 	return strings.Join(parts, ", ")
 }
-
-func pct(x float64) string { return strconv.FormatFloat(100*x, 'f', 1, 64) + "%" }
 
 // pdMinShare is the minimum share of the scenario's pd_path assertion (DefaultPDMinShare
 // when it lists none), which results.json's windows are judged against.

@@ -3,26 +3,27 @@ package reports
 import (
 	"bytes"
 	"encoding/json"
-	"encoding/xml"
 	"flag"
 	"os"
 	"path/filepath"
-	"pdsoak/ledger"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"pdsoak/ledger"
+	"pdsoak/reports/internal/fixture"
 )
+
+// ev and done build one event of a test ledger (package fixture).
+var ev, done = fixture.Ev, fixture.Done
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-var goldenConfig = Config{
-	Assertions: []string{AssertNoSilentDrops, AssertValidResponses, AssertNoLeaks, AssertRecovery,
-		"p99(ttft) < 2s", "rate(rejected) < 0.1", "count(http_error) == 0", "max(e2e) <= 10s", "p95(e2e) < 5s"},
-	Recovery: RecoveryConfig{Window: 3 * time.Second, Within: 10 * time.Second, Threshold: 0.6},
-}
+var goldenConfig = Config{Assertions: fixture.GoldenAssertions,
+	Recovery: RecoveryConfig{Window: 3 * time.Second, Within: 10 * time.Second, Threshold: 0.6}}
 
 func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
@@ -40,115 +41,6 @@ func goldenResults(t *testing.T) *Results {
 	res, err := ComputeFile("testdata/events.jsonl", goldenConfig)
 	require.NoError(t, err)
 	return res
-}
-
-func TestGoldenOutputs(t *testing.T) {
-	res := goldenResults(t)
-	for _, out := range []struct {
-		file  string
-		write func(*bytes.Buffer, *Results) error
-	}{
-		{"results.golden.json", func(b *bytes.Buffer, r *Results) error { return WriteJSON(b, r) }},
-		{"junit.golden.xml", func(b *bytes.Buffer, r *Results) error { return WriteJUnit(b, r) }},
-		{"summary.golden.md", func(b *bytes.Buffer, r *Results) error { return WriteMarkdown(b, r) }},
-		{"table.golden.txt", func(b *bytes.Buffer, r *Results) error { return WriteTable(b, r) }},
-	} {
-		t.Run(out.file, func(t *testing.T) {
-			var buf bytes.Buffer
-			require.NoError(t, out.write(&buf, res))
-			golden(t, out.file, buf.Bytes())
-		})
-	}
-}
-
-func TestGoldenResultsContent(t *testing.T) {
-	res := goldenResults(t)
-	assert.Equal(t, VerdictFail, res.Verdict)
-	assert.Equal(t, "golden", res.Scenario)
-	assert.Equal(t, int64(42), res.Seed)
-	assert.Equal(t, "http://127.0.0.1:30000", res.Target)
-	assert.Equal(t, 20, res.Requests)
-	assert.Equal(t, 2, res.SilentDrops)
-	require.Len(t, res.Drops, 2)
-	d := res.Drops[0]
-	assert.Equal(t, "r009", d.RequestID)
-	assert.Equal(t, ledger.PhaseBeforeFirstToken, d.Phase)
-	assert.Equal(t, 3.0, d.Age)
-	assert.Contains(t, string(d.ServerDebug), "decode_prealloc_queue")
-
-	// Every taxonomy key is present in results.json, even with a zero count.
-	var raw map[string]any
-	var buf bytes.Buffer
-	require.NoError(t, WriteJSON(&buf, res))
-	require.NoError(t, json.Unmarshal(buf.Bytes(), &raw))
-	outs := raw["outcomes"].(map[string]any)
-	for _, o := range ledger.Outcomes {
-		assert.Contains(t, outs, string(o))
-	}
-	for _, k := range []string{"verdict", "outcomes", "silent_drops", "assertions", "ttft", "itl", "e2e", "seed", "scenario", "target", "provenance", "notes"} {
-		assert.Contains(t, raw, k)
-	}
-	want := map[string]State{
-		AssertNoSilentDrops: StateFail, AssertValidResponses: StateFail, AssertNoLeaks: StatePass, AssertRecovery: StatePass,
-		"p99(ttft) < 2s": StatePass, "rate(rejected) < 0.1": StatePass, "count(http_error) == 0": StateFail, "max(e2e) <= 10s": StatePass,
-		"p95(e2e) < 5s": StatePass,
-	}
-	got := map[string]State{}
-	for _, a := range res.Assertions {
-		got[a.Name] = a.State
-		assert.Equal(t, a.State == StatePass, a.Passed, "%s: passed must agree with state", a.Name)
-	}
-	assert.Equal(t, want, got)
-	f := res.Faults[0]
-	require.NotNil(t, f.Recovered)
-	require.True(t, *f.Recovered, "fault %+v did not recover", f)
-	// Fault stopped at 12 s; requests scheduled at 12, 13, 14 s are deadline_exceeded, ok,
-	// ok: 2 of 3 reach the 0.6 threshold at once.
-	require.NotNil(t, f.TimeToRecover)
-	assert.Zero(t, *f.TimeToRecover)
-	// JUnit parses and has one case per assertion and three per fault.
-	buf.Reset()
-	require.NoError(t, WriteJUnit(&buf, res))
-	var ju junitSuites
-	require.NoError(t, xml.Unmarshal(buf.Bytes(), &ju))
-	assert.Len(t, ju.Suites[0].Cases, len(res.Assertions)+3*len(res.Faults))
-	assert.Equal(t, 3, ju.Failures)
-}
-
-// TestProvenanceFromLedger renders run_start's provenance and the target event.
-func TestProvenanceFromLedger(t *testing.T) {
-	res := goldenResults(t)
-	require.NotNil(t, res.Provenance)
-	p := res.Provenance
-	assert.Equal(t, "v0.3.0", p.HarnessVersion)
-	assert.Equal(t, "0123abcd", p.Revision)
-	assert.Equal(t, "go1.26.8", p.GoVersion)
-	assert.Equal(t, "ci-7", p.Host)
-	assert.Equal(t, []string{"NVIDIA H200"}, p.GPUs)
-	assert.Equal(t, []string{"harness", "run", "golden", "--seed", "42"}, p.CommandLine)
-	assert.Equal(t, "pdserver v0.3.0", p.ServerVersion)
-	assert.JSONEq(t, `{"object":"list","data":[{"id":"ref","object":"model"}]}`, string(p.Models))
-	assert.Equal(t, []string{"--target replaces target.launch: its processes are not started"}, res.Notes)
-
-	var md bytes.Buffer
-	require.NoError(t, WriteMarkdown(&md, res))
-	assert.Contains(t, md.String(), "- provenance: harness v0.3.0 (0123abcd); go1.26.8; host ci-7; linux/amd64; CPU AMD EPYC 9654 x 16; GPUs NVIDIA H200; server pdserver v0.3.0; models ref; command `harness run golden --seed 42`\n")
-
-	// No provenance in the ledger: no section.
-	bare := Compute([]ledger.Event{ev(ledger.EventRunStart, 0, nil), done("a", 1, ledger.OutcomeOK)}, Config{})
-	assert.Nil(t, bare.Provenance)
-}
-
-func ev(typ ledger.EventType, sec float64, mod func(*ledger.Event)) ledger.Event {
-	e := ledger.Event{Type: typ, Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(sec * float64(time.Second)))}
-	if mod != nil {
-		mod(&e)
-	}
-	return e
-}
-
-func done(id string, sec float64, o ledger.Outcome) ledger.Event {
-	return ev(ledger.EventDone, sec, func(e *ledger.Event) { e.RequestID = id; e.Outcome = o; e.E2E = 0.1 })
 }
 
 func TestVerdicts(t *testing.T) {
@@ -220,85 +112,6 @@ func TestVerdicts(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestNotEvaluatedEverywhere: a not_evaluated assertion shows in the table, summary.md,
-// junit.xml (as an error) and results.json (state, passed false), and the leak_check
-// section says why.
-func TestNotEvaluatedEverywhere(t *testing.T) {
-	evs := []ledger.Event{
-		ev(ledger.EventRunStart, 0, func(e *ledger.Event) { e.Scenario = "ne" }),
-		done("a", 1, ledger.OutcomeOK),
-		ev(ledger.EventLeakCheck, 2, func(e *ledger.Event) { e.Detail = "metrics endpoint never answered" }),
-	}
-	res := Compute(evs, Config{Assertions: []string{AssertNoSilentDrops, AssertNoLeaks}})
-	require.Equal(t, VerdictInvalid, res.Verdict)
-	require.Len(t, res.Assertions, 2)
-	assert.Equal(t, AssertionResult{Name: AssertNoLeaks, State: StateNotEvaluated, Detail: "metrics endpoint never answered"}, res.Assertions[1])
-
-	var js bytes.Buffer
-	require.NoError(t, WriteJSON(&js, res))
-	var raw struct {
-		Assertions []map[string]any `json:"assertions"`
-		Leak       map[string]any   `json:"leak_check"`
-	}
-	require.NoError(t, json.Unmarshal(js.Bytes(), &raw))
-	assert.Equal(t, "not_evaluated", raw.Assertions[1]["state"])
-	assert.Equal(t, false, raw.Assertions[1]["passed"])
-	assert.Equal(t, "pass", raw.Assertions[0]["state"])
-	assert.Equal(t, "not_evaluated", raw.Leak["state"])
-	assert.Equal(t, "metrics endpoint never answered", raw.Leak["detail"])
-
-	var ju bytes.Buffer
-	require.NoError(t, WriteJUnit(&ju, res))
-	var suites junitSuites
-	require.NoError(t, xml.Unmarshal(ju.Bytes(), &suites))
-	c := suites.Suites[0].Cases[1]
-	require.NotNil(t, c.Error, "not_evaluated must be a junit error")
-	assert.Nil(t, c.Failure)
-	assert.Equal(t, "NotEvaluated", c.Error.Type)
-	assert.Equal(t, 0, suites.Failures)
-	assert.Equal(t, 2, suites.Errors, "the assertion and the valid_run case")
-
-	var md, tab bytes.Buffer
-	require.NoError(t, WriteMarkdown(&md, res))
-	assert.Contains(t, md.String(), "| `no_leaks` | NOT EVALUATED | metrics endpoint never answered |")
-	assert.Contains(t, md.String(), "# ne: INVALID")
-	require.NoError(t, WriteTable(&tab, res))
-	assert.Regexp(t, `no_leaks\s+NOT EVALUATED\s+metrics endpoint never answered`, tab.String())
-	assert.Equal(t, 1, strings.Count(tab.String(), "metrics endpoint never answered; ")+strings.Count(tab.String(), "INVALID: no_leaks not evaluated"),
-		"the invalid reason is said once")
-	assert.Equal(t, "INVALID ne: 1 request, 0 silent drops; no_leaks not evaluated: metrics endpoint never answered", VerdictLine(res))
-
-	// No leak check event at all: the section still says not evaluated, and why.
-	missing := Compute(evs[:2], Config{Assertions: []string{AssertNoLeaks}})
-	require.NotNil(t, missing.Leak)
-	assert.Equal(t, StateNotEvaluated, missing.Leak.State)
-	assert.Contains(t, missing.Leak.Detail, "no leak check in the ledger")
-	// Not listed and not run: no section.
-	assert.Nil(t, Compute(evs[:2], Config{}).Leak)
-}
-
-func TestVerdictLine(t *testing.T) {
-	pass := Compute([]ledger.Event{ev(ledger.EventRunStart, 0, func(e *ledger.Event) { e.Scenario = "v" }), done("a", 1, ledger.OutcomeOK), done("b", 1, ledger.OutcomeOK)}, Config{})
-	assert.Equal(t, "PASS v: 2 requests, 0 silent drops", VerdictLine(pass))
-	fail := Compute([]ledger.Event{ev(ledger.EventRunStart, 0, func(e *ledger.Event) { e.Scenario = "v" }), done("a", 1, ledger.OutcomeStalled)}, Config{})
-	assert.Equal(t, "FAIL v: 1 request, 1 silent drop; failed: no_silent_drops", VerdictLine(fail))
-}
-
-func TestNotesFromLedger(t *testing.T) {
-	evs := []ledger.Event{
-		ev(ledger.EventRunStart, 0, nil),
-		ev(ledger.EventNote, 0, func(e *ledger.Event) { e.Message = "first | note" }),
-		done("a", 1, ledger.OutcomeOK),
-		ev(ledger.EventNote, 2, func(e *ledger.Event) { e.Message = "NVML library missing although /dev/nvidia0 exists" }),
-		ev(ledger.EventNote, 2, nil), // empty: ignored
-	}
-	res := Compute(evs, Config{})
-	assert.Equal(t, []string{"first | note", "NVML library missing although /dev/nvidia0 exists"}, res.Notes)
-	var md bytes.Buffer
-	require.NoError(t, WriteMarkdown(&md, res))
-	assert.Contains(t, md.String(), "## Notes\n\n- first \\| note\n- NVML library missing although /dev/nvidia0 exists\n")
 }
 
 func TestReadable(t *testing.T) {
@@ -405,7 +218,7 @@ func TestHeldAt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, strings.Join(heldAt(json.RawMessage(tt.raw)), ","))
+			assert.Equal(t, tt.want, strings.Join(HeldAt(json.RawMessage(tt.raw)), ","))
 		})
 	}
 }

@@ -2,8 +2,9 @@ package reports
 
 import (
 	"encoding/json"
-	"pdsoak/ledger"
 	"time"
+
+	"pdsoak/ledger"
 )
 
 // Verdict is the overall result of a run.

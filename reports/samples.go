@@ -3,7 +3,6 @@ package reports
 import (
 	"fmt"
 	"os"
-	"sort"
 
 	"pdsoak/ledger"
 )
@@ -79,14 +78,4 @@ func (b *Builder) workloadResults() map[string]WorkloadResult {
 		out[name] = r
 	}
 	return out
-}
-
-// workloadNames lists a Results' workloads in name order.
-func workloadNames(m map[string]WorkloadResult) []string {
-	names := make([]string, 0, len(m))
-	for n := range m {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"pdsoak/ledger"
+	"pdsoak/reports/internal/format"
 )
 
 // mergedLeaks gathers what a merged ledger says about leaks. Every shard runs its own
@@ -74,7 +75,7 @@ func (m *mergedLeaks) judge(runStart time.Time) (*CheckResult, []string) {
 	auth := checks[0]
 	for _, c := range checks {
 		notes = append(notes, fmt.Sprintf("shard %d's own leak check (started at %.3fs): %s: %s",
-			c.part, c.started.Sub(runStart).Seconds(), c.res.State, firstNonEmpty(c.res.Detail, "no detail")))
+			c.part, c.started.Sub(runStart).Seconds(), c.res.State, format.FirstNonEmpty(c.res.Detail, "no detail")))
 		if c.started.After(auth.started) || (c.started.Equal(auth.started) && c.part > auth.part) {
 			auth = c
 		}
@@ -99,6 +100,6 @@ func (m *mergedLeaks) judge(runStart time.Time) (*CheckResult, []string) {
 		}
 	}
 	res := auth.res
-	res.Detail = fmt.Sprintf("shard %d's leak check, the last to start, after every other shard had finished: %s", auth.part, firstNonEmpty(res.Detail, string(res.State)))
+	res.Detail = fmt.Sprintf("shard %d's leak check, the last to start, after every other shard had finished: %s", auth.part, format.FirstNonEmpty(res.Detail, string(res.State)))
 	return &res, notes
 }

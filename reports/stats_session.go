@@ -2,8 +2,9 @@ package reports
 
 import (
 	"fmt"
-	"pdsoak/ledger"
 	"sort"
+
+	"pdsoak/ledger"
 )
 
 // GroupBySession reorders samples so that each session's samples are contiguous and

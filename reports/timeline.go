@@ -2,12 +2,13 @@ package reports
 
 import (
 	"math"
-	"pdsoak/internal/nearest"
-	"pdsoak/ledger"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
+
+	"pdsoak/internal/nearest"
+	"pdsoak/ledger"
+	"pdsoak/reports/internal/format"
 )
 
 // Timeline is the figures behind report.html's charts, computed from the ledger alone.
@@ -289,9 +290,9 @@ func (b *Builder) Timeline(r *Results) *Timeline {
 		}
 		return Series{Name: name, Points: LTTB(pts, MaxSeriesPoints, forced)}
 	}
-	for _, metric := range sortedKeys(t.gauges) {
+	for _, metric := range format.SortedKeys(t.gauges) {
 		g := GaugeGroup{Metric: metric}
-		for _, src := range sortedKeys(t.gauges[metric]) {
+		for _, src := range format.SortedKeys(t.gauges[metric]) {
 			g.Series = append(g.Series, sampled(src, t.gauges[metric][src]))
 		}
 		g.Note = gaugeNote(metric, t.gauges[metric], b.explain.diag.seen)
@@ -395,15 +396,6 @@ func inFlight(starts, ends []int64, nbins int, bin func(int64) int, mid func(int
 	return pts
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func sortedInts[V any](m map[int]V) []int {
 	out := make([]int, 0, len(m))
 	for k := range m {
@@ -411,12 +403,4 @@ func sortedInts[V any](m map[int]V) []int {
 	}
 	sort.Ints(out)
 	return out
-}
-
-// shortMetric drops a gauge's "sglang:" / "vllm:" prefix for a chart title.
-func shortMetric(name string) string {
-	if i := strings.IndexByte(name, ':'); i >= 0 {
-		return name[i+1:]
-	}
-	return name
 }

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"sort"
 
+	"pdsoak/assertion"
 	"pdsoak/metricsel"
-	"pdsoak/reports"
 )
 
 // ReferencePrefillCounter is the counter of the reference server's prefill workers that
@@ -83,7 +83,7 @@ func (v *validator) checkPDCounters() {
 		}
 	}
 	for i, a := range sc.Assertions {
-		pa, err := reports.ParseAssertion(a)
+		pa, err := assertion.ParseAssertion(a)
 		if err == nil && pa.PDPath() && len(sc.PDCounters()) == 0 {
 			v.add(fmt.Sprintf("assertions[%d]", i), "%s cannot be evaluated: no prefill counter is known; name one per prefill process in target.pd_counters (the embedded reference server has them when reference.prefill > 0)", pa.Name)
 		}

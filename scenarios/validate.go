@@ -2,18 +2,12 @@ package scenarios
 
 import (
 	"fmt"
-	"maps"
-	"net"
-	"net/url"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"pdsoak/assertion"
-	"pdsoak/kernels"
-	"pdsoak/server/scheduler"
 	"pdsoak/suggest"
 )
 
@@ -112,16 +106,6 @@ func (v *validator) add(path, format string, args ...any) {
 	v.problems = append(v.problems, Problem{File: v.sc.File, Line: v.line(path), Path: path, Msg: msg})
 }
 
-func (v *validator) checkURL(path, s string) {
-	if s == "" {
-		return
-	}
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		v.add(path, "must be an http:// or https:// URL with a host, got %q", s)
-	}
-}
-
 // check runs every check; each part adds its problems and none stops the others.
 func (v *validator) check(o options) {
 	sc := v.sc
@@ -156,167 +140,6 @@ func (v *validator) check(o options) {
 	}
 }
 
-func (v *validator) checkTarget() {
-	sc := v.sc
-	if refs := LinkRefs(sc.Target.URL); len(refs) > 0 {
-		// The proxy's address is known only when the run starts.
-		for _, ref := range refs {
-			if !v.hasLink(ref) {
-				v.add("target.url", "{link:%s} names no link of target.links", ref)
-			}
-		}
-	} else {
-		v.checkURL("target.url", sc.Target.URL)
-	}
-	v.checkURL("target.metrics_url", sc.Target.MetricsURL)
-	v.checkURL("target.debug_url", sc.Target.DebugURL)
-	if sc.Target.Model == "" {
-		v.add("target.model", "must be set")
-	}
-	if len(sc.Target.Launch) > 0 && sc.Target.URL == "" {
-		v.add("target.launch", "needs target.url: the address where the launched processes serve the API")
-	}
-	names := map[string]bool{}
-	for i, l := range sc.Target.Launch {
-		p := fmt.Sprintf("target.launch[%d]", i)
-		switch {
-		case l.Name == "":
-			v.add(p+".name", "must be set")
-		case !nameRE.MatchString(l.Name):
-			v.add(p+".name", "must be letters, digits, '.', '_' or '-', got %q", l.Name)
-		case names[l.Name]:
-			v.add(p+".name", "duplicate process name %q", l.Name)
-		}
-		names[l.Name] = true
-		switch l.Role {
-		case "router", "prefill", "decode", "colocated":
-		default:
-			v.add(p+".role", "must be router, prefill, decode or colocated, got %q", l.Role)
-		}
-		if _, err := SplitWords(l.Launcher); err != nil {
-			v.add(p+".launcher", "%s", strings.TrimPrefix(err.Error(), "scenarios: "))
-		}
-		if _, err := SplitWords(l.ExtraArgs); err != nil {
-			v.add(p+".extra_args", "%s", strings.TrimPrefix(err.Error(), "scenarios: "))
-		}
-		if argv, err := l.Argv(); err == nil && (len(argv) == 0 || argv[0] == "") {
-			v.add(p+".command", "must name a program: [program, arg, ...] (or set launcher)")
-		}
-		v.checkURL(p+".health_url", l.HealthURL)
-		v.checkURL(p+".metrics_url", l.MetricsURL)
-		if l.StartTimeout < 0 {
-			v.add(p+".start_timeout", "must be ≥ 0")
-		}
-		for j, arg := range l.Command {
-			for _, ref := range LinkRefs(arg) {
-				if !v.hasLink(ref) {
-					v.add(fmt.Sprintf("%s.command[%d]", p, j), "{link:%s} names no link of target.links", ref)
-				}
-			}
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(sc.Target.MetricsURLs)) {
-		p := "target.metrics_urls." + name
-		if !nameRE.MatchString(name) {
-			v.add(p, "the process name must be letters, digits, '.', '_' or '-', got %q", name)
-		}
-		if sc.Target.MetricsURLs[name] == "" {
-			v.add(p, "must be a URL")
-		}
-		v.checkURL(p, sc.Target.MetricsURLs[name])
-	}
-	if len(sc.Target.Links) > 0 && len(sc.Target.Launch) == 0 {
-		v.add("target.links", "needs target.launch: the harness can proxy only links of processes it starts")
-	}
-	lnames := map[string]bool{}
-	for i, k := range sc.Target.Links {
-		p := fmt.Sprintf("target.links[%d]", i)
-		switch {
-		case k.Name == "" || strings.ContainsAny(k.Name, " \t{}:"):
-			v.add(p+".name", "must be a link name such as router->prefill, got %q", k.Name)
-		case lnames[k.Name]:
-			v.add(p+".name", "duplicate link name %q", k.Name)
-		}
-		lnames[k.Name] = true
-		if _, port, err := net.SplitHostPort(k.Upstream); err != nil || port == "" {
-			v.add(p+".upstream", "must be host:port, got %q", k.Upstream)
-		}
-	}
-}
-
-func (v *validator) hasLink(name string) bool {
-	for _, k := range v.sc.Target.Links {
-		if k.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
-// LinkRefs returns the link names an argument refers to with {link:NAME} or
-// {link-port:NAME}.
-func LinkRefs(arg string) []string {
-	var out []string
-	for _, m := range linkRefRE.FindAllStringSubmatch(arg, -1) {
-		out = append(out, m[2])
-	}
-	return out
-}
-
-// linkRefRE matches {link:NAME} and {link-port:NAME}.
-var linkRefRE = regexp.MustCompile(`\{(link|link-port):([^{}\s]+)\}`)
-
-// ExpandLinks replaces {link:NAME} with addr(NAME) (host:port) and {link-port:NAME}
-// with its port. It is how a launched command reaches a proxy whose port is chosen only
-// when the run starts.
-func ExpandLinks(arg string, addr func(name string) (string, error)) (string, error) {
-	var firstErr error
-	out := linkRefRE.ReplaceAllStringFunc(arg, func(m string) string {
-		sub := linkRefRE.FindStringSubmatch(m)
-		a, err := addr(sub[2])
-		if err != nil {
-			if firstErr == nil {
-				firstErr = err
-			}
-			return m
-		}
-		if sub[1] == "link-port" {
-			if _, port, err := net.SplitHostPort(a); err == nil {
-				return port
-			}
-		}
-		return a
-	})
-	return out, firstErr
-}
-
-func (v *validator) checkReference() {
-	ref := v.sc.Reference
-	if ref.Prefill < 0 {
-		v.add("reference.prefill", "must be ≥ 0")
-	}
-	if ref.Decode < 0 {
-		v.add("reference.decode", "must be ≥ 0")
-	}
-	if (ref.Prefill == 0) != (ref.Decode == 0) {
-		v.add("reference", "prefill and decode must both be ≥ 1 (PD) or both 0 (colocated), got %d and %d", ref.Prefill, ref.Decode)
-	}
-	if ref.Prefill > 16 || ref.Decode > 16 {
-		v.add("reference", "at most 16 prefill and 16 decode workers")
-	}
-	v.oneOf("reference.backend", ref.Backend, kernels.Backends()...)
-	v.oneOf("reference.semantics", ref.Semantics, scheduler.SemanticsNames()...)
-	if ref.StartTimeout < 0 {
-		v.add("reference.start_timeout", "must be ≥ 0")
-	}
-	if ref.Netns && ref.Prefill == 0 && ref.Decode == 0 {
-		v.add("reference.netns", "needs a PD topology (prefill and decode ≥ 1), not colocated")
-	}
-	if ref.NetnsPrefix != "" && !ref.Netns {
-		v.add("reference.netns_prefix", "is set but reference.netns is false")
-	}
-}
-
 // oneOf checks that value is one of a closed set, with a "did you mean" for a typo.
 func (v *validator) oneOf(path, value string, set ...string) {
 	if slices.Contains(set, value) {
@@ -335,43 +158,6 @@ func orList(set []string) string {
 		return strings.Join(set, "")
 	}
 	return strings.Join(set[:len(set)-1], ", ") + " or " + set[len(set)-1]
-}
-
-// checkLimits checks the deadlines, the drain, the recovery parameters and the self check.
-func (v *validator) checkLimits() {
-	sc := v.sc
-	d := sc.Deadlines
-	for _, f := range []struct {
-		name string
-		val  Duration
-	}{{"connect", d.Connect}, {"first_token", d.FirstToken}, {"stall", d.Stall}, {"total", d.Total}} {
-		if f.val <= 0 {
-			v.add("deadlines."+f.name, "must be > 0")
-		} else if f.name != "total" && d.Total > 0 && f.val > d.Total {
-			v.add("deadlines."+f.name, "(%s) must not exceed deadlines.total (%s)", f.val, d.Total)
-		}
-	}
-	if sc.Drain.Timeout <= 0 {
-		v.add("drain.timeout", "must be > 0")
-	}
-	if sc.Drain.LeakTimeout <= 0 {
-		v.add("drain.leak_timeout", "must be > 0")
-	}
-	if r := sc.Recovery; r.Window <= 0 {
-		v.add("recovery.window", "must be > 0")
-	}
-	if r := sc.Recovery; r.Within <= 0 {
-		v.add("recovery.within", "must be > 0")
-	}
-	if r := sc.Recovery; r.Threshold <= 0 || r.Threshold > 1 {
-		v.add("recovery.threshold", "must be a fraction in (0, 1], got %g", r.Threshold)
-	}
-	if sc.SelfCheck.MaxLag <= 0 {
-		v.add("self_check.max_lag", "must be > 0")
-	}
-	if w := sc.Forensics.WedgedAfter; w < 0 || (w > 0 && w.D() < time.Second) {
-		v.add("forensics.wedged_after", "must be 0 (off) or at least 1s, got %v", w)
-	}
 }
 
 // checkAssertions parses every assertion and refuses the ones the run could not
@@ -399,42 +185,6 @@ func (v *validator) checkAssertions() {
 			v.add(p, "recovery cannot be evaluated: the scenario injects no fault; add a fault, or remove recovery")
 		case pa.Name == assertion.AssertRecovery && len(sc.Faults) == 0:
 			v.add(p, "recovery cannot be evaluated: no fault ends before the end of load (duration %s); lengthen the duration, or remove recovery", sc.Duration)
-		}
-	}
-}
-
-// checkFaultTimeline checks fault_timeline; the faults themselves are checked against
-// it by checkFaultWindow.
-func (v *validator) checkFaultTimeline() {
-	sc := v.sc
-	ft := sc.FaultTimeline
-	switch ft.mode() {
-	case CoverFixed:
-		if ft.Period != 0 {
-			v.add("fault_timeline.period", "only applies with cover: repeat or scale")
-		}
-		return
-	case CoverRepeat, CoverScale:
-	default:
-		v.oneOf("fault_timeline.cover", ft.Cover, CoverFixed, CoverRepeat, CoverScale)
-		return
-	}
-	spec := sc.specFaults()
-	if ft.Period < 0 {
-		v.add("fault_timeline.period", "must be > 0")
-		return
-	}
-	if len(spec) == 0 {
-		return
-	}
-	period := ft.period(spec)
-	if period <= 0 {
-		v.add("fault_timeline", "cover: %s needs a period: every fault starts at 0s and is held, so the list has no length", ft.Cover)
-		return
-	}
-	if ft.mode() == CoverRepeat {
-		if n := repeatCount(spec, period, sc.Duration); n > MaxInjections {
-			v.add("fault_timeline.period", "repeating every %s over %s makes more than %d injections; lengthen the period", period, sc.Duration, MaxInjections)
 		}
 	}
 }
@@ -600,101 +350,6 @@ func (v *validator) checkPacer(p string, pc *Pacer) {
 	if pc.Rate > 100000 {
 		v.add(p+".rate", "must be ≤ 100000 requests per second")
 	}
-}
-
-func (v *validator) checkFault(i int, f Fault, topo Topology, names map[string]bool, o options) {
-	p := fmt.Sprintf("faults[%d]", i)
-	switch {
-	case f.Name == "":
-		v.add(p+".name", "must be set")
-	case names[f.Name]:
-		v.add(p+".name", "duplicate fault name %q", f.Name)
-	case v.sc.FaultTimeline.mode() == CoverRepeat && strings.Contains(f.Name, "#"):
-		v.add(p+".name", "must not contain '#' with cover: repeat (the later cycles are named %s#2, %s#3, ...)", f.Name, f.Name)
-	}
-	names[f.Name] = true
-	var ft FaultType
-	known := true
-	if f.Type == "" {
-		v.add(p+".type", "must be set")
-		known = false
-	} else if o.faultTypes != nil {
-		ft, known = o.faultTypes[f.Type]
-		if !known {
-			list := slices.Sorted(maps.Keys(o.faultTypes))
-			hint := ""
-			if s := suggest.Closest(f.Type, list); s != "" {
-				hint = fmt.Sprintf("did you mean %q? ", s)
-			}
-			v.add(p+".type", "unknown fault type %q (%sknown: %s)", f.Type, hint, strings.Join(list, ", "))
-		}
-	}
-	kind, ok := topo.Resolve(f.Target)
-	switch {
-	case f.Target == "":
-		v.add(p+".target", "must be set (%s)", describeTargets(topo, ft.Targets))
-	case !ok:
-		v.add(p+".target", "%q does not exist in this topology (%s)", f.Target, describeTargets(topo, ft.Targets))
-	case known && ft.Targets != 0 && ft.Targets&kind == 0:
-		v.add(p+".target", "fault type %s needs a %s target, and %q is a %s (%s)", f.Type, ft.Targets, f.Target, kind, describeTargets(topo, ft.Targets))
-	}
-	v.checkFaultWindow(p, f)
-	if known && ft.Check != nil {
-		if err := ft.Check(f); err != nil {
-			v.add(p+".params", "%v", err)
-		}
-	}
-}
-
-// checkFaultWindow checks when a fault (as written) runs. With a fixed timeline it must
-// lie within the duration; repeated or scaled, within one period (the expansion fits the
-// injections into the duration).
-func (v *validator) checkFaultWindow(p string, f Fault) {
-	sc := v.sc
-	if f.At < 0 {
-		v.add(p+".at", "must be ≥ 0")
-	}
-	if f.For < 0 {
-		v.add(p+".for", "must be ≥ 0 (0: until the end of load)")
-	}
-	if f.At < 0 || f.For < 0 {
-		return
-	}
-	if f.At+f.For < f.At {
-		v.add(p+".for", "at + for is too large")
-		return
-	}
-	switch sc.FaultTimeline.mode() {
-	case CoverFixed:
-		if sc.Duration > 0 && f.At >= sc.Duration {
-			v.add(p+".at", "(%s) must be before the end of load (duration %s)", f.At, sc.Duration)
-		} else if f.For > 0 && sc.Duration > 0 && f.At+f.For > sc.Duration {
-			v.add(p+".for", "at + for (%s) exceeds the scenario's duration (%s)", f.At+f.For, sc.Duration)
-		}
-	case CoverRepeat:
-		if f.For == 0 {
-			v.add(p+".for", "must be > 0 with cover: repeat (a fault held until the end of load cannot repeat)")
-		} else if sc.FaultTimeline.Period > 0 && f.At+f.For > sc.FaultTimeline.Period {
-			v.add(p+".for", "at + for (%s) exceeds fault_timeline.period (%s): the cycles would overlap", f.At+f.For, sc.FaultTimeline.Period)
-		}
-	case CoverScale:
-		if period := sc.FaultTimeline.period(sc.specFaults()); period > 0 && f.At >= period {
-			v.add(p+".at", "(%s) must be before the end of fault_timeline.period (%s)", f.At, period)
-		} else if sc.FaultTimeline.Period > 0 && f.At+f.For > sc.FaultTimeline.Period {
-			v.add(p+".for", "at + for (%s) exceeds fault_timeline.period (%s): scaled, it would end after the load", f.At+f.For, sc.FaultTimeline.Period)
-		}
-	}
-}
-
-func describeTargets(topo Topology, kind TargetKind) string {
-	if kind == 0 {
-		kind = TargetAny
-	}
-	names := topo.Names(kind)
-	if len(names) == 0 {
-		return "this topology has no " + kind.String() + " targets"
-	}
-	return "valid targets: " + strings.Join(names, ", ")
 }
 
 // hasProbe reports whether a workload sends probe prompts (consistent_outputs).

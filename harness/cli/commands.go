@@ -22,6 +22,7 @@ import (
 	"pdsoak/harness/judge"
 	"pdsoak/ledger"
 	"pdsoak/reports"
+	"pdsoak/reports/render"
 	"pdsoak/scenarios"
 	"pdsoak/sim"
 )
@@ -329,17 +330,17 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 	// Outputs are written whatever happened, from the ledger alone, exactly as
 	// `harness report` recomputes them.
 	res, ledgerRead := computeResults(outDir, sc)
-	if err := reports.WriteAll(outDir, res); err != nil {
+	if err := render.WriteAll(outDir, res); err != nil {
 		return &ExitError{Code: ExitInfra, Err: err}
 	}
 	publish(outDir, res, hist, stderr)
 	if !quiet {
-		_ = reports.WriteTable(stdout, res)
+		_ = render.WriteTable(stdout, res)
 		fmt.Fprintf(stdout, "\nwrote %s\n", strings.Join([]string{
 			filepath.Join(outDir, ledger.EventsFile), filepath.Join(outDir, reports.ResultsFile),
 			filepath.Join(outDir, reports.JUnitFile), filepath.Join(outDir, reports.SummaryFile), filepath.Join(outDir, reports.HTMLFile)}, ", "))
 	} else {
-		fmt.Fprintf(stdout, "%s (%s)\n", reports.VerdictLine(res), outDir)
+		fmt.Fprintf(stdout, "%s (%s)\n", render.VerdictLine(res), outDir)
 	}
 	// The verdict says why a run is invalid, from run_end. A run error the ledger cannot
 	// carry (the runner failed before writing it) must still be seen.
@@ -368,7 +369,7 @@ func publish(outDir string, res *reports.Results, hist *historyFlags, stderr io.
 	}
 	if os.Getenv(StepSummaryEnv) != "" {
 		var md bytes.Buffer
-		if err := reports.WriteMarkdown(&md, res); err == nil {
+		if err := render.WriteMarkdown(&md, res); err == nil {
 			if err := appendStepSummary(md.Bytes()); err != nil {
 				fmt.Fprintln(stderr, "harness: warning:", err)
 			}

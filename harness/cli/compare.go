@@ -15,6 +15,7 @@ import (
 	"pdsoak/harness/judge"
 	"pdsoak/ledger"
 	"pdsoak/reports"
+	"pdsoak/reports/render"
 	"pdsoak/scenarios"
 )
 
@@ -199,10 +200,10 @@ Exit codes: 0 no regression, 1 regression, 2 not comparable or bad usage, 3 inco
 			}
 			c.BaseReport, c.NewReport = reportLink(outDir, args[0]), reportLink(outDir, newDir)
 			var md, page bytes.Buffer
-			if err := reports.WriteCompareMarkdown(&md, c); err != nil {
+			if err := render.WriteCompareMarkdown(&md, c); err != nil {
 				return &ExitError{Code: ExitInfra, Err: err}
 			}
-			if err := reports.WriteCompareHTML(&page, c, bases[0].run.Results.Timeline(), nw.run.Results.Timeline()); err != nil {
+			if err := render.WriteCompareHTML(&page, c, bases[0].run.Results.Timeline(), nw.run.Results.Timeline()); err != nil {
 				return &ExitError{Code: ExitInfra, Err: err}
 			}
 			for name, data := range map[string][]byte{reports.CompareMarkdownFile: md.Bytes(), reports.CompareHTMLFile: page.Bytes()} {

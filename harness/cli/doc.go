@@ -11,7 +11,7 @@
 //	status := newStatus(stdout)                 // live line and note events via OnEvent
 //	err := harness.Run(ctx, sc, Options{OutDir, OnEvent: status.observe, Notes: notes, ...})
 //	res := reports.ComputeFile(OutDir/events.jsonl, config from sc) // the verdict, from the ledger alone
-//	reports.WriteAll(OutDir, res); reports.WriteTable(stdout, res)
+//	render.WriteAll(OutDir, res); render.WriteTable(stdout, res)
 //	exit verdict: pass 0, fail 1, invalid 3
 //
 // The verdict and its reasons come only from reports: the runner writes its error and

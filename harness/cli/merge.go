@@ -15,6 +15,7 @@ import (
 	"pdsoak/harness"
 	"pdsoak/ledger"
 	"pdsoak/reports"
+	"pdsoak/reports/render"
 	"pdsoak/scenarios"
 )
 
@@ -103,15 +104,15 @@ without run_end, or from another scenario or seed makes the merged run invalid.`
 			}
 			// reports judges the merged ledger: every merge problem is in its run_end.
 			res, _ := computeResults(outDir, sc)
-			if err := reports.WriteAll(outDir, res); err != nil {
+			if err := render.WriteAll(outDir, res); err != nil {
 				return &ExitError{Code: ExitInfra, Err: err}
 			}
 			out := cmd.OutOrStdout()
 			if !quiet {
-				_ = reports.WriteTable(out, res)
+				_ = render.WriteTable(out, res)
 				fmt.Fprintf(out, "\nmerged %d shard ledgers (%d events) into %s\n", len(args), mres.Events, outDir)
 			} else {
-				fmt.Fprintf(out, "%s (%s)\n", reports.VerdictLine(res), outDir)
+				fmt.Fprintf(out, "%s (%s)\n", render.VerdictLine(res), outDir)
 			}
 			switch res.Verdict {
 			case reports.VerdictInvalid:

@@ -11,6 +11,7 @@ import (
 	"pdsoak/harness/judge"
 	"pdsoak/ledger"
 	"pdsoak/reports"
+	"pdsoak/reports/render"
 	"pdsoak/scenarios"
 )
 
@@ -65,17 +66,17 @@ summary table and exits with the verdict's code (0 pass, 1 fail, 3 invalid).`,
 				return usageError("%s: %v", filepath.Join(dir, ResolvedFile), err)
 			}
 			res, _ := computeResults(dir, &sc)
-			if err := reports.WriteAll(dir, res); err != nil {
+			if err := render.WriteAll(dir, res); err != nil {
 				return &ExitError{Code: ExitInfra, Err: err}
 			}
 			if err := hist.record(dir, res); err != nil {
 				fmt.Fprintln(cmd.ErrOrStderr(), "harness: warning:", reports.Readable(err.Error()))
 			}
 			if !quiet {
-				_ = reports.WriteTable(cmd.OutOrStdout(), res)
+				_ = render.WriteTable(cmd.OutOrStdout(), res)
 			}
 			if quiet {
-				fmt.Fprintln(cmd.OutOrStdout(), reports.VerdictLine(res))
+				fmt.Fprintln(cmd.OutOrStdout(), render.VerdictLine(res))
 			}
 			switch res.Verdict {
 			case reports.VerdictPass:

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"pdsoak/reports"
+	"pdsoak/reports/render"
 )
 
 // historyFlags are run's and report's --history and --label.
@@ -113,7 +114,7 @@ line number on stderr and on the page, and skipped.`,
 				return filepath.ToSlash(rel)
 			}
 			var buf bytes.Buffer
-			if err := reports.WriteTrend(&buf, entries, problems, link); err != nil {
+			if err := render.WriteTrend(&buf, entries, problems, link); err != nil {
 				return &ExitError{Code: ExitInfra, Err: err}
 			}
 			page := filepath.Join(outDir, reports.TrendFile)

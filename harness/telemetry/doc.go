@@ -14,6 +14,6 @@
 //
 //	t, err := telemetry.Start(ctx, telemetry.Config{MetricsListen: ":9464", Labels: ...})
 //	harness.Run(ctx, sc, harness.Options{OnEvent: t.Observe, ...}) // every event feeds it
-//	reports.WriteAll(outDir, res)                                    // still scrapeable
+//	render.WriteAll(outDir, res)                                    // still scrapeable
 //	t.Close(ctx)                                                     // final push, span flush
 package telemetry

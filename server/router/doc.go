@@ -35,6 +35,13 @@
 // The decisions (decide.go), the health tracker (health.go) and the refusals
 // (errors.go) are pure, so that the simulator (sim) routes on the same code.
 //
+// The driver, by file: router.go (the Router, its lifecycle, Generate and the attempt
+// loop), options.go (defaults and functional options), workers.go (each worker's health
+// checks, bootstrap address and the pick of a pair), attempt.go (one attempt on one pair
+// and the relay of decode's tokens to the client), legs.go (the two worker streams of an
+// attempt), legclient.go (the lean leg client), fallback.go (--pd-fallback), reqlog.go
+// (a request's lazily built logger), metrics.go, sse.go, trace.go.
+//
 //	r, _ := router.New([]router.Worker{{URL: "http://127.0.0.1:30001"}},
 //		[]router.Worker{{URL: "http://127.0.0.1:30002"}}, router.WithSeed(1))
 //	r.Start()

@@ -1,4 +1,4 @@
-package reports
+package render
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"pdsoak/ledger"
+	"pdsoak/reports"
+	"pdsoak/reports/internal/format"
 )
 
 // This file holds compare.html: both runs' Timelines (the figures report.html draws) laid
@@ -24,19 +26,19 @@ var (
 // load start): requests completed per second (all outcomes, and those not ok when any
 // were), TTFT p50 and p99, with both runs' fault windows shaded and their recovery points
 // and silent drops marked.
-func CompareCharts(base, new *Timeline) []Chart {
+func CompareCharts(base, new *reports.Timeline) []Chart {
 	if base == nil {
-		base = &Timeline{}
+		base = &reports.Timeline{}
 	}
 	if new == nil {
-		new = &Timeline{}
+		new = &reports.Timeline{}
 	}
-	var spans []Span
+	var spans []reports.Span
 	var vlines []VLine
 	var marks []float64
 	for _, run := range []struct {
 		name string
-		tl   *Timeline
+		tl   *reports.Timeline
 	}{{"BASE", base}, {"NEW", new}} {
 		sp, vl, mk := faultLayers(run.tl)
 		for _, s := range sp {
@@ -57,7 +59,7 @@ func CompareCharts(base, new *Timeline) []Chart {
 		marks = append(marks, mk...)
 	}
 	colors := map[string]color.Color{}
-	overlay := func(id, title, ylabel string, pick func(*Timeline) []Series) Chart {
+	overlay := func(id, title, ylabel string, pick func(*reports.Timeline) []reports.Series) Chart {
 		c := Chart{ID: id, Title: title, XLabel: "seconds since load start", YLabel: ylabel,
 			XMax: math.Max(base.Duration, new.Duration), Spans: spans, VLines: vlines, Marks: marks,
 			MarkLabel: "silent drop (either run)", Colors: colors}
@@ -65,7 +67,7 @@ func CompareCharts(base, new *Timeline) []Chart {
 		// broken lines would read as scattered dots; the fault bands say where load stopped.
 		for _, run := range []struct {
 			name   string
-			tl     *Timeline
+			tl     *reports.Timeline
 			colors []color.Color
 		}{{"BASE", base, baseColors}, {"NEW", new, newColors}} {
 			for i, s := range pick(run.tl) {
@@ -78,20 +80,20 @@ func CompareCharts(base, new *Timeline) []Chart {
 	}
 	return []Chart{
 		overlay("cmp_completed", "Requests completed per second", "requests/s", completedTotals),
-		overlay("cmp_ttft", "Time to first token, p50 and p99 (by scheduled time)", "seconds", func(tl *Timeline) []Series {
+		overlay("cmp_ttft", "Time to first token, p50 and p99 (by scheduled time)", "seconds", func(tl *reports.Timeline) []reports.Series {
 			return pickSeries(tl.TTFT, "p50", "p99")
 		}),
-		overlay("cmp_itl", "Inter-token latency, p50 and p99 (by scheduled time)", "seconds", func(tl *Timeline) []Series {
+		overlay("cmp_itl", "Inter-token latency, p50 and p99 (by scheduled time)", "seconds", func(tl *reports.Timeline) []reports.Series {
 			return pickSeries(tl.ITL, "p50", "p99")
 		}),
-		overlay("cmp_e2e", "End-to-end latency, p50 and p99 (by scheduled time)", "seconds", func(tl *Timeline) []Series {
+		overlay("cmp_e2e", "End-to-end latency, p50 and p99 (by scheduled time)", "seconds", func(tl *reports.Timeline) []reports.Series {
 			return pickSeries(tl.E2E, "p50", "p99")
 		}),
 	}
 }
 
 // sameSpan finds BASE's band for the same fault as s within a second at both ends, or -1.
-func sameSpan(spans []Span, s Span) int {
+func sameSpan(spans []reports.Span, s reports.Span) int {
 	for i, b := range spans {
 		if b.Label == "BASE "+s.Label && math.Abs(b.From-s.From) < 1 && math.Abs(b.To-s.To) < 1 {
 			return i
@@ -102,13 +104,13 @@ func sameSpan(spans []Span, s Span) int {
 
 // completedTotals sums a timeline's per-outcome series into "all" and, when any request
 // was not ok, "not ok".
-func completedTotals(tl *Timeline) []Series {
+func completedTotals(tl *reports.Timeline) []reports.Series {
 	if len(tl.Completed) == 0 {
 		return nil
 	}
 	tops := stack(tl.Completed)
-	out := []Series{{Name: "all", Points: tops[len(tops)-1]}}
-	var bad []Series
+	out := []reports.Series{{Name: "all", Points: tops[len(tops)-1]}}
+	var bad []reports.Series
 	for _, s := range tl.Completed {
 		if s.Name != string(ledger.OutcomeOK) {
 			bad = append(bad, s)
@@ -116,14 +118,14 @@ func completedTotals(tl *Timeline) []Series {
 	}
 	if len(bad) > 0 {
 		t := stack(bad)
-		out = append(out, Series{Name: "not ok", Points: t[len(t)-1]})
+		out = append(out, reports.Series{Name: "not ok", Points: t[len(t)-1]})
 	}
 	return out
 }
 
 // pickSeries returns the named series of ss in the order asked.
-func pickSeries(ss []Series, names ...string) []Series {
-	var out []Series
+func pickSeries(ss []reports.Series, names ...string) []reports.Series {
+	var out []reports.Series
 	for _, n := range names {
 		for _, s := range ss {
 			if s.Name == n {
@@ -177,7 +179,7 @@ type htmlGroup struct {
 
 // WriteCompareHTML writes compare.html: the verdict, both runs' timelines (Results.Timeline)
 // overlaid and the table of every figure.
-func WriteCompareHTML(w io.Writer, c *Comparison, base, new *Timeline) error {
+func WriteCompareHTML(w io.Writer, c *reports.Comparison, base, new *reports.Timeline) error {
 	var charts []template.HTML
 	for _, ch := range CompareCharts(base, new) {
 		svg, err := RenderSVG(ch, ChartWidth, ChartHeight)
@@ -192,10 +194,10 @@ func WriteCompareHTML(w io.Writer, c *Comparison, base, new *Timeline) error {
 			groups = append(groups, htmlGroup{Title: r.Group})
 		}
 		g := &groups[len(groups)-1]
-		g.Rows = append(g.Rows, htmlRow{Figure: r.Figure, Base: baseCell(r), New: fmtFig(r.New, r.Unit), Change: r.Change(), Stat: r.Stat(), Why: r.Why, Regression: r.Regression, Anchor: chartAnchor(r.Figure)})
+		g.Rows = append(g.Rows, htmlRow{Figure: r.Figure, Base: baseCell(r), New: format.Figure(r.New, r.Unit), Change: r.Change(), Stat: r.Stat(), Why: r.Why, Regression: r.Regression, Anchor: chartAnchor(r.Figure)})
 	}
-	if err := compareTmpl.Execute(w, map[string]any{"C": c, "Charts": charts, "Groups": groups, "Regs": regressionLinks(c), "Contention": c.contentionLines()}); err != nil {
-		return fmt.Errorf("reports: write compare.html: %w", err)
+	if err := compareTmpl.Execute(w, map[string]any{"C": c, "Charts": charts, "Groups": groups, "Regs": regressionLinks(c), "Contention": c.ContentionLines()}); err != nil {
+		return fmt.Errorf("render: write compare.html: %w", err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package reports
+package render
 
 import (
 	"bytes"
@@ -9,26 +9,22 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"pdsoak/ledger"
 	"regexp"
 	"sort"
 	"strings"
 
 	"gonum.org/v1/plot/vg"
-)
 
-// HTMLFile is the report's file name; ScenarioFile the resolved scenario that
-// `harness run` leaves next to the ledger (shown in the report when present).
-const (
-	HTMLFile     = "report.html"
-	ScenarioFile = "scenario.json"
+	"pdsoak/ledger"
+	"pdsoak/reports"
+	"pdsoak/reports/internal/format"
 )
 
 //go:embed report.html.tmpl
 var reportTemplate string
 
 var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
-	"secs":  func(s float64) string { return fmtSeconds(s) },
+	"secs":  func(s float64) string { return format.Seconds(s) },
 	"fsecs": func(s *float64) string { return fmtOptSeconds(s) },
 	"num":   func(f float64) string { return fmt.Sprintf("%.4g", f) },
 	"pct": func(n, of int) string {
@@ -46,9 +42,9 @@ var htmlTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 		}
 		return "no"
 	},
-	"heldAt": func(raw json.RawMessage) string { return strings.Join(heldAt(raw), ", ") },
+	"heldAt": func(raw json.RawMessage) string { return strings.Join(reports.HeldAt(raw), ", ") },
 	"pretty": prettyJSON,
-	"state":  func(s State) string { return strings.ReplaceAll(string(s), "_", " ") },
+	"state":  func(s reports.State) string { return strings.ReplaceAll(string(s), "_", " ") },
 	"join":   strings.Join,
 	"stages": sortedStages,
 }).Parse(reportTemplate))
@@ -66,8 +62,8 @@ type htmlChart struct {
 }
 
 type htmlPage struct {
-	R        *Results
-	T        *Timeline
+	R        *reports.Results
+	T        *reports.Timeline
 	Charts   []htmlChart
 	Outcomes []outcomeRow
 	Latency  []latencyRow
@@ -98,16 +94,16 @@ type outcomeRow struct {
 
 type latencyRow struct {
 	Name string
-	P    Percentiles
+	P    reports.Percentiles
 }
 
 // faultLayers are what every timeline chart draws over its series: the fault windows
 // (shaded, labelled), the recovery points and the silent drops where they were scheduled.
-func faultLayers(tl *Timeline) ([]Span, []VLine, []float64) {
-	var spans []Span
+func faultLayers(tl *reports.Timeline) ([]reports.Span, []VLine, []float64) {
+	var spans []reports.Span
 	var vlines []VLine
 	for _, f := range tl.Faults {
-		sp := Span{From: f.Start, To: tl.Duration, Label: f.Name}
+		sp := reports.Span{From: f.Start, To: tl.Duration, Label: f.Name}
 		if f.Type != "" {
 			sp.Label += " (" + f.Type + ")"
 		}
@@ -131,10 +127,10 @@ func faultLayers(tl *Timeline) ([]Span, []VLine, []float64) {
 
 // Charts lays out tl as report.html's charts, all on one time axis with the fault windows
 // shaded, recovery points marked and silent drops marked where they were scheduled.
-func Charts(tl *Timeline) []Chart {
+func Charts(tl *reports.Timeline) []Chart {
 	spans, vlines, marks := faultLayers(tl)
 	const x = "seconds since load start"
-	base := func(id, title, ylabel string, ss []Series) Chart {
+	base := func(id, title, ylabel string, ss []reports.Series) Chart {
 		return Chart{ID: id, Title: title, XLabel: x, YLabel: ylabel, Series: ss, XMax: tl.Duration,
 			Spans: spans, VLines: vlines, Marks: marks, MarkLabel: "silent drop",
 			Marks2: tl.Unexplained, Mark2Label: "unexplained error"}
@@ -145,7 +141,7 @@ func Charts(tl *Timeline) []Chart {
 	out = append(out, c)
 	for _, l := range []struct {
 		id, title string
-		ss        []Series
+		ss        []reports.Series
 	}{
 		{"ttft", "Time to first token (by scheduled time)", tl.TTFT},
 		{"itl", "Inter-token latency (by scheduled time)", tl.ITL},
@@ -155,9 +151,9 @@ func Charts(tl *Timeline) []Chart {
 		c.Colors, c.Gap = PercentileColors, 1.5*tl.Window
 		out = append(out, c)
 	}
-	out = append(out, base("in_flight", "Requests in flight (scheduled, not yet done)", "requests", []Series{tl.InFlight}))
+	out = append(out, base("in_flight", "Requests in flight (scheduled, not yet done)", "requests", []reports.Series{tl.InFlight}))
 	for _, g := range tl.Gauges {
-		title, unit := "Server gauge "+g.Metric+" by process", shortMetric(g.Metric)
+		title, unit := "Server gauge "+g.Metric+" by process", format.ShortMetric(g.Metric)
 		if t, u, ok := contentionChart(g.Metric); ok {
 			title, unit = t, u
 		}
@@ -165,9 +161,9 @@ func Charts(tl *Timeline) []Chart {
 		c.Note = g.Note
 		out = append(out, c)
 	}
-	if tl.PDShare != nil { // pd_path (pdreport.go)
-		c := base("pd_share", "Share of ok requests through a prefill worker (pd_path), shaded where it fell", "percent", []Series{*tl.PDShare})
-		c.Spans, c.Gap = append(append([]Span(nil), c.Spans...), tl.PDBelow...), 1.5*PDWindow.Seconds()
+	if tl.PDShare != nil { // pd_path (the series from reports/pdreport.go)
+		c := base("pd_share", "Share of ok requests through a prefill worker (pd_path), shaded where it fell", "percent", []reports.Series{*tl.PDShare})
+		c.Spans, c.Gap = append(append([]reports.Span(nil), c.Spans...), tl.PDBelow...), 1.5*reports.PDWindow.Seconds()
 		out = append(out, c)
 	}
 	if len(tl.GPUUtil) > 0 {
@@ -190,9 +186,9 @@ func sanitizeID(s string) string {
 
 // WriteHTML writes report.html: one self-contained page (inline CSS and SVG, no script,
 // nothing fetched) with the verdict, the timelines and the tables.
-func WriteHTML(w io.Writer, r *Results, tl *Timeline, opt HTMLOptions) error {
+func WriteHTML(w io.Writer, r *reports.Results, tl *reports.Timeline, opt HTMLOptions) error {
 	if tl == nil {
-		tl = &Timeline{}
+		tl = &reports.Timeline{}
 	}
 	page := htmlPage{R: r, T: tl, Scenario: string(opt.Scenario), OK: r.Outcomes[ledger.OutcomeOK]}
 	for _, c := range Charts(tl) {
@@ -231,26 +227,26 @@ func WriteHTML(w io.Writer, r *Results, tl *Timeline, opt HTMLOptions) error {
 	page.Latency = []latencyRow{{"TTFT", r.TTFT}, {"ITL", r.ITL}, {"E2E", r.E2E}, {"harness lag", r.Lag}}
 	var buf bytes.Buffer
 	if err := htmlTmpl.Execute(&buf, page); err != nil {
-		return fmt.Errorf("reports: write report.html: %w", err)
+		return fmt.Errorf("render: write report.html: %w", err)
 	}
 	if _, err := w.Write(buf.Bytes()); err != nil {
-		return fmt.Errorf("reports: write report.html: %w", err)
+		return fmt.Errorf("render: write report.html: %w", err)
 	}
 	return nil
 }
 
 // WriteHTMLFile writes dir/report.html, showing dir/scenario.json when it exists.
-func WriteHTMLFile(dir string, r *Results, tl *Timeline) error {
+func WriteHTMLFile(dir string, r *reports.Results, tl *reports.Timeline) error {
 	var opt HTMLOptions
-	if data, err := os.ReadFile(filepath.Join(dir, ScenarioFile)); err == nil {
+	if data, err := os.ReadFile(filepath.Join(dir, reports.ScenarioFile)); err == nil {
 		opt.Scenario = data
 	}
 	var buf bytes.Buffer
 	if err := WriteHTML(&buf, r, tl, opt); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, HTMLFile), buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("reports: %w", err)
+	if err := os.WriteFile(filepath.Join(dir, reports.HTMLFile), buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("render: %w", err)
 	}
 	return nil
 }
@@ -259,7 +255,7 @@ func fmtOptSeconds(s *float64) string {
 	if s == nil {
 		return "–"
 	}
-	return fmtSeconds(*s)
+	return format.Seconds(*s)
 }
 
 func prettyJSON(raw json.RawMessage) string {
@@ -276,7 +272,7 @@ func prettyJSON(raw json.RawMessage) string {
 
 // sortedStages lists DropStages as "stage: n", most first.
 func sortedStages(m map[string]int) []string {
-	keys := sortedKeys(m)
+	keys := format.SortedKeys(m)
 	sort.SliceStable(keys, func(i, j int) bool { return m[keys[i]] > m[keys[j]] })
 	out := make([]string, len(keys))
 	for i, k := range keys {

@@ -1,17 +1,20 @@
-package reports
+package render
 
 import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"pdsoak/reports"
+	"pdsoak/reports/internal/format"
 )
 
 // causesMarkdown is summary.md's Causes and Target liveness sections ("" when the
 // run has neither).
-func causesMarkdown(r *Results) string {
+func causesMarkdown(r *reports.Results) string {
 	var b strings.Builder
 	if len(r.Causes) > 0 {
-		names := workloadNames(r.ByWorkload)
+		names := format.SortedKeys(r.ByWorkload)
 		b.WriteString("\n## Causes\n\nWhat explains each outcome other than ok (`unexplained`: nothing declared does).\n\n| cause | count |")
 		for _, w := range names {
 			fmt.Fprintf(&b, " %s |", mdEscape(w))
@@ -40,7 +43,7 @@ func causesMarkdown(r *Results) string {
 
 // causeLine is junit's system-out addition: " causes: fault:kill=3 refused=2; agents:
 // fault:kill=3 refused=2", overall then per workload.
-func causeLine(r *Results) string {
+func causeLine(r *reports.Results) string {
 	if len(r.Causes) == 0 {
 		return ""
 	}
@@ -52,7 +55,7 @@ func causeLine(r *Results) string {
 		return strings.Join(parts, " ")
 	}
 	out := " causes: " + line(r.Causes)
-	for _, w := range workloadNames(r.ByWorkload) {
+	for _, w := range format.SortedKeys(r.ByWorkload) {
 		if c := r.ByWorkload[w].Causes; len(c) > 0 {
 			out += "; " + w + ": " + line(c)
 		}
@@ -70,7 +73,7 @@ func sortedCauses(m map[string]int) []string {
 }
 
 // diagnosisLine is summary.md's first line about the silent drops ("" without one).
-func diagnosisLine(r *Results) string {
+func diagnosisLine(r *reports.Results) string {
 	if r.DropDiagnosis == "" {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package reports
+package render
 
 import (
 	"bytes"
@@ -17,6 +17,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"pdsoak/reports"
 )
 
 // Chart is one picture on a shared time axis: series drawn as lines (or stacked areas),
@@ -28,14 +30,14 @@ type Chart struct {
 	Title  string
 	XLabel string
 	YLabel string
-	Series []Series
+	Series []reports.Series
 	// Colors maps a series name to its colour; others take the palette in order.
 	Colors map[string]color.Color
 	// Stacked draws the series as stacked areas, the first at the bottom.
 	Stacked bool
 	// XMax fixes the right end of the X axis (0: from the data), so charts line up.
 	XMax   float64
-	Spans  []Span
+	Spans  []reports.Span
 	VLines []VLine
 	Marks  []float64
 	// MarkLabel names the marks in the legend ("silent drop").
@@ -51,12 +53,6 @@ type Chart struct {
 	// Gap breaks a line where consecutive points are further apart than it (a window with
 	// no sample), rather than draw a slope across it; 0: never.
 	Gap float64
-}
-
-// Span is a shaded X range with a label at its top.
-type Span struct {
-	From, To float64
-	Label    string
 }
 
 // VLine is a dashed vertical line with a label.
@@ -122,7 +118,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 	p.Y.Tick.Marker = padTicker{roundTicker{}}
 
 	xmax, ymax := c.XMax, 0.0
-	var tops [][]Point
+	var tops [][]reports.Point
 	if c.Stacked {
 		tops = stack(c.Series)
 	}
@@ -162,7 +158,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 		}
 		poly, err := plotter.NewPolygon(plotter.XYs{{X: sp.From, Y: 0}, {X: to, Y: 0}, {X: to, Y: ytop}, {X: sp.From, Y: ytop}})
 		if err != nil {
-			return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+			return nil, fmt.Errorf("render: chart %s: %w", c.Title, err)
 		}
 		poly.Color = spanColor
 		poly.LineStyle.Color = spanEdge
@@ -181,7 +177,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 		for i := len(c.Series) - 1; i >= 0; i-- {
 			l, err := plotter.NewLine(xys(tops[i]))
 			if err != nil {
-				return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+				return nil, fmt.Errorf("render: chart %s: %w", c.Title, err)
 			}
 			cl := col(i, c.Series[i].Name)
 			l.FillColor = cl
@@ -200,7 +196,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 					// A lone window has no line to draw: a dot shows it.
 					sc, err := plotter.NewScatter(xys(run))
 					if err != nil {
-						return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+						return nil, fmt.Errorf("render: chart %s: %w", c.Title, err)
 					}
 					sc.GlyphStyle.Shape = draw.CircleGlyph{}
 					sc.GlyphStyle.Color = col(i, s.Name)
@@ -209,7 +205,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 				}
 				l, err := plotter.NewLine(xys(run))
 				if err != nil {
-					return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+					return nil, fmt.Errorf("render: chart %s: %w", c.Title, err)
 				}
 				l.LineStyle.Color = col(i, s.Name)
 				l.LineStyle.Width = vg.Points(1.2)
@@ -224,7 +220,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 	for _, v := range c.VLines {
 		l, err := plotter.NewLine(plotter.XYs{{X: v.X, Y: 0}, {X: v.X, Y: ytop}})
 		if err != nil {
-			return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+			return nil, fmt.Errorf("render: chart %s: %w", c.Title, err)
 		}
 		l.LineStyle.Color = recoverColor
 		l.LineStyle.Width = vg.Points(1.2)
@@ -235,7 +231,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 	if len(labels.XYs) > 0 {
 		lb, err := plotter.NewLabels(labels)
 		if err != nil {
-			return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+			return nil, fmt.Errorf("render: chart %s: %w", c.Title, err)
 		}
 		for i := range lb.TextStyle {
 			lb.TextStyle[i].Font.Variant = "Sans"
@@ -253,7 +249,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 		// Empty axes look like a broken chart; say why there is nothing to draw.
 		nd, err := plotter.NewLabels(plotter.XYLabels{XYs: []plotter.XY{{X: p.X.Max / 2, Y: ytop / 2}}, Labels: []string{"no data"}})
 		if err != nil {
-			return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+			return nil, fmt.Errorf("render: chart %s: %w", c.Title, err)
 		}
 		nd.TextStyle[0].Font.Variant = "Sans"
 		nd.TextStyle[0].Font.Size = vg.Points(14)
@@ -265,7 +261,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 	if len(c.Marks) > 0 {
 		sc, err := plotter.NewScatter(xys(markPoints(c.Marks, p.X.Max, ytop*0.03)))
 		if err != nil {
-			return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+			return nil, fmt.Errorf("render: chart %s: %w", c.Title, err)
 		}
 		sc.GlyphStyle.Shape = draw.PyramidGlyph{}
 		sc.GlyphStyle.Color = dropColor
@@ -276,7 +272,7 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 	if len(c.Marks2) > 0 {
 		sc, err := plotter.NewScatter(xys(markPoints(c.Marks2, p.X.Max, ytop*0.07)))
 		if err != nil {
-			return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+			return nil, fmt.Errorf("render: chart %s: %w", c.Title, err)
 		}
 		sc.GlyphStyle.Shape = draw.CrossGlyph{}
 		sc.GlyphStyle.Color = unexplainedColor
@@ -289,13 +285,13 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 	p.Draw(draw.New(cv))
 	var buf bytes.Buffer
 	if _, err := cv.WriteTo(&buf); err != nil {
-		return nil, fmt.Errorf("reports: chart %s: %w", c.Title, err)
+		return nil, fmt.Errorf("render: chart %s: %w", c.Title, err)
 	}
 	return inlineSVG(buf.Bytes(), c.ID), nil
 }
 
 // hasData says whether any series has a point to draw.
-func hasData(ss []Series) bool {
+func hasData(ss []reports.Series) bool {
 	for _, s := range ss {
 		if len(s.Points) > 0 {
 			return true
@@ -442,11 +438,11 @@ func niceCeil(x float64) float64 {
 }
 
 // splitGaps cuts pts where consecutive X are more than gap apart.
-func splitGaps(pts []Point, gap float64) [][]Point {
+func splitGaps(pts []reports.Point, gap float64) [][]reports.Point {
 	if len(pts) == 0 {
 		return nil
 	}
-	var out [][]Point
+	var out [][]reports.Point
 	from := 0
 	for i := 1; i < len(pts); i++ {
 		if gap > 0 && pts[i].X-pts[i-1].X > gap {
@@ -458,7 +454,7 @@ func splitGaps(pts []Point, gap float64) [][]Point {
 }
 
 // stack turns series into cumulative tops on the union of their X values.
-func stack(ss []Series) [][]Point {
+func stack(ss []reports.Series) [][]reports.Point {
 	xsSet := map[float64]bool{}
 	for _, s := range ss {
 		for _, p := range s.Points {
@@ -471,37 +467,37 @@ func stack(ss []Series) [][]Point {
 	}
 	sort.Float64s(xs)
 	base := make([]float64, len(xs))
-	out := make([][]Point, len(ss))
+	out := make([][]reports.Point, len(ss))
 	for i, s := range ss {
 		at := make(map[float64]float64, len(s.Points))
 		for _, p := range s.Points {
 			at[p.X] = p.Y
 		}
-		out[i] = make([]Point, len(xs))
+		out[i] = make([]reports.Point, len(xs))
 		for j, x := range xs {
 			base[j] += at[x]
-			out[i][j] = Point{x, base[j]}
+			out[i][j] = reports.Point{X: x, Y: base[j]}
 		}
 	}
 	return out
 }
 
 // markPoints puts one glyph per occupied column along the bottom.
-func markPoints(xs []float64, xmax, y float64) []Point {
+func markPoints(xs []float64, xmax, y float64) []reports.Point {
 	seen := map[int]bool{}
-	var out []Point
+	var out []reports.Point
 	for _, x := range xs {
 		col := int(x / xmax * markColumns)
 		if seen[col] {
 			continue
 		}
 		seen[col] = true
-		out = append(out, Point{x, y})
+		out = append(out, reports.Point{X: x, Y: y})
 	}
 	return out
 }
 
-func xys(pts []Point) plotter.XYs {
+func xys(pts []reports.Point) plotter.XYs {
 	out := make(plotter.XYs, len(pts))
 	for i, p := range pts {
 		out[i] = plotter.XY{X: p.X, Y: p.Y}

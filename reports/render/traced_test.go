@@ -1,4 +1,4 @@
-package reports
+package render
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"pdsoak/ledger"
+	"pdsoak/reports"
+	"pdsoak/reports/internal/fixture"
 )
 
 const (
@@ -22,31 +24,33 @@ const (
 // each with the trace id of its traceparent.
 func tracedLedger() []ledger.Event {
 	return []ledger.Event{
-		{Time: at(0), Type: ledger.EventRunStart, Scenario: "traced", Seed: 3},
-		{Time: at(0.1), Type: ledger.EventScheduled, RequestID: "ok-1", Workload: "w", TraceID: "22222222222222222222222222222222"},
-		{Time: at(0.2), Type: ledger.EventScheduled, RequestID: "drop-1", Workload: "w", TraceID: dropTrace},
-		{Time: at(0.3), Type: ledger.EventScheduled, RequestID: "err-1", Workload: "w", TraceID: errTrace},
-		{Time: at(0.4), Type: ledger.EventScheduled, RequestID: "flt-1", Workload: "w", TraceID: faultTrace},
-		{Time: at(1), Type: ledger.EventDone, RequestID: "ok-1", Workload: "w", Outcome: ledger.OutcomeOK, E2E: 0.9, TraceID: "22222222222222222222222222222222"},
-		{Time: at(2), Type: ledger.EventDone, RequestID: "err-1", Workload: "w", Outcome: ledger.OutcomeConnectionLost,
+		{Time: fixture.At(0), Type: ledger.EventRunStart, Scenario: "traced", Seed: 3},
+		{Time: fixture.At(0.1), Type: ledger.EventScheduled, RequestID: "ok-1", Workload: "w", TraceID: "22222222222222222222222222222222"},
+		{Time: fixture.At(0.2), Type: ledger.EventScheduled, RequestID: "drop-1", Workload: "w", TraceID: dropTrace},
+		{Time: fixture.At(0.3), Type: ledger.EventScheduled, RequestID: "err-1", Workload: "w", TraceID: errTrace},
+		{Time: fixture.At(0.4), Type: ledger.EventScheduled, RequestID: "flt-1", Workload: "w", TraceID: faultTrace},
+		{Time: fixture.At(1), Type: ledger.EventDone, RequestID: "ok-1", Workload: "w", Outcome: ledger.OutcomeOK, E2E: 0.9, TraceID: "22222222222222222222222222222222"},
+		{Time: fixture.At(2), Type: ledger.EventDone, RequestID: "err-1", Workload: "w", Outcome: ledger.OutcomeConnectionLost,
 			Cause: ledger.CauseUnexplained, Error: "connection reset by peer", E2E: 1.7, TraceID: errTrace},
-		{Time: at(2.5), Type: ledger.EventDone, RequestID: "flt-1", Workload: "w", Outcome: ledger.OutcomeTransportError,
+		{Time: fixture.At(2.5), Type: ledger.EventDone, RequestID: "flt-1", Workload: "w", Outcome: ledger.OutcomeTransportError,
 			Cause: ledger.CauseFaultPrefix + "kill", E2E: 2.1, TraceID: faultTrace},
-		{Time: at(5), Type: ledger.EventDone, RequestID: "drop-1", Workload: "w", Outcome: ledger.OutcomeDeadlineExceeded,
+		{Time: fixture.At(5), Type: ledger.EventDone, RequestID: "drop-1", Workload: "w", Outcome: ledger.OutcomeDeadlineExceeded,
 			Cause: ledger.CauseUnexplained, Phase: ledger.PhaseBeforeFirstToken, Age: 4.8, E2E: 4.8, TraceID: dropTrace},
-		{Time: at(5.1), Type: ledger.EventRunEnd},
+		{Time: fixture.At(5.1), Type: ledger.EventRunEnd},
 	}
 }
 
 func TestTraceIDsBesideDropsAndUnexplainedErrors(t *testing.T) {
-	res := Compute(tracedLedger(), Config{})
+	res := reports.Compute(tracedLedger(), reports.Config{})
 	require.Len(t, res.Drops, 1)
 	assert.Equal(t, dropTrace, res.Drops[0].TraceID)
 	// The drop is listed among the silent drops (no_silent_drops judges it), not among
 	// the explicit errors explained_errors counts; the fault-explained error is not listed.
 	require.Len(t, res.Unexplained, 1)
-	assert.Equal(t, UnexplainedError{RequestID: "err-1", Workload: "w", Outcome: ledger.OutcomeConnectionLost,
-		Error: "connection reset by peer", At: 2, TraceID: errTrace, end: at(2)}, res.Unexplained[0])
+	u := res.Unexplained[0] // its exported fields: what results.json and the pages show
+	assert.Equal(t, reports.UnexplainedError{RequestID: "err-1", Workload: "w", Outcome: ledger.OutcomeConnectionLost,
+		Error: "connection reset by peer", At: 2, TraceID: errTrace},
+		reports.UnexplainedError{RequestID: u.RequestID, Workload: u.Workload, Outcome: u.Outcome, Status: u.Status, Error: u.Error, At: u.At, TraceID: u.TraceID})
 	assert.Equal(t, 1, res.UnexplainedErrors)
 
 	b, err := json.Marshal(res)
@@ -66,7 +70,7 @@ func TestTraceIDsBesideDropsAndUnexplainedErrors(t *testing.T) {
 
 func TestNoUnexplainedSectionWithoutThem(t *testing.T) {
 	evs := tracedLedger()
-	res := Compute(append(evs[:6:6], evs[len(evs)-1]), Config{})
+	res := reports.Compute(append(evs[:6:6], evs[len(evs)-1]), reports.Config{})
 	assert.Empty(t, res.Unexplained)
 	var page bytes.Buffer
 	require.NoError(t, WriteHTML(&page, res, res.Timeline(), HTMLOptions{}))

@@ -1,4 +1,4 @@
-package reports
+package render
 
 import (
 	"bytes"
@@ -8,46 +8,42 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"pdsoak/ledger"
 	"sort"
 	"strings"
 	"text/tabwriter"
-)
 
-// Output file names.
-const (
-	ResultsFile = "results.json"
-	JUnitFile   = "junit.xml"
-	SummaryFile = "summary.md"
+	"pdsoak/ledger"
+	"pdsoak/reports"
+	"pdsoak/reports/internal/format"
 )
 
 // WriteAll writes results.json, junit.xml, summary.md and report.html into dir.
-func WriteAll(dir string, r *Results) error {
+func WriteAll(dir string, r *reports.Results) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("reports: %w", err)
+		return fmt.Errorf("render: %w", err)
 	}
 	for _, out := range []struct {
 		name  string
-		write func(io.Writer, *Results) error
-	}{{ResultsFile, WriteJSON}, {JUnitFile, WriteJUnit}, {SummaryFile, WriteMarkdown}} {
+		write func(io.Writer, *reports.Results) error
+	}{{reports.ResultsFile, WriteJSON}, {reports.JUnitFile, WriteJUnit}, {reports.SummaryFile, WriteMarkdown}} {
 		var buf bytes.Buffer
 		if err := out.write(&buf, r); err != nil {
 			return err
 		}
 		if err := os.WriteFile(filepath.Join(dir, out.name), buf.Bytes(), 0o644); err != nil {
-			return fmt.Errorf("reports: %w", err)
+			return fmt.Errorf("render: %w", err)
 		}
 	}
-	return WriteHTMLFile(dir, r, r.timeline)
+	return WriteHTMLFile(dir, r, r.Timeline())
 }
 
 // WriteJSON writes results.json.
-func WriteJSON(w io.Writer, r *Results) error {
+func WriteJSON(w io.Writer, r *reports.Results) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(r); err != nil {
-		return fmt.Errorf("reports: write results: %w", err)
+		return fmt.Errorf("render: write results: %w", err)
 	}
 	return nil
 }
@@ -96,7 +92,7 @@ type junitProblem struct {
 
 // WriteJUnit writes junit.xml: one test case per assertion, three per fault (see
 // faultCases), plus a "valid_run" case with an error when the run is invalid.
-func WriteJUnit(w io.Writer, r *Results) error {
+func WriteJUnit(w io.Writer, r *reports.Results) error {
 	class := "pdsoak." + r.Scenario
 	secs := fmt.Sprintf("%.3f", r.Duration)
 	s := junitSuite{
@@ -113,8 +109,8 @@ func WriteJUnit(w io.Writer, r *Results) error {
 	for _, a := range r.Assertions {
 		c := junitCase{Name: a.Name, Classname: class, Time: "0", SystemOut: a.Detail}
 		switch a.State {
-		case StatePass:
-		case StateNotEvaluated:
+		case reports.StatePass:
+		case reports.StateNotEvaluated:
 			// An error, not a skip: CI must not count it as green.
 			c.Error = &junitProblem{Message: "not evaluated: " + a.Detail, Type: "NotEvaluated", Text: a.Detail}
 			c.SystemOut = ""
@@ -147,27 +143,24 @@ func WriteJUnit(w io.Writer, r *Results) error {
 	s.SystemOut = outcomeLine(r)
 	doc := junitSuites{Name: "pdsoak", Tests: s.Tests, Failures: s.Failures, Errors: s.Errors, Time: secs, Suites: []junitSuite{s}}
 	if _, err := io.WriteString(w, xml.Header); err != nil {
-		return fmt.Errorf("reports: write junit: %w", err)
+		return fmt.Errorf("render: write junit: %w", err)
 	}
 	enc := xml.NewEncoder(w)
 	enc.Indent("", "  ")
 	if err := enc.Encode(doc); err != nil {
-		return fmt.Errorf("reports: write junit: %w", err)
+		return fmt.Errorf("render: write junit: %w", err)
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
 }
 
-// HTMLReportFile is the run's picture; JUnit failure texts point at it.
-const HTMLReportFile = "report.html"
-
 // faultCases are a fault's JUnit test cases: verified (did it take effect; its time is
 // how long it was active), recovered and time_to_recover (their time is the seconds from
 // the fault's stop to recovery). A fault that did not take effect is an error (the run is
 // invalid); one that did not recover is a failure; what could not be measured is an error.
-func faultCases(f FaultResult, class string) []junitCase {
+func faultCases(f reports.FaultResult, class string) []junitCase {
 	name := "fault " + f.Name
-	see := fmt.Sprintf(" (fault %s: %s on %s; see %s)", f.Name, f.Type, f.Target, HTMLReportFile)
+	see := fmt.Sprintf(" (fault %s: %s on %s; see %s)", f.Name, f.Type, f.Target, reports.HTMLReportFile)
 	active := "0"
 	if f.Stop != nil {
 		active = fmt.Sprintf("%.3f", *f.Stop-f.Start)
@@ -177,9 +170,9 @@ func faultCases(f FaultResult, class string) []junitCase {
 	case f.Verified == nil:
 		verified.SystemOut = "the fault type has no verification" + see
 	case *f.Verified:
-		verified.SystemOut = firstNonEmpty(f.Detail, "took effect") + see
+		verified.SystemOut = format.FirstNonEmpty(f.Detail, "took effect") + see
 	default:
-		msg := "did not take effect: " + firstNonEmpty(f.Detail, "no detail") + see
+		msg := "did not take effect: " + format.FirstNonEmpty(f.Detail, "no detail") + see
 		verified.Error = &junitProblem{Message: msg, Type: "FaultNotVerified", Text: msg}
 	}
 	ttr := "0"
@@ -198,7 +191,7 @@ func faultCases(f FaultResult, class string) []junitCase {
 		recovered.Error = &junitProblem{Message: msg, Type: "NotEvaluated", Text: msg}
 		timeTo.Error = recovered.Error
 	case *f.Recovered:
-		recovered.SystemOut = fmt.Sprintf("success rate recovered %s after the fault stopped%s", fmtSeconds(*f.TimeToRecover), see)
+		recovered.SystemOut = fmt.Sprintf("success rate recovered %s after the fault stopped%s", format.Seconds(*f.TimeToRecover), see)
 		timeTo.SystemOut = fmt.Sprintf("%.3f s%s", *f.TimeToRecover, see)
 	default:
 		msg := "the success rate did not recover after the fault stopped" + see
@@ -208,7 +201,7 @@ func faultCases(f FaultResult, class string) []junitCase {
 	return []junitCase{verified, recovered, timeTo}
 }
 
-func outcomeLine(r *Results) string {
+func outcomeLine(r *reports.Results) string {
 	parts := make([]string, 0, len(ledger.Outcomes))
 	for _, o := range ledger.Outcomes {
 		parts = append(parts, fmt.Sprintf("%s=%d", o, r.Outcomes[o]))
@@ -216,21 +209,21 @@ func outcomeLine(r *Results) string {
 	return strings.Join(parts, " ") + causeLine(r)
 }
 
-func verdictWord(v Verdict) string {
+func verdictWord(v reports.Verdict) string {
 	switch v {
-	case VerdictPass:
+	case reports.VerdictPass:
 		return "PASS"
-	case VerdictFail:
+	case reports.VerdictFail:
 		return "FAIL"
 	}
 	return "INVALID"
 }
 
-func mark(s State) string {
+func mark(s reports.State) string {
 	switch s {
-	case StatePass:
+	case reports.StatePass:
 		return "pass"
-	case StateNotEvaluated:
+	case reports.StateNotEvaluated:
 		return "NOT EVALUATED"
 	}
 	return "FAIL"
@@ -238,19 +231,19 @@ func mark(s State) string {
 
 // VerdictLine is the one-line verdict (harness run --quiet): the verdict, the scenario,
 // the counts, and why it failed or is invalid.
-func VerdictLine(r *Results) string {
-	s := fmt.Sprintf("%s %s: %s, %s", verdictWord(r.Verdict), r.Scenario, plural(r.Requests, "request"), plural(r.SilentDrops, "silent drop"))
+func VerdictLine(r *reports.Results) string {
+	s := fmt.Sprintf("%s %s: %s, %s", verdictWord(r.Verdict), r.Scenario, format.Plural(r.Requests, "request"), format.Plural(r.SilentDrops, "silent drop"))
 	switch r.Verdict {
-	case VerdictFail:
+	case reports.VerdictFail:
 		s += "; failed: " + strings.Join(r.Failed(), ", ")
-	case VerdictInvalid:
+	case reports.VerdictInvalid:
 		s += "; " + strings.Join(r.InvalidReasons, "; ")
 	}
 	return s
 }
 
 // provenanceLine is summary.md's line about where and how the run was made.
-func provenanceLine(p *Provenance) string {
+func provenanceLine(p *reports.Provenance) string {
 	var parts []string
 	add := func(label, v string) {
 		if v != "" {
@@ -299,7 +292,7 @@ func modelIDs(raw json.RawMessage) []string {
 }
 
 // WriteMarkdown writes summary.md.
-func WriteMarkdown(w io.Writer, r *Results) error {
+func WriteMarkdown(w io.Writer, r *reports.Results) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s: %s\n\n", r.Scenario, verdictWord(r.Verdict))
 	fmt.Fprintf(&b, "- target: `%s`\n- seed: %d\n- duration: %.1f s\n- requests: %d (%.2f/s)\n- silent drops: **%d**\n",
@@ -332,13 +325,13 @@ func WriteMarkdown(w io.Writer, r *Results) error {
 	b.WriteString("\n## Latency (seconds)\n\n| | count | p50 | p90 | p95 | p99 | max | mean |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, l := range []struct {
 		name string
-		p    Percentiles
+		p    reports.Percentiles
 	}{{"ttft", r.TTFT}, {"itl", r.ITL}, {"e2e", r.E2E}, {"harness lag", r.Lag}} {
 		fmt.Fprintf(&b, "| %s | %d | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f |\n", l.name, l.p.Count, l.p.P50, l.p.P90, l.p.P95, l.p.P99, l.p.Max, l.p.Mean)
 	}
 	if len(r.ByWorkload) > 0 {
 		b.WriteString("\n## Per workload\n\n| workload | requests | ok | silent drops | other outcomes | ttft p50 | ttft p99 | itl p99 | e2e p50 | e2e p99 |\n|---|---:|---:|---:|---|---:|---:|---:|---:|---:|\n")
-		for _, name := range workloadNames(r.ByWorkload) {
+		for _, name := range format.SortedKeys(r.ByWorkload) {
 			w := r.ByWorkload[name]
 			fmt.Fprintf(&b, "| %s | %d | %d | %d | %s | %.3f | %.3f | %.3f | %.3f | %.3f |\n", mdEscape(name), w.Requests, w.Outcomes[ledger.OutcomeOK], w.SilentDrops,
 				otherOutcomes(w.Outcomes), w.TTFT.P50, w.TTFT.P99, w.ITL.P99, w.E2E.P50, w.E2E.P99)
@@ -362,8 +355,8 @@ func WriteMarkdown(w io.Writer, r *Results) error {
 			fmt.Fprintf(&b, "| `%s` | %s | %s | %.1f | %s |\n", d.RequestID, d.Workload, d.Phase, d.Age, debugCell(d.ServerDebug))
 		}
 	}
-	b.WriteString(pdMarkdown(r)) // pd_path and health_lies (pdreport.go)
-	if r.Leak != nil && r.Leak.State == StateNotEvaluated {
+	b.WriteString(pdMarkdown(r)) // pd_path and health_lies (pdmarkdown.go)
+	if r.Leak != nil && r.Leak.State == reports.StateNotEvaluated {
 		fmt.Fprintf(&b, "\n## Leak check\n\nNot evaluated: %s\n", r.Leak.Detail)
 	}
 	if r.Leak != nil && len(r.Leak.Metrics) > 0 {
@@ -385,7 +378,7 @@ func WriteMarkdown(w io.Writer, r *Results) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	if err != nil {
-		return fmt.Errorf("reports: write summary: %w", err)
+		return fmt.Errorf("render: write summary: %w", err)
 	}
 	return nil
 }
@@ -421,12 +414,12 @@ func optBool(p *bool) string {
 	return "NO"
 }
 
-func recoveryCell(f FaultResult) string {
+func recoveryCell(f reports.FaultResult) string {
 	switch {
 	case f.Recovered == nil:
 		return "-"
 	case *f.Recovered:
-		return fmtSeconds(*f.TimeToRecover)
+		return format.Seconds(*f.TimeToRecover)
 	}
 	return "not recovered"
 }
@@ -467,10 +460,10 @@ func debugCell(raw json.RawMessage) string {
 func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
 // WriteTable prints the end-of-run summary table for a terminal.
-func WriteTable(w io.Writer, r *Results) error {
+func WriteTable(w io.Writer, r *reports.Results) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n%s  %s  (seed %d, target %s)\n", verdictWord(r.Verdict), r.Scenario, r.Seed, r.Target)
-	fmt.Fprintf(&b, "%s in %.1fs (%.2f/s), %s\n\n", plural(r.Requests, "request"), r.Duration, r.Throughput, plural(r.SilentDrops, "silent drop"))
+	fmt.Fprintf(&b, "%s in %.1fs (%.2f/s), %s\n\n", format.Plural(r.Requests, "request"), r.Duration, r.Throughput, format.Plural(r.SilentDrops, "silent drop"))
 	if r.GPU != nil {
 		fmt.Fprintf(&b, "%s\n\n", strings.ReplaceAll(gpuLine(r.GPU), "**", ""))
 	}
@@ -478,7 +471,7 @@ func WriteTable(w io.Writer, r *Results) error {
 	fmt.Fprintln(tw, "OUTCOME\tCOUNT\t\tLATENCY\tP50\tP90\tP95\tP99\tMAX")
 	lat := []struct {
 		name string
-		p    Percentiles
+		p    reports.Percentiles
 	}{{"ttft", r.TTFT}, {"itl", r.ITL}, {"e2e", r.E2E}}
 	for i, o := range ledger.Outcomes {
 		row := fmt.Sprintf("%s\t%d\t", o, r.Outcomes[o])

@@ -1,4 +1,4 @@
-package reports
+package render
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"pdsoak/ledger"
+	"pdsoak/reports"
 )
 
 // TestFaultCases: each fault gives verified, recovered and time_to_recover cases whose
@@ -14,21 +15,21 @@ import (
 func TestFaultCases(t *testing.T) {
 	tests := []struct {
 		name      string
-		f         FaultResult
+		f         reports.FaultResult
 		problems  [3]string // "", "failure" or "error" per case
 		times     [3]string
 		textHasIn string
 	}{
-		{name: "verified and recovered", f: FaultResult{Name: "k", Type: "kill", Target: "decode-0", Start: 5, Stop: Float(9.5),
-			Verified: ledger.Bool(true), Recovered: ledger.Bool(true), TimeToRecover: Float(2.25)},
+		{name: "verified and recovered", f: reports.FaultResult{Name: "k", Type: "kill", Target: "decode-0", Start: 5, Stop: reports.Float(9.5),
+			Verified: ledger.Bool(true), Recovered: ledger.Bool(true), TimeToRecover: reports.Float(2.25)},
 			times: [3]string{"4.500", "2.250", "2.250"}},
-		{name: "not recovered is a failure", f: FaultResult{Name: "k", Start: 5, Stop: Float(6), Verified: ledger.Bool(true), Recovered: ledger.Bool(false)},
+		{name: "not recovered is a failure", f: reports.FaultResult{Name: "k", Start: 5, Stop: reports.Float(6), Verified: ledger.Bool(true), Recovered: ledger.Bool(false)},
 			problems: [3]string{"", "failure", "failure"}, times: [3]string{"1.000", "0", "0"}, textHasIn: "did not recover"},
-		{name: "not verified is an error", f: FaultResult{Name: "k", Start: 5, Stop: Float(6), Verified: ledger.Bool(false), Detail: "no effect seen",
-			Recovered: ledger.Bool(true), TimeToRecover: Float(0)}, problems: [3]string{"error", "", ""}, times: [3]string{"1.000", "0.000", "0.000"}, textHasIn: "no effect seen"},
-		{name: "never reverted is not measurable", f: FaultResult{Name: "k", Start: 5},
+		{name: "not verified is an error", f: reports.FaultResult{Name: "k", Start: 5, Stop: reports.Float(6), Verified: ledger.Bool(false), Detail: "no effect seen",
+			Recovered: ledger.Bool(true), TimeToRecover: reports.Float(0)}, problems: [3]string{"error", "", ""}, times: [3]string{"1.000", "0.000", "0.000"}, textHasIn: "no effect seen"},
+		{name: "never reverted is not measurable", f: reports.FaultResult{Name: "k", Start: 5},
 			problems: [3]string{"", "error", "error"}, times: [3]string{"0", "0", "0"}, textHasIn: "never reverted"},
-		{name: "no requests after is not measurable", f: FaultResult{Name: "k", Start: 5, Stop: Float(6)},
+		{name: "no requests after is not measurable", f: reports.FaultResult{Name: "k", Start: 5, Stop: reports.Float(6)},
 			problems: [3]string{"", "error", "error"}, times: [3]string{"1.000", "0", "0"}, textHasIn: "no requests after"},
 	}
 	for _, tt := range tests {
@@ -46,7 +47,7 @@ func TestFaultCases(t *testing.T) {
 				}
 				assert.Equal(t, tt.problems[i], got, c.Name)
 				assert.Equal(t, tt.times[i], c.Time, c.Name)
-				assert.Contains(t, text, HTMLReportFile, c.Name)
+				assert.Contains(t, text, reports.HTMLReportFile, c.Name)
 				if tt.problems[i] != "" {
 					assert.Contains(t, text, tt.textHasIn, c.Name)
 				}

@@ -1,4 +1,4 @@
-package reports
+package render
 
 import (
 	"fmt"
@@ -6,10 +6,9 @@ import (
 	"io"
 	"sort"
 	"strings"
-)
 
-// TrendFile is the trend page's name in its directory.
-const TrendFile = "index.html"
+	"pdsoak/reports"
+)
 
 var trendTmpl = template.Must(template.New("trend").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>pdsoak trend</title><style>` + pageStyle + `</style></head>
@@ -57,8 +56,8 @@ type trendScenario struct {
 // runs in time order (x is the run's number), runs that did not pass marked, and a table
 // linking each run's report. link returns a run's report.html as a path relative to the
 // page, or "" when it cannot be reached. problems are the history lines that were skipped.
-func WriteTrend(w io.Writer, entries []HistoryEntry, problems []HistoryProblem, link func(HistoryEntry) string) error {
-	by := map[string][]HistoryEntry{}
+func WriteTrend(w io.Writer, entries []reports.HistoryEntry, problems []reports.HistoryProblem, link func(reports.HistoryEntry) string) error {
+	by := map[string][]reports.HistoryEntry{}
 	for _, e := range entries {
 		by[e.Scenario] = append(by[e.Scenario], e)
 	}
@@ -79,7 +78,7 @@ func WriteTrend(w io.Writer, entries []HistoryEntry, problems []HistoryProblem, 
 				seen[e.Digest] = true
 				sc.Digests = append(sc.Digests, e.Digest)
 			}
-			if e.Verdict != VerdictPass {
+			if e.Verdict != reports.VerdictPass {
 				sc.Failing++
 			}
 			row := trendRow{N: i + 1, Time: e.Time.UTC().Format("2006-01-02 15:04"), Label: e.Label, Verdict: string(e.Verdict), Link: link(e)}
@@ -92,25 +91,25 @@ func WriteTrend(w io.Writer, entries []HistoryEntry, problems []HistoryProblem, 
 			}
 			sc.Rows = append(sc.Rows, row)
 		}
-		for _, fig := range KeyFigures {
+		for _, fig := range reports.KeyFigures {
 			// The caption names the chart above it (HTML), so the small chart keeps its
 			// room for the axes.
 			ch := Chart{ID: "trend_" + sanitizeID(name+"_"+fig), XLabel: "run (the table's #)", YLabel: figureUnits[fig], MarkLabel: "not passing", Runs: true, VLines: vlines}
-			s := Series{} // one line per chart: its title names it
+			s := reports.Series{} // one line per chart: its title names it
 			for i, e := range runs {
 				v, ok := e.Figures[fig]
 				if !ok {
 					continue
 				}
-				s.Points = append(s.Points, Point{float64(i + 1), v})
-				if e.Verdict != VerdictPass {
+				s.Points = append(s.Points, reports.Point{X: float64(i + 1), Y: v})
+				if e.Verdict != reports.VerdictPass {
 					ch.Marks = append(ch.Marks, float64(i+1))
 				}
 			}
 			if len(s.Points) == 0 {
 				continue
 			}
-			ch.Series = []Series{s}
+			ch.Series = []reports.Series{s}
 			svg, err := RenderSVG(ch, ChartWidth/2, ChartHeight)
 			if err != nil {
 				return err
@@ -125,7 +124,7 @@ func WriteTrend(w io.Writer, entries []HistoryEntry, problems []HistoryProblem, 
 		ps[i] = p.String()
 	}
 	if err := trendTmpl.Execute(w, map[string]any{"Scenarios": scs, "Problems": ps}); err != nil {
-		return fmt.Errorf("reports: write trend: %w", err)
+		return fmt.Errorf("render: write trend: %w", err)
 	}
 	return nil
 }

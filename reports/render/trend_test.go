@@ -1,4 +1,4 @@
-package reports
+package render
 
 import (
 	"bytes"
@@ -8,19 +8,21 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"pdsoak/reports"
 )
 
 // TestWriteTrend: one chart per key figure a scenario's runs have, each drawing data on a
 // run-number axis, the failing nights marked and counted, links only where given.
 func TestWriteTrend(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 2, 0, 0, 0, time.UTC)
-	var entries []HistoryEntry
-	for i, v := range []Verdict{VerdictPass, VerdictFail, VerdictPass, VerdictFail} {
-		entries = append(entries, HistoryEntry{Scenario: "nightly", Digest: "d1", Label: "c" + string(rune('0'+i)), Time: t0.Add(time.Duration(i) * 24 * time.Hour),
+	var entries []reports.HistoryEntry
+	for i, v := range []reports.Verdict{reports.VerdictPass, reports.VerdictFail, reports.VerdictPass, reports.VerdictFail} {
+		entries = append(entries, reports.HistoryEntry{Scenario: "nightly", Digest: "d1", Label: "c" + string(rune('0'+i)), Time: t0.Add(time.Duration(i) * 24 * time.Hour),
 			Verdict: v, Figures: map[string]float64{"ttft_p50": 0.1 + 0.01*float64(i), "ok_rate": 1 - 0.1*float64(i)}})
 	}
 	var buf bytes.Buffer
-	require.NoError(t, WriteTrend(&buf, entries, nil, func(e HistoryEntry) string {
+	require.NoError(t, WriteTrend(&buf, entries, nil, func(e reports.HistoryEntry) string {
 		if e.Label == "c2" {
 			return "../runs/c2/report.html"
 		}
@@ -46,17 +48,17 @@ func TestWriteTrend(t *testing.T) {
 // marked on the charts and named in the table.
 func TestTrendLabelsAndChanges(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 2, 0, 0, 0, time.UTC)
-	id := func(backend, version string) *Identity {
-		return &Identity{Mode: "real", Backend: backend, ServerVersion: version}
+	id := func(backend, version string) *reports.Identity {
+		return &reports.Identity{Mode: "real", Backend: backend, ServerVersion: version}
 	}
-	entries := []HistoryEntry{
-		{Scenario: "nightly", Digest: "d1", Time: t0, Verdict: VerdictPass, Figures: map[string]float64{"ttft_p50": 0.1}, Identity: id("tinyref", "1.0")},
-		{Scenario: "nightly", Digest: "d1", Time: t0.Add(24 * time.Hour), Verdict: VerdictPass, Figures: map[string]float64{"ttft_p50": 0.1}, Identity: id("tinyref", "1.1")},
-		{Scenario: "nightly", Digest: "d2", Time: t0.Add(48 * time.Hour), Verdict: VerdictPass, Figures: map[string]float64{"ttft_p50": 0.2}, Identity: id("paced", "1.1")},
-		{Scenario: "nightly", Digest: "d2", Time: t0.Add(72 * time.Hour), Verdict: VerdictPass, Figures: map[string]float64{"ttft_p50": 0.2}},
+	entries := []reports.HistoryEntry{
+		{Scenario: "nightly", Digest: "d1", Time: t0, Verdict: reports.VerdictPass, Figures: map[string]float64{"ttft_p50": 0.1}, Identity: id("tinyref", "1.0")},
+		{Scenario: "nightly", Digest: "d1", Time: t0.Add(24 * time.Hour), Verdict: reports.VerdictPass, Figures: map[string]float64{"ttft_p50": 0.1}, Identity: id("tinyref", "1.1")},
+		{Scenario: "nightly", Digest: "d2", Time: t0.Add(48 * time.Hour), Verdict: reports.VerdictPass, Figures: map[string]float64{"ttft_p50": 0.2}, Identity: id("paced", "1.1")},
+		{Scenario: "nightly", Digest: "d2", Time: t0.Add(72 * time.Hour), Verdict: reports.VerdictPass, Figures: map[string]float64{"ttft_p50": 0.2}},
 	}
 	var buf bytes.Buffer
-	require.NoError(t, WriteTrend(&buf, entries, nil, func(HistoryEntry) string { return "" }))
+	require.NoError(t, WriteTrend(&buf, entries, nil, func(reports.HistoryEntry) string { return "" }))
 	page := buf.String()
 	assert.Contains(t, page, "<figcaption>TTFT p50 (seconds)</figcaption>")
 	assert.NotContains(t, page, ">ttft_p50<", "no raw figure names")

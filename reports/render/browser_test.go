@@ -1,4 +1,4 @@
-package reports
+package render
 
 import (
 	"os"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"pdsoak/reports"
 )
 
 // dataPath is a drawn series: a line (stroke-width 1.2) or a stacked area (a fill that is
@@ -49,7 +51,7 @@ func TestBrowserDOM(t *testing.T) {
 	t.Run("trend page", func(t *testing.T) {
 		dom := readDOM(t, "BROWSER_TREND_DOM")
 		ids := chartIDs.FindAllStringSubmatch(dom, -1)
-		assert.GreaterOrEqual(t, len(ids), len(KeyFigures)-2, "the trend page lacks its charts")
+		assert.GreaterOrEqual(t, len(ids), len(reports.KeyFigures)-2, "the trend page lacks its charts")
 		for _, m := range ids {
 			assert.True(t, drawsData(chartSVG(t, dom, m[1])), "trend chart %s is empty in the browser's DOM", m[1])
 		}

@@ -1,8 +1,11 @@
-package reports
+package render
 
 import (
 	"fmt"
 	"strings"
+
+	"pdsoak/reports"
+	"pdsoak/reports/internal/format"
 )
 
 // figureLabels are the key figures as people read them.
@@ -23,7 +26,7 @@ func FigureLabel(fig string) string {
 // trendChanges says what changed between two consecutive runs of one scenario: the
 // scenario's digest and the identity's fields (lines without an identity compare only
 // their digests).
-func trendChanges(prev, cur HistoryEntry) []string {
+func trendChanges(prev, cur reports.HistoryEntry) []string {
 	var out []string
 	if prev.Digest != cur.Digest {
 		out = append(out, fmt.Sprintf("scenario digest %s → %s", prev.Digest, cur.Digest))
@@ -37,7 +40,7 @@ func trendChanges(prev, cur HistoryEntry) []string {
 		{"server version", a.ServerVersion, b.ServerVersion}, {"launch", a.Launch, b.Launch},
 	} {
 		if f.x != f.y {
-			out = append(out, fmt.Sprintf("%s %s → %s", f.what, orNone(f.x), orNone(f.y)))
+			out = append(out, fmt.Sprintf("%s %s → %s", f.what, format.OrNone(f.x), format.OrNone(f.y)))
 		}
 	}
 	return out
