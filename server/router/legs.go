@@ -116,12 +116,23 @@ func (r *Router) readLeg(ctx context.Context, w *worker, pl pendingLeg, fn func(
 		complete = err == nil
 		return leg{err: fmt.Errorf("router: %s %s: %w", w.role, w.name, statusError(resp.StatusCode, b))}
 	}
+	l, clean := relayLeg(ctx, w, resp.Body, fn, func() {
+		// The answer is complete: from here the connection no longer depends on ctx,
+		// so cancelling the attempt right after cannot spoil its reuse.
+		complete = resp.detach()
+	})
+	complete = complete && clean
+	return l
+}
+
+// relayLeg feeds the worker's SSE chunks from body to fn until the done chunk or an
+// error chunk (ended is called at either, before fn sees it); clean is false when the
+// stream broke before its end.
+func relayLeg(ctx context.Context, w *worker, body io.Reader, fn func(gen.WorkerChunk) error, ended func()) (_ leg, clean bool) {
 	var final error
-	err = readSSE(resp.Body, func(c gen.WorkerChunk) (bool, error) {
-		if c.Error != nil || c.Done {
-			// The answer is complete: from here the connection no longer depends on
-			// ctx, so cancelling the attempt right after cannot spoil its reuse.
-			complete = resp.detach()
+	err := readSSE(body, func(c gen.WorkerChunk) (bool, error) {
+		if (c.Error != nil || c.Done) && ended != nil {
+			ended()
 		}
 		if c.Error != nil {
 			final = fmt.Errorf("router: %s %s: %w", w.role, w.name, c.Error.Err())
@@ -133,16 +144,15 @@ func (r *Router) readLeg(ctx context.Context, w *worker, pl pendingLeg, fn func(
 		return c.Done, nil
 	})
 	if final != nil {
-		return leg{err: final}
+		return leg{err: final}, true
 	}
 	if err != nil {
-		complete = false
 		if ctx.Err() != nil {
-			return leg{err: fmt.Errorf("router: %s %s: %w", w.role, w.name, context.Cause(ctx))}
+			return leg{err: fmt.Errorf("router: %s %s: %w", w.role, w.name, context.Cause(ctx))}, false
 		}
-		return leg{err: fmt.Errorf("router: %s %s: %w: %w", w.role, w.name, gen.ErrInternal, err), transport: true}
+		return leg{err: fmt.Errorf("router: %s %s: %w: %w", w.role, w.name, gen.ErrInternal, err), transport: true}, false
 	}
-	return leg{}
+	return leg{}, true
 }
 
 // runLegHTTP is runLeg through net/http (a WithClient client, or an https worker).
@@ -168,25 +178,6 @@ func (r *Router) runLegHTTP(ctx context.Context, w *worker, body []byte, rid str
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return leg{err: fmt.Errorf("router: %s %s: %w", w.role, w.name, statusError(resp.StatusCode, b))}
 	}
-	var final error
-	err = readSSE(resp.Body, func(c gen.WorkerChunk) (bool, error) {
-		if c.Error != nil {
-			final = fmt.Errorf("router: %s %s: %w", w.role, w.name, c.Error.Err())
-			return true, nil
-		}
-		if err := fn(c); err != nil {
-			return true, err
-		}
-		return c.Done, nil
-	})
-	if final != nil {
-		return leg{err: final}
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return leg{err: fmt.Errorf("router: %s %s: %w", w.role, w.name, context.Cause(ctx))}
-		}
-		return leg{err: fmt.Errorf("router: %s %s: %w: %w", w.role, w.name, gen.ErrInternal, err), transport: true}
-	}
-	return leg{}
+	l, _ := relayLeg(ctx, w, resp.Body, fn, nil)
+	return l
 }
