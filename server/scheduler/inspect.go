@@ -39,13 +39,15 @@ func (s *Scheduler) sortedLive() []*request {
 
 // Stats returns the current queue lengths and pool use.
 func (s *Scheduler) Stats() Stats {
-	return Stats{
+	st := Stats{
 		Running: len(s.running), Waiting: len(s.waiting), Bootstrap: len(s.bootstrap),
 		Prealloc: len(s.prealloc), Transfer: len(s.transfer), Inflight: len(s.inflight),
 		Retracted: len(s.retracted), Queued: s.queued(),
 		UsedPages: s.pool.UsedPages(), TotalPages: s.pool.Capacity(), PageSize: s.cfg.PageSize,
 		PendingRegistrations: len(s.regs), DecodeSteps: s.decodeSteps, GeneratedTokens: s.generated,
 	}
+	s.cacheStats(&st)
+	return st
 }
 
 // Timeouts returns how many requests each stage bound expired, by stage.
@@ -70,7 +72,7 @@ func (s *Scheduler) Requests(now time.Time) []gen.RequestInfo {
 	for _, r := range live {
 		ri := gen.RequestInfo{ID: r.id, Stage: string(r.stage),
 			AgeSeconds: now.Sub(r.arrived).Seconds(), StageAgeSeconds: now.Sub(r.since).Seconds(),
-			PromptTokens: r.nPrompt, OutputTokens: r.output(), Pages: len(r.pages)}
+			PromptTokens: r.nPrompt, OutputTokens: r.output(), Pages: len(r.pages), CachedPrefixTokens: r.prefix}
 		if s.cfg.Role == RolePrefill {
 			ri.OutputTokens = 0
 		}

@@ -9,6 +9,7 @@ import (
 	"pdsoak/kernels"
 	"pdsoak/server/gen"
 	"pdsoak/server/kvpool"
+	"pdsoak/server/radixcache"
 )
 
 // Stage names a queue a request sits in. The strings appear in /debug/requests and in
@@ -158,6 +159,12 @@ type Stats struct {
 	// PendingRegistrations are rooms decode registered before prefill's leg arrived.
 	PendingRegistrations int
 	DecodeSteps          uint64
+	// The prefix cache (zero without one): pages it holds, nodes live requests lock
+	// (0 after a drain, else a leak), prompt tokens looked up and found cached, and
+	// pages evicted. UsedPages leaves out the cached pages no request locks.
+	CachedPages, LockedNodes           int
+	CacheQueriedTokens, CacheHitTokens uint64
+	EvictedPages                       uint64
 	// GeneratedTokens counts every token sampled since start.
 	GeneratedTokens uint64
 }
@@ -186,6 +193,14 @@ type request struct {
 	done            bool // finished while in the batch; pages freed at StepDone
 	// orphan: finished, but left in the bootstrap queue (BugAbortStormOrphans only).
 	orphan bool
+	// aborted: finished by an abort (BugPrefillAbortCacheLeak).
+	aborted bool
+
+	// The prefix cache (prefix.go): the locked match whose pages lead r.pages, the
+	// cached prefix length it started from, and whether the hit rate counted it.
+	match        radixcache.Match
+	prefix       int
+	countedCache bool
 }
 
 func (r *request) output() int { return len(r.tokens) - r.nPrompt }
@@ -218,6 +233,9 @@ type Scheduler struct {
 	scratch         []*request
 	out             Ready
 	timeoutsByStage map[Stage]uint64
+
+	cache                  *radixcache.Cache // nil: no prefix cache (prefix.go)
+	cacheQueried, cacheHit uint64            // prompt tokens looked up, and found cached
 }
 
 // New builds a scheduler.
@@ -228,7 +246,7 @@ func New(cfg Config) (*Scheduler, error) {
 	return &Scheduler{
 		cfg: cfg, bounds: cfg.Bounds(), pool: kvpool.New(cfg.Pages),
 		reqs: map[uint64]*request{}, rooms: map[uint64]*request{}, regs: map[uint64]time.Time{},
-		statsDue: true, timeoutsByStage: map[Stage]uint64{},
+		statsDue: true, timeoutsByStage: map[Stage]uint64{}, cache: newCache(cfg),
 	}, nil
 }
 
@@ -430,6 +448,7 @@ func (s *Scheduler) finish(now time.Time, r *request, reason string, err error) 
 		f.CompletionTokens = 0
 	}
 	s.out.Finished = append(s.out.Finished, f)
+	r.aborted = errors.Is(err, gen.ErrAborted)
 	// BugAbortMissesQueues: an abort that reaches a prefill request in the waiting queue
 	// pops it without telling the KV sender, so decode is never told either.
 	missed := s.cfg.Role == RolePrefill && s.cfg.Bug(BugAbortMissesQueues) && errors.Is(err, gen.ErrAborted)
@@ -459,10 +478,11 @@ func (s *Scheduler) release(r *request) {
 	if len(r.pages) == 0 {
 		return
 	}
-	if err := s.pool.Free(kvpool.Owner(r.seq), r.pages); err != nil {
+	own := s.releaseCached(r)
+	if err := s.pool.Free(kvpool.Owner(r.seq), own); err != nil {
 		panic(fmt.Sprintf("scheduler: request %s: %v", r.id, err)) // a bookkeeping bug, never input
 	}
-	s.out.PagesFreed += len(r.pages)
+	s.out.PagesFreed += len(own)
 	r.pages = nil
 	r.cached = 0
 	r.computed = false

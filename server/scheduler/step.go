@@ -58,6 +58,9 @@ func (s *Scheduler) StepDone(now time.Time, out []int, err error) {
 	for i, r := range batch {
 		r.inBatch = false
 		if r.done {
+			if r.aborted && s.cfg.Role == RolePrefill && s.cfg.Bug(BugPrefillAbortCacheLeak) {
+				continue // PR #36926: the aborted result has no owner; nothing releases it
+			}
 			s.release(r)
 			continue
 		}
