@@ -68,4 +68,4 @@ var LeakGauges = []string{
 }
 
 // UsageGauges are recorded in periodic samples besides the leak gauges.
-var UsageGauges = []string{TokenUsage, GenThroughput, VLLMGPUCacheUsage, VLLMKVCacheUsage}
+var UsageGauges = []string{TokenUsage, GenThroughput, VLLMGPUCacheUsage, VLLMKVCacheUsage, CacheHitRate}
