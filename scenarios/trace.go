@@ -95,10 +95,13 @@ func (sc *Scenario) readTrace(file string) ([]byte, string, error) {
 	if err == nil {
 		return data, p, nil
 	}
-	if _, serr := os.Stat(sc.File); errors.Is(err, fs.ErrNotExist) && serr != nil {
-		// An embedded scenario (no file on disk): its traces are embedded too.
-		if data, eerr := embedded.ReadFile(path.Clean(filepath.ToSlash(file))); eerr == nil {
-			return data, file, nil
+	if errors.Is(err, fs.ErrNotExist) && !filepath.IsAbs(file) {
+		// An embedded scenario (or a copy of a shipped one elsewhere) finds the shipped
+		// excerpts embedded, relative to the top folder or to the zoo's.
+		for _, dir := range []string{".", ZooDir} {
+			if data, eerr := embedded.ReadFile(path.Join(dir, filepath.ToSlash(file))); eerr == nil {
+				return data, file, nil
+			}
 		}
 	}
 	return nil, p, fmt.Errorf("scenarios: read trace: %w", err)

@@ -104,6 +104,13 @@ func (m *metrics) setStats(st scheduler.Stats) {
 	for name, v := range StatGauges(st) {
 		m.stat[name].Set(v)
 	}
+}
+
+// setCache publishes the prefix cache's live figures.
+func (m *metrics) setCache(st scheduler.Stats) {
+	for name, v := range CacheGauges(st) {
+		m.stat[name].Set(v)
+	}
 	if st.CacheHitTokens > m.cachedSeen {
 		m.cachedTokens.Add(float64(st.CacheHitTokens - m.cachedSeen))
 		m.cachedSeen = st.CacheHitTokens
@@ -131,6 +138,16 @@ func StatGauges(st scheduler.Stats) map[string]float64 {
 		metricnames.KVPagesUsed:      float64(st.UsedPages),
 		metricnames.KVPagesTotal:     float64(st.TotalPages),
 		metricnames.TokenUsage:       usage,
+		metricnames.CacheHitRate:     hitRate(st),
+		metricnames.RadixLockedNodes: float64(st.LockedNodes),
+		metricnames.RadixCachedPages: float64(st.CachedPages),
+	}
+}
+
+// CacheGauges are the prefix cache's gauges for st, published live from
+// Scheduler.CacheStats (the real engine and the simulator both) whatever the semantics.
+func CacheGauges(st scheduler.Stats) map[string]float64 {
+	return map[string]float64{
 		metricnames.CacheHitRate:     hitRate(st),
 		metricnames.RadixLockedNodes: float64(st.LockedNodes),
 		metricnames.RadixCachedPages: float64(st.CachedPages),

@@ -60,7 +60,8 @@ const (
 	// prefill cache leak after abort"): a disaggregated prefill request aborted while its
 	// forward step is in flight loses scheduler ownership when the step's result
 	// arrives; nothing releases it, so its KV pages and its radix cache lock stay held
-	// (a locked node that never unlocks, token usage that never returns to 0).
+	// (a locked node that never unlocks, token usage that never returns to 0). A
+	// request ended by a timeout counts as aborted (SGLang finishes it with FINISH_ABORT).
 	BugPrefillAbortCacheLeak Bug = "prefill-abort-cache-leak"
 )
 

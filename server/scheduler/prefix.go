@@ -121,3 +121,13 @@ func (s *Scheduler) cacheStats(st *Stats) {
 	st.CacheQueriedTokens, st.CacheHitTokens = s.cacheQueried, s.cacheHit
 	st.EvictedPages = cs.EvictedPages
 }
+
+// CacheStats is the prefix cache's part of Stats, live: unlike Stats in SGLang semantics
+// it is never a frozen snapshot, so a leaked lock shows after a drain and a released
+// one does not.
+func (s *Scheduler) CacheStats() Stats {
+	var st Stats
+	s.cacheStats(&st)
+	st.UsedPages = 0
+	return st
+}

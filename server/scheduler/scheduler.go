@@ -193,7 +193,7 @@ type request struct {
 	done            bool // finished while in the batch; pages freed at StepDone
 	// orphan: finished, but left in the bootstrap queue (BugAbortStormOrphans only).
 	orphan bool
-	// aborted: finished by an abort (BugPrefillAbortCacheLeak).
+	// aborted: finished by an abort or a timeout (BugPrefillAbortCacheLeak).
 	aborted bool
 
 	// The prefix cache (prefix.go): the locked match whose pages lead r.pages, the
@@ -448,7 +448,8 @@ func (s *Scheduler) finish(now time.Time, r *request, reason string, err error) 
 		f.CompletionTokens = 0
 	}
 	s.out.Finished = append(s.out.Finished, f)
-	r.aborted = errors.Is(err, gen.ErrAborted)
+	// SGLang ends a timed-out request as an abort too (FINISH_ABORT).
+	r.aborted = errors.Is(err, gen.ErrAborted) || errors.Is(err, gen.ErrTimeout)
 	// BugAbortMissesQueues: an abort that reaches a prefill request in the waiting queue
 	// pops it without telling the KV sender, so decode is never told either.
 	missed := s.cfg.Role == RolePrefill && s.cfg.Bug(BugAbortMissesQueues) && errors.Is(err, gen.ErrAborted)
