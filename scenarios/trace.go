@@ -117,6 +117,14 @@ func (sc *Scenario) traceRequests(w Workload, window time.Duration) int {
 	return len(sched)
 }
 
+// traceDefaults makes a trace workload's max_tokens its cap (what plan shows); each
+// request's own comes from the trace.
+func traceDefaults(w *Workload) {
+	if w.Type == WorkloadTrace && w.Trace != nil && w.Trace.MaxTokens > 0 {
+		w.MaxTokens = w.Trace.MaxTokens
+	}
+}
+
 func describeTrace(w Workload) string {
 	t := w.Trace
 	if t == nil {
@@ -132,6 +140,7 @@ func describeTrace(w Workload) string {
 	case t.Speedup > 0 && t.Speedup != 1:
 		s += fmt.Sprintf(" ×%g speed", t.Speedup)
 	}
+	s += ", output lengths from the trace"
 	if t.BlockTokens > 0 && t.BlockTokens != traces.BlockTokens {
 		s += fmt.Sprintf(", %d tokens per 512-token block", t.BlockTokens)
 	}
