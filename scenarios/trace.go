@@ -146,3 +146,15 @@ func describeTrace(w Workload) string {
 	}
 	return s
 }
+
+// TraceWorkloads names the scenario's trace workloads (their arrival curves go into
+// the report).
+func (sc *Scenario) TraceWorkloads() []string {
+	var out []string
+	for _, w := range sc.Workloads {
+		if w.Type == WorkloadTrace {
+			out = append(out, w.Name)
+		}
+	}
+	return out
+}
