@@ -19,12 +19,8 @@ func (v *validator) checkTrace(p string, w Workload) {
 	if v.sc.IsSet(p + ".count") {
 		v.add(p+".count", "does not apply to type trace: use trace.limit")
 	}
-	if v.sc.IsSet(p + ".prompt_tokens") {
-		v.add(p+".prompt_tokens", "does not apply to type trace: lengths come from the trace (scale them with trace.block_tokens)")
-	}
-	if v.sc.IsSet(p + ".max_tokens") {
-		v.add(p+".max_tokens", "does not apply to type trace: each request's comes from the trace (cap it with trace.max_tokens)")
-	}
+	// prompt_tokens and max_tokens are left alone (a rendered scenario writes their
+	// defaults back): lengths come from the trace, capped by trace.max_tokens.
 	t := w.Trace
 	if t == nil {
 		v.add(p+".trace", "must be set for type trace: {file: ..., format: mooncake|azure|burstgpt}")

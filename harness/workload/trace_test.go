@@ -138,7 +138,6 @@ func TestTraceScenarioProblems(t *testing.T) {
 		{"both rates", fmt.Sprintf("type: trace\n    trace: {file: %q, rate: 2, speedup: 3}", abs), "set rate or speedup, not both"},
 		{"wrong type", fmt.Sprintf("type: burst\n    count: 3\n    trace: {file: %q}", abs), "only applies to type trace"},
 		{"empty window", fmt.Sprintf("type: trace\n    trace: {file: %q, start: 1h}", abs), "no request of the trace falls in the workload's window"},
-		{"max_tokens", fmt.Sprintf("type: trace\n    max_tokens: 3\n    trace: {file: %q}", abs), "cap it with trace.max_tokens"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			yaml := "name: x\nduration: 1m\nworkloads:\n  - name: w\n    " + tc.w + "\n"
