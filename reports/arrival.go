@@ -61,7 +61,7 @@ func (a *arrivals) curves(start time.Time, want []string) []ArrivalCurve {
 		span := max(last.Sub(start), 0)
 		bucket := time.Second
 		if span >= maxArrivalBuckets*time.Second {
-			bucket = (span/maxArrivalBuckets).Truncate(time.Second) + time.Second
+			bucket = (span / maxArrivalBuckets).Truncate(time.Second) + time.Second
 		}
 		n := int(span/bucket) + 1
 		c := ArrivalCurve{Workload: w, BucketSeconds: bucket.Seconds(), Scheduled: make([]int, n), Sent: make([]int, n),
