@@ -34,6 +34,16 @@ const (
 	KVPagesTotal = "pdsoak:kv_pages_total"
 )
 
+// The prefix cache: SGLang's names (docs/references/production_metrics.md: the
+// cache_hit_rate gauge and the cached_tokens_total counter, labelled cache_source) and
+// the reference server's own locked-node gauge, which must return to 0 after a drain.
+const (
+	CacheHitRate      = "sglang:cache_hit_rate"
+	CachedTokensTotal = "sglang:cached_tokens_total"
+	RadixLockedNodes  = "pdsoak:radix_cache_locked_nodes"
+	RadixCachedPages  = "pdsoak:radix_cache_pages"
+)
+
 // vLLM's scheduler gauges.
 const (
 	VLLMRunning       = "vllm:num_requests_running"
@@ -54,8 +64,8 @@ const (
 // queued requests, SGLang's PD queues and vLLM's running, waiting and swapped.
 var LeakGauges = []string{
 	Running, Queue, DecodePrealloc, DecodeTransfer, PrefillBootstrap, PrefillInflight, Retracted, BootstrapQueue,
-	VLLMRunning, VLLMWaiting, VLLMSwapped,
+	VLLMRunning, VLLMWaiting, VLLMSwapped, RadixLockedNodes,
 }
 
 // UsageGauges are recorded in periodic samples besides the leak gauges.
-var UsageGauges = []string{TokenUsage, GenThroughput, VLLMGPUCacheUsage, VLLMKVCacheUsage}
+var UsageGauges = []string{TokenUsage, GenThroughput, VLLMGPUCacheUsage, VLLMKVCacheUsage, CacheHitRate}

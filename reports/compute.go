@@ -14,6 +14,7 @@ import (
 // in memory as events) and computes Results at the end.
 type Builder struct {
 	cfg       Config
+	arrivals  arrivals
 	start     time.Time
 	end       time.Time
 	scenario  string
@@ -157,6 +158,7 @@ func (b *Builder) Add(e ledger.Event) {
 		}
 	}
 	b.explain.add(e)
+	b.arrivals.add(e, b.cfg.ArrivalWorkloads)
 	switch e.Type {
 	case ledger.EventRunStart:
 		b.start = e.Time
@@ -390,6 +392,7 @@ func (b *Builder) Results() *Results {
 		Assertions: []AssertionResult{},
 		Drops:      b.drops,
 		Workloads:  b.workloads,
+		Arrivals:   b.arrivals.curves(b.start, b.cfg.ArrivalWorkloads),
 		Leak:       b.leak,
 		SelfCheck:  b.self,
 		GPU:        b.gpu.result(),

@@ -69,6 +69,8 @@ type Results struct {
 	Lag        Percentiles       `json:"harness_lag"`
 	Faults     []FaultResult     `json:"faults"`
 	Workloads  map[string]int    `json:"workloads,omitempty"`
+	// Arrivals are the replayed schedules against what was sent (Config.ArrivalWorkloads).
+	Arrivals []ArrivalCurve `json:"arrivals,omitempty"`
 	// ByWorkload breaks outcomes and latency down per workload (Workloads keeps the
 	// request counts it always had).
 	ByWorkload map[string]WorkloadResult `json:"by_workload,omitempty"`
@@ -227,6 +229,9 @@ type Config struct {
 	// CauseMargin is how long after a fault stops it may still explain a request that
 	// began then (default DefaultCauseMargin).
 	CauseMargin time.Duration
+	// ArrivalWorkloads name the workloads (trace replays) whose arrival curve, scheduled
+	// against sent, goes into Results.Arrivals.
+	ArrivalWorkloads []string
 }
 
 // RecoveryConfig: after a fault stops, the success rate (ok / all) of requests scheduled

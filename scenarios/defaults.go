@@ -87,6 +87,7 @@ func (sc *Scenario) referenceDefaults() {
 func (sc *Scenario) workloadDefaults(i int) {
 	w := &sc.Workloads[i]
 	p := fmt.Sprintf("workloads[%d]", i)
+	defer traceDefaults(w)
 	if w.Name == "" && w.Type != "" {
 		w.Name = fmt.Sprintf("%s-%d", w.Type, i)
 	}

@@ -11,7 +11,7 @@ import (
 	"strings"
 )
 
-//go:embed *.yaml zoo/*.yaml
+//go:embed *.yaml zoo/*.yaml traces/*.jsonl traces/*.csv
 var embedded embed.FS
 
 // ZooDir is the folder of the bug zoo: one scenario per upstream SGLang PD bug the

@@ -104,6 +104,9 @@ func Plan(sc *Scenario) Timeline {
 		}
 		ww := WorkloadWindow{Name: w.Name, Type: w.Type, Start: start, Stop: stop}
 		ww.Requests, ww.Open = expectedRequests(w, stop-start)
+		if w.Type == WorkloadTrace {
+			ww.Requests, ww.Open = sc.traceRequests(w, stop-start), false
+		}
 		tl.Requests += ww.Requests
 		tl.Workloads = append(tl.Workloads, ww)
 		tl.Steps = append(tl.Steps,
@@ -279,6 +282,8 @@ func describeWorkload(w Workload, ww WorkloadWindow) string {
 		s = fmt.Sprintf("burst: %s at once", plural(w.Count, "request"))
 	case WorkloadProbe:
 		s = fmt.Sprintf("probe: %s every %s, greedy", plural(w.Count, "prompt"), w.Interval)
+	case WorkloadTrace:
+		s = describeTrace(w)
 	}
 	s += fmt.Sprintf(", %s %s, max_tokens %d", w.Endpoint, stream, w.MaxTokens)
 	if !ww.Open {

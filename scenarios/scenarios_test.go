@@ -143,7 +143,7 @@ func TestParseProblems(t *testing.T) {
 			want: []string{
 				`t.yaml:3: reference.backend: must be tinyref, simtime or paced, got "gpu"`,
 				`t.yaml:4: reference.semantics: must be strict or sglang, got "lax"`,
-				`t.yaml:6: workloads[0].type: must be agents, open_loop, burst or probe, got "agentz"`,
+				`t.yaml:6: workloads[0].type: must be agents, open_loop, burst, probe or trace, got "agentz"`,
 				`t.yaml:7: workloads[0].endpoint: must be chat or completions, got "embeddings"`,
 			},
 		},

@@ -26,7 +26,8 @@ const schemaFile = "scenario.schema.json"
 
 // enums lists the closed sets of values, by struct type and YAML key.
 var enums = map[string][]string{
-	"Workload.type":       {WorkloadAgents, WorkloadOpenLoop, WorkloadBurst, WorkloadProbe},
+	"Workload.type":       {WorkloadAgents, WorkloadOpenLoop, WorkloadBurst, WorkloadProbe, WorkloadTrace},
+	"Trace.format":        {"mooncake", "azure", "burstgpt"},
 	"Workload.endpoint":   {EndpointChat, EndpointCompletions},
 	"Pacer.type":          {PacerConstant, PacerLinear, PacerSine, PacerPoisson},
 	"Reference.backend":   {"tinyref", "simtime", "paced"},

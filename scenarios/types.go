@@ -239,7 +239,7 @@ const (
 type Workload struct {
 	// Name identifies the workload in events and fault targets. Default "<type>-<index>".
 	Name string `yaml:"name" json:"name"`
-	// Type is agents, open_loop, burst or probe.
+	// Type is agents, open_loop, burst, probe or trace.
 	Type string `yaml:"type" json:"type"`
 	// Endpoint is chat (default) or completions.
 	Endpoint string `yaml:"endpoint" json:"endpoint"`
@@ -284,6 +284,8 @@ type Workload struct {
 	Count int `yaml:"count" json:"count,omitempty"`
 	// Interval is the time between two rounds of probe prompts (probe). Default 1s.
 	Interval Duration `yaml:"interval" json:"interval,omitempty"`
+	// Trace is the trace a trace workload replays (file, format, speedup, rate, start, limit, max_tokens, block_tokens).
+	Trace *Trace `yaml:"trace" json:"trace,omitempty"`
 
 	// Start is the offset from the start of load. Default 0.
 	Start Duration `yaml:"start" json:"start,omitempty"`

@@ -203,11 +203,11 @@ func (v *validator) checkWorkload(i int, w Workload, names map[string]bool) {
 	}
 	names[w.Name] = true
 	switch w.Type {
-	case WorkloadAgents, WorkloadOpenLoop, WorkloadBurst, WorkloadProbe:
+	case WorkloadAgents, WorkloadOpenLoop, WorkloadBurst, WorkloadProbe, WorkloadTrace:
 	case "":
-		v.add(p+".type", "must be set: agents, open_loop, burst or probe")
+		v.add(p+".type", "must be set: agents, open_loop, burst, probe or trace")
 	default:
-		v.add(p+".type", "must be agents, open_loop, burst or probe, got %q", w.Type)
+		v.add(p+".type", "must be agents, open_loop, burst, probe or trace, got %q", w.Type)
 	}
 	switch w.Endpoint {
 	case EndpointChat, EndpointCompletions:
@@ -224,6 +224,7 @@ func (v *validator) checkWorkload(i int, w Workload, names map[string]bool) {
 		v.add(p+".temperature", "must be between 0 and 2")
 	}
 	v.checkWorkloadFields(p, w)
+	v.checkTrace(p, w)
 	switch w.Type {
 	case WorkloadAgents:
 		v.checkAgents(p, w)

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -458,6 +459,7 @@ func (w *worker) requests() []gen.RequestInfo {
 // throughput).
 func (w *worker) gauges() map[string]float64 {
 	g := engine.StatGauges(w.stats)
+	maps.Copy(g, engine.CacheGauges(w.sched.CacheStats())) // live, as the engine publishes them
 	g[metricnames.GenThroughput] = w.thru
 	if w.role == engine.RolePrefill {
 		g[scenarios.ReferencePrefillCounter] = w.prefillsCompleted

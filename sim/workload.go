@@ -36,6 +36,8 @@ func (r *runner) startLoad() time.Time {
 			r.startBurst(w)
 		case *workload.Probe:
 			r.startProbe(w)
+		case *workload.Trace:
+			r.startTrace(w)
 		}
 	}
 	return r.t0.Add(sc.Duration.D())

@@ -41,6 +41,7 @@ var zooCases = []zooCase{
 	{name: "stale-bootstrap-endpoint", assertion: reports.AssertRecovery, stage: "decode-0: transfer"},
 	{name: "transferring-never-times-out", assertion: reports.AssertNoSilentDrops, stage: "decode-0: transfer"},
 	{name: "bootstrap-freeze-at-rate", assertion: reports.AssertNoSilentDrops, stage: "prefill-0: bootstrap"},
+	{name: "prefill-abort-cache-leak", assertion: reports.AssertNoLeaks, gauge: "prefill-0/pdsoak:radix_cache_locked_nodes"},
 }
 
 // zooParallel bounds the harness runs TestZoo has in flight (each starts a router, a

@@ -18,6 +18,8 @@ func ReportConfig(sc *scenarios.Scenario) reports.Config {
 		Seed:       sc.Seed,
 		Target:     target,
 		Assertions: sc.Assertions,
+		// A trace replay's arrival curve: the trace's schedule against what was sent.
+		ArrivalWorkloads: sc.TraceWorkloads(),
 		Recovery: reports.RecoveryConfig{
 			Window:    sc.Recovery.Window.D(),
 			Within:    sc.Recovery.Within.D(),

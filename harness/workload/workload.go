@@ -171,6 +171,8 @@ func New(sc *scenarios.Scenario, i int, opts ...Option) (Workload, error) {
 		return &Burst{Common: c}, nil
 	case scenarios.WorkloadProbe:
 		return &Probe{Common: c}, nil
+	case scenarios.WorkloadTrace:
+		return newTrace(sc, c)
 	}
 	return nil, fmt.Errorf("workload: unknown type %q", spec.Type)
 }

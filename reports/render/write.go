@@ -337,6 +337,7 @@ func WriteMarkdown(w io.Writer, r *reports.Results) error {
 				otherOutcomes(w.Outcomes), w.TTFT.P50, w.TTFT.P99, w.ITL.P99, w.E2E.P50, w.E2E.P99)
 		}
 	}
+	b.WriteString(arrivalsMarkdown(r))
 	b.WriteString(causesMarkdown(r))
 	if len(r.Faults) > 0 {
 		b.WriteString("\n## Faults\n\n| fault | type | target | start | stop | verified | time to recover |\n|---|---|---|---:|---:|---|---:|\n")

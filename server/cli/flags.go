@@ -61,6 +61,7 @@ type workerFlags struct {
 	simSlowdown          float64 // --sim-slowdown
 	limits               engine.Limits
 	disableOverlap       bool
+	disableRadixCache    bool
 	shutdownGrace        secondsValue
 	bootstrapPort        int
 	logLevel             string
@@ -128,6 +129,7 @@ func (f *workerFlags) register(fs *pflag.FlagSet, bootstrap bool) {
 	fs.IntVar(&l.MaxPrefillTokens, "max-prefill-tokens", l.MaxPrefillTokens, "new prompt tokens admitted into one step")
 	fs.IntVar(&l.ChunkedPrefillSize, "chunked-prefill-size", l.ChunkedPrefillSize, "prefill longer prompts in chunks of this many tokens (0: off)")
 	fs.BoolVar(&f.disableOverlap, "disable-overlap-schedule", f.disableOverlap, "accepted for SGLang compatibility; scheduling never overlaps compute here")
+	fs.BoolVar(&f.disableRadixCache, "disable-radix-cache", false, "turn off the radix prefix cache (prefill and colocated workers reuse cached prompt prefixes by default, as SGLang)")
 	durationVar(fs, &l.WatchdogTimeout, "watchdog-timeout", "fail requests and /health when nothing progresses for this long (seconds or duration; 0: semantics default, <0: off)")
 	durationVar(fs, &l.BootstrapTimeout, "bootstrap-timeout", "prefill bootstrap bound (0: default, <0: off)")
 	durationVar(fs, &l.PreallocTimeout, "prealloc-timeout", "decode prealloc wait bound (0: default, <0: off)")
@@ -307,5 +309,7 @@ func (f *workerFlags) pageSize() int {
 
 // engineConfig is the engine configuration of the flags for role.
 func (f *workerFlags) engineConfig(role engine.Role) engine.Config {
-	return engine.Config{Role: role, Limits: f.limits, DisableOverlapSchedule: f.disableOverlap}
+	l := f.limits
+	l.RadixCache = l.RadixCache && !f.disableRadixCache
+	return engine.Config{Role: role, Limits: l, DisableOverlapSchedule: f.disableOverlap}
 }

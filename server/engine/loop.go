@@ -333,6 +333,7 @@ func (e *Engine) publish(now time.Time, st *scheduler.Stats) {
 	if st != nil {
 		e.m.setStats(*st)
 	}
+	e.m.setCache(e.sched.CacheStats())
 	if rate, ok := e.thru.Update(now, e.sched.Stats().GeneratedTokens, strict || st != nil); ok {
 		e.m.genThroughput.Set(rate)
 	}

@@ -17,8 +17,11 @@ type metrics struct {
 	requests, promptTokens, genTokens, aborts, bootstrapFailed, transferFailed, retractions prometheus.Counter
 	timeouts, refused, finished                                                             *prometheus.CounterVec
 
-	stat                             map[string]prometheus.Gauge // the gauges StatGauges names
-	prefillsCompleted, localPrefills prometheus.Counter
+	stat                                  map[string]prometheus.Gauge // the gauges StatGauges names
+	cacheHitRate, radixLocked, radixPages prometheus.Gauge
+	cachedTokens                          prometheus.Counter
+	cachedSeen                            uint64 // CacheHitTokens already added to cachedTokens
+	prefillsCompleted, localPrefills      prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -67,13 +70,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"Prefill: requests whose prompt this worker computed and whose KV reached decode."),
 		localPrefills: c("pdsoak:decode_local_prefills_total",
 			"Decode: requests that came without a bootstrap room (a router's decode-only fallback), prompt computed here."),
+		cacheHitRate: g(metricnames.CacheHitRate, "Prefix cache hit rate: prompt tokens served from the radix cache over prompt tokens looked up."),
+		radixLocked:  g(metricnames.RadixLockedNodes, "Radix cache nodes locked by live requests (0 after a drain, else a leak)."),
+		radixPages:   g(metricnames.RadixCachedPages, "KV pages held by the radix cache."),
+		cachedTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: metricnames.CachedTokensTotal,
+			Help: "Prompt tokens served from the prefix cache.", ConstLabels: prometheus.Labels{"cache_source": "device"}}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdsoak:requests_finished_total",
 			Help: "Finished requests by outcome (stop, length or an error kind)."}, []string{"outcome"}),
 	}
 	for _, col := range []prometheus.Collector{m.running, m.queue, m.decPrealloc, m.decTransfer, m.prefBootstrap,
 		m.prefInflight, m.retracted, m.tokenUsage, m.genThroughput, m.usedTokens, m.maxTokens, m.pagesUsed,
 		m.pagesTotal, m.ttft, m.itl, m.e2e, m.requests, m.promptTokens, m.genTokens, m.aborts,
-		m.bootstrapFailed, m.transferFailed, m.retractions, m.timeouts, m.refused, m.finished, m.prefillsCompleted, m.localPrefills} {
+		m.bootstrapFailed, m.transferFailed, m.retractions, m.timeouts, m.refused, m.finished, m.prefillsCompleted, m.localPrefills,
+		m.cacheHitRate, m.radixLocked, m.radixPages, m.cachedTokens} {
 		if err := reg.Register(col); err != nil {
 			return nil, err
 		}
@@ -82,7 +91,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		metricnames.DecodePrealloc: m.decPrealloc, metricnames.DecodeTransfer: m.decTransfer,
 		metricnames.PrefillBootstrap: m.prefBootstrap, metricnames.PrefillInflight: m.prefInflight,
 		metricnames.Retracted: m.retracted, metricnames.TokenUsage: m.tokenUsage, metricnames.UsedTokens: m.usedTokens,
-		metricnames.MaxTotalTokens: m.maxTokens, metricnames.KVPagesUsed: m.pagesUsed, metricnames.KVPagesTotal: m.pagesTotal}
+		metricnames.MaxTotalTokens: m.maxTokens, metricnames.KVPagesUsed: m.pagesUsed, metricnames.KVPagesTotal: m.pagesTotal,
+		metricnames.CacheHitRate: m.cacheHitRate, metricnames.RadixLockedNodes: m.radixLocked, metricnames.RadixCachedPages: m.radixPages}
 	for _, st := range []scheduler.Stage{scheduler.StageBootstrap, scheduler.StagePrealloc, scheduler.StageTransfer,
 		scheduler.StageWaiting, scheduler.StageRunning, scheduler.StageTotal} {
 		m.timeouts.WithLabelValues(string(st))
@@ -93,6 +103,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 func (m *metrics) setStats(st scheduler.Stats) {
 	for name, v := range StatGauges(st) {
 		m.stat[name].Set(v)
+	}
+}
+
+// setCache publishes the prefix cache's live figures.
+func (m *metrics) setCache(st scheduler.Stats) {
+	for name, v := range CacheGauges(st) {
+		m.stat[name].Set(v)
+	}
+	if st.CacheHitTokens > m.cachedSeen {
+		m.cachedTokens.Add(float64(st.CacheHitTokens - m.cachedSeen))
+		m.cachedSeen = st.CacheHitTokens
 	}
 }
 
@@ -117,5 +138,27 @@ func StatGauges(st scheduler.Stats) map[string]float64 {
 		metricnames.KVPagesUsed:      float64(st.UsedPages),
 		metricnames.KVPagesTotal:     float64(st.TotalPages),
 		metricnames.TokenUsage:       usage,
+		metricnames.CacheHitRate:     hitRate(st),
+		metricnames.RadixLockedNodes: float64(st.LockedNodes),
+		metricnames.RadixCachedPages: float64(st.CachedPages),
 	}
+}
+
+// CacheGauges are the prefix cache's gauges for st, published live from
+// Scheduler.CacheStats (the real engine and the simulator both) whatever the semantics.
+func CacheGauges(st scheduler.Stats) map[string]float64 {
+	return map[string]float64{
+		metricnames.CacheHitRate:     hitRate(st),
+		metricnames.RadixLockedNodes: float64(st.LockedNodes),
+		metricnames.RadixCachedPages: float64(st.CachedPages),
+	}
+}
+
+// hitRate is the share of looked-up prompt tokens the prefix cache served (0 before
+// any lookup, and without a cache).
+func hitRate(st scheduler.Stats) float64 {
+	if st.CacheQueriedTokens == 0 {
+		return 0
+	}
+	return float64(st.CacheHitTokens) / float64(st.CacheQueriedTokens)
 }

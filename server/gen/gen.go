@@ -102,6 +102,9 @@ type RequestInfo struct {
 	PromptTokens    int     `json:"prompt_tokens"`
 	OutputTokens    int     `json:"output_tokens"`
 	Pages           int     `json:"kv_pages"`
+	// CachedPrefixTokens is how much of the prompt the prefix cache served (prefill and
+	// colocated workers with the radix cache on).
+	CachedPrefixTokens int `json:"cached_prefix_tokens,omitempty"`
 	// Worker names where the router sent the request (router only).
 	Prefill string `json:"prefill,omitempty"`
 	Decode  string `json:"decode,omitempty"`

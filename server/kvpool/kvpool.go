@@ -166,3 +166,27 @@ func plural(n int, noun string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }
+
+// Transfer hands pages from owner from to owner to (a finished request's pages adopted
+// by the prefix cache). Like Free it moves nothing and returns an error wrapping
+// ErrNotOwner when a page is not from's.
+func (p *Pool) Transfer(from, to Owner, pages []int32) error {
+	if to == 0 {
+		return fmt.Errorf("kvpool: transfer to the free owner: %w", ErrNotOwner)
+	}
+	for _, pg := range pages {
+		if pg < 0 || int(pg) >= len(p.owner) || p.owner[pg] != from {
+			return fmt.Errorf("kvpool: transfer of page %d by owner %d: %w", pg, from, ErrNotOwner)
+		}
+	}
+	for _, pg := range pages {
+		p.owner[pg] = to
+	}
+	if n := len(pages); n > 0 {
+		if p.held[from] -= n; p.held[from] == 0 {
+			delete(p.held, from)
+		}
+		p.held[to] += n
+	}
+	return nil
+}

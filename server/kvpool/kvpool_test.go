@@ -189,3 +189,17 @@ func TestCapacity(t *testing.T) {
 		})
 	}
 }
+
+func TestTransfer(t *testing.T) {
+	p := New(4)
+	pages, ok := p.Alloc(1, 3)
+	require.True(t, ok)
+	require.NoError(t, p.Transfer(1, 9, pages[:2]))
+	assert.Equal(t, 1, p.Held(1))
+	assert.Equal(t, 2, p.Held(9))
+	assert.Equal(t, Owner(9), p.OwnerOf(pages[0]))
+	assert.ErrorIs(t, p.Transfer(1, 9, pages[:1]), ErrNotOwner, "no longer 1's")
+	assert.ErrorIs(t, p.Transfer(9, 0, pages[:1]), ErrNotOwner, "0 is the free owner")
+	require.NoError(t, p.Free(9, pages[:2]))
+	assert.Equal(t, 3, p.FreePages())
+}

@@ -56,6 +56,13 @@ const (
 	// the window never reopens: nothing registers, prefill's bootstrap queue waits, and
 	// the pair is idle until the bootstrap timeout fails every request.
 	BugBootstrapFreezeAtRate Bug = "bootstrap-freeze-at-rate"
+	// BugPrefillAbortCacheLeak (fixed by sgl-project/sglang PR #36926, "Fix disaggregated
+	// prefill cache leak after abort"): a disaggregated prefill request aborted while its
+	// forward step is in flight loses scheduler ownership when the step's result
+	// arrives; nothing releases it, so its KV pages and its radix cache lock stay held
+	// (a locked node that never unlocks, token usage that never returns to 0). A
+	// request ended by a timeout counts as aborted (SGLang finishes it with FINISH_ABORT).
+	BugPrefillAbortCacheLeak Bug = "prefill-abort-cache-leak"
 )
 
 // BugInfo describes one bug of the zoo.
@@ -88,6 +95,8 @@ var Bugs = []BugInfo{
 		"more rooms pending in decode's prealloc than its window holds: none registers, the pair freezes until the bootstrap timeout"},
 	{BugAbortedPrefillGarbage, "sgl-project/sglang#30233", "decode",
 		"decode generates from stale KV after prefill aborted the request; 200 with wrong text"},
+	{BugPrefillAbortCacheLeak, "sgl-project/sglang PR #36926", "prefill",
+		"a prefill request aborted during its forward step is never released: its pages and radix cache lock leak"},
 }
 
 // LookupBug returns the bug named name.

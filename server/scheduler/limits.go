@@ -73,6 +73,11 @@ type Limits struct {
 	// gauge refreshes of a decode worker in SGLang semantics.
 	DecodeLogInterval int
 
+	// RadixCache keeps finished requests' KV pages in a radix tree and reuses the longest
+	// cached prefix of new prompts (prefill and colocated workers); on by default as in
+	// SGLang, off with --disable-radix-cache.
+	RadixCache bool
+
 	// SGLangBugs (--sglang-bug) switch on reproductions of upstream SGLang PD bugs (see
 	// Bug); valid only with SemanticsSGLang.
 	SGLangBugs BugSet
@@ -91,6 +96,7 @@ func DefaultLimits() Limits {
 		RetryAfter:           time.Second,
 		ReservedDecodeTokens: 512,
 		DecodeLogInterval:    40,
+		RadixCache:           true,
 	}
 }
 

@@ -29,6 +29,7 @@ func (s *Scheduler) alloc(r *request, tokens int) bool {
 	if need <= 0 {
 		return true
 	}
+	s.evictFor(need)
 	got, ok := s.pool.Alloc(kvpool.Owner(r.seq), need)
 	if !ok {
 		return false
@@ -140,15 +141,19 @@ func (s *Scheduler) admit(now time.Time, budget, prefills *int) []*request {
 	var admitted []*request
 	for len(s.waiting) > 0 && len(s.running) < s.runLimit() {
 		r := s.waiting[0]
+		s.matchPrefix(r)
 		b, p := *budget, *prefills
 		n := s.inputLen(r, &b, &p)
 		if n == 0 {
+			s.unmatch(r)
 			break
 		}
 		if !s.alloc(r, len(r.tokens)) {
+			s.unmatch(r)
 			s.kvBlocked++
 			break
 		}
+		s.counted(r)
 		*budget, *prefills = b, p
 		r.inLen = n
 		st := StageRunning

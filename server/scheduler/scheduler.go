@@ -9,6 +9,7 @@ import (
 	"pdsoak/kernels"
 	"pdsoak/server/gen"
 	"pdsoak/server/kvpool"
+	"pdsoak/server/radixcache"
 )
 
 // Stage names a queue a request sits in. The strings appear in /debug/requests and in
@@ -158,6 +159,12 @@ type Stats struct {
 	// PendingRegistrations are rooms decode registered before prefill's leg arrived.
 	PendingRegistrations int
 	DecodeSteps          uint64
+	// The prefix cache (zero without one): pages it holds, nodes live requests lock
+	// (0 after a drain, else a leak), prompt tokens looked up and found cached, and
+	// pages evicted. UsedPages leaves out the cached pages no request locks.
+	CachedPages, LockedNodes           int
+	CacheQueriedTokens, CacheHitTokens uint64
+	EvictedPages                       uint64
 	// GeneratedTokens counts every token sampled since start.
 	GeneratedTokens uint64
 }
@@ -186,6 +193,14 @@ type request struct {
 	done            bool // finished while in the batch; pages freed at StepDone
 	// orphan: finished, but left in the bootstrap queue (BugAbortStormOrphans only).
 	orphan bool
+	// aborted: finished by an abort or a timeout (BugPrefillAbortCacheLeak).
+	aborted bool
+
+	// The prefix cache (prefix.go): the locked match whose pages lead r.pages, the
+	// cached prefix length it started from, and whether the hit rate counted it.
+	match        radixcache.Match
+	prefix       int
+	countedCache bool
 }
 
 func (r *request) output() int { return len(r.tokens) - r.nPrompt }
@@ -218,6 +233,9 @@ type Scheduler struct {
 	scratch         []*request
 	out             Ready
 	timeoutsByStage map[Stage]uint64
+
+	cache                  *radixcache.Cache // nil: no prefix cache (prefix.go)
+	cacheQueried, cacheHit uint64            // prompt tokens looked up, and found cached
 }
 
 // New builds a scheduler.
@@ -228,7 +246,7 @@ func New(cfg Config) (*Scheduler, error) {
 	return &Scheduler{
 		cfg: cfg, bounds: cfg.Bounds(), pool: kvpool.New(cfg.Pages),
 		reqs: map[uint64]*request{}, rooms: map[uint64]*request{}, regs: map[uint64]time.Time{},
-		statsDue: true, timeoutsByStage: map[Stage]uint64{},
+		statsDue: true, timeoutsByStage: map[Stage]uint64{}, cache: newCache(cfg),
 	}, nil
 }
 
@@ -430,6 +448,8 @@ func (s *Scheduler) finish(now time.Time, r *request, reason string, err error) 
 		f.CompletionTokens = 0
 	}
 	s.out.Finished = append(s.out.Finished, f)
+	// SGLang ends a timed-out request as an abort too (FINISH_ABORT).
+	r.aborted = errors.Is(err, gen.ErrAborted) || errors.Is(err, gen.ErrTimeout)
 	// BugAbortMissesQueues: an abort that reaches a prefill request in the waiting queue
 	// pops it without telling the KV sender, so decode is never told either.
 	missed := s.cfg.Role == RolePrefill && s.cfg.Bug(BugAbortMissesQueues) && errors.Is(err, gen.ErrAborted)
@@ -459,10 +479,11 @@ func (s *Scheduler) release(r *request) {
 	if len(r.pages) == 0 {
 		return
 	}
-	if err := s.pool.Free(kvpool.Owner(r.seq), r.pages); err != nil {
+	own := s.releaseCached(r)
+	if err := s.pool.Free(kvpool.Owner(r.seq), own); err != nil {
 		panic(fmt.Sprintf("scheduler: request %s: %v", r.id, err)) // a bookkeeping bug, never input
 	}
-	s.out.PagesFreed += len(r.pages)
+	s.out.PagesFreed += len(own)
 	r.pages = nil
 	r.cached = 0
 	r.computed = false
@@ -516,377 +537,4 @@ func (s *Scheduler) AbortAll(now time.Time, cause error) int {
 		s.Abort(now, seq, cause)
 	}
 	return len(seqs)
-}
-
-// Registered (prefill): decode registered room. The leg may not have arrived yet.
-func (s *Scheduler) Registered(now time.Time, room uint64) {
-	s.touch(now)
-	r, ok := s.rooms[room]
-	if !ok {
-		s.regs[room] = now
-		return
-	}
-	if r.stage == StageBootstrap {
-		s.moveTo(now, r, StageWaiting, false)
-		s.progress(now)
-	}
-}
-
-// Received (decode): the KV of room arrived (err nil) with the first token prefill
-// sampled, or the transfer failed. It reports whether a request was waiting for it.
-func (s *Scheduler) Received(now time.Time, room uint64, firstToken int, err error) bool {
-	r, ok := s.rooms[room]
-	if !ok || r.stage != StageTransfer || s.cfg.Role != RoleDecode {
-		return false
-	}
-	s.progress(now)
-	if err != nil && s.cfg.Bug(BugAbortedPrefillGarbage) {
-		// sglang#30233: prefill aborted the request, yet decode carries on as if its KV
-		// had arrived, from whatever its pages hold, with the prompt's last token as the
-		// "first token" prefill never sampled.
-		firstToken, err = r.tokens[r.nPrompt-1], nil
-	}
-	if err == nil && (firstToken < 0 || firstToken >= s.cfg.VocabSize) {
-		err = fmt.Errorf("first token %d outside the vocabulary", firstToken)
-	}
-	if err != nil {
-		s.finish(now, r, "", &gen.StageError{Stage: string(StageTransfer),
-			Err: fmt.Errorf("scheduler: room %d: %w: %v", room, gen.ErrTransfer, err)})
-		return true
-	}
-	r.cached, r.computed = r.nPrompt, true
-	s.moveTo(now, r, StageWaiting, false)
-	s.sampled(now, r, firstToken)
-	return true
-}
-
-// Sent (prefill): the KV of room reached decode (err nil) or the send failed. An error
-// for a request not yet sending (decode abandoned the room) ends it too.
-func (s *Scheduler) Sent(now time.Time, room uint64, err error) bool {
-	r, ok := s.rooms[room]
-	if !ok || s.cfg.Role != RolePrefill {
-		return false
-	}
-	if r.stage != StageInflight {
-		// Decode gave the room up before prefill sent anything (abort, timeout): stop
-		// working on it now instead of computing KV nobody will take (I6).
-		if err == nil || r.stage == StageTransfer {
-			return false
-		}
-		s.finish(now, r, "", &gen.StageError{Stage: string(r.stage),
-			Err: fmt.Errorf("scheduler: room %d: %w: %v", room, gen.ErrTransfer, err)})
-		return true
-	}
-	s.progress(now)
-	if err != nil {
-		s.finish(now, r, "", &gen.StageError{Stage: string(StageTransfer),
-			Err: fmt.Errorf("scheduler: room %d: %w: %v", room, gen.ErrTransfer, err)})
-		return true
-	}
-	reason := "length"
-	if r.output() > 0 && r.tokens[len(r.tokens)-1] == s.cfg.EOS && !r.req.IgnoreEOS {
-		reason = "stop"
-	}
-	s.finish(now, r, reason, nil)
-	return true
-}
-
-// sampled appends tok to r's output, emits it and finishes r when it is done.
-func (s *Scheduler) sampled(now time.Time, r *request, tok int) {
-	s.sampledInto(now, r, tok, nil)
-}
-
-// sampledInto is sampled with the emitted slice carved out of buf when it has room (one
-// allocation per step instead of one per request).
-func (s *Scheduler) sampledInto(now time.Time, r *request, tok int, buf *[]int) {
-	r.tokens = append(r.tokens, tok)
-	s.generated++
-	s.lastOutput = now
-	if tok == s.cfg.EOS && !r.req.IgnoreEOS {
-		s.finish(now, r, "stop", nil)
-		return
-	}
-	var toks []int
-	if buf != nil && cap(*buf) > len(*buf) {
-		*buf = append(*buf, tok)
-		n := len(*buf)
-		toks = (*buf)[n-1 : n : n]
-	} else {
-		toks = []int{tok}
-	}
-	s.out.Emits = append(s.out.Emits, Emit{Seq: r.seq, ID: r.id, Tokens: toks})
-	if r.output() >= r.req.MaxTokens {
-		s.finish(now, r, "length", nil)
-	}
-}
-
-// StepDone applies the result of the batch planned by the last Ready: out[i] is the
-// token sampled for Batch[i]. A non-nil err fails every request of the batch with
-// gen.ErrInternal.
-func (s *Scheduler) StepDone(now time.Time, out []int, err error) {
-	batch := s.batch
-	s.batch = nil
-	if batch == nil {
-		return
-	}
-	s.progress(now)
-	if err == nil && len(out) != len(batch) {
-		err = fmt.Errorf("backend returned %d tokens for a batch of %d", len(out), len(batch))
-	}
-	decode := false
-	buf := make([]int, 0, len(batch))
-	s.out.Emits = slices.Grow(s.out.Emits, len(batch))
-	for i, r := range batch {
-		r.inBatch = false
-		if r.done {
-			s.release(r)
-			continue
-		}
-		if err != nil {
-			s.finish(now, r, "", &gen.StageError{Stage: string(r.stage), Err: fmt.Errorf("scheduler: forward: %w: %v", gen.ErrInternal, err)})
-			continue
-		}
-		if r.isDecode() {
-			decode = true
-		}
-		if r.cached+r.inLen < len(r.tokens) { // a chunk of a chunked prefill: nothing sampled
-			r.cached += r.inLen
-			continue
-		}
-		r.cached, r.computed = len(r.tokens), true
-		tok := out[i]
-		if tok < 0 || tok >= s.cfg.VocabSize {
-			s.finish(now, r, "", &gen.StageError{Stage: string(r.stage), Err: fmt.Errorf("scheduler: backend sampled token %d: %w", tok, gen.ErrInternal)})
-			continue
-		}
-		if s.cfg.Role == RolePrefill {
-			r.tokens = append(r.tokens, tok)
-			s.generated++
-			s.lastOutput = now
-			s.moveTo(now, r, StageInflight, false)
-			s.out.Sends = append(s.out.Sends, Send{Seq: r.seq, ID: r.id, Room: r.room, Pages: slices.Clone(r.pages),
-				NumTokens: r.nPrompt, FirstToken: tok})
-			continue
-		}
-		s.sampledInto(now, r, tok, &buf)
-	}
-	if decode {
-		s.decodeSteps++
-	}
-	if !s.strict() && (s.cfg.Role != RoleDecode || s.cfg.DecodeLogInterval <= 1 ||
-		(decode && s.decodeSteps%uint64(s.cfg.DecodeLogInterval) == 0)) {
-		st := s.Stats()
-		s.out.Stats = &st
-	}
-}
-
-// Tick expires stage bounds and deadlines, and runs the watchdog.
-func (s *Scheduler) Tick(now time.Time) {
-	s.touch(now)
-	var expired []*request
-	var stages []Stage
-	for _, r := range s.liveInQueueOrder() {
-		if r.orphan {
-			continue // BugAbortStormOrphans: nothing ever looks at it again
-		}
-		if !r.deadline.IsZero() && !now.Before(r.deadline) {
-			// In a batch too (a stalled step): its pages are freed when the step ends.
-			expired, stages = append(expired, r), append(stages, StageTotal)
-			continue
-		}
-		if r.inBatch {
-			continue
-		}
-		if b := s.bound(r.stage); b > 0 {
-			start := r.since
-			if r.stage == StageBootstrap {
-				start = r.arrived // SGLang counts bootstrap from arrival; so does strict
-			}
-			if now.Sub(start) >= b {
-				expired, stages = append(expired, r), append(stages, r.stage)
-			}
-		}
-	}
-	for i, r := range expired {
-		st := stages[i]
-		if st == StageRetracted {
-			st = StageWaiting
-		}
-		age := now.Sub(r.since)
-		if st == StageTotal || st == StageBootstrap {
-			age = now.Sub(r.arrived)
-		}
-		s.finish(now, r, "", &gen.StageError{Stage: string(st),
-			Err: fmt.Errorf("scheduler: %s bound expired after %s: %w", st, age.Round(time.Millisecond), gen.ErrTimeout)})
-	}
-	// Registrations whose leg never came.
-	keep := s.bounds.Bootstrap
-	if keep <= 0 {
-		keep = 5 * time.Minute
-	}
-	for room, t := range s.regs {
-		if now.Sub(t) >= keep {
-			delete(s.regs, room)
-		}
-	}
-	s.watchdog(now)
-}
-
-func (s *Scheduler) bound(st Stage) time.Duration {
-	switch st {
-	case StageBootstrap:
-		return s.bounds.Bootstrap
-	case StagePrealloc:
-		if s.strict() {
-			return s.bounds.Prealloc
-		}
-	case StageTransfer, StageInflight:
-		if s.strict() {
-			return s.bounds.Transfer
-		}
-	case StageWaiting, StageRetracted:
-		return s.bounds.Waiting
-	case StageRunning:
-		return s.bounds.Running
-	}
-	return 0
-}
-
-func (s *Scheduler) watchdog(now time.Time) {
-	wd := s.bounds.Watchdog
-	if wd <= 0 || !s.strict() {
-		return
-	}
-	if len(s.reqs) == 0 {
-		if s.watchdogErr != nil && s.batch == nil && now.Sub(s.lastProgress) >= 2*wd {
-			s.watchdogErr = nil
-		}
-		return
-	}
-	if now.Sub(s.lastProgress) < wd {
-		return
-	}
-	// Nothing moved for the watchdog timeout: fail every request, including those of a
-	// step that never came back (their pages are freed when it does).
-	stuck := s.sortedLive()
-	s.watchdogErr = fmt.Errorf("scheduler: watchdog: no progress for %s with %s in flight (%d queued); failed them",
-		now.Sub(s.lastProgress).Round(time.Millisecond), plural(len(stuck), "request"), s.queued())
-	for _, r := range stuck {
-		s.finish(now, r, "", &gen.StageError{Stage: string(r.stage),
-			Err: fmt.Errorf("scheduler: watchdog: no progress for %s: %w", wd, gen.ErrTimeout)})
-	}
-}
-
-// Health returns nil, or why the worker must report unhealthy: in strict semantics,
-// work queued and no progress for WatchdogTimeout (and until progress resumes after the
-// watchdog fired); in SGLang semantics only a batch running longer than the watchdog
-// without output.
-func (s *Scheduler) Health(now time.Time) error {
-	wd := s.bounds.Watchdog
-	if wd <= 0 {
-		return nil
-	}
-	if !s.strict() {
-		if s.batch != nil && now.Sub(s.batchStart) >= wd && now.Sub(s.lastOutput) >= wd {
-			return fmt.Errorf("scheduler: batch running for %s", now.Sub(s.batchStart).Round(time.Millisecond))
-		}
-		return nil
-	}
-	if len(s.reqs) > 0 && now.Sub(s.lastProgress) >= wd {
-		return fmt.Errorf("scheduler: no progress for %s with %s in flight",
-			now.Sub(s.lastProgress).Round(time.Millisecond), plural(len(s.reqs), "request"))
-	}
-	if s.batch != nil && now.Sub(s.batchStart) >= wd {
-		return fmt.Errorf("scheduler: a step has not returned for %s", now.Sub(s.batchStart).Round(time.Millisecond))
-	}
-	return s.watchdogErr
-}
-
-// liveInQueueOrder lists live requests by queue, each queue in its order. It allocates
-// only the returned slice, which is reused between calls.
-func (s *Scheduler) liveInQueueOrder() []*request {
-	out := s.scratch[:0]
-	for _, q := range [][]*request{s.bootstrap, s.prealloc, s.transfer, s.waiting, s.running, s.inflight, s.retracted} {
-		out = append(out, q...)
-	}
-	s.scratch = out
-	return out
-}
-
-func (s *Scheduler) sortedLive() []*request {
-	out := make([]*request, 0, len(s.reqs))
-	for _, r := range s.reqs {
-		out = append(out, r)
-	}
-	slices.SortFunc(out, func(a, b *request) int {
-		switch {
-		case a.seq < b.seq:
-			return -1
-		case a.seq > b.seq:
-			return 1
-		}
-		return 0
-	})
-	return out
-}
-
-// Stats returns the current queue lengths and pool use.
-func (s *Scheduler) Stats() Stats {
-	return Stats{
-		Running: len(s.running), Waiting: len(s.waiting), Bootstrap: len(s.bootstrap),
-		Prealloc: len(s.prealloc), Transfer: len(s.transfer), Inflight: len(s.inflight),
-		Retracted: len(s.retracted), Queued: s.queued(),
-		UsedPages: s.pool.UsedPages(), TotalPages: s.pool.Capacity(), PageSize: s.cfg.PageSize,
-		PendingRegistrations: len(s.regs), DecodeSteps: s.decodeSteps, GeneratedTokens: s.generated,
-	}
-}
-
-// Timeouts returns how many requests each stage bound expired, by stage.
-func (s *Scheduler) Timeouts() map[Stage]uint64 {
-	out := make(map[Stage]uint64, len(s.timeoutsByStage))
-	for k, v := range s.timeoutsByStage {
-		out[k] = v
-	}
-	return out
-}
-
-// Live is the number of requests not yet finished.
-func (s *Scheduler) Live() int { return len(s.reqs) }
-
-// BatchInFlight reports whether a planned batch awaits StepDone.
-func (s *Scheduler) BatchInFlight() bool { return s.batch != nil }
-
-// Requests describes every live request, oldest first.
-func (s *Scheduler) Requests(now time.Time) []gen.RequestInfo {
-	live := s.sortedLive()
-	out := make([]gen.RequestInfo, 0, len(live))
-	for _, r := range live {
-		ri := gen.RequestInfo{ID: r.id, Stage: string(r.stage),
-			AgeSeconds: now.Sub(r.arrived).Seconds(), StageAgeSeconds: now.Sub(r.since).Seconds(),
-			PromptTokens: r.nPrompt, OutputTokens: r.output(), Pages: len(r.pages)}
-		if s.cfg.Role == RolePrefill {
-			ri.OutputTokens = 0
-		}
-		if r.pd {
-			room := r.room
-			ri.Room = &room
-		}
-		out = append(out, ri)
-	}
-	return out
-}
-
-// LastProgress is when something last moved forward (a step, a transfer, a stage
-// change out of a wait), or when work appeared after an idle period.
-func (s *Scheduler) LastProgress() time.Time { return s.lastProgress }
-
-// LastOutput is when a token was last sampled or received.
-func (s *Scheduler) LastOutput() time.Time { return s.lastOutput }
-
-// plural is "1 request", "2 requests".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }
