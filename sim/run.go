@@ -15,6 +15,7 @@ import (
 	"pdsoak/harness/judge"
 	"pdsoak/harness/workload"
 	"pdsoak/ledger"
+	"pdsoak/reports"
 	"pdsoak/scenarios"
 	"pdsoak/server/api"
 	"pdsoak/version"
@@ -141,6 +142,9 @@ type runner struct {
 	loop *Loop
 	srv  Server
 	led  *ledger.Writer
+	// faultsSeen follows the fault events emitted so far, so each done event gets its
+	// cause by the real runner's rule (reports.Cause) as the request ends.
+	faultsSeen reports.FaultTracker
 	api  *api.Handler
 
 	workloads []workload.Workload
@@ -173,6 +177,16 @@ type runner struct {
 func (r *runner) emit(ev ledger.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = r.loop.Now()
+	}
+	r.faultsSeen.Add(ev)
+	if ev.Type == ledger.EventDone && ev.Cause == "" {
+		// As harness/exec.go: the cause over the faults seen by the time it ended.
+		start := ev.Time
+		if ev.Scheduled != nil {
+			start = *ev.Scheduled
+		}
+		ev.Cause = reports.Cause(reports.CauseRequest{Outcome: ev.Outcome, Start: start, End: ev.Time},
+			r.faultsSeen.Windows(), reports.DefaultCauseMargin)
 	}
 	r.led.Emit(ev)
 }
