@@ -145,7 +145,7 @@ type runner struct {
 	// faultsSeen follows the fault events emitted so far, so each done event gets its
 	// cause by the real runner's rule (reports.Cause) as the request ends.
 	faultsSeen reports.FaultTracker
-	api  *api.Handler
+	api        *api.Handler
 
 	workloads []workload.Workload
 	faults    []*faultEntry
