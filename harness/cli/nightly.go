@@ -87,7 +87,7 @@ usage or a scenario that does not load (nothing ran); 3 a run was invalid.`,
 				}
 			}
 			load := func(s string, d time.Duration) (*scenarios.Scenario, error) {
-				return scenarios.Load(s, scenarios.WithEnv(lookup), scenarios.WithFaultTypes(a.faultTypes), scenarios.WithOverrides(func(sc *scenarios.Scenario) {
+				return scenarios.Load(s, scenarios.WithEnv(lookup), scenarios.WithFaultTypes(a.faultTypes), scenarios.WithReferenceCheck(referenceCheck), scenarios.WithOverrides(func(sc *scenarios.Scenario) {
 					if d > 0 {
 						sc.Duration = scenarios.Duration(d)
 					}
