@@ -3,10 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"strings"
-	"sync"
 	"time"
 
 	"pdsoak/harness/target"
@@ -14,14 +10,12 @@ import (
 	"pdsoak/server/launcher"
 )
 
-// Liveness probing: the target and every process the harness launched are asked for
-// their health endpoint through the run, and each change of mind is a target_down or
-// target_up event. Down means no HTTP answer at all (refused, reset, or silent past
-// livenessTimeout) on livenessFailures probes in a row: a 503 from /health is a live
-// process saying it is unwell, which the other assertions judge.
+// Liveness: the target and every process the harness launched are asked for their
+// health endpoint through the run (by the one prober, probe.go), and each change of
+// mind is a target_down or target_up event. Down means no HTTP answer at all (refused,
+// reset, or silent past livenessTimeout) on livenessFailures probes in a row: a 503
+// from /health is a live process saying it is unwell, which the other assertions judge.
 const (
-	// DefaultLivenessInterval is the period of the liveness probes.
-	DefaultLivenessInterval = time.Second
 	// livenessTimeout bounds one probe; generous, so a loaded server is not called dead.
 	livenessTimeout = 10 * time.Second
 	// livenessFailures is how many failed probes in a row make a source down.
@@ -77,58 +71,8 @@ func (r *runner) livenessSources() []target.Source {
 	for _, l := range r.sc.Target.Launch {
 		add(l.Name, l.HealthURL)
 	}
-	add("target", strings.TrimSuffix(r.tgt.URL(), "/")+"/health")
+	add("target", healthEndpoint(r.tgt.URL()))
 	return out
-}
-
-// startLiveness probes every source until the returned func is called (idempotent);
-// that func then gives each source that is down a few last chances to answer, so a
-// target that came back once the faults were reverted is seen to.
-func (r *runner) startLiveness(ctx context.Context) (stop func()) {
-	srcs := r.livenessSources()
-	every := r.opts.LivenessInterval
-	if every <= 0 {
-		every = DefaultLivenessInterval
-	}
-	states := make([]liveState, len(srcs))
-	lctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for i, src := range srcs {
-		wg.Go(func() {
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				select {
-				case <-lctx.Done():
-					return
-				case <-t.C:
-				}
-				ok := r.probeLive(lctx, src.URL)
-				if lctx.Err() != nil {
-					return // a probe cut short by the stop says nothing
-				}
-				r.liveEvent(src, &states[i], ok)
-			}
-		})
-	}
-	return sync.OnceFunc(func() {
-		cancel()
-		wg.Wait()
-		if ctx.Err() != nil {
-			return // interrupted: no waiting
-		}
-		for i, src := range srcs {
-			wg.Go(func() {
-				for try := 0; try < livenessFinalTries && states[i].down; try++ {
-					if try > 0 && !sleepCtx(ctx, livenessFinalGap) {
-						return
-					}
-					r.liveEvent(src, &states[i], r.probeLive(ctx, src.URL))
-				}
-			})
-		}
-		wg.Wait()
-	})
 }
 
 // liveEvent folds a probe into a source's state and writes the event it calls for.
@@ -145,25 +89,6 @@ func (r *runner) liveEvent(src target.Source, st *liveState, ok bool) {
 		r.log.Info("target up", "source", src.Process, "url", src.URL)
 	}
 	r.led.Emit(ledger.Event{Type: typ, Source: src.Process, URL: src.URL, Message: msg})
-}
-
-// probeLive reports whether url gives any HTTP answer within livenessTimeout, on a
-// fresh connection (a kept-alive one could outlive the process it was made to).
-func (r *runner) probeLive(ctx context.Context, url string) bool {
-	ctx, cancel := context.WithTimeout(ctx, livenessTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
-	}
-	req.Close = true
-	resp, err := r.hc.Do(req)
-	if err != nil {
-		return false
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	return true
 }
 
 // sleepCtx waits d or until ctx ends; it reports whether d passed.
