@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"pdsoak/harness/judge"
 	"pdsoak/harness/target"
 	"pdsoak/ledger"
 )
@@ -21,10 +22,9 @@ import (
 // Two probers at two intervals would hit the entry twice and could disagree about
 // the same moment.
 
-// DefaultProbeInterval is the period of the health probes: reports.HealthWindow (2 s)
-// must hold four of the entry's, and liveState's livenessFailures of them make a
-// source down.
-const DefaultProbeInterval = 500 * time.Millisecond
+// DefaultProbeInterval is the period of the health probes (judge.ProbeInterval, the
+// simulator's too).
+const DefaultProbeInterval = judge.ProbeInterval
 
 // errHealthTimeout is the health event's error when the entry gives no answer within
 // healthTimeout: a /health that hangs is a failed probe, not a 200, even if it answers
@@ -115,7 +115,7 @@ func (p *probes) stop() {
 		}
 		for i := range p.targets {
 			p.wg.Go(func() {
-				for try := 0; try < livenessFinalTries && p.states[i].down; try++ {
+				for try := 0; try < livenessFinalTries && p.states[i].Down(); try++ {
 					if try > 0 && !sleepCtx(p.ctx, livenessFinalGap) {
 						return
 					}

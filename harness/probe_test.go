@@ -21,7 +21,7 @@ import (
 // urlTarget is an external target at url.
 type urlTarget struct{ url string }
 
-func (u urlTarget) URL() string                     { return u.url }
+func (u urlTarget) URL() string                   { return u.url }
 func (urlTarget) MetricsSources() []target.Source { return nil }
 func (urlTarget) DebugSources() []target.Source   { return nil }
 func (urlTarget) Stop(context.Context) error      { return nil }
