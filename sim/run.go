@@ -145,7 +145,9 @@ type runner struct {
 	// faultsSeen follows the fault events emitted so far, so each done event gets its
 	// cause by the real runner's rule (reports.Cause) as the request ends.
 	faultsSeen reports.FaultTracker
-	api        *api.Handler
+	// live is the simulated health prober (liveness.go); nil when the server has none.
+	live *liveness
+	api  *api.Handler
 
 	workloads []workload.Workload
 	faults    []*faultEntry
@@ -238,6 +240,7 @@ func (r *runner) run(ctx context.Context) error {
 	r.announce()
 	r.t0 = r.loop.Now()
 	loadEnd := r.startLoad()
+	r.startLiveness()
 	r.startSampler()
 	r.startPDCounters()
 	// The load window: to its end when there are faults (their timeline plays out over
@@ -246,6 +249,7 @@ func (r *runner) run(ctx context.Context) error {
 	r.drain()
 	r.stopPDCounters()
 	faultErr := r.stopFaults()
+	r.stopLiveness() // last probes once the faults are reverted
 	r.stopSampler()
 	r.checkLeaks()
 	r.selfCheck()
