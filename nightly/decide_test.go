@@ -63,19 +63,21 @@ func TestBaselines(t *testing.T) {
 	assert.Equal(t, []string{"n5"}, nights(Baselines(h, "b", "d", "tonight", 3, exists)))
 }
 
-func TestRegressedIsAMajority(t *testing.T) {
+// TestStateOf: contention makes the pooled comparison inconclusive even with
+// regressions (the machine may explain them), never a regression.
+func TestStateOf(t *testing.T) {
 	for _, tc := range []struct {
-		votes []bool
-		want  bool
+		name string
+		c    *reports.Comparison
+		want CompareState
 	}{
-		{nil, false},
-		{[]bool{true}, true},
-		{[]bool{false}, false},
-		{[]bool{true, false}, false}, // one noisy night of two does not decide
-		{[]bool{true, true, false}, true},
-		{[]bool{true, false, false}, false},
+		{"no comparison", nil, CompareNone},
+		{"quiet, nothing moved", &reports.Comparison{}, CompareOK},
+		{"quiet, a regression", &reports.Comparison{Regressions: []string{"p99(ttft) +40%"}}, CompareRegressed},
+		{"contended, a regression", &reports.Comparison{Regressions: []string{"p99(ttft) +40%"}, Contended: []string{"NEW was contended: cpu pressure 80%"}}, CompareInconclusive},
+		{"contended, nothing moved", &reports.Comparison{Contended: []string{"BASE 2 of 3 was contended: steal 9%"}}, CompareInconclusive},
 	} {
-		assert.Equal(t, tc.want, Regressed(tc.votes), "%v", tc.votes)
+		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, StateOf(tc.c)) })
 	}
 }
 
@@ -101,6 +103,8 @@ func TestExitCode(t *testing.T) {
 		{"invalid only", []RunResult{{Code: 3}, {Code: 0}}, ExitInfra},
 		{"evidence outranks invalid", []RunResult{{Code: 3}, {Code: 1}}, ExitFail},
 		{"refused at run time is invalid", []RunResult{{Code: 2}}, ExitInfra},
+		{"inconclusive is 3, not silent", []RunResult{{Code: 0, Comparison: CompareInconclusive}, {Code: 0}}, ExitInfra},
+		{"evidence outranks inconclusive", []RunResult{{Code: 0, Comparison: CompareInconclusive}, {Code: 0, Regressed: true}}, ExitFail},
 		{"no runs", nil, ExitPass},
 	} {
 		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, ExitCode(tc.runs)) })
