@@ -67,8 +67,8 @@ const CompareDir = "compare"
 // compareRun compares tonight's run rr with its baseline nights pooled into one
 // (reports.CompareRuns), writes compare.md and compare.html into <run>/compare/, and
 // fills rr's baselines, comparison state, regressions and contention. A baseline night
-// whose run was made against something else (reports.Identity: sim vs real, backend,
-// profile, server version, target.launch) is listed as refused and not pooled; one that
+// whose run was made against something else (Refusal: sim vs real, backend, profile,
+// server version, target.launch ports aside) is listed as refused and not pooled; one that
 // cannot be read is logged and left out. No usable baseline: no comparison.
 func compareRun(archive string, history []reports.HistoryEntry, night string, rr *RunResult, reportConfig ReportConfigFunc, o options) {
 	dir := filepath.Join(archive, filepath.FromSlash(rr.Dir))
@@ -103,7 +103,7 @@ func compareRun(archive string, history []reports.HistoryEntry, night string, rr
 		case bd != digest:
 			entry.Refused = []string{"its scenario differs (digest " + bd + " vs " + digest + ")"}
 		default:
-			entry.Refused = bid.Differences(id)
+			entry.Refused = Refusal(bid, id)
 		}
 		rr.Baselines = append(rr.Baselines, entry)
 		if len(entry.Refused) > 0 {

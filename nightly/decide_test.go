@@ -1,6 +1,7 @@
 package nightly
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -61,6 +62,31 @@ func TestBaselines(t *testing.T) {
 	assert.Equal(t, []string{"n7"}, nights(Baselines(h, "a", "d", "tonight", 1, exists)))
 	assert.Empty(t, Baselines(h, "a", "new-digest", "tonight", 3, exists))
 	assert.Equal(t, []string{"n5"}, nights(Baselines(h, "b", "d", "tonight", 3, exists)))
+}
+
+// TestRefusal: another backend, server version or launch command is refused; the
+// ports a launched pack listens on (free ports each night) are not a difference.
+func TestRefusal(t *testing.T) {
+	launch := func(p1, p2 string) string {
+		return "decode: pdserver sglang-server --model-path=ref --disaggregation-mode=decode --port=" + p1 +
+			"; router: pdserver sglang-router --prefill http://127.0.0.1:" + p2 + " --decode http://{link:router->decode} --prometheus-port " + p2
+	}
+	a := reports.Identity{Mode: "real", Backend: "launched", ServerVersion: "0.4.1", Launch: launch("34521", "40055")}
+	b := a
+	b.Launch = launch("39025", "32999")
+	assert.Empty(t, Refusal(a, b), "only the ports differ")
+	c := b
+	c.Launch = strings.Replace(b.Launch, "--model-path=ref", "--model-path=llama", 1)
+	assert.Len(t, Refusal(a, c), 1, "another model is another launch")
+	assert.Contains(t, Refusal(a, c)[0], "target.launch")
+	d := b
+	d.ServerVersion = "0.4.2"
+	assert.Equal(t, []string{`server version "0.4.1" vs "0.4.2"`}, Refusal(a, d))
+	e := b
+	e.Backend, e.Launch = "tinyref", ""
+	assert.Contains(t, Refusal(a, e), `backend "launched" vs "tinyref"`)
+	assert.Equal(t, "x --port=<port> y 127.0.0.1:<port> [::1]:<port> --grpc-port <port> --base-gpu-id=1",
+		maskPorts("x --port=30000 y 127.0.0.1:8998 [::1]:9 --grpc-port 7 --base-gpu-id=1"))
 }
 
 // TestStateOf: contention makes the pooled comparison inconclusive even with
