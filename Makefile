@@ -8,7 +8,8 @@ STATICCHECK_VERSION := v0.8.2
 # Pure packages (no goroutines) run without -race to keep the suite short; every other
 # package gets -race, so a new package is raced unless it is listed here. $(wildcard) lets a
 # listed directory be absent.
-PURE_DIRS := kernels scenarios reports cmd version sse suggest
+PURE_DIRS := kernels scenarios reports cmd version sse suggest assertion metricnames metricsel traceparent \
+	dashboards nightly internal/nearest
 PURE_PKGS := $(patsubst %,./%/...,$(wildcard $(PURE_DIRS)))
 empty :=
 space := $(empty) $(empty)

@@ -59,7 +59,7 @@ func TestLiveStateObserve(t *testing.T) {
 	var s liveState
 	var got []string
 	for _, ok := range []bool{true, false, true, false, false, false, true, true} {
-		if typ, changed := s.observe(ok); changed {
+		if typ, changed := s.Observe(ok); changed {
 			got = append(got, string(typ))
 		} else {
 			got = append(got, "-")

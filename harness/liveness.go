@@ -3,60 +3,25 @@ package harness
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
-	"strings"
-	"sync"
 	"time"
 
+	"pdsoak/harness/judge"
 	"pdsoak/harness/target"
 	"pdsoak/ledger"
 	"pdsoak/server/launcher"
 )
 
-// Liveness probing: the target and every process the harness launched are asked for
-// their health endpoint through the run, and each change of mind is a target_down or
-// target_up event. Down means no HTTP answer at all (refused, reset, or silent past
-// livenessTimeout) on livenessFailures probes in a row: a 503 from /health is a live
-// process saying it is unwell, which the other assertions judge.
+// Liveness's rule (judge.Liveness) and timings are judge's, shared with the
+// simulator; the one prober (probe.go) feeds it.
 const (
-	// DefaultLivenessInterval is the period of the liveness probes.
-	DefaultLivenessInterval = time.Second
-	// livenessTimeout bounds one probe; generous, so a loaded server is not called dead.
-	livenessTimeout = 10 * time.Second
-	// livenessFailures is how many failed probes in a row make a source down.
-	livenessFailures = 2
-	// livenessFinalTries are the last probes of a down source once the faults are
-	// reverted, livenessFinalGap apart: did it come back?
-	livenessFinalTries = 3
-	livenessFinalGap   = time.Second
+	livenessTimeout    = judge.LivenessTimeout
+	livenessFailures   = judge.LivenessFailures
+	livenessFinalTries = judge.LivenessFinalTries
+	livenessFinalGap   = judge.LivenessFinalGap
 )
 
-// liveState is one source's liveness, a pure state machine: observe says whether a
-// probe result changes what the ledger should say.
-type liveState struct {
-	fails int
-	down  bool
-}
-
-// observe folds one probe (ok: an HTTP answer came) and returns the event to write,
-// if any.
-func (s *liveState) observe(ok bool) (ledger.EventType, bool) {
-	if ok {
-		s.fails = 0
-		if s.down {
-			s.down = false
-			return ledger.EventTargetUp, true
-		}
-		return "", false
-	}
-	s.fails++
-	if !s.down && s.fails >= livenessFailures {
-		s.down = true
-		return ledger.EventTargetDown, true
-	}
-	return "", false
-}
+// liveState is one source's liveness (judge.Liveness).
+type liveState = judge.Liveness
 
 // livenessSources are the health endpoints to probe: every process of the embedded
 // topology, every launched process with a health_url, and the target's own /health.
@@ -77,93 +42,22 @@ func (r *runner) livenessSources() []target.Source {
 	for _, l := range r.sc.Target.Launch {
 		add(l.Name, l.HealthURL)
 	}
-	add("target", strings.TrimSuffix(r.tgt.URL(), "/")+"/health")
+	add("target", healthEndpoint(r.tgt.URL()))
 	return out
-}
-
-// startLiveness probes every source until the returned func is called (idempotent);
-// that func then gives each source that is down a few last chances to answer, so a
-// target that came back once the faults were reverted is seen to.
-func (r *runner) startLiveness(ctx context.Context) (stop func()) {
-	srcs := r.livenessSources()
-	every := r.opts.LivenessInterval
-	if every <= 0 {
-		every = DefaultLivenessInterval
-	}
-	states := make([]liveState, len(srcs))
-	lctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for i, src := range srcs {
-		wg.Go(func() {
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				select {
-				case <-lctx.Done():
-					return
-				case <-t.C:
-				}
-				ok := r.probeLive(lctx, src.URL)
-				if lctx.Err() != nil {
-					return // a probe cut short by the stop says nothing
-				}
-				r.liveEvent(src, &states[i], ok)
-			}
-		})
-	}
-	return sync.OnceFunc(func() {
-		cancel()
-		wg.Wait()
-		if ctx.Err() != nil {
-			return // interrupted: no waiting
-		}
-		for i, src := range srcs {
-			wg.Go(func() {
-				for try := 0; try < livenessFinalTries && states[i].down; try++ {
-					if try > 0 && !sleepCtx(ctx, livenessFinalGap) {
-						return
-					}
-					r.liveEvent(src, &states[i], r.probeLive(ctx, src.URL))
-				}
-			})
-		}
-		wg.Wait()
-	})
 }
 
 // liveEvent folds a probe into a source's state and writes the event it calls for.
 func (r *runner) liveEvent(src target.Source, st *liveState, ok bool) {
-	typ, changed := st.observe(ok)
+	typ, changed := st.Observe(ok)
 	if !changed {
 		return
 	}
-	msg := src.Process + " answers its health probe again"
 	if typ == ledger.EventTargetDown {
-		msg = fmt.Sprintf("%s does not answer its health probe (%s) %d times in a row", src.Process, src.URL, livenessFailures)
 		r.log.Warn("target down", "source", src.Process, "url", src.URL)
 	} else {
 		r.log.Info("target up", "source", src.Process, "url", src.URL)
 	}
-	r.led.Emit(ledger.Event{Type: typ, Source: src.Process, URL: src.URL, Message: msg})
-}
-
-// probeLive reports whether url gives any HTTP answer within livenessTimeout, on a
-// fresh connection (a kept-alive one could outlive the process it was made to).
-func (r *runner) probeLive(ctx context.Context, url string) bool {
-	ctx, cancel := context.WithTimeout(ctx, livenessTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return false
-	}
-	req.Close = true
-	resp, err := r.hc.Do(req)
-	if err != nil {
-		return false
-	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-	return true
+	r.led.Emit(judge.LivenessEvent(typ, src.Process, src.URL))
 }
 
 // sleepCtx waits d or until ctx ends; it reports whether d passed.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,15 +17,13 @@ import (
 // What a PD stack can hide from its clients (issue 26), watched for the whole load
 // phase and the drain: each prefill process's counter that proves a prefill happened
 // (pd_counter events, for pd_path) and the entry process's /health (health events, for
-// truthful_health). reports judges both against the requests.
+// truthful_health, written by the one prober: probe.go). reports judges both against
+// the requests.
 const (
 	// pdCounterEvery is how often the prefill counters are read (pd_path's windows are
 	// reports.PDWindow, four readings each): the prefills of a process that dies after
 	// its last reading are never counted, so the gap is kept short.
 	pdCounterEvery = 500 * time.Millisecond
-	// healthEvery is how often the entry's /health is probed (reports.HealthWindow holds
-	// four probes).
-	healthEvery = 500 * time.Millisecond
 	// healthTimeout bounds one probe: a /health that hangs is a failed probe, not a 200.
 	healthTimeout = time.Second
 )
@@ -67,22 +64,20 @@ func entryHealth(sc *scenarios.Scenario, url string) (process, healthURL string)
 	case sc.Embedded():
 		process = "router"
 	}
-	return process, strings.TrimRight(url, "/") + "/health"
+	return process, healthEndpoint(url)
 }
 
-// startPDWatch reads every prefill counter at once and then every pdCounterEvery, and
-// probes the entry's /health every healthEvery, until the returned func is called; that
-// func reads the counters a last time (after the drain) and waits (idempotent).
+// startPDWatch reads every prefill counter at once and then every pdCounterEvery until
+// the returned func is called; that func reads the counters a last time (after the
+// drain) and waits (idempotent). The entry's /health is the one prober's (probe.go).
 func (r *runner) startPDWatch(ctx context.Context) (stop func()) {
 	counters := pdCounterSources(r.sc, r.tgt.MetricsSources())
-	proc, hurl := entryHealth(r.sc, r.tgt.URL())
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	if len(counters) > 0 {
 		r.readPDCounters(ctx, counters) // the reading at the start, before any load
 		wg.Go(func() { every(wctx, pdCounterEvery, func() { r.readPDCounters(wctx, counters) }) })
 	}
-	wg.Go(func() { every(wctx, healthEvery, func() { r.probeHealth(wctx, proc, hurl) }) })
 	return sync.OnceFunc(func() {
 		cancel()
 		wg.Wait()
@@ -155,27 +150,4 @@ func (r *runner) readCounter(ctx context.Context, c pdCounterSource) (float64, e
 		return 0, fmt.Errorf("harness: %s does not export %s", c.process, c.sel)
 	}
 	return v, nil
-}
-
-// probeHealth writes one health event: the status of GET url (0 and Error when there
-// was no answer within healthTimeout).
-func (r *runner) probeHealth(ctx context.Context, process, url string) {
-	pctx, cancel := context.WithTimeout(ctx, healthTimeout)
-	defer cancel()
-	ev := ledger.Event{Type: ledger.EventHealth, Source: process, URL: url}
-	req, err := http.NewRequestWithContext(pctx, http.MethodGet, url, nil)
-	if err == nil {
-		var resp *http.Response
-		if resp, err = r.hc.Do(req); err == nil {
-			ev.Status = resp.StatusCode
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			resp.Body.Close()
-		}
-	}
-	if err != nil {
-		ev.Error = err.Error()
-	}
-	if ctx.Err() == nil { // a probe cut short by the end of the watch says nothing
-		r.led.Emit(ev)
-	}
 }

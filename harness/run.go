@@ -103,8 +103,8 @@ type Options struct {
 	DebugTimeout time.Duration
 	// NVIDIADevices is the glob of NVIDIA device nodes (DefaultNVIDIADevices).
 	NVIDIADevices string
-	// LivenessInterval is the period of the target's liveness probes
-	// (DefaultLivenessInterval).
+	// LivenessInterval is the period of the health probes (DefaultProbeInterval): one
+	// GET of each health endpoint feeds liveness and the entry's health events.
 	LivenessInterval time.Duration
 	// Hurry, when set, ends when the user interrupts a second time: the runner then
 	// skips (or cuts short) the forensics bundle it writes on an interrupt.
@@ -286,20 +286,21 @@ func (r *runner) run(ctx context.Context) (err error) {
 
 	stopSamplers := r.startSamplers(ctx)
 	defer stopSamplers()
-	stopPD := r.startPDWatch(ctx) // pdwatch.go: prefill counters and /health, until after the drain
+	stopPD := r.startPDWatch(ctx) // pdwatch.go: prefill counters, until after the drain
 	defer stopPD()
 	stopWedge := r.startWedgeWatch(ctx, fb)
 	defer stopWedge()
 
-	stopLive := r.startLiveness(ctx)
-	defer stopLive()
+	probes := r.startProbes(ctx) // probe.go: liveness, and the entry's health until after the drain
+	defer probes.stop()
 	ld := r.runLoad(ctx)              // load started; requests and faults run
 	r.interrupted(ctx, fb)            // after Ctrl-C: what is in flight and overdue
 	r.drain(ctx, ld, cancelReqs)      // drain
 	stopPD()                          // the prefill counters' last reading
+	probes.stopHealth()               // no health event after the drain
 	stopWedge()                       // nothing is in flight any more
 	faultErr := r.stopFaults(ctx, ld) // everything reverted
-	stopLive()                        // a last probe once the faults are reverted
+	probes.stop()                     // a last probe once the faults are reverted
 	stopSamplers()                    // no sample after the drain
 	r.checkLeaks(ctx)                 // leak_check
 	selfErr := r.selfCheck()          // self_check

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"pdsoak/ledger"
@@ -40,61 +41,100 @@ func readVerdict(dir string) string {
 }
 
 // loadRun recomputes a run from its directory, as harness compare does, and digests its
-// scenario.
-func loadRun(dir string, reportConfig ReportConfigFunc) (*reports.Run, string, error) {
+// scenario; it returns the scenario.json bytes too (the run's identity reads them).
+func loadRun(dir string, reportConfig ReportConfigFunc) (*reports.Run, string, []byte, error) {
 	data, err := os.ReadFile(filepath.Join(dir, ResolvedFile))
 	if err != nil {
-		return nil, "", fmt.Errorf("nightly: %w", err)
+		return nil, "", nil, fmt.Errorf("nightly: %w", err)
 	}
 	var sc scenarios.Scenario
 	if err := json.Unmarshal(data, &sc); err != nil {
-		return nil, "", fmt.Errorf("nightly: %s: %w", filepath.Join(dir, ResolvedFile), err)
+		return nil, "", nil, fmt.Errorf("nightly: %s: %w", filepath.Join(dir, ResolvedFile), err)
 	}
 	digest, err := reports.ScenarioDigest(data)
 	if err != nil {
-		return nil, "", fmt.Errorf("nightly: %w", err)
+		return nil, "", nil, fmt.Errorf("nightly: %w", err)
 	}
 	run, err := reports.ComputeRun(filepath.Join(dir, ledger.EventsFile), reportConfig(&sc))
 	if err != nil {
-		return nil, "", fmt.Errorf("nightly: %s: %w", dir, err)
+		return nil, "", nil, fmt.Errorf("nightly: %s: %w", dir, err)
 	}
-	return run, digest, nil
+	return run, digest, data, nil
 }
 
-// compareRun compares tonight's run against each of its baseline nights, writing
-// compare.md and compare.html into <run>/compare-vs-<night>/, and decides (Regressed).
-// A comparison that cannot be made is logged and casts no vote.
-func compareRun(archive string, history []reports.HistoryEntry, night string, rr RunResult, reportConfig ReportConfigFunc, o options) ([]BaselineVote, bool) {
+// CompareDir is where a run's pooled comparison is written, inside the run's directory.
+const CompareDir = "compare"
+
+// compareRun compares tonight's run rr with its baseline nights pooled into one
+// (reports.CompareRuns), writes compare.md and compare.html into <run>/compare/, and
+// fills rr's baselines, comparison state, regressions and contention. A baseline night
+// whose run was made against something else (Refusal: sim vs real, backend, profile,
+// server version, target.launch ports aside) is listed as refused and not pooled; one that
+// cannot be read is logged and left out. No usable baseline: no comparison.
+func compareRun(archive string, history []reports.HistoryEntry, night string, rr *RunResult, reportConfig ReportConfigFunc, o options) {
 	dir := filepath.Join(archive, filepath.FromSlash(rr.Dir))
-	tonight, digest, err := loadRun(dir, reportConfig)
+	tonight, digest, data, err := loadRun(dir, reportConfig)
 	if err != nil {
 		o.logger.Warn("compare: tonight's run", "dir", dir, "err", err)
-		return []BaselineVote{}, false
+		return
+	}
+	id, err := reports.IdentityOf(tonight.Results, data)
+	if err != nil {
+		o.logger.Warn("compare: tonight's run", "dir", dir, "err", err)
+		return
 	}
 	exists := func(d string) bool {
 		_, err := os.Stat(filepath.Join(archive, filepath.FromSlash(d), ledger.EventsFile))
 		return err == nil
 	}
-	votes := []BaselineVote{}
-	var regressed []bool
+	var pool []*reports.Run
+	var poolDir string
 	for _, b := range Baselines(history, rr.Scenario, digest, night, o.baselineNights, exists) {
 		bdir := filepath.Join(archive, filepath.FromSlash(b.Dir))
-		base, bd, err := loadRun(bdir, reportConfig)
+		base, bd, bdata, err := loadRun(bdir, reportConfig)
 		if err != nil {
 			o.logger.Warn("compare: baseline", "dir", bdir, "err", err)
 			continue
 		}
-		c := reports.Compare(base, tonight, bd, digest, o.compare)
-		out := filepath.Join(dir, "compare-vs-"+NightOf(b))
-		if err := writeCompare(out, c, base, tonight, bdir, dir); err != nil {
-			o.logger.Warn("compare: write", "dir", out, "err", err)
+		entry := Baseline{Night: NightOf(b), Dir: b.Dir}
+		bid, err := reports.IdentityOf(base.Results, bdata)
+		switch {
+		case err != nil:
+			entry.Refused = []string{err.Error()}
+		case bd != digest:
+			entry.Refused = []string{"its scenario differs (digest " + bd + " vs " + digest + ")"}
+		default:
+			entry.Refused = Refusal(bid, id)
+		}
+		rr.Baselines = append(rr.Baselines, entry)
+		if len(entry.Refused) > 0 {
+			o.logger.Warn("compare: baseline refused", "night", entry.Night, "differences", strings.Join(entry.Refused, "; "))
 			continue
 		}
-		rel, _ := filepath.Rel(archive, filepath.Join(out, reports.CompareHTMLFile))
-		votes = append(votes, BaselineVote{Night: NightOf(b), Dir: b.Dir, Compare: filepath.ToSlash(rel), Regressed: c.Regressed(), Regressions: c.Regressions})
-		regressed = append(regressed, c.Regressed())
+		if pool == nil {
+			poolDir = bdir // the newest pooled night: its timeline and report link
+		}
+		pool = append(pool, base)
 	}
-	return votes, Regressed(regressed)
+	if len(pool) == 0 {
+		return
+	}
+	c, err := reports.CompareRuns(pool, tonight, digest, o.compare)
+	if err != nil {
+		o.logger.Warn("compare", "dir", dir, "err", err)
+		return
+	}
+	out := filepath.Join(dir, CompareDir)
+	if err := writeCompare(out, c, pool[0], tonight, poolDir, dir); err != nil {
+		o.logger.Warn("compare: write", "dir", out, "err", err)
+		return
+	}
+	rel, _ := filepath.Rel(archive, filepath.Join(out, reports.CompareHTMLFile))
+	rr.Compare = filepath.ToSlash(rel)
+	rr.Comparison = StateOf(c)
+	rr.Regressed = rr.Comparison == CompareRegressed
+	rr.Regressions = c.Regressions
+	rr.Contended = c.Contended
 }
 
 func writeCompare(out string, c *reports.Comparison, base, nw *reports.Run, baseDir, newDir string) error {

@@ -16,7 +16,7 @@ const (
 	ExitPass  = 0 // every run passed, none regressed
 	ExitFail  = 1 // a run failed an assertion or regressed against its baseline
 	ExitUsage = 2 // bad command line or a scenario that does not load; nothing ran
-	ExitInfra = 3 // no run failed, but one was invalid (target or infrastructure)
+	ExitInfra = 3 // no run failed, but one was invalid (target or infrastructure) or inconclusive (contended)
 )
 
 // NightsDir is the archive's directory of nights.
@@ -67,7 +67,8 @@ func NightOf(e reports.HistoryEntry) string {
 // Baselines picks the rolling reference of a run: the last n nights (before tonight,
 // newest first) whose run of the same scenario, with the same digest, passed and whose
 // directory is still in the archive (exists). A night that failed, or ran a changed
-// scenario, is never a bar; one noisy good night is one vote among n (see Regressed).
+// scenario, is never a bar; the n runs are pooled into one baseline (reports.CompareRuns),
+// so one noisy good night is one part of the pool.
 func Baselines(history []reports.HistoryEntry, scenario, digest, tonight string, n int, exists func(dir string) bool) []reports.HistoryEntry {
 	var out []reports.HistoryEntry
 	seen := map[string]bool{}
@@ -86,17 +87,29 @@ func Baselines(history []reports.HistoryEntry, scenario, digest, tonight string,
 	return out
 }
 
-// Regressed decides a run against its baselines: a regression when it regressed against
-// more than half of them, so that a single unusually fast night is outvoted. With one
-// baseline it is that comparison.
-func Regressed(votes []bool) bool {
-	n := 0
-	for _, v := range votes {
-		if v {
-			n++
-		}
+// CompareState is how a run's one pooled comparison with its baseline nights came out.
+type CompareState string
+
+const (
+	CompareNone         CompareState = ""             // no good night to compare with yet
+	CompareOK           CompareState = "ok"           // compared: no regression
+	CompareRegressed    CompareState = "regressed"    // compared: a regression (exit 1)
+	CompareInconclusive CompareState = "inconclusive" // a run was contended: no answer (exit 3)
+)
+
+// StateOf is a comparison's state: inconclusive when a run's contention was above the
+// bounds (the machine may explain any difference, so a regression is not claimed),
+// else regressed or ok. nil: no comparison.
+func StateOf(c *reports.Comparison) CompareState {
+	switch {
+	case c == nil:
+		return CompareNone
+	case c.Inconclusive():
+		return CompareInconclusive
+	case c.Regressed():
+		return CompareRegressed
 	}
-	return len(votes) > 0 && 2*n > len(votes)
+	return CompareOK
 }
 
 // Night is an archived night: its directory name and when it started.
@@ -127,19 +140,41 @@ func Prune(nights []Night, keep int, tonight string) []string {
 	return out
 }
 
-// ExitCode is the night's exit code from each run's own code and whether it regressed:
+// ExitCode is the night's exit code from each run's own code and its comparison:
 // evidence first (a failed assertion or a regression is 1, even when another run was
-// invalid), then an invalid run (3), else 0. A run that exited 2 (its scenario was
-// refused at run time) counts as invalid: the night did not test it.
+// invalid or inconclusive), then an invalid run or an inconclusive comparison (3: the
+// night could not say, as compare's exit 3 on a contended machine), else 0. A run that
+// exited 2 (its scenario was refused at run time) counts as invalid: the night did not
+// test it.
 func ExitCode(runs []RunResult) int {
 	code := ExitPass
 	for _, r := range runs {
 		switch {
 		case r.Code == ExitFail || r.Regressed:
 			return ExitFail
-		case r.Code != ExitPass:
+		case r.Code != ExitPass, r.Comparison == CompareInconclusive:
 			code = ExitInfra
 		}
 	}
 	return code
+}
+
+// Ports a launched target's processes listen on differ from night to night (harness
+// nightly --reference takes free ports) without changing what is measured; Refusal
+// masks them before comparing identities.
+var (
+	portFlagRE = regexp.MustCompile(`(--[A-Za-z0-9-]*port[A-Za-z0-9-]*[= ])[0-9]+`)
+	hostPortRE = regexp.MustCompile(`((?:[0-9]{1,3}\.){3}[0-9]{1,3}|localhost|\[[0-9a-fA-F:]+\]):[0-9]+`)
+)
+
+func maskPorts(launch string) string {
+	return hostPortRE.ReplaceAllString(portFlagRE.ReplaceAllString(launch, "${1}<port>"), "${1}:<port>")
+}
+
+// Refusal says why a baseline night's run cannot be pooled with tonight's: how their
+// identities differ (sim vs real, backend, profile, server version, target.launch),
+// ports aside. None: pool it.
+func Refusal(base, tonight reports.Identity) []string {
+	base.Launch, tonight.Launch = maskPorts(base.Launch), maskPorts(tonight.Launch)
+	return base.Differences(tonight)
 }

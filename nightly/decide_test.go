@@ -1,6 +1,7 @@
 package nightly
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -63,19 +64,46 @@ func TestBaselines(t *testing.T) {
 	assert.Equal(t, []string{"n5"}, nights(Baselines(h, "b", "d", "tonight", 3, exists)))
 }
 
-func TestRegressedIsAMajority(t *testing.T) {
+// TestRefusal: another backend, server version or launch command is refused; the
+// ports a launched pack listens on (free ports each night) are not a difference.
+func TestRefusal(t *testing.T) {
+	launch := func(p1, p2 string) string {
+		return "decode: pdserver sglang-server --model-path=ref --disaggregation-mode=decode --port=" + p1 +
+			"; router: pdserver sglang-router --prefill http://127.0.0.1:" + p2 + " --decode http://{link:router->decode} --prometheus-port " + p2
+	}
+	a := reports.Identity{Mode: "real", Backend: "launched", ServerVersion: "0.4.1", Launch: launch("34521", "40055")}
+	b := a
+	b.Launch = launch("39025", "32999")
+	assert.Empty(t, Refusal(a, b), "only the ports differ")
+	c := b
+	c.Launch = strings.Replace(b.Launch, "--model-path=ref", "--model-path=llama", 1)
+	assert.Len(t, Refusal(a, c), 1, "another model is another launch")
+	assert.Contains(t, Refusal(a, c)[0], "target.launch")
+	d := b
+	d.ServerVersion = "0.4.2"
+	assert.Equal(t, []string{`server version "0.4.1" vs "0.4.2"`}, Refusal(a, d))
+	e := b
+	e.Backend, e.Launch = "tinyref", ""
+	assert.Contains(t, Refusal(a, e), `backend "launched" vs "tinyref"`)
+	assert.Equal(t, "x --port=<port> y 127.0.0.1:<port> [::1]:<port> --grpc-port <port> --base-gpu-id=1",
+		maskPorts("x --port=30000 y 127.0.0.1:8998 [::1]:9 --grpc-port 7 --base-gpu-id=1"))
+}
+
+// TestStateOf: contention makes the pooled comparison inconclusive even with
+// regressions (the machine may explain them), never a regression.
+func TestStateOf(t *testing.T) {
 	for _, tc := range []struct {
-		votes []bool
-		want  bool
+		name string
+		c    *reports.Comparison
+		want CompareState
 	}{
-		{nil, false},
-		{[]bool{true}, true},
-		{[]bool{false}, false},
-		{[]bool{true, false}, false}, // one noisy night of two does not decide
-		{[]bool{true, true, false}, true},
-		{[]bool{true, false, false}, false},
+		{"no comparison", nil, CompareNone},
+		{"quiet, nothing moved", &reports.Comparison{}, CompareOK},
+		{"quiet, a regression", &reports.Comparison{Regressions: []string{"p99(ttft) +40%"}}, CompareRegressed},
+		{"contended, a regression", &reports.Comparison{Regressions: []string{"p99(ttft) +40%"}, Contended: []string{"NEW was contended: cpu pressure 80%"}}, CompareInconclusive},
+		{"contended, nothing moved", &reports.Comparison{Contended: []string{"BASE 2 of 3 was contended: steal 9%"}}, CompareInconclusive},
 	} {
-		assert.Equal(t, tc.want, Regressed(tc.votes), "%v", tc.votes)
+		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, StateOf(tc.c)) })
 	}
 }
 
@@ -101,6 +129,8 @@ func TestExitCode(t *testing.T) {
 		{"invalid only", []RunResult{{Code: 3}, {Code: 0}}, ExitInfra},
 		{"evidence outranks invalid", []RunResult{{Code: 3}, {Code: 1}}, ExitFail},
 		{"refused at run time is invalid", []RunResult{{Code: 2}}, ExitInfra},
+		{"inconclusive is 3, not silent", []RunResult{{Code: 0, Comparison: CompareInconclusive}, {Code: 0}}, ExitInfra},
+		{"evidence outranks inconclusive", []RunResult{{Code: 0, Comparison: CompareInconclusive}, {Code: 0, Regressed: true}}, ExitFail},
 		{"no runs", nil, ExitPass},
 	} {
 		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, ExitCode(tc.runs)) })

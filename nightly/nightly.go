@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"pdsoak/reports"
@@ -61,23 +62,32 @@ type Config struct {
 
 // RunResult is one scenario's outcome in the night.
 type RunResult struct {
-	Scenario  string         `json:"scenario"`
-	Dir       string         `json:"dir"` // relative to the archive
-	Soak      bool           `json:"soak,omitempty"`
-	Code      int            `json:"exit_code"`
-	Verdict   string         `json:"verdict,omitempty"`
-	Error     string         `json:"error,omitempty"`
-	Baselines []BaselineVote `json:"baselines"`
-	Regressed bool           `json:"regressed"`
-}
-
-// BaselineVote is one comparison of a run against one baseline night.
-type BaselineVote struct {
-	Night       string   `json:"night"`
-	Dir         string   `json:"dir"`     // the baseline run, relative to the archive
-	Compare     string   `json:"compare"` // compare.html, relative to the archive
+	Scenario string `json:"scenario"`
+	Dir      string `json:"dir"` // relative to the archive
+	Soak     bool   `json:"soak,omitempty"`
+	Code     int    `json:"exit_code"`
+	Verdict  string `json:"verdict,omitempty"`
+	Error    string `json:"error,omitempty"`
+	// Baselines are the good nights considered, newest first: the pooled ones, and
+	// those refused because they ran against something else (Refused says how).
+	Baselines []Baseline `json:"baselines"`
+	// Comparison is the state of the one pooled comparison (CompareState).
+	Comparison CompareState `json:"comparison,omitempty"`
+	// Compare is its compare.html, relative to the archive ("" without one).
+	Compare     string   `json:"compare,omitempty"`
 	Regressed   bool     `json:"regressed"`
 	Regressions []string `json:"regressions,omitempty"`
+	// Contended names the contended runs when the comparison is inconclusive.
+	Contended []string `json:"contended,omitempty"`
+}
+
+// Baseline is one good night considered as a baseline of a run.
+type Baseline struct {
+	Night string `json:"night"`
+	Dir   string `json:"dir"` // the baseline run, relative to the archive
+	// Refused says how the night's run differs in what it ran against (backend, server
+	// version, target.launch, sim vs real): it is not pooled. Empty: pooled.
+	Refused []string `json:"refused,omitempty"`
 }
 
 // Result is the night: what night.json holds.
@@ -174,7 +184,7 @@ func Run(ctx context.Context, cfg Config, run RunFunc, reportConfig ReportConfig
 		label = night
 	}
 	for i, spec := range cfg.Specs {
-		rr := RunResult{Scenario: names[i], Dir: filepath.ToSlash(filepath.Join(NightsDir, night, names[i])), Soak: spec.Soak, Baselines: []BaselineVote{}}
+		rr := RunResult{Scenario: names[i], Dir: filepath.ToSlash(filepath.Join(NightsDir, night, names[i])), Soak: spec.Soak, Baselines: []Baseline{}}
 		if ctx.Err() != nil {
 			rr.Code, rr.Error = ExitInfra, "not run: the night was interrupted"
 			res.Runs = append(res.Runs, rr)
@@ -189,7 +199,7 @@ func Run(ctx context.Context, cfg Config, run RunFunc, reportConfig ReportConfig
 		}
 		rr.Verdict = readVerdict(outDir)
 		if rr.Verdict != "" {
-			rr.Baselines, rr.Regressed = compareRun(cfg.Archive, before, night, rr, reportConfig, o)
+			compareRun(cfg.Archive, before, night, &rr, reportConfig, o)
 		}
 		fmt.Fprintf(o.out, "nightly: %s: exit %d%s\n", names[i], rr.Code, regressedText(rr))
 		res.Runs = append(res.Runs, rr)
@@ -208,23 +218,27 @@ func Run(ctx context.Context, cfg Config, run RunFunc, reportConfig ReportConfig
 }
 
 func regressedText(rr RunResult) string {
-	switch {
-	case len(rr.Baselines) == 0:
-		return ", no baseline night"
-	case rr.Regressed:
-		return fmt.Sprintf(", REGRESSED against %d of %d baseline nights", countRegressed(rr.Baselines), len(rr.Baselines))
+	n := len(pooled(rr.Baselines))
+	switch rr.Comparison {
+	case CompareRegressed:
+		return fmt.Sprintf(", REGRESSED against %d pooled baseline nights", n)
+	case CompareInconclusive:
+		return fmt.Sprintf(", INCONCLUSIVE against %d pooled baseline nights (contended: %s)", n, strings.Join(rr.Contended, "; "))
+	case CompareOK:
+		return fmt.Sprintf(", no regression against %d pooled baseline nights", n)
 	}
-	return fmt.Sprintf(", no regression against %d baseline nights", len(rr.Baselines))
+	return ", no baseline night"
 }
 
-func countRegressed(vs []BaselineVote) int {
-	n := 0
-	for _, v := range vs {
-		if v.Regressed {
-			n++
+// pooled are the baselines that were pooled (not refused).
+func pooled(bs []Baseline) []Baseline {
+	var out []Baseline
+	for _, b := range bs {
+		if len(b.Refused) == 0 {
+			out = append(out, b)
 		}
 	}
-	return n
+	return out
 }
 
 // preflight checks the configuration and loads every scenario; it returns each spec's

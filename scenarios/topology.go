@@ -125,14 +125,23 @@ func (t Topology) Resolve(name string) (TargetKind, bool) {
 			return TargetProcess, true
 		}
 	}
-	if from, to, ok := strings.Cut(name, "->"); ok {
-		for _, l := range t.Links {
-			if l.Name == name || (t.matches(l.From, from) && t.matches(l.To, to)) {
-				return TargetLink, true
-			}
-		}
+	if len(t.links(name)) > 0 {
+		return TargetLink, true
 	}
 	return 0, false
+}
+
+// links are the names of the links name designates: the one it names exactly (a launch
+// link may be called "bootstrap", without "->"), or those whose ends match "from->to".
+func (t Topology) links(name string) []string {
+	from, to, pair := strings.Cut(name, "->")
+	var out []string
+	for _, l := range t.Links {
+		if l.Name == name || (pair && t.matches(l.From, from) && t.matches(l.To, to)) {
+			out = append(out, l.Name)
+		}
+	}
+	return out
 }
 
 // Members expands a target to the concrete processes or links it names.
@@ -143,13 +152,7 @@ func (t Topology) Members(name string) []string {
 			out = append(out, p.Name)
 		}
 	}
-	if from, to, ok := strings.Cut(name, "->"); ok {
-		for _, l := range t.Links {
-			if l.Name == name || (t.matches(l.From, from) && t.matches(l.To, to)) {
-				out = append(out, l.Name)
-			}
-		}
-	}
+	out = append(out, t.links(name)...)
 	if len(out) == 0 {
 		if k, ok := t.Resolve(name); ok && k == TargetWorkload {
 			out = append(out, name)

@@ -15,6 +15,7 @@ import (
 	"pdsoak/harness/judge"
 	"pdsoak/harness/workload"
 	"pdsoak/ledger"
+	"pdsoak/reports"
 	"pdsoak/scenarios"
 	"pdsoak/server/api"
 	"pdsoak/version"
@@ -141,6 +142,11 @@ type runner struct {
 	loop *Loop
 	srv  Server
 	led  *ledger.Writer
+	// faultsSeen follows the fault events emitted so far, so each done event gets its
+	// cause by the real runner's rule (reports.Cause) as the request ends.
+	faultsSeen reports.FaultTracker
+	// live is the simulated health prober (liveness.go); nil when the server has none.
+	live *liveness
 	api  *api.Handler
 
 	workloads []workload.Workload
@@ -173,6 +179,16 @@ type runner struct {
 func (r *runner) emit(ev ledger.Event) {
 	if ev.Time.IsZero() {
 		ev.Time = r.loop.Now()
+	}
+	r.faultsSeen.Add(ev)
+	if ev.Type == ledger.EventDone && ev.Cause == "" {
+		// As harness/exec.go: the cause over the faults seen by the time it ended.
+		start := ev.Time
+		if ev.Scheduled != nil {
+			start = *ev.Scheduled
+		}
+		ev.Cause = reports.Cause(reports.CauseRequest{Outcome: ev.Outcome, Start: start, End: ev.Time},
+			r.faultsSeen.Windows(), reports.DefaultCauseMargin)
 	}
 	r.led.Emit(ev)
 }
@@ -224,6 +240,7 @@ func (r *runner) run(ctx context.Context) error {
 	r.announce()
 	r.t0 = r.loop.Now()
 	loadEnd := r.startLoad()
+	r.startLiveness()
 	r.startSampler()
 	r.startPDCounters()
 	// The load window: to its end when there are faults (their timeline plays out over
@@ -232,6 +249,7 @@ func (r *runner) run(ctx context.Context) error {
 	r.drain()
 	r.stopPDCounters()
 	faultErr := r.stopFaults()
+	r.stopLiveness() // last probes once the faults are reverted
 	r.stopSampler()
 	r.checkLeaks()
 	r.selfCheck()

@@ -88,6 +88,7 @@ type session struct {
 	turn    int
 	id      string
 	attempt int
+	back    workload.Reconnects // the turn's back-off after lost connections
 }
 
 func (r *runner) startAgents(a *workload.Agents) {
@@ -137,6 +138,7 @@ func (s *session) sendTurn() {
 	}
 	s.id = workload.TurnID(s.prefix, s.turn)
 	s.attempt = 0
+	s.back = workload.Reconnects{}
 	r.send(s.req(s.id), false, false, nil, s.result)
 }
 
@@ -147,7 +149,8 @@ func (s *session) req(id string) *workload.Req {
 }
 
 // result handles a turn's result: a refusal is retried after Retry-After and the retry
-// budget (as workload.Agents.retry), anything else is the turn's answer.
+// budget (as workload.Agents.retry), a lost connection is re-sent after the back-off
+// (workload.Reconnects, as workload.Agents.reconnect), anything else is the turn's answer.
 func (s *session) result(res *client.Result) {
 	r, a := s.r, s.a
 	s.attempt++
@@ -155,8 +158,15 @@ func (s *session) result(res *client.Result) {
 		s.end()
 		return
 	}
-	if res.Outcome != ledger.OutcomeRejected {
-		s.answered(res)
+	if s.back.Active() || res.Outcome != ledger.OutcomeRejected {
+		wait, id, again := s.back.After(s.id, res.Outcome)
+		if !again {
+			s.answered(res)
+			return
+		}
+		if !r.wake(s.until, wait, func() { r.send(s.req(id), false, false, nil, s.result) }) {
+			s.end()
+		}
 		return
 	}
 	wait := workload.RetryAfter(res.RetryAfter)

@@ -114,7 +114,7 @@ func (a *app) explore(cmd *cobra.Command, arg string, f *exploreFlags) error {
 		return usageError("--duration must be > 0")
 	}
 	var headerErr error
-	sc, err := scenarios.Load(arg, scenarios.WithFaultTypes(a.faultTypes), scenarios.WithOverrides(func(sc *scenarios.Scenario) {
+	sc, err := scenarios.Load(arg, scenarios.WithFaultTypes(a.faultTypes), scenarios.WithReferenceCheck(referenceCheck), scenarios.WithOverrides(func(sc *scenarios.Scenario) {
 		if f.semantics != "" {
 			sc.Reference.Semantics = f.semantics
 		}

@@ -107,7 +107,7 @@ func (a *app) loadForK8s(arg, target, metricsURL string) (*scenarios.Scenario, [
 			return nil, nil, err
 		}
 	}
-	sc, err := scenarios.Load(arg, scenarios.WithFaultTypes(a.faultTypes), scenarios.WithOverrides(func(sc *scenarios.Scenario) {
+	sc, err := scenarios.Load(arg, scenarios.WithFaultTypes(a.faultTypes), scenarios.WithReferenceCheck(referenceCheck), scenarios.WithOverrides(func(sc *scenarios.Scenario) {
 		if target != "" {
 			sc.Target.URL, sc.Target.Launch, sc.Target.Links = target, nil, nil
 		}

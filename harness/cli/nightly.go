@@ -34,20 +34,23 @@ func (a *app) nightlyCommand() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "nightly [flags] SCENARIO... [--soak SCENARIO]...",
-		Short: "Run one night of the nightly soak: the scenarios, compare against the last good nights, archive, trend; exit 0 pass, 1 fail or regression, 3 invalid",
+		Short: "Run one night of the nightly soak: the scenarios, compare against the last good nights, archive, trend; exit 0 pass, 1 fail or regression, 3 invalid or inconclusive",
 		Long: `nightly runs one night into an archive that keeps every night:
 
   ARCHIVE/nights/<date>-<sha>/<scenario>/   each run's outputs (report.html, ...), and
-      compare-vs-<night>/ against each baseline night (the last --baseline-nights nights
-      whose run of the same scenario, unchanged, passed)
+      compare/ against its baseline nights pooled into one (the last --baseline-nights
+      nights whose run of the same scenario, unchanged, passed; a night whose run was
+      made against something else, such as another backend or server version, is
+      listed as refused and not pooled)
   ARCHIVE/nights/<date>-<sha>/night.json    the night's manifest; summary.md its summary
   ARCHIVE/history.jsonl                     one line per run, pointing at its night
   ARCHIVE/index.html                        the trend page: each row links its own night
 
 Publish ARCHIVE whole (it keeps the newest --keep nights). Every scenario loads before
 anything runs; SCENARIOs run for --duration (default: their own), --soak ones for
---soak-duration. A run regresses when it regressed against more than half of its
-baseline nights. The night's summary is appended to $GITHUB_STEP_SUMMARY when set.
+--soak-duration. A run regresses when it regressed against the pooled baseline (exit
+1); when a run was contended the comparison is inconclusive, not a regression (exit 3,
+as compare's). The night's summary is appended to $GITHUB_STEP_SUMMARY when set.
 
 --reference runs the SGLang launch packs against the reference server (this binary's
 pdserver sglang-server / sglang-router, MODEL_PATH=ref, free ports, and agent
@@ -87,7 +90,7 @@ usage or a scenario that does not load (nothing ran); 3 a run was invalid.`,
 				}
 			}
 			load := func(s string, d time.Duration) (*scenarios.Scenario, error) {
-				return scenarios.Load(s, scenarios.WithEnv(lookup), scenarios.WithFaultTypes(a.faultTypes), scenarios.WithOverrides(func(sc *scenarios.Scenario) {
+				return scenarios.Load(s, scenarios.WithEnv(lookup), scenarios.WithFaultTypes(a.faultTypes), scenarios.WithReferenceCheck(referenceCheck), scenarios.WithOverrides(func(sc *scenarios.Scenario) {
 					if d > 0 {
 						sc.Duration = scenarios.Duration(d)
 					}

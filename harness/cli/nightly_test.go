@@ -128,13 +128,19 @@ func TestNightlyTwoNightsOnReference(t *testing.T) {
 		b := r.Baselines[0]
 		assert.Equal(t, m1.Night, b.Night)
 		assert.Equal(t, "nights/"+m1.Night+"/"+r.Scenario, b.Dir)
-		assert.Equal(t, "nights/"+m2.Night+"/"+r.Scenario+"/compare-vs-"+m1.Night+"/compare.html", b.Compare)
-		assert.FileExists(t, filepath.Join(archive, b.Compare))
-		assert.Equal(t, b.Regressed, r.Regressed, "one baseline: its vote decides")
-		assert.Equal(t, b.Regressed, len(b.Regressions) > 0)
-		if r.Regressed || r.Code == 1 {
+		assert.Empty(t, b.Refused, "same reference server both nights: pooled")
+		// One pooled comparison per run, its state recorded.
+		assert.Equal(t, "nights/"+m2.Night+"/"+r.Scenario+"/compare/compare.html", r.Compare)
+		assert.FileExists(t, filepath.Join(archive, r.Compare))
+		assert.Contains(t, []nightly.CompareState{nightly.CompareOK, nightly.CompareRegressed, nightly.CompareInconclusive}, r.Comparison, r.Scenario)
+		assert.Equal(t, r.Comparison == nightly.CompareRegressed, r.Regressed)
+		assert.Equal(t, r.Comparison == nightly.CompareInconclusive, len(r.Contended) > 0, "inconclusive says which run was contended")
+		switch {
+		case r.Regressed || r.Code == 1:
 			wantCode = 1
-		} else {
+		case r.Comparison == nightly.CompareInconclusive && wantCode == 0:
+			wantCode = 3 // a contended machine: not a regression, not silent
+		default:
 			assert.Equal(t, 0, r.Code, r.Scenario)
 		}
 	}

@@ -13,14 +13,15 @@ import (
 )
 
 // agreementDefault is what TestSimAgreesWithReal runs in `make test`: the incident pair
-// (each shortened the same way for both runs) and two fault scenarios. The rest of the
+// (each shortened the same way for both runs), two fault scenarios, and pd-fallback (a
+// prefill killed for good: the simulated prober sees it stay down too). The rest of the
 // shipped scenarios take about a minute each in real time:
 //
 //	PDSOAK_AGREEMENT=all go test ./harness/e2e -run SimAgreesWithReal -timeout 60m
 //	PDSOAK_AGREEMENT=zoo-decode-oom-requeue,partition go test ./harness/e2e -run SimAgreesWithReal
 //
 // "all" leaves out nightly-soak (10 minutes); name it to include it.
-var agreementDefault = []string{"silent-drop-sglang", "silent-drop-strict", "transfer-stall", "zoo-decode-oom-requeue"}
+var agreementDefault = []string{"silent-drop-sglang", "silent-drop-strict", "transfer-stall", "zoo-decode-oom-requeue", "pd-fallback"}
 
 // agreementShort shortens the scenarios of the default set (both runs use the same file,
 // so the comparison is fair; the shortening only saves wall time in the real run).

@@ -38,10 +38,15 @@ func referenceArgs(ref scenarios.Reference) []string {
 }
 
 // routerArgs are the router's flags: the scenario's semantics, so that a --semantics
-// override never leaves the router strict under sglang workers, then reference.router_args,
-// which come after it and win.
+// override never leaves the router strict under sglang workers, the failpoint admin API
+// when the workers have it (so a fault can make the router's /health lie: api/health),
+// then reference.router_args, which come after them and win.
 func routerArgs(ref scenarios.Reference) []string {
-	return append([]string{"--semantics", ref.Semantics}, ref.RouterArgs...)
+	args := []string{"--semantics", ref.Semantics}
+	if ref.FaultInjection {
+		args = append(args, "--enable-fault-injection")
+	}
+	return append(args, ref.RouterArgs...)
 }
 
 func newToken() (string, error) {
@@ -170,7 +175,8 @@ func (t *Embedded) Restart(ctx context.Context, name string) error {
 	return t.topo.Restart(ctx, name)
 }
 
-// Failpoints implements Supervisor: the worker's token-protected admin API.
+// Failpoints implements Supervisor: the process's token-protected admin API (workers
+// and router alike).
 func (t *Embedded) Failpoints(process string) (chaos.Failpoints, error) {
 	if t.token == "" {
 		return nil, fmt.Errorf("target: fault injection is off (reference.fault_injection): %w", chaos.ErrUnsupported)

@@ -22,6 +22,8 @@ func TestRouterArgs(t *testing.T) {
 			[]string{"--semantics", "sglang", "--sglang-bug=prefill-fail-no-decode-abort"}},
 		{"router_args win", scenarios.Reference{Semantics: "sglang", RouterArgs: []string{"--semantics=strict"}},
 			[]string{"--semantics", "sglang", "--semantics=strict"}},
+		{"fault injection: the router's admin API too", scenarios.Reference{Semantics: "strict", FaultInjection: true, RouterArgs: []string{"--log-level=warn"}},
+			[]string{"--semantics", "strict", "--enable-fault-injection", "--log-level=warn"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,9 +20,9 @@ const (
 	MaxReconnectWait = 4 * time.Second
 )
 
-// lostConnection reports whether o says the connection failed rather than the server
+// LostConnection reports whether o says the connection failed rather than the server
 // answering: refused or reset before any response, or lost mid-response.
-func lostConnection(o ledger.Outcome) bool {
+func LostConnection(o ledger.Outcome) bool {
 	return o == ledger.OutcomeTransportError || o == ledger.OutcomeConnectionLost
 }
 
@@ -40,17 +40,42 @@ func ReconnectWait(attempt int) time.Duration {
 // connection.
 func ReconnectID(id string, attempt int) string { return fmt.Sprintf("%s-x%d", id, attempt) }
 
-// reconnect re-sends a turn whose connection was lost, backing off, until an answer
-// comes or ctx (the window) ends. It returns the last result, the re-sends it made and
-// false when ctx ended the session.
+// Reconnects is the back-off of one turn after lost connections: the one rule the real
+// agent (reconnect) and the simulated one (sim's session) both step, so they re-send
+// the same ids after the same waits. The zero value is a turn with no re-send yet.
+type Reconnects struct{ sent int }
+
+// After decides what follows a result with outcome o of the turn with id: a re-send
+// under rid after wait (again), or nothing (the result is the turn's answer). Only a
+// lost connection calls for a re-send; anything else, a refusal of a re-send included,
+// ends the back-off.
+func (r *Reconnects) After(id string, o ledger.Outcome) (wait time.Duration, rid string, again bool) {
+	if !LostConnection(o) {
+		return 0, "", false
+	}
+	r.sent++
+	return ReconnectWait(r.sent), ReconnectID(id, r.sent), true
+}
+
+// Active reports whether the turn is backing off: a re-send was decided, so its result
+// is judged by After alone (a refused re-send is not retried as a first refusal is).
+func (r *Reconnects) Active() bool { return r.sent > 0 }
+
+// reconnect re-sends a turn whose connection was lost, backing off (Reconnects), until
+// an answer comes or ctx (the window) ends. It returns the last result, the re-sends it
+// made and false when ctx ended the session.
 func (a *Agents) reconnect(ctx context.Context, res *client.Result, id string, session, turn int, conv []client.Message, s Sender) (*client.Result, int, bool) {
+	var b Reconnects
 	sent := 0
-	for attempt := 1; lostConnection(res.Outcome); attempt++ {
-		if !sleepCtx(ctx, ReconnectWait(attempt)) {
+	for {
+		wait, rid, again := b.After(id, res.Outcome)
+		if !again {
+			return res, sent, true
+		}
+		if !sleepCtx(ctx, wait) {
 			return res, sent, false
 		}
-		res = s.Send(ctx, a.Turn(ReconnectID(id, attempt), session, turn, conv))
+		res = s.Send(ctx, a.Turn(rid, session, turn, conv))
 		sent++
 	}
-	return res, sent, true
 }

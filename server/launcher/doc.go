@@ -18,6 +18,7 @@
 //	wait for every worker's /health (fail fast, with the log's tail, if one exits; a worker
 //	    whose port was taken meanwhile starts again on new ports)
 //	supervisor.Start "<Command> router --prefill URL --prefill-bootstrap ADDR ... --decode URL [--kv-link P:D=ADDR]"
+//	    (env: Env, FaultTokenEnv=FaultToken)
 //	wait for the router's /health
 //
 // Every child is a pdsoak/supervisor process: its own process group, Pdeathsig=SIGKILL
@@ -25,6 +26,6 @@
 // across restarts). An unexpected exit is logged, shown by Processes (Running false,
 // Exit) and reported to Config.OnExit. Stop sends SIGTERM to the router, then to the
 // workers, and SIGKILL to any process group still alive after StopTimeout. The
-// fault-injection token travels only in the workers' environment: argv is visible to
-// every local user in ps.
+// fault-injection token travels only in the processes' environment (the router's too,
+// for its own admin API): argv is visible to every local user in ps.
 package launcher

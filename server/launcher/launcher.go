@@ -58,8 +58,9 @@ type Config struct {
 	LogDir string
 	// Env is added to the children's environment (os.Environ() is inherited).
 	Env []string
-	// FaultToken, when set, is the failpoint admin API's bearer token, passed to the
-	// workers in their environment as FaultTokenEnv (never in argv, never logged).
+	// FaultToken, when set, is the failpoint admin API's bearer token, passed to every
+	// process (router and workers) in its environment as FaultTokenEnv (never in argv,
+	// never logged).
 	FaultToken string
 	// HealthTimeout bounds the wait for /health (DefaultHealthTimeout when 0).
 	HealthTimeout time.Duration
@@ -366,15 +367,16 @@ func freePort(host string) (int, error) {
 }
 
 // run starts p's process under a supervisor (a new one: the arguments may have
-// changed). The fault-injection token goes into the workers' environment only: argv is
-// visible to every local user in ps.
+// changed). The fault-injection token goes into the environment of every process, the
+// router's included (its --enable-fault-injection serves the same admin API), never
+// into argv: argv is visible to every local user in ps.
 func (t *Topology) run(p *proc) error {
 	t.mu.Lock()
 	argv := append(append(append([]string(nil), p.wrap...), t.cfg.Command...), p.args...)
 	url := p.url
 	t.mu.Unlock()
 	env := append([]string(nil), t.cfg.Env...)
-	if t.cfg.FaultToken != "" && p.role != RoleRouter {
+	if t.cfg.FaultToken != "" {
 		env = append(env, FaultTokenEnv+"="+t.cfg.FaultToken)
 	}
 	sp, err := supervisor.Start(p.name, argv,

@@ -1,0 +1,222 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"pdsoak/harness/judge"
+	"pdsoak/harness/target"
+	"pdsoak/ledger"
+)
+
+// One health prober for the run: every ProbeInterval each health endpoint (the target
+// and every process the harness launched) gets one GET, and that one answer feeds both
+// records: liveness (liveState: target_down / target_up, liveness.go) and, for the
+// entry process, the health events truthful_health judges (pdwatch.go's entryHealth).
+// Two probers at two intervals would hit the entry twice and could disagree about
+// the same moment.
+
+// DefaultProbeInterval is the period of the health probes (judge.ProbeInterval, the
+// simulator's too).
+const DefaultProbeInterval = judge.ProbeInterval
+
+// errHealthTimeout is the health event's error when the entry gives no answer within
+// healthTimeout: a /health that hangs is a failed probe, not a 200, even if it answers
+// (within livenessTimeout, so the process is alive) later.
+var errHealthTimeout = errors.New("harness: no answer within " + healthTimeout.String())
+
+// probeTarget is one health endpoint: liveness events name src.Process; health, when
+// set, is the entry process whose answers are health events too.
+type probeTarget struct {
+	src    target.Source
+	health string
+}
+
+// probes is the running prober (startProbes).
+type probes struct {
+	r       *runner
+	targets []probeTarget
+	states  []liveState
+	// healthOn: the entry's answers are written as health events (load and drain).
+	healthOn atomic.Bool
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// probeTargets are the liveness sources, the entry's marked for health events; an
+// entry the liveness sources do not name is added.
+func (r *runner) probeTargets() []probeTarget {
+	proc, hurl := entryHealth(r.sc, r.tgt.URL())
+	var out []probeTarget
+	found := false
+	for _, s := range r.livenessSources() {
+		t := probeTarget{src: s}
+		if s.URL == hurl {
+			t.health, found = proc, true
+		}
+		out = append(out, t)
+	}
+	if !found {
+		out = append(out, probeTarget{src: target.Source{Process: proc, URL: hurl}, health: proc})
+	}
+	return out
+}
+
+// startProbes probes every target every ProbeInterval (Options.LivenessInterval when
+// set) until stop; health events are written until stopHealth.
+func (r *runner) startProbes(ctx context.Context) *probes {
+	every := r.opts.LivenessInterval
+	if every <= 0 {
+		every = DefaultProbeInterval
+	}
+	p := &probes{r: r, targets: r.probeTargets(), ctx: ctx}
+	p.states = make([]liveState, len(p.targets))
+	p.healthOn.Store(true)
+	var pctx context.Context
+	pctx, p.cancel = context.WithCancel(ctx)
+	for i := range p.targets {
+		p.wg.Go(func() {
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-pctx.Done():
+					return
+				case <-t.C:
+				}
+				p.probe(pctx, i)
+			}
+		})
+	}
+	return p
+}
+
+// stopHealth ends the health events (after the drain); liveness goes on.
+func (p *probes) stopHealth() { p.healthOn.Store(false) }
+
+// stop ends the probing (idempotent), then gives each source that is down a few last
+// chances to answer, so a target that came back once the faults were reverted is seen
+// to.
+func (p *probes) stop() {
+	p.stopOnce.Do(func() {
+		p.stopHealth()
+		p.cancel()
+		p.wg.Wait()
+		if p.ctx.Err() != nil {
+			return // interrupted: no waiting
+		}
+		for i := range p.targets {
+			p.wg.Go(func() {
+				for try := 0; try < livenessFinalTries && p.states[i].Down(); try++ {
+					if try > 0 && !sleepCtx(p.ctx, livenessFinalGap) {
+						return
+					}
+					p.probe(p.ctx, i)
+				}
+			})
+		}
+		p.wg.Wait()
+	})
+}
+
+// probe sends one GET to target i and records what it says. Only one probe of a
+// target runs at a time (its loop, or the final tries after that loop ended), so its
+// liveState needs no lock. A probe cut short by ctx says nothing.
+func (p *probes) probe(ctx context.Context, i int) {
+	t := &p.targets[i]
+	var health *healthProbe
+	if t.health != "" && p.healthOn.Load() {
+		health = p.startHealth(ctx, t)
+	}
+	status, err := p.r.get(ctx, t.src.URL)
+	if ctx.Err() != nil {
+		health.cancel()
+		return
+	}
+	health.answer(status, err)
+	p.r.liveEvent(t.src, &p.states[i], err == nil)
+}
+
+// healthProbe writes one health event for a probe: the answer if it came within
+// healthTimeout, else errHealthTimeout at that moment.
+type healthProbe struct {
+	p       *probes
+	t       *probeTarget
+	claimed atomic.Bool
+	timer   *time.Timer
+	fired   sync.WaitGroup
+}
+
+func (p *probes) startHealth(ctx context.Context, t *probeTarget) *healthProbe {
+	h := &healthProbe{p: p, t: t}
+	h.fired.Add(1)
+	h.timer = time.AfterFunc(healthTimeout, func() {
+		defer h.fired.Done()
+		if ctx.Err() == nil && h.claimed.CompareAndSwap(false, true) {
+			h.emit(0, errHealthTimeout)
+		}
+	})
+	return h
+}
+
+// answer writes the probe's answer unless the timeout already wrote its failure, and
+// waits for a timeout that is writing.
+func (h *healthProbe) answer(status int, err error) {
+	if h == nil {
+		return
+	}
+	if h.claimed.CompareAndSwap(false, true) {
+		h.emit(status, err)
+	}
+	h.cancel()
+}
+
+// cancel stops the timeout and waits for it if it already fired.
+func (h *healthProbe) cancel() {
+	if h == nil {
+		return
+	}
+	if h.timer.Stop() {
+		h.fired.Done()
+	}
+	h.fired.Wait()
+}
+
+func (h *healthProbe) emit(status int, err error) {
+	ev := ledger.Event{Type: ledger.EventHealth, Source: h.t.health, URL: h.t.src.URL, Status: status}
+	if err != nil {
+		ev.Error = err.Error()
+	}
+	h.p.r.led.Emit(ev)
+}
+
+// get sends one GET to url on a fresh connection (a kept-alive one could outlive the
+// process it was made to) and returns the status; err when no HTTP answer came within
+// livenessTimeout (a 503 is an answer: a live process saying it is unwell).
+func (r *runner) get(ctx context.Context, url string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, livenessTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Close = true
+	resp, err := r.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// healthEndpoint is a base URL's /health, as the liveness sources and entryHealth both spell it.
+func healthEndpoint(base string) string { return strings.TrimRight(base, "/") + "/health" }

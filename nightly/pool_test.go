@@ -1,0 +1,139 @@
+package nightly
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"pdsoak/harness/judge"
+	"pdsoak/ledger"
+	"pdsoak/reports"
+	"pdsoak/scenarios"
+	"pdsoak/sim"
+)
+
+const poolYAML = `
+name: pooled
+seed: 3
+duration: 4s
+reference: {prefill: 1, decode: 1}
+workloads:
+  - {name: steady, type: open_loop, pacer: {type: constant, rate: 20}, max_tokens: 4}
+deadlines: {first_token: 5s, stall: 5s, total: 10s}
+assertions: [no_silent_drops]
+`
+
+// simRun runs the scenario under the simulator (real ledgers, fast) with the reference
+// backend backend() gives for the night, and leaves what a harness run leaves: the
+// ledger, scenario.json, results.json and a history line.
+func simRun(backend func() string) RunFunc {
+	return func(ctx context.Context, r RunRequest) (int, error) {
+		sc, err := scenarios.Parse("pooled.yaml", []byte(poolYAML))
+		if err != nil {
+			return 0, err
+		}
+		sc.Reference.Backend = backend()
+		if err := sim.Run(ctx, sc, sim.Options{OutDir: r.OutDir}); err != nil {
+			return 0, err
+		}
+		data, err := json.Marshal(sc)
+		if err != nil {
+			return 0, err
+		}
+		if err := os.WriteFile(filepath.Join(r.OutDir, ResolvedFile), data, 0o644); err != nil {
+			return 0, err
+		}
+		evs, _, err := ledger.ReadFile(filepath.Join(r.OutDir, ledger.EventsFile))
+		if err != nil {
+			return 0, err
+		}
+		res := reports.Compute(evs, judge.ReportConfig(sc))
+		out, _ := json.Marshal(map[string]any{"verdict": res.Verdict})
+		if err := os.WriteFile(filepath.Join(r.OutDir, reports.ResultsFile), out, 0o644); err != nil {
+			return 0, err
+		}
+		digest, err := reports.ScenarioDigest(data)
+		if err != nil {
+			return 0, err
+		}
+		rel, _ := filepath.Rel(filepath.Dir(r.History), r.OutDir)
+		return 0, reports.AppendHistory(r.History, reports.HistoryEntry{Scenario: sc.Name, Digest: digest, Label: r.Label,
+			Time: time.Now(), Verdict: res.Verdict, Dir: filepath.ToSlash(rel)})
+	}
+}
+
+// TestNightPoolsBaselinesAndRefusesAnotherBackend: four nights of one scenario. The
+// first ran on another backend: the fourth night pools the second and third (one
+// comparison, one compare/ directory) and lists the first as refused, naming the
+// difference, in night.json and in the summary.
+func TestNightPoolsBaselinesAndRefusesAnotherBackend(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "a")
+	clock := time.Date(2026, 12, 1, 2, 17, 0, 0, time.UTC)
+	backends := []string{"simtime", "tinyref", "tinyref", "tinyref"}
+	var results []*Result
+	for i, b := range backends {
+		cfg := Config{Archive: archive, SHA: strings.Repeat(string(rune('a'+i)), 8), Specs: []Spec{{Scenario: "pooled"}}}
+		res, err := Run(context.Background(), cfg, simRun(func() string { return b }), judge.ReportConfig,
+			WithClock(func() time.Time { return clock }), WithBaselineNights(3))
+		require.NoError(t, err)
+		clock = clock.Add(24 * time.Hour)
+		results = append(results, res)
+	}
+	// Night 2 had only the simtime night before it: refused, so no comparison.
+	r2 := results[1].Runs[0]
+	require.Len(t, r2.Baselines, 1)
+	assert.Equal(t, results[0].Night, r2.Baselines[0].Night)
+	assert.Equal(t, []string{`backend "simtime" vs "tinyref"`}, r2.Baselines[0].Refused)
+	assert.Equal(t, CompareNone, r2.Comparison)
+	assert.Empty(t, r2.Compare)
+
+	r4 := results[3].Runs[0]
+	var nights, refused []string
+	for _, b := range r4.Baselines {
+		if len(b.Refused) > 0 {
+			refused = append(refused, b.Night)
+		} else {
+			nights = append(nights, b.Night)
+		}
+	}
+	assert.Equal(t, []string{results[2].Night, results[1].Night}, nights, "the good nights on the same backend, newest first")
+	assert.Equal(t, []string{results[0].Night}, refused)
+	assert.Equal(t, CompareOK, r4.Comparison, "the same simulated run every night: nothing moved")
+	assert.Equal(t, ExitPass, results[3].Code)
+	assert.Equal(t, "nights/"+results[3].Night+"/pooled/compare/compare.html", r4.Compare)
+	md, err := os.ReadFile(filepath.Join(archive, "nights", results[3].Night, "pooled", CompareDir, reports.CompareMarkdownFile))
+	require.NoError(t, err)
+	assert.Contains(t, string(md), "BASE pools 2 runs")
+
+	var m Result
+	data, err := os.ReadFile(filepath.Join(archive, NightsDir, results[3].Night, NightFile))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &m))
+	assert.Equal(t, r4, m.Runs[0], "night.json holds the comparison")
+	summary, err := os.ReadFile(filepath.Join(archive, NightsDir, results[3].Night, SummaryFile))
+	require.NoError(t, err)
+	assert.Contains(t, string(summary), "| pooled | 0 | pass | "+results[2].Night+", "+results[1].Night+", "+results[0].Night+" (refused) | no regression (2 pooled) |")
+	assert.Contains(t, string(summary), "baseline "+results[0].Night+` refused (not pooled): backend "simtime" vs "tinyref"`)
+}
+
+// TestSummaryInconclusive: an inconclusive comparison is its own state in the summary
+// (not a regression, not silent) and makes the night INCONCLUSIVE, exit 3.
+func TestSummaryInconclusive(t *testing.T) {
+	runs := []RunResult{{Scenario: "s", Dir: "nights/n/s", Verdict: "pass", Baselines: []Baseline{{Night: "n0", Dir: "nights/n0/s"}},
+		Comparison: CompareInconclusive, Regressions: []string{"p99(ttft) +40%"}, Contended: []string{"NEW was contended: cpu pressure 80% > 40%"}}}
+	res := &Result{Night: "n", Runs: runs, Code: ExitCode(runs)}
+	require.Equal(t, ExitInfra, res.Code)
+	var b strings.Builder
+	WriteSummary(&b, res, func(string) string { return "" })
+	assert.Contains(t, b.String(), "## Nightly soak n: INCONCLUSIVE (exit 3)")
+	assert.Contains(t, b.String(), "| s | 0 | pass | n0 | **INCONCLUSIVE** (contended) |")
+	assert.Contains(t, b.String(), "- s: inconclusive, not judged: NEW was contended: cpu pressure 80% > 40%; rerun on a quiet machine")
+	assert.NotContains(t, b.String(), "p99(ttft) +40%", "a contended run's figures are not reported as regressions")
+}
