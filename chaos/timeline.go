@@ -299,9 +299,14 @@ func (t *Timeline) apply(ctx context.Context, env Env, e *entry) error {
 	t.seq++
 	e.active, e.seq = true, t.seq
 	t.mu.Unlock()
+	// The fault starts acting when Apply begins (a kill cuts streams before Apply
+	// returns): fault_start carries that time, so requests cut during Apply fall in
+	// its window.
+	began := t.opt.now()
 	err := e.fault.Apply(ctx, env)
 	e.call.Unlock()
 	start := t.event(ledger.EventFaultStart, e)
+	start.Time = began
 	if err != nil {
 		log.Error("fault apply failed", "err", err)
 		start.Error = err.Error()

@@ -119,7 +119,10 @@ func (x *explainAcc) done(e ledger.Event, o ledger.Outcome) {
 	if o.SilentDrop() {
 		x.diag.add(e.ServerDebug, e.Time)
 	}
-	if e.Cause == "" {
+	// No cause yet (the simulator's or an older ledger), or "unexplained" as the runner
+	// saw it when the request ended: a fault's start may be written just after the
+	// requests it cut ended, so those are judged again once every window is known.
+	if e.Cause == "" || e.Cause == ledger.CauseUnexplained {
 		start := e.Time.Add(-time.Duration(e.E2E * float64(time.Second)))
 		if e.Scheduled != nil {
 			start = *e.Scheduled

@@ -66,6 +66,18 @@ func TestExplainedErrors(t *testing.T) {
 		assert.Equal(t, reports.StatePass, a.State, a.Detail)
 		assert.Equal(t, map[string]int{"fault:elsewhere": 1}, r.Causes)
 	})
+	t.Run("an unexplained cause written before its fault's start is judged again", func(t *testing.T) {
+		// The kill cut the stream while Apply ran: the runner wrote the done event
+		// (cause unexplained, no fault known yet) before fault_start, which carries
+		// the time Apply began.
+		l := append(append([]ledger.Event{}, evs...), reports.ReqDone("r1", ledger.OutcomeConnectionLost, at(1.5), at(2.05))...)
+		l[len(l)-1].Cause = ledger.CauseUnexplained
+		l = append(l, ledger.Event{Time: at(2), Type: ledger.EventFaultStart, Fault: "kill", FaultType: "process_kill", Target: "server"},
+			ledger.Event{Time: at(4), Type: ledger.EventFaultStop, Fault: "kill"})
+		r, a := judge(reports.ExplainedLedger(l...))
+		assert.Equal(t, reports.StatePass, a.State, a.Detail)
+		assert.Equal(t, map[string]int{"fault:kill": 1}, r.Causes)
+	})
 	t.Run("a rate bound tolerates a few", func(t *testing.T) {
 		l := append(append([]ledger.Event{}, evs...), reports.ReqDone("r1", ledger.OutcomeHTTPError, at(2), at(3))...)
 		r := reports.Compute(reports.ExplainedLedger(l...), reports.Config{Assertions: []string{"explained_errors(rate < 0.6)", "explained_errors(count <= 0)"}})
