@@ -38,8 +38,9 @@ type PDPathResult struct {
 	OK       int     `json:"ok"`
 	Prefills float64 `json:"prefills"`
 	// Unjudged are ok requests whose first token came while some prefill process had
-	// gone dark: after its last reading and before the reading that failed (it died or
-	// became unreachable then, and its prefills of that moment were never read).
+	// gone dark: after its last reading and up to one scrape interval past the reading
+	// that failed (it died or became unreachable then, and its prefills of that moment
+	// were never read).
 	Unjudged int `json:"unjudged,omitempty"`
 	// Processes are the prefill counters scraped, one per process.
 	Processes []PDProcess `json:"processes"`
@@ -155,7 +156,12 @@ func (p *pdAcc) result(start time.Time, minShare float64) *PDPathResult {
 				pp.Failed++
 				pp.LastErr = s.err
 				if prev != nil && (i == 0 || scr[i-1].ok) {
-					dark = append(dark, span{from: prev.at, to: s.at})
+					// A prefill finished just before the process died reaches its first
+					// token on decode a little later (the decode step after the KV
+					// arrives): the dark span runs one scrape interval past the failed
+					// reading, so such a request is not judged against a counter that
+					// could never show its prefill.
+					dark = append(dark, span{from: prev.at, to: s.at.Add(s.at.Sub(prev.at))})
 				}
 				continue
 			}
