@@ -28,6 +28,10 @@ type zooCase struct {
 	// gauge (leaks): "process/gauge" that must stay above 0 under the bug, and drain
 	// without it.
 	gauge string
+	// tries (gauge cases) is how many runs the bug variant gets to show its leak: a bug
+	// that needs a timeout to land inside a forward pass reproduces in most runs, not
+	// every one, on a loaded machine. Zero: one run.
+	tries int
 }
 
 var zooCases = []zooCase{
@@ -41,7 +45,10 @@ var zooCases = []zooCase{
 	{name: "stale-bootstrap-endpoint", assertion: reports.AssertRecovery, stage: "decode-0: transfer"},
 	{name: "transferring-never-times-out", assertion: reports.AssertNoSilentDrops, stage: "decode-0: transfer"},
 	{name: "bootstrap-freeze-at-rate", assertion: reports.AssertNoSilentDrops, stage: "prefill-0: bootstrap"},
-	{name: "prefill-abort-cache-leak", assertion: reports.AssertNoLeaks, gauge: "prefill-0/pdsoak:radix_cache_locked_nodes"},
+	// The leak needs a request's timeout to fire while it is in a prefill forward pass
+	// (the aborted result is dropped without unlocking its radix nodes): timing decides
+	// whether a given run hits it; up to three runs must.
+	{name: "prefill-abort-cache-leak", assertion: reports.AssertNoLeaks, gauge: "prefill-0/pdsoak:radix_cache_locked_nodes", tries: 3},
 }
 
 // zooParallel bounds the harness runs TestZoo has in flight (each starts a router, a
@@ -129,6 +136,10 @@ func TestZoo(t *testing.T) {
 					t.Logf("%s/%s: invalid run, retrying once: %s", c.name, v, tail(r.stdout, 600))
 					r = runHarness(t, sc)
 				}
+				for try := 2; v == zooBug && try <= c.tries && !leaked(r, c.gauge); try++ {
+					t.Logf("%s/%s: %s drained on this run (the race the bug needs was missed): run %d of %d", c.name, v, c.gauge, try, c.tries)
+					r = runHarness(t, sc)
+				}
 				mu.Lock()
 				runs[c.name+"/"+string(v)] = r
 				mu.Unlock()
@@ -195,4 +206,9 @@ func zooListed() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// leaked reports whether a run's leak check saw gauge above 0.
+func leaked(r run, gauge string) bool {
+	return r.res.Leak != nil && r.res.Leak.Metrics[gauge] > 0
 }
