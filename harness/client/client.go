@@ -85,6 +85,9 @@ type Request struct {
 	CancelAfterTokens int
 	// Header holds extra request headers.
 	Header http.Header
+	// TraceParent is the request's W3C traceparent header value (empty: none); a
+	// Header entry of the same name wins.
+	TraceParent string
 }
 
 // Result is the classified end of one request.
@@ -542,6 +545,9 @@ func (c *Client) newHTTPRequest(ctx context.Context, req *Request, st *reqState,
 	}
 	for k, v := range req.Header {
 		hreq.Header[k] = v
+	}
+	if req.TraceParent != "" && hreq.Header.Get("Traceparent") == "" {
+		hreq.Header.Set("Traceparent", req.TraceParent)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("X-Request-ID", req.ID)

@@ -123,7 +123,7 @@ func (t *h1) closeIdle() { t.pool.CloseIdle() }
 func (t *h1) roundTrip(ctx context.Context, st *reqState, req *Request, path string, body []byte, wrote func()) (pc *h1Conn, h http1.Head, rb *http1.Body, retries int, err error) {
 	msg, err := http1.AppendRequest(make([]byte, 0, 256+len(req.ID)+len(body)), &http1.Request{
 		Method: "POST", Host: t.host, Prefix: t.prefix, Path: path, UserAgent: "pdsoak-harness",
-		ContentType: "application/json", Accept: accept(req.Stream), RequestID: req.ID, Defaults: t.header, Header: req.Header, Body: body})
+		ContentType: "application/json", Accept: accept(req.Stream), RequestID: req.ID, TraceParent: req.TraceParent, Defaults: t.header, Header: req.Header, Body: body})
 	if err != nil {
 		return nil, h, nil, 0, err
 	}

@@ -17,14 +17,18 @@ var ErrInvalidHeader = errors.New("http1: invalid request header")
 // X-Request-Id), which the struct's own values win over.
 type Request struct {
 	Method, Host string
-	Prefix, Path string      // the request target is Prefix+Path (no concatenation needed)
-	UserAgent    string      // default "pdsoak"; Header may override it
-	ContentType  string      // omitted when empty
-	Accept       string      // omitted when empty
-	RequestID    string      // X-Request-Id; omitted when empty
-	Defaults     http.Header // sent unless Header has the same name
-	Header       http.Header
-	Body         []byte
+	Prefix, Path string // the request target is Prefix+Path (no concatenation needed)
+	UserAgent    string // default "pdsoak"; Header may override it
+	ContentType  string // omitted when empty
+	Accept       string // omitted when empty
+	RequestID    string // X-Request-Id; omitted when empty
+	// TraceParent is the W3C traceparent value (omitted when empty, or when Header or
+	// Defaults carry one): a field, not a Header entry, so stamping every request with
+	// its trace costs no map.
+	TraceParent string
+	Defaults    http.Header // sent unless Header has the same name
+	Header      http.Header
+	Body        []byte
 }
 
 // owned are the headers the writer sets itself.
@@ -74,6 +78,13 @@ func AppendRequest(b []byte, r *Request) ([]byte, error) {
 		}
 		b = append(b, "\r\nX-Request-Id: "...)
 		b = append(b, r.RequestID...)
+	}
+	if r.TraceParent != "" && r.Header["Traceparent"] == nil && r.Defaults["Traceparent"] == nil {
+		if !ValidHeaderValue(r.TraceParent) {
+			return b, fmt.Errorf("%w: Traceparent %q", ErrInvalidHeader, r.TraceParent)
+		}
+		b = append(b, "\r\nTraceparent: "...)
+		b = append(b, r.TraceParent...)
 	}
 	var err error
 	for k, vs := range r.Defaults {

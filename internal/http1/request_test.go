@@ -62,3 +62,25 @@ func FuzzAppendRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendRequestTraceParent: the traceparent field is written as a header, a Header
+// entry of the same name wins over it, and a value with a line break is refused.
+func TestAppendRequestTraceParent(t *testing.T) {
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	base := Request{Method: "POST", Host: "h", Path: "/p", TraceParent: tp}
+	b, err := AppendRequest(nil, &base)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "\r\nTraceparent: "+tp+"\r\n")
+
+	own := base
+	own.Header = http.Header{"Traceparent": {"00-11111111111111111111111111111111-2222222222222222-01"}}
+	b, err = AppendRequest(nil, &own)
+	require.NoError(t, err)
+	assert.Equal(t, 1, strings.Count(string(b), "Traceparent:"), "the workload's own header wins")
+	assert.NotContains(t, string(b), tp)
+
+	bad := base
+	bad.TraceParent = "x\r\nEvil: 1"
+	_, err = AppendRequest(nil, &bad)
+	require.ErrorIs(t, err, ErrInvalidHeader)
+}

@@ -206,7 +206,7 @@ func (call *legCall) send() error {
 	}
 	req, err := http1.AppendRequest(make([]byte, 0, 192+len(t.host)+len(t.path)+len(rid)+len(call.body)), &http1.Request{
 		Method: "POST", Host: t.host, Path: t.path, UserAgent: "pdsoak-router",
-		ContentType: "application/json", Accept: "text/event-stream", RequestID: rid, Header: traceHeader(call.ctx), Body: call.body})
+		ContentType: "application/json", Accept: "text/event-stream", RequestID: rid, TraceParent: traceParent(call.ctx), Body: call.body})
 	if err != nil {
 		return err
 	}

@@ -2,18 +2,16 @@ package router
 
 import (
 	"context"
-	"net/http"
 
 	"pdsoak/traceparent"
 )
 
-// traceHeader is the traceparent header of the client's request (which ctx carries),
-// for a leg request, so both legs join the client's trace; nil when the client sent
-// none (no map is allocated then).
-func traceHeader(ctx context.Context) http.Header {
+// traceParent is the traceparent of the client's request (which ctx carries), for a
+// leg request, so both legs join the client's trace; "" when the client sent none.
+func traceParent(ctx context.Context) string {
 	tp, ok := traceparent.FromContext(ctx)
 	if !ok {
-		return nil
+		return ""
 	}
-	return http.Header{"Traceparent": {tp.String()}}
+	return tp.String()
 }
