@@ -142,10 +142,10 @@ func writeCompare(out string, c *reports.Comparison, base, nw *reports.Run, base
 		return fmt.Errorf("nightly: %w", err)
 	}
 	link := func(runDir string) string {
-		if _, err := os.Stat(filepath.Join(runDir, reports.HTMLReportFile)); err != nil {
+		if _, err := os.Stat(filepath.Join(runDir, reports.HTMLFile)); err != nil {
 			return ""
 		}
-		rel, err := filepath.Rel(out, filepath.Join(runDir, reports.HTMLReportFile))
+		rel, err := filepath.Rel(out, filepath.Join(runDir, reports.HTMLFile))
 		if err != nil {
 			return ""
 		}
@@ -203,7 +203,7 @@ func writeTrend(archive string) error {
 		if NightOf(e) == "" {
 			return ""
 		}
-		rel := filepath.ToSlash(filepath.Join(filepath.FromSlash(e.Dir), reports.HTMLReportFile))
+		rel := filepath.ToSlash(filepath.Join(filepath.FromSlash(e.Dir), reports.HTMLFile))
 		if _, err := os.Stat(filepath.Join(archive, filepath.FromSlash(rel))); err != nil {
 			return ""
 		}

@@ -12,10 +12,7 @@ const (
 	SummaryFile = "summary.md"
 )
 
-// HTMLReportFile is the run's picture; JUnit failure texts point at it.
-const HTMLReportFile = "report.html"
-
-// HTMLFile is the report's file name; ScenarioFile the resolved scenario that
+// HTMLFile is the run's picture (JUnit failure texts point at it); ScenarioFile the resolved scenario that
 // `harness run` leaves next to the ledger (shown in the report when present).
 const (
 	HTMLFile     = "report.html"

@@ -258,7 +258,7 @@ Exit codes: 0 no regression, 1 regression, 2 not comparable or bad usage, 3 inco
 
 // reportLink is runDir's report.html relative to from, or "" when it does not exist.
 func reportLink(from, runDir string) string {
-	report := filepath.Join(runDir, reports.HTMLReportFile)
+	report := filepath.Join(runDir, reports.HTMLFile)
 	if _, err := os.Stat(report); err != nil {
 		return ""
 	}

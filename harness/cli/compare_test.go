@@ -132,8 +132,8 @@ func TestCompareEndToEnd(t *testing.T) {
 	})
 	t.Run("four times slower: regression", func(t *testing.T) {
 		// Every run writes report.html; compare.html links each run's that exists.
-		require.FileExists(t, filepath.Join(slower, reports.HTMLReportFile))
-		require.NoError(t, os.Remove(filepath.Join(base, reports.HTMLReportFile)))
+		require.FileExists(t, filepath.Join(slower, reports.HTMLFile))
+		require.NoError(t, os.Remove(filepath.Join(base, reports.HTMLFile)))
 		out := filepath.Join(dir, "cmp-slow")
 		// 4x is far above any machine's noise: judged even on a busy machine.
 		code, stdout, stderr := execute(t, []string{"compare", base, slower, "--out", out, "--ignore-contention"})
@@ -194,7 +194,7 @@ func TestCompareEndToEnd(t *testing.T) {
 		require.NoError(t, f.Close())
 		// Only the runs whose report.html is still there are linked.
 		for _, d := range []string{again, different} {
-			require.NoError(t, os.Remove(filepath.Join(d, reports.HTMLReportFile)))
+			require.NoError(t, os.Remove(filepath.Join(d, reports.HTMLFile)))
 		}
 		site := filepath.Join(dir, "site")
 		code, stdout, stderr := execute(t, []string{"trend", hist, "--out", site})

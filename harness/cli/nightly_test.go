@@ -110,7 +110,7 @@ func TestNightlyTwoNightsOnReference(t *testing.T) {
 		assert.True(t, m.Runs[1].Soak)
 		for _, r := range m.Runs {
 			assert.Equal(t, "nights/"+m.Night+"/"+r.Scenario, r.Dir)
-			for _, f := range []string{reports.HTMLReportFile, reports.ResultsFile, reports.SummaryFile, "events.jsonl", "scenario.json"} {
+			for _, f := range []string{reports.HTMLFile, reports.ResultsFile, reports.SummaryFile, "events.jsonl", "scenario.json"} {
 				assert.FileExists(t, filepath.Join(archive, r.Dir, f))
 			}
 		}
@@ -182,7 +182,7 @@ func TestNightlyTwoNightsOnReference(t *testing.T) {
 	var want []string
 	for _, m := range []nightly.Result{m1, m2} {
 		for _, r := range m.Runs {
-			want = append(want, r.Dir+"/"+reports.HTMLReportFile)
+			want = append(want, r.Dir+"/"+reports.HTMLFile)
 		}
 	}
 	sort.Strings(want)

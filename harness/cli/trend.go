@@ -100,7 +100,7 @@ line number on stderr and on the page, and skipped.`,
 				if e.Dir == "" {
 					return ""
 				}
-				report := filepath.Join(e.Dir, reports.HTMLReportFile)
+				report := filepath.Join(e.Dir, reports.HTMLFile)
 				if !filepath.IsAbs(report) {
 					report = filepath.Join(histDir, report)
 				}

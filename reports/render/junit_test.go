@@ -47,7 +47,7 @@ func TestFaultCases(t *testing.T) {
 				}
 				assert.Equal(t, tt.problems[i], got, c.Name)
 				assert.Equal(t, tt.times[i], c.Time, c.Name)
-				assert.Contains(t, text, reports.HTMLReportFile, c.Name)
+				assert.Contains(t, text, reports.HTMLFile, c.Name)
 				if tt.problems[i] != "" {
 					assert.Contains(t, text, tt.textHasIn, c.Name)
 				}

@@ -160,7 +160,7 @@ func WriteJUnit(w io.Writer, r *reports.Results) error {
 // invalid); one that did not recover is a failure; what could not be measured is an error.
 func faultCases(f reports.FaultResult, class string) []junitCase {
 	name := "fault " + f.Name
-	see := fmt.Sprintf(" (fault %s: %s on %s; see %s)", f.Name, f.Type, f.Target, reports.HTMLReportFile)
+	see := fmt.Sprintf(" (fault %s: %s on %s; see %s)", f.Name, f.Type, f.Target, reports.HTMLFile)
 	active := "0"
 	if f.Stop != nil {
 		active = fmt.Sprintf("%.3f", *f.Stop-f.Start)
