@@ -60,18 +60,6 @@ func (r *runner) liveEvent(src target.Source, st *liveState, ok bool) {
 	r.led.Emit(judge.LivenessEvent(typ, src.Process, src.URL))
 }
 
-// sleepCtx waits d or until ctx ends; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // interrupted runs right after Ctrl-C, while the requests are still in flight: from
 // now on a request the drain cancels is recorded with its age, overdue ones as silent
 // drops (see atInterrupt); and when any is already past its first-token deadline, a

@@ -12,6 +12,7 @@ import (
 
 	"pdsoak/harness/judge"
 	"pdsoak/harness/target"
+	"pdsoak/harness/workload"
 	"pdsoak/ledger"
 )
 
@@ -116,7 +117,7 @@ func (p *probes) stop() {
 		for i := range p.targets {
 			p.wg.Go(func() {
 				for try := 0; try < livenessFinalTries && p.states[i].Down(); try++ {
-					if try > 0 && !sleepCtx(p.ctx, livenessFinalGap) {
+					if try > 0 && !workload.SleepCtx(p.ctx, livenessFinalGap) {
 						return
 					}
 					p.probe(p.ctx, i)

@@ -31,7 +31,7 @@ func (a *Agents) Run(ctx context.Context, start time.Time, s Sender) Stats {
 	from, until := a.window(start)
 	wctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
-	if !sleepCtx(wctx, time.Until(from)) {
+	if !SleepCtx(wctx, time.Until(from)) {
 		return Stats{}
 	}
 	n := max(a.Spec.Agents, 1)
@@ -99,11 +99,11 @@ func (a *Agents) conversation(ctx context.Context, rng *rand.Rand, system string
 			return sent, false
 		}
 		conv = Reply(conv, res, turn)
-		if !sleepCtx(ctx, a.Spec.ToolLatency.D()) {
+		if !SleepCtx(ctx, a.Spec.ToolLatency.D()) {
 			return sent, false
 		}
 		conv = a.ToolResult(rng, conv, turn)
-		if !sleepCtx(ctx, a.Spec.ThinkTime.D()) {
+		if !SleepCtx(ctx, a.Spec.ThinkTime.D()) {
 			return sent, false
 		}
 	}
@@ -127,17 +127,17 @@ func (a *Agents) retry(ctx context.Context, res *client.Result, id string, sessi
 		wait := RetryAfter(res.RetryAfter)
 		if attempt > a.Spec.Retries {
 			// No retry left: still honour Retry-After before the next turn.
-			return res, sent, sleepCtx(ctx, wait)
+			return res, sent, SleepCtx(ctx, wait)
 		}
 		r := a.budget.Reserve()
 		if r.Delay() > MaxRetryBudgetWait {
 			// The budget is spent for longer than a retry may wait: give up on this
 			// turn rather than join a retry storm.
 			r.Cancel()
-			return res, sent, sleepCtx(ctx, wait)
+			return res, sent, SleepCtx(ctx, wait)
 		}
 		wait = max(wait, r.Delay())
-		if !sleepCtx(ctx, wait) {
+		if !SleepCtx(ctx, wait) {
 			r.Cancel()
 			return res, sent, false
 		}

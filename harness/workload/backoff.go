@@ -72,7 +72,7 @@ func (a *Agents) reconnect(ctx context.Context, res *client.Result, id string, s
 		if !again {
 			return res, sent, true
 		}
-		if !sleepCtx(ctx, wait) {
+		if !SleepCtx(ctx, wait) {
 			return res, sent, false
 		}
 		res = s.Send(ctx, a.Turn(rid, session, turn, conv))

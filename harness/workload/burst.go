@@ -17,7 +17,7 @@ type Burst struct {
 // Run implements Workload.
 func (b *Burst) Run(ctx context.Context, start time.Time, s Sender) Stats {
 	from, _ := b.window(start)
-	if !sleepCtx(ctx, time.Until(from)) {
+	if !SleepCtx(ctx, time.Until(from)) {
 		return Stats{}
 	}
 	n := b.Spec.Count

@@ -48,7 +48,7 @@ func (p schedPacer) Rate(elapsed time.Duration) float64 { return p.rate(elapsed 
 // Run implements Workload.
 func (o *OpenLoop) Run(ctx context.Context, start time.Time, s Sender) Stats {
 	from, until := o.window(start)
-	if !sleepCtx(ctx, time.Until(from)) {
+	if !SleepCtx(ctx, time.Until(from)) {
 		return Stats{}
 	}
 	sched := Schedule(o.Pacer, o.Spec.Duration.D(), o.Spec.Count)

@@ -24,7 +24,7 @@ func (p *Probe) Run(ctx context.Context, start time.Time, s Sender) Stats {
 	sent := 0
 	for round := 0; ; round++ {
 		at := from.Add(time.Duration(round) * every)
-		if !at.Before(to) || !sleepCtx(ctx, time.Until(at)) {
+		if !at.Before(to) || !SleepCtx(ctx, time.Until(at)) {
 			break
 		}
 		var wg sync.WaitGroup

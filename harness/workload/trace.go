@@ -73,7 +73,7 @@ func (t *Trace) Run(ctx context.Context, start time.Time, s Sender) Stats {
 			k = int(seqs[i])
 		}
 		at := from.Add(off)
-		if !sleepCtx(ctx, time.Until(at)) {
+		if !SleepCtx(ctx, time.Until(at)) {
 			break
 		}
 		sent++

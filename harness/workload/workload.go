@@ -198,8 +198,8 @@ func Text(r *rand.Rand, n int) string {
 	return s
 }
 
-// sleepCtx waits d or until ctx is done; it reports whether the full wait elapsed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
+// SleepCtx waits d or until ctx is done; it reports whether the full wait elapsed.
+func SleepCtx(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
 	}

@@ -258,27 +258,11 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 		p.Add(nd)
 	}
 
-	if len(c.Marks) > 0 {
-		sc, err := plotter.NewScatter(xys(markPoints(c.Marks, p.X.Max, ytop*0.03)))
-		if err != nil {
-			return nil, fmt.Errorf("render: chart %s: %w", c.Title, err)
-		}
-		sc.GlyphStyle.Shape = draw.PyramidGlyph{}
-		sc.GlyphStyle.Color = dropColor
-		sc.GlyphStyle.Radius = vg.Points(3.5)
-		p.Add(sc)
-		p.Legend.Add(fmt.Sprintf("%s (%d)", c.MarkLabel, len(c.Marks)), sc)
+	if err := addMarks(p, c.Marks, ytop*0.03, draw.PyramidGlyph{}, dropColor, 3.5, c.MarkLabel); err != nil {
+		return nil, fmt.Errorf("render: chart %s: %w", c.Title, err)
 	}
-	if len(c.Marks2) > 0 {
-		sc, err := plotter.NewScatter(xys(markPoints(c.Marks2, p.X.Max, ytop*0.07)))
-		if err != nil {
-			return nil, fmt.Errorf("render: chart %s: %w", c.Title, err)
-		}
-		sc.GlyphStyle.Shape = draw.CrossGlyph{}
-		sc.GlyphStyle.Color = unexplainedColor
-		sc.GlyphStyle.Radius = vg.Points(3)
-		p.Add(sc)
-		p.Legend.Add(fmt.Sprintf("%s (%d)", c.Mark2Label, len(c.Marks2)), sc)
+	if err := addMarks(p, c.Marks2, ytop*0.07, draw.CrossGlyph{}, unexplainedColor, 3, c.Mark2Label); err != nil {
+		return nil, fmt.Errorf("render: chart %s: %w", c.Title, err)
 	}
 
 	cv := vgsvg.NewWith(vgsvg.UseWH(w, h))
@@ -522,4 +506,22 @@ func inlineSVG(doc []byte, id string) []byte {
 		doc = append(append(append([]byte{}, doc[:m[2]]...), attr...), doc[m[3]:]...)
 	}
 	return doc
+}
+
+// addMarks draws marks (seconds) as glyphs at height y with a legend entry "label (n)";
+// nothing when there are none.
+func addMarks(p *plot.Plot, marks []float64, y float64, shape draw.GlyphDrawer, c color.Color, radius float64, label string) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	sc, err := plotter.NewScatter(xys(markPoints(marks, p.X.Max, y)))
+	if err != nil {
+		return err
+	}
+	sc.GlyphStyle.Shape = shape
+	sc.GlyphStyle.Color = c
+	sc.GlyphStyle.Radius = vg.Points(radius)
+	p.Add(sc)
+	p.Legend.Add(fmt.Sprintf("%s (%d)", label, len(marks)), sc)
+	return nil
 }
