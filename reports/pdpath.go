@@ -37,10 +37,9 @@ type PDPathResult struct {
 	// counter.
 	OK       int     `json:"ok"`
 	Prefills float64 `json:"prefills"`
-	// Unjudged are ok requests whose first token came while some prefill process had
-	// gone dark: after its last reading and up to one scrape interval past the reading
-	// that failed (it died or became unreachable then, and its prefills of that moment
-	// were never read).
+	// Unjudged are ok requests sent before some prefill process went dark (the reading
+	// that failed: it died or became unreachable then) whose first token came after its
+	// last good reading: their prefills may be among those never read.
 	Unjudged int `json:"unjudged,omitempty"`
 	// Processes are the prefill counters scraped, one per process.
 	Processes []PDProcess `json:"processes"`
@@ -89,7 +88,7 @@ type pdScrape struct {
 type pdAcc struct {
 	procs   map[string][]pdScrape
 	counter map[string]string
-	okAt    []time.Time
+	okAt    []okSpan
 	health  healthAcc // health.go
 }
 
@@ -112,6 +111,9 @@ func (p *pdAcc) add(e ledger.Event) {
 	}
 }
 
+// okSpan is an ok request's scheduled time and first-token time.
+type okSpan struct{ sched, first time.Time }
+
 // done notes a terminal request: ok ones by first-token time (pd_path), all of them
 // by scheduled time (truthful_health).
 func (p *pdAcc) done(e ledger.Event, o ledger.Outcome, scheduled time.Time) {
@@ -120,7 +122,7 @@ func (p *pdAcc) done(e ledger.Event, o ledger.Outcome, scheduled time.Time) {
 		if e.TTFT > 0 && e.E2E > 0 {
 			at = e.Time.Add(-time.Duration((e.E2E - e.TTFT) * float64(time.Second)))
 		}
-		p.okAt = append(p.okAt, at)
+		p.okAt = append(p.okAt, okSpan{sched: scheduled, first: at})
 	}
 	p.health.request(e, o, scheduled)
 }
@@ -156,12 +158,7 @@ func (p *pdAcc) result(start time.Time, minShare float64) *PDPathResult {
 				pp.Failed++
 				pp.LastErr = s.err
 				if prev != nil && (i == 0 || scr[i-1].ok) {
-					// A prefill finished just before the process died reaches its first
-					// token on decode a little later (the decode step after the KV
-					// arrives): the dark span runs one scrape interval past the failed
-					// reading, so such a request is not judged against a counter that
-					// could never show its prefill.
-					dark = append(dark, span{from: prev.at, to: s.at.Add(s.at.Sub(prev.at))})
+					dark = append(dark, span{from: prev.at, to: s.at})
 				}
 				continue
 			}
@@ -180,17 +177,21 @@ func (p *pdAcc) result(start time.Time, minShare float64) *PDPathResult {
 		r.Prefills += pp.Rise
 		r.Processes = append(r.Processes, pp)
 	}
+	// A request sent before a process went dark may have been prefilled there after its
+	// last reading, and its first token can come long after (decode's queue): one whose
+	// first token came after that reading is not judged against a counter that could
+	// never show its prefill.
 	var okAt []time.Time
-	for _, at := range p.okAt {
+	for _, ok := range p.okAt {
 		in := false
 		for _, d := range dark {
-			in = in || at.After(d.from) && !at.After(d.to)
+			in = in || ok.first.After(d.from) && !ok.sched.After(d.to)
 		}
 		if in {
 			r.Unjudged++
 			continue
 		}
-		okAt = append(okAt, at)
+		okAt = append(okAt, ok.first)
 	}
 	r.OK = len(okAt)
 	if r.OK > 0 {

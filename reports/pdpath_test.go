@@ -96,9 +96,8 @@ func TestPDPathVerdict(t *testing.T) {
 	}{
 		{"every request through prefill", time.Hour, false, "pd_path", StatePass, -1, 1},
 		{"fallback after 8s, counter flat", 8 * time.Second, false, "pd_path", StateFail, 8, 0.4},
-		// Unreachable: the 20 requests of 8-10 s are not judged (below), 80 of 180 are left.
-		{"fallback after 8s, prefill unreachable", 8 * time.Second, true, "pd_path", StateFail, 8, 0.444},
-		{"a lenient minimum", 8 * time.Second, true, "pd_path(0.3)", StatePass, 8, 0.444},
+		{"fallback after 8s, prefill unreachable", 8 * time.Second, true, "pd_path", StateFail, 8, 0.4},
+		{"a lenient minimum", 8 * time.Second, true, "pd_path(0.3)", StatePass, 8, 0.4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := Compute(pdLedger(tc.stopAt, tc.dead), Config{Assertions: []string{tc.assertion}})
@@ -109,10 +108,10 @@ func TestPDPathVerdict(t *testing.T) {
 			require.NotNil(t, r.PDPath.Share)
 			assert.InDelta(t, tc.share, *r.PDPath.Share, 0.03)
 			if tc.dead {
-				// The ok requests between the last reading (8 s) and one interval past the
-				// failed one (9 s + 1 s) are not judged: the prefills of that second died
-				// with the process, and their first tokens may come a little later.
-				assert.Equal(t, 20, r.PDPath.Unjudged)
+				// The ok requests sent by the failed reading (9 s) whose first token came
+				// after the last good one (8 s) are not judged: the prefills of that
+				// second died with the process (scheduled 8.0 s to 9.0 s: 11).
+				assert.Equal(t, 11, r.PDPath.Unjudged)
 			} else {
 				assert.Zero(t, r.PDPath.Unjudged)
 			}
