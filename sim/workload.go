@@ -2,22 +2,19 @@ package sim
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"pdsoak/harness/client"
 	"pdsoak/harness/workload"
 	"pdsoak/ledger"
 )
 
-// The workloads on the virtual clock. Each builds its requests with harness/workload's
-// own functions (same ids, prompts, max_tokens and sampling as a real run) and keeps its
-// schedule with Loop timers instead of goroutines and sleeps. r.active counts the
-// workload units (agent sessions, open-loop schedules, bursts, probe series) still
-// running; a unit ends only once its requests have resolved, as a real workload's Run
-// returns only then.
+// The workloads on the virtual clock. harness/workload decides what each sends and
+// when (Session, Schedule, Burst.Requests, Probe.Round, Trace.Arrivals), as it does for
+// the real drivers; here Loop timers replace their goroutines and sleeps. r.active
+// counts the workload units (agent sessions, open-loop schedules, bursts, probe series,
+// traces) still running; a unit ends only once its requests have resolved, as a real
+// workload's Run returns only then.
 
 // startLoad starts every workload at t0 and returns the end of the load window.
 func (r *runner) startLoad() time.Time {
@@ -26,16 +23,19 @@ func (r *runner) startLoad() time.Time {
 		Message: fmt.Sprintf("load started: %d workloads for %v", len(r.workloads), sc.Duration)})
 	r.startFaults()
 	for i, w := range r.workloads {
-		noLag := sc.Workloads[i].MaxInFlight > 0
 		switch w := w.(type) {
 		case *workload.Agents:
 			r.startAgents(w)
 		case *workload.OpenLoop:
-			r.startOpenLoop(w, noLag)
+			r.startOpenLoop(w, sc.Workloads[i].MaxInFlight > 0)
 		case *workload.Burst:
-			r.startBurst(w)
+			from, _ := r.window(&w.Common)
+			r.active++
+			r.loop.At(from, func() { r.batch(w.Requests(from), func() { r.active-- }) })
 		case *workload.Probe:
-			r.startProbe(w)
+			from, to := r.window(&w.Common)
+			r.active++
+			r.probeRound(w, from, to, 0)
 		case *workload.Trace:
 			r.startTrace(w)
 		}
@@ -53,160 +53,95 @@ func (r *runner) window(c *workload.Common) (time.Time, time.Time) {
 // window's context): it reports false, and fn is not run, when the window is over by
 // then. d <= 0 runs fn now when the window is still open.
 func (r *runner) wake(until time.Time, d time.Duration, fn func()) bool {
-	if r.interrupted != nil {
-		return false
-	}
 	at := r.loop.Now().Add(max(d, 0))
-	if d <= 0 {
-		if !r.loop.Now().Before(until) {
-			return false
-		}
-		fn()
-		return true
-	}
-	if !at.Before(until) {
+	if r.interrupted != nil || !at.Before(until) {
 		return false
 	}
-	r.loop.At(at, fn)
+	if d <= 0 {
+		fn()
+	} else {
+		r.loop.At(at, fn)
+	}
 	return true
 }
 
-// session is one agent: its conversations, turn after turn, each turn sent only once
-// the previous one resolved.
-type session struct {
-	r      *runner
-	a      *workload.Agents
-	budget *rate.Limiter
-	idx    int
-	until  time.Time
-
-	rng     *rand.Rand
-	system  string
-	round   int
-	prefix  string
-	conv    []client.Message
-	turn    int
-	id      string
-	attempt int
-	back    workload.Reconnects // the turn's back-off after lost connections
-}
-
-func (r *runner) startAgents(a *workload.Agents) {
-	from, until := r.window(&a.Common)
-	n := max(a.Spec.Agents, 1)
-	budget := workload.RetryBudget(n)
-	for i := 1; i <= n; i++ {
-		s := &session{r: r, a: a, budget: budget, idx: i, until: until}
-		r.active++
-		r.loop.At(from, func() {
-			if r.interrupted != nil || !r.loop.Now().Before(until) {
-				s.end()
-				return
+// batch sends reqs at once (none when the run was interrupted) and calls then once
+// every one has resolved.
+func (r *runner) batch(reqs []*workload.Req, then func()) {
+	if r.interrupted != nil {
+		reqs = nil
+	}
+	left := len(reqs)
+	if left == 0 {
+		then()
+	}
+	for _, q := range reqs {
+		r.send(q, false, false, nil, func(*client.Result) {
+			if left--; left == 0 {
+				then()
 			}
-			s.rng, s.system = a.NewSession(s.idx)
-			s.conversation()
 		})
 	}
 }
 
-func (s *session) end() { s.r.active-- }
-
-// conversation starts the session's next conversation.
-func (s *session) conversation() {
-	s.round++
-	s.prefix, s.conv = s.a.NewConversation(s.rng, s.system, s.idx, s.round)
-	s.turn = 1
-	s.sendTurn()
+// startAgents starts every session of a at the start of its window.
+func (r *runner) startAgents(a *workload.Agents) {
+	from, until := r.window(&a.Common)
+	budget := workload.RetryBudget(max(a.Spec.Agents, 1))
+	for i := 1; i <= max(a.Spec.Agents, 1); i++ {
+		s := a.Session(i, budget)
+		r.active++
+		r.loop.At(from, func() { r.agent(s, until, s.Start(r.loop.Now())) })
+	}
 }
 
-// sendTurn sends the current turn, or ends the conversation (and restarts or ends the
-// session) after its last.
-func (s *session) sendTurn() {
-	r, a := s.r, s.a
-	if a.Spec.Turns != 0 && s.turn > a.Spec.Turns {
-		// The conversation reached its turn limit.
-		if !a.Spec.Restart || r.interrupted != nil || !r.loop.Now().Before(s.until) {
-			s.end()
+// agent carries out a session's step (workload.Session): the wait, then the send or the
+// end; the send's result decides the next step.
+func (r *runner) agent(s *workload.Session, until time.Time, st workload.Step) {
+	ok := r.wake(until, st.Wait, func() {
+		if st.End {
+			r.active--
 			return
 		}
-		s.conversation()
-		return
-	}
-	if r.interrupted != nil || !r.loop.Now().Before(s.until) {
-		s.end()
-		return
-	}
-	s.id = workload.TurnID(s.prefix, s.turn)
-	s.attempt = 0
-	s.back = workload.Reconnects{}
-	r.send(s.req(s.id), false, false, nil, s.result)
-}
-
-func (s *session) req(id string) *workload.Req {
-	q := s.a.Turn(id, s.idx, s.turn, s.conv)
-	q.Scheduled = s.r.loop.Now()
-	return q
-}
-
-// result handles a turn's result: a refusal is retried after Retry-After and the retry
-// budget (as workload.Agents.retry), a lost connection is re-sent after the back-off
-// (workload.Reconnects, as workload.Agents.reconnect), anything else is the turn's answer.
-func (s *session) result(res *client.Result) {
-	r, a := s.r, s.a
-	s.attempt++
-	if res.Outcome == ledger.OutcomeCancelled && (r.interrupted != nil || !r.loop.Now().Before(s.until)) {
-		s.end()
-		return
-	}
-	if s.back.Active() || res.Outcome != ledger.OutcomeRejected {
-		wait, id, again := s.back.After(s.id, res.Outcome)
-		if !again {
-			s.answered(res)
-			return
-		}
-		if !r.wake(s.until, wait, func() { r.send(s.req(id), false, false, nil, s.result) }) {
-			s.end()
-		}
-		return
-	}
-	wait := workload.RetryAfter(res.RetryAfter)
-	if s.attempt > a.Spec.Retries {
-		// No retry left: still honour Retry-After before the next turn.
-		if !r.wake(s.until, wait, func() { s.answered(res) }) {
-			s.end()
-		}
-		return
-	}
-	now := r.loop.Now()
-	rv := s.budget.ReserveN(now, 1)
-	if d := rv.DelayFrom(now); d > workload.MaxRetryBudgetWait {
-		rv.CancelAt(now)
-		if !r.wake(s.until, wait, func() { s.answered(res) }) {
-			s.end()
-		}
-		return
-	}
-	wait = max(wait, rv.DelayFrom(now))
-	id := workload.RetryID(s.id, s.attempt)
-	if !r.wake(s.until, wait, func() { r.send(s.req(id), false, false, nil, s.result) }) {
-		rv.CancelAt(r.loop.Now())
-		s.end()
-	}
-}
-
-// answered appends the turn's answer, waits the tool's latency, appends its result,
-// thinks, and goes on to the next turn.
-func (s *session) answered(res *client.Result) {
-	r, a := s.r, s.a
-	s.conv = workload.Reply(s.conv, res, s.turn)
-	ok := r.wake(s.until, a.Spec.ToolLatency.D(), func() {
-		s.conv = a.ToolResult(s.rng, s.conv, s.turn)
-		if !r.wake(s.until, a.Spec.ThinkTime.D(), func() { s.turn++; s.sendTurn() }) {
-			s.end()
-		}
+		r.send(s.Req(r.loop.Now()), false, false, nil, func(res *client.Result) {
+			now := r.loop.Now()
+			r.agent(s, until, s.Result(now, res, r.interrupted != nil || !now.Before(until)))
+		})
 	})
 	if !ok {
-		s.end()
+		s.Stop(r.loop.Now())
+		r.active--
+	}
+}
+
+// probeRound sends probe round k at its time, and the next once it resolved.
+func (r *runner) probeRound(p *workload.Probe, from, to time.Time, k int) {
+	at, reqs, ok := p.Round(from, to, k)
+	if !ok || r.interrupted != nil {
+		r.active--
+		return
+	}
+	r.loop.At(at, func() { r.batch(reqs, func() { r.probeRound(p, from, to, k+1) }) })
+}
+
+// startTrace sends each request of a trace's schedule at its arrival.
+func (r *runner) startTrace(t *workload.Trace) {
+	from, _ := r.window(&t.Common)
+	arr := t.Arrivals()
+	if len(arr) == 0 {
+		return
+	}
+	r.active++
+	left := len(arr)
+	for _, a := range arr {
+		at := from.Add(a.At)
+		r.loop.At(at, func() {
+			r.batch([]*workload.Req{t.Request(a.K, at)}, func() {
+				if left--; left == 0 {
+					r.active--
+				}
+			})
+		})
 	}
 }
 
@@ -222,11 +157,12 @@ func (r *runner) startOpenLoop(o *workload.OpenLoop, noLag bool) {
 	st := &openLoop{r: r, o: o, noLag: noLag, left: len(sched), stopAt: until.Add(workload.StopGrace)}
 	for i, off := range sched {
 		at := from.Add(off)
-		seq := uint64(i)
-		r.loop.At(at, func() { st.due(seq, at) })
+		r.loop.At(at, func() { st.due(hit{uint64(i), at}) })
 	}
 }
 
+// openLoop models the attacker's workers: a due hit goes at once, or, with all
+// max_in_flight workers busy, waits for one (dropped once the attack is stopped).
 type openLoop struct {
 	r        *runner
 	o        *workload.OpenLoop
@@ -235,7 +171,6 @@ type openLoop struct {
 	inflight int
 	queue    []hit // due hits waiting for a worker (max_in_flight)
 	stopAt   time.Time
-	ended    bool
 }
 
 type hit struct {
@@ -243,29 +178,28 @@ type hit struct {
 	at  time.Time
 }
 
-func (st *openLoop) due(seq uint64, at time.Time) {
-	if st.r.interrupted != nil {
-		st.drop(1)
-		return
+func (st *openLoop) due(h hit) {
+	switch {
+	case st.r.interrupted != nil:
+		st.drop()
+	case st.o.Spec.MaxInFlight > 0 && st.inflight >= st.o.Spec.MaxInFlight:
+		st.queue = append(st.queue, h)
+	default:
+		st.fire(h)
 	}
-	if m := st.o.Spec.MaxInFlight; m > 0 && st.inflight >= m {
-		st.queue = append(st.queue, hit{seq, at})
-		return
-	}
-	st.fire(hit{seq, at})
 }
 
 func (st *openLoop) fire(h hit) {
 	st.inflight++
 	st.r.send(st.o.Single(h.seq, h.at), false, st.noLag, nil, func(*client.Result) {
 		st.inflight--
-		st.drop(1)
+		st.drop()
 		// A worker is free: the oldest waiting hit goes, unless the attack was stopped.
 		for len(st.queue) > 0 && st.inflight < max(st.o.Spec.MaxInFlight, 1) {
 			h := st.queue[0]
 			st.queue = st.queue[1:]
 			if st.r.interrupted != nil || st.r.loop.Now().After(st.stopAt) {
-				st.drop(1)
+				st.drop()
 				continue
 			}
 			st.fire(h)
@@ -273,66 +207,8 @@ func (st *openLoop) fire(h hit) {
 	})
 }
 
-func (st *openLoop) drop(n int) {
-	st.left -= n
-	if st.left == 0 && !st.ended {
-		st.ended = true
+func (st *openLoop) drop() {
+	if st.left--; st.left == 0 {
 		st.r.active--
 	}
-}
-
-// startBurst sends Count requests at once at the start of the window.
-func (r *runner) startBurst(b *workload.Burst) {
-	from, _ := r.window(&b.Common)
-	n := b.Spec.Count
-	if n <= 0 {
-		n = workload.DefaultBurstCount
-	}
-	r.active++
-	left := n
-	r.loop.At(from, func() {
-		if r.interrupted != nil {
-			r.active--
-			return
-		}
-		for i := 0; i < n; i++ {
-			r.send(b.Single(uint64(i), from), false, false, nil, func(*client.Result) {
-				left--
-				if left == 0 {
-					r.active--
-				}
-			})
-		}
-	})
-}
-
-// startProbe sends the probe prompts once per interval, each round once the previous
-// one has resolved (as workload.Probe).
-func (r *runner) startProbe(p *workload.Probe) {
-	from, to := r.window(&p.Common)
-	n, every := max(p.Spec.Count, 1), p.Spec.Interval.D()
-	if every <= 0 {
-		every = time.Second
-	}
-	r.active++
-	var round func(k int)
-	round = func(k int) {
-		at := from.Add(time.Duration(k) * every)
-		if !at.Before(to) || r.interrupted != nil {
-			r.active--
-			return
-		}
-		r.loop.At(at, func() {
-			left := n
-			for i := 0; i < n; i++ {
-				r.send(p.ProbeRequest(i, k, at), false, false, nil, func(*client.Result) {
-					left--
-					if left == 0 {
-						round(k + 1)
-					}
-				})
-			}
-		})
-	}
-	round(0)
 }

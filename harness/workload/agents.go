@@ -47,7 +47,7 @@ func (a *Agents) Run(ctx context.Context, start time.Time, s Sender) Stats {
 		wg.Add(1)
 		go func(session int) {
 			defer wg.Done()
-			counts[session-1] = a.session(wctx, session, s)
+			counts[session-1] = drive(wctx, a.Session(session, a.budget), s)
 		}(i + 1)
 	}
 	wg.Wait()
@@ -58,96 +58,26 @@ func (a *Agents) Run(ctx context.Context, start time.Time, s Sender) Stats {
 	return Stats{Requests: total}
 }
 
-// session runs one agent's conversations: one, or (restart) a fresh one each time the
-// previous reached its turn limit, until the window ends. A request that hangs blocks
-// the session until its deadline: the next turn is only sent once the previous one
-// resolved.
-func (a *Agents) session(ctx context.Context, session int, s Sender) int {
-	rng, system := a.NewSession(session)
+// drive runs one session (Session) on this goroutine until it ends or its window (ctx)
+// does, and returns the requests it sent. A request that hangs blocks the session until
+// its deadline: the next turn is only sent once the previous one resolved.
+func drive(ctx context.Context, ss *Session, s Sender) int {
 	sent := 0
-	for round := 1; ; round++ {
-		n, more := a.conversation(ctx, rng, system, session, round, s)
-		sent += n
-		if !more || !a.Spec.Restart || a.Spec.Turns == 0 || ctx.Err() != nil {
+	var res *client.Result
+	for st := ss.Start(time.Now()); ; st = ss.Result(time.Now(), res, ctx.Err() != nil) {
+		if !SleepCtx(ctx, st.Wait) {
+			ss.Stop(time.Now())
 			return sent
 		}
-	}
-}
-
-// conversation runs one conversation of a session (round is 1-based) and returns the
-// requests it sent and whether it ended by reaching its turn limit (false: the window
-// or ctx ended it). Round 1 draws from rng exactly as a session without restart does,
-// so its request ids and bodies do not depend on restart.
-func (a *Agents) conversation(ctx context.Context, rng *rand.Rand, system string, session, round int, s Sender) (int, bool) {
-	prefix, conv := a.NewConversation(rng, system, session, round)
-	sent := 0
-	for turn := 1; a.Spec.Turns == 0 || turn <= a.Spec.Turns; turn++ {
-		if ctx.Err() != nil {
-			return sent, false
+		if st.End {
+			return sent
 		}
-		id := TurnID(prefix, turn)
-		res := s.Send(ctx, a.Turn(id, session, turn, conv))
-		sent++
-		res, n, ok := a.retry(ctx, res, id, session, turn, conv, s)
-		sent += n
-		if !ok {
-			return sent, false
-		}
-		res, n, ok = a.reconnect(ctx, res, id, session, turn, conv, s)
-		sent += n
-		if !ok {
-			return sent, false
-		}
-		conv = Reply(conv, res, turn)
-		if !SleepCtx(ctx, a.Spec.ToolLatency.D()) {
-			return sent, false
-		}
-		conv = a.ToolResult(rng, conv, turn)
-		if !SleepCtx(ctx, a.Spec.ThinkTime.D()) {
-			return sent, false
-		}
-	}
-	return sent, true
-}
-
-// retry handles a refused turn. An explicit refusal is backpressure: like a
-// well-behaved client, it waits as long as Retry-After asks (bounded) and as long as the
-// workload's retry budget needs, then re-sends the same turn, up to Retries times, each
-// attempt under its own id so every request keeps exactly one outcome. It returns the
-// turn's last result, the re-sends it made, and false when ctx ended the session.
-func (a *Agents) retry(ctx context.Context, res *client.Result, id string, session, turn int, conv []client.Message, s Sender) (*client.Result, int, bool) {
-	sent := 0
-	for attempt := 1; ; attempt++ {
-		if res.Outcome == ledger.OutcomeCancelled && ctx.Err() != nil {
-			return res, sent, false
-		}
-		if res.Outcome != ledger.OutcomeRejected {
-			return res, sent, true
-		}
-		wait := RetryAfter(res.RetryAfter)
-		if attempt > a.Spec.Retries {
-			// No retry left: still honour Retry-After before the next turn.
-			return res, sent, SleepCtx(ctx, wait)
-		}
-		r := a.budget.Reserve()
-		if r.Delay() > MaxRetryBudgetWait {
-			// The budget is spent for longer than a retry may wait: give up on this
-			// turn rather than join a retry storm.
-			r.Cancel()
-			return res, sent, SleepCtx(ctx, wait)
-		}
-		wait = max(wait, r.Delay())
-		if !SleepCtx(ctx, wait) {
-			r.Cancel()
-			return res, sent, false
-		}
-		res = s.Send(ctx, a.Turn(RetryID(id, attempt), session, turn, conv))
+		res = s.Send(ctx, ss.Req(time.Now()))
 		sent++
 	}
 }
 
-// NewSession returns the generator a session draws from and its system prompt. The
-// simulator builds its sessions with these functions, so its requests are the real ones.
+// NewSession returns the generator a session draws from and its system prompt.
 func (a *Agents) NewSession(session int) (*rand.Rand, string) {
 	rng := a.rng(uint64(session))
 	return rng, fmt.Sprintf("You are agent %d. ", session) + Text(rng, max(a.Spec.PromptTokens, 1))

@@ -1,11 +1,9 @@
 package workload
 
 import (
-	"context"
 	"fmt"
 	"time"
 
-	"pdsoak/harness/client"
 	"pdsoak/ledger"
 )
 
@@ -40,9 +38,9 @@ func ReconnectWait(attempt int) time.Duration {
 // connection.
 func ReconnectID(id string, attempt int) string { return fmt.Sprintf("%s-x%d", id, attempt) }
 
-// Reconnects is the back-off of one turn after lost connections: the one rule the real
-// agent (reconnect) and the simulated one (sim's session) both step, so they re-send
-// the same ids after the same waits. The zero value is a turn with no re-send yet.
+// Reconnects is the back-off of one turn after lost connections, stepped by Session
+// (the real agents and the simulated ones), so both re-send the same ids after the
+// same waits. The zero value is a turn with no re-send yet.
 type Reconnects struct{ sent int }
 
 // After decides what follows a result with outcome o of the turn with id: a re-send
@@ -60,22 +58,3 @@ func (r *Reconnects) After(id string, o ledger.Outcome) (wait time.Duration, rid
 // Active reports whether the turn is backing off: a re-send was decided, so its result
 // is judged by After alone (a refused re-send is not retried as a first refusal is).
 func (r *Reconnects) Active() bool { return r.sent > 0 }
-
-// reconnect re-sends a turn whose connection was lost, backing off (Reconnects), until
-// an answer comes or ctx (the window) ends. It returns the last result, the re-sends it
-// made and false when ctx ended the session.
-func (a *Agents) reconnect(ctx context.Context, res *client.Result, id string, session, turn int, conv []client.Message, s Sender) (*client.Result, int, bool) {
-	var b Reconnects
-	sent := 0
-	for {
-		wait, rid, again := b.After(id, res.Outcome)
-		if !again {
-			return res, sent, true
-		}
-		if !SleepCtx(ctx, wait) {
-			return res, sent, false
-		}
-		res = s.Send(ctx, a.Turn(rid, session, turn, conv))
-		sent++
-	}
-}

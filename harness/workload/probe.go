@@ -14,25 +14,38 @@ type Probe struct {
 	Common
 }
 
-// Run implements Workload.
-func (p *Probe) Run(ctx context.Context, start time.Time, s Sender) Stats {
-	from, to := p.window(start)
+// Round is probe round k (0-based) of a window [from, to): when it is due and its
+// requests (this shard's), or ok false when the window has no such round. A round starts
+// only once the previous one resolved: the real driver (Run) and the simulator both ask
+// for round k+1 then.
+func (p *Probe) Round(from, to time.Time, k int) (at time.Time, reqs []*Req, ok bool) {
 	n, every := max(p.Spec.Count, 1), p.Spec.Interval.D()
 	if every <= 0 {
 		every = time.Second
 	}
+	at = from.Add(time.Duration(k) * every)
+	if !at.Before(to) {
+		return at, nil, false
+	}
+	for i := 0; i < n; i++ {
+		if p.Shard.owns(uint64(k*n + i)) { // else another shard's probe
+			reqs = append(reqs, p.probe(i, k, at))
+		}
+	}
+	return at, reqs, true
+}
+
+// Run implements Workload.
+func (p *Probe) Run(ctx context.Context, start time.Time, s Sender) Stats {
+	from, to := p.window(start)
 	sent := 0
-	for round := 0; ; round++ {
-		at := from.Add(time.Duration(round) * every)
-		if !at.Before(to) || !SleepCtx(ctx, time.Until(at)) {
+	for k := 0; ; k++ {
+		at, reqs, ok := p.Round(from, to, k)
+		if !ok || !SleepCtx(ctx, time.Until(at)) {
 			break
 		}
 		var wg sync.WaitGroup
-		for i := 0; i < n; i++ {
-			if !p.Shard.owns(uint64(round*n + i)) {
-				continue // another shard's probe
-			}
-			r := p.probe(i, round, at)
+		for _, r := range reqs {
 			sent++
 			wg.Go(func() { s.Send(ctx, r) })
 		}
@@ -49,7 +62,3 @@ func (p *Probe) probe(i, round int, at time.Time) *Req {
 	r.Probe = fmt.Sprintf("%s/p%d", p.Spec.Name, i)
 	return r
 }
-
-// ProbeRequest builds round's request of prompt i, scheduled at at (the simulator's
-// probe rounds).
-func (p *Probe) ProbeRequest(i, round int, at time.Time) *Req { return p.probe(i, round, at) }

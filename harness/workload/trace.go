@@ -60,28 +60,40 @@ func (t *Trace) Offsets() []time.Duration {
 	return out
 }
 
-// Run implements Workload: a shard sends its round-robin part of the schedule (as an
-// open-loop deterministic pacer's), under the unsharded numbers.
+// Arrival is one request of a trace's schedule: its number in the unsharded schedule
+// and its offset from the window's start.
+type Arrival struct {
+	K  int
+	At time.Duration
+}
+
+// Arrivals are this shard's part of the schedule (round-robin, as an open-loop
+// deterministic pacer's), under the unsharded numbers: what the real driver (Run) and
+// the simulator send, each at its offset.
+func (t *Trace) Arrivals() []Arrival {
+	offs, seqs := t.Shard.pick(t.Offsets(), false, nil)
+	out := make([]Arrival, len(offs))
+	for i, off := range offs {
+		out[i] = Arrival{K: i, At: off}
+		if seqs != nil {
+			out[i].K = int(seqs[i])
+		}
+	}
+	return out
+}
+
+// Run implements Workload.
 func (t *Trace) Run(ctx context.Context, start time.Time, s Sender) Stats {
 	from, _ := t.window(start)
-	offs, seqs := t.Shard.pick(t.Offsets(), false, nil)
 	var wg sync.WaitGroup
 	sent := 0
-	for i, off := range offs {
-		k := i
-		if seqs != nil {
-			k = int(seqs[i])
-		}
-		at := from.Add(off)
+	for _, a := range t.Arrivals() {
+		at := from.Add(a.At)
 		if !SleepCtx(ctx, time.Until(at)) {
 			break
 		}
 		sent++
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.Send(ctx, t.Request(k, at))
-		}()
+		wg.Go(func() { s.Send(ctx, t.Request(a.K, at)) })
 	}
 	wg.Wait()
 	return Stats{Requests: sent}
