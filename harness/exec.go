@@ -109,43 +109,22 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 //
 //go:noinline
 func (e *executor) emitScheduled(r *workload.Req) {
-	e.led.Emit(ledger.Event{Time: r.Scheduled, Type: ledger.EventScheduled, RequestID: r.ID, Workload: r.Workload,
-		Session: r.Session, Turn: r.Turn, Endpoint: endpointName(r.Endpoint), PromptBytes: r.PromptBytes, TraceID: traceID(r)})
+	e.led.Emit(workload.ScheduledEvent(r, traceID(r)))
 }
 
 //go:noinline
 func (e *executor) emitDone(r *workload.Req, res *client.Result, obs *reqObserver) {
-	sched := r.Scheduled
-	ev := ledger.Event{Time: res.End, Type: ledger.EventDone, RequestID: r.ID, Workload: r.Workload,
-		Session: r.Session, Turn: r.Turn, Endpoint: endpointName(r.Endpoint), Scheduled: &sched,
-		Outcome: res.Outcome, Phase: res.Phase, Status: res.Status, Error: res.Err,
-		TTFT: res.TTFT().Seconds(), E2E: res.E2E().Seconds(), PromptTokens: res.PromptTokens,
-		PromptBytes: r.PromptBytes, CompletionTokens: res.CompletionTokens, Chunks: res.Chunks,
-		Bytes: res.Bytes, FinishReason: res.FinishReason, Probe: r.Probe, TraceID: traceID(r)}
-	ev.ConnRetry = res.ConnRetry // the idle keep-alive race, retried on a fresh connection
-	if r.Probe != "" {
-		ev.Text = res.Text
-	}
+	ev := workload.DoneEvent(r, res, traceID(r))
 	if res.Outcome != ledger.OutcomeOK && !e.causeless {
-		ev.Cause = e.faults.cause(res.Outcome, sched, res.End)
-	}
-	if len(res.ITL) > 0 {
-		ev.ITL = make([]float64, len(res.ITL))
-		for i, d := range res.ITL {
-			ev.ITL[i] = d.Seconds()
-		}
+		ev.Cause = e.faults.cause(res.Outcome, r.Scheduled, res.End)
 	}
 	if !res.Outcome.SilentDrop() {
 		e.completed.Add(1)
-	}
-	if res.Outcome.SilentDrop() || res.Outcome == ledger.OutcomeUnresolved {
-		ev.Age = res.Age().Seconds()
 	}
 	if res.Outcome.SilentDrop() {
 		if e.onSilentDrop != nil {
 			e.onSilentDrop(r.ID)
 		}
-		ev.Age = res.Age().Seconds()
 		if d := obs.debug.Load(); d != nil {
 			ev.ServerDebug = *d
 		}
@@ -158,13 +137,6 @@ func (e *executor) emitDone(r *workload.Req, res *client.Result, obs *reqObserve
 		e.counts[i].Add(1)
 	}
 	e.led.Emit(ev)
-}
-
-func endpointName(ep string) string {
-	if ep == "" {
-		return client.EndpointChat
-	}
-	return ep
 }
 
 // cancelAfter applies a client-disconnect fault (chaos.DisconnectRules).
@@ -196,22 +168,19 @@ func (o *reqObserver) Sent(req *client.Request, at time.Time) {
 	if !o.e.noLag[o.r.Workload] {
 		o.e.lag.Send(lag)
 	}
-	sched := req.Scheduled
-	o.e.led.Emit(ledger.Event{Time: at, Type: ledger.EventSent, RequestID: req.ID, Workload: o.r.Workload,
-		Scheduled: &sched, Lag: lag.Seconds()})
+	o.e.led.Emit(workload.SentEvent(o.r, at))
 	o.e.log.Debug("sent", "request_id", req.ID, "lag", lag)
 }
 
 func (o *reqObserver) Headers(req *client.Request, at time.Time, status int) {
-	o.e.led.Emit(ledger.Event{Time: at, Type: ledger.EventHeaders, RequestID: req.ID, Workload: o.r.Workload, Status: status})
+	o.e.led.Emit(workload.HeadersEvent(o.r, at, status))
 	o.e.log.Debug("headers", "request_id", req.ID, "status", status)
 }
 
 func (o *reqObserver) FirstToken(req *client.Request, at time.Time) {
 	o.live.first.Store(at.UnixNano())
-	ttft := at.Sub(req.Scheduled)
-	o.e.led.Emit(ledger.Event{Time: at, Type: ledger.EventFirstToken, RequestID: req.ID, Workload: o.r.Workload, TTFT: ttft.Seconds()})
-	o.e.log.Debug("first token", "request_id", req.ID, "ttft", ttft)
+	o.e.led.Emit(workload.FirstTokenEvent(o.r, at))
+	o.e.log.Debug("first token", "request_id", req.ID, "ttft", at.Sub(req.Scheduled))
 }
 
 // BeforeDeadline asks the server's /debug/requests about the request while the

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"pdsoak/chaos"
 	"pdsoak/harness/client"
@@ -25,20 +24,17 @@ import (
 // call is one request of the simulated client, from send to its one done event. It
 // plays both ends of the HTTP exchange the real run has: what server/api writes for the
 // Server's gen.Events (headers at the first event of a stream, chunks, the error event
-// or the error status) and how harness/client classifies those bytes, with the client's
-// deadlines as Loop timers.
+// or the error status) and, from those bytes, the real client's answer state machine
+// (client.Answer, client.Refused, client.Settle), with the client's deadlines as Loop
+// timers.
 type call struct {
 	r      *runner
 	req    *workload.Req
 	res    *client.Result
+	ans    client.Answer
 	parsed *api.Parsed
 	onDone func(*client.Result)
 	stats  *chaos.LiveStats // a fault's live statistics (nil: none)
-	// extra marks a fault's burst request: the drain does not wait for it.
-	extra bool
-	// noLag: the workload is throttled on purpose (max_in_flight); its sends say nothing
-	// about the harness.
-	noLag bool
 
 	cancel func() // the Server's: the client closing the connection
 	phase  ledger.Phase
@@ -47,43 +43,43 @@ type call struct {
 
 	total, first, stall *Timer
 
-	dec    *kernels.StreamDecoder
-	text   strings.Builder
-	count  int // tokens received
-	pieces int // content chunks (the usage check)
-	last   time.Time
-	debug  json.RawMessage
+	dec   *kernels.StreamDecoder
+	text  strings.Builder // a whole answer's text, as the API gathers it
+	count int             // tokens generated
+	debug json.RawMessage
 }
 
 // send starts req at the loop's now (the scheduled time is req.Scheduled, or now) and
-// calls onDone with its result after its done event.
-func (r *runner) send(req *workload.Req, extra, noLag bool, stats *chaos.LiveStats, onDone func(*client.Result)) (c *call) {
+// calls onDone with its result after its done event. A fault's extra request (extra)
+// is sent as any other; noLag: the workload is throttled on purpose (max_in_flight), so
+// its sends say nothing about the harness.
+func (r *runner) send(req *workload.Req, _, noLag bool, stats *chaos.LiveStats, onDone func(*client.Result)) (c *call) {
 	now := r.loop.Now()
 	if req.Scheduled.IsZero() {
 		req.Scheduled = now
 	}
-	c = &call{r: r, req: req, onDone: onDone, stats: stats, extra: extra, noLag: noLag,
+	c = &call{r: r, req: req, onDone: onDone, stats: stats,
 		res: &client.Result{ID: req.ID, Scheduled: req.Scheduled, Sent: now}}
+	c.ans = client.NewAnswer(&req.Request, c.res, r.loop.Now)
 	r.calls = append(r.calls, c)
 	r.inflightN++
-	if k, st := r.cancelAfter(req); k > 0 && req.CancelAfterTokens == 0 {
+	if k, st := r.disconnect.CancelAfter(req.Workload, req.ID, req.Stream); k > 0 && req.CancelAfterTokens == 0 {
+		// A client_disconnect rule (chaos.DisconnectRules), as the real executor applies it.
 		req.CancelAfterTokens, c.stats = k, st
 		if st != nil {
 			st.Sent.Add(1)
 		}
 	}
-	sched := req.Scheduled
-	r.emit(ledger.Event{Time: sched, Type: ledger.EventScheduled, RequestID: req.ID, Workload: req.Workload,
-		Session: req.Session, Turn: req.Turn, Endpoint: endpointName(req.Endpoint), PromptBytes: req.PromptBytes, TraceID: traceparent.Derive(r.sc.Seed, req.ID).TraceIDHex()})
-	lag := now.Sub(sched)
+	r.emit(workload.ScheduledEvent(req, traceparent.Derive(r.sc.Seed, req.ID).TraceIDHex()))
 	if !noLag {
 		r.sends++
 	}
-	r.emit(ledger.Event{Type: ledger.EventSent, RequestID: req.ID, Workload: req.Workload, Scheduled: &sched, Lag: lag.Seconds()})
+	r.emit(workload.SentEvent(req, now))
 	c.phase = ledger.PhaseConnect
 	body, path, err := client.Body(&req.Request)
 	if err != nil {
-		c.finish(ledger.OutcomeInvalid, err)
+		c.res.Outcome, c.res.Err = ledger.OutcomeInvalid, err.Error()
+		c.finish()
 		return c
 	}
 	// The deadlines run from the send, as the real client's timers. The connect bound
@@ -140,20 +136,8 @@ func connLevel(err, sentinel error) bool {
 	return true
 }
 
-func endpointName(ep string) string {
-	if ep == "" {
-		return client.EndpointChat
-	}
-	return ep
-}
-
-// cancelAfter applies a client_disconnect rule (chaos.DisconnectRules), as the real
-// executor does.
-func (r *runner) cancelAfter(req *workload.Req) (int, *chaos.LiveStats) {
-	return r.disconnect.CancelAfter(req.Workload, req.ID, req.Stream)
-}
-
-// event is the Server's emit for this request.
+// event is the Server's emit for this request: what the API writes for it, read by the
+// client's Answer.
 func (c *call) event(ev gen.Event) {
 	if c.ended {
 		return
@@ -171,10 +155,7 @@ func (c *call) event(ev gen.Event) {
 	if ev.Err != nil {
 		ref := api.RefusalFor(ev.Err)
 		if c.begun {
-			// An SSE error event and no [DONE]: the client sees an explicit failure.
-			b, _ := json.Marshal(ref.Body)
-			c.res.Bytes += int64(len("data: ") + len(b) + 2)
-			c.judge(client.Facts{Headers: true, Status: c.res.Status, StreamError: true}, fmt.Errorf("client: error event: %s", ref.Body.Error.Message))
+			c.data(ref.Body) // an SSE error event and no [DONE]
 			return
 		}
 		c.refused(ref)
@@ -196,27 +177,18 @@ func (c *call) event(ev gen.Event) {
 		return
 	}
 	c.begin()
-	if s := piece.String(); s != "" {
-		c.chunk(c.contentChunk(s))
-		c.token(s)
-		if k := c.req.CancelAfterTokens; k > 0 && c.res.Chunks >= k {
-			c.abort()
-			c.judge(client.Facts{ClientAbort: true, Phase: c.phase}, client.ErrClientCancel)
-			return
-		}
+	if s := piece.String(); s != "" && !c.data(c.chunk(&api.ChatDelta{Content: &s}, nil, nil)) {
+		return
 	}
 	if ev.Done {
 		reason, usage := c.finishOf(ev)
-		c.chunk(c.finishChunk(reason))
-		c.res.FinishReason = reason
-		if c.parsed.IncludeUsage {
-			c.chunk(c.usageChunk(usage))
-			c.res.PromptTokens, c.res.CompletionTokens = usage.PromptTokens, usage.CompletionTokens
+		if !c.data(c.chunk(&api.ChatDelta{}, &reason, nil)) {
+			return
 		}
-		c.res.Bytes += int64(len("data: [DONE]\n\n"))
-		c.judge(client.Facts{Headers: true, Status: c.res.Status, End: client.EndClean, Done: true, Finished: true,
-			UsageSent: c.parsed.IncludeUsage, CompletionTokens: c.res.CompletionTokens, Pieces: c.pieces},
-			fmt.Errorf("client: usage says %d completion tokens, %d content chunks arrived (stream sent [DONE])", c.res.CompletionTokens, c.pieces))
+		if c.parsed.IncludeUsage && !c.data(c.chunk(nil, nil, &usage)) {
+			return
+		}
+		c.data(nil) // data: [DONE]
 	}
 }
 
@@ -253,8 +225,7 @@ func (c *call) begin() {
 	}
 	if c.parsed.Chat {
 		empty := ""
-		c.chunk(api.ChatResponse{ID: c.respID(), Object: "chat.completion.chunk", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
-			Choices: []api.ChatChoice{{Delta: &api.ChatDelta{Role: "assistant", Content: &empty}}}})
+		c.data(c.chunk(&api.ChatDelta{Role: "assistant", Content: &empty}, nil, nil))
 	}
 }
 
@@ -262,119 +233,95 @@ func (c *call) headers(status int) {
 	now := c.r.loop.Now()
 	c.res.Headers, c.res.Status = now, status
 	c.phase = ledger.PhaseBeforeFirstToken
-	c.r.emit(ledger.Event{Type: ledger.EventHeaders, RequestID: c.req.ID, Workload: c.req.Workload, Status: status})
+	c.r.emit(workload.HeadersEvent(c.req, now, status))
 }
 
-func (c *call) respID() string {
+// chunk is a stream chunk as the API writes it: a delta (the completions text is its
+// content), a finish reason, or the usage.
+func (c *call) chunk(d *api.ChatDelta, finish *string, u *api.Usage) any {
+	now := c.r.loop.Now().Unix()
 	if c.parsed.Chat {
-		return "chatcmpl-" + c.req.ID
+		ch := api.ChatResponse{ID: "chatcmpl-" + c.req.ID, Object: "chat.completion.chunk", Created: now, Model: c.r.api.Model(),
+			Choices: []api.ChatChoice{{Delta: d, FinishReason: finish}}, Usage: u}
+		if u != nil {
+			ch.Choices = []api.ChatChoice{}
+		}
+		return ch
 	}
-	return "cmpl-" + c.req.ID
+	ch := api.CompletionResponse{ID: "cmpl-" + c.req.ID, Object: "text_completion", Created: now, Model: c.r.api.Model(),
+		Choices: []api.CompletionChoice{{FinishReason: finish}}, Usage: u}
+	switch {
+	case u != nil:
+		ch.Choices = []api.CompletionChoice{}
+	case d != nil && d.Content != nil:
+		ch.Choices[0].Text = *d.Content
+	}
+	return ch
 }
 
-// chunk is one SSE data event as the API writes it: its bytes are counted and, as any
-// event that is not a comment, it resets the stall deadline.
-func (c *call) chunk(v any) {
-	b, _ := json.Marshal(v)
+// data is one SSE data event (v nil: [DONE]): its bytes are counted, it resets the stall
+// deadline, and the client's Answer reads it. It reports whether the answer goes on.
+func (c *call) data(v any) bool {
+	b := []byte("[DONE]")
+	if v != nil {
+		b, _ = json.Marshal(v)
+	}
 	c.res.Bytes += int64(len("data: ") + len(b) + 2)
-	if c.stall != nil && c.stall.Pending() {
+	if c.stall.Pending() {
 		c.r.loop.Stop(c.stall)
 		c.stall = c.r.loop.After(c.req.Deadlines.Stall, func() { c.deadline("stall", client.ErrStallDeadline) })
 	}
+	st := c.ans.Event("", string(b))
+	if st.Token && c.res.Chunks == 1 {
+		c.firstToken()
+	}
+	if st.Cancel {
+		c.abort()
+	}
+	if st.End {
+		c.judge(c.ans.Verdict())
+	}
+	return !st.End
 }
 
-func (c *call) contentChunk(s string) any {
-	if c.parsed.Chat {
-		return api.ChatResponse{ID: c.respID(), Object: "chat.completion.chunk", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
-			Choices: []api.ChatChoice{{Delta: &api.ChatDelta{Content: &s}}}}
-	}
-	return api.CompletionResponse{ID: c.respID(), Object: "text_completion", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
-		Choices: []api.CompletionChoice{{Text: s}}}
-}
-
-func (c *call) finishChunk(reason string) any {
-	if c.parsed.Chat {
-		return api.ChatResponse{ID: c.respID(), Object: "chat.completion.chunk", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
-			Choices: []api.ChatChoice{{Delta: &api.ChatDelta{}, FinishReason: &reason}}}
-	}
-	return api.CompletionResponse{ID: c.respID(), Object: "text_completion", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
-		Choices: []api.CompletionChoice{{FinishReason: &reason}}}
-}
-
-func (c *call) usageChunk(u api.Usage) any {
-	if c.parsed.Chat {
-		return api.ChatResponse{ID: c.respID(), Object: "chat.completion.chunk", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
-			Choices: []api.ChatChoice{}, Usage: &u}
-	}
-	return api.CompletionResponse{ID: c.respID(), Object: "text_completion", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
-		Choices: []api.CompletionChoice{}, Usage: &u}
-}
-
-// token records one content chunk: first token, inter-token gap, text.
-func (c *call) token(s string) {
-	now := c.r.loop.Now()
-	c.pieces++
-	c.res.Chunks++
-	c.text.WriteString(s)
-	if !c.res.FirstToken.IsZero() {
-		c.res.ITL = append(c.res.ITL, now.Sub(c.last))
-		c.last = now
-		return
-	}
-	c.res.FirstToken, c.last = now, now
+// firstToken is the first content's arrival: the first-token deadline is met.
+func (c *call) firstToken() {
 	c.phase = ledger.PhaseMidStream
 	c.r.loop.Stop(c.first)
-	c.r.emit(ledger.Event{Type: ledger.EventFirstToken, RequestID: c.req.ID, Workload: c.req.Workload,
-		TTFT: now.Sub(c.res.Scheduled).Seconds()})
+	c.r.emit(workload.FirstTokenEvent(c.req, c.res.FirstToken))
 }
 
-// whole is a non-stream answer: headers, the whole body and its classification at the
-// final event.
+// whole is a non-stream answer: headers and the whole body at the final event.
 func (c *call) whole(ev gen.Event) {
 	reason, usage := c.finishOf(ev)
 	text := c.text.String()
 	c.headers(http.StatusOK)
 	var body any
 	if c.parsed.Chat {
-		body = api.ChatResponse{ID: c.respID(), Object: "chat.completion", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
+		body = api.ChatResponse{ID: "chatcmpl-" + c.req.ID, Object: "chat.completion", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
 			Choices: []api.ChatChoice{{Message: &api.ChatContent{Role: "assistant", Content: text}, FinishReason: &reason}}, Usage: &usage}
 	} else {
-		body = api.CompletionResponse{ID: c.respID(), Object: "text_completion", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
+		body = api.CompletionResponse{ID: "cmpl-" + c.req.ID, Object: "text_completion", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
 			Choices: []api.CompletionChoice{{Text: text, FinishReason: &reason}}, Usage: &usage}
 	}
 	b, _ := json.Marshal(body)
 	c.res.Bytes += int64(len(b) + 1)
-	now := c.r.loop.Now()
-	c.res.FirstToken, c.res.Chunks = now, 1
-	c.res.FinishReason = reason
-	c.res.PromptTokens, c.res.CompletionTokens = usage.PromptTokens, usage.CompletionTokens
-	c.r.emit(ledger.Event{Type: ledger.EventFirstToken, RequestID: c.req.ID, Workload: c.req.Workload,
-		TTFT: now.Sub(c.res.Scheduled).Seconds()})
-	pieces := 0
-	if text != "" {
-		pieces = 1
+	if c.ans.Body(b).Token {
+		c.firstToken()
 	}
-	c.judge(client.Facts{Headers: true, Status: c.res.Status, End: client.EndClean, Done: true, Finished: true,
-		UsageSent: true, CompletionTokens: c.res.CompletionTokens, Pieces: pieces},
-		fmt.Errorf("client: usage says %d completion tokens, %d content chunks arrived", c.res.CompletionTokens, 1))
+	c.judge(c.ans.Verdict())
 }
 
-// refused is an error status before any header: 429 and 503 are explicit refusals
-// (Retry-After kept for the agents' back-off), the rest HTTP errors.
+// refused is an error status before any header, with the API's error body.
 func (c *call) refused(ref *api.Refusal) {
 	c.headers(ref.Status)
 	b, _ := json.Marshal(ref.Body)
 	c.res.Bytes += int64(len(b) + 1)
-	msg := ref.Body.Error.Message
-	if msg == "" {
-		msg = strings.TrimSpace(string(b))
+	ra := ""
+	if ref.RetryAfter > 0 {
+		ra = strconv.Itoa(ref.RetryAfter)
 	}
-	err := fmt.Errorf("client: status %d: %s", ref.Status, msg)
-	f := client.Facts{Headers: true, Status: ref.Status}
-	if client.Classify(f).Outcome == ledger.OutcomeRejected && ref.RetryAfter > 0 {
-		c.res.RetryAfter = strconv.Itoa(ref.RetryAfter)
-	}
-	c.judge(f, err)
+	c.judge(client.Refused(c.res, ref.Status, ra, b))
 }
 
 // deadline is a client deadline firing: the server is asked what it holds (for the
@@ -410,34 +357,21 @@ func (c *call) abort() {
 }
 
 // judge classifies the request from the facts its simulated exchange produced, with the
-// real client's rules (client.Classify), and finishes it; why explains any outcome but ok.
+// real client's rules (client.Settle), and finishes it; why explains any outcome but ok.
 func (c *call) judge(f client.Facts, why error) {
-	v := client.Classify(f)
-	if v.Phase != "" {
-		c.res.Phase = v.Phase
-	}
-	if v.Deadline != "" {
-		c.res.Deadline = v.Deadline
-	}
-	if v.Outcome == ledger.OutcomeOK {
-		why = nil
-	}
-	c.finish(v.Outcome, why)
+	client.Settle(c.res, f, why, c.r.loop.Now())
+	c.finish()
 }
 
-// finish writes the request's done event with outcome o, as the executor does.
-func (c *call) finish(o ledger.Outcome, err error) {
+// finish writes the request's done event, as the executor does.
+func (c *call) finish() {
 	r, res, req := c.r, c.res, c.req
 	c.ended = true
 	for _, t := range []*Timer{c.total, c.first, c.stall} {
 		r.loop.Stop(t)
 	}
-	res.Outcome = o
-	if err != nil {
-		res.Err = err.Error()
-	}
 	res.End = r.loop.Now()
-	res.Text = c.text.String()
+	res.Text = c.ans.Text()
 	for i, x := range r.calls {
 		if x == c {
 			r.calls = append(r.calls[:i], r.calls[i+1:]...)
@@ -446,24 +380,8 @@ func (c *call) finish(o ledger.Outcome, err error) {
 	}
 	r.inflightN--
 	c.stats.Count(res.Outcome)
-	sched := res.Scheduled
-	ev := ledger.Event{Type: ledger.EventDone, RequestID: req.ID, Workload: req.Workload,
-		Session: req.Session, Turn: req.Turn, Endpoint: endpointName(req.Endpoint), Scheduled: &sched,
-		Outcome: res.Outcome, Phase: res.Phase, Status: res.Status, Error: res.Err,
-		TTFT: res.TTFT().Seconds(), E2E: res.E2E().Seconds(), PromptTokens: res.PromptTokens,
-		PromptBytes: req.PromptBytes, CompletionTokens: res.CompletionTokens, Chunks: res.Chunks,
-		Bytes: res.Bytes, FinishReason: res.FinishReason, Probe: req.Probe, TraceID: traceparent.Derive(r.sc.Seed, req.ID).TraceIDHex()}
-	if req.Probe != "" {
-		ev.Text = res.Text
-	}
-	if len(res.ITL) > 0 {
-		ev.ITL = make([]float64, len(res.ITL))
-		for i, d := range res.ITL {
-			ev.ITL[i] = d.Seconds()
-		}
-	}
+	ev := workload.DoneEvent(req, res, traceparent.Derive(r.sc.Seed, req.ID).TraceIDHex())
 	if res.Outcome.SilentDrop() {
-		ev.Age = res.Age().Seconds()
 		ev.ServerDebug = c.debug
 		r.log.Warn("silent drop", "request_id", req.ID, "outcome", res.Outcome, "phase", res.Phase,
 			"deadline", res.Deadline, "age", res.Age(), "server", string(ev.ServerDebug))
