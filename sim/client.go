@@ -181,7 +181,7 @@ func (c *call) event(ev gen.Event) {
 		return
 	}
 	if ev.Done {
-		reason, usage := c.finishOf(ev)
+		reason, usage := api.FinishOf(ev, c.count, &c.parsed.Request)
 		if !c.data(c.chunk(&api.ChatDelta{}, &reason, nil)) {
 			return
 		}
@@ -190,26 +190,6 @@ func (c *call) event(ev gen.Event) {
 		}
 		c.data(nil) // data: [DONE]
 	}
-}
-
-// finishOf is the finish reason and usage the API sends for the final event.
-func (c *call) finishOf(ev gen.Event) (string, api.Usage) {
-	reason := ev.Finish
-	if reason == "" {
-		reason = "stop"
-		if c.count >= c.parsed.Request.MaxTokens {
-			reason = "length"
-		}
-	}
-	u := api.Usage{PromptTokens: ev.PromptTokens, CompletionTokens: ev.CompletionTokens}
-	if u.PromptTokens == 0 {
-		u.PromptTokens = len(c.parsed.Request.Prompt)
-	}
-	if u.CompletionTokens == 0 {
-		u.CompletionTokens = c.count
-	}
-	u.TotalTokens = u.PromptTokens + u.CompletionTokens
-	return reason, u
 }
 
 // begin is the stream's headers (200, text/event-stream) and, for chat, the role chunk:
@@ -293,7 +273,7 @@ func (c *call) firstToken() {
 
 // whole is a non-stream answer: headers and the whole body at the final event.
 func (c *call) whole(ev gen.Event) {
-	reason, usage := c.finishOf(ev)
+	reason, usage := api.FinishOf(ev, c.count, &c.parsed.Request)
 	text := c.text.String()
 	c.headers(http.StatusOK)
 	var body any
@@ -423,13 +403,11 @@ func (r *runner) debugReport(id string) json.RawMessage {
 	srcs := make([]judge.DebugSource, 0, len(names))
 	for _, name := range names {
 		reqs := append([]gen.RequestInfo(nil), all[name]...)
-		// As GET /debug/requests lists them: oldest first.
-		sort.SliceStable(reqs, func(i, j int) bool { return reqs[i].AgeSeconds > reqs[j].AgeSeconds })
+		api.OldestFirst(reqs)
 		src := judge.DebugSource{Process: name, URL: "sim://" + name + "/debug/requests"}
 		for _, info := range reqs {
-			if info.ID != id && !strings.HasPrefix(info.ID, id+"-") && !strings.HasPrefix(info.ID, id+":") {
-				// Not about this request (DebugReportFor's match): it would be left out.
-				continue
+			if !judge.MatchesID(info.ID, id) {
+				continue // DebugReportFor would leave it out: not worth encoding
 			}
 			b, err := json.Marshal(info)
 			if err == nil {

@@ -101,13 +101,19 @@ func ParseDebugRequests(body []byte) ([]json.RawMessage, error) {
 
 // entryMatches reports whether a debug entry is about request id (the id the harness
 // sent as X-Request-ID; servers may suffix it for their PD legs).
+// MatchesID reports whether a debug entry's id s is about request id: the id itself, or
+// one of its legs (id-…, id:…).
+func MatchesID(s, id string) bool {
+	return s == id || strings.HasPrefix(s, id+"-") || strings.HasPrefix(s, id+":")
+}
+
 func entryMatches(e json.RawMessage, id string) bool {
 	var m map[string]any
 	if json.Unmarshal(e, &m) != nil {
 		return false
 	}
 	for _, k := range []string{"id", "rid", "request_id", "x_request_id"} {
-		if s, ok := m[k].(string); ok && (s == id || strings.HasPrefix(s, id+"-") || strings.HasPrefix(s, id+":")) {
+		if s, ok := m[k].(string); ok && MatchesID(s, id) {
 			return true
 		}
 	}

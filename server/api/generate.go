@@ -279,20 +279,7 @@ func (h *Handler) runOpenAI(w http.ResponseWriter, r *http.Request, j *job, log 
 			break
 		}
 		if ev.Done {
-			finish = ev.Finish
-			if finish == "" {
-				finish = "stop"
-				if count >= j.req.MaxTokens {
-					finish = "length"
-				}
-			}
-			usage = Usage{PromptTokens: ev.PromptTokens, CompletionTokens: ev.CompletionTokens}
-			if usage.PromptTokens == 0 {
-				usage.PromptTokens = len(j.req.Prompt)
-			}
-			if usage.CompletionTokens == 0 {
-				usage.CompletionTokens = count
-			}
+			finish, usage = FinishOf(ev, count, &j.req)
 			break
 		}
 	}

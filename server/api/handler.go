@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -417,7 +416,7 @@ func (h *Handler) serveDebugRequests(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	out.Requests = h.traces.fill(out.Requests)
-	sort.SliceStable(out.Requests, func(i, j int) bool { return out.Requests[i].AgeSeconds > out.Requests[j].AgeSeconds })
+	OldestFirst(out.Requests)
 	out.Count = len(out.Requests)
 	writeJSON(w, http.StatusOK, out)
 }
