@@ -87,9 +87,7 @@ func (r *runner) batch(reqs []*workload.Req, then func()) {
 // startAgents starts every session of a at the start of its window.
 func (r *runner) startAgents(a *workload.Agents) {
 	from, until := r.window(&a.Common)
-	budget := workload.RetryBudget(max(a.Spec.Agents, 1))
-	for i := 1; i <= max(a.Spec.Agents, 1); i++ {
-		s := a.Session(i, budget)
+	for _, s := range a.Sessions() {
 		r.active++
 		r.loop.At(from, func() { r.agent(s, until, s.Start(r.loop.Now())) })
 	}

@@ -9,7 +9,11 @@
 // The rules are one pure function, Classify (classify.go), over the Facts an exchange
 // produced (a deadline that fired, a cancellation, the head, how the body ended —
 // cleanly or abruptly —, an error event, a protocol violation, the protocol's end, the
-// finish_reason and usage); the simulator (pdsoak/sim) calls it too. ok means complete by
+// finish_reason and usage); the simulator (pdsoak/sim) calls it too. What a 2xx answer
+// says is read by one state machine, Answer (answer.go): the readers feed it each SSE
+// event or the whole body off the wire, the simulator the chunks its front end would
+// have written, and it keeps the Result and yields the Facts (Refused does the same for
+// an error status, Settle applies the verdict). ok means complete by
 // the protocol: a stream request needs a text/event-stream answer with a finish_reason on
 // some chunk and then data: [DONE] (what follows is ignored); a whole body needs a JSON
 // object whose choices all carry a finish_reason; usage, when sent, must count at least

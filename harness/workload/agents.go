@@ -34,21 +34,11 @@ func (a *Agents) Run(ctx context.Context, start time.Time, s Sender) Stats {
 	if !SleepCtx(wctx, time.Until(from)) {
 		return Stats{}
 	}
-	n := max(a.Spec.Agents, 1)
-	if a.budget == nil {
-		a.budget = RetryBudget(max(a.Shard.size(n), 1))
-	}
-	counts := make([]int, n)
+	sessions := a.Sessions()
+	counts := make([]int, len(sessions))
 	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		if !a.Shard.owns(uint64(i)) {
-			continue // another shard's session
-		}
-		wg.Add(1)
-		go func(session int) {
-			defer wg.Done()
-			counts[session-1] = drive(wctx, a.Session(session, a.budget), s)
-		}(i + 1)
+	for i, ss := range sessions {
+		wg.Go(func() { counts[i] = drive(wctx, ss, s) })
 	}
 	wg.Wait()
 	total := 0

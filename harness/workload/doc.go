@@ -22,6 +22,15 @@
 //     pacer's schedule, not from when vegeta got round to it (coordinated omission).
 //   - burst: Count requests scheduled at the same instant.
 //
+// The decisions are pure and the drivers are two: each Run is a goroutine driver (it
+// sleeps and sends), and the simulator (pdsoak/sim) drives the same decisions on its
+// event loop. An agent is a state machine, Session (Start, Req, Result, Stop: it says
+// what to wait and what to send, never waits itself); a burst's requests are
+// Burst.Requests, a probe round Probe.Round, a trace's arrivals Trace.Arrivals, an
+// open loop's hits Schedule. The ledger events of a request are built here too
+// (ScheduledEvent, SentEvent, HeadersEvent, FirstTokenEvent, DoneEvent), for the
+// executor and the simulator alike.
+//
 // Main loop (the runner):
 //
 //	w, _ := workload.New(sc, i)

@@ -50,10 +50,20 @@ type Step struct {
 	End  bool
 }
 
-// Session returns agent idx (1-based) of a, its re-sends drawing on budget (one
-// budget for all the sessions of a workload: RetryBudget).
-func (a *Agents) Session(idx int, budget *rate.Limiter) *Session {
-	return &Session{a: a, budget: budget, idx: idx}
+// Sessions are the workload's sessions (this shard's), agents 1..N, their re-sends
+// drawing on one retry budget (RetryBudget, or WithRetryBudget's).
+func (a *Agents) Sessions() []*Session {
+	n := max(a.Spec.Agents, 1)
+	if a.budget == nil {
+		a.budget = RetryBudget(max(a.Shard.size(n), 1))
+	}
+	var out []*Session
+	for i := 0; i < n; i++ {
+		if a.Shard.owns(uint64(i)) { // else another shard's session
+			out = append(out, &Session{a: a, budget: a.budget, idx: i + 1})
+		}
+	}
+	return out
 }
 
 // Start begins the session's first conversation: its first turn is sent now.

@@ -19,9 +19,9 @@ func sessionFor(t *testing.T, yaml string, budget *rate.Limiter) *Session {
 	sc, err := scenarios.Parse("session.yaml", []byte(yaml))
 	require.NoError(t, err)
 	sc.ApplyDefaults()
-	w, err := New(sc, 0)
+	w, err := New(sc, 0, WithRetryBudget(budget))
 	require.NoError(t, err)
-	return w.(*Agents).Session(1, budget)
+	return w.(*Agents).Sessions()[0]
 }
 
 // sent is one request a stepped session sent: its id and when (from the start).
