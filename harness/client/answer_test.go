@@ -131,3 +131,52 @@ func TestRefusedFacts(t *testing.T) {
 	assert.Empty(t, res.RetryAfter)
 	assert.EqualError(t, why, "client: status 500: plain")
 }
+
+// FuzzAnswer feeds an Answer arbitrary events (one a line; "error:" makes an error
+// event): it never panics, never ends twice, and calls nothing ok that lacks a
+// finish_reason or a [DONE].
+func FuzzAnswer(f *testing.F) {
+	for _, s := range []string{
+		data(role) + "\n" + data(tokA) + "\n" + data(stop) + "\n" + data(usage1) + "\n[DONE]",
+		data(tokA) + "\n[DONE]", "error:x", `{"error":{"message":"m"}}`, "{", `{"choices":[{"index":3}]}`,
+	} {
+		f.Add(s, 0)
+		f.Add(s, 1)
+	}
+	f.Fuzz(func(t *testing.T, body string, cancelAfter int) {
+		clk := &fakeClock{t: time.Unix(100, 0)}
+		req := &Request{Stream: true, CancelAfterTokens: cancelAfter % 4}
+		res := &Result{Status: 200}
+		a := NewAnswer(req, res, clk.now)
+		ended, sawDone := false, false
+		for _, line := range strings.Split(body, "\n") {
+			typ, d := "", line
+			if rest, ok := strings.CutPrefix(line, "error:"); ok {
+				typ, d = "error", rest
+			}
+			sawDone = sawDone || strings.TrimSpace(d) == "[DONE]"
+			st := a.Event(typ, d)
+			if st.Token { // a token is counted and timed
+				require.Positive(t, res.Chunks)
+				require.False(t, res.FirstToken.IsZero())
+			}
+			if st.End {
+				ended = true
+				break
+			}
+		}
+		if !ended {
+			return
+		}
+		f, why := a.Verdict()
+		Settle(res, f, why, clk.now())
+		require.NotEmpty(t, res.Outcome)
+		if res.Outcome == ledger.OutcomeOK {
+			require.NotEmpty(t, res.FinishReason, "ok without a finish_reason")
+			require.True(t, sawDone, "ok without [DONE]")
+			require.Empty(t, res.Err)
+		} else {
+			require.NotEmpty(t, res.Err, "%s without a reason", res.Outcome)
+		}
+	})
+}
