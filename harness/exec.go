@@ -84,13 +84,7 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 		r.Scheduled = time.Now()
 	}
 	stampTrace(e.seed, r)
-	var ruleStats *chaos.LiveStats
-	if k, st := e.cancelAfter(r); k > 0 && r.CancelAfterTokens == 0 {
-		r.CancelAfterTokens, ruleStats = k, st
-		if st != nil {
-			st.Sent.Add(1)
-		}
-	}
+	ruleStats, _ := r.Disconnect(e.cancelAfter(r))
 	e.emitScheduled(r)
 	obs := &reqObserver{e: e, r: r, live: e.live.start(&r.Request)}
 	defer e.live.end(r.ID)

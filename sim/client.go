@@ -63,12 +63,8 @@ func (r *runner) send(req *workload.Req, _, noLag bool, stats *chaos.LiveStats, 
 	c.ans = client.NewAnswer(&req.Request, c.res, r.loop.Now)
 	r.calls = append(r.calls, c)
 	r.inflightN++
-	if k, st := r.disconnect.CancelAfter(req.Workload, req.ID, req.Stream); k > 0 && req.CancelAfterTokens == 0 {
-		// A client_disconnect rule (chaos.DisconnectRules), as the real executor applies it.
-		req.CancelAfterTokens, c.stats = k, st
-		if st != nil {
-			st.Sent.Add(1)
-		}
+	if st, ok := req.Disconnect(r.disconnect.CancelAfter(req.Workload, req.ID, req.Stream)); ok {
+		c.stats = st
 	}
 	r.emit(workload.ScheduledEvent(req, traceparent.Derive(r.sc.Seed, req.ID).TraceIDHex()))
 	if !noLag {

@@ -3,6 +3,7 @@ package workload
 import (
 	"time"
 
+	"pdsoak/chaos"
 	"pdsoak/harness/client"
 	"pdsoak/ledger"
 )
@@ -67,4 +68,20 @@ func EndpointName(ep string) string {
 		return client.EndpointChat
 	}
 	return ep
+}
+
+// Disconnect applies what a client_disconnect rule (chaos.DisconnectRules.CancelAfter)
+// says of r, as the executor and the simulator both do: a request with no
+// CancelAfterTokens of its own that the rule picks (k > 0) cancels itself after k
+// tokens, and is counted as sent in the rule's statistics st (nil: none), which then
+// count its outcome. applied reports whether the rule took the request.
+func (r *Req) Disconnect(k int, st *chaos.LiveStats) (_ *chaos.LiveStats, applied bool) {
+	if k <= 0 || r.CancelAfterTokens != 0 {
+		return nil, false
+	}
+	r.CancelAfterTokens = k
+	if st != nil {
+		st.Sent.Add(1)
+	}
+	return st, true
 }
