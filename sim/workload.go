@@ -89,7 +89,7 @@ func (r *runner) startAgents(a *workload.Agents) {
 	from, until := r.window(&a.Common)
 	for _, s := range a.Sessions() {
 		r.active++
-		r.loop.At(from, func() { r.agent(s, until, s.Start(r.loop.Now())) })
+		r.loop.At(from, func() { r.agent(s, until, s.Start()) })
 	}
 }
 

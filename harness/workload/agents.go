@@ -54,7 +54,7 @@ func (a *Agents) Run(ctx context.Context, start time.Time, s Sender) Stats {
 func drive(ctx context.Context, ss *Session, s Sender) int {
 	sent := 0
 	var res *client.Result
-	for st := ss.Start(time.Now()); ; st = ss.Result(time.Now(), res, ctx.Err() != nil) {
+	for st := ss.Start(); ; st = ss.Result(time.Now(), res, ctx.Err() != nil) {
 		if !SleepCtx(ctx, st.Wait) {
 			ss.Stop(time.Now())
 			return sent

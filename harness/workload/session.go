@@ -16,7 +16,7 @@ import (
 // a driver does the IO. The real one (Agents.Run) is a goroutine that sleeps and sends;
 // the simulator's is its event loop. Both run the same loop:
 //
-//	for st := s.Start(now); ; st = s.Result(now, res, windowOver) {
+//	for st := s.Start(); ; st = s.Result(now, res, windowOver) {
 //		// sleep st.Wait; when the window ends first: s.Stop(now); break
 //		if st.End || the window is over { break }
 //		res = send(s.Req(now))
@@ -67,7 +67,7 @@ func (a *Agents) Sessions() []*Session {
 }
 
 // Start begins the session's first conversation: its first turn is sent now.
-func (s *Session) Start(time.Time) Step {
+func (s *Session) Start() Step {
 	s.rng, s.system = s.a.NewSession(s.idx)
 	s.conversation()
 	return Step{}

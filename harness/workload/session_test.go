@@ -38,7 +38,7 @@ func stepSession(s *Session, outcomes []ledger.Outcome, retryAfter string, n int
 	t0 := time.Unix(1_000_000, 0)
 	now := t0
 	var out []sent
-	for st := s.Start(now); len(out) < n; {
+	for st := s.Start(); len(out) < n; {
 		if now.Add(st.Wait).Sub(t0) >= until {
 			s.Stop(now)
 			return out, false
@@ -124,7 +124,7 @@ func TestSessionRetryBudget(t *testing.T) {
 	rejected := &client.Result{Outcome: ledger.OutcomeRejected, Status: 429, RetryAfter: "0"}
 
 	s := sessionFor(t, spec, budget)
-	s.Start(now)
+	s.Start()
 	s.Req(now)
 	st := s.Result(now, rejected, false)
 	assert.Equal(t, time.Duration(0), st.Wait, "the budget's one token is there")
@@ -139,7 +139,7 @@ func TestSessionRetryBudget(t *testing.T) {
 		budget.ReserveN(now, 1)
 	}
 	s = sessionFor(t, spec, budget)
-	s.Start(now)
+	s.Start()
 	s.Req(now)
 	st = s.Result(now, rejected, false)
 	assert.True(t, st.End, "no retry beyond the budget's wait: the turn (the last) is answered")
@@ -152,11 +152,11 @@ func TestSessionCancelledAtTheWindowEnds(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	cancelled := &client.Result{Outcome: ledger.OutcomeCancelled}
 	s := sessionFor(t, spec, rate.NewLimiter(rate.Inf, 0))
-	s.Start(now)
+	s.Start()
 	s.Req(now)
 	assert.True(t, s.Result(now, cancelled, true).End)
 	s = sessionFor(t, spec, rate.NewLimiter(rate.Inf, 0))
-	s.Start(now)
+	s.Start()
 	s.Req(now)
 	st := s.Result(now, cancelled, false)
 	assert.False(t, st.End)
