@@ -33,6 +33,7 @@ type call struct {
 	res    *client.Result
 	ans    client.Answer
 	parsed *api.Parsed
+	ck     api.Chunks // what the front end writes
 	onDone func(*client.Result)
 	stats  *chaos.LiveStats // a fault's live statistics (nil: none)
 
@@ -94,6 +95,7 @@ func (r *runner) send(req *workload.Req, _, noLag bool, stats *chaos.LiveStats, 
 		return c
 	}
 	c.parsed = p
+	c.ck = api.Chunks{ID: api.ID(p.Chat, req.ID), Model: r.api.Model(), Created: now.Unix(), Chat: p.Chat}
 	g := p.Request
 	g.ID = req.ID
 	if d := r.api.RequestTimeout(); d > 0 {
@@ -173,15 +175,12 @@ func (c *call) event(ev gen.Event) {
 		return
 	}
 	c.begin()
-	if s := piece.String(); s != "" && !c.data(c.chunk(&api.ChatDelta{Content: &s}, nil, nil)) {
+	if s := piece.String(); s != "" && !c.data(c.ck.Content(s)) {
 		return
 	}
 	if ev.Done {
 		reason, usage := api.FinishOf(ev, c.count, &c.parsed.Request)
-		if !c.data(c.chunk(&api.ChatDelta{}, &reason, nil)) {
-			return
-		}
-		if c.parsed.IncludeUsage && !c.data(c.chunk(nil, nil, &usage)) {
+		if !c.data(c.ck.Finish(reason)) || c.parsed.IncludeUsage && !c.data(c.ck.Usage(usage)) {
 			return
 		}
 		c.data(nil) // data: [DONE]
@@ -200,8 +199,7 @@ func (c *call) begin() {
 		c.stall = c.r.loop.After(d, func() { c.deadline("stall", client.ErrStallDeadline) })
 	}
 	if c.parsed.Chat {
-		empty := ""
-		c.data(c.chunk(&api.ChatDelta{Role: "assistant", Content: &empty}, nil, nil))
+		c.data(c.ck.Role())
 	}
 }
 
@@ -210,29 +208,6 @@ func (c *call) headers(status int) {
 	c.res.Headers, c.res.Status = now, status
 	c.phase = ledger.PhaseBeforeFirstToken
 	c.r.emit(workload.HeadersEvent(c.req, now, status))
-}
-
-// chunk is a stream chunk as the API writes it: a delta (the completions text is its
-// content), a finish reason, or the usage.
-func (c *call) chunk(d *api.ChatDelta, finish *string, u *api.Usage) any {
-	now := c.r.loop.Now().Unix()
-	if c.parsed.Chat {
-		ch := api.ChatResponse{ID: "chatcmpl-" + c.req.ID, Object: "chat.completion.chunk", Created: now, Model: c.r.api.Model(),
-			Choices: []api.ChatChoice{{Delta: d, FinishReason: finish}}, Usage: u}
-		if u != nil {
-			ch.Choices = []api.ChatChoice{}
-		}
-		return ch
-	}
-	ch := api.CompletionResponse{ID: "cmpl-" + c.req.ID, Object: "text_completion", Created: now, Model: c.r.api.Model(),
-		Choices: []api.CompletionChoice{{FinishReason: finish}}, Usage: u}
-	switch {
-	case u != nil:
-		ch.Choices = []api.CompletionChoice{}
-	case d != nil && d.Content != nil:
-		ch.Choices[0].Text = *d.Content
-	}
-	return ch
 }
 
 // data is one SSE data event (v nil: [DONE]): its bytes are counted, it resets the stall
@@ -270,17 +245,8 @@ func (c *call) firstToken() {
 // whole is a non-stream answer: headers and the whole body at the final event.
 func (c *call) whole(ev gen.Event) {
 	reason, usage := api.FinishOf(ev, c.count, &c.parsed.Request)
-	text := c.text.String()
 	c.headers(http.StatusOK)
-	var body any
-	if c.parsed.Chat {
-		body = api.ChatResponse{ID: "chatcmpl-" + c.req.ID, Object: "chat.completion", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
-			Choices: []api.ChatChoice{{Message: &api.ChatContent{Role: "assistant", Content: text}, FinishReason: &reason}}, Usage: &usage}
-	} else {
-		body = api.CompletionResponse{ID: "cmpl-" + c.req.ID, Object: "text_completion", Created: c.r.loop.Now().Unix(), Model: c.r.api.Model(),
-			Choices: []api.CompletionChoice{{Text: text, FinishReason: &reason}}, Usage: &usage}
-	}
-	b, _ := json.Marshal(body)
+	b, _ := json.Marshal(c.ck.Whole(c.text.String(), reason, usage))
 	c.res.Bytes += int64(len(b) + 1)
 	if c.ans.Body(b).Token {
 		c.firstToken()

@@ -217,12 +217,8 @@ func (h *Handler) runOpenAI(w http.ResponseWriter, r *http.Request, j *job, log 
 	}
 	defer gs.close()
 	ctx, ch, rc, guard := gs.ctx, gs.ch, gs.rc, gs.guard
-	out := &openaiOut{w: w, rc: rc, guard: guard, j: j, model: h.model, created: time.Now().Unix()}
-	if j.chat {
-		out.id = "chatcmpl-" + j.req.ID
-	} else {
-		out.id = "cmpl-" + j.req.ID
-	}
+	out := &openaiOut{w: w, rc: rc, guard: guard, j: j,
+		ck: Chunks{ID: ID(j.chat, j.req.ID), Model: h.model, Created: time.Now().Unix(), Chat: j.chat}}
 	dec := h.tok.NewStreamDecoder()
 	sm := &stopMatcher{stops: j.stop}
 	count, firstSeen := 0, false
@@ -297,9 +293,7 @@ type openaiOut struct {
 	rc      *http.ResponseController
 	guard   *writeGuard
 	j       *job
-	id      string
-	model   string
-	created int64
+	ck      Chunks // the answer's chunks
 	started bool
 	buf     strings.Builder
 	err     error // the first write error (the client went away)
@@ -344,16 +338,10 @@ func (o *openaiOut) begin() {
 	hd.Set("X-Accel-Buffering", "no")
 	o.w.WriteHeader(http.StatusOK)
 	if o.j.chat {
-		empty := ""
-		o.send(o.chatChunk(&ChatDelta{Role: "assistant", Content: &empty}, nil))
+		o.send(o.ck.Role())
 	} else if err := o.rc.Flush(); err != nil {
 		o.err = err
 	}
-}
-
-func (o *openaiOut) chatChunk(d *ChatDelta, finish *string) ChatResponse {
-	return ChatResponse{ID: o.id, Object: "chat.completion.chunk", Created: o.created, Model: o.model,
-		Choices: []ChatChoice{{Delta: d, FinishReason: finish}}}
 }
 
 func (o *openaiOut) text(s string) {
@@ -365,12 +353,7 @@ func (o *openaiOut) text(s string) {
 	if s == "" {
 		return
 	}
-	if o.j.chat {
-		o.send(o.chatChunk(&ChatDelta{Content: &s}, nil))
-	} else {
-		o.send(CompletionResponse{ID: o.id, Object: "text_completion", Created: o.created, Model: o.model,
-			Choices: []CompletionChoice{{Text: s}}})
-	}
+	o.send(o.ck.Content(s))
 }
 
 func (o *openaiOut) finish(reason string, u Usage) {
@@ -380,30 +363,13 @@ func (o *openaiOut) finish(reason string, u Usage) {
 			o.guard.arm()
 		}
 		o.w.Header().Set("Content-Type", "application/json")
-		if o.j.chat {
-			writeJSON(o.w, http.StatusOK, ChatResponse{ID: o.id, Object: "chat.completion", Created: o.created, Model: o.model,
-				Choices: []ChatChoice{{Message: &ChatContent{Role: "assistant", Content: o.buf.String()}, FinishReason: &reason}},
-				Usage:   &u})
-		} else {
-			writeJSON(o.w, http.StatusOK, CompletionResponse{ID: o.id, Object: "text_completion", Created: o.created, Model: o.model,
-				Choices: []CompletionChoice{{Text: o.buf.String(), FinishReason: &reason}}, Usage: &u})
-		}
+		writeJSON(o.w, http.StatusOK, o.ck.Whole(o.buf.String(), reason, u))
 		return
 	}
 	o.begin()
-	if o.j.chat {
-		o.send(o.chatChunk(&ChatDelta{}, &reason))
-		if o.j.includeUsage {
-			o.send(ChatResponse{ID: o.id, Object: "chat.completion.chunk", Created: o.created, Model: o.model,
-				Choices: []ChatChoice{}, Usage: &u})
-		}
-	} else {
-		o.send(CompletionResponse{ID: o.id, Object: "text_completion", Created: o.created, Model: o.model,
-			Choices: []CompletionChoice{{FinishReason: &reason}}})
-		if o.j.includeUsage {
-			o.send(CompletionResponse{ID: o.id, Object: "text_completion", Created: o.created, Model: o.model,
-				Choices: []CompletionChoice{}, Usage: &u})
-		}
+	o.send(o.ck.Finish(reason))
+	if o.j.includeUsage {
+		o.send(o.ck.Usage(u))
 	}
 	if o.err == nil && o.guard.keepForFinalFlush() {
 		// The server's own flush after the handler returns sends it with the end of the
