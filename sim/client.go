@@ -159,23 +159,17 @@ func (c *call) event(ev gen.Event) {
 		c.refused(ref)
 		return
 	}
-	var piece strings.Builder
-	for _, id := range ev.Tokens {
-		piece.WriteString(c.dec.Push(id))
-	}
-	if ev.Done {
-		piece.WriteString(c.dec.Flush())
-	}
+	piece := api.Piece(c.dec, ev)
 	c.count += len(ev.Tokens)
 	if !c.parsed.Stream {
-		c.text.WriteString(piece.String())
+		c.text.WriteString(piece)
 		if ev.Done {
 			c.whole(ev)
 		}
 		return
 	}
 	c.begin()
-	if s := piece.String(); s != "" && !c.data(c.ck.Content(s)) {
+	if piece != "" && !c.data(c.ck.Content(piece)) {
 		return
 	}
 	if ev.Done {

@@ -2,7 +2,9 @@ package api
 
 import (
 	"sort"
+	"strings"
 
+	"pdsoak/kernels"
 	"pdsoak/server/gen"
 )
 
@@ -32,4 +34,17 @@ func FinishOf(ev gen.Event, count int, req *gen.Request) (string, Usage) {
 // OldestFirst orders in-flight requests as GET /debug/requests lists them: oldest first.
 func OldestFirst(reqs []gen.RequestInfo) {
 	sort.SliceStable(reqs, func(i, j int) bool { return reqs[i].AgeSeconds > reqs[j].AgeSeconds })
+}
+
+// Piece is the text of ev's tokens, through the answer's stream decoder (which holds
+// back an incomplete UTF-8 sequence until the final event flushes it).
+func Piece(dec *kernels.StreamDecoder, ev gen.Event) string {
+	var text strings.Builder
+	for _, id := range ev.Tokens {
+		text.WriteString(dec.Push(id))
+	}
+	if ev.Done {
+		text.WriteString(dec.Flush())
+	}
+	return text.String()
 }

@@ -248,14 +248,7 @@ func (h *Handler) runOpenAI(w http.ResponseWriter, r *http.Request, j *job, log 
 			}
 		}
 		count += len(ev.Tokens)
-		var text strings.Builder
-		for _, id := range ev.Tokens {
-			text.WriteString(dec.Push(id))
-		}
-		if ev.Done {
-			text.WriteString(dec.Flush())
-		}
-		piece, matched := sm.push(text.String())
+		piece, matched := sm.push(Piece(dec, ev))
 		if ev.Done && !matched {
 			piece += sm.flush()
 		}
