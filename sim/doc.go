@@ -20,9 +20,12 @@
 //     faults.go maps the catalogue's server-side faults onto them;
 //   - the harness side: run.go follows the real runner's phases and writes the ledger
 //     (events.jsonl, "mode": "sim"), from which the reports package computes the verdict
-//     exactly as for a real run; workload.go runs agents, open loop, burst and probes on
-//     the clock; client.go applies the deadlines and classifies outcomes as the real
-//     client would; run_faults.go runs the fault timeline and the client-side faults.
+//     exactly as for a real run; workload.go drives harness/workload's decisions
+//     (workload.Session, Burst.Requests, Probe.Round, Trace.Arrivals, Schedule) on the
+//     clock; client.go is both ends of the HTTP exchange: the front end's answer from
+//     server/api's pieces (Piece, FinishOf, Chunks) and the real client's Answer state
+//     machine reading it, with the deadlines as timers; run_faults.go runs the fault
+//     timeline and the client-side faults.
 //
 // Main loop:
 //
