@@ -87,8 +87,8 @@ func (l *link) err() error {
 	}
 }
 
-// enqueue queues a control message for the writer goroutine.
-func (l *link) enqueue(t MsgType, room uint64, body []byte) {
+// Enqueue queues a control message for the writer goroutine.
+func (l *link) Enqueue(t MsgType, room uint64, body []byte) {
 	msg := appendMessage(make([]byte, 0, HeaderSize+len(body)), t, room, body)
 	l.qmu.Lock()
 	l.q = append(l.q, msg)

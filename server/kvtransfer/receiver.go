@@ -157,7 +157,7 @@ func (r *Receiver) Start(ctx context.Context, prefillAddr string, room uint64, d
 
 // registerLocked sends REGISTER and bounds the wait for REGISTER_ACK.
 func (r *Receiver) registerLocked(c *rconn, t *Transfer) {
-	c.l.enqueue(MsgRegister, t.room, AppendRegister(nil, Register{NumTokens: uint32(t.numTokens), Pages: t.dest}))
+	c.l.Enqueue(MsgRegister, t.room, AppendRegister(nil, Register{NumTokens: uint32(t.numTokens), Pages: t.dest}))
 	t.armLocked(r.cfg.handshakeTimeout, StepRegisterAck)
 }
 
@@ -214,7 +214,7 @@ func (r *Receiver) fail(t *Transfer, err error, notify bool) {
 	}
 	r.endLocked(t)
 	if notify && t.conn.l != nil {
-		t.conn.l.enqueue(MsgFail, t.room, []byte(clipReason(err.Error())))
+		t.conn.l.Enqueue(MsgFail, t.room, []byte(clipReason(err.Error())))
 	}
 	reading := t.reading
 	r.mu.Unlock()
@@ -497,7 +497,7 @@ func (r *Receiver) onDone(c *rconn, room uint64, d Done) {
 		return
 	}
 	r.endLocked(t)
-	c.l.enqueue(MsgAck, room, nil)
+	c.l.Enqueue(MsgAck, room, nil)
 	r.mu.Unlock()
 	r.cfg.logger.Debug("kvtransfer: transfer done", "room", room, "bytes", t.bytes, "frames", t.received)
 	t.deliver(Result{FirstToken: int(d.FirstToken)})
