@@ -153,6 +153,9 @@ func LostRoomError(room uint64, addr string, err error) error {
 	return fmt.Errorf("room %d: prefill %s: %w", room, addr, err)
 }
 
+// Get is the live room (nil when gone).
+func (m *RecvRooms) Get(room uint64) *RecvRoom { return m.rooms[room] }
+
 // Lookup is the live room on ep (nil when gone).
 func (m *RecvRooms) Lookup(ep *Endpoint, room uint64) *RecvRoom { return ep.rooms[room] }
 

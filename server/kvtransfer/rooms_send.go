@@ -80,6 +80,11 @@ func (m *SendRooms) Refuse(c Conn, room uint64, reason string) {
 	c.Enqueue(MsgFail, room, []byte(clipReason(reason)))
 }
 
+// HookRefusedReason is the FAIL reason of a REGISTER the bootstrap hook refused.
+func HookRefusedReason(herr error, arg string) string {
+	return fmt.Sprintf("bootstrap refused by hook %s: %v %s", HookBootstrap, herr, arg)
+}
+
 // Acked is decode's ACK on c: the room's Send succeeded (nil when no such room on c).
 func (m *SendRooms) Acked(c Conn, room uint64) *SendRoom {
 	if r := m.rooms[room]; r != nil && r.Conn == c {

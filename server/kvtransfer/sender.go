@@ -212,7 +212,7 @@ func (s *Sender) onRegister(l *link, room uint64, body []byte) error {
 		return fmt.Errorf("%w: dropped by hook %s", ErrConnection, HookBootstrap)
 	}
 	if herr != nil || arg == HookFail {
-		reason := fmt.Sprintf("bootstrap refused by hook %s: %v %s", HookBootstrap, herr, arg)
+		reason := HookRefusedReason(herr, arg)
 		s.Fail(room, reason) // a Send waiting for this room fails now
 		s.mu.Lock()
 		s.rooms.Refuse(l, room, reason)
