@@ -212,30 +212,38 @@ func (k *kvSide) pages(ep *kvtransfer.Endpoint, room uint64, es []kvtransfer.Ent
 	k.recv.Progress(r, len(es), n)
 }
 
-// register (prefill) is a REGISTER, after the bootstrap failpoint.
+// hook evaluates a kvtransfer hook point's failpoint as the real Hook (failpoint.Eval)
+// does, on the Loop: cont gets the return(...) argument at once, or "" after a sleep or,
+// for a pause, once the failpoint lets go (it is evaluated again then).
+func (k *kvSide) hook(point string, cont func(arg string)) {
+	w, inc := k.w, k.w.inc
+	switch t := w.fire(point); {
+	case t == nil:
+		cont("")
+	case t.Action == failpoint.ActPause:
+		fp := w.fps[point]
+		fp.waiters = append(fp.waiters, func() { w.post(inc, func() { k.hook(point, cont) }) })
+	case t.Action == failpoint.ActSleep:
+		w.t.loop.After(t.Sleep, func() { w.post(inc, func() { cont("") }) })
+	default:
+		cont(t.Arg)
+	}
+}
+
+// register (prefill) is a REGISTER, after the bootstrap hook (Sender.onRegister).
 func (k *kvSide) register(kc *kvConn, room uint64, body []byte) {
-	w := k.w
-	if t := w.fire(failpoint.KVTransferBootstrap); t != nil {
-		again := func() { w.post(w.inc, func() { k.registerNow(kc, room, body) }) }
-		switch {
-		case t.Action == failpoint.ActPause:
-			fp := w.fps[failpoint.KVTransferBootstrap]
-			fp.waiters = append(fp.waiters, again)
-			return
-		case t.Action == failpoint.ActSleep:
-			w.t.loop.After(t.Sleep, again)
-			return
-		case t.Action == failpoint.ActReturn && t.Arg == kvtransfer.HookDrop:
+	k.hook(kvtransfer.HookBootstrap, func(arg string) {
+		switch arg {
+		case kvtransfer.HookDrop:
 			kc.c.breakNow(fmt.Errorf("%w: dropped by hook %s", kvtransfer.ErrConnection, kvtransfer.HookBootstrap))
-			return
-		case t.Action == failpoint.ActReturn && t.Arg == kvtransfer.HookFail:
-			reason := kvtransfer.HookRefusedReason(nil, t.Arg)
+		case kvtransfer.HookFail:
+			reason := kvtransfer.HookRefusedReason(nil, arg)
 			k.fail(room, reason)
 			k.send.Refuse(&kc.down, room, reason)
-			return
+		default:
+			k.registerNow(kc, room, body)
 		}
-	}
-	k.registerNow(kc, room, body)
+	})
 }
 
 func (k *kvSide) registerNow(kc *kvConn, room uint64, body []byte) {
@@ -302,7 +310,7 @@ func (k *kvSide) push(r *kvtransfer.SendRoom, s scheduler.Send) {
 		done()
 		return
 	}
-	// Frame by frame, evaluating the send-frame failpoint before each.
+	// Frame by frame, evaluating the send-frame hook before each (Sender.send).
 	inc := w.inc
 	var next func(i int)
 	next = func(i int) {
@@ -313,24 +321,17 @@ func (k *kvSide) push(r *kvtransfer.SendRoom, s scheduler.Send) {
 			done()
 			return
 		}
-		if t := w.fire(failpoint.KVTransferSendFrame); t != nil {
-			switch {
-			case t.Action == failpoint.ActPause:
-				fp := w.fps[failpoint.KVTransferSendFrame]
-				fp.waiters = append(fp.waiters, func() { w.post(inc, func() { next(i) }) })
-				return
-			case t.Action == failpoint.ActSleep:
-				w.t.loop.After(t.Sleep, func() { w.post(inc, func() { deliver(i, i+1); next(i + 1) }) })
-				return
-			case t.Action == failpoint.ActReturn && t.Arg == kvtransfer.HookDrop:
+		k.hook(kvtransfer.HookSendFrame, func(arg string) {
+			switch arg {
+			case kvtransfer.HookDrop:
 				kc.c.breakNow(fmt.Errorf("%w: room %d: dropped by hook %s", kvtransfer.ErrConnection, s.Room, kvtransfer.HookSendFrame))
 				return
-			case t.Action == failpoint.ActReturn && t.Arg == kvtransfer.HookCorrupt && len(bodies[i]) > 0:
-				bodies[i][len(bodies[i])/2] ^= 0x5a // after the CRC was computed
+			case kvtransfer.HookCorrupt:
+				bodies[i] = kvtransfer.Corrupt(bodies[i])
 			}
-		}
-		deliver(i, i+1)
-		next(i + 1)
+			deliver(i, i+1)
+			next(i + 1)
+		})
 	}
 	next(0)
 }

@@ -207,9 +207,8 @@ func (l *link) writeFrame(room uint64, e Entry, payload []byte, corrupt bool) er
 		l.dropLocked()
 		return err
 	}
-	if corrupt && len(payload) > 0 {
-		payload = append([]byte(nil), payload...) // its own copy: it stays pending
-		payload[len(payload)/2] ^= 0x5a
+	if corrupt {
+		payload = Corrupt(payload)
 	}
 	var b *batch
 	for _, x := range l.batches {
@@ -242,6 +241,17 @@ func (l *link) writeFrame(room uint64, e Entry, payload []byte, corrupt bool) er
 		l.kill(err)
 	}
 	return err
+}
+
+// Corrupt is a copy of a frame's payload with one byte flipped (the send-frame hook's
+// "corrupt", sent under the original CRC); its own copy, as it stays pending.
+func Corrupt(payload []byte) []byte {
+	if len(payload) == 0 {
+		return payload
+	}
+	b := append([]byte(nil), payload...)
+	b[len(b)/2] ^= 0x5a
+	return b
 }
 
 // read reads the next message. The deadline is the idle timeout: heartbeats arrive well
