@@ -409,9 +409,7 @@ func (k *kvSide) paused() {
 
 func (k *kvSide) armIdle(c *conn, peer *worker) {
 	idle := peer.spec.IdleTimeout
-	k.idle = append(k.idle, k.w.t.loop.After(idle, func() {
-		c.breakNow(fmt.Errorf("%w: no message for %s", kvtransfer.ErrConnection, idle))
-	}))
+	k.idle = append(k.idle, k.w.t.loop.After(idle, func() { c.breakNow(kvtransfer.IdleError(k.w.name, idle, nil)) }))
 }
 
 func (k *kvSide) resumed() {

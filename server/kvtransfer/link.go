@@ -262,6 +262,15 @@ func (l *link) read(buf []byte) (Header, []byte, []byte, error) {
 	return h, body, buf, l.readErr(err)
 }
 
+// IdleError is how a connection dies when nothing came from peer for idle (its
+// heartbeats lost); cause is the read's error, if any.
+func IdleError(peer string, idle time.Duration, cause error) error {
+	if cause == nil {
+		return fmt.Errorf("%w: nothing from %s for %s (heartbeats lost)", ErrTimeout, peer, idle)
+	}
+	return fmt.Errorf("%w: nothing from %s for %s (heartbeats lost): %w", ErrTimeout, peer, idle, cause)
+}
+
 // readErr says what a failed read means for the connection.
 func (l *link) readErr(err error) error {
 	if err == nil {
@@ -269,7 +278,7 @@ func (l *link) readErr(err error) error {
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return fmt.Errorf("%w: nothing from %s for %s (heartbeats lost): %w", ErrTimeout, l.peer, l.cfg.idleTimeout, err)
+		return IdleError(l.peer, l.cfg.idleTimeout, err)
 	} else if !errors.Is(err, ErrProtocol) {
 		return fmt.Errorf("%w: read from %s: %w", ErrConnection, l.peer, err)
 	}
