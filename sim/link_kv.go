@@ -286,7 +286,7 @@ func (k *kvSide) push(r *kvtransfer.SendRoom, s scheduler.Send) {
 	var es []kvtransfer.Entry
 	var bodies [][]byte
 	for j := 0; j*kv.PageSize < s.NumTokens; j++ {
-		n := min(kv.PageSize, s.NumTokens-j*kv.PageSize) * kv.BytesPerToken
+		n := kvtransfer.FrameLen(kv.PageSize, kv.BytesPerToken, s.NumTokens, j)
 		for l := range kv.Layers {
 			b := append([]byte(nil), kv.LayerBytes(s.Pages[j], l)[:n]...)
 			es = append(es, kvtransfer.Entry{Page: uint32(j), Layer: uint32(l), Len: uint32(n), CRC: kvtransfer.Checksum(b)})

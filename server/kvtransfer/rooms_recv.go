@@ -174,7 +174,7 @@ func (m *RecvRooms) CheckFrame(r *RecvRoom, e Entry) error {
 	switch {
 	case e.Layer >= uint32(layers) || e.Page >= uint32(len(r.Dest)):
 		return fmt.Errorf("%w: room %d: frame layer %d page %d out of range", ErrProtocol, r.Room, e.Layer, e.Page)
-	case int(e.Len) != min(ps, r.NumTokens-int(e.Page)*ps)*m.cfg.BytesPerToken:
+	case int(e.Len) != FrameLen(ps, m.cfg.BytesPerToken, r.NumTokens, int(e.Page)):
 		return fmt.Errorf("%w: room %d: frame layer %d page %d has %d bytes", ErrProtocol, r.Room, e.Layer, e.Page, e.Len)
 	}
 	idx := int(e.Page)*layers + int(e.Layer)
@@ -183,6 +183,12 @@ func (m *RecvRooms) CheckFrame(r *RecvRoom, e Entry) error {
 	}
 	r.got[idx] = true
 	return nil
+}
+
+// FrameLen is the payload of page j's frames in a room of numTokens tokens: its first
+// min(pageSize, what is left) tokens of one layer.
+func FrameLen(pageSize, bytesPerToken, numTokens, j int) int {
+	return min(pageSize, numTokens-j*pageSize) * bytesPerToken
 }
 
 // ChecksumError is how a frame whose payload does not match its CRC fails its room.

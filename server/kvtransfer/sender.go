@@ -351,7 +351,7 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 	ps := s.store.PageSize
 	need := (numTokens + ps - 1) / ps
 	for j := 0; j < need; j++ {
-		n := min(ps, numTokens-j*ps) * s.store.BytesPerToken
+		n := FrameLen(ps, s.store.BytesPerToken, numTokens, j)
 		for layer := 0; layer < s.store.Layers; layer++ {
 			select {
 			case <-r.fin:
