@@ -235,7 +235,7 @@ func (k *kvSide) register(kc *kvConn, room uint64, body []byte) {
 	k.hook(kvtransfer.HookBootstrap, func(arg string) {
 		switch arg {
 		case kvtransfer.HookDrop:
-			kc.c.breakNow(fmt.Errorf("%w: dropped by hook %s", kvtransfer.ErrConnection, kvtransfer.HookBootstrap))
+			kc.c.breakNow(kvtransfer.HookDropError(kvtransfer.HookBootstrap, 0))
 		case kvtransfer.HookFail:
 			reason := kvtransfer.HookRefusedReason(nil, arg)
 			k.fail(room, reason)
@@ -324,7 +324,7 @@ func (k *kvSide) push(r *kvtransfer.SendRoom, s scheduler.Send) {
 		k.hook(kvtransfer.HookSendFrame, func(arg string) {
 			switch arg {
 			case kvtransfer.HookDrop:
-				kc.c.breakNow(fmt.Errorf("%w: room %d: dropped by hook %s", kvtransfer.ErrConnection, s.Room, kvtransfer.HookSendFrame))
+				kc.c.breakNow(kvtransfer.HookDropError(kvtransfer.HookSendFrame, s.Room))
 				return
 			case kvtransfer.HookCorrupt:
 				bodies[i] = kvtransfer.Corrupt(bodies[i])

@@ -85,6 +85,15 @@ func HookRefusedReason(herr error, arg string) string {
 	return fmt.Sprintf("bootstrap refused by hook %s: %v %s", HookBootstrap, herr, arg)
 }
 
+// HookDropError is why a connection closes when a hook's "drop" fault fires at point
+// (room 0: at a REGISTER, before the room is known).
+func HookDropError(point string, room uint64) error {
+	if room == 0 {
+		return fmt.Errorf("%w: dropped by hook %s", ErrConnection, point)
+	}
+	return fmt.Errorf("%w: room %d: dropped by hook %s", ErrConnection, room, point)
+}
+
 // Acked is decode's ACK on c: the room's Send succeeded (nil when no such room on c).
 func (m *SendRooms) Acked(c Conn, room uint64) *SendRoom {
 	if r := m.rooms[room]; r != nil && r.Conn == c {

@@ -209,7 +209,7 @@ func (s *Sender) readLoop(l *link) error {
 func (s *Sender) onRegister(l *link, room uint64, body []byte) error {
 	arg, herr := s.cfg.eval(s.ctx, HookBootstrap)
 	if arg == HookDrop {
-		return fmt.Errorf("%w: dropped by hook %s", ErrConnection, HookBootstrap)
+		return HookDropError(HookBootstrap, 0)
 	}
 	if herr != nil || arg == HookFail {
 		reason := HookRefusedReason(herr, arg)
@@ -372,7 +372,7 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 				return fail(fmt.Errorf("%w: room %d: hook %s: %w", ErrConnection, r.Room, HookSendFrame, err))
 			}
 			if arg == HookDrop {
-				err := fmt.Errorf("%w: room %d: dropped by hook %s", ErrConnection, r.Room, HookSendFrame)
+				err := HookDropError(HookSendFrame, r.Room)
 				l.kill(err)
 				return err
 			}
