@@ -159,33 +159,31 @@ func (k *kvSide) end(r *kvtransfer.RecvRoom, err error, notify bool) {
 	}
 }
 
-// handle is a control message arriving at this side of kc.
+// handle is a control message arriving at this side of kc; one the machine finds
+// malformed breaks the connection, as a real reader closes it.
 func (k *kvSide) handle(kc *kvConn, t kvtransfer.MsgType, room uint64, body []byte) {
-	switch t {
-	case kvtransfer.MsgRegister:
+	h := kvtransfer.Header{Type: t, Room: room}
+	if k.w == kc.d {
+		ev, err := k.recv.Handle(kc.ep, h, body)
+		switch {
+		case err != nil:
+			kc.c.breakNow(err)
+		case ev.Room != nil && ev.Err != nil:
+			k.received(room, -1, ev.Err)
+		case ev.Room != nil:
+			k.received(room, ev.FirstToken, nil)
+		}
+		return
+	}
+	if t == kvtransfer.MsgRegister {
 		k.register(kc, room, body)
-	case kvtransfer.MsgAck:
-		if r := k.send.Acked(&kc.down, room); r != nil {
-			k.ended(r, nil)
-		}
-	case kvtransfer.MsgRegisterAck:
-		k.recv.RegisterAck(kc.ep, room)
-	case kvtransfer.MsgDone:
-		d, _ := kvtransfer.ParseDone(body)
-		if r, err := k.recv.Done(kc.ep, room, d); err != nil {
-			k.end(r, err, true)
-		} else if r != nil {
-			k.received(room, int(d.FirstToken), nil)
-		}
-	case kvtransfer.MsgFail:
-		reason, _ := kvtransfer.ParseFail(body)
-		if k.w == kc.d {
-			if r, err := k.recv.PeerFailed(kc.ep, room, reason); r != nil {
-				k.end(r, err, false)
-			}
-		} else if r, err, abandoned := k.send.PeerFailed(&kc.down, room, reason); r != nil {
-			k.finish(r, err, abandoned)
-		}
+		return
+	}
+	ev, err := k.send.Handle(&kc.down, h, body, kc.d.name)
+	if err != nil {
+		kc.c.breakNow(err)
+	} else if ev.Room != nil {
+		k.finish(ev.Room, ev.Err, ev.Abandoned)
 	}
 }
 

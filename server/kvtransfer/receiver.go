@@ -155,8 +155,18 @@ func (r *Receiver) fail(t *Transfer, err error, notify bool) {
 	if reading {
 		t.conn.guard.barrier() // the write into t's pages in progress, if any, is over
 	}
-	r.cfg.logger.Warn("kvtransfer: transfer failed", "room", t.room, "prefill", t.conn.ep.Addr, "err", err)
-	t.deliver(Result{Err: err})
+	r.report(t, err, -1)
+}
+
+// report delivers how t ended (its machine room ended already): err, or complete.
+func (r *Receiver) report(t *Transfer, err error, firstToken int) {
+	if err != nil {
+		r.cfg.logger.Warn("kvtransfer: transfer failed", "room", t.room, "prefill", t.conn.ep.Addr, "err", err)
+		t.deliver(Result{Err: err})
+		return
+	}
+	r.cfg.logger.Debug("kvtransfer: transfer done", "room", t.room, "bytes", t.rr.Bytes, "frames", t.rr.Received)
+	t.deliver(Result{FirstToken: firstToken})
 }
 
 // endLocked removes t. No frame is written into its pages after this returns, except
@@ -274,40 +284,25 @@ func (r *Receiver) readLoop(c *rconn, l *link) error {
 		if err != nil {
 			return err
 		}
-		switch h.Type {
-		case MsgHeartbeat:
-		case MsgRegisterAck:
-			// Waiting for prefill's forward pass is the engine's bound, or (sglang
-			// semantics) SGLANG_DISAGGREGATION_WAITING_TIMEOUT's: WithWaitingTimeout.
-			r.mu.Lock()
-			r.rooms.RegisterAck(&c.ep, h.Room)
-			r.mu.Unlock()
-		case MsgPages:
+		if h.Type == MsgPages {
 			if err := r.onPages(c, l, h, body); err != nil {
 				return err
 			}
-		case MsgDone:
-			d, err := ParseDone(body)
-			if err != nil {
-				return err
-			}
-			r.onDone(c, h.Room, d)
-		case MsgFail:
-			reason, err := ParseFail(body)
-			if err != nil {
-				return err
-			}
-			if h.Room == 0 {
-				return fmt.Errorf("%w: prefill %s closed the connection: %s", ErrPeer, c.ep.Addr, reason)
-			}
-			r.mu.Lock()
-			rr, err := r.rooms.PeerFailed(&c.ep, h.Room, reason)
-			r.mu.Unlock()
-			if rr != nil {
-				r.fail(tr(rr), err, false)
-			}
-		default:
-			return fmt.Errorf("%w: unexpected %s from prefill %s", ErrProtocol, h.Type, c.ep.Addr)
+			continue
+		}
+		// Waiting for prefill's forward pass (after REGISTER_ACK) is the engine's bound,
+		// or (sglang semantics) SGLANG_DISAGGREGATION_WAITING_TIMEOUT's: WithWaitingTimeout.
+		r.mu.Lock()
+		ev, err := r.rooms.Handle(&c.ep, h, body)
+		if ev.Room != nil {
+			tr(ev.Room).gone.Store(true) // this reader is not in onPages: nothing to wait for
+		}
+		r.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if ev.Room != nil {
+			r.report(tr(ev.Room), ev.Err, ev.FirstToken)
 		}
 	}
 }
@@ -384,24 +379,6 @@ func (r *Receiver) onPages(c *rconn, l *link, h Header, table []byte) error {
 		r.fail(t, sum, true)
 	}
 	return nil
-}
-
-// onDone completes a room whose frames all arrived, and ACKs it.
-func (r *Receiver) onDone(c *rconn, room uint64, d Done) {
-	r.mu.Lock()
-	rr, err := r.rooms.Done(&c.ep, room, d)
-	if rr != nil && err == nil {
-		tr(rr).gone.Store(true)
-	}
-	r.mu.Unlock()
-	switch {
-	case rr == nil:
-	case err != nil:
-		r.fail(tr(rr), err, true)
-	default:
-		r.cfg.logger.Debug("kvtransfer: transfer done", "room", room, "bytes", rr.Bytes, "frames", rr.Received)
-		tr(rr).deliver(Result{FirstToken: int(d.FirstToken)})
-	}
 }
 
 // Close closes every connection, fails every transfer and waits for the receiver's

@@ -231,6 +231,51 @@ func (m *RecvRooms) Done(ep *Endpoint, room uint64, d Done) (r *RecvRoom, err er
 	return r, nil
 }
 
+// RecvEvent is a room that a control message from prefill ended, for the driver to
+// report: failed with Err, or complete (Err nil, ACKed) with prefill's FirstToken.
+type RecvEvent struct {
+	Room       *RecvRoom
+	Err        error
+	FirstToken int
+}
+
+// Handle is a control message from prefill on ep, other than PAGES (whose payloads the
+// driver reads into the pages: CheckFrame, Progress). A malformed message, an unexpected
+// type or FAIL for room 0 is an error: the connection closes.
+func (m *RecvRooms) Handle(ep *Endpoint, h Header, body []byte) (RecvEvent, error) {
+	switch h.Type {
+	case MsgHeartbeat:
+	case MsgRegisterAck:
+		m.RegisterAck(ep, h.Room)
+	case MsgDone:
+		d, err := ParseDone(body)
+		if err != nil {
+			return RecvEvent{}, err
+		}
+		r, err := m.Done(ep, h.Room, d)
+		if err != nil {
+			m.End(r, err, true)
+		}
+		return RecvEvent{Room: r, Err: err, FirstToken: int(d.FirstToken)}, nil
+	case MsgFail:
+		reason, err := ParseFail(body)
+		if err != nil {
+			return RecvEvent{}, err
+		}
+		if h.Room == 0 {
+			return RecvEvent{}, fmt.Errorf("%w: prefill %s closed the connection: %s", ErrPeer, ep.Addr, reason)
+		}
+		r, err := m.PeerFailed(ep, h.Room, reason)
+		if r != nil {
+			m.End(r, err, false)
+		}
+		return RecvEvent{Room: r, Err: err}, nil
+	default:
+		return RecvEvent{}, fmt.Errorf("%w: unexpected %s from prefill %s", ErrProtocol, h.Type, ep.Addr)
+	}
+	return RecvEvent{}, nil
+}
+
 // PeerFailed is prefill's FAIL for room: the error to End it with (no FAIL back).
 func (m *RecvRooms) PeerFailed(ep *Endpoint, room uint64, reason string) (*RecvRoom, error) {
 	r := ep.rooms[room]

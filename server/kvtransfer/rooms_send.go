@@ -102,6 +102,39 @@ func (m *SendRooms) Acked(c Conn, room uint64) *SendRoom {
 	return nil
 }
 
+// SendEvent is a room that a control message from decode ended: its Send ends with Err
+// (nil: ACKed); a room no Send carries was forgotten, and Abandoned is the reason the
+// engine is told (AbandonedError).
+type SendEvent struct {
+	Room      *SendRoom
+	Err       error
+	Abandoned string
+}
+
+// Handle is a control message from decode (peer) on c, other than REGISTER (which the
+// bootstrap hook sees first: Register). A malformed message, an unexpected type or FAIL
+// for room 0 is an error: the connection closes.
+func (m *SendRooms) Handle(c Conn, h Header, body []byte, peer string) (SendEvent, error) {
+	switch h.Type {
+	case MsgHeartbeat:
+	case MsgAck:
+		return SendEvent{Room: m.Acked(c, h.Room)}, nil
+	case MsgFail:
+		reason, err := ParseFail(body)
+		if err != nil {
+			return SendEvent{}, err
+		}
+		if h.Room == 0 {
+			return SendEvent{}, fmt.Errorf("%w: decode %s closed the connection: %s", ErrPeer, peer, reason)
+		}
+		r, err, abandoned := m.PeerFailed(c, h.Room, reason)
+		return SendEvent{Room: r, Err: err, Abandoned: abandoned}, nil
+	default:
+		return SendEvent{}, fmt.Errorf("%w: unexpected %s from decode %s", ErrProtocol, h.Type, peer)
+	}
+	return SendEvent{}, nil
+}
+
 // PeerFailed is decode's FAIL for room on c. The room's Send, if one carries it, ends
 // with err; a room no Send carries yet is forgotten and tombstoned, and abandoned is the
 // reason the engine is told (AbandonedError). r is nil when c has no such room.

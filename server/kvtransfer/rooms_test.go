@@ -345,3 +345,38 @@ func TestRecvRoomsPeerFailAndCancel(t *testing.T) {
 	m.End(r2, cerr, true)
 	assert.Equal(t, []string{"FAIL 4 " + cerr.Error()}, c.take())
 }
+
+func TestRoomsHandleControlMessages(t *testing.T) {
+	m := newTestRecv(&fakeClock{}, recvCfg)
+	c := &recConn{}
+	r := &RecvRoom{}
+	ep, _, _ := m.Start(r, "p:1", 1, []int32{1}, 4, newEP)
+	m.Connected(ep, c)
+	ev, err := m.Handle(ep, Header{Type: MsgRegisterAck, Room: 1}, nil)
+	require.NoError(t, err)
+	assert.Nil(t, ev.Room)
+	ev, err = m.Handle(ep, Header{Type: MsgDone, Room: 1}, AppendDone(nil, Done{FirstToken: 5, Frames: 2, NumTokens: 4}))
+	require.NoError(t, err)
+	assert.Same(t, r, ev.Room)
+	assert.ErrorIs(t, ev.Err, ErrProtocol, "DONE before the frames")
+	assert.False(t, r.Live)
+	_, err = m.Handle(ep, Header{Type: MsgFail}, []byte("bye"))
+	assert.ErrorIs(t, err, ErrPeer, "FAIL for room 0 closes the connection")
+	_, err = m.Handle(ep, Header{Type: MsgRegister, Room: 1}, nil)
+	assert.ErrorIs(t, err, ErrProtocol, "decode never receives REGISTER")
+	_, err = m.Handle(ep, Header{Type: MsgDone, Room: 1}, []byte{1})
+	assert.ErrorIs(t, err, ErrProtocol, "malformed DONE")
+
+	s, sc := NewSendRooms(4, 8, nil), &recConn{}
+	sr, _ := s.Register(sc, 2, Register{NumTokens: 4, Pages: []int32{0}}, "d")
+	s.Claim(2)
+	sev, err := s.Handle(sc, Header{Type: MsgAck, Room: 2}, nil, "d")
+	require.NoError(t, err)
+	assert.Same(t, sr, sev.Room)
+	assert.NoError(t, sev.Err)
+	_, err = s.Handle(sc, Header{Type: MsgPages, Room: 2}, nil, "d")
+	assert.ErrorIs(t, err, ErrProtocol, "prefill never receives PAGES")
+	sev, err = s.Handle(sc, Header{Type: MsgFail, Room: 2}, []byte("checksum"), "d")
+	require.NoError(t, err)
+	assert.ErrorIs(t, sev.Err, ErrPeer)
+}

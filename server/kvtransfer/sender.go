@@ -176,30 +176,20 @@ func (s *Sender) readLoop(l *link) error {
 		if err != nil {
 			return err
 		}
-		switch h.Type {
-		case MsgHeartbeat:
-		case MsgRegister:
+		if h.Type == MsgRegister {
 			if err := s.onRegister(l, h.Room, body); err != nil {
 				return err
 			}
-		case MsgAck:
-			s.mu.Lock()
-			r := s.rooms.Acked(l, h.Room)
-			s.mu.Unlock()
-			if r != nil {
-				own(r).finish(nil)
-			}
-		case MsgFail:
-			reason, err := ParseFail(body)
-			if err != nil {
-				return err
-			}
-			if h.Room == 0 {
-				return fmt.Errorf("%w: decode %s closed the connection: %s", ErrPeer, l.peer, reason)
-			}
-			s.peerFailed(l, h.Room, reason)
-		default:
-			return fmt.Errorf("%w: unexpected %s from decode %s", ErrProtocol, h.Type, l.peer)
+			continue
+		}
+		s.mu.Lock()
+		ev, err := s.rooms.Handle(l, h, body, l.peer)
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if ev.Room != nil {
+			s.ended(ev)
 		}
 	}
 }
@@ -248,18 +238,15 @@ func newSroom(room uint64) *SendRoom {
 	return &r.SendRoom
 }
 
-// peerFailed handles FAIL from decode for a room.
-func (s *Sender) peerFailed(l *link, room uint64, reason string) {
-	s.mu.Lock()
-	r, err, abandoned := s.rooms.PeerFailed(l, room, reason)
-	s.mu.Unlock()
-	if r == nil {
-		return
+// ended carries out a room's end decided by the machine: its Send returns ev.Err, or the
+// engine learns the room was abandoned.
+func (s *Sender) ended(ev SendEvent) {
+	own(ev.Room).finish(ev.Err)
+	if ev.Err != nil {
+		s.cfg.logger.Warn("kvtransfer: decode failed room", "room", ev.Room.Room, "err", ev.Err)
 	}
-	own(r).finish(err)
-	s.cfg.logger.Warn("kvtransfer: decode failed room", "room", room, "reason", reason)
-	if abandoned != "" && s.cfg.onAbort != nil {
-		s.cfg.onAbort(room, abandoned)
+	if ev.Abandoned != "" && s.cfg.onAbort != nil {
+		s.cfg.onAbort(ev.Room.Room, ev.Abandoned)
 	}
 }
 
