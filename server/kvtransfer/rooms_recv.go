@@ -50,7 +50,8 @@ type RecvConfig struct {
 	StaleEndpoints bool
 }
 
-// Endpoint is one prefill bootstrap address and the connection to it.
+// Endpoint is one prefill bootstrap address and the connection to it. Drivers read its
+// fields and set only Owner.
 type Endpoint struct {
 	Addr  string
 	Conn  Conn // nil while dialing
@@ -58,7 +59,7 @@ type Endpoint struct {
 	Owner any // the driver's state
 }
 
-// RecvRoom is one room on the receiver.
+// RecvRoom is one room on the receiver. Drivers read its fields and set only Owner.
 type RecvRoom struct {
 	Room      uint64
 	Dest      []int32

@@ -24,7 +24,7 @@ type Conn interface {
 	Enqueue(t MsgType, room uint64, body []byte)
 }
 
-// SendRoom is one room on the sender.
+// SendRoom is one room on the sender. Drivers read its fields and set only Owner.
 type SendRoom struct {
 	Room uint64
 	Reg  Registration // valid once Conn is set
