@@ -5,7 +5,8 @@
 // drivers — goroutines, sockets and the wall clock become one event queue (Loop). The
 // drivers' own rules are the real packages' too: router.Health (health tracking),
 // server/engine/rules.go (bootstrap retry, request aging, throughput, StatGauges),
-// server/kvtransfer/room.go (room step bounds, tombstones), chaos/schedule.go and
+// server/kvtransfer's room machines (RecvRooms, SendRooms: the KV room protocol,
+// step bounds, tombstones), chaos/schedule.go and
 // chaos/client_rules.go (fault timeline, verify bound, client_disconnect), and
 // harness/judge (leak verdict, self-check, server_debug reports). sim never imports the
 // runner (pdsoak/harness).
@@ -16,7 +17,8 @@
 //     worker.go drives a real scheduler per worker as server/engine's loop does;
 //     router.go is the router on server/router's pure decisions (router_health.go its
 //     health checks through router.Health); link.go and link_kv.go
-//     carry messages with latency and bandwidth (KV pages with their checksums);
+//     carry messages with latency and bandwidth (link_kv.go: kvtransfer's room
+//     machines on the simulated KV connection, KV pages with their checksums);
 //     faults.go maps the catalogue's server-side faults onto them;
 //   - the harness side: run.go follows the real runner's phases and writes the ledger
 //     (events.jsonl, "mode": "sim"), from which the reports package computes the verdict

@@ -32,8 +32,6 @@ const (
 const (
 	DefaultLinkLatency = 50 * time.Microsecond
 	DefaultKVBandwidth = 2e9 // bytes per second
-	// frameHeader is kvtransfer's header size; each KV frame carries one.
-	frameHeader = 28
 )
 
 // Transport errors a connection can end with; the harness maps them like the real

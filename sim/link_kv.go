@@ -1,78 +1,84 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"pdsoak/server/failpoint"
+	"pdsoak/server/gen"
 	"pdsoak/server/kvtransfer"
 	"pdsoak/server/scheduler"
 )
 
-// The KV transfer, modelled on server/kvtransfer's protocol over the KV link
-// prefill-i->decode-j: decode dials prefill once per pair and reuses the connection;
-// REGISTER (decode→prefill) makes prefill's scheduler see Registered and is answered by
-// REGISTER_ACK; after the forward pass prefill sends one PAGE frame per page and layer
-// (each with its CRC32C, kvtransfer.Checksum of the real bytes of its simtime KV store),
-// then DONE; decode verifies every frame (a corrupt one fails the room with
-// kvtransfer.ErrChecksum, as the real receiver does, and FAILs it to prefill), copies the
-// bytes into its own pages, reports Received and ACKs; prefill reports Sent on the ACK.
-// A broken connection fails every room on it on both sides (kvtransfer.ErrConnection);
-// a paused peer stops its heartbeats and the other side declares the connection dead
-// after the idle timeout. Every step of a room on decode is bounded as the receiver
-// bounds it (kvtransfer.StepRegisterAck, StepFirstFrame, StepNextFrame): REGISTER_ACK by
-// kvtransfer.DefaultHandshakeTimeout, the first frame and the next by the waiting and
-// progress timeouts (from the flags, as cli.newTransfer sets them). Prefill remembers
-// the rooms it failed in kvtransfer.Tombstones, the sender's bounded ring.
-//
-// Faults: the kvtransfer/send-frame failpoint (kv_transfer_stall/drop/corrupt) is
-// evaluated before every frame with failpoint.Fire; kvtransfer/bootstrap
-// (bootstrap_stall) on every REGISTER. Without an enabled send-frame failpoint the
-// frames of a room travel as one message (same bytes, same arrival time).
-
+// The KV transfer: server/kvtransfer's room machines (RecvRooms on decode, SendRooms on
+// prefill: registration, step bounds, frames, DONE/ACK, FAIL, tombstones, connection
+// loss) on the KV link prefill-i->decode-j. This file is only their IO: a kvEnd carries
+// a control message (real bytes) over the simulated connection to the peer's machine;
+// page frames (real bytes of the simtime store, with their CRC32C) travel as one message
+// per room unless the kvtransfer/send-frame failpoint is enabled (then one per frame,
+// evaluated before each); the bootstrap failpoint is evaluated on every REGISTER. A
+// paused peer stops its heartbeats: the other side breaks the connection after its idle
+// timeout.
 type kvSide struct {
-	w *worker
-	// decode
-	conns map[int]*kvConn // by prefill index
-	rooms map[uint64]*kvRoom
-	// prefill
-	regs       map[uint64]*kvReg
-	tombstones *kvtransfer.Tombstones
-	idle       []*Timer // heartbeat deaths armed while this process is paused
+	w    *worker
+	recv *kvtransfer.RecvRooms // decode
+	send *kvtransfer.SendRooms // prefill
+	idle []*Timer              // heartbeat deaths armed while this process is paused
 }
 
+// kvConn is one KV connection; decode's end sends up, prefill's down.
 type kvConn struct {
-	c    *conn
-	p, d *worker
-	dead bool // broken (kept cached only under BugStaleBootstrapEndpoint)
+	c        *conn
+	p, d     *worker
+	ep       *kvtransfer.Endpoint
+	up, down kvEnd
 }
 
-// kvRoom is a room on decode.
-type kvRoom struct {
-	room      uint64
-	kc        *kvConn
-	pages     []int32
-	numTokens int
-	timer     *Timer // waiting or progress bound
-	ended     bool
+// kvEnd is one end of a kvConn as the machines see it (kvtransfer.Conn).
+type kvEnd struct {
+	kc  *kvConn
+	dir int
 }
 
-// kvReg is a room on prefill: decode's registration, then the send.
-type kvReg struct {
-	room      uint64
-	kc        *kvConn
-	dest      []int32
-	numTokens int
-	sending   bool
-	ended     bool
+func (e *kvEnd) Enqueue(t kvtransfer.MsgType, room uint64, body []byte) {
+	kc, to := e.kc, e.kc.p
+	if e.dir == down {
+		to = kc.d
+	}
+	inc := to.inc
+	kc.c.send(e.dir, kvtransfer.HeaderSize+len(body), func() { to.post(inc, func() { to.kv.handle(kc, t, room, body) }) })
 }
+
+// kvClock is the Loop's clock for RecvRooms; kvTimer one of its timers.
+type kvClock struct{ l *Loop }
+type kvTimer struct {
+	l *Loop
+	t *Timer
+}
+
+func (c kvClock) Now() time.Time { return c.l.Now() }
+func (c kvClock) AfterFunc(d time.Duration, f func()) kvtransfer.Timer {
+	return kvTimer{c.l, c.l.After(d, f)}
+}
+func (t kvTimer) Stop() bool { return t.l.Stop(t.t) }
 
 func (k *kvSide) reset(w *worker) {
-	*k = kvSide{w: w, conns: map[int]*kvConn{}, rooms: map[uint64]*kvRoom{}, regs: map[uint64]*kvReg{},
-		tombstones: kvtransfer.NewTombstones(kvtransfer.DefaultTombstones)}
+	*k = kvSide{w: w}
+	kv, inc := w.b.KV(), w.inc
+	k.send = kvtransfer.NewSendRooms(kv.PageSize, kvtransfer.DefaultTombstones, nil)
+	k.recv = kvtransfer.NewRecvRooms(kvClock{w.t.loop}, kvtransfer.RecvConfig{PageSize: kv.PageSize, Layers: kv.Layers,
+		BytesPerToken: kv.BytesPerToken, NumPages: kv.NumPages, Handshake: kvtransfer.DefaultHandshakeTimeout,
+		Waiting: w.spec.WaitingTimeout, Progress: w.spec.ProgressTimeout, StaleEndpoints: w.spec.StaleEndpoints},
+		func(r *kvtransfer.RecvRoom, step uint64) {
+			w.post(inc, func() {
+				if err := k.recv.Expire(r, step); err != nil {
+					k.end(r, err, true)
+				}
+			})
+		})
 }
 
 // prefillIndex maps a bootstrap address ("prefill-3") to the worker's index.
@@ -87,381 +93,293 @@ func prefillIndex(addr string) int {
 // received and sent post the outcome to the worker's scheduler (the TransferSink).
 func (k *kvSide) received(room uint64, tok int, err error) {
 	w := k.w
-	w.post(w.inc, func() {
-		w.sched.Received(w.t.loop.Now(), room, tok, err)
-		w.wake()
-	})
+	w.post(w.inc, func() { w.sched.Received(w.t.loop.Now(), room, tok, err); w.wake() })
 }
 
 func (k *kvSide) sent(room uint64, err error) {
 	w := k.w
-	w.post(w.inc, func() {
-		w.sched.Sent(w.t.loop.Now(), room, err)
-		w.wake()
-	})
+	w.post(w.inc, func() { w.sched.Sent(w.t.loop.Now(), room, err); w.wake() })
 }
 
-// startReceive (decode) registers room with its prefill and waits for the KV.
+// startReceive (decode) registers room with its prefill, dialling it first if needed.
 func (k *kvSide) startReceive(tr scheduler.Transfer) {
-	w := k.w
-	pi := prefillIndex(tr.Addr)
-	if pi < 0 || pi >= len(w.t.prefill) {
-		k.received(tr.Room, -1, fmt.Errorf("%w: dial prefill %s: unknown address", kvtransfer.ErrConnection, tr.Addr))
-		return
+	ep, dial, err := k.recv.Start(&kvtransfer.RecvRoom{}, tr.Addr, tr.Room, tr.Pages, tr.NumTokens,
+		func() *kvtransfer.Endpoint { return &kvtransfer.Endpoint{} })
+	if err != nil {
+		k.received(tr.Room, -1, err)
+	} else if dial {
+		k.dial(ep)
 	}
-	kc := k.conns[pi]
-	if kc == nil || (kc.dead && !w.spec.StaleEndpoints) {
-		p := w.t.prefill[pi]
-		l := w.t.links[p.name+"->"+w.name]
-		var c *conn
-		var err error
-		if !p.alive {
-			err = ErrConnRefused
-		} else {
-			c, err = l.dial()
-		}
-		if err != nil {
-			k.received(tr.Room, -1, fmt.Errorf("%w: dial prefill %s: %w", kvtransfer.ErrConnection, tr.Addr, err))
-			return
-		}
-		kc = &kvConn{c: c, p: p, d: w}
-		k.conns[pi] = kc
-		pinc, dinc := p.inc, w.inc
-		c.onBreak = append(c.onBreak,
-			func(err error) { w.post(dinc, func() { w.kv.connLost(kc, err) }) },
-			func(err error) { p.post(pinc, func() { p.kv.connLost(kc, err) }) })
-		if p.paused {
-			p.kv.armIdle(kc)
-		}
-	}
-	r := &kvRoom{room: tr.Room, kc: kc, pages: tr.Pages, numTokens: tr.NumTokens}
-	k.rooms[tr.Room] = r
-	k.arm(r, kvtransfer.DefaultHandshakeTimeout, kvtransfer.StepRegisterAck)
-	if kc.dead { // BugStaleBootstrapEndpoint: registered on a dead connection, never answered
-		return
-	}
-	p, pinc := kc.p, kc.p.inc
-	kc.c.send(up, 8+4*len(tr.Pages)+frameHeader, func() {
-		p.post(pinc, func() { p.kv.register(kc, tr.Room, tr.Pages, tr.NumTokens) })
-	})
 }
 
-// register (prefill) handles a REGISTER.
-func (k *kvSide) register(kc *kvConn, room uint64, dest []int32, numTokens int) {
-	w := k.w
-	if t := w.fire(failpoint.KVTransferBootstrap); t != nil {
-		inc := w.inc
-		again := func() { w.post(inc, func() { k.registerNow(kc, room, dest, numTokens) }) }
+func (k *kvSide) dial(ep *kvtransfer.Endpoint) {
+	w, pi := k.w, prefillIndex(ep.Addr)
+	var c *conn
+	err := errors.New("unknown address")
+	if pi >= 0 && pi < len(w.t.prefill) {
+		if err = ErrConnRefused; w.t.prefill[pi].alive {
+			c, err = w.t.links[ep.Addr+"->"+w.name].dial()
+		}
+	}
+	if err != nil {
+		k.lost(ep, fmt.Errorf("%w: dial prefill %s: %w", kvtransfer.ErrConnection, ep.Addr, err))
+		return
+	}
+	p := w.t.prefill[pi]
+	kc := &kvConn{c: c, p: p, d: w, ep: ep}
+	kc.up, kc.down = kvEnd{kc, up}, kvEnd{kc, down}
+	pinc, dinc := p.inc, w.inc
+	c.onBreak = append(c.onBreak,
+		func(err error) { w.post(dinc, func() { w.kv.lost(ep, connErr(err)) }) },
+		func(err error) { p.post(pinc, func() { p.kv.connLost(kc, connErr(err)) }) })
+	if p.paused {
+		p.kv.armIdle(c, w)
+	}
+	k.recv.Connected(ep, &kc.up)
+}
+
+// connErr is a broken connection as kvtransfer reports it.
+func connErr(err error) error {
+	if errors.Is(err, gen.ErrTransfer) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", kvtransfer.ErrConnection, err)
+}
+
+// lost (decode) fails every room of a dead endpoint.
+func (k *kvSide) lost(ep *kvtransfer.Endpoint, err error) {
+	for _, r := range k.recv.Lost(ep) {
+		k.end(r, kvtransfer.LostRoomError(r.Room, ep.Addr, err), false)
+	}
+}
+
+func (k *kvSide) end(r *kvtransfer.RecvRoom, err error, notify bool) {
+	if k.recv.End(r, err, notify) {
+		k.received(r.Room, -1, err)
+	}
+}
+
+// handle is a control message arriving at this side of kc; one the machine finds
+// malformed breaks the connection, as a real reader closes it.
+func (k *kvSide) handle(kc *kvConn, t kvtransfer.MsgType, room uint64, body []byte) {
+	h := kvtransfer.Header{Type: t, Room: room}
+	if k.w == kc.d {
+		ev, err := k.recv.Handle(kc.ep, h, body)
 		switch {
-		case t.Action == failpoint.ActPause:
-			w.fps[failpoint.KVTransferBootstrap].waiters = append(w.fps[failpoint.KVTransferBootstrap].waiters, again)
-			return
-		case t.Action == failpoint.ActSleep:
-			w.t.loop.After(t.Sleep, again)
-			return
-		case t.Action == failpoint.ActReturn && t.Arg == kvtransfer.HookDrop:
-			kc.c.breakNow(fmt.Errorf("%w: dropped by hook %s", kvtransfer.ErrConnection, kvtransfer.HookBootstrap))
-			return
-		case t.Action == failpoint.ActReturn && t.Arg == kvtransfer.HookFail:
-			k.failDown(kc, room, "refused by hook "+kvtransfer.HookBootstrap)
+		case err != nil:
+			kc.c.breakNow(err)
+		case ev.Room != nil && ev.Err != nil:
+			k.received(room, -1, ev.Err)
+		case ev.Room != nil:
+			k.received(room, ev.FirstToken, nil)
+		}
+		return
+	}
+	if t == kvtransfer.MsgRegister {
+		k.register(kc, room, body)
+		return
+	}
+	ev, err := k.send.Handle(&kc.down, h, body, kc.d.name)
+	if err != nil {
+		kc.c.breakNow(err)
+	} else if ev.Room != nil {
+		k.finish(ev.Room, ev.Err, ev.Abandoned)
+	}
+}
+
+// pages (decode) writes a batch of frames of room into its pages and verifies them.
+func (k *kvSide) pages(ep *kvtransfer.Endpoint, room uint64, es []kvtransfer.Entry, bodies [][]byte) {
+	r := k.recv.Lookup(ep, room)
+	if r == nil {
+		return
+	}
+	kv, n := k.w.b.KV(), int64(0)
+	for i, e := range es {
+		if err := k.recv.CheckFrame(r, e); err != nil {
+			k.end(r, err, true)
 			return
 		}
+		dst := kv.LayerBytes(r.Dest[e.Page], int(e.Layer))[:e.Len]
+		copy(dst, bodies[i])
+		if got := kvtransfer.Checksum(dst); got != e.CRC {
+			k.end(r, kvtransfer.ChecksumError(room, e, got), true)
+			return
+		}
+		n += int64(e.Len)
 	}
-	k.registerNow(kc, room, dest, numTokens)
+	k.recv.Progress(r, len(es), n)
 }
 
-func (k *kvSide) registerNow(kc *kvConn, room uint64, dest []int32, numTokens int) {
-	w := k.w
-	if !kc.c.alive {
-		return
+// hook evaluates a kvtransfer hook point's failpoint as the real Hook (failpoint.Eval)
+// does, on the Loop: cont gets the return(...) argument at once, or "" after a sleep or,
+// for a pause, once the failpoint lets go (it is evaluated again then).
+func (k *kvSide) hook(point string, cont func(arg string)) {
+	w, inc := k.w, k.w.inc
+	switch t := w.fire(point); {
+	case t == nil:
+		cont("")
+	case t.Action == failpoint.ActPause:
+		fp := w.fps[point]
+		fp.waiters = append(fp.waiters, func() { w.post(inc, func() { k.hook(point, cont) }) })
+	case t.Action == failpoint.ActSleep:
+		w.t.loop.After(t.Sleep, func() { w.post(inc, func() { cont("") }) })
+	default:
+		cont(t.Arg)
 	}
-	if reason, ok := k.tombstones.Failed(room); ok {
-		k.failDown(kc, room, kvtransfer.RefusedRegisterReason(reason))
-		return
-	}
-	k.regs[room] = &kvReg{room: room, kc: kc, dest: dest, numTokens: numTokens}
-	w.sched.Registered(w.t.loop.Now(), room)
-	w.wake()
-	d, dinc := kc.d, kc.d.inc
-	kc.c.send(down, frameHeader, func() { d.post(dinc, func() { d.kv.registerAck(room) }) })
 }
 
-// registerAck (decode) starts the waiting bound.
-func (k *kvSide) registerAck(room uint64) {
-	r := k.rooms[room]
-	if r == nil || r.ended {
-		return
-	}
-	k.arm(r, k.w.spec.WaitingTimeout, kvtransfer.StepFirstFrame)
-}
-
-// arm (re)starts the bound of the room's step (d ≤ 0: unbounded), as the receiver does.
-func (k *kvSide) arm(r *kvRoom, d time.Duration, what string) {
-	w := k.w
-	w.t.loop.Stop(r.timer)
-	if d <= 0 {
-		return
-	}
-	inc := w.inc
-	r.timer = w.t.loop.After(d, func() {
-		w.post(inc, func() {
-			if r.ended {
-				return
-			}
-			k.failRoom(r, kvtransfer.StepTimeoutError(r.room, what, d), true)
-		})
+// register (prefill) is a REGISTER, after the bootstrap hook (Sender.onRegister).
+func (k *kvSide) register(kc *kvConn, room uint64, body []byte) {
+	k.hook(kvtransfer.HookBootstrap, func(arg string) {
+		switch arg {
+		case kvtransfer.HookDrop:
+			kc.c.breakNow(kvtransfer.HookDropError(kvtransfer.HookBootstrap, 0))
+		case kvtransfer.HookFail:
+			reason := kvtransfer.HookRefusedReason(nil, arg)
+			k.fail(room, reason)
+			k.send.Refuse(&kc.down, room, reason)
+		default:
+			k.registerNow(kc, room, body)
+		}
 	})
 }
 
-// failRoom (decode) ends a room with err, telling prefill when up.
-func (k *kvSide) failRoom(r *kvRoom, err error, up_ bool) {
-	r.ended = true
-	k.w.t.loop.Stop(r.timer)
-	delete(k.rooms, r.room)
-	if up_ && !r.kc.dead && r.kc.c.alive {
-		p, pinc, room := r.kc.p, r.kc.p.inc, r.room
-		reason := err.Error()
-		r.kc.c.send(up, frameHeader+len(reason), func() {
-			p.post(pinc, func() { p.kv.decodeFailed(room, reason) })
-		})
-	}
-	k.received(r.room, -1, err)
-}
-
-// decodeFailed (prefill) is a FAIL from decode.
-func (k *kvSide) decodeFailed(room uint64, reason string) {
-	g := k.regs[room]
-	if g == nil || g.ended {
+func (k *kvSide) registerNow(kc *kvConn, room uint64, body []byte) {
+	reg, err := kvtransfer.ParseRegister(body)
+	if !kc.c.alive || err != nil {
 		return
 	}
-	g.ended = true
-	delete(k.regs, room)
-	k.tombstones.Add(room, "decode: "+reason)
-	if g.sending {
-		k.sent(room, fmt.Errorf("room %d: %w", room, fmt.Errorf("%w: room %d: decode: %s", kvtransfer.ErrPeer, room, reason)))
+	r, _ := k.send.Register(&kc.down, room, reg, kc.d.name)
+	if r == nil {
 		return
 	}
-	k.sent(room, kvtransfer.AbandonedError(room, "decode: "+reason))
+	k.w.sched.Registered(k.w.t.loop.Now(), room)
+	k.w.wake()
+	if s, ok := r.Owner.(scheduler.Send); ok { // a Send waited for the registration
+		k.push(r, s)
+	}
 }
 
-// failDown (prefill) FAILs a room to decode.
-func (k *kvSide) failDown(kc *kvConn, room uint64, reason string) {
-	d, dinc := kc.d, kc.d.inc
-	kc.c.send(down, frameHeader+len(reason), func() {
-		d.post(dinc, func() {
-			if r := d.kv.rooms[room]; r != nil && !r.ended {
-				d.kv.failRoom(r, fmt.Errorf("%w: room %d: prefill: %s", kvtransfer.ErrPeer, room, reason), false)
-			}
-		})
-	})
-}
-
-// startSend (prefill) sends the KV of a room.
+// startSend (prefill) sends the KV of a room once decode registered it.
 func (k *kvSide) startSend(s scheduler.Send) {
-	w := k.w
-	g := k.regs[s.Room]
-	if g == nil || g.ended {
-		k.sent(s.Room, fmt.Errorf("%w: room %d already failed: not registered", kvtransfer.ErrPeer, s.Room))
+	r, err := k.send.Claim(s.Room)
+	switch {
+	case err != nil:
+		k.sent(s.Room, err)
+	case r.Conn == nil:
+		r.Owner = s
+	default:
+		k.push(r, s)
+	}
+}
+
+// push sends r's frames, then DONE; the ACK ends the Send (handle).
+func (k *kvSide) push(r *kvtransfer.SendRoom, s scheduler.Send) {
+	w, kv := k.w, k.w.b.KV()
+	if err := k.send.Check(r, s.Pages, s.NumTokens, s.FirstToken, kv.NumPages); err != nil {
+		k.ended(r, err)
 		return
 	}
-	if g.numTokens != s.NumTokens {
-		g.ended = true
-		delete(k.regs, s.Room)
-		k.failDown(g.kc, s.Room, "shape mismatch")
-		k.sent(s.Room, fmt.Errorf("%w: room %d: prefill has %d tokens, decode registered %d", kvtransfer.ErrShape, s.Room, s.NumTokens, g.numTokens))
-		return
-	}
-	g.sending = true
-	kv := w.b.KV()
-	ps, per := kv.PageSize, kv.BytesPerToken
-	// The frames: the first n tokens of each page and layer, with their checksums.
-	type frame struct {
-		body []byte
-		crc  uint32
-		dst  int32
-		l    int
-	}
-	var frames []frame
-	for i, src := range s.Pages {
-		n := min(ps, s.NumTokens-i*ps)
-		if n <= 0 {
-			break
-		}
-		for l := 0; l < kv.Layers; l++ {
-			b := append([]byte(nil), kv.LayerBytes(src, l)[:n*per]...)
-			frames = append(frames, frame{body: b, crc: kvtransfer.Checksum(b), dst: g.dest[i], l: l})
+	kc := r.Conn.(*kvEnd).kc
+	var es []kvtransfer.Entry
+	var bodies [][]byte
+	for j := 0; j*kv.PageSize < s.NumTokens; j++ {
+		n := kvtransfer.FrameLen(kv.PageSize, kv.BytesPerToken, s.NumTokens, j)
+		for l := range kv.Layers {
+			b := append([]byte(nil), kv.LayerBytes(s.Pages[j], l)[:n]...)
+			es = append(es, kvtransfer.Entry{Page: uint32(j), Layer: uint32(l), Len: uint32(n), CRC: kvtransfer.Checksum(b)})
+			bodies = append(bodies, b)
 		}
 	}
-	d, dinc := g.kc.d, g.kc.d.inc
-	kc := g.kc
-	deliverFrames := func(from, to int) {
-		bytes := 0
-		for _, f := range frames[from:to] {
-			bytes += len(f.body) + frameHeader
+	d, dinc := kc.d, kc.d.inc
+	deliver := func(from, to int) {
+		size := kvtransfer.HeaderSize + (to-from)*kvtransfer.EntrySize
+		for _, b := range bodies[from:to] {
+			size += len(b)
 		}
-		batch := frames[from:to]
-		kc.c.send(down, bytes, func() {
-			d.post(dinc, func() {
-				r := d.kv.rooms[s.Room]
-				if r == nil || r.ended {
-					return
-				}
-				for _, f := range batch {
-					if got := kvtransfer.Checksum(f.body); got != f.crc {
-						d.kv.failRoom(r, fmt.Errorf("%w: room %d layer %d page %d (crc32c %#08x, computed %#08x)",
-							kvtransfer.ErrChecksum, s.Room, f.l, f.dst, f.crc, got), true)
-						return
-					}
-					dkv := d.b.KV()
-					copy(dkv.LayerBytes(f.dst, f.l), f.body)
-				}
-				d.kv.arm(r, d.spec.ProgressTimeout, kvtransfer.StepNextFrame)
-			})
-		})
+		kc.c.send(down, size, func() { d.post(dinc, func() { d.kv.pages(kc.ep, s.Room, es[from:to], bodies[from:to]) }) })
 	}
 	done := func() {
-		kc.c.send(down, frameHeader+12, func() {
-			d.post(dinc, func() {
-				r := d.kv.rooms[s.Room]
-				if r == nil || r.ended {
-					return
-				}
-				r.ended = true
-				d.t.loop.Stop(r.timer)
-				delete(d.kv.rooms, s.Room)
-				d.kv.received(s.Room, s.FirstToken, nil)
-				p, pinc := kc.p, kc.p.inc
-				kc.c.send(up, frameHeader, func() {
-					p.post(pinc, func() {
-						if g.ended {
-							return
-						}
-						g.ended = true
-						delete(p.kv.regs, s.Room)
-						p.kv.sent(s.Room, nil)
-					})
-				})
-			})
-		})
+		kc.down.Enqueue(kvtransfer.MsgDone, s.Room, kvtransfer.AppendDone(nil,
+			kvtransfer.Done{FirstToken: int32(s.FirstToken), NumTokens: uint32(s.NumTokens), Frames: uint32(len(es))}))
 	}
 	if w.fps[failpoint.KVTransferSendFrame] == nil {
-		deliverFrames(0, len(frames))
+		deliver(0, len(es))
 		done()
 		return
 	}
-	// Frame by frame, evaluating the send-frame failpoint before each.
+	// Frame by frame, evaluating the send-frame hook before each (Sender.send).
 	inc := w.inc
 	var next func(i int)
 	next = func(i int) {
-		if g.ended || !kc.c.alive || inc != w.inc {
+		if k.send.Get(s.Room) != r || !kc.c.alive || inc != w.inc {
 			return
 		}
-		if i == len(frames) {
+		if i == len(es) {
 			done()
 			return
 		}
-		if t := w.fire(failpoint.KVTransferSendFrame); t != nil {
-			switch {
-			case t.Action == failpoint.ActPause:
-				fp := w.fps[failpoint.KVTransferSendFrame]
-				fp.waiters = append(fp.waiters, func() { w.post(inc, func() { next(i) }) })
+		k.hook(kvtransfer.HookSendFrame, func(arg string) {
+			switch arg {
+			case kvtransfer.HookDrop:
+				kc.c.breakNow(kvtransfer.HookDropError(kvtransfer.HookSendFrame, s.Room))
 				return
-			case t.Action == failpoint.ActSleep:
-				w.t.loop.After(t.Sleep, func() {
-					w.post(inc, func() {
-						deliverFrames(i, i+1)
-						next(i + 1)
-					})
-				})
-				return
-			case t.Action == failpoint.ActReturn && t.Arg == kvtransfer.HookDrop:
-				kc.c.breakNow(fmt.Errorf("%w: room %d: dropped by hook %s", kvtransfer.ErrConnection, s.Room, kvtransfer.HookSendFrame))
-				return
-			case t.Action == failpoint.ActReturn && t.Arg == kvtransfer.HookCorrupt:
-				b := frames[i].body
-				if len(b) > 0 {
-					b[len(b)/2] ^= 0xff // after the CRC was computed
-				}
+			case kvtransfer.HookCorrupt:
+				bodies[i] = kvtransfer.Corrupt(bodies[i])
 			}
-		}
-		deliverFrames(i, i+1)
-		next(i + 1)
+			deliver(i, i+1)
+			next(i + 1)
+		})
 	}
 	next(0)
 }
 
-// cancel abandons a room (scheduler Cancel): decode FAILs it to prefill, prefill
-// tombstones it and FAILs it to decode.
+// ended ends r's Send with err (nil: ACKed) and tells the scheduler.
+func (k *kvSide) ended(r *kvtransfer.SendRoom, err error) {
+	k.send.Ended(r, err)
+	k.sent(r.Room, err)
+}
+
+// finish is a room the machine ended: its Send ends with err, or the scheduler is told
+// the room was abandoned.
+func (k *kvSide) finish(r *kvtransfer.SendRoom, err error, abandoned string) {
+	if r.Sending {
+		k.ended(r, err)
+	} else if abandoned != "" {
+		k.sent(r.Room, kvtransfer.AbandonedError(r.Room, abandoned))
+	}
+}
+
+// fail (prefill) fails a room from this side (tombstone, FAIL to decode).
+func (k *kvSide) fail(room uint64, reason string) {
+	if r, err := k.send.Fail(room, reason); r != nil && r.Sending {
+		k.ended(r, err)
+	}
+}
+
+// cancel abandons a room (scheduler Cancel), as cli's kvTransfer.Cancel does.
 func (k *kvSide) cancel(room uint64) {
-	if r := k.rooms[room]; r != nil && !r.ended {
-		r.ended = true
-		k.w.t.loop.Stop(r.timer)
-		delete(k.rooms, room)
-		if !r.kc.dead && r.kc.c.alive {
-			p, pinc := r.kc.p, r.kc.p.inc
-			r.kc.c.send(up, frameHeader, func() {
-				p.post(pinc, func() { p.kv.decodeFailed(room, "cancelled by decode") })
-			})
-		}
-		return
-	}
-	k.tombstones.Add(room, "cancelled by prefill")
-	if g := k.regs[room]; g != nil && !g.ended {
-		g.ended = true
-		delete(k.regs, room)
-		k.failDown(g.kc, room, "cancelled by prefill")
-	}
-}
-
-// connLost fails every room of a broken connection on this side.
-func (k *kvSide) connLost(kc *kvConn, err error) {
-	kc.dead = true
-	if k.w == kc.d {
-		if !k.w.spec.StaleEndpoints {
-			for pi, x := range k.conns {
-				if x == kc {
-					delete(k.conns, pi)
-				}
-			}
-		}
-		for _, room := range sortedRooms(k.rooms) {
-			if r := k.rooms[room]; r.kc == kc {
-				k.failRoom(r, fmt.Errorf("room %d: prefill %s: %w: %v", room, kc.p.name, kvtransfer.ErrConnection, err), false)
-			}
-		}
-		return
-	}
-	for _, room := range sortedRooms(k.regs) {
-		g := k.regs[room]
-		if g.kc != kc {
-			continue
-		}
-		g.ended = true
-		delete(k.regs, room)
-		k.tombstones.Add(room, err.Error())
-		if g.sending {
-			k.sent(room, fmt.Errorf("room %d: %w: decode %s: %v", room, kvtransfer.ErrConnection, kc.d.name, err))
-		} else {
-			k.sent(room, kvtransfer.AbandonedError(room, err.Error()))
-		}
-	}
-}
-
-// kvConns lists the connections this worker holds (decode: its own; prefill: found on
-// the decode workers), in a fixed order.
-func (k *kvSide) kvConns() []*kvConn {
-	var out []*kvConn
 	if k.w.role == scheduler.RoleDecode {
-		for pi := range k.w.t.prefill {
-			if kc := k.conns[pi]; kc != nil && !kc.dead {
-				out = append(out, kc)
-			}
+		if r := k.recv.Get(room); r != nil {
+			k.end(r, kvtransfer.CancelError(room, "cancelled by decode"), true)
 		}
-		return out
+		return
 	}
-	for _, d := range k.w.t.decode {
-		if kc := d.kv.conns[k.w.idx]; kc != nil && !kc.dead && kc.p == k.w {
-			out = append(out, kc)
+	k.fail(room, "cancelled by prefill")
+}
+
+// connLost (prefill) fails every room of a broken connection.
+func (k *kvSide) connLost(kc *kvConn, err error) {
+	for _, r := range k.send.ConnLost(&kc.down, err, nil) {
+		k.finish(r, kvtransfer.LostError(r.Room, err), err.Error())
+	}
+}
+
+// kvConns are the open connections of this worker's KV links, in link order.
+func (k *kvSide) kvConns() (out []*conn) {
+	for _, l := range k.w.t.linkOrder {
+		if l.kv && (l.from == k.w.name || l.to == k.w.name) {
+			out = append(out, l.conns...)
 		}
 	}
 	return out
@@ -469,48 +387,32 @@ func (k *kvSide) kvConns() []*kvConn {
 
 // crash breaks every KV connection of a dying process.
 func (k *kvSide) crash() {
-	for _, kc := range k.kvConns() {
-		kc.c.breakNow(fmt.Errorf("%w: %s closed the connection", kvtransfer.ErrConnection, k.w.name))
+	for _, c := range k.kvConns() {
+		c.breakNow(fmt.Errorf("%w: %s closed the connection", kvtransfer.ErrConnection, k.w.name))
 	}
-	k.disarmIdle()
+	k.resumed()
 }
 
 // paused: this process stops its heartbeats; each peer declares the connection dead
-// after its idle timeout.
+// after its idle timeout unless this side resumes first.
 func (k *kvSide) paused() {
-	for _, kc := range k.kvConns() {
-		k.armIdle(kc)
+	for _, c := range k.kvConns() {
+		peer := c.l.from
+		if peer == k.w.name {
+			peer = c.l.to
+		}
+		k.armIdle(c, k.w.t.worker(peer))
 	}
 }
 
-// armIdle breaks kc after the peer's idle timeout (the side still running declares the
-// connection dead) unless this paused side resumes first.
-func (k *kvSide) armIdle(kc *kvConn) {
-	peer := kc.d
-	if peer == k.w {
-		peer = kc.p
-	}
+func (k *kvSide) armIdle(c *conn, peer *worker) {
 	idle := peer.spec.IdleTimeout
-	k.idle = append(k.idle, k.w.t.loop.After(idle, func() {
-		kc.c.breakNow(fmt.Errorf("%w: no message for %s", kvtransfer.ErrConnection, idle))
-	}))
+	k.idle = append(k.idle, k.w.t.loop.After(idle, func() { c.breakNow(kvtransfer.IdleError(k.w.name, idle, nil)) }))
 }
 
-func (k *kvSide) resumed() { k.disarmIdle() }
-
-func (k *kvSide) disarmIdle() {
+func (k *kvSide) resumed() {
 	for _, tm := range k.idle {
 		k.w.t.loop.Stop(tm)
 	}
 	k.idle = nil
-}
-
-// sortedRooms lists a room map's keys in order (deterministic iteration).
-func sortedRooms[V any](m map[uint64]V) []uint64 {
-	out := make([]uint64, 0, len(m))
-	for r := range m {
-		out = append(out, r)
-	}
-	slices.Sort(out)
-	return out
 }

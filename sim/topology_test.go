@@ -302,7 +302,7 @@ func TestPausedPrefillKVConnectionDiesOfSilence(t *testing.T) {
 	loop.RunUntil(Epoch.Add(8 * time.Second))
 	require.NotNil(t, s2.done)
 	require.Error(t, s2.done.Err)
-	assert.Contains(t, s2.done.Err.Error(), "no message for 5s", "decode declared the KV connection dead after the idle timeout")
+	assert.Contains(t, s2.done.Err.Error(), "nothing from prefill-0 for 5s (heartbeats lost)", "decode declared the KV connection dead after the idle timeout")
 	require.NotNil(t, s.done, "the first request had its KV: it completes")
 	assert.NoError(t, s.done.Err)
 }

@@ -10,7 +10,6 @@ import (
 
 	"pdsoak/kernels"
 	"pdsoak/server/engine"
-	"pdsoak/server/kvtransfer"
 	"pdsoak/server/router"
 	"pdsoak/server/scheduler"
 )
@@ -71,26 +70,12 @@ func WorkerConfig(role engine.Role, args []string) (WorkerSpec, error) {
 		return WorkerSpec{}, fmt.Errorf("cli: %s args: %w", role, err)
 	}
 	kc.NumPages = pages
+	b := f.kvBounds(role)
 	sp := WorkerSpec{Role: role, Engine: f.engineConfig(role), Kernels: kc, Pages: pages, SeedSet: fs.Changed("seed"),
-		ProgressTimeout: kvtransfer.DefaultProgressTimeout, HeartbeatInterval: kvtransfer.DefaultHeartbeatInterval,
-		IdleTimeout: kvtransfer.DefaultIdleTimeout}
+		ProgressTimeout: b.progress, WaitingTimeout: b.waiting, HeartbeatInterval: b.interval, IdleTimeout: b.idle,
+		StaleEndpoints: b.stale}
 	if sp.Engine.PageSize == 0 {
 		sp.Engine.PageSize = kc.PageSize
-	}
-	if f.limits.Semantics == engine.SemanticsSGLang {
-		sp.ProgressTimeout = 0 // semanticsOptions
-	}
-	if interval, idle, ok := f.heartbeat(); ok {
-		sp.HeartbeatInterval, sp.IdleTimeout = interval, idle
-	}
-	if role == roleDecode {
-		sp.StaleEndpoints = f.limits.Bug(scheduler.BugStaleBootstrapEndpoint)
-		if d := time.Duration(f.waitingTimeout); d > 0 && f.limits.Semantics == engine.SemanticsSGLang {
-			sp.WaitingTimeout = d
-			if !f.limits.Bug(scheduler.BugTransferringNeverTimesOut) {
-				sp.ProgressTimeout = d
-			}
-		}
 	}
 	return sp, nil
 }

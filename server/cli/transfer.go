@@ -77,10 +77,7 @@ func newTransfer(role engine.Role, b kernels.Backend, f *workerFlags, reg promet
 		}
 	}
 	opts := append([]kvtransfer.Option{kvtransfer.WithLogger(log), kvtransfer.WithOnComplete(t.onComplete)}, extra...)
-	opts = append(opts, semanticsOptions(f.limits.Semantics)...)
-	if interval, idle, ok := f.heartbeat(); ok {
-		opts = append(opts, kvtransfer.WithHeartbeat(interval, idle))
-	}
+	opts = append(opts, f.kvBounds(role).options()...)
 	switch role {
 	case rolePrefill:
 		opts = append(opts,
@@ -102,18 +99,6 @@ func newTransfer(role engine.Role, b kernels.Backend, f *workerFlags, reg promet
 		}
 		t.bootstrapAddr = t.sender.Addr()
 	case roleDecode:
-		if f.limits.Bug(scheduler.BugStaleBootstrapEndpoint) {
-			opts = append(opts, kvtransfer.WithStaleEndpoints(true))
-		}
-		if d := time.Duration(f.waitingTimeout); d > 0 && f.limits.Semantics == engine.SemanticsSGLang {
-			// SGLANG_DISAGGREGATION_WAITING_TIMEOUT bounds KVPoll.WaitingForInput and, since
-			// sglang PR #31800, KVPoll.Transferring (no frame for that long); the bug keeps
-			// Transferring unbounded, as before that PR.
-			opts = append(opts, kvtransfer.WithWaitingTimeout(d))
-			if !f.limits.Bug(scheduler.BugTransferringNeverTimesOut) {
-				opts = append(opts, kvtransfer.WithProgressTimeout(d))
-			}
-		}
 		t.receiver = kvtransfer.NewReceiver(b.KV(), opts...)
 	default:
 		return nil, fmt.Errorf("cli: no KV transfer for role %q", role)
@@ -142,12 +127,55 @@ func (f *workerFlags) heartbeat() (interval, idle time.Duration, ok bool) {
 	return interval, idle, true
 }
 
-// semanticsOptions are the kvtransfer options that depend on the semantics mode.
-func semanticsOptions(s engine.Semantics) []kvtransfer.Option {
-	if s == engine.SemanticsSGLang {
-		return []kvtransfer.Option{kvtransfer.WithProgressTimeout(0)}
+// kvBounds are the KV link's bounds the flags and the semantics mode imply, for
+// newTransfer's options and for WorkerSpec (the simulator): one rule for both.
+type kvBounds struct {
+	progress, waiting, interval, idle time.Duration
+	stale                             bool
+}
+
+func (f *workerFlags) kvBounds(role engine.Role) kvBounds {
+	b := kvBounds{progress: kvtransfer.DefaultProgressTimeout, interval: kvtransfer.DefaultHeartbeatInterval,
+		idle: kvtransfer.DefaultIdleTimeout}
+	if f.limits.Semantics == engine.SemanticsSGLang {
+		b.progress = 0 // SGLang does not bound Transferring
 	}
-	return nil
+	if interval, idle, ok := f.heartbeat(); ok {
+		b.interval, b.idle = interval, idle
+	}
+	if role != roleDecode {
+		return b
+	}
+	b.stale = f.limits.Bug(scheduler.BugStaleBootstrapEndpoint)
+	if d := time.Duration(f.waitingTimeout); d > 0 && f.limits.Semantics == engine.SemanticsSGLang {
+		// SGLANG_DISAGGREGATION_WAITING_TIMEOUT bounds KVPoll.WaitingForInput and, since
+		// sglang PR #31800, KVPoll.Transferring (no frame for that long); the bug keeps
+		// Transferring unbounded, as before that PR.
+		b.waiting = d
+		if !f.limits.Bug(scheduler.BugTransferringNeverTimesOut) {
+			b.progress = d
+		}
+	}
+	return b
+}
+
+// options are the kvtransfer options for b, only those that differ from the defaults (so
+// a test's extra option for a bound the mode leaves alone stays).
+func (b kvBounds) options() []kvtransfer.Option {
+	var opts []kvtransfer.Option
+	if b.progress != kvtransfer.DefaultProgressTimeout {
+		opts = append(opts, kvtransfer.WithProgressTimeout(b.progress))
+	}
+	if b.waiting > 0 {
+		opts = append(opts, kvtransfer.WithWaitingTimeout(b.waiting))
+	}
+	if b.interval != kvtransfer.DefaultHeartbeatInterval || b.idle != kvtransfer.DefaultIdleTimeout {
+		opts = append(opts, kvtransfer.WithHeartbeat(b.interval, b.idle))
+	}
+	if b.stale {
+		opts = append(opts, kvtransfer.WithStaleEndpoints(true))
+	}
+	return opts
 }
 
 func (t *kvTransfer) onComplete(st kvtransfer.Stats) {

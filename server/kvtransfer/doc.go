@@ -74,6 +74,22 @@
 //	t, err := r.Start(ctx, bootstrapAddr, R, destPages, len(prompt)) // never blocks on I/O
 //	res := <-t.Done() // res.FirstToken, or res.Err wrapping gen.ErrTransfer
 //
+// # Room machines
+//
+// The room protocol itself (which rooms exist on which connection, every step's bound,
+// frame accounting, DONE/ACK, FAIL, connection loss, stale endpoints and the tombstone
+// ring) is two state machines with no goroutines and no sockets: RecvRooms (decode) and
+// SendRooms (prefill). Their IO is a Conn (where control messages go) and, for the
+// receiver's bounds, a Clock. The Receiver and Sender call them under their mutex and
+// carry the bytes over TCP; the simulator (sim/link_kv.go) calls the same machines on
+// its virtual clock and simulated link:
+//
+//	m := kvtransfer.NewRecvRooms(clock, cfg, onTimer)   // onTimer calls m.Expire
+//	ep, dial, err := m.Start(&room, addr, id, pages, tokens, newEndpoint)
+//	if dial { ...connect...; m.Connected(ep, conn) }     // REGISTER leaves through conn
+//	...REGISTER_ACK: m.RegisterAck(ep, id); PAGES: m.CheckFrame, copy, m.Progress;
+//	...DONE: m.Done(ep, id, d) (ACKs); FAIL: m.PeerFailed; dead: m.Lost(ep), m.End
+//
 // Faults: the sender calls the hook (default failpoint.Eval) with "kvtransfer/send-frame"
 // before every frame ("corrupt" flips a payload byte after the CRC was computed, "drop"
 // closes the connection, sleep/pause delay it; frames already batched leave with the next

@@ -87,8 +87,8 @@ func (l *link) err() error {
 	}
 }
 
-// enqueue queues a control message for the writer goroutine.
-func (l *link) enqueue(t MsgType, room uint64, body []byte) {
+// Enqueue queues a control message for the writer goroutine.
+func (l *link) Enqueue(t MsgType, room uint64, body []byte) {
 	msg := appendMessage(make([]byte, 0, HeaderSize+len(body)), t, room, body)
 	l.qmu.Lock()
 	l.q = append(l.q, msg)
@@ -207,9 +207,8 @@ func (l *link) writeFrame(room uint64, e Entry, payload []byte, corrupt bool) er
 		l.dropLocked()
 		return err
 	}
-	if corrupt && len(payload) > 0 {
-		payload = append([]byte(nil), payload...) // its own copy: it stays pending
-		payload[len(payload)/2] ^= 0x5a
+	if corrupt {
+		payload = Corrupt(payload)
 	}
 	var b *batch
 	for _, x := range l.batches {
@@ -244,12 +243,32 @@ func (l *link) writeFrame(room uint64, e Entry, payload []byte, corrupt bool) er
 	return err
 }
 
+// Corrupt is a copy of a frame's payload with one byte flipped (the send-frame hook's
+// "corrupt", sent under the original CRC); its own copy, as it stays pending.
+func Corrupt(payload []byte) []byte {
+	if len(payload) == 0 {
+		return payload
+	}
+	b := append([]byte(nil), payload...)
+	b[len(b)/2] ^= 0x5a
+	return b
+}
+
 // read reads the next message. The deadline is the idle timeout: heartbeats arrive well
 // within it on a live connection. The body is valid until the next read.
 func (l *link) read(buf []byte) (Header, []byte, []byte, error) {
 	_ = l.c.SetReadDeadline(time.Now().Add(l.cfg.idleTimeout))
 	h, body, buf, err := ReadMessage(l.br, buf)
 	return h, body, buf, l.readErr(err)
+}
+
+// IdleError is how a connection dies when nothing came from peer for idle (its
+// heartbeats lost); cause is the read's error, if any.
+func IdleError(peer string, idle time.Duration, cause error) error {
+	if cause == nil {
+		return fmt.Errorf("%w: nothing from %s for %s (heartbeats lost)", ErrTimeout, peer, idle)
+	}
+	return fmt.Errorf("%w: nothing from %s for %s (heartbeats lost): %w", ErrTimeout, peer, idle, cause)
 }
 
 // readErr says what a failed read means for the connection.
@@ -259,7 +278,7 @@ func (l *link) readErr(err error) error {
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
-		return fmt.Errorf("%w: nothing from %s for %s (heartbeats lost): %w", ErrTimeout, l.peer, l.cfg.idleTimeout, err)
+		return IdleError(l.peer, l.cfg.idleTimeout, err)
 	} else if !errors.Is(err, ErrProtocol) {
 		return fmt.Errorf("%w: read from %s: %w", ErrConnection, l.peer, err)
 	}

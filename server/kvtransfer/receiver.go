@@ -25,16 +25,15 @@ type Receiver struct {
 	wg     sync.WaitGroup
 
 	mu     sync.Mutex // guards everything below and every write into store by a frame
-	conns  map[string]*rconn
-	rooms  map[uint64]*Transfer
+	rooms  *RecvRooms // the room protocol (rooms_recv.go)
+	links  map[*link]struct{}
 	closed bool
 }
 
 // rconn is the receiver's connection to one prefill address.
 type rconn struct {
-	addr  string
-	l     *link // nil while dialing
-	rooms map[uint64]*Transfer
+	ep Endpoint
+	l  *link // nil while dialing
 
 	guard pageGuard
 	// Reused by the connection's reader (onPages) only.
@@ -52,27 +51,16 @@ type Result struct {
 
 // Transfer is one room being received.
 type Transfer struct {
-	r         *Receiver
-	room      uint64
-	dest      []int32
-	numTokens int
-	start     time.Time
+	r     *Receiver
+	room  uint64
+	start time.Time
 
 	// Under r.mu:
-	conn     *rconn
-	live     bool
-	acked    bool
-	got      []bool // [page index * layers + layer]
-	received int
-	expected int
-	bytes    int64
-	timer    *time.Timer
-	reading  bool        // the connection's reader is writing payloads into dest (onPages)
-	gone     atomic.Bool // set by endLocked: the reader's writes go elsewhere (pageGuard)
-	step     uint64      // counts armLocked calls: a timer of an earlier step does nothing
-	stepWhat string      // what the current step waits for
-	stepAt   time.Time   // when the current step (re)started
-	stopCtx  func() bool
+	rr      RecvRoom
+	conn    *rconn
+	reading bool        // the connection's reader is writing payloads into dest (onPages)
+	gone    atomic.Bool // set by endLocked: the reader's writes go elsewhere (pageGuard)
+	stopCtx func() bool
 
 	done   chan Result
 	once   sync.Once
@@ -88,18 +76,24 @@ func (t *Transfer) Done() <-chan Result { return t.done }
 // Cancel aborts the transfer (decode no longer wants it) and tells prefill with FAIL. No
 // byte lands in the transfer's destination pages once Cancel returns.
 func (t *Transfer) Cancel(reason string) {
-	t.r.fail(t, fmt.Errorf("kvtransfer: room %d cancelled by decode: %s: %w", t.room, reason, gen.ErrTransfer), true)
+	t.r.fail(t, CancelError(t.room, reason), true)
 }
 
 // NewReceiver returns a receiver that writes pages into store.
 func NewReceiver(store *kernels.KVStore, opts ...Option) *Receiver {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Receiver{
+	r := &Receiver{
 		cfg: newConfig(opts), store: store, ctx: ctx, cancel: cancel,
 		shape: Shape{uint32(store.PageSize), uint32(store.Layers), uint32(store.BytesPerToken)},
-		conns: map[string]*rconn{}, rooms: map[uint64]*Transfer{},
+		links: map[*link]struct{}{},
 	}
+	r.rooms = NewRecvRooms(nil, RecvConfig{PageSize: store.PageSize, Layers: store.Layers, BytesPerToken: store.BytesPerToken,
+		NumPages: store.NumPages, Handshake: r.cfg.handshakeTimeout, Waiting: r.cfg.waitingTimeout,
+		Progress: r.cfg.progressTimeout, StaleEndpoints: r.cfg.staleEndpoints}, r.expire)
+	return r
 }
+
+func tr(rr *RecvRoom) *Transfer { return rr.Owner.(*Transfer) }
 
 // Start registers room with the prefill worker whose bootstrap address is prefillAddr:
 // numTokens tokens of KV will land in destPages. It does not block on the network (the
@@ -108,44 +102,22 @@ func NewReceiver(store *kernels.KVStore, opts ...Option) *Receiver {
 // Cancelling ctx cancels the transfer. Start fails at once only on bad arguments, a
 // duplicate room or a closed receiver.
 func (r *Receiver) Start(ctx context.Context, prefillAddr string, room uint64, destPages []int32, numTokens int) (*Transfer, error) {
-	if room == 0 {
-		return nil, fmt.Errorf("kvtransfer: room 0 is reserved: %w", gen.ErrInvalid)
-	}
-	ps := r.store.PageSize
-	need := (numTokens + ps - 1) / ps
-	if numTokens <= 0 || len(destPages) < need || numTokens > 1<<31-1 {
-		return nil, fmt.Errorf("%w: %d destination pages for %d tokens", ErrShape, len(destPages), numTokens)
-	}
-	for _, p := range destPages[:need] {
-		if p < 0 || int(p) >= r.store.NumPages {
-			return nil, fmt.Errorf("%w: destination page %d out of range", ErrShape, p)
-		}
-	}
-	t := &Transfer{r: r, room: room, dest: append([]int32(nil), destPages[:need]...), numTokens: numTokens,
-		start: time.Now(), live: true, expected: need * r.store.Layers, done: make(chan Result, 1)}
-	t.got = make([]bool, t.expected)
-
+	t := &Transfer{r: r, room: room, start: time.Now(), done: make(chan Result, 1)}
+	t.rr.Owner = t
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if _, ok := r.rooms[room]; ok {
+	ep, dial, err := r.rooms.Start(&t.rr, prefillAddr, room, destPages, numTokens, newRconn)
+	if err != nil {
 		r.mu.Unlock()
-		return nil, fmt.Errorf("%w: room %d", ErrDuplicate, room)
+		return nil, err
 	}
-	c := r.conns[prefillAddr]
-	if c == nil {
-		c = &rconn{addr: prefillAddr, rooms: map[uint64]*Transfer{}}
-		r.conns[prefillAddr] = c
+	t.conn = ep.Owner.(*rconn)
+	if dial {
 		r.wg.Add(1)
-		go r.run(c)
-	}
-	r.rooms[room] = t
-	c.rooms[room] = t
-	t.conn = c
-	if c.l != nil {
-		r.registerLocked(c, t)
+		go r.run(t.conn)
 	}
 	// The callback runs on its own goroutine and takes r.mu, so it cannot see t half made.
 	t.stopCtx = context.AfterFunc(ctx, func() {
@@ -155,86 +127,56 @@ func (r *Receiver) Start(ctx context.Context, prefillAddr string, room uint64, d
 	return t, nil
 }
 
-// registerLocked sends REGISTER and bounds the wait for REGISTER_ACK.
-func (r *Receiver) registerLocked(c *rconn, t *Transfer) {
-	c.l.enqueue(MsgRegister, t.room, AppendRegister(nil, Register{NumTokens: uint32(t.numTokens), Pages: t.dest}))
-	t.armLocked(r.cfg.handshakeTimeout, StepRegisterAck)
+func newRconn() *Endpoint {
+	c := &rconn{}
+	c.ep.Owner = c
+	return &c.ep
 }
 
-// armLocked (re)starts the room's step timer: the step must be over within d.
-func (t *Transfer) armLocked(d time.Duration, what string) {
-	t.step++
-	t.stepWhat, t.stepAt = what, time.Now()
-	if t.timer != nil {
-		t.timer.Stop()
-		t.timer = nil
-	}
-	if d <= 0 {
-		return
-	}
-	step := t.step
-	t.timer = time.AfterFunc(d, func() { t.expire(step, d, what) })
-}
-
-// progressLocked restarts the bound of a step that repeats (one per frame). Re-arming a
-// timer per frame costs more than the frame's bookkeeping, so only the time is recorded;
-// a timer that fires early re-arms itself for the rest (expire).
-func (t *Transfer) progressLocked(d time.Duration, what string) {
-	if t.timer == nil || t.stepWhat != what {
-		t.armLocked(d, what)
-		return
-	}
-	t.stepAt = time.Now()
-}
-
-// expire fails the room unless its step changed or, for a step that repeats, was
-// restarted less than d ago.
-func (t *Transfer) expire(step uint64, d time.Duration, what string) {
-	r := t.r
+// expire is a room's step timer (RecvRooms.Expire decides).
+func (r *Receiver) expire(rr *RecvRoom, step uint64) {
 	r.mu.Lock()
-	if !t.live || t.step != step {
-		r.mu.Unlock()
-		return
-	}
-	if rest := d - time.Since(t.stepAt); rest > 0 {
-		t.timer.Reset(rest)
-		r.mu.Unlock()
-		return
-	}
+	err := r.rooms.Expire(rr, step)
 	r.mu.Unlock()
-	r.fail(t, StepTimeoutError(t.room, what, d), true)
+	if err != nil {
+		r.fail(tr(rr), err, true)
+	}
 }
 
 // fail ends a live transfer with err; with notify, prefill is told with FAIL.
 func (r *Receiver) fail(t *Transfer, err error, notify bool) {
 	r.mu.Lock()
-	if !t.live {
+	if !r.endLocked(t, err, notify) {
 		r.mu.Unlock()
 		return
-	}
-	r.endLocked(t)
-	if notify && t.conn.l != nil {
-		t.conn.l.enqueue(MsgFail, t.room, []byte(clipReason(err.Error())))
 	}
 	reading := t.reading
 	r.mu.Unlock()
 	if reading {
 		t.conn.guard.barrier() // the write into t's pages in progress, if any, is over
 	}
-	r.cfg.logger.Warn("kvtransfer: transfer failed", "room", t.room, "prefill", t.conn.addr, "err", err)
-	t.deliver(Result{Err: err})
+	r.report(t, err, -1)
+}
+
+// report delivers how t ended (its machine room ended already): err, or complete.
+func (r *Receiver) report(t *Transfer, err error, firstToken int) {
+	if err != nil {
+		r.cfg.logger.Warn("kvtransfer: transfer failed", "room", t.room, "prefill", t.conn.ep.Addr, "err", err)
+		t.deliver(Result{Err: err})
+		return
+	}
+	r.cfg.logger.Debug("kvtransfer: transfer done", "room", t.room, "bytes", t.rr.Bytes, "frames", t.rr.Received)
+	t.deliver(Result{FirstToken: firstToken})
 }
 
 // endLocked removes t. No frame is written into its pages after this returns, except
 // by a write of the reader already under way, which fail waits for (pageGuard).
-func (r *Receiver) endLocked(t *Transfer) {
-	t.live = false
-	t.gone.Store(true)
-	if t.timer != nil {
-		t.timer.Stop()
+func (r *Receiver) endLocked(t *Transfer, err error, notify bool) bool {
+	if !r.rooms.End(&t.rr, err, notify) {
+		return false
 	}
-	delete(r.rooms, t.room)
-	delete(t.conn.rooms, t.room)
+	t.gone.Store(true)
+	return true
 }
 
 func (t *Transfer) deliver(res Result) {
@@ -246,7 +188,7 @@ func (t *Transfer) deliver(res Result) {
 		t.done <- res
 		close(t.done)
 		if cb := t.r.cfg.onComplete; cb != nil {
-			cb(Stats{Room: t.room, Bytes: t.bytes, Frames: t.received, Duration: time.Since(t.start), Err: res.Err})
+			cb(Stats{Room: t.room, Bytes: t.rr.Bytes, Frames: t.rr.Received, Duration: time.Since(t.start), Err: res.Err})
 		}
 	})
 }
@@ -255,16 +197,15 @@ func (t *Transfer) deliver(res Result) {
 // connection dies; then every room on it fails.
 func (r *Receiver) run(c *rconn) {
 	defer r.wg.Done()
-	l, err := r.dial(c.addr)
+	l, err := r.dial(c.ep.Addr)
 	if err == nil {
 		r.mu.Lock()
 		if r.closed {
 			err = ErrClosed
 		} else {
 			c.l = l
-			for _, t := range c.rooms {
-				r.registerLocked(c, t)
-			}
+			r.links[l] = struct{}{}
+			r.rooms.Connected(&c.ep, l)
 		}
 		r.mu.Unlock()
 	}
@@ -280,16 +221,11 @@ func (r *Receiver) run(c *rconn) {
 		l.kill(err)
 	}
 	r.mu.Lock()
-	if r.conns[c.addr] == c && (!r.cfg.staleEndpoints || c.l == nil) {
-		delete(r.conns, c.addr) // staleEndpoints: a connection that once worked stays
-	}
-	rooms := make([]*Transfer, 0, len(c.rooms))
-	for _, t := range c.rooms {
-		rooms = append(rooms, t)
-	}
+	delete(r.links, l)
+	rooms := r.rooms.Lost(&c.ep)
 	r.mu.Unlock()
-	for _, t := range rooms {
-		r.fail(t, fmt.Errorf("room %d: prefill %s: %w", t.room, c.addr, err), false)
+	for _, rr := range rooms {
+		r.fail(tr(rr), LostRoomError(rr.Room, c.ep.Addr, err), false)
 	}
 }
 
@@ -348,43 +284,25 @@ func (r *Receiver) readLoop(c *rconn, l *link) error {
 		if err != nil {
 			return err
 		}
-		switch h.Type {
-		case MsgHeartbeat:
-		case MsgRegisterAck:
-			r.mu.Lock()
-			if t := c.rooms[h.Room]; t != nil && !t.acked {
-				t.acked = true
-				// Waiting for prefill's forward pass is the engine's bound, or (sglang
-				// semantics) SGLANG_DISAGGREGATION_WAITING_TIMEOUT's: WithWaitingTimeout.
-				t.armLocked(r.cfg.waitingTimeout, StepFirstFrame)
-			}
-			r.mu.Unlock()
-		case MsgPages:
+		if h.Type == MsgPages {
 			if err := r.onPages(c, l, h, body); err != nil {
 				return err
 			}
-		case MsgDone:
-			d, err := ParseDone(body)
-			if err != nil {
-				return err
-			}
-			r.onDone(c, h.Room, d)
-		case MsgFail:
-			reason, err := ParseFail(body)
-			if err != nil {
-				return err
-			}
-			if h.Room == 0 {
-				return fmt.Errorf("%w: prefill %s closed the connection: %s", ErrPeer, c.addr, reason)
-			}
-			r.mu.Lock()
-			t := c.rooms[h.Room]
-			r.mu.Unlock()
-			if t != nil {
-				r.fail(t, fmt.Errorf("%w: room %d: prefill: %s", ErrPeer, h.Room, reason), false)
-			}
-		default:
-			return fmt.Errorf("%w: unexpected %s from prefill %s", ErrProtocol, h.Type, c.addr)
+			continue
+		}
+		// Waiting for prefill's forward pass (after REGISTER_ACK) is the engine's bound,
+		// or (sglang semantics) SGLANG_DISAGGREGATION_WAITING_TIMEOUT's: WithWaitingTimeout.
+		r.mu.Lock()
+		ev, err := r.rooms.Handle(&c.ep, h, body)
+		if ev.Room != nil {
+			tr(ev.Room).gone.Store(true) // this reader is not in onPages: nothing to wait for
+		}
+		r.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if ev.Room != nil {
+			r.report(tr(ev.Room), ev.Err, ev.FirstToken)
 		}
 	}
 }
@@ -400,11 +318,12 @@ func (r *Receiver) onPages(c *rconn, l *link, h Header, table []byte) error {
 	}
 	dst := c.dst[:0]
 	r.mu.Lock()
-	t := c.rooms[h.Room]
+	var t *Transfer
 	var bad error
-	if t != nil {
+	if rr := r.rooms.Lookup(&c.ep, h.Room); rr != nil {
+		t = tr(rr)
 		for _, e := range es {
-			if bad = r.checkLocked(t, e); bad != nil {
+			if bad = r.rooms.CheckFrame(rr, e); bad != nil {
 				break
 			}
 		}
@@ -414,7 +333,7 @@ func (r *Receiver) onPages(c *rconn, l *link, h Header, table []byte) error {
 		t.reading = true // fail now waits for a write under way (pageGuard)
 		c.guard.gone = &t.gone
 		for _, e := range es {
-			dst = append(dst, r.store.LayerBytes(t.dest[e.Page], int(e.Layer))[:e.Len])
+			dst = append(dst, r.store.LayerBytes(t.rr.Dest[e.Page], int(e.Layer))[:e.Len])
 		}
 	} else {
 		c.guard.gone = nil
@@ -441,7 +360,7 @@ func (r *Receiver) onPages(c *rconn, l *link, h Header, table []byte) error {
 			break
 		}
 		if got := Checksum(dst[i]); got != e.CRC {
-			sum = fmt.Errorf("%w: room %d layer %d page %d (crc32c %#08x, computed %#08x)", ErrChecksum, t.room, e.Layer, e.Page, e.CRC, got)
+			sum = ChecksumError(t.room, e, got)
 			break
 		}
 		n += int64(e.Len)
@@ -449,11 +368,8 @@ func (r *Receiver) onPages(c *rconn, l *link, h Header, table []byte) error {
 	c.guard.mu.Unlock()
 	r.mu.Lock()
 	t.reading = false
-	if t.live && rerr == nil && sum == nil {
-		t.received += len(es)
-		t.bytes += n
-		t.acked = true // a frame implies the registration was seen
-		t.progressLocked(r.cfg.progressTimeout, StepNextFrame)
+	if rerr == nil && sum == nil {
+		r.rooms.Progress(&t.rr, len(es), n)
 	}
 	r.mu.Unlock()
 	if rerr != nil {
@@ -465,44 +381,6 @@ func (r *Receiver) onPages(c *rconn, l *link, h Header, table []byte) error {
 	return nil
 }
 
-// checkLocked validates one frame of t and claims its slot.
-func (r *Receiver) checkLocked(t *Transfer, e Entry) error {
-	ps := r.store.PageSize
-	switch {
-	case e.Layer >= uint32(r.store.Layers) || e.Page >= uint32(len(t.dest)):
-		return fmt.Errorf("%w: room %d: frame layer %d page %d out of range", ErrProtocol, t.room, e.Layer, e.Page)
-	case int(e.Len) != min(ps, t.numTokens-int(e.Page)*ps)*r.store.BytesPerToken:
-		return fmt.Errorf("%w: room %d: frame layer %d page %d has %d bytes", ErrProtocol, t.room, e.Layer, e.Page, e.Len)
-	}
-	idx := int(e.Page)*r.store.Layers + int(e.Layer)
-	if t.got[idx] {
-		return fmt.Errorf("%w: room %d: duplicate frame layer %d page %d", ErrProtocol, t.room, e.Layer, e.Page)
-	}
-	t.got[idx] = true
-	return nil
-}
-
-// onDone completes a room whose frames all arrived, and ACKs it.
-func (r *Receiver) onDone(c *rconn, room uint64, d Done) {
-	r.mu.Lock()
-	t := c.rooms[room]
-	if t == nil {
-		r.mu.Unlock()
-		return
-	}
-	if t.received != t.expected || int(d.Frames) != t.expected || int(d.NumTokens) != t.numTokens {
-		r.mu.Unlock()
-		r.fail(t, fmt.Errorf("%w: room %d: DONE after %d of %d frames (prefill sent %d, %d tokens, expected %d)",
-			ErrProtocol, room, t.received, t.expected, d.Frames, d.NumTokens, t.numTokens), true)
-		return
-	}
-	r.endLocked(t)
-	c.l.enqueue(MsgAck, room, nil)
-	r.mu.Unlock()
-	r.cfg.logger.Debug("kvtransfer: transfer done", "room", room, "bytes", t.bytes, "frames", t.received)
-	t.deliver(Result{FirstToken: int(d.FirstToken)})
-}
-
 // Close closes every connection, fails every transfer and waits for the receiver's
 // goroutines.
 func (r *Receiver) Close() error {
@@ -512,11 +390,9 @@ func (r *Receiver) Close() error {
 		return nil
 	}
 	r.closed = true
-	var links []*link
-	for _, c := range r.conns {
-		if c.l != nil {
-			links = append(links, c.l)
-		}
+	links := make([]*link, 0, len(r.links))
+	for l := range r.links {
+		links = append(links, l)
 	}
 	r.mu.Unlock()
 	r.cancel()

@@ -7,8 +7,9 @@ import (
 	"pdsoak/server/gen"
 )
 
-// The room lifecycle's rules, shared by the Receiver and Sender and by the simulator's
-// KV link (sim), which carries the same rooms over virtual connections.
+// The room lifecycle's rules and errors, used by the room machines (RecvRooms,
+// SendRooms), which the Receiver and Sender drive on sockets and the simulator's KV link
+// (sim) on virtual connections.
 
 // The steps a room waits for on the receiver, each bounded: REGISTER_ACK by the
 // handshake timeout, the first frame by the waiting timeout (WithWaitingTimeout; 0 leaves

@@ -25,18 +25,14 @@ type Sender struct {
 	mu     sync.Mutex
 	ln     net.Listener
 	links  map[*link]struct{}
-	rooms  map[uint64]*sroom
-	tomb   *Tombstones
+	rooms  *SendRooms // the room protocol (rooms_send.go)
 	closed bool
 }
 
-// sroom is one room on the sender.
+// sroom is one room on the sender: the machine's state and the channels a Send waits on.
 type sroom struct {
-	room    uint64
-	ready   chan struct{} // closed once registered
-	reg     Registration  // valid once ready is closed
-	link    *link         // valid once ready is closed
-	sending bool
+	SendRoom
+	ready chan struct{} // closed once registered
 
 	fin    chan struct{} // closed by finish
 	finCtx context.Context
@@ -44,6 +40,9 @@ type sroom struct {
 	once   sync.Once
 	err    error // nil: ACK received
 }
+
+// own is the sroom of a machine room.
+func own(r *SendRoom) *sroom { return r.Owner.(*sroom) }
 
 func (r *sroom) finish(err error) {
 	r.once.Do(func() { r.err = err; close(r.fin); r.cancel() })
@@ -57,7 +56,7 @@ func NewSender(store *kernels.KVStore, opts ...Option) *Sender {
 	return &Sender{
 		cfg: cfg, store: store, ctx: ctx, cancel: cancel,
 		shape: Shape{uint32(store.PageSize), uint32(store.Layers), uint32(store.BytesPerToken)},
-		links: map[*link]struct{}{}, rooms: map[uint64]*sroom{}, tomb: NewTombstones(cfg.tombstones),
+		links: map[*link]struct{}{}, rooms: NewSendRooms(store.PageSize, cfg.tombstones, newSroom),
 	}
 }
 
@@ -94,11 +93,11 @@ func (s *Sender) Addr() string {
 func (s *Sender) Registered(room uint64) (Registration, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := s.rooms[room]
-	if r == nil || r.link == nil {
+	r := s.rooms.Get(room)
+	if r == nil || r.Conn == nil {
 		return Registration{}, false
 	}
-	return r.reg, true
+	return r.Reg, true
 }
 
 func (s *Sender) acceptLoop(ln net.Listener) {
@@ -177,30 +176,20 @@ func (s *Sender) readLoop(l *link) error {
 		if err != nil {
 			return err
 		}
-		switch h.Type {
-		case MsgHeartbeat:
-		case MsgRegister:
+		if h.Type == MsgRegister {
 			if err := s.onRegister(l, h.Room, body); err != nil {
 				return err
 			}
-		case MsgAck:
-			s.mu.Lock()
-			r := s.rooms[h.Room]
-			s.mu.Unlock()
-			if r != nil && r.link == l {
-				r.finish(nil)
-			}
-		case MsgFail:
-			reason, err := ParseFail(body)
-			if err != nil {
-				return err
-			}
-			if h.Room == 0 {
-				return fmt.Errorf("%w: decode %s closed the connection: %s", ErrPeer, l.peer, reason)
-			}
-			s.peerFailed(l, h.Room, reason)
-		default:
-			return fmt.Errorf("%w: unexpected %s from decode %s", ErrProtocol, h.Type, l.peer)
+			continue
+		}
+		s.mu.Lock()
+		ev, err := s.rooms.Handle(l, h, body, l.peer)
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if ev.Room != nil {
+			s.ended(ev)
 		}
 	}
 }
@@ -210,106 +199,74 @@ func (s *Sender) readLoop(l *link) error {
 func (s *Sender) onRegister(l *link, room uint64, body []byte) error {
 	arg, herr := s.cfg.eval(s.ctx, HookBootstrap)
 	if arg == HookDrop {
-		return fmt.Errorf("%w: dropped by hook %s", ErrConnection, HookBootstrap)
-	}
-	refuse := func(reason string) error {
-		s.cfg.logger.Warn("kvtransfer: register refused", "room", room, "peer", l.peer, "reason", reason)
-		l.enqueue(MsgFail, room, []byte(clipReason(reason)))
-		return nil
+		return HookDropError(HookBootstrap, 0)
 	}
 	if herr != nil || arg == HookFail {
-		reason := fmt.Sprintf("bootstrap refused by hook %s: %v %s", HookBootstrap, herr, arg)
+		reason := HookRefusedReason(herr, arg)
 		s.Fail(room, reason) // a Send waiting for this room fails now
-		return refuse(reason)
+		s.mu.Lock()
+		s.rooms.Refuse(l, room, reason)
+		s.mu.Unlock()
+		s.cfg.logger.Warn("kvtransfer: register refused", "room", room, "peer", l.peer, "reason", reason)
+		return nil
 	}
 	reg, err := ParseRegister(body)
 	if err != nil {
 		return err
 	}
-	need := (int(reg.NumTokens) + s.store.PageSize - 1) / s.store.PageSize
-	if len(reg.Pages) < need {
-		return refuse(fmt.Sprintf("%d pages cannot hold %d tokens of page size %d", len(reg.Pages), reg.NumTokens, s.store.PageSize))
-	}
 	s.mu.Lock()
-	if reason, ok := s.tomb.Failed(room); ok {
-		s.mu.Unlock()
-		return refuse(RefusedRegisterReason(reason))
+	r, refused := s.rooms.Register(l, room, reg, l.peer)
+	if r != nil {
+		close(own(r).ready)
 	}
-	r := s.rooms[room]
-	if r != nil && r.link != nil {
-		s.mu.Unlock()
-		return refuse(ErrDuplicate.Error())
-	}
-	if r == nil {
-		r = newSroom(room)
-		s.rooms[room] = r
-	}
-	r.reg = Registration{Room: room, NumTokens: int(reg.NumTokens), DestPages: reg.Pages, Peer: l.peer}
-	r.link = l
-	close(r.ready)
 	s.mu.Unlock()
-	l.enqueue(MsgRegisterAck, room, nil)
+	if r == nil {
+		s.cfg.logger.Warn("kvtransfer: register refused", "room", room, "peer", l.peer, "reason", refused)
+		return nil
+	}
 	s.cfg.logger.Debug("kvtransfer: room registered", "room", room, "tokens", reg.NumTokens, "pages", len(reg.Pages), "peer", l.peer)
 	if s.cfg.onRegister != nil {
-		s.cfg.onRegister(r.reg)
+		s.cfg.onRegister(r.Reg)
 	}
 	return nil
 }
 
-func newSroom(room uint64) *sroom {
+func newSroom(room uint64) *SendRoom {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &sroom{room: room, ready: make(chan struct{}), fin: make(chan struct{}), finCtx: ctx, cancel: cancel}
+	r := &sroom{ready: make(chan struct{}), fin: make(chan struct{}), finCtx: ctx, cancel: cancel}
+	r.Room, r.Owner = room, r
+	return &r.SendRoom
 }
 
-// peerFailed handles FAIL from decode for a room.
-func (s *Sender) peerFailed(l *link, room uint64, reason string) {
-	s.mu.Lock()
-	r := s.rooms[room]
-	if r == nil || r.link != l {
-		s.mu.Unlock()
-		return
+// ended carries out a room's end decided by the machine: its Send returns ev.Err, or the
+// engine learns the room was abandoned.
+func (s *Sender) ended(ev SendEvent) {
+	own(ev.Room).finish(ev.Err)
+	if ev.Err != nil {
+		s.cfg.logger.Warn("kvtransfer: decode failed room", "room", ev.Room.Room, "err", ev.Err)
 	}
-	sending := r.sending
-	if !sending {
-		delete(s.rooms, room)
-		s.addTombLocked(room, "decode: "+reason)
-	}
-	s.mu.Unlock()
-	err := fmt.Errorf("%w: room %d: decode: %s", ErrPeer, room, reason)
-	r.finish(err)
-	s.cfg.logger.Warn("kvtransfer: decode failed room", "room", room, "reason", reason)
-	if !sending && s.cfg.onAbort != nil {
-		s.cfg.onAbort(room, "decode: "+reason)
+	if ev.Abandoned != "" && s.cfg.onAbort != nil {
+		s.cfg.onAbort(ev.Room.Room, ev.Abandoned)
 	}
 }
 
 // dropLink fails every room of a dead connection.
 func (s *Sender) dropLink(l *link, err error) {
-	var aborted []uint64
-	var lost []*sroom
 	s.mu.Lock()
 	delete(s.links, l)
-	for room, r := range s.rooms {
-		if r.link != l {
-			continue
-		}
-		lost = append(lost, r)
-		if !r.sending {
-			delete(s.rooms, room)
-			s.addTombLocked(room, err.Error())
-			aborted = append(aborted, room)
-		}
-	}
+	lost := s.rooms.ConnLost(l, err, nil)
 	s.mu.Unlock()
 	for _, r := range lost {
-		r.finish(fmt.Errorf("room %d: %w", r.room, err))
+		own(r).finish(LostError(r.Room, err))
 	}
 	if len(lost) > 0 || !errors.Is(err, ErrClosed) {
 		s.cfg.logger.Warn("kvtransfer: decode connection lost", "peer", l.peer, "rooms", len(lost), "err", err)
 	}
 	if s.cfg.onAbort != nil {
-		for _, room := range aborted {
-			s.cfg.onAbort(room, err.Error())
+		for _, r := range lost {
+			if !r.Sending {
+				s.cfg.onAbort(r.Room, err.Error())
+			}
 		}
 	}
 }
@@ -320,21 +277,23 @@ func (s *Sender) dropLink(l *link, err error) {
 // pages are only read before Send returns. Errors wrap gen.ErrTransfer (or ctx's error).
 func (s *Sender) Send(ctx context.Context, room uint64, srcPages []int32, numTokens int, firstToken int) error {
 	start := time.Now()
-	r, err := s.claim(room)
+	s.mu.Lock()
+	var mr *SendRoom
+	err := ErrClosed
+	if !s.closed {
+		mr, err = s.rooms.Claim(room)
+	}
+	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
+	r := own(mr)
 	var bytes int64
 	frames := 0
 	err = s.send(ctx, r, srcPages, numTokens, firstToken, &bytes, &frames)
 	r.cancel()
 	s.mu.Lock()
-	if s.rooms[room] == r {
-		delete(s.rooms, room)
-	}
-	if err != nil {
-		s.addTombLocked(room, err.Error())
-	}
+	s.rooms.Ended(mr, err)
 	s.mu.Unlock()
 	if err != nil {
 		s.cfg.logger.Warn("kvtransfer: send failed", "room", room, "err", err)
@@ -345,45 +304,30 @@ func (s *Sender) Send(ctx context.Context, room uint64, srcPages []int32, numTok
 	return err
 }
 
-func (s *Sender) claim(room uint64) (*sroom, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, ErrClosed
-	}
-	if reason, ok := s.tomb.Failed(room); ok {
-		return nil, fmt.Errorf("%w: room %d already failed: %s", ErrPeer, room, reason)
-	}
-	r := s.rooms[room]
-	if r == nil {
-		r = newSroom(room)
-		s.rooms[room] = r
-	}
-	if r.sending {
-		return nil, fmt.Errorf("%w: room %d", ErrDuplicate, room)
-	}
-	r.sending = true
-	return r, nil
-}
-
 func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, firstToken int, bytes *int64, frames *int) (err error) {
 	select {
 	case <-r.ready:
 	case <-r.fin:
 		return r.err
 	case <-ctx.Done():
-		return fmt.Errorf("kvtransfer: room %d: waiting for decode to register: %w", r.room, context.Cause(ctx))
+		return fmt.Errorf("kvtransfer: room %d: waiting for decode to register: %w", r.Room, context.Cause(ctx))
 	case <-s.ctx.Done():
 		return ErrClosed
 	}
-	l, reg := r.link, r.reg
+	s.mu.Lock()
+	l := r.Conn.(*link)
+	err = s.rooms.Check(&r.SendRoom, src, numTokens, firstToken, s.store.NumPages)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	defer func() {
 		if err != nil {
-			l.forget(r.room) // frames still pending point at pages the caller gets back
+			l.forget(r.Room) // frames still pending point at pages the caller gets back
 		}
 	}()
 	fail := func(err error) error {
-		l.enqueue(MsgFail, r.room, []byte(clipReason(err.Error())))
+		l.Enqueue(MsgFail, r.Room, []byte(clipReason(err.Error())))
 		return err
 	}
 	// A hook that sleeps or pauses (a stall fault) ends when the room does, e.g. when
@@ -393,25 +337,14 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 	defer context.AfterFunc(r.finCtx, hcancel)()
 	ps := s.store.PageSize
 	need := (numTokens + ps - 1) / ps
-	switch {
-	case numTokens != reg.NumTokens:
-		return fail(fmt.Errorf("%w: room %d: prefill has %d tokens, decode registered %d", ErrShape, r.room, numTokens, reg.NumTokens))
-	case len(src) < need:
-		return fail(fmt.Errorf("%w: room %d: %d source pages for %d tokens", ErrShape, r.room, len(src), numTokens))
-	case firstToken < 0 || firstToken > 1<<31-1:
-		return fail(fmt.Errorf("%w: room %d: first token %d out of range", ErrShape, r.room, firstToken))
-	}
 	for j := 0; j < need; j++ {
-		if src[j] < 0 || int(src[j]) >= s.store.NumPages {
-			return fail(fmt.Errorf("%w: room %d: source page %d out of range", ErrShape, r.room, src[j]))
-		}
-		n := min(ps, numTokens-j*ps) * s.store.BytesPerToken
+		n := FrameLen(ps, s.store.BytesPerToken, numTokens, j)
 		for layer := 0; layer < s.store.Layers; layer++ {
 			select {
 			case <-r.fin:
 				return r.err
 			case <-ctx.Done():
-				return fail(fmt.Errorf("kvtransfer: room %d: send: %w", r.room, context.Cause(ctx)))
+				return fail(fmt.Errorf("kvtransfer: room %d: send: %w", r.Room, context.Cause(ctx)))
 			default:
 			}
 			payload := s.store.LayerBytes(src[j], layer)[:n]
@@ -423,23 +356,23 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 					return r.err
 				default:
 				}
-				return fail(fmt.Errorf("%w: room %d: hook %s: %w", ErrConnection, r.room, HookSendFrame, err))
+				return fail(fmt.Errorf("%w: room %d: hook %s: %w", ErrConnection, r.Room, HookSendFrame, err))
 			}
 			if arg == HookDrop {
-				err := fmt.Errorf("%w: room %d: dropped by hook %s", ErrConnection, r.room, HookSendFrame)
+				err := HookDropError(HookSendFrame, r.Room)
 				l.kill(err)
 				return err
 			}
-			if err := l.writeFrame(r.room, e, payload, arg == HookCorrupt); err != nil {
-				return fmt.Errorf("room %d: %w", r.room, err)
+			if err := l.writeFrame(r.Room, e, payload, arg == HookCorrupt); err != nil {
+				return fmt.Errorf("room %d: %w", r.Room, err)
 			}
 			*bytes += int64(n)
 			*frames++
 		}
 	}
 	done := AppendDone(nil, Done{FirstToken: int32(firstToken), NumTokens: uint32(numTokens), Frames: uint32(*frames)})
-	if err := l.write(appendMessage(nil, MsgDone, r.room, done)); err != nil {
-		err = fmt.Errorf("%w: room %d: write DONE: %w", ErrConnection, r.room, err)
+	if err := l.write(appendMessage(nil, MsgDone, r.Room, done)); err != nil {
+		err = fmt.Errorf("%w: room %d: write DONE: %w", ErrConnection, r.Room, err)
 		l.kill(err)
 		return err
 	}
@@ -449,9 +382,9 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 	case <-r.fin:
 		return r.err
 	case <-t.C:
-		return fail(fmt.Errorf("%w: room %d: no ACK from decode within %s", ErrTimeout, r.room, s.cfg.ackTimeout))
+		return fail(fmt.Errorf("%w: room %d: no ACK from decode within %s", ErrTimeout, r.Room, s.cfg.ackTimeout))
 	case <-ctx.Done():
-		return fail(fmt.Errorf("kvtransfer: room %d: waiting for ACK: %w", r.room, context.Cause(ctx)))
+		return fail(fmt.Errorf("kvtransfer: room %d: waiting for ACK: %w", r.Room, context.Cause(ctx)))
 	case <-s.ctx.Done():
 		return ErrClosed
 	}
@@ -462,24 +395,12 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 // later is refused. It never blocks on the network.
 func (s *Sender) Fail(room uint64, reason string) {
 	s.mu.Lock()
-	s.addTombLocked(room, reason)
-	r := s.rooms[room]
-	if r != nil && !r.sending {
-		delete(s.rooms, room)
-	}
+	r, err := s.rooms.Fail(room, reason)
 	s.mu.Unlock()
-	if r == nil {
-		return
-	}
-	r.finish(fmt.Errorf("kvtransfer: room %d failed by prefill: %s: %w", room, reason, ErrPeer))
-	select {
-	case <-r.ready:
-		r.link.enqueue(MsgFail, room, []byte(clipReason(reason)))
-	default:
+	if r != nil {
+		own(r).finish(err)
 	}
 }
-
-func (s *Sender) addTombLocked(room uint64, reason string) { s.tomb.Add(room, reason) }
 
 // Close stops listening, closes every connection, fails every room, and waits for the
 // sender's goroutines.
@@ -495,10 +416,7 @@ func (s *Sender) Close() error {
 	for l := range s.links {
 		links = append(links, l)
 	}
-	rooms := make([]*sroom, 0, len(s.rooms))
-	for _, r := range s.rooms {
-		rooms = append(rooms, r)
-	}
+	rooms := s.rooms.All()
 	s.mu.Unlock()
 	s.cancel()
 	if ln != nil {
@@ -508,7 +426,7 @@ func (s *Sender) Close() error {
 		l.kill(ErrClosed)
 	}
 	for _, r := range rooms {
-		r.finish(ErrClosed)
+		own(r).finish(ErrClosed)
 	}
 	s.wg.Wait()
 	return nil

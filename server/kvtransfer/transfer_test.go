@@ -705,7 +705,7 @@ func TestEndedSendLeavesNoFrames(t *testing.T) {
 	require.Eventually(t, func() bool {
 		p.r.mu.Lock()
 		defer p.r.mu.Unlock()
-		return tr.acked
+		return tr.rr.acked
 	}, waitBound, time.Millisecond, "REGISTER_ACK")
 	sendErr := make(chan error, 1)
 	go func() { sendErr <- p.s.Send(context.Background(), 61, seq(4, 4), 4*tPageSize, 1) }()
