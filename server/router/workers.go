@@ -147,14 +147,23 @@ func (r *Router) markDown(w *worker, err error) {
 	}
 }
 
-// candidates describes ws for the pure decisions (decide.go).
-func candidates(ws []*worker, exclude map[*worker]bool) []Candidate {
+// candidates describes ws for the pure decisions (decide.go); exclude, when not nil,
+// is by index into ws.
+func candidates(ws []*worker, exclude []bool) []Candidate {
 	out := make([]Candidate, len(ws))
 	for i, w := range ws {
-		out[i] = Candidate{Healthy: w.healthy.Load(), Excluded: exclude[w], HasBootstrap: w.role != "prefill" || w.bootstrap() != "",
-			Outstanding: w.outstanding.Load()}
+		out[i] = Candidate{Healthy: w.healthy.Load(), Excluded: exclude != nil && exclude[i],
+			HasBootstrap: w.role != "prefill" || w.bootstrap() != "", Outstanding: w.outstanding.Load()}
 	}
 	return out
+}
+
+// worker is worker i of the Flow's numbering: the prefills, then the decodes.
+func (r *Router) worker(i int) *worker {
+	if i < len(r.prefill) {
+		return r.prefill[i]
+	}
+	return r.decode[i-len(r.prefill)]
 }
 
 // Healthy is nil while at least one healthy prefill/decode pair exists. It draws no
@@ -166,23 +175,11 @@ func (r *Router) Healthy() error {
 	return nil
 }
 
-// pick returns the healthy prefill and decode with the fewest outstanding requests,
-// skipping excluded workers; ties are broken at random (PickRoute). The prefill is nil
-// when the request goes to decode alone (FallbackDecodeOnly).
-func (r *Router) pick(exclude map[*worker]bool) (*worker, *worker, error) {
-	intn := func(n int) int {
-		r.rngMu.Lock()
-		defer r.rngMu.Unlock()
-		return r.rng.IntN(n)
-	}
-	route, err := PickRoute(candidates(r.prefill, exclude), candidates(r.decode, exclude), r.bugs, r.fallback, intn, r.describe)
-	if err != nil {
-		return nil, nil, err
-	}
-	if route.DecodeOnly {
-		return nil, r.decode[route.Decode], nil
-	}
-	return r.prefill[route.Prefill], r.decode[route.Decode], nil
+// intn draws a tie break from the router's generator.
+func (r *Router) intn(n int) int {
+	r.rngMu.Lock()
+	defer r.rngMu.Unlock()
+	return r.rng.IntN(n)
 }
 
 func (r *Router) describe() string {
@@ -200,14 +197,4 @@ func (r *Router) describe() string {
 		parts = append(parts, w.name+" "+state)
 	}
 	return strings.Join(parts, "; ")
-}
-
-func (r *Router) room() uint64 {
-	r.rngMu.Lock()
-	defer r.rngMu.Unlock()
-	for {
-		if v, ok := Room(r.rng.Uint64(), r.roomSalt); ok {
-			return v
-		}
-	}
 }
