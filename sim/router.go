@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"time"
 
 	"pdsoak/metricnames"
@@ -36,21 +35,19 @@ type simRouter struct {
 	paused   bool
 	deferred []func()
 
-	ws   []*rworker // prefill then decode: the Flow's numbering
+	// The workers, prefill then decode (the Flow's numbering): the router's state of
+	// each (health, outstanding) and the simulated process.
+	ws   []*router.WorkerState
+	sw   []*worker
 	np   int
 	reqs []*simReq // in flight, in arrival order
 }
 
-type rworker struct {
-	w           *worker
-	h           router.Health
-	outstanding int64
-}
-
-// simReq is one request: its Flow and the Flow's IO.
+// simReq is one request: its Flow and the Flow's IO (the router-wide part of which is
+// simRouter's).
 type simReq struct {
+	*simRouter
 	f               router.Flow
-	r               *simRouter
 	emit            func(gen.Event)
 	deadline, grace *Timer
 	legs            [2]*rleg // the current attempt's decode and prefill legs
@@ -61,7 +58,7 @@ type rleg struct {
 	q       *simReq
 	n       int // the attempt
 	prefill bool
-	rw      *rworker
+	w       *worker
 	c       *conn
 	seq     uint64
 	ok      bool // admitted
@@ -76,12 +73,11 @@ func (t *topo) newRouter(args []string) (*simRouter, error) {
 	r := &simRouter{t: t, spec: spec, alive: true, inc: 1, rng: router.NewRNG(spec.Seed)}
 	r.cfg = router.FlowConfig{MaxRetries: spec.MaxRetries, AbortOnUnhealthy: spec.AbortOnUnhealthy, Bugs: spec.Bugs,
 		Fallback: spec.PDFallback, RoomSalt: uint64(t.sc.Seed) * 0x2545f4914f6cdd1d}
-	for _, w := range append(slices.Clone(t.prefill), t.decode...) {
-		r.ws = append(r.ws, &rworker{w: w, h: router.Health{Healthy: true}})
-	}
-	r.np = len(t.prefill)
-	for _, rw := range r.ws {
-		r.scheduleCheck(rw, spec.HealthInterval)
+	r.sw, r.np = append(slices.Clone(t.prefill), t.decode...), len(t.prefill)
+	for i, w := range r.sw {
+		r.ws = append(r.ws, router.NewWorkerState(string(w.role), w.name, w.name))
+		r.ws[i].Checked(true, router.DefaultFailThreshold, "") // started healthy: the launcher waits for every worker
+		r.scheduleCheck(i, spec.HealthInterval)
 	}
 	return r, nil
 }
@@ -96,27 +92,26 @@ func (r *simRouter) post(inc int, fn func()) {
 	}
 }
 
-func (r *simRouter) cands(exclude []bool) (ps, ds []router.Candidate) {
-	for i, rw := range r.ws {
-		c := router.Candidate{Healthy: rw.h.Healthy, HasBootstrap: true, Outstanding: rw.outstanding, Excluded: exclude != nil && exclude[i]}
-		if i < r.np {
-			ps = append(ps, c)
-		} else {
-			ds = append(ds, c)
-		}
-	}
-	return ps, ds
+// The Flow's IO on the event loop.
+
+func (r *simRouter) Now() time.Time                { return r.t.loop.Now() }
+func (r *simRouter) Intn(n int) int                { return r.rng.IntN(n) }
+func (r *simRouter) Uint64() uint64                { return r.rng.Uint64() }
+func (r *simRouter) Worker(i int) (string, string) { return r.ws[i].Role(), r.ws[i].Name() }
+func (r *simRouter) Hold(p, d int)                 { r.add(p, d, 1) }
+func (r *simRouter) Release(p, d int)              { r.add(p, d, -1) }
+func (r *simRouter) Describe() string              { return router.Describe(r.ws) }
+
+func (r *simRouter) Candidates(exclude []bool) (ps, ds []router.Candidate) {
+	return router.Candidates(r.ws, r.np, exclude)
 }
 
-func (r *simRouter) describe() string {
-	parts := make([]string, len(r.ws))
-	for i, rw := range r.ws {
-		parts[i] = rw.w.name + " unhealthy"
-		if rw.h.Healthy {
-			parts[i] = rw.w.name + " healthy"
+func (r *simRouter) add(p, d int, n int64) {
+	for _, i := range [2]int{p, d} {
+		if i >= 0 {
+			r.ws[i].Hold(n)
 		}
 	}
-	return strings.Join(parts, "; ")
 }
 
 // submit is Router.Generate behind the API.
@@ -124,13 +119,13 @@ func (r *simRouter) submit(req *gen.Request, emit func(gen.Event)) (func(), erro
 	if err := router.CheckRequest(req); err != nil {
 		return nil, err
 	}
-	if ps, ds := r.cands(nil); !router.HasRoute(ps, ds, r.spec.Bugs, r.spec.PDFallback) {
-		return nil, router.NoPairError(r.describe())
+	if ps, ds := r.Candidates(nil); !router.HasRoute(ps, ds, r.spec.Bugs, r.spec.PDFallback) {
+		return nil, router.NoPairError(r.Describe())
 	}
 	if req.Deadline.IsZero() && r.spec.RequestTimeout > 0 {
 		req.Deadline = r.t.loop.Now().Add(r.spec.RequestTimeout)
 	}
-	q := &simReq{r: r, emit: emit}
+	q := &simReq{simRouter: r, emit: emit}
 	q.f.Init(q, &r.cfg, req, nil)
 	r.reqs = append(r.reqs, q)
 	inc := r.inc
@@ -149,18 +144,6 @@ func (r *simRouter) submit(req *gen.Request, emit func(gen.Event)) (func(), erro
 	}, nil
 }
 
-// The Flow's IO on the event loop.
-
-func (q *simReq) Now() time.Time                                   { return q.r.t.loop.Now() }
-func (q *simReq) Candidates(ex []bool) (ps, ds []router.Candidate) { return q.r.cands(ex) }
-func (q *simReq) Intn(n int) int                                   { return q.r.rng.IntN(n) }
-func (q *simReq) Uint64() uint64                                   { return q.r.rng.Uint64() }
-func (q *simReq) Describe() string                                 { return q.r.describe() }
-func (q *simReq) Worker(i int) (string, string)                    { return string(q.r.ws[i].w.role), q.r.ws[i].w.name }
-func (q *simReq) Hold(p, d int)                                    { q.r.add(p, d, 1) }
-func (q *simReq) Release(p, d int)                                 { q.r.add(p, d, -1) }
-func (q *simReq) MarkDown(w int, _ error)                          { q.r.markDown(w) }
-
 func (q *simReq) Forward(toks []int) error {
 	q.Final(gen.Event{Tokens: toks}) // the client's stream takes tokens as the final event
 	return nil
@@ -172,25 +155,17 @@ func (q *simReq) Final(ev gen.Event) {
 	}
 }
 
-func (r *simRouter) add(p, d int, n int64) {
-	for _, i := range [2]int{p, d} {
-		if i >= 0 {
-			r.ws[i].outstanding += n
-		}
-	}
-}
-
 func (q *simReq) Grace(on bool) {
-	q.r.t.loop.Stop(q.grace)
-	if inc := q.r.inc; on {
-		q.grace = q.r.t.loop.After(router.DefaultPrefillGrace, func() { q.r.post(inc, q.f.GraceOver) })
+	q.t.loop.Stop(q.grace)
+	if inc := q.inc; on {
+		q.grace = q.t.loop.After(router.DefaultPrefillGrace, func() { q.post(inc, q.f.GraceOver) })
 	}
 }
 
 func (q *simReq) Done() {
-	q.r.t.loop.Stop(q.deadline)
-	if i := slices.Index(q.r.reqs, q); i >= 0 {
-		q.r.reqs = slices.Delete(q.r.reqs, i, i+1)
+	q.t.loop.Stop(q.deadline)
+	if i := slices.Index(q.reqs, q); i >= 0 {
+		q.reqs = slices.Delete(q.reqs, i, i+1)
 	}
 }
 
@@ -199,7 +174,7 @@ func (q *simReq) StartLegs(l router.Legs) error {
 	wreq := func() *gen.Request {
 		wr := *q.f.Request()
 		if l.Prefill >= 0 {
-			wr.Bootstrap = &gen.Bootstrap{Room: l.Room, Addr: q.r.ws[l.Prefill].w.name}
+			wr.Bootstrap = &gen.Bootstrap{Room: l.Room, Addr: q.sw[l.Prefill].name}
 		} else {
 			wr.DecodeOnly = true
 		}
@@ -218,8 +193,8 @@ func (q *simReq) StartLegs(l router.Legs) error {
 // leg opens one worker leg: connect, send the request; the worker's answer comes back
 // on the connection. A refused connect comes back as a Loop event too.
 func (q *simReq) leg(n int, prefill bool, i int, req *gen.Request) *rleg {
-	r, rw := q.r, q.r.ws[i]
-	w, l := rw.w, &rleg{q: q, n: n, prefill: prefill, rw: rw}
+	r, w := q.simRouter, q.sw[i]
+	l := &rleg{q: q, n: n, prefill: prefill, w: w}
 	failed := func(err error, transport bool) {
 		l.end(fmt.Errorf("router: %s %s: %w", w.role, w.name, err), transport)
 	}
@@ -284,7 +259,7 @@ func (l *rleg) end(err error, transport bool) {
 
 func (l *rleg) abort() {
 	if l.ok {
-		l.rw.w.abort(l.seq)
+		l.w.abort(l.seq)
 	}
 }
 
@@ -296,9 +271,9 @@ func (q *simReq) CancelLegs() {
 			continue
 		}
 		l.over = true
-		w, winc, c := l.rw.w, l.rw.w.inc, l.c
+		w, winc, c := l.w, l.w.inc, l.c
 		c.send(up, 0, func() { w.post(winc, l.abort) })
-		q.r.t.loop.At(c.last[up], c.close)
+		q.t.loop.At(c.last[up], c.close)
 	}
 	q.legs = [2]*rleg{}
 }
@@ -308,7 +283,7 @@ func (r *simRouter) requests() []gen.RequestInfo {
 	now := r.t.loop.Now()
 	out := make([]gen.RequestInfo, 0, len(r.reqs))
 	for _, q := range r.reqs {
-		out = append(out, q.f.Info(now, func(i int) string { return r.ws[i].w.name }))
+		out = append(out, q.f.Info(now, func(i int) string { return r.ws[i].Name() }))
 	}
 	router.SortRequests(out)
 	return out
@@ -317,14 +292,14 @@ func (r *simRouter) requests() []gen.RequestInfo {
 // gauges is the router's /metrics.
 func (r *simRouter) gauges() map[string]float64 {
 	g := map[string]float64{metricnames.RouterHealthyPairs: 0}
-	if ps, ds := r.cands(nil); router.HasRoute(ps, ds, r.spec.Bugs, r.spec.PDFallback) {
+	if ps, ds := r.Candidates(nil); router.HasRoute(ps, ds, r.spec.Bugs, r.spec.PDFallback) {
 		g[metricnames.RouterHealthyPairs] = 1
 	}
-	for _, rw := range r.ws {
-		g[metricnames.RouterOutstanding+`{worker="`+rw.w.name+`"}`] = float64(rw.outstanding)
-		g[metricnames.RouterWorkerUp+`{worker="`+rw.w.name+`"}`] = 0
-		if rw.h.Healthy {
-			g[metricnames.RouterWorkerUp+`{worker="`+rw.w.name+`"}`] = 1
+	for _, w := range r.ws {
+		g[metricnames.RouterOutstanding+`{worker="`+w.Name()+`"}`] = float64(w.Outstanding())
+		g[metricnames.RouterWorkerUp+`{worker="`+w.Name()+`"}`] = 0
+		if w.Healthy() {
+			g[metricnames.RouterWorkerUp+`{worker="`+w.Name()+`"}`] = 1
 		}
 	}
 	return g
@@ -350,8 +325,8 @@ func (r *simRouter) crash() {
 		}
 	}
 	r.reqs = nil
-	for _, rw := range r.ws {
-		rw.outstanding = 0
+	for _, w := range r.ws {
+		w.Hold(-w.Outstanding())
 	}
 }
 
@@ -360,8 +335,8 @@ func (r *simRouter) crash() {
 func (r *simRouter) restart() {
 	r.alive, r.paused = true, false
 	r.inc++
-	for _, rw := range r.ws {
-		rw.h = router.Health{}
-		r.check(rw)
+	for i, w := range r.ws {
+		r.ws[i] = router.NewWorkerState(w.Role(), w.Name(), w.Name())
+		r.check(i)
 	}
 }

@@ -1,7 +1,7 @@
 package sim
 
 import (
-	"slices"
+	"errors"
 	"time"
 
 	"pdsoak/server/router"
@@ -9,40 +9,40 @@ import (
 
 // The simulated router's health checks: /health over the router's link to each worker,
 // every --health-interval, bounded by --health-timeout; the results and the transport
-// errors on requests go through router.Health, the real router's tracker, and a worker
-// marked unhealthy is handed to every Flow (Flow.WorkerDown decides whether it matters).
+// errors on requests go to the worker's router.WorkerState, as in the real router, and
+// a worker marked unhealthy is handed to every Flow (Flow.WorkerDown decides whether
+// it matters).
 
-// markDown marks worker i unhealthy at once (a transport error on a request).
-func (r *simRouter) markDown(i int) {
-	r.track(r.ws[i], r.ws[i].h.MarkDown(router.DefaultFailThreshold))
+// MarkDown marks worker i unhealthy at once (a transport error on a request).
+func (r *simRouter) MarkDown(i int, err error) {
+	r.track(i, r.ws[i].MarkDown(router.DefaultFailThreshold, err))
 }
 
-// track carries out a health transition (changed) of rw decided by router.Health.
-func (r *simRouter) track(rw *rworker, changed bool) {
-	if !changed || rw.h.Healthy {
+// track carries out a health transition (changed) of worker i.
+func (r *simRouter) track(i int, changed bool) {
+	if !changed || r.ws[i].Healthy() {
 		return
 	}
-	i := slices.Index(r.ws, rw)
-	for _, q := range slices.Clone(r.reqs) {
+	for _, q := range append([]*simReq(nil), r.reqs...) {
 		q.f.WorkerDown(i)
 	}
 }
 
-// scheduleCheck polls rw's /health after d.
-func (r *simRouter) scheduleCheck(rw *rworker, d time.Duration) {
+// scheduleCheck polls worker i's /health after d.
+func (r *simRouter) scheduleCheck(i int, d time.Duration) {
 	inc := r.inc
-	r.t.loop.After(d, func() { r.post(inc, func() { r.check(rw) }) })
+	r.t.loop.After(d, func() { r.post(inc, func() { r.check(i) }) })
 }
 
 // check is one /health call over the router's link to the worker: refused when the
 // worker is down or the link partitioned, unanswered (the health timeout) when the
 // worker is paused, else the worker's health as it is when the call arrives.
-func (r *simRouter) check(rw *rworker) {
-	start, inc, w := r.t.loop.Now(), r.inc, rw.w
+func (r *simRouter) check(i int) {
+	start, inc, w := r.t.loop.Now(), r.inc, r.sw[i]
 	answered := false
 	var c *conn
 	var to *Timer
-	result := func(ok bool) {
+	result := func(err error) {
 		if answered {
 			return
 		}
@@ -52,8 +52,12 @@ func (r *simRouter) check(rw *rworker) {
 			c.close()
 		}
 		r.post(inc, func() {
-			r.track(rw, rw.h.Checked(ok, router.DefaultFailThreshold))
-			r.scheduleCheck(rw, max(start.Add(r.spec.HealthInterval).Sub(r.t.loop.Now()), 0))
+			why := ""
+			if err != nil {
+				why = err.Error()
+			}
+			r.track(i, r.ws[i].Checked(err == nil, router.DefaultFailThreshold, why))
+			r.scheduleCheck(i, max(start.Add(r.spec.HealthInterval).Sub(r.t.loop.Now()), 0))
 		})
 	}
 	err := ErrConnRefused
@@ -61,16 +65,18 @@ func (r *simRouter) check(rw *rworker) {
 		c, err = r.t.links["router->"+w.name].dial()
 	}
 	if err != nil {
-		result(false)
+		result(err)
 		return
 	}
-	to = r.t.loop.After(r.spec.HealthTimeout, func() { result(false) })
-	c.onBreak = append(c.onBreak, func(error) { result(false) })
+	to = r.t.loop.After(r.spec.HealthTimeout, func() { result(errHealthTimeout) })
+	c.onBreak = append(c.onBreak, result)
 	winc := w.inc
 	c.send(up, 64, func() {
 		w.post(winc, func() {
-			ok := w.healthy() == nil
-			c.send(down, 64, func() { result(ok) })
+			err := w.healthy()
+			c.send(down, 64, func() { result(err) })
 		})
 	})
 }
+
+var errHealthTimeout = errors.New("sim: health check timed out")

@@ -121,11 +121,7 @@ func (d *flowDriver) ended() bool {
 func (d *flowDriver) Now() time.Time { return time.Now() }
 
 func (d *flowDriver) Candidates(exclude []bool) ([]Candidate, []Candidate) {
-	np := len(d.r.prefill)
-	if exclude == nil {
-		return candidates(d.r.prefill, nil), candidates(d.r.decode, nil)
-	}
-	return candidates(d.r.prefill, exclude[:np]), candidates(d.r.decode, exclude[np:])
+	return Candidates(d.r.all, len(d.r.prefill), exclude)
 }
 
 func (d *flowDriver) Intn(n int) int { return d.r.intn(n) }
@@ -147,7 +143,7 @@ func (d *flowDriver) Hold(p, dw int) {
 	for _, i := range [2]int{p, dw} {
 		if i >= 0 {
 			w := d.r.worker(i)
-			w.outstanding.Add(1)
+			w.Hold(1)
 			d.r.metrics.outstanding.WithLabelValues(w.name).Inc()
 		}
 	}
@@ -157,7 +153,7 @@ func (d *flowDriver) Release(p, dw int) {
 	for _, i := range [2]int{p, dw} {
 		if i >= 0 {
 			w := d.r.worker(i)
-			w.outstanding.Add(-1)
+			w.Hold(-1)
 			d.r.metrics.outstanding.WithLabelValues(w.name).Dec()
 		}
 	}

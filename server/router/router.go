@@ -35,6 +35,7 @@ type Router struct {
 	fallback                                     Fallback // --pd-fallback (fallback.go)
 
 	prefill, decode []*worker
+	all             []*worker // prefill then decode: the Flow's numbering
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
@@ -93,11 +94,10 @@ func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
 				return nil, fmt.Errorf("router: worker %s listed twice", u)
 			}
 			seen[u] = true
-			down := make(chan struct{})
-			close(down) // unhealthy until the first check passes
 			t, lean := parseLegTarget(u)
-			out = append(out, &worker{url: u, role: role, name: fmt.Sprintf("%s-%d", role, i), target: t, lean: lean,
-				boot: w.BootstrapAddr, explicitBoot: w.BootstrapAddr != "", down: down})
+			wk := &worker{url: u, target: t, lean: lean, explicitBoot: w.BootstrapAddr != ""}
+			wk.init(role, fmt.Sprintf("%s-%d", role, i), w.BootstrapAddr) // unhealthy until the first check passes
+			out = append(out, wk)
 		}
 		return out, nil
 	}
@@ -108,6 +108,7 @@ func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
 	if r.decode, err = add(decode, "decode"); err != nil {
 		return nil, err
 	}
+	r.all = append(append([]*worker(nil), r.prefill...), r.decode...)
 	r.metrics = newMetrics(r)
 	r.flow = FlowConfig{MaxRetries: r.maxRetries, AbortOnUnhealthy: r.abortOnUnhealthy, Bugs: r.bugs, Fallback: r.fallback,
 		RoomSalt: r.roomSalt, Log: r.log}
