@@ -98,20 +98,12 @@ func (r *simRouter) Now() time.Time                { return r.t.loop.Now() }
 func (r *simRouter) Intn(n int) int                { return r.rng.IntN(n) }
 func (r *simRouter) Uint64() uint64                { return r.rng.Uint64() }
 func (r *simRouter) Worker(i int) (string, string) { return r.ws[i].Role(), r.ws[i].Name() }
-func (r *simRouter) Hold(p, d int)                 { r.add(p, d, 1) }
-func (r *simRouter) Release(p, d int)              { r.add(p, d, -1) }
+func (r *simRouter) Hold(p, d int)                 { router.Hold(r.ws, p, d, 1) }
+func (r *simRouter) Release(p, d int)              { router.Hold(r.ws, p, d, -1) }
 func (r *simRouter) Describe() string              { return router.Describe(r.ws) }
 
 func (r *simRouter) Candidates(exclude []bool) (ps, ds []router.Candidate) {
 	return router.Candidates(r.ws, r.np, exclude)
-}
-
-func (r *simRouter) add(p, d int, n int64) {
-	for _, i := range [2]int{p, d} {
-		if i >= 0 {
-			r.ws[i].Hold(n)
-		}
-	}
 }
 
 // submit is Router.Generate behind the API.
@@ -119,8 +111,8 @@ func (r *simRouter) submit(req *gen.Request, emit func(gen.Event)) (func(), erro
 	if err := router.CheckRequest(req); err != nil {
 		return nil, err
 	}
-	if ps, ds := r.Candidates(nil); !router.HasRoute(ps, ds, r.spec.Bugs, r.spec.PDFallback) {
-		return nil, router.NoPairError(r.Describe())
+	if err := router.Routable(r.ws, r.np, r.spec.Bugs, r.spec.PDFallback); err != nil {
+		return nil, err
 	}
 	if req.Deadline.IsZero() && r.spec.RequestTimeout > 0 {
 		req.Deadline = r.t.loop.Now().Add(r.spec.RequestTimeout)
@@ -248,6 +240,7 @@ func (l *rleg) event(ev gen.Event, failed func(error, bool)) {
 	}
 }
 
+// end is the leg failing (err) or, for prefill, ending.
 func (l *rleg) end(err error, transport bool) {
 	l.over = true
 	if l.prefill {
@@ -292,7 +285,7 @@ func (r *simRouter) requests() []gen.RequestInfo {
 // gauges is the router's /metrics.
 func (r *simRouter) gauges() map[string]float64 {
 	g := map[string]float64{metricnames.RouterHealthyPairs: 0}
-	if ps, ds := r.Candidates(nil); router.HasRoute(ps, ds, r.spec.Bugs, r.spec.PDFallback) {
+	if router.Routable(r.ws, r.np, r.spec.Bugs, r.spec.PDFallback) == nil {
 		g[metricnames.RouterHealthyPairs] = 1
 	}
 	for _, w := range r.ws {
@@ -324,10 +317,7 @@ func (r *simRouter) crash() {
 			q.Final(gen.Event{Done: true, Err: fmt.Errorf("router: %w", ErrConnReset)})
 		}
 	}
-	r.reqs = nil
-	for _, w := range r.ws {
-		w.Hold(-w.Outstanding())
-	}
+	r.reqs = nil // the workers' states start afresh at restart
 }
 
 // restart starts a fresh router: every worker unhealthy until its first check passes

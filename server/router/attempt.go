@@ -139,25 +139,8 @@ func (d *flowDriver) Worker(i int) (role, name string) {
 	return w.role, w.name
 }
 
-func (d *flowDriver) Hold(p, dw int) {
-	for _, i := range [2]int{p, dw} {
-		if i >= 0 {
-			w := d.r.worker(i)
-			w.Hold(1)
-			d.r.metrics.outstanding.WithLabelValues(w.name).Inc()
-		}
-	}
-}
-
-func (d *flowDriver) Release(p, dw int) {
-	for _, i := range [2]int{p, dw} {
-		if i >= 0 {
-			w := d.r.worker(i)
-			w.Hold(-1)
-			d.r.metrics.outstanding.WithLabelValues(w.name).Dec()
-		}
-	}
-}
+func (d *flowDriver) Hold(p, dw int)    { Hold(d.r.all, p, dw, 1) }
+func (d *flowDriver) Release(p, dw int) { Hold(d.r.all, p, dw, -1) }
 
 // StartLegs encodes the worker request and sends both legs (legs.go) on a context of
 // their own, which the request's end cancels until the final event went out.

@@ -102,14 +102,9 @@ func (r *Router) markDown(w *worker, err error) {
 // worker is worker i of the Flow's numbering: the prefills, then the decodes.
 func (r *Router) worker(i int) *worker { return r.all[i] }
 
-// Healthy is nil while at least one healthy prefill/decode pair exists. It draws no
-// randomness, so polling it leaves the seeded tie-breaks unchanged.
-func (r *Router) Healthy() error {
-	if ps, ds := Candidates(r.all, len(r.prefill), nil); !HasRoute(ps, ds, r.bugs, r.fallback) {
-		return NoPairError(r.describe())
-	}
-	return nil
-}
+// Healthy is nil while at least one healthy prefill/decode pair exists (Routable). It
+// draws no randomness, so polling it leaves the seeded tie-breaks unchanged.
+func (r *Router) Healthy() error { return Routable(r.all, len(r.prefill), r.bugs, r.fallback) }
 
 // intn draws a tie break from the router's generator.
 func (r *Router) intn(n int) int {

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"pdsoak/server/scheduler"
 )
 
 // WorkerState is one worker as the router's decisions see it: its role and name, its
@@ -50,9 +52,6 @@ func (w *WorkerState) Healthy() bool { return w.healthy.Load() }
 
 // Outstanding is how many attempts hold the worker.
 func (w *WorkerState) Outstanding() int64 { return w.outstanding.Load() }
-
-// Hold adds n (1 or -1) to the worker's outstanding attempts.
-func (w *WorkerState) Hold(n int64) { w.outstanding.Add(n) }
 
 // Checked records the result of one health check (lastErr: why it failed, or "").
 func (w *WorkerState) Checked(ok bool, threshold int, lastErr string) (changed bool) {
@@ -139,4 +138,22 @@ func Describe[W Stated](ws []W) string {
 		parts[i] = w.State().describe()
 	}
 	return strings.Join(parts, "; ")
+}
+
+// Hold adds n (1 or -1) to the outstanding attempts of workers p and d of ws (-1: none).
+func Hold[W Stated](ws []W, p, d int, n int64) {
+	for _, i := range [2]int{p, d} {
+		if i >= 0 {
+			ws[i].State().outstanding.Add(n)
+		}
+	}
+}
+
+// Routable is nil while a request can be served (HasRoute over ws, the np prefills
+// first), else the refusal that says why (NoPairError). It draws no randomness.
+func Routable[W Stated](ws []W, np int, bugs scheduler.BugSet, fb Fallback) error {
+	if ps, ds := Candidates(ws, np, nil); !HasRoute(ps, ds, bugs, fb) {
+		return NoPairError(Describe(ws))
+	}
+	return nil
 }
