@@ -42,7 +42,9 @@ func newScriptIO(np, nd int) *scriptIO {
 	return io
 }
 
-func (s *scriptIO) note(format string, args ...any) { s.calls = append(s.calls, fmt.Sprintf(format, args...)) }
+func (s *scriptIO) note(format string, args ...any) {
+	s.calls = append(s.calls, fmt.Sprintf(format, args...))
+}
 
 func (s *scriptIO) Now() time.Time { return time.Unix(0, 0) }
 func (s *scriptIO) Candidates(ex []bool) ([]Candidate, []Candidate) {
