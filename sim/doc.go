@@ -14,8 +14,8 @@
 //
 //   - the topology: topology.go builds it from the scenario's reference section;
 //     worker.go drives a real scheduler per worker as server/engine's loop does;
-//     router.go is the router on server/router's pure decisions (router_health.go its
-//     health checks through router.Health); link.go and link_kv.go
+//     router.go is the IO of server/router.Flow, the real router's request state
+//     machine (router_health.go its health checks into router.WorkerState); link.go and link_kv.go
 //     carry messages with latency and bandwidth (KV pages with their checksums);
 //     faults.go maps the catalogue's server-side faults onto them;
 //   - the harness side: run.go follows the real runner's phases and writes the ledger
