@@ -17,29 +17,26 @@ import (
 // event loop: every rule (pick, legs, relay, prefill end, retry, final event, stages) is
 // the Flow's; this file is only its IO. A simReq opens the legs as connections on the
 // links router->prefill-i and router->decode-j and hands their events, the deadline, the
-// client leaving and the prefill grace to the Flow as Loop events; the workers' health
-// is router.Health, fed by simulated /health checks (router_health.go). The generator is
-// router.NewRNG(--seed) as in the real router; the room salt is fixed (the real router
-// mixes in its start time).
+// client leaving and the prefill grace to the Flow as Loop events; the workers' state is
+// a router.Pool of router.WorkerStates, as in the real router, fed by simulated /health
+// checks (router_health.go). The generator is router.NewRNG(--seed) as in the real
+// router; the room salt is fixed (the real router mixes in its start time).
 //
 // Simplification: /debug/requests names the pair's workers by process name, where the
 // real router shows their URLs.
 type simRouter struct {
-	t     *topo
-	spec  cli.RouterSpec
-	cfg   router.FlowConfig
-	rng   *rand.Rand
-	inc   int
-	alive bool
+	*router.Pool // the workers' states and the generator: the FlowIO that needs no IO
+	t            *topo
+	spec         cli.RouterSpec
+	cfg          router.FlowConfig
+	rng          *rand.Rand
+	inc          int
+	alive        bool
 	// paused: SIGSTOP; deferred as on a worker.
 	paused   bool
 	deferred []func()
 
-	// The workers, prefill then decode (the Flow's numbering): the router's state of
-	// each (health, outstanding) and the simulated process.
-	ws   []*router.WorkerState
-	sw   []*worker
-	np   int
+	sw   []*worker // the workers' processes, prefill then decode (the Flow's numbering)
 	reqs []*simReq // in flight, in arrival order
 }
 
@@ -70,16 +67,24 @@ func (t *topo) newRouter(args []string) (*simRouter, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &simRouter{t: t, spec: spec, alive: true, inc: 1, rng: router.NewRNG(spec.Seed)}
+	r := &simRouter{t: t, spec: spec, alive: true, inc: 1, rng: router.NewRNG(spec.Seed), sw: append(slices.Clone(t.prefill), t.decode...)}
 	r.cfg = router.FlowConfig{MaxRetries: spec.MaxRetries, AbortOnUnhealthy: spec.AbortOnUnhealthy, Bugs: spec.Bugs,
 		Fallback: spec.PDFallback, RoomSalt: uint64(t.sc.Seed) * 0x2545f4914f6cdd1d}
-	r.sw, r.np = append(slices.Clone(t.prefill), t.decode...), len(t.prefill)
-	for i, w := range r.sw {
-		r.ws = append(r.ws, router.NewWorkerState(string(w.role), w.name, w.name))
-		r.ws[i].Checked(true, router.DefaultFailThreshold, "") // started healthy: the launcher waits for every worker
+	r.Pool = r.pool()
+	for i, w := range r.Workers() {
+		w.Checked(true, router.DefaultFailThreshold, "") // started healthy: the launcher waits for every worker
 		r.scheduleCheck(i, spec.HealthInterval)
 	}
 	return r, nil
+}
+
+// pool is a fresh pool of the workers: each unhealthy until its first check passes.
+func (r *simRouter) pool() *router.Pool {
+	ws := make([]*router.WorkerState, len(r.sw))
+	for i, w := range r.sw {
+		ws[i] = router.NewWorkerState(string(w.role), w.name, w.name) // bootstrap at the process's name
+	}
+	return router.NewPool(ws, len(r.t.prefill), r.rng)
 }
 
 func (r *simRouter) post(inc int, fn func()) {
@@ -92,26 +97,16 @@ func (r *simRouter) post(inc int, fn func()) {
 	}
 }
 
-// The Flow's IO on the event loop.
+// The Flow's IO on the event loop (the rest is the Pool's).
 
-func (r *simRouter) Now() time.Time                { return r.t.loop.Now() }
-func (r *simRouter) Intn(n int) int                { return r.rng.IntN(n) }
-func (r *simRouter) Uint64() uint64                { return r.rng.Uint64() }
-func (r *simRouter) Worker(i int) (string, string) { return r.ws[i].Role(), r.ws[i].Name() }
-func (r *simRouter) Hold(p, d int)                 { router.Hold(r.ws, p, d, 1) }
-func (r *simRouter) Release(p, d int)              { router.Hold(r.ws, p, d, -1) }
-func (r *simRouter) Describe() string              { return router.Describe(r.ws) }
-
-func (r *simRouter) Candidates(exclude []bool) (ps, ds []router.Candidate) {
-	return router.Candidates(r.ws, r.np, exclude)
-}
+func (r *simRouter) Now() time.Time { return r.t.loop.Now() }
 
 // submit is Router.Generate behind the API.
 func (r *simRouter) submit(req *gen.Request, emit func(gen.Event)) (func(), error) {
 	if err := router.CheckRequest(req); err != nil {
 		return nil, err
 	}
-	if err := router.Routable(r.ws, r.np, r.spec.Bugs, r.spec.PDFallback); err != nil {
+	if err := r.Routable(r.spec.Bugs, r.spec.PDFallback); err != nil {
 		return nil, err
 	}
 	if req.Deadline.IsZero() && r.spec.RequestTimeout > 0 {
@@ -276,7 +271,7 @@ func (r *simRouter) requests() []gen.RequestInfo {
 	now := r.t.loop.Now()
 	out := make([]gen.RequestInfo, 0, len(r.reqs))
 	for _, q := range r.reqs {
-		out = append(out, q.f.Info(now, func(i int) string { return r.ws[i].Name() }))
+		out = append(out, q.f.Info(now, func(i int) string { return r.sw[i].name }))
 	}
 	router.SortRequests(out)
 	return out
@@ -285,10 +280,10 @@ func (r *simRouter) requests() []gen.RequestInfo {
 // gauges is the router's /metrics.
 func (r *simRouter) gauges() map[string]float64 {
 	g := map[string]float64{metricnames.RouterHealthyPairs: 0}
-	if router.Routable(r.ws, r.np, r.spec.Bugs, r.spec.PDFallback) == nil {
+	if r.Routable(r.spec.Bugs, r.spec.PDFallback) == nil {
 		g[metricnames.RouterHealthyPairs] = 1
 	}
-	for _, w := range r.ws {
+	for _, w := range r.Workers() {
 		g[metricnames.RouterOutstanding+`{worker="`+w.Name()+`"}`] = float64(w.Outstanding())
 		g[metricnames.RouterWorkerUp+`{worker="`+w.Name()+`"}`] = 0
 		if w.Healthy() {
@@ -325,8 +320,8 @@ func (r *simRouter) crash() {
 func (r *simRouter) restart() {
 	r.alive, r.paused = true, false
 	r.inc++
-	for i, w := range r.ws {
-		r.ws[i] = router.NewWorkerState(w.Role(), w.Name(), w.Name())
+	r.Pool = r.pool()
+	for i := range r.sw {
 		r.check(i)
 	}
 }

@@ -15,12 +15,12 @@ import (
 
 // MarkDown marks worker i unhealthy at once (a transport error on a request).
 func (r *simRouter) MarkDown(i int, err error) {
-	r.track(i, r.ws[i].MarkDown(router.DefaultFailThreshold, err))
+	r.track(i, r.Workers()[i].MarkDown(router.DefaultFailThreshold, err))
 }
 
 // track carries out a health transition (changed) of worker i.
 func (r *simRouter) track(i int, changed bool) {
-	if !changed || r.ws[i].Healthy() {
+	if !changed || r.Workers()[i].Healthy() {
 		return
 	}
 	for _, q := range append([]*simReq(nil), r.reqs...) {
@@ -56,7 +56,7 @@ func (r *simRouter) check(i int) {
 			if err != nil {
 				why = err.Error()
 			}
-			r.track(i, r.ws[i].Checked(err == nil, router.DefaultFailThreshold, why))
+			r.track(i, r.Workers()[i].Checked(err == nil, router.DefaultFailThreshold, why))
 			r.scheduleCheck(i, max(start.Add(r.spec.HealthInterval).Sub(r.t.loop.Now()), 0))
 		})
 	}

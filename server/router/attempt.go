@@ -15,6 +15,7 @@ import (
 // of legs.go; a Flow call that cancels them waits for them, so when it returns both
 // legs are gone.
 type flowDriver struct {
+	*Pool // Candidates, Intn, Uint64, Describe, Worker, Hold, Release
 	f     Flow
 	r     *Router
 	ctx   context.Context // the request's, bounded by its deadline plus the grace
@@ -119,28 +120,6 @@ func (d *flowDriver) ended() bool {
 // The FlowIO of the real router.
 
 func (d *flowDriver) Now() time.Time { return time.Now() }
-
-func (d *flowDriver) Candidates(exclude []bool) ([]Candidate, []Candidate) {
-	return Candidates(d.r.all, len(d.r.prefill), exclude)
-}
-
-func (d *flowDriver) Intn(n int) int { return d.r.intn(n) }
-
-func (d *flowDriver) Uint64() uint64 {
-	d.r.rngMu.Lock()
-	defer d.r.rngMu.Unlock()
-	return d.r.rng.Uint64()
-}
-
-func (d *flowDriver) Describe() string { return d.r.describe() }
-
-func (d *flowDriver) Worker(i int) (role, name string) {
-	w := d.r.worker(i)
-	return w.role, w.name
-}
-
-func (d *flowDriver) Hold(p, dw int)    { Hold(d.r.all, p, dw, 1) }
-func (d *flowDriver) Release(p, dw int) { Hold(d.r.all, p, dw, -1) }
 
 // StartLegs encodes the worker request and sends both legs (legs.go) on a context of
 // their own, which the request's end cancels until the final event went out.

@@ -19,8 +19,8 @@ import (
 // decode-0, decode-1 unless told), tie breaks always the first candidate, and every
 // call the Flow makes written down in order.
 type scriptIO struct {
+	*Pool
 	ws      []*WorkerState
-	np      int
 	calls   []string
 	legs    []Legs
 	final   *gen.Event
@@ -29,7 +29,7 @@ type scriptIO struct {
 }
 
 func newScriptIO(np, nd int) *scriptIO {
-	io := &scriptIO{np: np}
+	io := &scriptIO{}
 	for i := range np + nd {
 		role, n := "prefill", i
 		if i >= np {
@@ -39,6 +39,7 @@ func newScriptIO(np, nd int) *scriptIO {
 		w.Checked(true, 1, "")
 		io.ws = append(io.ws, w)
 	}
+	io.Pool = NewPool(io.ws, np, NewRNG(1))
 	return io
 }
 
@@ -46,16 +47,11 @@ func (s *scriptIO) note(format string, args ...any) {
 	s.calls = append(s.calls, fmt.Sprintf(format, args...))
 }
 
-func (s *scriptIO) Now() time.Time { return time.Unix(0, 0) }
-func (s *scriptIO) Candidates(ex []bool) ([]Candidate, []Candidate) {
-	return Candidates(s.ws, s.np, ex)
-}
-func (s *scriptIO) Intn(int) int                  { return 0 }
-func (s *scriptIO) Uint64() uint64                { return 42 }
-func (s *scriptIO) Describe() string              { return Describe(s.ws) }
-func (s *scriptIO) Worker(i int) (string, string) { return s.ws[i].Role(), s.ws[i].Name() }
-func (s *scriptIO) Hold(p, d int)                 { Hold(s.ws, p, d, 1); s.note("hold %d %d", p, d) }
-func (s *scriptIO) Release(p, d int)              { Hold(s.ws, p, d, -1); s.note("release %d %d", p, d) }
+func (s *scriptIO) Now() time.Time   { return time.Unix(0, 0) }
+func (s *scriptIO) Intn(int) int     { return 0 } // the first candidate
+func (s *scriptIO) Uint64() uint64   { return 42 }
+func (s *scriptIO) Hold(p, d int)    { s.Pool.Hold(p, d); s.note("hold %d %d", p, d) }
+func (s *scriptIO) Release(p, d int) { s.Pool.Release(p, d); s.note("release %d %d", p, d) }
 func (s *scriptIO) StartLegs(l Legs) error {
 	s.legs = append(s.legs, l)
 	s.note("legs %d p=%d d=%d skip=%v", l.Attempt, l.Prefill, l.Decode, l.SkipPrefill)

@@ -37,8 +37,8 @@ type Router struct {
 	prefill, decode []*worker
 	all             []*worker // prefill then decode: the Flow's numbering
 
-	rngMu sync.Mutex
-	rng   *rand.Rand
+	rng  *rand.Rand // WithSeed's; the pool draws from it
+	pool *Pool
 
 	reqMu sync.Mutex // guards reqs and what Flow.Info reads
 	reqs  map[uint64]*flowDriver
@@ -109,6 +109,11 @@ func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
 		return nil, err
 	}
 	r.all = append(append([]*worker(nil), r.prefill...), r.decode...)
+	states := make([]*WorkerState, len(r.all))
+	for i, w := range r.all {
+		states[i] = &w.WorkerState
+	}
+	r.pool = NewPool(states, len(r.prefill), r.rng)
 	r.metrics = newMetrics(r)
 	r.flow = FlowConfig{MaxRetries: r.maxRetries, AbortOnUnhealthy: r.abortOnUnhealthy, Bugs: r.bugs, Fallback: r.fallback,
 		RoomSalt: r.roomSalt, Log: r.log}
@@ -186,7 +191,7 @@ func (r *Router) Generate(ctx context.Context, req *gen.Request) (<-chan gen.Eve
 		return nil, err
 	}
 	r.metrics.requests.Inc()
-	d := &flowDriver{r: r, ctx: ctx, out: make(chan gen.Event, 16), start: time.Now()}
+	d := &flowDriver{Pool: r.pool, r: r, ctx: ctx, out: make(chan gen.Event, 16), start: time.Now()}
 	var attrs []any
 	if tp, ok := traceparent.FromContext(ctx); ok {
 		attrs = []any{"trace_id", tp.TraceIDHex()}

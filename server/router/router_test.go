@@ -489,7 +489,7 @@ func TestRoomsDifferAcrossRuns(t *testing.T) {
 	b, _ := New(w, d, WithSeed(1), WithRoomSalt(1))
 	c, _ := New(w, d, WithSeed(1), WithRoomSalt(2))
 	room := func(r *Router) uint64 { // the first attempt's room, as a Flow draws it
-		d := &flowDriver{r: r}
+		d := &flowDriver{Pool: r.pool, r: r}
 		d.f.Init(d, &r.flow, req("x"), nil)
 		return d.f.room()
 	}

@@ -104,13 +104,6 @@ func (r *Router) worker(i int) *worker { return r.all[i] }
 
 // Healthy is nil while at least one healthy prefill/decode pair exists (Routable). It
 // draws no randomness, so polling it leaves the seeded tie-breaks unchanged.
-func (r *Router) Healthy() error { return Routable(r.all, len(r.prefill), r.bugs, r.fallback) }
+func (r *Router) Healthy() error { return r.pool.Routable(r.bugs, r.fallback) }
 
-// intn draws a tie break from the router's generator.
-func (r *Router) intn(n int) int {
-	r.rngMu.Lock()
-	defer r.rngMu.Unlock()
-	return r.rng.IntN(n)
-}
-
-func (r *Router) describe() string { return Describe(r.all) }
+func (r *Router) describe() string { return r.pool.Describe() }

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,9 +40,6 @@ func (w *WorkerState) init(role, name, boot string) {
 	w.role, w.name, w.boot, w.down = role, name, boot, make(chan struct{})
 	close(w.down)
 }
-
-// State is w itself (so that a type embedding a WorkerState hands it to Candidates).
-func (w *WorkerState) State() *WorkerState { return w }
 
 // Role and Name name the worker.
 func (w *WorkerState) Role() string { return w.role }
@@ -116,44 +114,77 @@ func (w *WorkerState) describe() string {
 	return w.name + " unhealthy"
 }
 
-// Stated is a worker with a WorkerState (a *WorkerState, or a type embedding one).
-type Stated interface{ State() *WorkerState }
-
-// Candidates describes workers ws, the np prefills first, for a pick (exclude, when not
-// nil, by index into ws).
-func Candidates[W Stated](ws []W, np int, exclude []bool) (prefill, decode []Candidate) {
-	out := make([]Candidate, len(ws))
-	for i, x := range ws {
-		w := x.State()
-		out[i] = Candidate{Healthy: w.healthy.Load(), Excluded: exclude != nil && exclude[i],
-			HasBootstrap: i >= np || w.bootstrap() != "", Outstanding: w.outstanding.Load()}
-	}
-	return out[:np:np], out[np:]
+// Pool is the part of a Flow's IO that needs no IO: the router's workers (their
+// WorkerStates, the np prefills first: the Flow's numbering) and its seeded generator.
+// The Router's and the simulated router's FlowIO embed one. It is safe for concurrent
+// use.
+type Pool struct {
+	ws  []*WorkerState
+	np  int
+	mu  sync.Mutex // guards rng
+	rng *rand.Rand
 }
 
-// Describe says how each of ws is ("prefill-0 healthy; decode-0 unhealthy: ...").
-func Describe[W Stated](ws []W) string {
-	parts := make([]string, len(ws))
-	for i, w := range ws {
-		parts[i] = w.State().describe()
+// NewPool returns the pool of workers ws, the np prefills first, drawing from rng
+// (NewRNG).
+func NewPool(ws []*WorkerState, np int, rng *rand.Rand) *Pool { return &Pool{ws: ws, np: np, rng: rng} }
+
+// Workers lists the workers' states, the prefills first.
+func (p *Pool) Workers() []*WorkerState { return p.ws }
+
+// Candidates describes the workers for a pick (exclude, when not nil, by index).
+func (p *Pool) Candidates(exclude []bool) (prefill, decode []Candidate) {
+	out := make([]Candidate, len(p.ws))
+	for i, w := range p.ws {
+		out[i] = Candidate{Healthy: w.healthy.Load(), Excluded: exclude != nil && exclude[i],
+			HasBootstrap: i >= p.np || w.bootstrap() != "", Outstanding: w.outstanding.Load()}
+	}
+	return out[:p.np:p.np], out[p.np:]
+}
+
+// Intn draws a tie break.
+func (p *Pool) Intn(n int) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rng.IntN(n)
+}
+
+// Uint64 draws for a bootstrap room (Room).
+func (p *Pool) Uint64() uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.rng.Uint64()
+}
+
+// Describe says how each worker is ("prefill-0 healthy; decode-0 unhealthy: ...").
+func (p *Pool) Describe() string {
+	parts := make([]string, len(p.ws))
+	for i, w := range p.ws {
+		parts[i] = w.describe()
 	}
 	return strings.Join(parts, "; ")
 }
 
-// Hold adds n (1 or -1) to the outstanding attempts of workers p and d of ws (-1: none).
-func Hold[W Stated](ws []W, p, d int, n int64) {
-	for _, i := range [2]int{p, d} {
+// Worker names worker i.
+func (p *Pool) Worker(i int) (role, name string) { return p.ws[i].role, p.ws[i].name }
+
+// Hold counts an attempt as outstanding on workers pi and d (-1: none); Release ends it.
+func (p *Pool) Hold(pi, d int)    { p.add(pi, d, 1) }
+func (p *Pool) Release(pi, d int) { p.add(pi, d, -1) }
+
+func (p *Pool) add(pi, d int, n int64) {
+	for _, i := range [2]int{pi, d} {
 		if i >= 0 {
-			ws[i].State().outstanding.Add(n)
+			p.ws[i].outstanding.Add(n)
 		}
 	}
 }
 
-// Routable is nil while a request can be served (HasRoute over ws, the np prefills
-// first), else the refusal that says why (NoPairError). It draws no randomness.
-func Routable[W Stated](ws []W, np int, bugs scheduler.BugSet, fb Fallback) error {
-	if ps, ds := Candidates(ws, np, nil); !HasRoute(ps, ds, bugs, fb) {
-		return NoPairError(Describe(ws))
+// Routable is nil while a request can be served (HasRoute), else the refusal that says
+// why (NoPairError). It draws no randomness.
+func (p *Pool) Routable(bugs scheduler.BugSet, fb Fallback) error {
+	if ps, ds := p.Candidates(nil); !HasRoute(ps, ds, bugs, fb) {
+		return NoPairError(p.Describe())
 	}
 	return nil
 }
