@@ -69,6 +69,7 @@ func (t *topo) newRouter(args []string) (*simRouter, error) {
 	}
 	r := &simRouter{t: t, spec: spec, alive: true, inc: 1, rng: router.NewRNG(spec.Seed), sw: append(slices.Clone(t.prefill), t.decode...)}
 	r.cfg = router.FlowConfig{MaxRetries: spec.MaxRetries, AbortOnUnhealthy: spec.AbortOnUnhealthy, Bugs: spec.Bugs,
+		DeadlineGrace: router.DefaultDeadlineGrace, PrefillGrace: router.DefaultPrefillGrace,
 		Fallback: spec.PDFallback, RoomSalt: uint64(t.sc.Seed) * 0x2545f4914f6cdd1d}
 	r.Pool = r.pool()
 	for i, w := range r.Workers() {
@@ -116,10 +117,8 @@ func (r *simRouter) submit(req *gen.Request, emit func(gen.Event)) (func(), erro
 	q.f.Init(q, &r.cfg, req, nil)
 	r.reqs = append(r.reqs, q)
 	inc := r.inc
-	if !req.Deadline.IsZero() {
-		q.deadline = r.t.loop.At(req.Deadline.Add(router.DefaultDeadlineGrace), func() {
-			r.post(inc, func() { q.f.ContextEnded(context.DeadlineExceeded) })
-		})
+	if t := q.f.GiveUpAt(); !t.IsZero() {
+		q.deadline = r.t.loop.At(t, func() { r.post(inc, func() { q.f.ContextEnded(context.DeadlineExceeded) }) })
 	}
 	q.f.Start()
 	return func() {
@@ -142,10 +141,10 @@ func (q *simReq) Final(ev gen.Event) {
 	}
 }
 
-func (q *simReq) Grace(on bool) {
+func (q *simReq) Grace(d time.Duration) {
 	q.t.loop.Stop(q.grace)
-	if inc := q.inc; on {
-		q.grace = q.t.loop.After(router.DefaultPrefillGrace, func() { q.post(inc, q.f.GraceOver) })
+	if inc := q.inc; d > 0 {
+		q.grace = q.t.loop.After(d, func() { q.post(inc, q.f.GraceOver) })
 	}
 }
 

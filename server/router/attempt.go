@@ -36,9 +36,9 @@ type flowDriver struct {
 // is over.
 func (d *flowDriver) run() {
 	defer close(d.out)
-	if req := d.f.Request(); !req.Deadline.IsZero() {
+	if t := d.f.GiveUpAt(); !t.IsZero() {
 		var cancel context.CancelFunc
-		d.ctx, cancel = context.WithDeadline(d.ctx, req.Deadline.Add(d.r.deadlineGrace))
+		d.ctx, cancel = context.WithDeadline(d.ctx, t)
 		defer cancel()
 	}
 	d.f.Start()
@@ -185,13 +185,13 @@ func (d *flowDriver) Final(ev gen.Event) {
 	d.r.deliver(d.out, ev, d.f.Request().ID, d.start)
 }
 
-func (d *flowDriver) Grace(on bool) {
+func (d *flowDriver) Grace(t time.Duration) {
 	if d.grace != nil {
 		d.grace.Stop()
 		d.grace = nil
 	}
-	if on {
-		d.grace = time.NewTimer(d.r.prefillGrace)
+	if t > 0 {
+		d.grace = time.NewTimer(t)
 	}
 }
 

@@ -47,8 +47,12 @@ type Flow struct {
 type FlowConfig struct {
 	MaxRetries       int
 	AbortOnUnhealthy bool
-	Bugs             scheduler.BugSet
-	Fallback         Fallback
+	// DeadlineGrace is added to a request's deadline before the router gives up on its
+	// legs (GiveUpAt); PrefillGrace bounds the wait for the prefill leg's own end once
+	// decode finished (FlowIO.Grace).
+	DeadlineGrace, PrefillGrace time.Duration
+	Bugs                        scheduler.BugSet
+	Fallback                    Fallback
 	// RoomSalt is mixed into every bootstrap room (Room).
 	RoomSalt uint64
 	// Log is the base logger (nil: none).
@@ -89,9 +93,9 @@ type FlowIO interface {
 	// come before the last attempt is closed: the request's end then no longer cancels
 	// the legs, which PrefillGrace bounds.
 	Final(ev gen.Event)
-	// Grace starts (on) or stops the prefill grace timer; when it fires the driver calls
-	// GraceOver.
-	Grace(on bool)
+	// Grace starts the prefill grace timer for d, or stops it (d 0); when it fires the
+	// driver calls GraceOver.
+	Grace(d time.Duration)
 	// MarkDown marks worker w unhealthy at once after a transport error (router.Health's
 	// MarkDown); under abort-on-unhealthy the driver then hands WorkerDown(w) to the
 	// flows watching w.
@@ -184,6 +188,16 @@ func (f *Flow) Watching() (p, d int, watchP, watchD bool) {
 	return f.a.p, f.a.d, on && f.a.watchP, on
 }
 
+// GiveUpAt is when the router gives up on the request's legs itself (the request's end
+// then comes as ContextEnded with context.DeadlineExceeded): its deadline plus the
+// DeadlineGrace, so that the workers report their own timeout first. Zero: no deadline.
+func (f *Flow) GiveUpAt() time.Time {
+	if f.req.Deadline.IsZero() {
+		return time.Time{}
+	}
+	return f.req.Deadline.Add(f.cfg.DeadlineGrace)
+}
+
 // Start runs the first attempt.
 func (f *Flow) Start() { f.attempt() }
 
@@ -264,7 +278,7 @@ func (f *Flow) Decode(n int, ev gen.Event) {
 	f.delivered = true
 	f.io.Final(ev)
 	f.a.grace = true
-	f.io.Grace(true)
+	f.io.Grace(f.cfg.PrefillGrace)
 }
 
 // forward sends decode tokens to the client.
@@ -302,7 +316,7 @@ func (f *Flow) PrefillEnded(n int, err error, transport bool) {
 	}
 	f.a.prefillOpen, f.a.watchP = false, false
 	if f.delivered {
-		f.io.Grace(false)
+		f.io.Grace(0)
 		f.a.grace = false
 		f.closeAttempt()
 		f.end()
@@ -397,7 +411,7 @@ func (f *Flow) closeAttempt() {
 	f.a.live = false
 	if f.a.grace {
 		f.a.grace = false
-		f.io.Grace(false)
+		f.io.Grace(0)
 	}
 	f.io.CancelLegs()
 	f.io.Release(f.a.p, f.a.d)

@@ -73,7 +73,7 @@ func (s *scriptIO) Final(ev gen.Event) {
 	s.final = &ev
 	s.note("final")
 }
-func (s *scriptIO) Grace(on bool)             { s.note("grace %v", on) }
+func (s *scriptIO) Grace(d time.Duration)     { s.note("grace %v", d) }
 func (s *scriptIO) MarkDown(w int, err error) { s.ws[w].MarkDown(1, err); s.note("markdown %d", w) }
 func (s *scriptIO) Done()                     { s.note("done") }
 
@@ -86,7 +86,7 @@ func startFlow(t *testing.T, io *scriptIO, cfg FlowConfig) *Flow {
 	return f
 }
 
-var cfg2 = FlowConfig{MaxRetries: 2, AbortOnUnhealthy: true}
+var cfg2 = FlowConfig{MaxRetries: 2, AbortOnUnhealthy: true, PrefillGrace: time.Second}
 
 // TestFlowSuccess: tokens are forwarded; with the prefill leg over, decode's done
 // closes the attempt and then hands the final event over.
@@ -123,9 +123,9 @@ func TestFlowPrefillGrace(t *testing.T) {
 			} else {
 				f.GraceOver()
 			}
-			want := "hold 0 1; legs 0 p=0 d=1 skip=false; final; grace true; "
+			want := "hold 0 1; legs 0 p=0 d=1 skip=false; final; grace 1s; "
 			if end == "prefill ends" {
-				want += "grace false; "
+				want += "grace 0s; "
 			}
 			assert.Equal(t, want+"cancel; release 0 1; done", io.script())
 			assert.NoError(t, io.final.Err)

@@ -115,8 +115,8 @@ func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
 	}
 	r.pool = NewPool(states, len(r.prefill), r.rng)
 	r.metrics = newMetrics(r)
-	r.flow = FlowConfig{MaxRetries: r.maxRetries, AbortOnUnhealthy: r.abortOnUnhealthy, Bugs: r.bugs, Fallback: r.fallback,
-		RoomSalt: r.roomSalt, Log: r.log}
+	r.flow = FlowConfig{MaxRetries: r.maxRetries, AbortOnUnhealthy: r.abortOnUnhealthy, DeadlineGrace: r.deadlineGrace,
+		PrefillGrace: r.prefillGrace, Bugs: r.bugs, Fallback: r.fallback, RoomSalt: r.roomSalt, Log: r.log}
 	return r, nil
 }
 
