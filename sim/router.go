@@ -130,10 +130,8 @@ func (r *simRouter) submit(req *gen.Request, emit func(gen.Event)) (func(), erro
 	}, nil
 }
 
-func (q *simReq) Forward(toks []int) error {
-	q.Final(gen.Event{Tokens: toks}) // the client's stream takes tokens as the final event
-	return nil
-}
+// Forward and Final write to the client's stream (nil once the client went away).
+func (q *simReq) Forward(toks []int) error { q.Final(gen.Event{Tokens: toks}); return nil }
 
 func (q *simReq) Final(ev gen.Event) {
 	if q.emit != nil {
