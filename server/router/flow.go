@@ -18,7 +18,7 @@ import (
 // health, then retry on another pair or end. It owns every rule of that way (the order
 // of the steps, when a failure dooms an attempt, when a worker is marked down, when the
 // final event goes out, the stages /debug/requests shows); its IO goes through FlowIO.
-// The Router drives it with a goroutine per request and real sockets (flowdrive.go), the
+// The Router drives it with a goroutine per request and real sockets (attempt.go), the
 // simulator (sim) with its event loop and simulated links: one set of rules, two kinds
 // of IO.
 //
