@@ -281,10 +281,11 @@ func (r *simRouter) gauges() map[string]float64 {
 		g[metricnames.RouterHealthyPairs] = 1
 	}
 	for _, w := range r.Workers() {
-		g[metricnames.RouterOutstanding+`{worker="`+w.Name()+`"}`] = float64(w.Outstanding())
-		g[metricnames.RouterWorkerUp+`{worker="`+w.Name()+`"}`] = 0
+		label := `{worker="` + w.Name() + `"}`
+		g[metricnames.RouterOutstanding+label] = float64(w.Outstanding())
+		g[metricnames.RouterWorkerUp+label] = 0
 		if w.Healthy() {
-			g[metricnames.RouterWorkerUp+`{worker="`+w.Name()+`"}`] = 1
+			g[metricnames.RouterWorkerUp+label] = 1
 		}
 	}
 	return g
