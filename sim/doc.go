@@ -3,7 +3,7 @@
 // decisions: the workers are the real server/scheduler state machines and the router's
 // choices come from server/router's pure functions; the simulator replaces only the
 // drivers — goroutines, sockets and the wall clock become one event queue (Loop). The
-// drivers' own rules are the real packages' too: router.Health (health tracking),
+// drivers' own rules are the real packages' too: router.Flow, router.WorkerState (routing, health),
 // server/engine/rules.go (bootstrap retry, request aging, throughput, StatGauges),
 // server/kvtransfer/room.go (room step bounds, tombstones), chaos/schedule.go and
 // chaos/client_rules.go (fault timeline, verify bound, client_disconnect), and

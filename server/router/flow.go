@@ -96,9 +96,9 @@ type FlowIO interface {
 	// Grace starts the prefill grace timer for d, or stops it (d 0); when it fires the
 	// driver calls GraceOver.
 	Grace(d time.Duration)
-	// MarkDown marks worker w unhealthy at once after a transport error (router.Health's
-	// MarkDown); under abort-on-unhealthy the driver then hands WorkerDown(w) to the
-	// flows watching w.
+	// MarkDown marks worker w unhealthy at once after a transport error
+	// (WorkerState.MarkDown); when that changes its health the driver hands WorkerDown(w)
+	// to the flows (those watching w fail under abort-on-unhealthy).
 	MarkDown(w int, err error)
 	// Done says that the flow is over: its last attempt is closed.
 	Done()
