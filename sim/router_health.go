@@ -1,7 +1,7 @@
 package sim
 
 import (
-	"slices"
+	"errors"
 	"time"
 
 	"pdsoak/server/router"
@@ -9,92 +9,74 @@ import (
 
 // The simulated router's health checks: /health over the router's link to each worker,
 // every --health-interval, bounded by --health-timeout; the results and the transport
-// errors on requests go through router.Health, the real router's tracker, and a worker
-// marked unhealthy fails the attempts watching it (abort-on-unhealthy).
+// errors on requests go to the worker's router.WorkerState, as in the real router, and
+// a worker marked unhealthy is handed to every Flow (Flow.WorkerDown decides whether
+// it matters).
 
-// markDown marks a worker unhealthy at once (a transport error on a request).
-func (r *simRouter) markDown(rw *rworker) {
-	r.track(rw, rw.h.MarkDown(router.DefaultFailThreshold))
+// MarkDown marks worker i unhealthy at once (a transport error on a request).
+func (r *simRouter) MarkDown(i int, err error) {
+	r.track(i, r.Workers()[i].MarkDown(router.DefaultFailThreshold, err))
 }
 
-// track carries out a health transition (changed) of rw decided by router.Health.
-func (r *simRouter) track(rw *rworker, changed bool) {
-	if !changed || rw.h.Healthy || !r.spec.AbortOnUnhealthy {
+// track carries out a health transition (changed) of worker i.
+func (r *simRouter) track(i int, changed bool) {
+	if !changed || r.Workers()[i].Healthy() {
 		return
 	}
-	// abort-on-unhealthy: the attempts watching it fail (relay.run's pDown/dDown).
-	for _, a := range slices.Clone(rw.watchers) {
-		if a.over {
-			continue
-		}
-		if (rw == a.p && a.pWatch) || rw == a.d {
-			r.ended(a, router.UnhealthyError(string(rw.w.role), rw.w.name), true, rw)
-		}
+	for _, q := range append([]*simReq(nil), r.reqs...) {
+		q.f.WorkerDown(i)
 	}
 }
 
-// scheduleCheck polls rw's /health after d.
-func (r *simRouter) scheduleCheck(rw *rworker, d time.Duration) {
+// scheduleCheck polls worker i's /health after d.
+func (r *simRouter) scheduleCheck(i int, d time.Duration) {
 	inc := r.inc
-	r.t.loop.After(d, func() { r.post(inc, func() { r.check(rw) }) })
+	r.t.loop.After(d, func() { r.post(inc, func() { r.check(i) }) })
 }
 
 // check is one /health call over the router's link to the worker: refused when the
 // worker is down or the link partitioned, unanswered (the health timeout) when the
 // worker is paused, else the worker's health as it is when the call arrives.
-func (r *simRouter) check(rw *rworker) {
-	start := r.t.loop.Now()
-	timeout := r.spec.HealthTimeout
-	inc := r.inc
-	result := func(ok bool) {
+func (r *simRouter) check(i int) {
+	start, inc, w := r.t.loop.Now(), r.inc, r.sw[i]
+	answered := false
+	var c *conn
+	var to *Timer
+	result := func(err error) {
+		if answered {
+			return
+		}
+		answered = true
+		r.t.loop.Stop(to)
+		if c != nil {
+			c.close()
+		}
 		r.post(inc, func() {
-			r.track(rw, rw.h.Checked(ok, router.DefaultFailThreshold))
-			next := start.Add(r.spec.HealthInterval)
-			if now := r.t.loop.Now(); next.Before(now) {
-				next = now
+			why := ""
+			if err != nil {
+				why = err.Error()
 			}
-			r.t.loop.At(next, func() { r.post(inc, func() { r.check(rw) }) })
+			r.track(i, r.Workers()[i].Checked(err == nil, router.DefaultFailThreshold, why))
+			r.scheduleCheck(i, max(start.Add(r.spec.HealthInterval).Sub(r.t.loop.Now()), 0))
 		})
 	}
-	w := rw.w
-	var c *conn
-	var err error
-	if !w.alive {
-		err = ErrConnRefused
-	} else {
+	err := ErrConnRefused
+	if w.alive {
 		c, err = r.t.links["router->"+w.name].dial()
 	}
 	if err != nil {
-		result(false)
+		result(err)
 		return
 	}
-	answered := false
-	to := r.t.loop.After(timeout, func() {
-		if !answered {
-			answered = true
-			c.close()
-			result(false)
-		}
-	})
-	c.onBreak = append(c.onBreak, func(error) {
-		if !answered {
-			answered = true
-			r.t.loop.Stop(to)
-			result(false)
-		}
-	})
+	to = r.t.loop.After(r.spec.HealthTimeout, func() { result(errHealthTimeout) })
+	c.onBreak = append(c.onBreak, result)
 	winc := w.inc
 	c.send(up, 64, func() {
 		w.post(winc, func() {
-			ok := w.healthy() == nil
-			c.send(down, 64, func() {
-				if !answered {
-					answered = true
-					r.t.loop.Stop(to)
-					c.close()
-					result(ok)
-				}
-			})
+			err := w.healthy()
+			c.send(down, 64, func() { result(err) })
 		})
 	})
 }
+
+var errHealthTimeout = errors.New("sim: health check timed out")

@@ -3,63 +3,204 @@ package router
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"pdsoak/server/gen"
 )
 
-// result is how one attempt ended.
-type result struct {
-	ev        gen.Event // the final event on success
-	delivered bool      // ev already went to the client
-	err       error
-	sent      bool    // tokens reached the client
-	transport bool    // no usable answer from a worker (refused, reset, truncated)
-	failed    *worker // the worker whose leg failed
+// flowDriver runs one request's Flow (flow.go) on its own goroutine with real sockets:
+// it is the Flow's FlowIO, and its loop hands the Flow each event as it comes (the
+// request's context ending, a worker going unhealthy, the prefill leg's end, a decode
+// chunk, the prefill grace timer) until the flow is over. The legs run on the goroutines
+// of legs.go; a Flow call that cancels them waits for them, so when it returns both
+// legs are gone.
+type flowDriver struct {
+	*Pool // Candidates, Intn, Uint64, Describe, Worker, Hold, Release
+	f     Flow
+	r     *Router
+	ctx   context.Context // the request's, bounded by its deadline plus the grace
+	out   chan gen.Event
+	key   uint64
+	start time.Time
+
+	// The current attempt's legs: cancel ends them, unlink stops the request's end
+	// from cancelling them, pDown and dDown close when a worker goes unhealthy.
+	legs         *legs
+	cancel       func()
+	unlink       func() bool
+	pDown, dDown <-chan struct{}
+	grace        *time.Timer
 }
 
-// attempt runs both legs of one request on one pair: build the worker request, send
-// it to both workers, then relay decode's chunks to the client until decode finishes
-// or a leg fails. When it returns, both legs are gone.
-func (r *Router) attempt(ctx context.Context, req *gen.Request, st *reqState, p, d *worker, out chan<- gen.Event, deliver func(gen.Event), log *reqLog) result {
-	if p == nil { // FallbackDecodeOnly found no prefill (fallback.go)
-		return r.attemptDecodeOnly(ctx, req, st, d, out, deliver, log)
+// run is the request's goroutine: the first attempt, then every event until the flow
+// is over.
+func (d *flowDriver) run() {
+	defer close(d.out)
+	if t := d.f.GiveUpAt(); !t.IsZero() {
+		var cancel context.CancelFunc
+		d.ctx, cancel = context.WithDeadline(d.ctx, t)
+		defer cancel()
 	}
-	room := r.room()
-	body, err := r.workerRequest(req, room, p, d)
+	d.f.Start()
+	for !d.f.Over() {
+		d.step()
+	}
+}
+
+// step waits for the next event and hands it to the flow.
+func (d *flowDriver) step() {
+	var ctxDone <-chan struct{}
+	if !d.f.Delivered() {
+		ctxDone = d.ctx.Done()
+	}
+	var prefillDone <-chan leg
+	var chunks <-chan decodeChunk
+	if po, do := d.f.Open(); d.legs != nil {
+		if po {
+			prefillDone = d.legs.prefillDone
+		}
+		if do {
+			chunks = d.legs.chunks
+		}
+	}
+	p, dw, watchP, watchD := d.f.Watching()
+	var pDown, dDown <-chan struct{}
+	if watchP {
+		pDown = d.pDown
+	}
+	if watchD {
+		dDown = d.dDown
+	}
+	var graceC <-chan time.Time
+	if d.grace != nil {
+		graceC = d.grace.C
+	}
+	n := d.f.Attempt()
+	select {
+	case <-ctxDone:
+		d.f.ContextEnded(context.Cause(d.ctx))
+	case <-pDown:
+		d.f.WorkerDown(p)
+	case <-dDown:
+		d.f.WorkerDown(dw)
+	case l := <-prefillDone:
+		if l.err == nil || !d.ended() {
+			d.f.PrefillEnded(n, l.err, l.transport)
+		}
+	case c := <-chunks:
+		switch {
+		case c.end != nil:
+			if !d.ended() {
+				d.f.DecodeFailed(n, c.end.err, c.end.transport)
+			}
+		case c.c.Error != nil:
+			if !d.ended() {
+				d.f.DecodeFailed(n, c.c.Error.Err(), false)
+			}
+		default:
+			d.f.Decode(n, gen.Event{Tokens: c.c.TokenIDs, Done: c.c.Done, Finish: c.c.Finish,
+				PromptTokens: c.c.PromptTokens, CompletionTokens: c.c.CompletionTokens})
+		}
+	case <-graceC:
+		d.grace = nil
+		d.f.GraceOver()
+	}
+}
+
+// ended hands the flow the request's context's end when a leg failure may come from it
+// (the legs end with the request), so the failure is judged as the request's end.
+func (d *flowDriver) ended() bool {
+	if d.f.Delivered() || d.ctx.Err() == nil {
+		return false
+	}
+	d.f.ContextEnded(context.Cause(d.ctx))
+	return true
+}
+
+// The FlowIO of the real router.
+
+func (d *flowDriver) Now() time.Time { return time.Now() }
+
+// StartLegs encodes the worker request and sends both legs (legs.go) on a context of
+// their own, which the request's end cancels until the final event went out.
+func (d *flowDriver) StartLegs(l Legs) error {
+	r := d.r
+	var p *worker
+	if l.Prefill >= 0 {
+		p = r.worker(l.Prefill)
+	}
+	dw := r.worker(l.Decode)
+	req := d.f.Request()
+	body, err := r.workerRequest(req, l.Room, p, dw)
 	if err != nil {
-		return result{err: err}
+		return err
 	}
-	r.setStage(st, "prefill+decode", func(s *reqState) { s.room, s.prefillURL, s.decodeU = &room, p.url, d.url })
-	log = log.with("room", room, "prefill", p.name, "decode", d.name)
-	log.Info("router: request routed")
-	defer r.hold(p, d)()
-
-	// The legs end with the request (its client going away, its deadline) until the
-	// final event is delivered; then only the prefill grace bounds them (relay.finish),
-	// since the client's handler ends the request's context as soon as it has the answer.
-	actx, cancelCause := context.WithCancelCause(context.WithoutCancel(ctx))
-	cancel := func() { cancelCause(context.Canceled) }
-	unlink := context.AfterFunc(ctx, func() { cancelCause(context.Cause(ctx)) })
-	defer unlink()
-	defer cancel()
-	decodeOnly := DecodeOnly(r.bugs, p.healthy.Load())
-	if decodeOnly {
-		log.Warn("router: prefill unhealthy; sending the decode leg alone (sglang#31206 reproduced)")
+	if l.Attempt > 0 {
+		r.metrics.retries.Inc()
 	}
-	legs := r.sendLegs(actx, p, d, body, req.ID, decodeOnly)
-	defer legs.wait() // after cancel (deferred later, runs first): both legs are gone
-	defer cancel()
-
-	rl := &relay{r: r, ctx: ctx, cancel: cancel, unlink: unlink, st: st, p: p, d: d, out: out, deliver: deliver, log: log, legs: legs}
+	if p == nil {
+		r.metrics.decodeOnly.Inc()
+	}
+	actx, cancelCause := context.WithCancelCause(context.WithoutCancel(d.ctx))
+	ctx := d.ctx
+	d.cancel = func() { cancelCause(context.Canceled) }
+	d.unlink = context.AfterFunc(ctx, func() { cancelCause(context.Cause(ctx)) })
+	d.legs = r.sendLegs(actx, p, dw, body, req.ID, p == nil || l.SkipPrefill)
+	d.pDown, d.dDown = nil, nil
 	if r.abortOnUnhealthy {
-		rl.pDown, rl.dDown = p.downCh(), d.downCh()
+		if p != nil {
+			d.pDown = p.downCh()
+		}
+		d.dDown = dw.downCh()
 	}
-	if decodeOnly {
-		rl.pDown = nil // no prefill leg to fail
+	return nil
+}
+
+func (d *flowDriver) CancelLegs() {
+	if d.legs == nil {
+		return
 	}
-	return rl.run()
+	d.cancel()
+	d.legs.wait()
+	d.unlink()
+	d.legs, d.cancel, d.unlink, d.pDown, d.dDown = nil, nil, nil, nil, nil
+}
+
+func (d *flowDriver) Forward(toks []int) error {
+	if !d.f.Sent() {
+		d.r.metrics.ttft.Observe(time.Since(d.start).Seconds())
+	}
+	select {
+	case d.out <- gen.Event{Tokens: toks}:
+		return nil
+	case <-d.ctx.Done():
+		return context.Cause(d.ctx)
+	}
+}
+
+func (d *flowDriver) Final(ev gen.Event) {
+	if d.unlink != nil {
+		d.unlink() // the client's handler ends the request's context once it has the answer
+	}
+	d.r.deliver(d.out, ev, d.f.Request().ID, d.start)
+}
+
+func (d *flowDriver) Grace(t time.Duration) {
+	if d.grace != nil {
+		d.grace.Stop()
+		d.grace = nil
+	}
+	if t > 0 {
+		d.grace = time.NewTimer(t)
+	}
+}
+
+func (d *flowDriver) MarkDown(w int, err error) { d.r.markDown(d.r.worker(w), err) }
+
+func (d *flowDriver) Done() {
+	d.r.reqMu.Lock()
+	delete(d.r.reqs, d.key)
+	d.r.reqMu.Unlock()
 }
 
 // workerRequest encodes the /generate body both workers of the pair receive (p nil: the
@@ -86,162 +227,4 @@ func (r *Router) workerRequest(req *gen.Request, room uint64, p, d *worker) ([]b
 		return nil, fmt.Errorf("router: encode request: %w", gen.ErrInternal)
 	}
 	return body, nil
-}
-
-// hold counts the request as outstanding on both workers; the returned func releases it.
-func (r *Router) hold(p, d *worker) (release func()) {
-	p.outstanding.Add(1)
-	d.outstanding.Add(1)
-	r.metrics.outstanding.WithLabelValues(p.name).Inc()
-	r.metrics.outstanding.WithLabelValues(d.name).Inc()
-	return func() {
-		p.outstanding.Add(-1)
-		d.outstanding.Add(-1)
-		r.metrics.outstanding.WithLabelValues(p.name).Dec()
-		r.metrics.outstanding.WithLabelValues(d.name).Dec()
-	}
-}
-
-// relay carries one attempt's decode tokens to the client while watching the prefill
-// leg and both workers' health.
-type relay struct {
-	r      *Router
-	ctx    context.Context // the request's context (not the legs')
-	cancel context.CancelFunc
-	st     *reqState
-	p, d   *worker
-	out    chan<- gen.Event
-	log    *reqLog
-	// deliver sends the final event; unlink stops the request's end from cancelling
-	// the legs.
-	deliver func(gen.Event)
-	unlink  func() bool
-	legs    *legs
-
-	prefillDone  <-chan leg      // nil once the prefill leg ended
-	pDown, dDown <-chan struct{} // closed when a worker goes unhealthy; nil: not watched
-	sent         bool            // tokens reached the client
-	kvArrived    bool            // decode produced output, so the KV transfer is complete
-}
-
-// run waits for the first of: the request ending, a worker going unhealthy, the prefill
-// leg ending, or a decode chunk; it returns once the attempt is decided.
-func (rl *relay) run() result {
-	rl.prefillDone = rl.legs.prefillDone
-	for {
-		select {
-		case <-rl.ctx.Done():
-			return rl.gone()
-		case <-rl.pDown:
-			return rl.fail(rl.p, leg{err: UnhealthyError(rl.p.role, rl.p.name), transport: true})
-		case <-rl.dDown:
-			return rl.fail(rl.d, leg{err: UnhealthyError(rl.d.role, rl.d.name), transport: true})
-		case l := <-rl.prefillDone:
-			if res, over := rl.prefillEnded(l); over {
-				return res
-			}
-		case c := <-rl.legs.chunks:
-			if res, over := rl.decodeChunk(c); over {
-				return res
-			}
-		}
-	}
-}
-
-// gone is the result when the request's context ended.
-func (rl *relay) gone() result {
-	return result{err: fmt.Errorf("router: %w", context.Cause(rl.ctx)), sent: rl.sent}
-}
-
-// fail ends the attempt on a failed leg of w, marking w down after a transport error.
-func (rl *relay) fail(w *worker, l leg) result {
-	if l.transport && rl.ctx.Err() == nil {
-		rl.r.markDown(w, l.err)
-	}
-	rl.log.Warn("router: leg failed", "worker", w.name, "err", l.err, "sent", rl.sent)
-	return result{err: l.err, sent: rl.sent, transport: l.transport, failed: w}
-}
-
-// prefillEnded handles the prefill leg's end: before decode has its KV a failure dooms
-// the attempt; after, it no longer matters.
-func (rl *relay) prefillEnded(l leg) (result, bool) {
-	rl.prefillDone = nil
-	rl.pDown = nil // prefill's part is over; its health no longer matters here
-	switch PrefillEnded(l.err, rl.kvArrived, rl.r.bugs) {
-	case PrefillLeaveDecode:
-		// sglang#9726: the router only waits for the decode leg; a failed prefill leg is
-		// drained in the background and the decode leg is left to wait for its KV.
-		rl.log.Warn("router: prefill leg failed; decode leg left running (sglang#9726 reproduced)", "err", l.err)
-	case PrefillFailAttempt:
-		rl.cancel() // the decode leg cannot complete without its KV
-		return rl.fail(rl.p, l), true
-	default:
-		if l.err != nil {
-			rl.log.Info("router: prefill leg failed after decode had its KV; ignored", "err", l.err)
-		}
-	}
-	return result{}, false
-}
-
-// decodeChunk handles one decode chunk: the leg's end, an error, the done chunk, or
-// tokens to forward.
-func (rl *relay) decodeChunk(c decodeChunk) (result, bool) {
-	if c.end != nil {
-		if c.end.err == nil {
-			c.end.err, c.end.transport = fmt.Errorf("%w: decode stream ended without a done event", gen.ErrInternal), true
-		}
-		return rl.fail(rl.d, *c.end), true
-	}
-	if c.c.Error != nil {
-		return rl.fail(rl.d, leg{err: c.c.Error.Err()}), true
-	}
-	ev := gen.Event{Tokens: c.c.TokenIDs, Done: c.c.Done}
-	if c.c.Done {
-		ev.Finish, ev.PromptTokens, ev.CompletionTokens = c.c.Finish, c.c.PromptTokens, c.c.CompletionTokens
-		return rl.finish(ev), true
-	}
-	if len(ev.Tokens) == 0 {
-		return result{}, false
-	}
-	return rl.forward(ev)
-}
-
-// finish ends a successful attempt, letting the prefill leg end on its own (bounded by
-// DefaultPrefillGrace) rather than aborting it.
-func (rl *relay) finish(ev gen.Event) result {
-	if rl.log.enabled(slog.LevelInfo) { // the arguments cost allocations
-		rl.log.Info("router: request finished", "finish_reason", ev.Finish, "completion_tokens", ev.CompletionTokens)
-	}
-	if rl.prefillDone == nil {
-		return result{ev: ev}
-	}
-	// The client has its answer now rather than after the prefill leg's end (one more
-	// hop from decode's ACK through prefill). From here the request's context ending is
-	// the client leaving satisfied, not a reason to abort the prefill leg.
-	rl.unlink()
-	rl.deliver(ev)
-	t := time.NewTimer(rl.r.prefillGrace)
-	select {
-	case <-rl.prefillDone:
-	case <-t.C:
-	}
-	t.Stop()
-	return result{ev: ev, delivered: true}
-}
-
-// forward sends decode tokens to the client.
-func (rl *relay) forward(ev gen.Event) (result, bool) {
-	rl.kvArrived, rl.pDown = true, nil // a token means decode has its KV
-	if !rl.sent {
-		rl.r.setStage(rl.st, "streaming", nil)
-		rl.r.metrics.ttft.Observe(time.Since(rl.st.start).Seconds())
-	}
-	select {
-	case rl.out <- ev:
-		rl.sent = true
-		rl.r.setStage(rl.st, "streaming", func(s *reqState) { s.out += len(ev.Tokens) })
-		return result{}, false
-	case <-rl.ctx.Done():
-		return rl.gone(), true
-	}
 }

@@ -32,15 +32,23 @@
 // /server_info ("bootstrap_addr") unless given explicitly, and is read again at every health
 // check, so a restarted prefill is never reached at a stale address.
 //
-// The decisions (decide.go), the health tracker (health.go) and the refusals
-// (errors.go) are pure, so that the simulator (sim) routes on the same code.
+// Each request is a Flow (flow.go): the loop above as an event-driven state machine
+// that owns every rule of it (the order of the steps, when a failure dooms an attempt or
+// marks a worker down, when the final event goes out, the stages /debug/requests shows),
+// with its IO (start and cancel the legs, write to the client, the prefill grace timer)
+// behind FlowIO. The Router drives it from one goroutine per request over real sockets
+// (attempt.go); the simulator (sim) drives the same Flow from its event loop over
+// simulated links. The workers' state (WorkerState: health, outstanding, bootstrap
+// address), the decisions (decide.go), the health tracker (health.go) and the refusals
+// (errors.go) are likewise one copy for both.
 //
-// The driver, by file: router.go (the Router, its lifecycle, Generate and the attempt
-// loop), options.go (defaults and functional options), workers.go (each worker's health
-// checks, bootstrap address and the pick of a pair), attempt.go (one attempt on one pair
-// and the relay of decode's tokens to the client), legs.go (the two worker streams of an
-// attempt), legclient.go (the lean leg client), fallback.go (--pd-fallback), reqlog.go
-// (a request's lazily built logger), metrics.go, sse.go, trace.go.
+// The driver, by file: router.go (the Router, its lifecycle, Generate, /debug/requests),
+// options.go (defaults and functional options), workers.go (each worker's health checks
+// and bootstrap address), workerstate.go (WorkerState, Candidates, Hold, Routable),
+// flow.go (Flow, FlowIO), attempt.go (the Router's FlowIO: a request's goroutine, its
+// legs and its client), legs.go (the two worker streams of an attempt), legclient.go
+// (the lean leg client), fallback.go (--pd-fallback), reqlog.go (a request's lazily
+// built logger), metrics.go, sse.go, trace.go.
 //
 //	r, _ := router.New([]router.Worker{{URL: "http://127.0.0.1:30001"}},
 //		[]router.Worker{{URL: "http://127.0.0.1:30002"}}, router.WithSeed(1))

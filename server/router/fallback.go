@@ -1,7 +1,6 @@
 package router
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
@@ -90,39 +89,4 @@ func WithPDFallback(fb Fallback) Option { return func(r *Router) { r.fallback = 
 // and decode_only, so the decode worker computes the prompt itself.
 func decodeOnlyRequest(wr *gen.WorkerRequest) {
 	wr.BootstrapRoom, wr.BootstrapAddr, wr.DecodeOnly = nil, "", true
-}
-
-// attemptDecodeOnly runs one attempt on decode worker d alone (FallbackDecodeOnly): the
-// decode leg without a bootstrap room, relayed like a pair's decode leg.
-func (r *Router) attemptDecodeOnly(ctx context.Context, req *gen.Request, st *reqState, d *worker, out chan<- gen.Event, deliver func(gen.Event), log *reqLog) result {
-	body, err := r.workerRequest(req, 0, nil, d)
-	if err != nil {
-		return result{err: err}
-	}
-	r.setStage(st, "decode-only", func(s *reqState) { s.room, s.prefillURL, s.decodeU = nil, "", d.url })
-	log = log.with("decode", d.name)
-	log.Warn("router: no prefill can take the request; serving it decode-only (--pd-fallback decode-only)")
-	r.metrics.decodeOnly.Inc()
-	d.outstanding.Add(1)
-	r.metrics.outstanding.WithLabelValues(d.name).Inc()
-	defer func() {
-		d.outstanding.Add(-1)
-		r.metrics.outstanding.WithLabelValues(d.name).Dec()
-	}()
-
-	actx, cancelCause := context.WithCancelCause(context.WithoutCancel(ctx))
-	cancel := func() { cancelCause(context.Canceled) }
-	unlink := context.AfterFunc(ctx, func() { cancelCause(context.Cause(ctx)) })
-	defer unlink()
-	defer cancel()
-	legs := r.sendLegs(actx, nil, d, body, req.ID, true)
-	legs.prefillDone = nil // no prefill leg: finish delivers at once
-	defer legs.wait()
-	defer cancel()
-
-	rl := &relay{r: r, ctx: ctx, cancel: cancel, unlink: unlink, st: st, d: d, out: out, deliver: deliver, log: log, legs: legs}
-	if r.abortOnUnhealthy {
-		rl.dDown = d.downCh()
-	}
-	return rl.run()
 }

@@ -9,14 +9,13 @@ import (
 
 // metrics are the router's own series (the workers serve SGLang's).
 type metrics struct {
-	reg         *prometheus.Registry
-	requests    prometheus.Counter
-	errors      *prometheus.CounterVec
-	retries     prometheus.Counter
-	decodeOnly  prometheus.Counter // FallbackDecodeOnly attempts (fallback.go)
-	outstanding *prometheus.GaugeVec
-	ttft        prometheus.Histogram
-	e2e         prometheus.Histogram
+	reg        *prometheus.Registry
+	requests   prometheus.Counter
+	errors     *prometheus.CounterVec
+	retries    prometheus.Counter
+	decodeOnly prometheus.Counter // FallbackDecodeOnly attempts (fallback.go)
+	ttft       prometheus.Histogram
+	e2e        prometheus.Histogram
 }
 
 var latencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}
@@ -32,8 +31,6 @@ func newMetrics(r *Router) *metrics {
 			Help: "Requests retried on another pair before any output."}),
 		decodeOnly: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdsoak_router_decode_only_total",
 			Help: "Attempts sent to a decode worker alone because no prefill could take them (--pd-fallback decode-only)."}),
-		outstanding: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: metricnames.RouterOutstanding,
-			Help: "Requests in flight per worker."}, []string{"worker"}),
 		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pdsoak_router_time_to_first_token_seconds",
 			Help: "Time from Generate to the first token sent to the client.", Buckets: latencyBuckets}),
 		e2e: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pdsoak_router_e2e_request_latency_seconds",
@@ -46,21 +43,26 @@ func newMetrics(r *Router) *metrics {
 		}
 		return 0
 	})
-	m.reg.MustRegister(m.requests, m.errors, m.retries, m.decodeOnly, m.outstanding, m.ttft, m.e2e, healthy, &workerCollector{r},
+	m.reg.MustRegister(m.requests, m.errors, m.retries, m.decodeOnly, m.ttft, m.e2e, healthy, &workerCollector{r},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	for _, w := range r.workers() {
-		m.outstanding.WithLabelValues(w.name)
-	}
 	return m
 }
 
-var workerUpDesc = prometheus.NewDesc(metricnames.RouterWorkerUp,
-	"1 when the worker passes its health checks.", []string{"worker", "role", "url"}, nil)
+var (
+	workerUpDesc = prometheus.NewDesc(metricnames.RouterWorkerUp,
+		"1 when the worker passes its health checks.", []string{"worker", "role", "url"}, nil)
+	outstandingDesc = prometheus.NewDesc(metricnames.RouterOutstanding,
+		"Requests in flight per worker.", []string{"worker"}, nil)
+)
 
-// workerCollector reports each worker's health at scrape time (never stale).
+// workerCollector reports each worker's health and outstanding requests (its
+// WorkerState) at scrape time (never stale).
 type workerCollector struct{ r *Router }
 
-func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- workerUpDesc }
+func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- workerUpDesc
+	ch <- outstandingDesc
+}
 
 func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, w := range c.r.workers() {
@@ -69,5 +71,6 @@ func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
 			v = 1
 		}
 		ch <- prometheus.MustNewConstMetric(workerUpDesc, prometheus.GaugeValue, v, w.name, w.role, w.url)
+		ch <- prometheus.MustNewConstMetric(outstandingDesc, prometheus.GaugeValue, float64(w.Outstanding()), w.name)
 	}
 }

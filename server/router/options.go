@@ -62,10 +62,14 @@ func WithMaxRetries(n int) Option { return func(r *Router) { r.maxRetries = n } 
 // before cancelling it (default DefaultPrefillGrace).
 func WithPrefillGrace(d time.Duration) Option { return func(r *Router) { r.prefillGrace = d } }
 
-// WithSeed seeds the generator of bootstrap rooms and tie breaks.
+// WithSeed seeds the generator of bootstrap rooms and tie breaks (NewRNG).
 func WithSeed(seed uint64) Option {
-	return func(r *Router) { r.rng = rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }
+	return func(r *Router) { r.rng = NewRNG(seed) }
 }
+
+// NewRNG is the router's generator of bootstrap rooms and tie breaks for seed (the
+// simulated router draws from the same one).
+func NewRNG(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }
 
 // WithClient replaces the HTTP client used for the legs and health checks.
 func WithClient(c *http.Client) Option { return func(r *Router) { r.client = c } }

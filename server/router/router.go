@@ -2,13 +2,11 @@ package router
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,28 +35,20 @@ type Router struct {
 	fallback                                     Fallback // --pd-fallback (fallback.go)
 
 	prefill, decode []*worker
+	all             []*worker // prefill then decode: the Flow's numbering
 
-	rngMu sync.Mutex
-	rng   *rand.Rand
+	rng  *rand.Rand // WithSeed's; the pool draws from it
+	pool *Pool
 
-	reqMu sync.Mutex
-	reqs  map[uint64]*reqState
+	reqMu sync.Mutex // guards reqs and what Flow.Info reads
+	reqs  map[uint64]*flowDriver
 	seq   uint64
+	flow  FlowConfig // every request's Flow shares it (set by New after the options)
 
 	metrics *metrics
 	stop    context.CancelFunc
 	done    chan struct{}
 	closed  atomic.Bool
-}
-
-// reqState is one in-flight request, for /debug/requests.
-type reqState struct {
-	id                  string
-	start, stageSince   time.Time
-	stage               string
-	room                *uint64
-	prompt, out         int
-	prefillURL, decodeU string
 }
 
 // New builds a router over the given workers. Call Start to begin health checking.
@@ -71,7 +61,7 @@ func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
 		deadlineGrace: DefaultDeadlineGrace, prefillGrace: DefaultPrefillGrace, failThreshold: DefaultFailThreshold,
 		maxRetries: DefaultMaxRetries, log: slog.Default(), kvLinks: map[[2]string]string{},
 		abortOnUnhealthy: true, roomSalt: uint64(time.Now().UnixNano()),
-		reqs: map[uint64]*reqState{}, done: make(chan struct{}),
+		reqs: map[uint64]*flowDriver{}, done: make(chan struct{}),
 		rng: rand.New(rand.NewPCG(1, 2)),
 	}
 	for _, o := range opts {
@@ -104,11 +94,10 @@ func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
 				return nil, fmt.Errorf("router: worker %s listed twice", u)
 			}
 			seen[u] = true
-			down := make(chan struct{})
-			close(down) // unhealthy until the first check passes
 			t, lean := parseLegTarget(u)
-			out = append(out, &worker{url: u, role: role, name: fmt.Sprintf("%s-%d", role, i), target: t, lean: lean,
-				boot: w.BootstrapAddr, explicitBoot: w.BootstrapAddr != "", down: down})
+			wk := &worker{url: u, target: t, lean: lean, explicitBoot: w.BootstrapAddr != ""}
+			wk.init(role, fmt.Sprintf("%s-%d", role, i), w.BootstrapAddr) // unhealthy until the first check passes
+			out = append(out, wk)
 		}
 		return out, nil
 	}
@@ -119,7 +108,15 @@ func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
 	if r.decode, err = add(decode, "decode"); err != nil {
 		return nil, err
 	}
+	r.all = append(append([]*worker(nil), r.prefill...), r.decode...)
+	states := make([]*WorkerState, len(r.all))
+	for i, w := range r.all {
+		states[i] = &w.WorkerState
+	}
+	r.pool = NewPool(states, len(r.prefill), r.rng)
 	r.metrics = newMetrics(r)
+	r.flow = FlowConfig{MaxRetries: r.maxRetries, AbortOnUnhealthy: r.abortOnUnhealthy, DeadlineGrace: r.deadlineGrace,
+		PrefillGrace: r.prefillGrace, Bugs: r.bugs, Fallback: r.fallback, RoomSalt: r.roomSalt, Log: r.log}
 	return r, nil
 }
 
@@ -167,27 +164,15 @@ func (r *Router) Close() error {
 // Requests lists the in-flight requests with the pair each went to.
 func (r *Router) Requests() []gen.RequestInfo {
 	now := time.Now()
+	label := func(w int) string { return r.worker(w).url }
 	r.reqMu.Lock()
 	out := make([]gen.RequestInfo, 0, len(r.reqs))
-	for _, s := range r.reqs {
-		out = append(out, gen.RequestInfo{ID: s.id, Stage: s.stage, AgeSeconds: now.Sub(s.start).Seconds(),
-			StageAgeSeconds: now.Sub(s.stageSince).Seconds(), Room: s.room, PromptTokens: s.prompt,
-			OutputTokens: s.out, Prefill: s.prefillURL, Decode: s.decodeU})
+	for _, d := range r.reqs {
+		out = append(out, d.f.Info(now, label))
 	}
 	r.reqMu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].AgeSeconds > out[j].AgeSeconds })
+	SortRequests(out)
 	return out
-}
-
-func (r *Router) setStage(s *reqState, stage string, f func(*reqState)) {
-	r.reqMu.Lock()
-	if s.stage != stage {
-		s.stage, s.stageSince = stage, time.Now()
-	}
-	if f != nil {
-		f(s)
-	}
-	r.reqMu.Unlock()
 }
 
 // Generate routes req to a prefill/decode pair. It refuses at once with ErrUnavailable
@@ -206,26 +191,19 @@ func (r *Router) Generate(ctx context.Context, req *gen.Request) (<-chan gen.Eve
 		return nil, err
 	}
 	r.metrics.requests.Inc()
-	now := time.Now()
+	d := &flowDriver{Pool: r.pool, r: r, ctx: ctx, out: make(chan gen.Event, 16), start: time.Now()}
+	var attrs []any
+	if tp, ok := traceparent.FromContext(ctx); ok {
+		attrs = []any{"trace_id", tp.TraceIDHex()}
+	}
+	d.f.Init(d, &r.flow, req, &r.reqMu, attrs...)
 	r.reqMu.Lock()
 	r.seq++
-	key := r.seq
-	st := &reqState{id: req.ID, start: now, stageSince: now, stage: "routing", prompt: len(req.Prompt)}
-	r.reqs[key] = st
+	d.key = r.seq
+	r.reqs[d.key] = d
 	r.reqMu.Unlock()
-	out := make(chan gen.Event, 16)
-	go func() {
-		defer close(out)
-		deliver := func(ev gen.Event) { r.deliver(out, ev, req.ID, now) }
-		ev, delivered := r.serve(ctx, req, st, out, deliver)
-		r.reqMu.Lock()
-		delete(r.reqs, key)
-		r.reqMu.Unlock()
-		if !delivered {
-			deliver(ev)
-		}
-	}()
-	return out, nil
+	go d.run()
+	return d.out, nil
 }
 
 // deliver sends a request's final event, counting it.
@@ -240,46 +218,5 @@ func (r *Router) deliver(out chan<- gen.Event, ev gen.Event, rid string, start t
 	case out <- ev:
 	case <-t.C:
 		r.log.Warn("router: consumer never took the final event", "rid", rid)
-	}
-}
-
-// serve runs the attempts of one request and returns its final event; delivered is true
-// when a successful attempt already delivered it (before its prefill leg had ended).
-func (r *Router) serve(ctx context.Context, req *gen.Request, st *reqState, out chan<- gen.Event, deliver func(gen.Event)) (ev gen.Event, delivered bool) {
-	log := &reqLog{base: r.log, attrs: []any{"rid", req.ID}}
-	if tp, ok := traceparent.FromContext(ctx); ok {
-		log.attrs = append(log.attrs, "trace_id", tp.TraceIDHex())
-	}
-	if !req.Deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, req.Deadline.Add(r.deadlineGrace))
-		defer cancel()
-	}
-	exclude := map[*worker]bool{}
-	var last error
-	for attempt := 0; ; attempt++ {
-		p, d, err := r.pick(exclude)
-		if err != nil {
-			if last != nil {
-				err = last // no other pair to try: the failure itself says most
-			}
-			return gen.Event{Done: true, Err: err}, false
-		}
-		res := r.attempt(ctx, req, st, p, d, out, deliver, log)
-		if res.err == nil {
-			return res.ev, res.delivered
-		}
-		last = res.err
-		deadline := ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded)
-		if final, retry := AfterAttempt(Attempt{Err: res.err, Sent: res.sent, Transport: res.transport,
-			Number: attempt, MaxRetries: r.maxRetries, DeadlinePassed: deadline,
-			ClientGone: ctx.Err() != nil && !deadline}); !retry {
-			return gen.Event{Done: true, Err: final}, false
-		}
-		if res.failed != nil {
-			exclude[res.failed] = true // try the other workers of that role
-		}
-		r.metrics.retries.Inc()
-		log.Warn("router: retrying on another pair", "attempt", attempt+1, "err", res.err)
 	}
 }

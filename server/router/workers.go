@@ -8,64 +8,20 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
-	"sync/atomic"
 )
 
-// worker is one prefill or decode worker as the router sees it: its health (Health,
-// health.go), KV bootstrap address and outstanding requests.
+// worker is one prefill or decode worker as the router sees it: its WorkerState
+// (health, outstanding requests, KV bootstrap address; workerstate.go) and where it is.
 type worker struct {
-	url, role, name string
-	target          legTarget // url's /generate for the leg client
-	lean            bool      // target is usable (http)
-	explicitBoot    bool
-	outstanding     atomic.Int64
-	healthy         atomic.Bool
-
-	mu      sync.Mutex
-	boot    string
-	health  Health // healthy mirrors health.Healthy for lock-free reads
-	lastErr string
-	down    chan struct{} // closed when the worker goes unhealthy; replaced when it recovers
+	WorkerState
+	url          string
+	target       legTarget // url's /generate for the leg client
+	lean         bool      // target is usable (http)
+	explicitBoot bool
 }
 
-// downCh is closed when the worker next goes unhealthy.
-func (w *worker) downCh() <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.down
-}
-
-// track applies a health decision (health.go) with lastErr (empty: none); when it
-// changes the worker's health, the mirror and the down channel follow. False when
-// nothing changed.
-func (w *worker) track(decide func(*Health) bool, lastErr string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.lastErr = lastErr
-	if !decide(&w.health) {
-		return false
-	}
-	ok := w.health.Healthy
-	w.healthy.Store(ok)
-	if ok {
-		w.down = make(chan struct{})
-	} else {
-		close(w.down)
-	}
-	return true
-}
-
-func (w *worker) bootstrap() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.boot
-}
-
-func (r *Router) workers() []*worker {
-	return append(append([]*worker(nil), r.prefill...), r.decode...)
-}
+func (r *Router) workers() []*worker { return r.all }
 
 func (r *Router) checkAll(ctx context.Context) {
 	var wg sync.WaitGroup
@@ -90,11 +46,7 @@ func (r *Router) check(ctx context.Context, w *worker) {
 			if info.BootstrapAddr == "" {
 				err = errors.New("server_info has no bootstrap_addr")
 			} else {
-				w.mu.Lock()
-				old := w.boot
-				w.boot = info.BootstrapAddr
-				w.mu.Unlock()
-				if old != "" && old != info.BootstrapAddr {
+				if old := w.setBootstrap(info.BootstrapAddr); old != "" && old != info.BootstrapAddr {
 					r.log.Warn("router: prefill bootstrap address changed", "worker", w.name, "old", old, "new", info.BootstrapAddr)
 				}
 			}
@@ -107,7 +59,7 @@ func (r *Router) check(ctx context.Context, w *worker) {
 	if err != nil {
 		lastErr = err.Error()
 	}
-	if !w.track(func(h *Health) bool { return h.Checked(err == nil, r.failThreshold) }, lastErr) {
+	if !w.Checked(err == nil, r.failThreshold, lastErr) {
 		return
 	}
 	if err == nil {
@@ -142,72 +94,16 @@ func (r *Router) get(ctx context.Context, url string, into any) error {
 
 // markDown marks a worker unhealthy at once after a transport error on a request.
 func (r *Router) markDown(w *worker, err error) {
-	if w.track(func(h *Health) bool { return h.MarkDown(r.failThreshold) }, err.Error()) {
+	if w.MarkDown(r.failThreshold, err) {
 		r.log.Warn("router: worker unhealthy after a request failed", "worker", w.name, "url", w.url, "err", err)
 	}
 }
 
-// candidates describes ws for the pure decisions (decide.go).
-func candidates(ws []*worker, exclude map[*worker]bool) []Candidate {
-	out := make([]Candidate, len(ws))
-	for i, w := range ws {
-		out[i] = Candidate{Healthy: w.healthy.Load(), Excluded: exclude[w], HasBootstrap: w.role != "prefill" || w.bootstrap() != "",
-			Outstanding: w.outstanding.Load()}
-	}
-	return out
-}
+// worker is worker i of the Flow's numbering: the prefills, then the decodes.
+func (r *Router) worker(i int) *worker { return r.all[i] }
 
-// Healthy is nil while at least one healthy prefill/decode pair exists. It draws no
-// randomness, so polling it leaves the seeded tie-breaks unchanged.
-func (r *Router) Healthy() error {
-	if !HasRoute(candidates(r.prefill, nil), candidates(r.decode, nil), r.bugs, r.fallback) {
-		return NoPairError(r.describe())
-	}
-	return nil
-}
+// Healthy is nil while at least one healthy prefill/decode pair exists (Routable). It
+// draws no randomness, so polling it leaves the seeded tie-breaks unchanged.
+func (r *Router) Healthy() error { return r.pool.Routable(r.bugs, r.fallback) }
 
-// pick returns the healthy prefill and decode with the fewest outstanding requests,
-// skipping excluded workers; ties are broken at random (PickRoute). The prefill is nil
-// when the request goes to decode alone (FallbackDecodeOnly).
-func (r *Router) pick(exclude map[*worker]bool) (*worker, *worker, error) {
-	intn := func(n int) int {
-		r.rngMu.Lock()
-		defer r.rngMu.Unlock()
-		return r.rng.IntN(n)
-	}
-	route, err := PickRoute(candidates(r.prefill, exclude), candidates(r.decode, exclude), r.bugs, r.fallback, intn, r.describe)
-	if err != nil {
-		return nil, nil, err
-	}
-	if route.DecodeOnly {
-		return nil, r.decode[route.Decode], nil
-	}
-	return r.prefill[route.Prefill], r.decode[route.Decode], nil
-}
-
-func (r *Router) describe() string {
-	var parts []string
-	for _, w := range r.workers() {
-		w.mu.Lock()
-		state := "healthy"
-		if !w.healthy.Load() {
-			state = "unhealthy"
-			if w.lastErr != "" {
-				state += ": " + w.lastErr
-			}
-		}
-		w.mu.Unlock()
-		parts = append(parts, w.name+" "+state)
-	}
-	return strings.Join(parts, "; ")
-}
-
-func (r *Router) room() uint64 {
-	r.rngMu.Lock()
-	defer r.rngMu.Unlock()
-	for {
-		if v, ok := Room(r.rng.Uint64(), r.roomSalt); ok {
-			return v
-		}
-	}
-}
+func (r *Router) describe() string { return r.pool.Describe() }
