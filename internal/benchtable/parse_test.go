@@ -145,6 +145,8 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add("pkg: m\nBenchmarkX-2\t3\t1.5 ns/op\t2 kv/raw\nok\tm\t1s\n")
 	f.Add("BenchmarkY\t1\tNaN u\t+Inf v\n--- FAIL: BenchmarkY\n    why\nFAIL\tm\t1s\n")
+	f.Add("benchtable: before cpus=2 loadavg=0.5\npkg: m\nBenchmarkX-2\t1\t2 q\nok\tm\t1s\n" +
+		"benchtable: after loadavg=? wall_s=3 cpu_s=x others_cpus=-1 junk\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		out, err := Parse(strings.NewReader(in))
 		if err != nil {
