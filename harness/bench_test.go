@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -507,48 +508,81 @@ func BenchmarkHeldStreams(b *testing.B) {
 // real runner: the embedded reference topology (router, prefill, decode as processes of
 // the real pdserver, simtime backend) and one burst of 1,000 streams. Reported: the ok
 // outcomes, valid (1 when the run's self-check passed) and the send lag p99 from the
-// ledger's sent events.
+// ledger's sent events (how late each request's Do began against the burst's instant),
+// and what the harness process spent meanwhile: GC cycles, GC CPU and CPU per request.
+//
+// The same burst then runs again without the run's GC floor (Options.GCFloor -1), in the
+// same process, and the _nofloor figures and send_lag_ratio (with ÷ without) compare the
+// two: the machine's load moves both runs, GC cycles and CPU time it moves little.
 func BenchmarkBurst1000(b *testing.B) {
 	bin := pdserverBinary(b)
-	var ok, valid, lagP99 float64
+	var with, without burstResult
 	for i := 0; i < b.N; i++ {
-		sc, err := scenarios.Load(filepath.Join("..", "scenarios", "burst-1000.yaml"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		dir := b.TempDir()
-		// An invalid run (the self-check failed) is a result here: valid reports it.
-		if err := Run(context.Background(), sc, Options{OutDir: dir, PDServerCommand: []string{bin}}); err != nil && !errors.Is(err, ErrInfrastructure) {
-			b.Fatal(err)
-		} else if err != nil {
-			b.Log(err)
-		}
-		evs, _, err := ledger.ReadFile(filepath.Join(dir, "events.jsonl"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		var lags []time.Duration
-		ok, valid = 0, 0
-		for _, ev := range evs {
-			switch {
-			case ev.Type == ledger.EventDone && ev.Outcome == ledger.OutcomeOK:
-				ok++
-			case ev.Type == ledger.EventDone:
-				b.Logf("%s: %s (phase %s, status %d): %s", ev.RequestID, ev.Outcome, ev.Phase, ev.Status, ev.Error)
-			case ev.Type == ledger.EventSent:
-				lags = append(lags, time.Duration(ev.Lag*float64(time.Second)))
-			case ev.Type == ledger.EventSelfCheck && ev.Passed != nil && *ev.Passed:
-				valid = 1
-			}
-		}
-		if len(lags) > 0 {
-			slices.Sort(lags)
-			lagP99 = float64(nearest.Rank(lags, 0.99)) / float64(time.Millisecond)
+		with = runBurst(b, bin, 0)
+		without = runBurst(b, bin, -1)
+	}
+	b.ReportMetric(with.ok, "ok")
+	b.ReportMetric(with.valid, "valid")
+	b.ReportMetric(with.lagP99, "send_lag_p99_ms")
+	b.ReportMetric(with.gcCycles, "gc_cycles")
+	b.ReportMetric(with.gcCPUms, "gc_cpu_ms")
+	b.ReportMetric(with.cpuPerReqUs, "cpu_us/req")
+	b.ReportMetric(without.lagP99, "send_lag_p99_ms_nofloor")
+	b.ReportMetric(without.gcCycles, "gc_cycles_nofloor")
+	b.ReportMetric(without.gcCPUms, "gc_cpu_ms_nofloor")
+	b.ReportMetric(without.cpuPerReqUs, "cpu_us/req_nofloor")
+	if without.lagP99 > 0 {
+		b.ReportMetric(with.lagP99/without.lagP99, "send_lag_ratio")
+	}
+}
+
+type burstResult struct {
+	ok, valid, lagP99              float64
+	gcCycles, gcCPUms, cpuPerReqUs float64
+}
+
+// runBurst runs burst-1000 once with the given Options.GCFloor.
+func runBurst(b *testing.B, bin string, floor int64) burstResult {
+	sc, err := scenarios.Load(filepath.Join("..", "scenarios", "burst-1000.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	gc := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(gc)
+	cycles0, gcCPU0, cpu0 := gc[0].Value.Uint64(), gc[1].Value.Float64(), processCPU()
+	// An invalid run (the self-check failed) is a result here: valid reports it.
+	if err := Run(context.Background(), sc, Options{OutDir: dir, PDServerCommand: []string{bin}, GCFloor: floor}); err != nil && !errors.Is(err, ErrInfrastructure) {
+		b.Fatal(err)
+	} else if err != nil {
+		b.Log(err)
+	}
+	cpu := processCPU() - cpu0
+	metrics.Read(gc)
+	r := burstResult{gcCycles: float64(gc[0].Value.Uint64() - cycles0), gcCPUms: (gc[1].Value.Float64() - gcCPU0) * 1e3}
+	evs, _, err := ledger.ReadFile(filepath.Join(dir, "events.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var lags []time.Duration
+	for _, ev := range evs {
+		switch {
+		case ev.Type == ledger.EventDone && ev.Outcome == ledger.OutcomeOK:
+			r.ok++
+		case ev.Type == ledger.EventDone:
+			b.Logf("%s: %s (phase %s, status %d): %s", ev.RequestID, ev.Outcome, ev.Phase, ev.Status, ev.Error)
+		case ev.Type == ledger.EventSent:
+			lags = append(lags, time.Duration(ev.Lag*float64(time.Second)))
+		case ev.Type == ledger.EventSelfCheck && ev.Passed != nil && *ev.Passed:
+			r.valid = 1
 		}
 	}
-	b.ReportMetric(ok, "ok")
-	b.ReportMetric(valid, "valid")
-	b.ReportMetric(lagP99, "send_lag_p99_ms")
+	if len(lags) > 0 {
+		slices.Sort(lags)
+		r.lagP99 = float64(nearest.Rank(lags, 0.99)) / float64(time.Millisecond)
+		r.cpuPerReqUs = float64(cpu) / float64(time.Microsecond) / float64(len(lags))
+	}
+	return r
 }
 
 func benchLog() *slog.Logger {
