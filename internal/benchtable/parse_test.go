@@ -157,6 +157,13 @@ func FuzzParse(f *testing.F) {
 			require.True(t, strings.HasPrefix(r.Name, "Benchmark"), "name %q", r.Name)
 			require.GreaterOrEqual(t, r.Procs, 1)
 			require.GreaterOrEqual(t, r.Iterations, int64(0))
+			if l := r.Load; l != nil { // the runner's load lines: never a negative figure
+				require.GreaterOrEqual(t, l.CPUs, 0)
+				for _, v := range []float64{l.Before, l.After, l.Wall, l.OwnCPU, l.OthersCPUs} {
+					require.False(t, v < 0, "load %+v", *l)
+				}
+				l.UnderLoad() // decides on anything parsed
+			}
 			again.WriteString(line(r))
 		}
 		back, err := Parse(strings.NewReader(again.String()))
