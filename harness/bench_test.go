@@ -457,7 +457,11 @@ func BenchmarkHeldStreams(b *testing.B) {
 				stopProfile = func() { pprof.StopCPUProfile(); pf.Close() }
 			}
 		}
+		gc0 := gcCycles()
 		pw.Run(context.Background(), time.Now(), ps)
+		// A GC cycle during the hold marks the whole held heap and stacks with one of
+		// the two Ps: the figure says whether the lag above had one in it.
+		b.ReportMetric(float64(gcCycles()-gc0), "hold_gc_cycles")
 		stopProfile()
 		holdLag.Stop()
 		var probesOK, probesAll, still int64
@@ -553,6 +557,13 @@ func BenchmarkBurst1000(b *testing.B) {
 type burstResult struct {
 	ok, valid, lagP99              float64
 	gcCycles, gcCPUms, cpuPerReqUs float64
+}
+
+// gcCycles is the number of GC cycles this process has completed.
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }
 
 // runBurst runs burst-1000 once with the given Options.GCFloor.
