@@ -77,11 +77,14 @@ test-stress:
 # misses is reported, not a build failure. The figures, goals and -benchtimes are declared
 # in internal/benchtable/figures.go. bench-docs also refreshes docs/BENCHMARKS.md;
 # bench-all runs every benchmark of the module.
+# BENCH_COUNT: runs of each benchmark (each in its own process); the table shows the
+# median and the spread, and the time budget scales with the count.
+BENCH_COUNT ?= 3
 bench:
-	$(GO) run ./cmd/benchtable -o bench.md -log bench.log -command 'make bench'
+	$(GO) run ./cmd/benchtable -count $(BENCH_COUNT) -o bench.md -log bench.log -command 'make bench'
 
 bench-docs:
-	$(GO) run ./cmd/benchtable -o bench.md -log bench.log -docs docs/BENCHMARKS.md -command 'make bench-docs'
+	$(GO) run ./cmd/benchtable -count $(BENCH_COUNT) -o bench.md -log bench.log -docs docs/BENCHMARKS.md -command 'make bench-docs'
 
 bench-all:
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count 1 ./... | tee bench.log

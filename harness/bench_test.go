@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -340,35 +341,49 @@ func (s *spreadSender) Send(ctx context.Context, r *workload.Req) *client.Result
 // through the executor, every event in the ledger) against a loopback server in a child
 // process that sends a token on every stream each second, then, while holding them all,
 // runs a probe open-loop workload (200 short requests/s for 5 s, through the same
-// clients) and reports how many streams were held and the harness's lag p99 over the
-// hold as the run's self-check measures it: the larger of the probes' send lag p99 (how
-// late each left its schedule) and the self-check ticker's lag p99. Also reported: the
-// ramp's own send and ticker lag p99 (the ramp competes with the server child for the
-// same cores, and its figure follows the machine's load).
+// clients) and reports the harness's lag p99 over the hold as the run's self-check
+// measures it: the larger of the probes' send lag p99 (how late each left its schedule)
+// and the self-check ticker's lag p99. Then it measures what holding them costs (heap +
+// stacks per stream after GC; CPU and allocation per stream-second over a window in which
+// only the tokens arrive). Also
+// reported: the ramp's own send and ticker lag p99 (the ramp competes with the server
+// child for the same cores, and its figure follows the machine's load).
+//
+// held_streams is the count held, capped by what the measured cost allows within one CPU
+// and 1 GiB (heldCost.ceiling). Where RLIMIT_NOFILE's hard limit is below 20,000 plus
+// the process's other descriptors (20,000 here, and raising it needs CAP_SYS_RESOURCE),
+// no process can hold 20,000 HTTP/1.1 streams (each is one TCP connection, one
+// descriptor: HTTP/1.1 has no multiplexing), so it holds as many as the limit allows and
+// held_streams is that ceiling: a figure that drops when a stream costs more.
 func BenchmarkHeldStreams(b *testing.B) {
 	const (
 		goal    = 20000
-		reserve = 400  // descriptors besides the streams, here and in the server: probes' connections, ledger, pipes, epoll
-		rate    = 2000 // requests/s of the ramp
+		reserve = 400             // descriptors besides the streams, here and in the server: probes' connections, ledger, pipes, epoll
+		rate    = 2000            // requests/s of the ramp
+		window  = 3 * time.Second // the cost window: streams held, nothing else sent
 		hold    = 5 * time.Second
 		probes  = 200 // requests/s during the hold
 		addrs   = 4   // server addresses: 5,000 connections to each
 	)
-	streams := goal
+	streams, limited := goal, false
 	if got := raiseNoFile(goal + 4096); got < goal+reserve {
-		// The hard limit needs CAP_SYS_RESOURCE to be raised: hold what it allows and
-		// say so (held_streams then shows the shortfall).
-		streams = int(got) - reserve
-		b.Logf("RLIMIT_NOFILE cannot be raised above %d (hard limit; raising it needs CAP_SYS_RESOURCE): holding %d streams, not %d", got, streams, goal)
+		// The hard limit needs CAP_SYS_RESOURCE to be raised: hold what it allows, and
+		// report the count the measured per-stream cost allows.
+		streams, limited = int(got)-reserve, true
+		b.Logf("RLIMIT_NOFILE cannot be raised above %d (hard limit; raising it needs CAP_SYS_RESOURCE): holding %d streams, not %d; held_streams is the ceiling their measured cost implies", got, streams, goal)
 	}
 	urls := startHoldServer(b, time.Second, addrs)
-	var held, lagP99 float64
+	var held, lagP99, figure float64
 	for i := 0; i < b.N; i++ {
 		var first atomic.Int64
 		all := make(chan struct{})
+		var firstErr atomic.Value // the first failed request's error, for the failure message
 		led, err := ledger.Create(filepath.Join(b.TempDir(), "events.jsonl"), func(ev ledger.Event) {
 			if ev.Type == ledger.EventFirstToken && first.Add(1) == int64(streams) {
 				close(all)
+			}
+			if ev.Type == ledger.EventDone && ev.Error != "" {
+				firstErr.CompareAndSwap(nil, ev.Error)
 			}
 		})
 		if err != nil {
@@ -395,6 +410,7 @@ func BenchmarkHeldStreams(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		hb, sb := memInUse()
 		lag.Start()
 		finished := make(chan struct{})
 		go func() { w.Run(context.Background(), time.Now(), ss); close(finished) }()
@@ -420,8 +436,12 @@ func BenchmarkHeldStreams(b *testing.B) {
 		}
 		psc := &scenarios.Scenario{Name: "held", Seed: 2, Duration: scenarios.Duration(hold),
 			Target: scenarios.Target{URL: urls[0]},
+			// At most half the spare descriptors in flight: on a loaded machine probes
+			// pile up, and past the cap they wait, which their send lag shows, rather
+			// than fail to open a socket.
 			Workloads: []scenarios.Workload{{Name: "probe", Type: "open_loop", Count: probes * int(hold/time.Second),
-				Stream: true, Endpoint: scenarios.EndpointCompletions, Pacer: &scenarios.Pacer{Type: "constant", Rate: probes}}}}
+				Stream: true, Endpoint: scenarios.EndpointCompletions, MaxInFlight: reserve / 2,
+				Pacer: &scenarios.Pacer{Type: "constant", Rate: probes}}}}
 		psc.ApplyDefaults()
 		psc.Workloads[0].Stream = true
 		psc.Deadlines = scenarios.Deadlines{Connect: scenarios.Duration(30 * time.Second), Total: scenarios.Duration(time.Minute)}
@@ -430,14 +450,19 @@ func BenchmarkHeldStreams(b *testing.B) {
 			b.Fatal(err)
 		}
 		holdLag.Start()
+		stopProfile := func() {}
 		if f := os.Getenv("PDSOAK_BENCH_DUMP"); f != "" { // a CPU profile of the hold alone
 			pf, err := os.Create(f + ".hold.cpu")
 			if err == nil && pprof.StartCPUProfile(pf) == nil {
-				defer pf.Close()
-				defer pprof.StopCPUProfile()
+				stopProfile = func() { pprof.StopCPUProfile(); pf.Close() }
 			}
 		}
+		gc0 := gcCycles()
 		pw.Run(context.Background(), time.Now(), ps)
+		// A GC cycle during the hold marks the whole held heap and stacks with one of
+		// the two Ps: the figure says whether the lag above had one in it.
+		b.ReportMetric(float64(gcCycles()-gc0), "hold_gc_cycles")
+		stopProfile()
 		holdLag.Stop()
 		var probesOK, probesAll, still int64
 		outcomes := map[ledger.Outcome]int64{}
@@ -452,10 +477,34 @@ func BenchmarkHeldStreams(b *testing.B) {
 			still += ss.execs[i].inflight.Load()
 		}
 		if probesOK != probesAll || probesAll < int64(probes*int(hold/time.Second))*9/10 || still != inflight {
-			b.Fatalf("during the hold: %d probes ok of %d sent (%v), %d streams held of %d", probesOK, probesAll, outcomes, still, inflight)
+			b.Fatalf("during the hold: %d probes ok of %d sent (%v; first error: %v), %d streams held of %d", probesOK, probesAll, outcomes, firstErr.Load(), still, inflight)
 		}
+		// What holding them costs, once the probes are done (after the hold, so that the
+		// hold starts right after the ramp as it always did: the forced GCs here would
+		// otherwise put off the next cycle past the hold).
+		ha, sa := memInUse()
+		fds := openFiles()
+		allocs := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+		metrics.Read(allocs)
+		alloc0 := allocs[0].Value.Uint64()
+		cpu0, t0 := processCPU(), time.Now()
+		time.Sleep(window)
+		metrics.Read(allocs)
+		// Allocation per stream-second: what makes the GC cycles that come while holding.
+		b.ReportMetric(float64(allocs[0].Value.Uint64()-alloc0)/time.Since(t0).Seconds()/float64(inflight), "alloc_bytes/stream-s")
+		cost := heldCost{Streams: int(inflight),
+			CPUPerStreamS:  (processCPU() - cpu0).Seconds() / time.Since(t0).Seconds() / float64(inflight),
+			BytesPerStream: float64(ha+sa-hb-sb) / float64(inflight)}
+		ceiling, by := cost.ceiling(heldCPUBudget, heldMemoryBudget)
+		b.Logf("holding %d streams (%d descriptors open): %.1f µs CPU per stream-second, %.0f bytes per stream; %.0f streams within %g CPU and %d MiB (bound by %s)",
+			inflight, fds, cost.CPUPerStreamS*1e6, cost.BytesPerStream, ceiling, heldCPUBudget, heldMemoryBudget>>20, by)
+
 		hr := holdLag.Result(0)
 		held, lagP99 = float64(inflight), float64(max(hr.SendP99, hr.TickP99))/float64(time.Millisecond)
+		figure = heldStreamsFigure(goal, int(inflight), limited, ceiling)
+		b.ReportMetric(cost.CPUPerStreamS*1e6, "cpu_us/stream-s")
+		b.ReportMetric(cost.BytesPerStream, "bytes/held-stream")
+		b.ReportMetric(ceiling, "held_ceiling")
 		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 		b.ReportMetric(ms(hr.SendP99), "hold_send_lag_p99_ms")
 		b.ReportMetric(ms(hr.TickP99), "hold_tick_lag_p99_ms")
@@ -468,7 +517,8 @@ func BenchmarkHeldStreams(b *testing.B) {
 		}
 		led.Close()
 	}
-	b.ReportMetric(held, "held_streams")
+	b.ReportMetric(figure, "held_streams")
+	b.ReportMetric(held, "held_actual")
 	b.ReportMetric(lagP99, "lag_p99_ms")
 }
 
@@ -476,48 +526,88 @@ func BenchmarkHeldStreams(b *testing.B) {
 // real runner: the embedded reference topology (router, prefill, decode as processes of
 // the real pdserver, simtime backend) and one burst of 1,000 streams. Reported: the ok
 // outcomes, valid (1 when the run's self-check passed) and the send lag p99 from the
-// ledger's sent events.
+// ledger's sent events (how late each request's Do began against the burst's instant),
+// and what the harness process spent meanwhile: GC cycles, GC CPU and CPU per request.
+//
+// The same burst then runs again without the run's GC floor (Options.GCFloor -1), in the
+// same process, and the _nofloor figures and send_lag_ratio (with ÷ without) compare the
+// two: the machine's load moves both runs, GC cycles and CPU time it moves little.
 func BenchmarkBurst1000(b *testing.B) {
 	bin := pdserverBinary(b)
-	var ok, valid, lagP99 float64
+	var with, without burstResult
 	for i := 0; i < b.N; i++ {
-		sc, err := scenarios.Load(filepath.Join("..", "scenarios", "burst-1000.yaml"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		dir := b.TempDir()
-		// An invalid run (the self-check failed) is a result here: valid reports it.
-		if err := Run(context.Background(), sc, Options{OutDir: dir, PDServerCommand: []string{bin}}); err != nil && !errors.Is(err, ErrInfrastructure) {
-			b.Fatal(err)
-		} else if err != nil {
-			b.Log(err)
-		}
-		evs, _, err := ledger.ReadFile(filepath.Join(dir, "events.jsonl"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		var lags []time.Duration
-		ok, valid = 0, 0
-		for _, ev := range evs {
-			switch {
-			case ev.Type == ledger.EventDone && ev.Outcome == ledger.OutcomeOK:
-				ok++
-			case ev.Type == ledger.EventDone:
-				b.Logf("%s: %s (phase %s, status %d): %s", ev.RequestID, ev.Outcome, ev.Phase, ev.Status, ev.Error)
-			case ev.Type == ledger.EventSent:
-				lags = append(lags, time.Duration(ev.Lag*float64(time.Second)))
-			case ev.Type == ledger.EventSelfCheck && ev.Passed != nil && *ev.Passed:
-				valid = 1
-			}
-		}
-		if len(lags) > 0 {
-			slices.Sort(lags)
-			lagP99 = float64(nearest.Rank(lags, 0.99)) / float64(time.Millisecond)
+		with = runBurst(b, bin, 0)
+		without = runBurst(b, bin, -1)
+	}
+	b.ReportMetric(with.ok, "ok")
+	b.ReportMetric(with.valid, "valid")
+	b.ReportMetric(with.lagP99, "send_lag_p99_ms")
+	b.ReportMetric(with.gcCycles, "gc_cycles")
+	b.ReportMetric(with.gcCPUms, "gc_cpu_ms")
+	b.ReportMetric(with.cpuPerReqUs, "cpu_us/req")
+	b.ReportMetric(without.lagP99, "send_lag_p99_ms_nofloor")
+	b.ReportMetric(without.gcCycles, "gc_cycles_nofloor")
+	b.ReportMetric(without.gcCPUms, "gc_cpu_ms_nofloor")
+	b.ReportMetric(without.cpuPerReqUs, "cpu_us/req_nofloor")
+	if without.lagP99 > 0 {
+		b.ReportMetric(with.lagP99/without.lagP99, "send_lag_ratio")
+	}
+}
+
+type burstResult struct {
+	ok, valid, lagP99              float64
+	gcCycles, gcCPUms, cpuPerReqUs float64
+}
+
+// gcCycles is the number of GC cycles this process has completed.
+func gcCycles() uint64 {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// runBurst runs burst-1000 once with the given Options.GCFloor.
+func runBurst(b *testing.B, bin string, floor int64) burstResult {
+	sc, err := scenarios.Load(filepath.Join("..", "scenarios", "burst-1000.yaml"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	gc := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(gc)
+	cycles0, gcCPU0, cpu0 := gc[0].Value.Uint64(), gc[1].Value.Float64(), processCPU()
+	// An invalid run (the self-check failed) is a result here: valid reports it.
+	if err := Run(context.Background(), sc, Options{OutDir: dir, PDServerCommand: []string{bin}, GCFloor: floor}); err != nil && !errors.Is(err, ErrInfrastructure) {
+		b.Fatal(err)
+	} else if err != nil {
+		b.Log(err)
+	}
+	cpu := processCPU() - cpu0
+	metrics.Read(gc)
+	r := burstResult{gcCycles: float64(gc[0].Value.Uint64() - cycles0), gcCPUms: (gc[1].Value.Float64() - gcCPU0) * 1e3}
+	evs, _, err := ledger.ReadFile(filepath.Join(dir, "events.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var lags []time.Duration
+	for _, ev := range evs {
+		switch {
+		case ev.Type == ledger.EventDone && ev.Outcome == ledger.OutcomeOK:
+			r.ok++
+		case ev.Type == ledger.EventDone:
+			b.Logf("%s: %s (phase %s, status %d): %s", ev.RequestID, ev.Outcome, ev.Phase, ev.Status, ev.Error)
+		case ev.Type == ledger.EventSent:
+			lags = append(lags, time.Duration(ev.Lag*float64(time.Second)))
+		case ev.Type == ledger.EventSelfCheck && ev.Passed != nil && *ev.Passed:
+			r.valid = 1
 		}
 	}
-	b.ReportMetric(ok, "ok")
-	b.ReportMetric(valid, "valid")
-	b.ReportMetric(lagP99, "send_lag_p99_ms")
+	if len(lags) > 0 {
+		slices.Sort(lags)
+		r.lagP99 = float64(nearest.Rank(lags, 0.99)) / float64(time.Millisecond)
+		r.cpuPerReqUs = float64(cpu) / float64(time.Microsecond) / float64(len(lags))
+	}
+	return r
 }
 
 func benchLog() *slog.Logger {

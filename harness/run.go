@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"pdsoak/harness/judge"
 	"pdsoak/harness/target"
 	"pdsoak/harness/workload"
+	"pdsoak/internal/gcfloor"
 	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
@@ -112,6 +114,11 @@ type Options struct {
 
 	// Shard makes this run one shard of a sharded run (zero: the whole scenario).
 	Shard Shard
+
+	// GCFloor is the smallest heap goal the run keeps in this process, in bytes (0:
+	// gcfloor.DefaultFloor; negative: none), so that a burst on a small heap does not
+	// run through GC cycles every few MB (internal/gcfloor).
+	GCFloor int64
 }
 
 // Shard is one part of a sharded run: shard Index (1-based) of Count runs its
@@ -206,6 +213,9 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 		return fmt.Errorf("harness: out dir: %w", err)
 	}
 	opts = opts.withDefaults()
+	if opts.GCFloor >= 0 {
+		defer gcfloor.New(gcfloor.WithFloor(uint64(cmp.Or(opts.GCFloor, gcfloor.DefaultFloor)))).Start()()
+	}
 	// The wedge detector judges GPU idleness from the GPU sampler's latest reading
 	// rather than reading NVML itself (a second reader would make the sampler's busy).
 	lastGPU := new(atomic.Pointer[[]ledger.GPU])

@@ -2,8 +2,12 @@
 // performance figures, prints one table of figure, goal, measured value and PASS/MISS,
 // and writes it to bench.md (see internal/benchtable and docs/BENCHMARKS.md).
 //
-//	benchtable [-o bench.md] [-log bench.log] [-docs docs/BENCHMARKS.md] [-timeout 4m] [-budget 10m]
+//	benchtable [-count 3] [-o bench.md] [-log bench.log] [-docs docs/BENCHMARKS.md] [-timeout 4m] [-budget 10m]
 //	benchtable -in bench.log    # build the table from go test -bench output instead
+//
+// Each benchmark runs -count times (default $BENCH_COUNT, else 3), each in its own
+// process; the table shows the median, the spread and the machine's load around each run.
+// The budget is per count: the whole run is bounded by count × budget.
 //
 // A figure that misses its goal, or whose benchmark is missing or failed, is reported, not
 // an error: the exit status is 0 unless nothing could be measured at all (1), or the flags
@@ -21,6 +25,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -37,11 +42,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	outPath := fs.String("o", "bench.md", "write the table here (empty: nowhere)")
 	logPath := fs.String("log", "bench.log", "write the benchmarks' go test output here (empty: nowhere)")
 	docs := fs.String("docs", "", "also replace the marked table section of this file (docs/BENCHMARKS.md)")
-	timeout := fs.Duration("timeout", 4*time.Minute, "bound on each benchmark, build included")
-	budget := fs.Duration("budget", 10*time.Minute, "bound on the whole run: benchmarks that would start later are not run")
+	timeout := fs.Duration("timeout", 4*time.Minute, "bound on each benchmark run, build included")
+	budget := fs.Duration("budget", 10*time.Minute, "bound on the whole run, per count (count × budget in all): runs that would start later are not run")
+	count := fs.Int("count", defaultCount(os.Getenv("BENCH_COUNT")), "runs of each benchmark, each in its own process (default: $BENCH_COUNT, else 3)")
 	command := fs.String("command", "", "the command named in the table's header (default: this command line)")
 	goCmd := fs.String("go", "go", "the go command")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *count < 1 {
+		fmt.Fprintf(stderr, "benchtable: -count %d: want at least 1 (BENCH_COUNT=%q)\n", *count, os.Getenv("BENCH_COUNT"))
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -74,7 +84,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	} else {
 		load = benchtable.LoadAverage()
-		r := &benchtable.Runner{Go: *goCmd, Dir: dir, Module: module, Timeout: *timeout, Budget: *budget, Progress: stderr}
+		r := &benchtable.Runner{Go: *goCmd, Dir: dir, Module: module, Timeout: *timeout, Count: *count,
+			Budget: *budget * time.Duration(*count), Progress: stderr}
 		if *logPath != "" {
 			f, err := os.Create(*logPath)
 			if err != nil {
@@ -116,6 +127,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// defaultCount is BENCH_COUNT as a number, 3 when it is unset; a value that is not a
+// number is 0, which run refuses with the variable named.
+func defaultCount(env string) int {
+	if env == "" {
+		return 3
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(env))
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // moduleRoot is the directory of the main module's go.mod.

@@ -15,10 +15,17 @@ func Document(w io.Writer, rows []Row, m Machine, command string, when time.Time
 	if err := Markdown(&b, rows); err != nil {
 		return err
 	}
-	fmt.Fprintf(&b, "\n%s\n", Summary(rows))
+	fmt.Fprintf(&b, "\n%s\n\n%s\n", Summary(rows), Legend)
 	_, err := w.Write(b.Bytes())
 	return err
 }
+
+// Legend says how to read the table's columns.
+const Legend = "The median decides PASS; the spread is the lowest and highest value over the runs " +
+	"(each run a process of its own). A run is under load when the rest of the machine used more " +
+	"than a quarter of its CPUs while it lasted (/proc/stat busy time less the benchmark's own " +
+	"processes; where unknown, a load average above half the CPU count at its start): the load " +
+	"average alone also counts the benchmark's own threads, and the previous benchmark's for a minute."
 
 // Markers delimit the part of a document (docs/BENCHMARKS.md) that ReplaceSection
 // rewrites.

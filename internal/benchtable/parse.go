@@ -25,6 +25,9 @@ type Result struct {
 	Iterations int64
 	Metrics    map[string]float64 // unit -> value: "ns/op", "MB/s", "kv/raw", ...
 	Line       int                // 1-based line number in the input
+	// Load is the machine's load around the run that printed this line, from the
+	// runner's "benchtable: before/after" lines (nil: the output has none).
+	Load *RunLoad
 }
 
 // Failure is a benchmark that failed or was skipped (Name set), or a package that did not
@@ -68,6 +71,10 @@ type parser struct {
 	build   map[string][]string // "# pkg" blocks: build and setup errors
 	buildOf string
 	panic   string // the first "panic:" line since the last package end
+	// run is the load of the run whose "benchtable: before" line was read last, and
+	// runFrom its first result.
+	run     *RunLoad
+	runFrom int
 }
 
 func (p *parser) line(s string) {
@@ -90,6 +97,17 @@ func (p *parser) line(s string) {
 		// "# pdsoak/harness [pdsoak/harness.test]" or "# ./sim"
 		p.buildOf, _, _ = strings.Cut(strings.TrimPrefix(t, "# "), " ")
 		return
+	case strings.HasPrefix(t, loadBeforePrefix):
+		l := unknownLoad()
+		parseLoadFields(t[len(loadBeforePrefix):], &l, false)
+		p.run, p.runFrom = &l, len(p.out.Results)
+	case strings.HasPrefix(t, loadAfterPrefix) && p.run != nil:
+		l := *p.run
+		parseLoadFields(t[len(loadAfterPrefix):], &l, true)
+		for i := p.runFrom; i < len(p.out.Results); i++ {
+			p.out.Results[i].Load = &l
+		}
+		p.run = nil
 	case strings.HasPrefix(t, "pkg: "):
 		p.pkg = strings.TrimSpace(strings.TrimPrefix(t, "pkg: "))
 	case strings.HasPrefix(t, "goos: "), strings.HasPrefix(t, "goarch: "), strings.HasPrefix(t, "cpu: "):

@@ -145,6 +145,8 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add("pkg: m\nBenchmarkX-2\t3\t1.5 ns/op\t2 kv/raw\nok\tm\t1s\n")
 	f.Add("BenchmarkY\t1\tNaN u\t+Inf v\n--- FAIL: BenchmarkY\n    why\nFAIL\tm\t1s\n")
+	f.Add("benchtable: before cpus=2 loadavg=0.5\npkg: m\nBenchmarkX-2\t1\t2 q\nok\tm\t1s\n" +
+		"benchtable: after loadavg=? wall_s=3 cpu_s=x others_cpus=-1 junk\n")
 	f.Fuzz(func(t *testing.T, in string) {
 		out, err := Parse(strings.NewReader(in))
 		if err != nil {
@@ -155,6 +157,13 @@ func FuzzParse(f *testing.F) {
 			require.True(t, strings.HasPrefix(r.Name, "Benchmark"), "name %q", r.Name)
 			require.GreaterOrEqual(t, r.Procs, 1)
 			require.GreaterOrEqual(t, r.Iterations, int64(0))
+			if l := r.Load; l != nil { // the runner's load lines: never a negative figure
+				require.GreaterOrEqual(t, l.CPUs, 0)
+				for _, v := range []float64{l.Before, l.After, l.Wall, l.OwnCPU, l.OthersCPUs} {
+					require.False(t, v < 0, "load %+v", *l)
+				}
+				l.UnderLoad() // decides on anything parsed
+			}
 			again.WriteString(line(r))
 		}
 		back, err := Parse(strings.NewReader(again.String()))

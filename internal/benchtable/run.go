@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,7 +23,12 @@ type Runner struct {
 	Go      string        // the go command; "go" when empty
 	Dir     string        // the module root, where go test runs
 	Module  string        // the module path (ModulePath reads it)
-	Timeout time.Duration // per benchmark, build included; go test's -timeout does not cover benchmarks
+	Timeout time.Duration // per benchmark run, build included; go test's -timeout does not cover benchmarks
+	// Count is how many times each benchmark runs, each in its own process (0: once).
+	// The runs go in rounds (every benchmark once, then again) so that a passing burst
+	// of load on the machine lands on one run of several benchmarks, not on every run of
+	// one.
+	Count int
 	// Budget bounds the whole run: a benchmark gets at most what is left of it, and one
 	// that would start after it is spent is not run (0: no bound).
 	Budget time.Duration
@@ -38,50 +44,70 @@ func (b Benchmark) Args() []string {
 		"-count", "1", "-v", b.Package}
 }
 
-// Run runs each benchmark and merges what their outputs say. Its error is only for a go
-// command that could not be started at all; everything else is in the Output.
+// Run runs each benchmark Count times and merges what their outputs say. Its error is
+// only for a go command that could not be started at all; everything else is in the
+// Output.
 func (r *Runner) Run(ctx context.Context, benchmarks []Benchmark) (*Output, error) {
 	all := &Output{Env: map[string]string{}}
 	began := time.Now()
-	for _, b := range benchmarks {
-		start := time.Now()
-		timeout := r.Timeout
-		if r.Budget > 0 {
-			left := r.Budget - time.Since(began)
-			if left <= 0 {
-				all.Failures = append(all.Failures, Failure{Package: importPath(r.Module, b.Package), Name: b.Name,
-					NotRun: true, Reason: fmt.Sprintf("the run's time budget (%s) was spent", r.Budget)})
-				continue
+	count := max(r.Count, 1)
+	for round := 1; round <= count; round++ {
+		for _, b := range benchmarks {
+			if err := r.runOne(ctx, all, b, round, count, began); err != nil {
+				return all, err
 			}
-			if timeout <= 0 || left < timeout {
-				timeout = left
-			}
-		}
-		out, err := r.one(ctx, b, timeout)
-		if err != nil {
-			return all, err
-		}
-		for k, v := range out.Env {
-			all.Env[k] = v
-		}
-		all.Results = append(all.Results, out.Results...)
-		all.Failures = append(all.Failures, out.Failures...)
-		if r.Progress != nil {
-			fmt.Fprintf(r.Progress, "benchtable: %s %s (-benchtime %s): %d result lines, %s\n",
-				b.Package, b.Name, b.BenchTime, len(out.Results), time.Since(start).Round(100*time.Millisecond))
-		}
-		if ctx.Err() != nil {
-			return all, fmt.Errorf("benchtable: %w", ctx.Err())
 		}
 	}
 	return all, nil
 }
 
-func (r *Runner) one(ctx context.Context, b Benchmark, timeout time.Duration) (*Output, error) {
+// runOne runs b once (round of count) and adds what it printed to all.
+func (r *Runner) runOne(ctx context.Context, all *Output, b Benchmark, round, count int, began time.Time) error {
+	start := time.Now()
+	timeout := r.Timeout
+	if r.Budget > 0 {
+		left := r.Budget - time.Since(began)
+		if left <= 0 {
+			all.Failures = append(all.Failures, Failure{Package: importPath(r.Module, b.Package), Name: b.Name,
+				NotRun: true, Reason: fmt.Sprintf("the run's time budget (%s) was spent", r.Budget)})
+			return nil
+		}
+		if timeout <= 0 || left < timeout {
+			timeout = left
+		}
+	}
+	out, load, err := r.one(ctx, b, timeout)
+	if err != nil {
+		return err
+	}
+	for k, v := range out.Env {
+		all.Env[k] = v
+	}
+	all.Results = append(all.Results, out.Results...)
+	all.Failures = append(all.Failures, out.Failures...)
+	if r.Progress != nil {
+		fmt.Fprintf(r.Progress, "benchtable: %s %s (-benchtime %s, run %d of %d): %d result lines, %s, load %s -> %s, others %s CPUs\n",
+			b.Package, b.Name, b.BenchTime, round, count, len(out.Results), time.Since(start).Round(100*time.Millisecond),
+			fmtNum(load.Before), fmtNum(load.After), fmtNum(math.Round(load.OthersCPUs*100)/100))
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("benchtable: %w", ctx.Err())
+	}
+	return nil
+}
+
+// Where the machine's load is read (variables for tests).
+var (
+	procLoadavg = "/proc/loadavg"
+	procStat    = "/proc/stat"
+)
+
+func (r *Runner) one(ctx context.Context, b Benchmark, timeout time.Duration) (*Output, RunLoad, error) {
 	pkg := importPath(r.Module, b.Package)
+	load := unknownLoad()
 	if st, err := os.Stat(filepath.Join(r.Dir, b.Package)); err != nil || !st.IsDir() {
 		return &Output{Failures: []Failure{{Package: pkg, Name: b.Name, NotRun: true,
-			Reason: "package " + b.Package + " not found"}}}, nil
+			Reason: "package " + b.Package + " not found"}}}, load, nil
 	}
 	goCmd := r.Go
 	if goCmd == "" {
@@ -105,14 +131,28 @@ func (r *Runner) one(ctx context.Context, b Benchmark, timeout time.Duration) (*
 		w = io.MultiWriter(&buf, r.Log)
 	}
 	cmd.Stdout, cmd.Stderr = w, w
+	load.CPUs, load.Before = runtime.NumCPU(), loadAvg1(procLoadavg)
+	io.WriteString(w, beforeLine(load.CPUs, load.Before))
+	busy0, ok0 := busySeconds(procStat)
+	start := time.Now()
 	runErr := cmd.Run()
+	wall := time.Since(start)
+	busy1, ok1 := busySeconds(procStat)
+	load.After, load.Wall = loadAvg1(procLoadavg), wall.Seconds()
+	if ps := cmd.ProcessState; ps != nil {
+		// wait4's usage of go test includes the test binary and the servers it ran.
+		load.OwnCPU = (ps.UserTime() + ps.SystemTime()).Seconds()
+	}
+	load.OthersCPUs = othersCPUs(busy0, busy1, ok0 && ok1 && cmd.ProcessState != nil, load.OwnCPU, wall)
+	tail := lastLine(buf.Bytes())
+	io.WriteString(w, afterLine(load))
 	var exitErr *exec.ExitError
 	if runErr != nil && !errors.As(runErr, &exitErr) && ctx.Err() == nil {
-		return nil, fmt.Errorf("benchtable: run %s: %w", goCmd, runErr)
+		return nil, load, fmt.Errorf("benchtable: run %s: %w", goCmd, runErr)
 	}
 	out, err := Parse(&buf)
 	if err != nil {
-		return nil, err
+		return nil, load, err
 	}
 	switch {
 	case ctx.Err() != nil:
@@ -120,9 +160,9 @@ func (r *Runner) one(ctx context.Context, b Benchmark, timeout time.Duration) (*
 			Reason: fmt.Sprintf("timed out after %s", timeout.Round(time.Second))})
 	case runErr != nil && len(out.Failures) == 0:
 		out.Failures = append(out.Failures, Failure{Package: pkg,
-			Reason: fmt.Sprintf("go test: %v: %s", runErr, lastLine(buf.Bytes()))})
+			Reason: fmt.Sprintf("go test: %v: %s", runErr, tail)})
 	}
-	return out, nil
+	return out, load, nil
 }
 
 func lastLine(b []byte) string {

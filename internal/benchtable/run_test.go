@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,6 +71,36 @@ func TestRunner(t *testing.T) {
 		require.Equal(t, w.pass, rows[i].Pass, "row %d", i)
 	}
 	require.Equal(t, 0.97, rows[0].Value)
+
+	// Count runs each benchmark that many times, each in its own process, in rounds; every
+	// result carries the load around its own run, which the log records too.
+	r.Count, r.Timeout = 2, 60*time.Second
+	log.Reset()
+	twice, err := r.Run(context.Background(), []Benchmark{good, one("BenchmarkSkips", "ratio", AtLeast(1))})
+	require.NoError(t, err)
+	require.Len(t, twice.Results, 2)
+	for _, res := range twice.Results {
+		require.NotNil(t, res.Load)
+		require.Equal(t, runtime.NumCPU(), res.Load.CPUs)
+		require.Greater(t, res.Load.Wall, 0.0)
+		require.Greater(t, res.Load.OwnCPU, 0.0, "go test's CPU time, from its rusage")
+	}
+	require.Equal(t, 4, strings.Count(log.String(), "$ go test "))
+	require.Regexp(t, `(?s)BenchmarkGood.*BenchmarkSkips.*BenchmarkGood.*BenchmarkSkips`, log.String(), "rounds")
+	fromLog, err := Parse(strings.NewReader(log.String()))
+	require.NoError(t, err)
+	noLines := func(rs []Result) []Result {
+		rs = slices.Clone(rs)
+		for i := range rs {
+			rs[i].Line = 0 // a line of one run's output, or of the whole log
+		}
+		return rs
+	}
+	require.Equal(t, noLines(twice.Results), noLines(fromLog.Results), "the log gives the same results and loads")
+	rows = Evaluate([]Benchmark{good}, twice, module)
+	require.Equal(t, 2, rows[0].Runs)
+	require.Len(t, rows[0].Loads, 2)
+	r.Count = 0
 
 	// A budget spent before a benchmark starts leaves it out, with the reason.
 	r.Budget = time.Nanosecond

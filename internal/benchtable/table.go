@@ -15,14 +15,20 @@ type Row struct {
 	Benchmark Benchmark
 	Figure    Figure
 	Value     float64 // the median over the benchmark's result lines; valid when Measured
+	Min, Max  float64 // the spread of those values
 	Measured  bool
-	Runs      int    // result lines the value is the median of
-	Pass      bool   // measured and within the goal
-	Reason    string // why a figure is a MISS without a value: not run, failed, no metric
+	Runs      int       // result lines the value is the median of
+	Loads     []RunLoad // the load around each run that reported a result (unknown ones left out)
+	UnderLoad int       // runs of Loads that were under load (RunLoad.UnderLoad)
+	NotRun    int       // runs not started (the budget was spent): not counted against the figure
+	Pass      bool      // measured, within the goal, and no run failed
+	Reason    string    // why a figure is a MISS: not run, failed (in any run), no metric
 }
 
 // Evaluate matches every figure of benchmarks against out. module is the module path
-// that turns a benchmark's "./pkg" into the import path go test prints.
+// that turns a benchmark's "./pkg" into the import path go test prints. With several runs
+// of a benchmark the value is their median: PASS is the median meeting the goal, and a
+// run that failed makes the figure a MISS whatever the others measured.
 func Evaluate(benchmarks []Benchmark, out *Output, module string) []Row {
 	var rows []Row
 	for _, b := range benchmarks {
@@ -33,26 +39,41 @@ func Evaluate(benchmarks []Benchmark, out *Output, module string) []Row {
 				results = append(results, r)
 			}
 		}
-		failure := findFailure(out.Failures, pkg, b.Name)
+		failure, notRun := findFailure(out.Failures, pkg, b.Name)
 		for _, f := range b.Figures {
 			row := Row{Benchmark: b, Figure: f}
 			var values []float64
 			for _, r := range results {
 				if v, ok := r.Metrics[f.Metric]; ok {
 					values = append(values, v)
+					if r.Load != nil {
+						row.Loads = append(row.Loads, *r.Load)
+						if r.Load.UnderLoad() {
+							row.UnderLoad++
+						}
+					}
 				}
+			}
+			if len(values) > 0 {
+				row.Value, row.Measured, row.Runs = median(values), true, len(values)
+				row.Min, row.Max = slices.Min(values), slices.Max(values)
 			}
 			switch {
 			case failure != "":
 				row.Reason = failure
+			case len(results) == 0 && notRun != "":
+				row.Reason = notRun
 			case len(results) == 0:
 				row.Reason = "not run: benchmark not found"
 			case len(values) == 0:
 				row.Reason = fmt.Sprintf("benchmark did not report %q (it reported %s)", f.Metric, units(results))
-			default:
-				row.Value, row.Measured, row.Runs = median(values), true, len(values)
-				row.Pass = !math.IsNaN(row.Value) && f.Goal.Met(row.Value)
+			case len(values) < len(results):
+				row.Reason = fmt.Sprintf("benchmark reported %q in %d of its %d runs", f.Metric, len(values), len(results))
 			}
+			if notRun != "" && len(results) > 0 {
+				row.NotRun = countNotRun(out.Failures, pkg, b.Name)
+			}
+			row.Pass = row.Reason == "" && !f.Goal.Info && !math.IsNaN(row.Value) && f.Goal.Met(row.Value)
 			rows = append(rows, row)
 		}
 	}
@@ -68,9 +89,9 @@ func importPath(module, rel string) string {
 	return module + "/" + rel
 }
 
-// findFailure says why the benchmark did not (fully) run: its own failure or skip, or
-// its package's. "" when nothing failed.
-func findFailure(fs []Failure, pkg, name string) string {
+// findFailure says why the benchmark failed in any of its runs: its own failure or skip,
+// or its package's ("" when nothing failed); and, apart, why a run was not started.
+func findFailure(fs []Failure, pkg, name string) (failure, notRun string) {
 	pkgReason := ""
 	for _, f := range fs {
 		if f.Package != pkg && f.Package != "" {
@@ -78,16 +99,36 @@ func findFailure(fs []Failure, pkg, name string) string {
 		}
 		switch {
 		case f.NotRun && (f.Name == name || f.Name == ""):
-			return "not run: " + orUnknown(f.Reason)
+			if notRun == "" {
+				notRun = "not run: " + orUnknown(f.Reason)
+			}
 		case f.Name == name && f.Skipped:
-			return "skipped: " + orUnknown(f.Reason)
+			if failure == "" {
+				failure = "skipped: " + orUnknown(f.Reason)
+			}
 		case f.Name == name:
-			return "failed: " + orUnknown(f.Reason)
+			if failure == "" {
+				failure = "failed: " + orUnknown(f.Reason)
+			}
 		case f.Name == "" && f.Package == pkg && pkgReason == "":
 			pkgReason = "package failed: " + orUnknown(f.Reason)
 		}
 	}
-	return pkgReason
+	if failure == "" {
+		failure = pkgReason
+	}
+	return failure, notRun
+}
+
+// countNotRun is how many runs of the benchmark were never started.
+func countNotRun(fs []Failure, pkg, name string) int {
+	n := 0
+	for _, f := range fs {
+		if f.NotRun && (f.Package == pkg || f.Package == "") && (f.Name == name || f.Name == "") {
+			n++
+		}
+	}
+	return n
 }
 
 func orUnknown(s string) string {
@@ -119,41 +160,100 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// Markdown writes the table: one row per figure.
+// Markdown writes the table: one row per figure, its median over the runs, their
+// spread, and the machine's load around each run.
 func Markdown(w io.Writer, rows []Row) error {
 	var b strings.Builder
-	b.WriteString("| figure | benchmark | metric | goal | measured | result |\n")
-	b.WriteString("|---|---|---|---|---|---|\n")
+	b.WriteString("| figure | benchmark | metric | goal | median | spread (min–max) | load avg before→after, each run | others' CPUs, each run | result |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		measured, result := "—", "MISS"
+		median, spread := "—", "—"
 		if r.Measured {
-			measured = formatValue(r.Value)
-			if r.Runs > 1 {
-				measured += fmt.Sprintf(" (median of %d)", r.Runs)
+			median = formatValue(r.Value)
+			spread = fmt.Sprintf("%s–%s (%d runs)", formatValue(r.Min), formatValue(r.Max), r.Runs)
+			if r.Runs == 1 {
+				spread = "one run"
 			}
-			if r.Pass {
-				result = "PASS"
+			if r.NotRun > 0 {
+				spread += fmt.Sprintf(", %d not run", r.NotRun)
 			}
-		} else {
-			result = "MISS: " + r.Reason
 		}
-		fmt.Fprintf(&b, "| %s | `%s` `%s` | `%s` | %s | %s | %s |\n", cell(r.Figure.What),
+		fmt.Fprintf(&b, "| %s | `%s` `%s` | `%s` | %s | %s | %s | %s | %s | %s |\n", cell(r.Figure.What),
 			strings.TrimPrefix(r.Benchmark.Package, "./"), r.Benchmark.Name, r.Figure.Metric,
-			r.Figure.Goal, measured, cell(result))
+			r.Figure.Goal, median, spread, loads(r.Loads, false), loads(r.Loads, true), cell(result(r)))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-// Summary is the line under the table: how many figures meet their goal.
-func Summary(rows []Row) string {
-	pass := 0
-	for _, r := range rows {
-		if r.Pass {
-			pass++
+// result is the last cell: info, PASS or MISS (with the reason when there is one), and
+// how many runs were under load.
+func result(r Row) string {
+	s := "MISS"
+	switch {
+	case r.Reason != "":
+		s = "MISS: " + r.Reason
+	case r.Figure.Goal.Info:
+		s = "info"
+	case r.Pass:
+		s = "PASS"
+	}
+	if r.UnderLoad > 0 {
+		s += fmt.Sprintf(", under load (%d of %d runs)", r.UnderLoad, len(r.Loads))
+	}
+	return s
+}
+
+// loads is each run's load average before and after ("0.94→1.21, ..."), or (others) the
+// CPUs the rest of the machine used during it; "—" when none is known.
+func loads(ls []RunLoad, others bool) string {
+	var parts []string
+	for _, l := range ls {
+		if others {
+			parts = append(parts, fmtLoad(l.OthersCPUs))
+		} else {
+			parts = append(parts, fmtLoad(l.Before)+"→"+fmtLoad(l.After))
 		}
 	}
-	return fmt.Sprintf("%d of %d figures meet their goal.", pass, len(rows))
+	if len(parts) == 0 {
+		return "—"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func fmtLoad(v float64) string {
+	if math.IsNaN(v) {
+		return "?"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+// Summary is the line under the table: how many figures meet their goal, and how many
+// were measured under load.
+func Summary(rows []Row) string {
+	pass, goals, info, loaded := 0, 0, 0, 0
+	for _, r := range rows {
+		switch {
+		case r.Figure.Goal.Info:
+			info++
+		case r.Pass:
+			pass++
+			goals++
+		default:
+			goals++
+		}
+		if r.UnderLoad > 0 {
+			loaded++
+		}
+	}
+	s := fmt.Sprintf("%d of %d figures meet their goal.", pass, goals)
+	if info > 0 {
+		s += fmt.Sprintf(" %d for information only.", info)
+	}
+	if loaded > 0 {
+		s += fmt.Sprintf(" %d measured under load in at least one run.", loaded)
+	}
+	return s
 }
 
 // cell keeps a table cell on one line and its pipes literal.
