@@ -16,8 +16,8 @@ import (
 // context switches summed over its threads. Both move far less with the machine's load
 // than wall time does, so the benchmarks report them per request next to their figures.
 type procCost struct {
-	cpu           time.Duration
-	vol, nonvol   int64
+	cpu         time.Duration
+	vol, nonvol int64
 	threads     int
 	readOK      bool
 }
