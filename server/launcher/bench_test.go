@@ -125,6 +125,11 @@ func BenchmarkRouterLatency(b *testing.B) {
 	pids := topologyPIDs(topo)
 	pids["colo"] = coloPID
 	meter := newCostMeter(pids)
+	urls := map[string]string{"colo": colo}
+	for _, p := range topo.Processes() {
+		urls[strings.SplitN(p.Name, "-", 2)[0]] = p.URL
+	}
+	meter.countGC(urls)
 	b.ResetTimer()
 	for it := 0; it < b.N; it++ {
 		for i := 0; i < n; i++ {

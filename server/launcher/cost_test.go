@@ -3,6 +3,7 @@ package launcher
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,6 +63,8 @@ func readCost(pid int) procCost {
 type costMeter struct {
 	pids   map[string]int
 	before map[string]procCost
+	urls   map[string]string  // base URLs whose /metrics count GC cycles
+	gcs    map[string]float64 // go_gc_duration_seconds_count before
 }
 
 func newCostMeter(pids map[string]int) *costMeter {
@@ -70,6 +73,36 @@ func newCostMeter(pids map[string]int) *costMeter {
 		m.before[name] = readCost(pid)
 	}
 	return m
+}
+
+// countGC makes report add <name>_gc/kreq, the Go GC cycles per 1,000 requests of each
+// process of urls (a cycle on a process with one P runs on the requests' thread).
+func (m *costMeter) countGC(urls map[string]string) {
+	m.urls, m.gcs = urls, map[string]float64{}
+	for name, u := range urls {
+		m.gcs[name] = gcCount(u)
+	}
+}
+
+// gcCount is go_gc_duration_seconds_count from url's /metrics (-1 when unreadable).
+func gcCount(url string) float64 {
+	resp, err := client.Get(url + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "go_gc_duration_seconds_count "); ok {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				return f
+			}
+		}
+	}
+	return -1
 }
 
 // topologyPIDs names topo's processes by role (router, prefill, decode).
@@ -106,6 +139,11 @@ func (m *costMeter) report(b *testing.B, n int) {
 			pdSw += sw
 			pdPre += pre
 			pd = true
+		}
+	}
+	for name, u := range m.urls {
+		if a, z := m.gcs[name], gcCount(u); a >= 0 && z >= 0 {
+			b.ReportMetric((z-a)*1000/float64(n), name+"_gc/kreq")
 		}
 	}
 	if !pd {
