@@ -63,8 +63,8 @@ func readCost(pid int) procCost {
 type costMeter struct {
 	pids   map[string]int
 	before map[string]procCost
-	urls   map[string]string  // base URLs whose /metrics count GC cycles
-	gcs    map[string]float64 // go_gc_duration_seconds_count before
+	urls   map[string]string     // base URLs whose /metrics count GC cycles
+	gcs    map[string][2]float64 // gcCount before
 }
 
 func newCostMeter(pids map[string]int) *costMeter {
@@ -75,34 +75,39 @@ func newCostMeter(pids map[string]int) *costMeter {
 	return m
 }
 
-// countGC makes report add <name>_gc/kreq, the Go GC cycles per 1,000 requests of each
-// process of urls (a cycle on a process with one P runs on the requests' thread).
+// countGC makes report add <name>_gc/kreq, the Go GC cycles per 1,000 requests, and
+// <name>_alloc_kb/req, the heap allocated per request, of each process of urls (a GC
+// cycle on a process with one P runs on the requests' thread).
 func (m *costMeter) countGC(urls map[string]string) {
-	m.urls, m.gcs = urls, map[string]float64{}
+	m.urls, m.gcs = urls, map[string][2]float64{}
 	for name, u := range urls {
 		m.gcs[name] = gcCount(u)
 	}
 }
 
-// gcCount is go_gc_duration_seconds_count from url's /metrics (-1 when unreadable).
-func gcCount(url string) float64 {
+// gcCount is go_gc_duration_seconds_count and go_memstats_alloc_bytes_total from url's
+// /metrics (-1 when unreadable).
+func gcCount(url string) [2]float64 {
+	out := [2]float64{-1, -1}
 	resp, err := client.Get(url + "/metrics")
 	if err != nil {
-		return -1
+		return out
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return -1
+		return out
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "go_gc_duration_seconds_count "); ok {
-			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-				return f
+		for i, name := range []string{"go_gc_duration_seconds_count ", "go_memstats_alloc_bytes_total "} {
+			if v, ok := strings.CutPrefix(line, name); ok {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+					out[i] = f
+				}
 			}
 		}
 	}
-	return -1
+	return out
 }
 
 // topologyPIDs names topo's processes by role (router, prefill, decode).
@@ -142,8 +147,12 @@ func (m *costMeter) report(b *testing.B, n int) {
 		}
 	}
 	for name, u := range m.urls {
-		if a, z := m.gcs[name], gcCount(u); a >= 0 && z >= 0 {
-			b.ReportMetric((z-a)*1000/float64(n), name+"_gc/kreq")
+		a, z := m.gcs[name], gcCount(u)
+		if a[0] >= 0 && z[0] >= 0 {
+			b.ReportMetric((z[0]-a[0])*1000/float64(n), name+"_gc/kreq")
+		}
+		if a[1] >= 0 && z[1] >= 0 {
+			b.ReportMetric((z[1]-a[1])/1024/float64(n), name+"_alloc_kb/req")
 		}
 	}
 	if !pd {
