@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"reflect"
 	"testing"
 	"unicode/utf8"
 )
@@ -96,6 +97,12 @@ func FuzzWorkerRequest(f *testing.F) {
 		r, e := h.parseWorker(body)
 		if (r == nil) == (e == nil) {
 			t.Fatal("exactly one of request and error must be set")
+		}
+		// A trailing space keeps gen.FastWorkerRequest out: encoding/json alone must
+		// come to the same request or the same error.
+		rj, ej := h.parseWorker(append(append([]byte(nil), body...), ' '))
+		if !reflect.DeepEqual(r, rj) || !reflect.DeepEqual(e, ej) {
+			t.Fatalf("fast path %+v, %+v; encoding/json %+v, %+v", r, e, rj, ej)
 		}
 		if e != nil {
 			if e.status != http.StatusBadRequest {

@@ -14,9 +14,14 @@ import (
 
 // parseWorker parses and validates a POST /generate body (gen.WorkerRequest).
 func (h *Handler) parseWorker(body []byte) (*gen.Request, *apiError) {
-	var wr gen.WorkerRequest
-	if err := decode(body, &wr); err != nil {
-		return nil, err
+	// The router's compact encoding takes the fast path; anything else, and every
+	// error, is encoding/json's.
+	wr, fast := gen.FastWorkerRequest(body)
+	if !fast {
+		wr = gen.WorkerRequest{} // what the fast path read before it declined goes
+		if err := decode(body, &wr); err != nil {
+			return nil, err
+		}
 	}
 	if len(wr.InputIDs) == 0 {
 		return nil, invalid("input_ids", "input_ids must not be empty")

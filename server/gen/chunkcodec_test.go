@@ -2,6 +2,7 @@ package gen
 
 import (
 	"encoding/json"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -91,6 +92,9 @@ func TestAppendWorkerRequest(t *testing.T) {
 			DeadlineUnixMs: 1796232141333, SamplingParams: WorkerSampling{MaxNewTokens: 8, Temperature: 0.7, TopP: 0.95, Seed: 42, IgnoreEOS: true}}},
 		{"tiny and huge floats", WorkerRequest{SamplingParams: WorkerSampling{Temperature: 1e-9, TopP: 1e21}}},
 		{"escaped rid", WorkerRequest{RID: `<"é">`}},
+		{"whole floats", WorkerRequest{SamplingParams: WorkerSampling{Temperature: 2, TopP: 1}}},
+		{"negative zero and big whole floats", WorkerRequest{SamplingParams: WorkerSampling{Temperature: math.Copysign(0, -1), TopP: 1e15}}},
+		{"just below the whole-number bound", WorkerRequest{SamplingParams: WorkerSampling{Temperature: -999999999999999, TopP: 1e20}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

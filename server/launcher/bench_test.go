@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -56,13 +55,18 @@ func benchTopology(b *testing.B, exe string, args ...string) *Topology {
 	b.Helper()
 	topo, err := Start(context.Background(), Config{Command: []string{exe}, Prefill: 1, Decode: 1, LogDir: b.TempDir(),
 		CommonArgs: append([]string{"--log-level", "warn"}, args...), RouterArgs: []string{"--log-level", "warn"},
-		HealthTimeout: 60 * time.Second, Logger: quiet})
+		HealthTimeout: 60 * time.Second, Logger: quiet, Env: benchEnv()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { topo.Stop(context.Background()) })
 	return topo
 }
+
+// benchEnv is PDSOAK_BENCH_ENV split on spaces (e.g. "GOMAXPROCS=1 GOGC=400"): added
+// to the environment of every server process a benchmark starts, colocated included,
+// to compare runtime settings without rebuilding. Not a figure: a tool.
+func benchEnv() []string { return strings.Fields(os.Getenv("PDSOAK_BENCH_ENV")) }
 
 // keepAlive is a pooled client for benchmarks (the tests' client closes connections).
 var keepAlive = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}}
@@ -107,7 +111,7 @@ func BenchmarkRouterLatency(b *testing.B) {
 		b.Fatalf("build pdserver: %v", err)
 	}
 	topo := benchTopology(b, exe, "--backend", "tinyref")
-	colo, _ := colocated(b, exe, "--backend", "tinyref")
+	colo, coloPID := colocated(b, exe, "--backend", "tinyref")
 	// 1,000 samples per target: a p99 over a few hundred is one or two stragglers.
 	const n, warm = 1000, 20
 	for i := 0; i < warm; i++ { // connections, pools, first-use allocations
@@ -118,6 +122,14 @@ func BenchmarkRouterLatency(b *testing.B) {
 		}
 	}
 	var pd, co []time.Duration
+	pids := topologyPIDs(topo)
+	pids["colo"] = coloPID
+	meter := newCostMeter(pids)
+	urls := map[string]string{"colo": colo}
+	for _, p := range topo.Processes() {
+		urls[strings.SplitN(p.Name, "-", 2)[0]] = p.URL
+	}
+	meter.countGC(urls)
 	b.ResetTimer()
 	for it := 0; it < b.N; it++ {
 		for i := 0; i < n; i++ {
@@ -133,6 +145,10 @@ func BenchmarkRouterLatency(b *testing.B) {
 			}
 		}
 	}
+	b.StopTimer()
+	// Per request of each target: CPU time and context switches, which the machine's
+	// load moves far less than the latencies.
+	meter.report(b, len(pd))
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	p50, p99, c50, c99 := pct(pd, .5), pct(pd, .99), pct(co, .5), pct(co, .99)
 	b.ReportMetric(ms(p50), "pd_p50_ms")
@@ -141,6 +157,13 @@ func BenchmarkRouterLatency(b *testing.B) {
 	b.ReportMetric(ms(c99), "colo_p99_ms")
 	b.ReportMetric(ms(p50-c50), "added_p50_ms")
 	b.ReportMetric(ms(p99-c99), "added_p99_ms")
+	profileTopology(b, "latency", topo, func() error { return small(topo.RouterURL, 1) })
+	straceProcesses(b, pids, 200, func() error {
+		if err := small(topo.RouterURL, 1); err != nil {
+			return err
+		}
+		return small(colo, 1)
+	})
 }
 
 // loadRun sends streams concurrent closed-loop streams of perStream small requests of
@@ -167,19 +190,6 @@ func loadRun(url string, streams, perStream, maxTokens int) (float64, error) {
 		return 0, fmt.Errorf("%d requests failed: %v", failed.Load(), firstErr.Load())
 	}
 	return float64(streams*perStream) / time.Since(start).Seconds(), nil
-}
-
-// processCPU is the user+system CPU time each process of topo has used so far (Linux).
-func processCPU(topo *Topology) map[string]time.Duration {
-	out := map[string]time.Duration{}
-	for _, p := range topo.Processes() {
-		out[strings.SplitN(p.Name, "-", 2)[0]] = pidCPU(p.PID)
-	}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil { // the load generator itself
-		out["client"] = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	return out
 }
 
 // pidCPU is the user+system CPU time process pid has used so far (Linux; 0 elsewhere).
@@ -284,26 +294,27 @@ func benchThroughput(b *testing.B, name string, extra []string, perStream int, p
 		}
 	}
 	var pdRate, coRate float64
-	cpu0 := processCPU(topo)
+	pids := topologyPIDs(topo)
+	pids["client"] = os.Getpid() // the load generator itself
 	b.ResetTimer()
 	for it := 0; it < b.N; it++ {
+		// CPU time and context switches per request of each process (first iteration):
+		// steadier than rates on a shared machine.
+		meter := newCostMeter(pids)
 		p, err := loadRun(topo.RouterURL, streams, perStream, maxTokens)
 		if err != nil {
 			b.Fatal("router: ", err)
 		}
 		if it == 0 {
-			// CPU time per request of each process: steadier than rates on a shared machine.
-			for name, t := range processCPU(topo) {
-				b.ReportMetric(float64(t-cpu0[name])/float64(time.Microsecond)/float64(streams*perStream), name+"_cpu_us/req")
-			}
+			meter.report(b, streams*perStream)
 		}
-		coloCPU := pidCPU(coloPID)
+		coMeter := newCostMeter(map[string]int{"colo": coloPID})
 		c, err := loadRun(colo, streams, perStream, maxTokens)
 		if err != nil {
 			b.Fatal("colocated: ", err)
 		}
 		if it == 0 {
-			b.ReportMetric(float64(pidCPU(coloPID)-coloCPU)/float64(time.Microsecond)/float64(streams*perStream), "colo_cpu_us/req")
+			coMeter.report(b, streams*perStream)
 		}
 		pdRate += p
 		coRate += c

@@ -14,7 +14,8 @@
 // Start runs:
 //
 //	for each worker: pick free ports, supervisor.Start "<Command> prefill|decode <args> --host H
-//	    --port P [--disaggregation-bootstrap-port B]" (env: Env, FaultTokenEnv=FaultToken)
+//	    --port P [--disaggregation-bootstrap-port B]" (env: Env, FaultTokenEnv=FaultToken,
+//	    GOMAXPROCS=its share of the CPUs unless set; procs.go)
 //	wait for every worker's /health (fail fast, with the log's tail, if one exits; a worker
 //	    whose port was taken meanwhile starts again on new ports)
 //	supervisor.Start "<Command> router --prefill URL --prefill-bootstrap ADDR ... --decode URL [--kv-link P:D=ADDR]"

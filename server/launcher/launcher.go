@@ -58,6 +58,10 @@ type Config struct {
 	LogDir string
 	// Env is added to the children's environment (os.Environ() is inherited).
 	Env []string
+	// GoMaxProcs is the GOMAXPROCS every child runs with (procs.go). 0: each process's
+	// share of the launcher's CPUs (ChildProcs); negative: not set (the Go runtime's
+	// default, every CPU). A GOMAXPROCS in Env or in the launcher's own environment wins.
+	GoMaxProcs int
 	// FaultToken, when set, is the failpoint admin API's bearer token, passed to every
 	// process (router and workers) in its environment as FaultTokenEnv (never in argv,
 	// never logged).
@@ -376,6 +380,9 @@ func (t *Topology) run(p *proc) error {
 	url := p.url
 	t.mu.Unlock()
 	env := append([]string(nil), t.cfg.Env...)
+	if v, ok := t.goMaxProcsEnv(); ok {
+		env = append(env, v)
+	}
 	if t.cfg.FaultToken != "" {
 		env = append(env, FaultTokenEnv+"="+t.cfg.FaultToken)
 	}
