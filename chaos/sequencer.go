@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,6 +35,17 @@ type Op struct {
 	Fault Fault
 	// Deadline bounds an OpVerify call (VerifyBound).
 	Deadline time.Time
+}
+
+// Call makes the call on env.
+func (o Op) Call(ctx context.Context, env Env) error {
+	switch o.Kind {
+	case OpApply:
+		return o.Fault.Apply(ctx, env)
+	case OpVerify:
+		return o.Fault.Verify(ctx, env)
+	}
+	return o.Fault.Revert(ctx, env)
 }
 
 // Runtime is the IO a Sequencer acts through.

@@ -91,30 +91,12 @@ func NewTimeline(specs []scenarios.Fault, opts ...TimelineOption) (*Timeline, er
 		opt(&o)
 	}
 	t := &Timeline{opt: o, stopReq: make(chan struct{})}
-	var errs []error
-	names := map[string]bool{}
-	for i, s := range specs {
-		if s.Name == "" {
-			s.Name = fmt.Sprintf("%s-%d", s.Type, i)
-		}
-		if names[s.Name] {
-			errs = append(errs, fmt.Errorf("%w: duplicate fault name %q", ErrBadSpec, s.Name))
-			continue
-		}
-		names[s.Name] = true
-		if s.At < 0 || s.For < 0 {
-			errs = append(errs, fmt.Errorf("%w: %s: at and for must be ≥ 0", ErrBadSpec, s.Name))
-			continue
-		}
-		f, err := New(s)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		t.entries = append(t.entries, &entry{spec: s, fault: f})
+	specs, faults, err := Build(specs)
+	if err != nil {
+		return nil, err
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	for i, s := range specs {
+		t.entries = append(t.entries, &entry{spec: s, fault: faults[i]})
 	}
 	for _, k := range Schedule(t.specs()) {
 		t.steps = append(t.steps, k.Step)
@@ -226,19 +208,15 @@ func (r *liveRuntime) At(t time.Time, fn func()) func() {
 // its deadline, Revert bounded by the revert timeout even once the run has ended.
 func (r *liveRuntime) Do(op Op, done func(error)) {
 	r.wg.Go(func() {
-		var err error
+		ctx, cancel := r.rctx, context.CancelFunc(func() {})
 		switch op.Kind {
-		case OpApply:
-			err = op.Fault.Apply(r.rctx, r.env)
 		case OpVerify:
-			vctx, cancel := context.WithDeadline(r.rctx, op.Deadline)
-			err = op.Fault.Verify(vctx, r.env)
-			cancel()
+			ctx, cancel = context.WithDeadline(r.rctx, op.Deadline)
 		case OpRevert:
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), r.opt.revertTimeout)
-			err = op.Fault.Revert(rctx, r.env)
-			cancel()
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(r.ctx), r.opt.revertTimeout)
 		}
+		err := op.Call(ctx, r.env)
+		cancel()
 		r.post(func() { done(err) })
 	})
 }
@@ -259,4 +237,36 @@ func (t *Timeline) RevertAll(context.Context, Env) error {
 	}
 	<-running
 	return nil
+}
+
+// Build names every spec that has no name ("<type>-<i>") and builds its fault,
+// reporting every bad spec at once (duplicate names, negative times, bad params).
+func Build(specs []scenarios.Fault) ([]scenarios.Fault, []Fault, error) {
+	var (
+		out    []scenarios.Fault
+		faults []Fault
+		errs   []error
+	)
+	names := map[string]bool{}
+	for i, s := range specs {
+		if s.Name == "" {
+			s.Name = fmt.Sprintf("%s-%d", s.Type, i)
+		}
+		if names[s.Name] {
+			errs = append(errs, fmt.Errorf("%w: duplicate fault name %q", ErrBadSpec, s.Name))
+			continue
+		}
+		names[s.Name] = true
+		if s.At < 0 || s.For < 0 {
+			errs = append(errs, fmt.Errorf("%w: %s: at and for must be ≥ 0", ErrBadSpec, s.Name))
+			continue
+		}
+		f, err := New(s)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out, faults = append(out, s), append(faults, f)
+	}
+	return out, faults, errors.Join(errs...)
 }

@@ -150,7 +150,7 @@ type runner struct {
 	api  *api.Handler
 
 	workloads []workload.Workload
-	faults    []*faultEntry
+	faults    *chaos.Sequencer // nil: no faults (run_faults.go)
 	sources   []string // processes whose gauges are sampled and leak-checked
 
 	// The client side.
@@ -166,9 +166,6 @@ type runner struct {
 	sampler        *Timer
 	samplerStopped bool
 	pd             pdReader // pdpath.go
-
-	faultErr error // the fault timeline's first failure
-	faultSeq int
 
 	t0          time.Time
 	interrupted error
@@ -245,7 +242,7 @@ func (r *runner) run(ctx context.Context) error {
 	r.startPDCounters()
 	// The load window: to its end when there are faults (their timeline plays out over
 	// the whole duration), or until every workload is done.
-	r.runWhile(loadEnd, func() bool { return len(r.faults) > 0 || r.active > 0 })
+	r.runWhile(loadEnd, func() bool { return r.faults != nil || r.active > 0 })
 	r.drain()
 	r.stopPDCounters()
 	faultErr := r.stopFaults()
@@ -268,6 +265,9 @@ func (r *runner) runWhile(end time.Time, cond func() bool) {
 			select {
 			case <-done:
 				r.interrupted = context.Cause(r.ctx)
+				if r.faults != nil {
+					r.faults.Stop() // as Ctrl-C ends the real timeline
+				}
 			default:
 			}
 		}
