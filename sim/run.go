@@ -152,7 +152,7 @@ type runner struct {
 
 	workloads []workload.Workload
 	faults    *chaos.Sequencer // nil: no faults (run_faults.go)
-	sources   []string // processes whose gauges are sampled and leak-checked
+	sources   []string         // processes whose gauges are sampled and leak-checked
 
 	// The client side.
 	inflightN  int
