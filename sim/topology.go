@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"pdsoak/harness/target"
 	"pdsoak/scenarios"
 	"pdsoak/server/engine"
 	"pdsoak/server/gen"
@@ -14,7 +15,7 @@ import (
 // ProcessColocated, ProcessRouter: the process names of the embedded topology, as the
 // launcher and harness/target name them (workers are "prefill-i" and "decode-j").
 const (
-	ProcessColocated = "colocated"
+	ProcessColocated = target.ColocatedName
 	ProcessRouter    = "router"
 )
 
@@ -41,17 +42,6 @@ type topo struct {
 
 var _ Server = (*topo)(nil)
 
-// referenceArgs are the flags every reference worker gets (harness/target's
-// referenceArgs): backend, semantics and profile from the reference block, then
-// reference.args. Fault injection is not a flag here: faults are modelled.
-func referenceArgs(ref scenarios.Reference) []string {
-	args := []string{"--backend", ref.Backend, "--semantics", ref.Semantics}
-	if ref.Profile != "" {
-		args = append(args, "--sim-profile", ref.Profile)
-	}
-	return append(args, ref.Args...)
-}
-
 // NewTopology builds the scenario's reference topology on loop: colocated when
 // reference.prefill and reference.decode are both 0, else a router with prefill-i and
 // decode-j workers and their links. Each worker's flags are resolved by
@@ -71,7 +61,7 @@ func NewTopology(loop *Loop, sc *scenarios.Scenario) (Server, error) {
 	}
 	t := &topo{loop: loop, sc: sc, links: map[string]*link{},
 		rng: newRNG(sc.Seed, 1), fpRNG: newRNG(sc.Seed, 2)}
-	common := referenceArgs(ref)
+	common := target.ReferenceArgs(ref) // as the launcher starts them
 	if ref.Prefill == 0 && ref.Decode == 0 {
 		w, err := t.newWorker(ProcessColocated, engine.RoleColocated, 0, common)
 		if err != nil {
@@ -108,7 +98,7 @@ func NewTopology(loop *Loop, sc *scenarios.Scenario) (Server, error) {
 			t.newLink(p.name+"->"+d.name, p.name, d.name, true)
 		}
 	}
-	t.routerArgs = append([]string{"--semantics", ref.Semantics}, ref.RouterArgs...)
+	t.routerArgs = target.RouterArgs(ref)
 	r, err := t.newRouter(t.routerArgs)
 	if err != nil {
 		return nil, fmt.Errorf("sim: router: %w", err)
