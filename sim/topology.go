@@ -8,6 +8,7 @@ import (
 
 	"pdsoak/harness/target"
 	"pdsoak/scenarios"
+	"pdsoak/server/api"
 	"pdsoak/server/engine"
 	"pdsoak/server/gen"
 )
@@ -149,9 +150,6 @@ func (t *topo) Submit(req *gen.Request, emit func(gen.Event)) (func(), error) {
 	if req == nil {
 		return nil, fmt.Errorf("sim: nil request: %w", gen.ErrInvalid)
 	}
-	if err := t.frontEnd(req); err != nil {
-		return nil, err
-	}
 	if t.colocated != nil {
 		return t.submitColocated(req, emit)
 	}
@@ -186,11 +184,11 @@ func (t *topo) Submit(req *gen.Request, emit func(gen.Event)) (func(), error) {
 	return r.submit(req, emit)
 }
 
-// frontEnd is the API handler's own check of a request against the context length
-// (server/api's OpenAI parsing): the router's --context-length or the first decode
-// worker's, the colocated worker's own.
-func (t *topo) frontEnd(req *gen.Request) error {
-	limit := 0
+// APIOptions implements FrontEnd: the front end checks each request against the
+// context length as the real one (server/api): the colocated worker's own, else the
+// router's --context-length or, as the real router asks it, the first decode worker's.
+func (t *topo) APIOptions() []api.Option {
+	var limit int
 	switch {
 	case t.colocated != nil:
 		limit = t.colocated.spec.Engine.ContextLength
@@ -199,16 +197,7 @@ func (t *topo) frontEnd(req *gen.Request) error {
 	default:
 		limit = t.decode[0].spec.Engine.ContextLength
 	}
-	switch {
-	case len(req.Prompt) >= limit:
-		return fmt.Errorf("sim: the prompt is %d tokens; the context length is %d: %w", len(req.Prompt), limit, gen.ErrContextLength)
-	case req.MaxTokens <= 0 || req.MaxTokens > limit:
-		return fmt.Errorf("sim: max_tokens is %d; the context length is %d: %w", req.MaxTokens, limit, gen.ErrInvalid)
-	case len(req.Prompt)+req.MaxTokens > limit:
-		return fmt.Errorf("sim: the prompt (%d tokens) plus max_tokens (%d) exceeds the context length %d: %w",
-			len(req.Prompt), req.MaxTokens, limit, gen.ErrContextLength)
-	}
-	return nil
+	return []api.Option{api.WithModelName(t.sc.Target.Model), api.WithContextLength(limit)}
 }
 
 // submitColocated is the colocated API in front of one engine.
