@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"pdsoak/harness/target"
@@ -74,30 +75,25 @@ func NewTopology(loop *Loop, sc *scenarios.Scenario) (Server, error) {
 	if ref.Prefill <= 0 || ref.Decode <= 0 {
 		return nil, fmt.Errorf("sim: reference needs prefill and decode workers (got %d, %d)", ref.Prefill, ref.Decode)
 	}
-	for i := 0; i < ref.Prefill; i++ {
-		w, err := t.newWorker(fmt.Sprintf("prefill-%d", i), engine.RolePrefill, i, append(append([]string(nil), common...), ref.PrefillArgs...))
+	// The workers and links the scenario's topology names (the launcher's names).
+	topology := sc.Topology()
+	for _, p := range topology.Processes {
+		role, args, ws := engine.Role(p.Role), ref.PrefillArgs, &t.prefill
+		switch role {
+		case engine.RolePrefill:
+		case engine.RoleDecode:
+			args, ws = ref.DecodeArgs, &t.decode
+		default:
+			continue // the router, built once its workers are
+		}
+		w, err := t.newWorker(p.Name, role, len(*ws), append(slices.Clone(common), args...))
 		if err != nil {
-			return nil, fmt.Errorf("sim: prefill-%d: %w", i, err)
+			return nil, fmt.Errorf("sim: %s: %w", p.Name, err)
 		}
-		t.prefill = append(t.prefill, w)
+		*ws = append(*ws, w)
 	}
-	for j := 0; j < ref.Decode; j++ {
-		w, err := t.newWorker(fmt.Sprintf("decode-%d", j), engine.RoleDecode, j, append(append([]string(nil), common...), ref.DecodeArgs...))
-		if err != nil {
-			return nil, fmt.Errorf("sim: decode-%d: %w", j, err)
-		}
-		t.decode = append(t.decode, w)
-	}
-	for _, w := range t.prefill {
-		t.newLink("router->"+w.name, ProcessRouter, w.name, false)
-	}
-	for _, w := range t.decode {
-		t.newLink("router->"+w.name, ProcessRouter, w.name, false)
-	}
-	for _, p := range t.prefill {
-		for _, d := range t.decode {
-			t.newLink(p.name+"->"+d.name, p.name, d.name, true)
-		}
+	for _, l := range topology.Links {
+		t.newLink(l.Name, l.From, l.To, l.KV)
 	}
 	t.routerArgs = target.RouterArgs(ref)
 	r, err := t.newRouter(t.routerArgs)
