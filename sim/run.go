@@ -152,6 +152,7 @@ type runner struct {
 
 	workloads []workload.Workload
 	faults    *chaos.Sequencer // nil: no faults (run_faults.go)
+	faultEnv  FaultEnv         // the topology's mechanisms, when it has them
 	sources   []string         // processes whose gauges are sampled and leak-checked
 
 	// The client side.

@@ -27,6 +27,7 @@ func (r *runner) prepareFaults() error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("sim: faults: %w", err))
 	}
+	fe, direct := r.srv.(FaultEnv)
 	for i, s := range specs {
 		if IsClientSide(s) {
 			continue // acts through Env.Load or Env.Disconnect
@@ -38,8 +39,15 @@ func (r *runner) prepareFaults() error {
 			errs = append(errs, fmt.Errorf("sim: fault %s (%s): %w", s.Name, s.Type, err))
 			continue
 		}
-		faults[i] = &modelFault{r: r, spec: s}
+		m, _ := chaos.Describe(s)
+		switch {
+		case !direct:
+			faults[i] = modelProof{Fault: &serverFault{srv: r.srv, spec: s}, spec: s}
+		case m.Kind == chaos.KindToxic || m.Kind == chaos.KindFailpoint:
+			faults[i] = modelProof{Fault: faults[i], spec: s}
+		}
 	}
+	r.faultEnv = fe
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
@@ -89,35 +97,46 @@ func (s simRuntime) Do(op chaos.Op, done func(error)) {
 	done(op.Call(context.Background(), s.r.env()))
 }
 
-// modelFault is a server-side fault: the topology models it (Server.Fault), so its
-// proof is the model's state.
-type modelFault struct {
-	r    *runner
+// serverFault is a server-side fault on a Server that is no FaultEnv (a test's fake):
+// Server.Fault carries it out.
+type serverFault struct {
+	srv  Server
 	spec scenarios.Fault
 	stop func()
 }
 
-func (f *modelFault) Apply(context.Context, chaos.Env) (err error) {
-	f.stop, err = f.r.srv.Fault(f.spec)
+func (f *serverFault) Apply(context.Context, chaos.Env) (err error) {
+	f.stop, err = f.srv.Fault(f.spec)
 	return err
 }
 
-func (f *modelFault) Verify(context.Context, chaos.Env) error { return nil }
+func (f *serverFault) Verify(context.Context, chaos.Env) error { return nil }
 
-func (f *modelFault) Revert(context.Context, chaos.Env) error {
+func (f *serverFault) Revert(context.Context, chaos.Env) error {
 	if f.stop != nil {
 		f.stop()
 	}
 	return nil
 }
 
-func (f *modelFault) Evidence() string {
+// modelProof is a fault whose proof is the model's construction: the simulated links
+// count no bytes and the simulated processes no failpoint hits, which chaos's Verify of
+// a toxic or a failpoint reads.
+type modelProof struct {
+	chaos.Fault
+	spec scenarios.Fault
+}
+
+func (modelProof) Verify(context.Context, chaos.Env) error { return nil }
+
+func (f modelProof) Evidence() string {
 	return fmt.Sprintf("simulated: %s applied to %s", f.spec.Type, f.spec.Target)
 }
 
-// env is the chaos.Env the client-side faults act through.
+// env is the chaos.Env the faults act through: the simulated client's, and the
+// topology's processes and links (FaultEnv).
 func (r *runner) env() chaos.Env {
-	return &chaos.FuncEnv{
+	env := &chaos.FuncEnv{
 		MembersFunc: r.sc.Topology().Members,
 		LoadFunc: func(_ context.Context, target string, b chaos.Burst) (chaos.Run, error) {
 			return r.sendMany(r.extra(chaos.BurstWorkload(r.sc, target, b), "burst"), b.Requests, b.Concurrency, 0), nil
@@ -138,6 +157,10 @@ func (r *runner) env() chaos.Env {
 		},
 		EmitFunc: r.emit,
 	}
+	if r.faultEnv != nil {
+		r.faultEnv.FaultEnv(env)
+	}
+	return env
 }
 
 // extra is a request factory for a fault's extra requests (chaos.ExtraPrefix).
