@@ -5,10 +5,12 @@
 // drivers — goroutines, sockets and the wall clock become one event queue (Loop). The
 // drivers' own rules are the real packages' too: router.Health (health tracking),
 // server/engine/rules.go (bootstrap retry, request aging, throughput, StatGauges),
-// server/kvtransfer/room.go (room step bounds, tombstones), chaos/schedule.go and
-// chaos/client_rules.go (fault timeline, verify bound, client_disconnect), and
-// harness/judge (leak verdict, self-check, server_debug reports). sim never imports the
-// runner (pdsoak/harness).
+// server/kvtransfer/room.go (room step bounds, tombstones), chaos.Sequencer (the fault
+// timeline itself, driven on the loop) and chaos's faults (applied, proved and reverted
+// on the model through a chaos.Env), chaos/client_rules.go (client_disconnect),
+// harness/phases (sampler, pd_path watch, prober bookkeeping, drain, leak check, on the
+// loop as a phases.Clock) and harness/judge (leak verdict, self-check, server_debug
+// reports). sim never imports the runner (pdsoak/harness).
 //
 // Two halves meet at the Server interface (server.go):
 //
@@ -17,12 +19,12 @@
 //     router.go is the router on server/router's pure decisions (router_health.go its
 //     health checks through router.Health); link.go and link_kv.go
 //     carry messages with latency and bandwidth (KV pages with their checksums);
-//     faults.go maps the catalogue's server-side faults onto them;
+//     faults.go gives chaos's server-side faults the model's mechanisms (FaultEnv);
 //   - the harness side: run.go follows the real runner's phases and writes the ledger
 //     (events.jsonl, "mode": "sim"), from which the reports package computes the verdict
 //     exactly as for a real run; workload.go runs agents, open loop, burst and probes on
 //     the clock; client.go applies the deadlines and classifies outcomes as the real
-//     client would; run_faults.go runs the fault timeline and the client-side faults.
+//     client would; run_faults.go drives chaos.Sequencer and the client-side faults.
 //
 // Main loop:
 //
