@@ -43,7 +43,7 @@ type Options struct {
 	// them (judge.DefaultLeakPollInterval); ResolveAfterCancel bounds the wait for
 	// requests cancelled at the end of the drain (judge.DefaultResolveAfterCancel).
 	SampleInterval, LeakPollInterval, ResolveAfterCancel time.Duration
-	// VerifyTimeout bounds how long a client-side fault may take to prove itself
+	// VerifyTimeout bounds how long a fault may take to prove itself
 	// (chaos.DefaultVerifyTimeout).
 	VerifyTimeout time.Duration
 }
