@@ -190,16 +190,6 @@ func (s *Sequencer) Finished() bool { return s.finished }
 // Err is every failure joined (nil when each fault was applied, proved and reverted).
 func (s *Sequencer) Err() error { return errors.Join(s.errs...) }
 
-// Active reports whether some fault is applied (for a driver's own bookkeeping).
-func (s *Sequencer) Active() bool {
-	for _, e := range s.entries {
-		if e.active {
-			return true
-		}
-	}
-	return false
-}
-
 func (s *Sequencer) event(typ ledger.EventType, e *seqEntry) ledger.Event {
 	ev := FaultEvent(typ, e.spec)
 	ev.Time = s.rt.Stamp()
