@@ -84,3 +84,27 @@ func (d *DisconnectRules) CancelAfter(workload, id string, stream bool) (int, *L
 	}
 	return rule.afterTokens, rule.stats
 }
+
+// BurstWorkload is the shape of a load burst's extra requests against target: its
+// workload (WorkloadFor) with the burst's prompt and completion lengths.
+func BurstWorkload(sc *scenarios.Scenario, target string, b Burst) scenarios.Workload {
+	spec := WorkloadFor(sc, target)
+	if b.PromptTokens > 0 {
+		spec.PromptTokens = b.PromptTokens
+	}
+	if b.MaxTokens > 0 {
+		spec.MaxTokens = b.MaxTokens
+	}
+	return spec
+}
+
+// AbortWorkload is the shape of a client_disconnect's own extra streams against target.
+func AbortWorkload(sc *scenarios.Scenario, target string) scenarios.Workload {
+	spec := WorkloadFor(sc, target)
+	spec.Stream = true
+	return spec
+}
+
+// Tokens is how many tokens a disconnected stream receives before it is cancelled
+// (at least one: a stream is cut mid-way, never before its first token).
+func (d Disconnect) Tokens() int { return max(d.AfterTokens, 1) }

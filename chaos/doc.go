@@ -36,4 +36,10 @@
 //	// and on failure or when loadCtx ends: RevertAll (latest first).
 //	...
 //	if err := <-faultErr; err != nil { exit 3 }
+//
+// Those rules live once, in Sequencer: a state machine that acts through a Runtime
+// (clock, timers, the calls, events). Timeline.Run is its driver on goroutines and the
+// wall clock; the simulator (package sim) drives the same Sequencer on its event loop,
+// and runs the same faults against a simulated Env (ProcStater for process states, a
+// Link that is a Dialer for a partition's proof).
 package chaos

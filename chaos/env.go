@@ -8,6 +8,7 @@ import (
 	"pdsoak/chaos/netproxy"
 	"pdsoak/ledger"
 	"pdsoak/server/failpoint"
+	"pdsoak/supervisor"
 )
 
 // Env is what faults act on. The harness implements it over the launcher topology (or
@@ -132,6 +133,8 @@ type FuncEnv struct {
 	DisconnectFunc func(ctx context.Context, target string, d Disconnect) (Run, error)
 	ScrapeFunc     func(ctx context.Context, process string) (map[string]float64, error)
 	EmitFunc       func(ev ledger.Event)
+	// ProcStateFunc reads a process's state (ProcStater); nil: /proc.
+	ProcStateFunc func(pid int) (supervisor.State, error)
 }
 
 var _ Env = (*FuncEnv)(nil)
@@ -229,4 +232,12 @@ func LinksFrom(l *netproxy.Links) func(name string) (Link, error) {
 		}
 		return k, nil
 	}
+}
+
+// ProcState implements ProcStater.
+func (e *FuncEnv) ProcState(pid int) (supervisor.State, error) {
+	if e.ProcStateFunc == nil {
+		return ProcState(pid)
+	}
+	return e.ProcStateFunc(pid)
 }

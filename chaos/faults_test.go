@@ -102,7 +102,7 @@ func procState(name string, want func(supervisor.State) bool, what string) func(
 	return func(t *testing.T, e *fakeEnv) {
 		p, err := e.Process(name)
 		require.NoError(t, err)
-		if err := waitState(context.Background(), p.PID, func(st supervisor.State, gone bool) bool { return !gone && want(st) }); err != nil {
+		if err := waitState(context.Background(), nil, p.PID, func(st supervisor.State, gone bool) bool { return !gone && want(st) }); err != nil {
 			t.Fatalf("%s: %v (want %s)", name, err, what)
 		}
 	}

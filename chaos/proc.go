@@ -24,9 +24,23 @@ func ProcState(pid int) (supervisor.State, error) {
 	return st, nil
 }
 
+// ProcStater is implemented by an Env whose processes are not the host's (the
+// simulator's): the process faults read their states from it instead of /proc.
+type ProcStater interface {
+	ProcState(pid int) (supervisor.State, error)
+}
+
+// envProcState is pid's state as env knows it (ProcStater), else as /proc says.
+func envProcState(env Env, pid int) (supervisor.State, error) {
+	if ps, ok := env.(ProcStater); ok {
+		return ps.ProcState(pid)
+	}
+	return ProcState(pid)
+}
+
 // alive reports whether pid exists and is neither a zombie nor dead.
-func alive(pid int) (bool, supervisor.State, error) {
-	st, err := ProcState(pid)
+func alive(env Env, pid int) (bool, supervisor.State, error) {
+	st, err := envProcState(env, pid)
 	if errors.Is(err, ErrNoProcess) {
 		return false, st, nil
 	}

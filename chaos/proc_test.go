@@ -40,10 +40,10 @@ func TestProcState(t *testing.T) {
 			}
 		})
 	}
-	ok, st, err := alive(os.Getpid())
+	ok, st, err := alive(nil, os.Getpid())
 	require.NoError(t, err)
 	assert.True(t, ok, "own process alive, state %s", st)
-	ok, _, err = alive(1 << 30)
+	ok, _, err = alive(nil, 1<<30)
 	require.NoError(t, err)
 	assert.False(t, ok, "a missing pid is not alive")
 }

@@ -84,11 +84,11 @@ func (f *killFault) Apply(_ context.Context, env Env) error {
 	return nil
 }
 
-func (f *killFault) Verify(_ context.Context, _ Env) error {
+func (f *killFault) Verify(_ context.Context, env Env) error {
 	var dead []string
 	for _, m := range f.order {
 		pid := f.killed[m]
-		ok, st, err := alive(pid)
+		ok, st, err := alive(env, pid)
 		if err != nil {
 			return f.wrap(err, "state of %s", m)
 		}
@@ -141,11 +141,11 @@ func (f *pauseFault) Apply(_ context.Context, env Env) error {
 	return nil
 }
 
-func (f *pauseFault) Verify(_ context.Context, _ Env) error {
+func (f *pauseFault) Verify(_ context.Context, env Env) error {
 	var out []string
 	for _, m := range f.order {
 		pid := f.stopped[m]
-		st, err := ProcState(pid)
+		st, err := envProcState(env, pid)
 		if err != nil {
 			return f.wrap(err, "state of %s", m)
 		}
@@ -166,7 +166,7 @@ func (f *pauseFault) Revert(ctx context.Context, env Env) error {
 			errs = append(errs, f.wrap(err, "SIGCONT %s", m))
 			continue
 		}
-		if err := waitState(ctx, pid, func(st supervisor.State, gone bool) bool { return gone || !stoppedState(st) }); err != nil {
+		if err := waitState(ctx, env, pid, func(st supervisor.State, gone bool) bool { return gone || !stoppedState(st) }); err != nil {
 			errs = append(errs, f.wrap(err, "%s (pid %d) did not resume", m, pid))
 		}
 	}
@@ -175,10 +175,10 @@ func (f *pauseFault) Revert(ctx context.Context, env Env) error {
 }
 
 // waitState polls /proc until cond holds, for at most 5 s or until ctx ends.
-func waitState(ctx context.Context, pid int, cond func(st supervisor.State, gone bool) bool) error {
+func waitState(ctx context.Context, env Env, pid int, cond func(st supervisor.State, gone bool) bool) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		st, err := ProcState(pid)
+		st, err := envProcState(env, pid)
 		gone := errors.Is(err, ErrNoProcess)
 		if err != nil && !gone {
 			return err
@@ -230,7 +230,7 @@ func (f *restartFault) Verify(_ context.Context, env Env) error {
 		if p.PID <= 0 || p.PID == f.old[m] {
 			return f.errorf("%s still has pid %d after restart", m, p.PID)
 		}
-		ok, st, err := alive(p.PID)
+		ok, st, err := alive(env, p.PID)
 		if err != nil {
 			return f.wrap(err, "state of %s", m)
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"time"
 
@@ -43,27 +42,16 @@ type Step struct {
 type Timeline struct {
 	entries []*entry
 	steps   []Step
-	plan    []planStep // steps with their entry and same-instant predecessors
 	opt     timelineOptions
 
-	mu  sync.Mutex // guards the active flags and seq
-	seq int        // applications so far
+	mu      sync.Mutex
+	running chan struct{} // closed when Run returns; nil when not running
+	stopReq chan struct{} // RevertAll asks a running Run to stop
 }
 
 type entry struct {
 	spec  scenarios.Fault
 	fault Fault
-	call  sync.Mutex // serialises this fault's Apply/Verify/Revert calls
-	// Guarded by Timeline.mu.
-	active bool // applied (perhaps partly) and not yet reverted
-	seq    int  // application order, for RevertAll
-}
-
-// planStep is one step of the plan as Run carries it out.
-type planStep struct {
-	Step
-	entry int   // index into entries
-	after []int // plan indexes of the steps at the same instant ordered before it
 }
 
 type timelineOptions struct {
@@ -102,55 +90,36 @@ func NewTimeline(specs []scenarios.Fault, opts ...TimelineOption) (*Timeline, er
 	for _, opt := range opts {
 		opt(&o)
 	}
-	t := &Timeline{opt: o}
-	var errs []error
-	names := map[string]bool{}
+	t := &Timeline{opt: o, stopReq: make(chan struct{})}
+	specs, faults, err := Build(specs)
+	if err != nil {
+		return nil, err
+	}
 	for i, s := range specs {
-		if s.Name == "" {
-			s.Name = fmt.Sprintf("%s-%d", s.Type, i)
-		}
-		if names[s.Name] {
-			errs = append(errs, fmt.Errorf("%w: duplicate fault name %q", ErrBadSpec, s.Name))
-			continue
-		}
-		names[s.Name] = true
-		if s.At < 0 || s.For < 0 {
-			errs = append(errs, fmt.Errorf("%w: %s: at and for must be ≥ 0", ErrBadSpec, s.Name))
-			continue
-		}
-		f, err := New(s)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		t.entries = append(t.entries, &entry{spec: s, fault: f})
+		t.entries = append(t.entries, &entry{spec: s, fault: faults[i]})
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	named := make([]scenarios.Fault, len(t.entries))
-	for i, e := range t.entries {
-		named[i] = e.spec
-	}
-	ks := Schedule(named)
-	for i, k := range ks {
+	for _, k := range Schedule(t.specs()) {
 		t.steps = append(t.steps, k.Step)
-		ps := planStep{Step: k.Step, entry: k.Index}
-		for j := i - 1; j >= 0 && ks[j].At == k.At; j-- {
-			ps.after = append(ps.after, j)
-		}
-		t.plan = append(t.plan, ps)
 	}
 	return t, nil
+}
+
+func (t *Timeline) specs() []scenarios.Fault {
+	out := make([]scenarios.Fault, len(t.entries))
+	for i, e := range t.entries {
+		out[i] = e.spec
+	}
+	return out
 }
 
 // Steps returns the ordered plan (faults held to the end have no revert step).
 func (t *Timeline) Steps() []Step { return append([]Step(nil), t.steps...) }
 
-// errAborted is the cancel cause Run gives the other faults once one has failed.
+// errAborted is the cancel cause Run gives the calls in flight once a fault has failed.
 var errAborted = errors.New("chaos: run aborted: another fault failed")
 
-// Run carries out the timeline, with step times measured from start. Every fault runs
+// Run carries out the timeline, with step times measured from start: the rules are
+// the Sequencer's, this is its driver (goroutines and the wall clock). Every fault runs
 // on its own schedule: at its At it calls Apply and emits fault_start (with Error when
 // Apply failed), then polls Verify until it succeeds and emits fault_verified; at
 // At+For it calls Revert and emits fault_stop. A slow verification therefore delays
@@ -174,253 +143,130 @@ var errAborted = errors.New("chaos: run aborted: another fault failed")
 func (t *Timeline) Run(ctx context.Context, env Env, start time.Time) error {
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	done := make([]chan struct{}, len(t.plan)) // closed when the step finished or was abandoned
-	for i := range done {
-		done[i] = make(chan struct{})
+	rt := &liveRuntime{ctx: ctx, rctx: rctx, cancel: cancel, env: env, opt: t.opt,
+		posts: make(chan func()), quit: make(chan struct{})}
+	faults := make([]Fault, len(t.entries))
+	for i, e := range t.entries {
+		faults[i] = e.fault
 	}
-	var (
-		wg   sync.WaitGroup
-		emu  sync.Mutex
-		errs []error
-	)
-	for i := range t.entries {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := t.runEntry(rctx, env, start, i, done); err != nil {
-				emu.Lock()
-				errs = append(errs, err)
-				emu.Unlock()
-				cancel(errAborted)
-			}
-		}()
-	}
-	wg.Wait()
-	errs = append(errs, t.RevertAll(context.WithoutCancel(ctx), env))
-	return errors.Join(errs...)
-}
-
-// runEntry carries out one fault's schedule: wait, apply, verify, hold, revert. It
-// closes the done channels of the fault's steps once they are finished or abandoned.
-func (t *Timeline) runEntry(ctx context.Context, env Env, start time.Time, idx int, done []chan struct{}) error {
-	e := t.entries[idx]
-	apply, revert := -1, -1
-	for i, ps := range t.plan {
-		if ps.entry != idx {
-			continue
-		}
-		if ps.Kind == StepApply {
-			apply = i
-		} else {
-			revert = i
-		}
-	}
-	closed := map[int]bool{}
-	finish := func(i int) {
-		if i >= 0 && !closed[i] {
-			closed[i] = true
-			close(done[i])
-		}
-	}
-	defer finish(revert)
-	defer finish(apply)
-	aborted := func() bool { return errors.Is(context.Cause(ctx), errAborted) }
-
-	if !t.waitStep(ctx, start, apply, done) {
-		return nil
-	}
-	err := t.apply(ctx, env, e)
-	finish(apply)
-	if err != nil {
-		if aborted() {
-			return nil // the first failure is the run's error
-		}
-		return err
-	}
-	if err := t.verify(ctx, env, e, start); err != nil {
-		if aborted() {
-			return nil
-		}
-		return err
-	}
-	if revert < 0 {
-		<-ctx.Done() // held until the run ends; Run's RevertAll reverts it
-		return nil
-	}
-	if !t.waitStep(ctx, start, revert, done) {
-		return nil
-	}
-	// A due revert finishes even if the run ends meanwhile.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.opt.revertTimeout)
-	defer cancel()
-	err = t.revert(rctx, env, e)
-	finish(revert)
-	return err
-}
-
-// waitStep waits until plan step i is due and the steps before it at the same instant
-// are done. False when ctx ended first.
-func (t *Timeline) waitStep(ctx context.Context, start time.Time, i int, done []chan struct{}) bool {
-	ps := t.plan[i]
-	if wait := time.Until(start.Add(ps.At)); wait > 0 {
-		tm := time.NewTimer(wait)
-		defer tm.Stop()
-		select {
-		case <-ctx.Done():
-			return false
-		case <-tm.C:
-		}
-	}
-	for _, j := range ps.after {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-done[j]:
-		}
-	}
-	return ctx.Err() == nil
-}
-
-func (t *Timeline) event(typ ledger.EventType, e *entry) ledger.Event {
-	ev := FaultEvent(typ, e.spec)
-	ev.Time = t.opt.now()
-	return ev
-}
-
-func (t *Timeline) logger(e *entry) *slog.Logger {
-	return t.opt.logger.With("fault", e.spec.Name, "fault_type", e.spec.Type, "target", e.spec.Target)
-}
-
-// apply calls Apply and emits fault_start (and a failed fault_verified when it failed).
-func (t *Timeline) apply(ctx context.Context, env Env, e *entry) error {
-	log := t.logger(e)
-	e.call.Lock()
+	seq := NewSequencer(t.specs(), faults, rt, t.opt.verifyTimeout, t.opt.logger)
+	done := make(chan struct{})
 	t.mu.Lock()
-	t.seq++
-	e.active, e.seq = true, t.seq
+	t.running = done
 	t.mu.Unlock()
-	// The fault starts acting when Apply begins (a kill cuts streams before Apply
-	// returns): fault_start carries that time, so requests cut during Apply fall in
-	// its window.
-	began := t.opt.now()
-	err := e.fault.Apply(ctx, env)
-	e.call.Unlock()
-	start := t.event(ledger.EventFaultStart, e)
-	start.Time = began
-	if err != nil {
-		log.Error("fault apply failed", "err", err)
-		start.Error = err.Error()
-		env.Emit(start)
-		ev := t.event(ledger.EventFaultVerified, e)
-		ev.Passed, ev.Error = ledger.Bool(false), err.Error()
-		ev.Detail = "apply failed"
-		env.Emit(ev)
-		return ApplyFailedError(e.spec.Name, err)
-	}
-	log.Info("fault applied")
-	env.Emit(start)
-	return nil
-}
-
-// verify polls Verify until it succeeds, the verify timeout passes, the fault is due
-// to be reverted (when timed) or ctx ends, and emits fault_verified. Each Verify call
-// holds the fault's call lock, never the whole verification.
-func (t *Timeline) verify(ctx context.Context, env Env, e *entry, start time.Time) error {
-	log := t.logger(e)
-	deadline, why := VerifyBound(e.spec, start, time.Now(), t.opt.verifyTimeout)
-	vctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	interval := VerifyFirstInterval
-	var last error
-	for {
-		e.call.Lock()
-		t.mu.Lock()
-		active := e.active
-		t.mu.Unlock()
-		if active {
-			last = e.fault.Verify(vctx, env)
-		} else {
-			last = errors.New("chaos: reverted before it was verified")
-		}
-		e.call.Unlock()
-		if last == nil || !active {
-			break
-		}
-		tm := time.NewTimer(interval)
+	defer close(done)
+	seq.Start(start)
+	stopped := ctx.Done()
+	for !seq.Finished() {
 		select {
-		case <-vctx.Done():
-		case <-tm.C:
-			interval = NextVerifyInterval(interval)
-			continue
+		case fn := <-rt.posts:
+			fn()
+		case <-stopped:
+			stopped = nil
+			seq.Stop()
+		case <-t.stopReq:
+			seq.Stop()
 		}
-		tm.Stop()
-		break
 	}
-	ev := t.event(ledger.EventFaultVerified, e)
-	if last != nil {
-		switch {
-		case errors.Is(context.Cause(ctx), errAborted):
-			why = "before the run was aborted"
-		case ctx.Err() != nil:
-			why = "before the run ended"
-		}
-		log.Error("fault not verified", "err", last, "why", why)
-		ev.Passed, ev.Error, ev.Detail = ledger.Bool(false), last.Error(), "no proof "+why
-		env.Emit(ev)
-		return NotVerifiedError(why, e.spec.Name, last)
-	}
-	ev.Passed = ledger.Bool(true)
-	if ev2, ok := e.fault.(Evidencer); ok {
-		ev.Detail = ev2.Evidence()
-	}
-	log.Info("fault verified", "evidence", ev.Detail)
-	env.Emit(ev)
-	return nil
+	close(rt.quit) // timers that fired late post nothing
+	rt.wg.Wait()
+	return seq.Err()
 }
 
-// revert calls Revert on an applied fault and emits fault_stop; a no-op otherwise.
-func (t *Timeline) revert(ctx context.Context, env Env, e *entry) error {
-	e.call.Lock()
-	t.mu.Lock()
-	if !e.active {
-		t.mu.Unlock()
-		e.call.Unlock()
-		return nil
-	}
-	e.active = false
-	t.mu.Unlock()
-	err := e.fault.Revert(ctx, env)
-	e.call.Unlock()
-	ev := t.event(ledger.EventFaultStop, e)
-	if err != nil {
-		t.opt.logger.Error("fault revert failed", "fault", e.spec.Name, "err", err)
-		ev.Error = err.Error()
-		env.Emit(ev)
-		return fmt.Errorf("chaos: revert %s: %w", e.spec.Name, err)
-	}
-	t.opt.logger.Info("fault reverted", "fault", e.spec.Name)
-	env.Emit(ev)
-	return nil
+// liveRuntime is the Sequencer's Runtime over goroutines and the wall clock: each
+// call runs in its own goroutine and every answer is posted to Run's loop.
+type liveRuntime struct {
+	ctx, rctx context.Context // the run's; rctx is cancelled on abort too
+	cancel    context.CancelCauseFunc
+	env       Env
+	opt       timelineOptions
+	posts     chan func()
+	quit      chan struct{}
+	wg        sync.WaitGroup
 }
 
-// RevertAll reverts every applied fault, latest first, each bounded by the revert
-// timeout, and returns their errors joined. It is safe to call more than once and from
-// another goroutine than Run (a signal handler).
-func (t *Timeline) RevertAll(ctx context.Context, env Env) error {
-	t.mu.Lock()
-	var active []*entry
-	for _, e := range t.entries {
-		if e.active {
-			active = append(active, e)
-		}
+func (r *liveRuntime) post(fn func()) {
+	select {
+	case r.posts <- fn:
+	case <-r.quit:
 	}
-	t.mu.Unlock()
-	sort.Slice(active, func(i, j int) bool { return active[i].seq > active[j].seq })
-	var errs []error
-	for _, e := range active {
-		rctx, cancel := context.WithTimeout(ctx, t.opt.revertTimeout)
-		errs = append(errs, t.revert(rctx, env, e))
+}
+
+func (r *liveRuntime) Now() time.Time   { return time.Now() }
+func (r *liveRuntime) Stamp() time.Time { return r.opt.now() }
+func (r *liveRuntime) Cancel()          { r.cancel(errAborted) }
+func (r *liveRuntime) Emit(ev ledger.Event) {
+	r.env.Emit(ev)
+}
+
+func (r *liveRuntime) At(t time.Time, fn func()) func() {
+	tm := time.AfterFunc(time.Until(t), func() { r.post(fn) })
+	return func() { tm.Stop() }
+}
+
+// Do runs op in a goroutine: Apply under the run's context, Verify also bounded by
+// its deadline, Revert bounded by the revert timeout even once the run has ended.
+func (r *liveRuntime) Do(op Op, done func(error)) {
+	r.wg.Go(func() {
+		ctx, cancel := r.rctx, context.CancelFunc(func() {})
+		switch op.Kind {
+		case OpVerify:
+			ctx, cancel = context.WithDeadline(r.rctx, op.Deadline)
+		case OpRevert:
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(r.ctx), r.opt.revertTimeout)
+		}
+		err := op.Call(ctx, r.env)
 		cancel()
+		r.post(func() { done(err) })
+	})
+}
+
+// RevertAll stops a running Run and waits until it has reverted everything (its error
+// is Run's). After Run has returned nothing is applied, and it returns nil. It is safe
+// to call more than once and from another goroutine than Run (a signal handler).
+func (t *Timeline) RevertAll(context.Context, Env) error {
+	t.mu.Lock()
+	running := t.running
+	t.mu.Unlock()
+	if running == nil {
+		return nil
 	}
-	return errors.Join(errs...)
+	select {
+	case t.stopReq <- struct{}{}:
+	case <-running:
+	}
+	<-running
+	return nil
+}
+
+// Build names every spec that has no name ("<type>-<i>") and builds its fault,
+// reporting every bad spec at once (duplicate names, negative times, bad params).
+func Build(specs []scenarios.Fault) ([]scenarios.Fault, []Fault, error) {
+	var (
+		out    []scenarios.Fault
+		faults []Fault
+		errs   []error
+	)
+	names := map[string]bool{}
+	for i, s := range specs {
+		if s.Name == "" {
+			s.Name = fmt.Sprintf("%s-%d", s.Type, i)
+		}
+		if names[s.Name] {
+			errs = append(errs, fmt.Errorf("%w: duplicate fault name %q", ErrBadSpec, s.Name))
+			continue
+		}
+		names[s.Name] = true
+		if s.At < 0 || s.For < 0 {
+			errs = append(errs, fmt.Errorf("%w: %s: at and for must be ≥ 0", ErrBadSpec, s.Name))
+			continue
+		}
+		f, err := New(s)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out, faults = append(out, s), append(faults, f)
+	}
+	return out, faults, errors.Join(errs...)
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"pdsoak/harness/judge"
+	"pdsoak/harness/phases"
 	"pdsoak/harness/target"
 	"pdsoak/ledger"
 )
@@ -56,58 +57,35 @@ func (s scraper) scrapeAll(ctx context.Context, srcs []target.Source) ([]map[str
 	return vals, errs
 }
 
-// sampler records the interesting gauges of every metrics source every interval. A
-// failed scrape leaves a gap in the samples and a log line now and then.
-func sampler(ctx context.Context, s scraper, srcs []target.Source, led *ledger.Writer, log *slog.Logger, every time.Duration) {
-	if len(srcs) == 0 {
-		return
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	warn := rate.Sometimes{First: 1, Interval: scrapeWarnEvery}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		vals, errs := s.scrapeAll(ctx, srcs)
-		for i, v := range vals {
-			if errs[i] != nil {
-				if ctx.Err() == nil {
-					warn.Do(func() { log.Warn("metrics sample failed", "process", srcs[i].Process, "err", errs[i]) })
-				}
-				continue
-			}
-			led.Emit(judge.SampleEvent(srcs[i].Process, v))
-		}
-	}
+// readAll is srcs' phases.ReadAll: every source scraped in parallel.
+func (s scraper) readAll(srcs []target.Source) phases.ReadAll {
+	return func(ctx context.Context) ([]map[string]float64, []error) { return s.scrapeAll(ctx, srcs) }
 }
 
-// leakCheck scrapes every source until all leak gauges read 0 or bound passes, each
-// round judged by judge.JudgeLeaks (through judge.LeakRound).
-func leakCheck(ctx context.Context, s scraper, srcs []target.Source, bound, poll time.Duration) judge.LeakVerdict {
-	if len(srcs) == 0 {
-		return judge.LeakVerdict{Detail: judge.LeakNoMetrics}
+// processes are the sources' process names.
+func processes(srcs []target.Source) []string {
+	out := make([]string, len(srcs))
+	for i, s := range srcs {
+		out[i] = s.Process
 	}
-	start := time.Now()
+	return out
+}
+
+// startSampler records the interesting gauges of every metrics source every interval
+// until stop (phases.Sample). A failed scrape leaves a gap in the samples and a log
+// line now and then.
+func startSampler(ctx context.Context, s scraper, srcs []target.Source, led *ledger.Writer, log *slog.Logger, every time.Duration) (stop func()) {
+	warn := rate.Sometimes{First: 1, Interval: scrapeWarnEvery}
+	return phases.Sample(phases.Wall(ctx), every, processes(srcs), s.readAll(srcs), led.Emit, func(p string, err error) {
+		warn.Do(func() { log.Warn("metrics sample failed", "process", p, "err", err) })
+	})
+}
+
+// leakCheck scrapes every source until all leak gauges read 0 or bound passes
+// (phases.LeakCheck), each scrape cut short by the bound.
+func leakCheck(ctx context.Context, s scraper, srcs []target.Source, bound, poll time.Duration) judge.LeakVerdict {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	procs := make([]string, len(srcs))
-	for i, src := range srcs {
-		procs[i] = src.Process
-	}
-	round := judge.NewLeakRound(procs)
-	for {
-		vals, errs := s.scrapeAll(ctx, srcs)
-		v := round.Update(vals, errs, time.Since(start))
-		if v.Passed {
-			return v
-		}
-		select {
-		case <-ctx.Done():
-			return v
-		case <-time.After(poll):
-		}
-	}
+	read := s.readAll(srcs)
+	return phases.LeakCheck(phases.Wall(ctx), processes(srcs), func(context.Context) ([]map[string]float64, []error) { return read(ctx) }, bound, poll)
 }

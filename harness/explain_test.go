@@ -56,7 +56,7 @@ func TestAtInterrupt(t *testing.T) {
 }
 
 func TestLiveStateObserve(t *testing.T) {
-	var s liveState
+	var s judge.Liveness
 	var got []string
 	for _, ok := range []bool{true, false, true, false, false, false, true, true} {
 		if typ, changed := s.Observe(ok); changed {

@@ -68,14 +68,7 @@ func (r *runner) extra(spec scenarios.Workload, kind string) *workload.Common {
 // load implements chaos.Env.Load: a burst of extra requests through the executor,
 // recorded in the ledger like any other, counted live for the fault's verification.
 func (r *runner) load(ctx context.Context, target string, b chaos.Burst) (chaos.Run, error) {
-	spec := chaos.WorkloadFor(r.sc, target)
-	if b.PromptTokens > 0 {
-		spec.PromptTokens = b.PromptTokens
-	}
-	if b.MaxTokens > 0 {
-		spec.MaxTokens = b.MaxTokens
-	}
-	c := r.extra(spec, "burst")
+	c := r.extra(chaos.BurstWorkload(r.sc, target, b), "burst")
 	return chaos.GoRun(ctx, func(ctx context.Context, st *chaos.LiveStats) {
 		r.sendMany(ctx, c, b.Requests, b.Concurrency, 0, st)
 	}), nil
@@ -85,15 +78,13 @@ func (r *runner) load(ctx context.Context, target string, b chaos.Burst) (chaos.
 // themselves after k tokens, or a rule applied to the workload's own streams.
 func (r *runner) disconnect(ctx context.Context, target string, d chaos.Disconnect) chaos.Run {
 	if d.Requests > 0 {
-		spec := chaos.WorkloadFor(r.sc, target)
-		spec.Stream = true
-		c := r.extra(spec, "abort")
+		c := r.extra(chaos.AbortWorkload(r.sc, target), "abort")
 		return chaos.GoRun(ctx, func(ctx context.Context, st *chaos.LiveStats) {
-			r.sendMany(ctx, c, d.Requests, 0, max(d.AfterTokens, 1), st)
+			r.sendMany(ctx, c, d.Requests, 0, d.Tokens(), st)
 		})
 	}
 	st := &chaos.LiveStats{}
-	r.exec.SetDisconnect(target, max(d.AfterTokens, 1), d.Fraction, st)
+	r.exec.SetDisconnect(target, d.Tokens(), d.Fraction, st)
 	return chaos.FuncRun{
 		StatsFunc: st.Snapshot,
 		StopFunc:  func() { r.exec.SetDisconnect(target, 0, 0, nil) },

@@ -7,21 +7,12 @@ import (
 
 	"pdsoak/harness/judge"
 	"pdsoak/harness/target"
-	"pdsoak/ledger"
 	"pdsoak/server/launcher"
 )
 
-// Liveness's rule (judge.Liveness) and timings are judge's, shared with the
-// simulator; the one prober (probe.go) feeds it.
-const (
-	livenessTimeout    = judge.LivenessTimeout
-	livenessFailures   = judge.LivenessFailures
-	livenessFinalTries = judge.LivenessFinalTries
-	livenessFinalGap   = judge.LivenessFinalGap
-)
-
-// liveState is one source's liveness (judge.Liveness).
-type liveState = judge.Liveness
+// livenessTimeout bounds one probe (judge's, shared with the simulator); the one
+// prober (probe.go) folds the answers with phases.Prober.
+const livenessTimeout = judge.LivenessTimeout
 
 // livenessSources are the health endpoints to probe: every process of the embedded
 // topology, every launched process with a health_url, and the target's own /health.
@@ -44,20 +35,6 @@ func (r *runner) livenessSources() []target.Source {
 	}
 	add("target", healthEndpoint(r.tgt.URL()))
 	return out
-}
-
-// liveEvent folds a probe into a source's state and writes the event it calls for.
-func (r *runner) liveEvent(src target.Source, st *liveState, ok bool) {
-	typ, changed := st.Observe(ok)
-	if !changed {
-		return
-	}
-	if typ == ledger.EventTargetDown {
-		r.log.Warn("target down", "source", src.Process, "url", src.URL)
-	} else {
-		r.log.Info("target up", "source", src.Process, "url", src.URL)
-	}
-	r.led.Emit(judge.LivenessEvent(typ, src.Process, src.URL))
 }
 
 // interrupted runs right after Ctrl-C, while the requests are still in flight: from

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"pdsoak/harness/judge"
+	"pdsoak/harness/phases"
 	"pdsoak/harness/target"
-	"pdsoak/harness/workload"
 	"pdsoak/ledger"
 )
 
@@ -43,7 +43,7 @@ type probeTarget struct {
 type probes struct {
 	r       *runner
 	targets []probeTarget
-	states  []liveState
+	live    *phases.Prober
 	// healthOn: the entry's answers are written as health events (load and drain).
 	healthOn atomic.Bool
 	ctx      context.Context
@@ -79,7 +79,18 @@ func (r *runner) startProbes(ctx context.Context) *probes {
 		every = DefaultProbeInterval
 	}
 	p := &probes{r: r, targets: r.probeTargets(), ctx: ctx}
-	p.states = make([]liveState, len(p.targets))
+	names, urls := make([]string, len(p.targets)), make([]string, len(p.targets))
+	for i, t := range p.targets {
+		names[i], urls[i] = t.src.Process, t.src.URL
+	}
+	p.live = phases.NewProber(names, urls, r.led.Emit)
+	p.live.OnChange = func(ev ledger.Event) {
+		if ev.Type == ledger.EventTargetDown {
+			r.log.Warn("target down", "source", ev.Source, "url", ev.URL)
+		} else {
+			r.log.Info("target up", "source", ev.Source, "url", ev.URL)
+		}
+	}
 	p.healthOn.Store(true)
 	var pctx context.Context
 	pctx, p.cancel = context.WithCancel(ctx)
@@ -114,23 +125,18 @@ func (p *probes) stop() {
 		if p.ctx.Err() != nil {
 			return // interrupted: no waiting
 		}
-		for i := range p.targets {
-			p.wg.Go(func() {
-				for try := 0; try < livenessFinalTries && p.states[i].Down(); try++ {
-					if try > 0 && !workload.SleepCtx(p.ctx, livenessFinalGap) {
-						return
-					}
-					p.probe(p.ctx, i)
-				}
-			})
-		}
-		p.wg.Wait()
+		p.live.FinalTries(phases.Wall(p.ctx), func(down []int) {
+			for _, i := range down {
+				p.wg.Go(func() { p.probe(p.ctx, i) })
+			}
+			p.wg.Wait()
+		})
 	})
 }
 
 // probe sends one GET to target i and records what it says. Only one probe of a
 // target runs at a time (its loop, or the final tries after that loop ended), so its
-// liveState needs no lock. A probe cut short by ctx says nothing.
+// liveness needs no lock. A probe cut short by ctx says nothing.
 func (p *probes) probe(ctx context.Context, i int) {
 	t := &p.targets[i]
 	var health *healthProbe
@@ -143,7 +149,7 @@ func (p *probes) probe(ctx context.Context, i int) {
 		return
 	}
 	health.answer(status, err)
-	p.r.liveEvent(t.src, &p.states[i], err == nil)
+	p.live.Observe(i, err == nil)
 }
 
 // healthProbe writes one health event for a probe: the answer if it came within

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"pdsoak/harness/judge"
 	"pdsoak/harness/target"
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
@@ -76,7 +77,7 @@ func TestOneProbeFeedsHealthAndLiveness(t *testing.T) {
 }
 
 // A target that is gone: the same failed probes are health events with an error and,
-// livenessFailures of them in a row, target_down.
+// judge.LivenessFailures of them in a row, target_down.
 func TestOneProbeSeesTheTargetDown(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
@@ -93,7 +94,7 @@ func TestOneProbeSeesTheTargetDown(t *testing.T) {
 			before = append(before, ev)
 		}
 	}
-	require.Len(t, before, livenessFailures, "each failed probe is one health event")
+	require.Len(t, before, judge.LivenessFailures, "each failed probe is one health event")
 	for _, ev := range before {
 		assert.Zero(t, ev.Status)
 		assert.NotEmpty(t, ev.Error)

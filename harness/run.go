@@ -19,6 +19,7 @@ import (
 	"pdsoak/harness/contention"
 	"pdsoak/harness/gpu"
 	"pdsoak/harness/judge"
+	"pdsoak/harness/phases"
 	"pdsoak/harness/target"
 	"pdsoak/harness/workload"
 	"pdsoak/internal/gcfloor"
@@ -444,7 +445,7 @@ func (r *runner) startExecutor(reqCtx context.Context, c *client.Client) {
 func (r *runner) startSamplers(ctx context.Context) (stop func()) {
 	auxCtx, stopAux := context.WithCancel(ctx)
 	var aux sync.WaitGroup
-	aux.Go(func() { sampler(auxCtx, r.scr, r.tgt.MetricsSources(), r.led, r.log, r.opts.SampleInterval) })
+	stopSampler := startSampler(auxCtx, r.scr, r.tgt.MetricsSources(), r.led, r.log, r.opts.SampleInterval)
 	// The machine's own contention, so compare can tell a busy runner from a slow server.
 	aux.Go(func() { contention.New(r.led.Emit, contention.WithInterval(r.opts.SampleInterval)).Run(auxCtx) })
 	if r.gpu.Available() {
@@ -452,7 +453,7 @@ func (r *runner) startSamplers(ctx context.Context) (stop func()) {
 		aux.Go(func() { gpuSampler(auxCtx, r.gpu, r.led, r.log, inflight, r.opts.SampleInterval) })
 	}
 	r.lag.Start()
-	return sync.OnceFunc(func() { stopAux(); aux.Wait(); r.lag.Stop() })
+	return sync.OnceFunc(func() { stopAux(); stopSampler(); aux.Wait(); r.lag.Stop() })
 }
 
 // loadRun is the load phase in progress.
@@ -521,15 +522,8 @@ func (r *runner) runLoad(ctx context.Context) *loadRun {
 // drain lets in-flight requests run to their own deadlines within the drain bound (a
 // brief one after Ctrl-C), then cancels whatever is left and waits, bounded, for it.
 func (r *runner) drain(ctx context.Context, ld *loadRun, cancelReqs context.CancelFunc) {
-	bound := judge.DrainBound(r.sc.Drain.Timeout.D(), r.opts.CancelDrain, ctx.Err() != nil)
-	start := time.Now()
-	drained := waitFor(ld.done, bound)
-	left := r.exec.inflight.Load()
-	if !drained {
-		cancelReqs()
-		waitFor(ld.done, r.opts.ResolveAfterCancel)
-	}
-	r.led.Emit(judge.DrainEvent(drained, int(left), time.Since(start), bound, ctx.Err() != nil))
+	r.led.Emit(phases.Drain(phases.Wall(ctx), r.sc.Drain.Timeout.D(), r.opts.CancelDrain, r.opts.ResolveAfterCancel, ctx.Err() != nil,
+		func(d time.Duration) bool { return waitFor(ld.done, d) }, func() int { return int(r.exec.inflight.Load()) }, cancelReqs))
 }
 
 // stopFaults makes the fault runner revert everything and waits (bounded) for it. A

@@ -5,11 +5,13 @@
 // drivers — goroutines, sockets and the wall clock become one event queue (Loop). The
 // drivers' own rules are the real packages' too: router.Flow, router.WorkerState (routing, health),
 // server/engine/rules.go (bootstrap retry, request aging, throughput, StatGauges),
-// server/kvtransfer's room machines (RecvRooms, SendRooms: the KV room protocol,
-// step bounds, tombstones), chaos/schedule.go and
-// chaos/client_rules.go (fault timeline, verify bound, client_disconnect), and
-// harness/judge (leak verdict, self-check, server_debug reports). sim never imports the
-// runner (pdsoak/harness).
+// server/kvtransfer's room machines (RecvRooms, SendRooms: the KV room protocol, step
+// bounds, tombstones), chaos.Sequencer (the fault timeline itself, driven on the loop)
+// and chaos's faults (applied, proved and reverted on the model through a chaos.Env),
+// chaos/client_rules.go (client_disconnect), harness/phases (sampler, pd_path watch,
+// prober bookkeeping, drain, leak check, on the loop as a phases.Clock) and harness/judge
+// (leak verdict, self-check, server_debug reports). sim never imports the runner
+// (pdsoak/harness).
 //
 // Two halves meet at the Server interface (server.go):
 //
@@ -19,15 +21,15 @@
 //     machine (router_health.go its health checks into router.WorkerState); link.go and link_kv.go
 //     carry messages with latency and bandwidth (link_kv.go: kvtransfer's room
 //     machines on the simulated KV connection, KV pages with their checksums);
-//     faults.go maps the catalogue's server-side faults onto them;
+//     faults.go gives chaos's server-side faults the model's mechanisms (FaultEnv);
 //   - the harness side: run.go follows the real runner's phases and writes the ledger
 //     (events.jsonl, "mode": "sim"), from which the reports package computes the verdict
 //     exactly as for a real run; workload.go drives harness/workload's decisions
 //     (workload.Session, Burst.Requests, Probe.Round, Trace.Arrivals, Schedule) on the
 //     clock; client.go is both ends of the HTTP exchange: the front end's answer from
 //     server/api's pieces (Piece, FinishOf, Chunks) and the real client's Answer state
-//     machine reading it, with the deadlines as timers; run_faults.go runs the fault
-//     timeline and the client-side faults.
+//     machine reading it, with the deadlines as timers; run_faults.go drives
+//     chaos.Sequencer and the client-side faults.
 //
 // Main loop:
 //

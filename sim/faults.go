@@ -1,41 +1,41 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"pdsoak/chaos"
 	"pdsoak/chaos/netproxy"
 	"pdsoak/scenarios"
 	"pdsoak/server/failpoint"
+	"pdsoak/supervisor"
 )
 
-// Faults: every server-side type of the chaos catalogue has a simulated counterpart,
-// read from chaos.Describe (the params parsed exactly as chaos parses them):
+// Faults are chaos's own (Apply, Verify, Revert) acting on the model through the
+// mechanisms of a chaos.Env (FaultEnv), as TigerBeetle runs the real replica on
+// simulated IO:
 //
-//	decode_crash, prefill_crash, process_kill  the process dies (its connections reset,
-//	                                           its state is lost); revert restarts it
-//	                                           after RestartDelay when restart is true
-//	process_restart                            kill, then start again after RestartDelay
-//	process_pause                              SIGSTOP: nothing runs, events wait; peers'
-//	                                           KV heartbeats time out; SIGCONT on revert
-//	network_latency, bandwidth_limit,          toxics on the link's connections (latency ±
-//	connection_reset, network_toxic            jitter, bandwidth, reset_peer after a
-//	(latency|bandwidth|reset_peer)             delay), per stream and toxicity
-//	network_partition                          open connections reset, new ones refused
-//	kv_transfer_stall/drop/corrupt,            the failpoint's terms evaluated by
-//	scheduler_stall, bootstrap_stall,          failpoint.Fire where the real process
-//	failpoint (those and engine/admit)         evaluates them (see worker.go, link_kv.go)
+//	Signal      SIGKILL: the process dies (connections reset, state lost);
+//	            SIGSTOP/SIGCONT: nothing runs, events wait; peers' KV heartbeats time out
+//	Restart     kill, then start again after RestartDelay
+//	ProcState   the model's process (pids are incarnations: a restart is a new pid)
+//	Failpoints  the failpoint's terms, evaluated by failpoint.Fire where the real
+//	            process evaluates them (see worker.go, link_kv.go)
+//	Link        toxics on the link's connections (latency ± jitter, bandwidth,
+//	            reset_peer after a delay, per stream and toxicity); down: open
+//	            connections reset, new ones refused (Dial says so)
 //
-// kv_pool_exhaustion, queue_saturation (extra client load) and client_disconnect are
-// client-side: the harness half carries them out with Submit and cancel (CanModel
-// answers nil; Fault refuses them with ErrClientSide so they are never applied twice).
-// Refused as ErrNotModelled: network_toxic's timeout, slicer, limit_data and slow_close
-// toxics, and failpoints other than engine/admit, engine/step,
-// kvtransfer/send-frame and kvtransfer/bootstrap.
+// A toxic's and a failpoint's proof are the model's construction (modelProof): the
+// simulated links count no bytes and the simulated processes no hits. kv_pool_exhaustion,
+// queue_saturation and client_disconnect are client-side: the harness half carries them
+// out (CanModel answers nil; Fault refuses them with ErrClientSide). Refused as
+// ErrNotModelled: network_toxic's timeout, slicer, limit_data and slow_close toxics,
+// failpoints on the router, and failpoints other than modelledPoints.
 
 // ErrClientSide: the fault is carried out by the harness side (client load, client
 // disconnects), not by the topology.
@@ -51,217 +51,154 @@ func IsClientSide(f scenarios.Fault) bool {
 // modelledPoints are the failpoints the simulated processes evaluate.
 var modelledPoints = []string{failpoint.EngineAdmit, failpoint.EngineStep, failpoint.KVTransferSendFrame, failpoint.KVTransferBootstrap}
 
-// CanModel implements Server.
-func (t *topo) CanModel(f scenarios.Fault) error {
-	_, _, err := t.plan(f)
-	if errors.Is(err, ErrClientSide) {
-		return nil
-	}
-	return err
+// FaultEnv is implemented by a topology on which the harness side runs chaos's faults
+// themselves: it fills env's process and link mechanisms.
+type FaultEnv interface {
+	FaultEnv(env *chaos.FuncEnv)
 }
 
-// plan checks a fault and resolves its members.
-func (t *topo) plan(f scenarios.Fault) (chaos.Model, []string, error) {
+// CanModel implements Server: whether the model has the mechanism f needs (its
+// target's roles checked as chaos will check them), so that a run is refused up front.
+func (t *topo) CanModel(f scenarios.Fault) error {
 	m, err := chaos.Describe(f)
 	if err != nil {
-		return m, nil, fmt.Errorf("sim: fault %s: %w", f.Name, err)
-	}
-	if m.Kind == chaos.KindBurst || m.Kind == chaos.KindDisconnect {
-		return m, nil, ErrClientSide
-	}
-	topo := t.sc.Topology()
-	members := topo.Members(f.Target)
-	if len(members) == 0 {
-		return m, nil, fmt.Errorf("sim: fault %s (%s): target %q names nothing in this topology", f.Name, f.Type, f.Target)
+		return fmt.Errorf("sim: fault %s: %w", f.Name, err)
 	}
 	notModelled := func(format string, args ...any) error {
 		return fmt.Errorf("%w: fault %s (%s on %s): %s", ErrNotModelled, f.Name, f.Type, f.Target, fmt.Sprintf(format, args...))
 	}
 	switch m.Kind {
-	case chaos.KindKill, chaos.KindPause, chaos.KindRestart, chaos.KindFailpoint:
-		for _, name := range members {
-			if _, ok := t.links[name]; ok {
-				return m, nil, fmt.Errorf("sim: fault %s (%s): %s is a link, not a process", f.Name, f.Type, name)
-			}
-			role := ""
-			switch {
-			case name == ProcessRouter:
-				role = "router"
-			case t.worker(name) != nil:
-				role = string(t.worker(name).role)
-			default:
-				return m, nil, fmt.Errorf("sim: fault %s (%s): process %q is unknown", f.Name, f.Type, name)
-			}
-			if len(m.Roles) > 0 && !slices.Contains(m.Roles, role) {
-				return m, nil, fmt.Errorf("sim: fault %s (%s): %s is a %s; this fault needs %s", f.Name, f.Type, name, role, strings.Join(m.Roles, " or "))
-			}
-			if m.Kind == chaos.KindFailpoint && role == "router" {
-				return m, nil, notModelled("the router evaluates no failpoints")
-			}
+	case chaos.KindBurst, chaos.KindDisconnect, chaos.KindPartition:
+		return nil
+	case chaos.KindToxic:
+		if !slices.Contains([]string{netproxy.ToxicLatency, netproxy.ToxicBandwidth, netproxy.ToxicResetPeer}, m.Toxic.Type) {
+			return notModelled("toxic %q (modelled: latency, bandwidth, reset_peer)", m.Toxic.Type)
 		}
-		if m.Kind == chaos.KindFailpoint {
-			if !slices.Contains(modelledPoints, m.Point) {
-				return m, nil, notModelled("failpoint %s is not evaluated by the simulated processes (modelled: %s)", m.Point, strings.Join(modelledPoints, ", "))
-			}
-			if _, err := failpoint.ParseTerms(m.Terms); err != nil {
-				return m, nil, fmt.Errorf("sim: fault %s: %w", f.Name, err)
-			}
+		return nil
+	case chaos.KindFailpoint:
+		if !slices.Contains(modelledPoints, m.Point) {
+			return notModelled("failpoint %s is not evaluated by the simulated processes (modelled: %s)", m.Point, strings.Join(modelledPoints, ", "))
 		}
-	case chaos.KindToxic, chaos.KindPartition:
-		for _, name := range members {
-			if _, ok := t.links[name]; !ok {
-				return m, nil, fmt.Errorf("sim: fault %s (%s): %s is not a link of this topology", f.Name, f.Type, name)
-			}
-		}
-		if m.Kind == chaos.KindToxic {
-			switch m.Toxic.Type {
-			case netproxy.ToxicLatency, netproxy.ToxicBandwidth, netproxy.ToxicResetPeer:
-			default:
-				return m, nil, notModelled("toxic %q (modelled: latency, bandwidth, reset_peer)", m.Toxic.Type)
-			}
-		}
-	default:
-		return m, nil, notModelled("kind %s", m.Kind)
 	}
-	return m, members, nil
+	for _, name := range t.sc.Topology().Members(f.Target) {
+		p, err := t.process(name)
+		if err != nil {
+			return fmt.Errorf("sim: fault %s (%s): %w", f.Name, f.Type, err)
+		}
+		if len(m.Roles) > 0 && !slices.Contains(m.Roles, p.Role) {
+			return fmt.Errorf("sim: fault %s (%s): %s is a %s; this fault needs %s", f.Name, f.Type, name, p.Role, strings.Join(m.Roles, " or "))
+		}
+		if m.Kind == chaos.KindFailpoint && name == ProcessRouter {
+			return notModelled("the router evaluates no failpoints")
+		}
+	}
+	return nil
 }
 
-// Fault implements Server.
+// Fault implements Server: chaos's fault f applied now; stop reverts it.
 func (t *topo) Fault(f scenarios.Fault) (func(), error) {
-	m, members, err := t.plan(f)
+	if err := t.CanModel(f); err != nil {
+		return nil, err
+	}
+	if IsClientSide(f) {
+		return nil, ErrClientSide
+	}
+	fault, err := chaos.New(f)
 	if err != nil {
 		return nil, err
 	}
-	switch m.Kind {
-	case chaos.KindKill:
-		for _, name := range members {
-			t.kill(name)
-		}
-		return once(func() {
-			if m.Restart {
-				for _, name := range members {
-					t.start(name)
-				}
-			}
-		}), nil
-	case chaos.KindRestart:
-		for _, name := range members {
-			t.kill(name)
-			t.start(name)
-		}
-		return func() {}, nil
-	case chaos.KindPause:
-		for _, name := range members {
-			t.pause(name, true)
-		}
-		return once(func() {
-			for _, name := range members {
-				t.pause(name, false)
-			}
-		}), nil
-	case chaos.KindPartition:
-		for _, name := range members {
-			l := t.links[name]
-			l.cut++
-			l.breakAll(ErrConnReset)
-		}
-		return once(func() {
-			for _, name := range members {
-				t.links[name].cut--
-			}
-		}), nil
-	case chaos.KindToxic:
-		var added []*linkToxic
-		for _, name := range members {
-			tx := newLinkToxic(f.Name, m)
-			l := t.links[name]
-			l.toxics = append(l.toxics, tx)
-			for _, c := range slices.Clone(l.conns) {
-				c.adopt(tx)
-			}
-			added = append(added, tx)
-		}
-		return once(func() {
-			for i, name := range members {
-				l := t.links[name]
-				if k := slices.Index(l.toxics, added[i]); k >= 0 {
-					l.toxics = slices.Delete(l.toxics, k, k+1)
-				}
-			}
-		}), nil
-	case chaos.KindFailpoint:
-		chain, _ := failpoint.ParseTerms(m.Terms)
-		var on []*worker
-		for _, name := range members {
-			w := t.worker(name)
-			if !w.alive {
-				continue
-			}
-			if w.fps == nil {
-				w.fps = map[string]*fpState{}
-			}
-			w.fps[m.Point] = &fpState{chain: slices.Clone(chain)}
-			on = append(on, w)
-			w.wake()
-		}
-		inc := make([]int, len(on))
-		for i, w := range on {
-			inc[i] = w.inc
-		}
-		return once(func() {
-			for i, w := range on {
-				if w.inc != inc[i] {
-					continue // the process restarted: its failpoints went with it
-				}
-				fp := w.fps[m.Point]
-				delete(w.fps, m.Point)
-				if fp != nil {
-					for _, fn := range fp.waiters {
-						fn()
-					}
-				}
-			}
-		}), nil
+	env := &chaos.FuncEnv{MembersFunc: t.sc.Topology().Members}
+	t.FaultEnv(env)
+	if err := fault.Apply(context.Background(), env); err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("%w: fault %s", ErrNotModelled, f.Name)
-}
-
-func newLinkToxic(name string, m chaos.Model) *linkToxic {
-	tx := &linkToxic{name: name, typ: m.Toxic.Type, toxicity: float64(m.Toxic.Toxicity)}
-	for _, s := range m.Streams {
-		if s == netproxy.Upstream {
-			tx.streams[up] = true
-		} else {
-			tx.streams[down] = true
-		}
-	}
-	ms := func(k string) time.Duration {
-		switch v := m.Toxic.Attributes[k].(type) {
-		case int64:
-			return time.Duration(v) * time.Millisecond
-		case int:
-			return time.Duration(v) * time.Millisecond
-		}
-		return 0
-	}
-	tx.latency, tx.jitter, tx.after = ms("latency"), ms("jitter"), ms("timeout")
-	switch v := m.Toxic.Attributes["rate"].(type) {
-	case int:
-		tx.rate = float64(v) * 1024
-	case int64:
-		tx.rate = float64(v) * 1024
-	}
-	return tx
-}
-
-func once(fn func()) func() {
 	done := false
 	return func() {
 		if !done {
 			done = true
-			fn()
+			_ = fault.Revert(context.Background(), env)
+		}
+	}, nil
+}
+
+// FaultEnv implements FaultEnv.
+func (t *topo) FaultEnv(env *chaos.FuncEnv) {
+	env.ProcessFunc = t.process
+	env.ProcStateFunc = t.procState
+	env.SignalFunc = t.signal
+	env.RestartFunc = func(_ context.Context, name string) error {
+		if _, err := t.process(name); err != nil {
+			return err
+		}
+		t.kill(name)
+		t.start(name)
+		return nil
+	}
+	env.FailpointsFunc = func(name string) (chaos.Failpoints, error) {
+		w := t.worker(name)
+		if w == nil {
+			return nil, fmt.Errorf("sim: %s evaluates no failpoints: %w", name, chaos.ErrUnsupported)
+		}
+		return &simFailpoints{w: w, inc: w.inc}, nil
+	}
+	env.LinkFunc = func(name string) (chaos.Link, error) {
+		l, ok := t.links[name]
+		if !ok {
+			return nil, fmt.Errorf("sim: no link %q: %w", name, chaos.ErrUnsupported)
+		}
+		return simLink{l}, nil
+	}
+}
+
+// A process's pid is its place in process order and its incarnation: a restart is a
+// new pid, a dead one has none.
+const pidStride = 1 << 16
+
+func (t *topo) process(name string) (chaos.Process, error) {
+	for i, p := range t.sc.Topology().Processes {
+		if p.Name != name {
+			continue
+		}
+		alive, inc := false, 0
+		if name == ProcessRouter && t.router != nil {
+			alive, inc = t.router.alive, t.router.inc
+		} else if w := t.worker(name); w != nil {
+			alive, inc = w.alive, w.inc
+		}
+		pid := 0
+		if alive {
+			pid = (i+1)*pidStride + inc
+		}
+		return chaos.Process{Name: name, Role: p.Role, PID: pid, URL: "sim://" + name}, nil
+	}
+	return chaos.Process{}, fmt.Errorf("sim: process %q is unknown", name)
+}
+
+func (t *topo) procState(pid int) (supervisor.State, error) {
+	procs := t.sc.Topology().Processes
+	if i := pid/pidStride - 1; i >= 0 && i < len(procs) {
+		if p, _ := t.process(procs[i].Name); p.PID == pid && pid > 0 {
+			if _, paused := t.HealthState(p.Name); paused {
+				return supervisor.StateStopped, nil
+			}
+			return supervisor.StateRunning, nil
 		}
 	}
+	return supervisor.StateGone, fmt.Errorf("%w: pid %d", chaos.ErrNoProcess, pid)
+}
+
+func (t *topo) signal(name string, sig syscall.Signal) error {
+	switch sig {
+	case syscall.SIGKILL:
+		t.kill(name)
+	case syscall.SIGSTOP:
+		t.pause(name, true)
+	case syscall.SIGCONT:
+		t.pause(name, false)
+	default:
+		return fmt.Errorf("sim: signal %v: %w", sig, chaos.ErrUnsupported)
+	}
+	return nil
 }
 
 func (t *topo) kill(name string) {
@@ -288,25 +225,125 @@ func (t *topo) start(name string) {
 }
 
 func (t *topo) pause(name string, on bool) {
-	if name == ProcessRouter {
-		r := t.router
+	if name != ProcessRouter {
 		if on {
-			r.paused = r.alive
-			return
-		}
-		if r.paused {
-			r.paused = false
-			d := r.deferred
-			r.deferred = nil
-			for _, fn := range d {
-				fn()
-			}
+			t.worker(name).pause()
+		} else {
+			t.worker(name).resume()
 		}
 		return
 	}
+	r := t.router
 	if on {
-		t.worker(name).pause()
-	} else {
-		t.worker(name).resume()
+		r.paused = r.alive
+		return
 	}
+	if r.paused {
+		r.paused = false
+		d := r.deferred
+		r.deferred = nil
+		for _, fn := range d {
+			fn()
+		}
+	}
+}
+
+// simFailpoints is chaos.Failpoints on one incarnation of a worker: its failpoints go
+// with it when it dies.
+type simFailpoints struct {
+	w   *worker
+	inc int
+}
+
+func (f *simFailpoints) Enable(_ context.Context, name, terms string) (failpoint.Status, error) {
+	w := f.w
+	if !w.alive || w.inc != f.inc {
+		return failpoint.Status{}, fmt.Errorf("sim: %s: %w", w.name, ErrConnRefused)
+	}
+	chain, err := failpoint.ParseTerms(terms)
+	if err != nil {
+		return failpoint.Status{}, err
+	}
+	if w.fps == nil {
+		w.fps = map[string]*fpState{}
+	}
+	w.fps[name] = &fpState{chain: chain}
+	w.wake()
+	return failpoint.Status{Name: name, Terms: terms, Enabled: true}, nil
+}
+
+func (f *simFailpoints) Disable(_ context.Context, name string) error {
+	if f.w.inc != f.inc {
+		return nil // the process restarted: its failpoints went with it
+	}
+	fp := f.w.fps[name]
+	delete(f.w.fps, name)
+	if fp != nil {
+		for _, fn := range fp.waiters {
+			fn()
+		}
+	}
+	return nil
+}
+
+func (f *simFailpoints) Get(_ context.Context, name string) (failpoint.Status, error) {
+	return failpoint.Status{Name: name, Enabled: f.w.inc == f.inc && f.w.fps[name] != nil}, nil
+}
+
+// simLink is chaos.Link (and chaos.Dialer) on a simulated link.
+type simLink struct{ l *link }
+
+func (k simLink) Name() string                     { return k.l.name }
+func (k simLink) Addr() string                     { return "sim://" + k.l.name }
+func (k simLink) IsUp() bool                       { return k.l.cut == 0 }
+func (k simLink) Counters() netproxy.Counters      { return netproxy.Counters{} }
+func (k simLink) Up() error                        { k.l.cut = max(k.l.cut-1, 0); return nil }
+func (k simLink) Down() error                      { k.l.cut++; k.l.breakAll(ErrConnReset); return nil }
+func (k simLink) AddToxic(tx netproxy.Toxic) error { return k.add(tx) }
+
+// Dial implements chaos.Dialer: a link that is down refuses.
+func (k simLink) Dial(context.Context) error {
+	if !k.IsUp() {
+		return ErrConnRefused
+	}
+	return nil
+}
+
+func (k simLink) Toxics() []string {
+	var out []string
+	for _, tx := range k.l.toxics {
+		out = append(out, tx.name)
+	}
+	return out
+}
+
+func (k simLink) RemoveToxic(_ context.Context, name string) error {
+	k.l.toxics = slices.DeleteFunc(k.l.toxics, func(tx *linkToxic) bool { return tx.name == name })
+	return nil
+}
+
+// add puts a toxic on the link and on its open connections (each drawn by toxicity).
+func (k simLink) add(t netproxy.Toxic) error {
+	tx := &linkToxic{name: t.Name, typ: t.Type, toxicity: float64(t.Toxicity)}
+	if t.Stream == netproxy.Upstream {
+		tx.streams[up] = true
+	} else {
+		tx.streams[down] = true
+	}
+	num := func(k string) float64 {
+		switch v := t.Attributes[k].(type) {
+		case int64:
+			return float64(v)
+		case int:
+			return float64(v)
+		}
+		return 0
+	}
+	ms := func(k string) time.Duration { return time.Duration(num(k)) * time.Millisecond }
+	tx.latency, tx.jitter, tx.after, tx.rate = ms("latency"), ms("jitter"), ms("timeout"), num("rate")*1024
+	k.l.toxics = append(k.l.toxics, tx)
+	for _, c := range slices.Clone(k.l.conns) {
+		c.adopt(tx)
+	}
+	return nil
 }

@@ -1,17 +1,19 @@
 package sim
 
 import (
+	"context"
 	"time"
 
 	"pdsoak/harness/judge"
+	"pdsoak/harness/phases"
 )
 
 // Liveness on the virtual clock: every judge.ProbeInterval each process of the topology
-// is asked whether it would answer its /health, and the answers go through the
-// runner's rule (judge.Liveness), so a process that dies and stays dead is a
-// target_down the report judges as in a real run (target_alive, explained_errors).
-// Only the probe is simulated: a dead process refuses at once; a paused one keeps the
-// probe waiting until it resumes (an answer) or judge.LivenessTimeout passes (none).
+// is asked whether it would answer its /health, and the answers go to the runner's
+// prober (phases.Prober), so a process that dies and stays dead is a target_down the
+// report judges as in a real run. Only the probe is simulated: a dead process refuses
+// at once; a paused one keeps the probe waiting until it resumes (an answer) or
+// judge.LivenessTimeout passes (none).
 
 // HealthProber is implemented by a topology whose processes can be probed.
 type HealthProber interface {
@@ -44,18 +46,15 @@ func (t *topo) HealthState(name string) (alive, paused bool) {
 	return false, false
 }
 
-// liveness is the simulated prober's state.
+// liveness is the simulated prober: the shared bookkeeping, and since when a probe of
+// each paused process waits (zero: none).
 type liveness struct {
 	hp      HealthProber
 	names   []string
-	states  []judge.Liveness
-	waiting []time.Time // a probe of a paused process waits since then (zero: none)
-	timer   *Timer
-	stopped bool
+	p       *phases.Prober
+	waiting []time.Time
+	stop    func()
 }
-
-// healthURL is the URL a simulated process's health probe names.
-func healthURL(name string) string { return "sim://" + name + "/health" }
 
 // startLiveness probes every process every judge.ProbeInterval from now on.
 func (r *runner) startLiveness() {
@@ -63,21 +62,18 @@ func (r *runner) startLiveness() {
 	if !ok {
 		return
 	}
-	lv := &liveness{hp: hp, names: hp.HealthSources()}
-	lv.states = make([]judge.Liveness, len(lv.names))
-	lv.waiting = make([]time.Time, len(lv.names))
+	names := hp.HealthSources()
+	urls := make([]string, len(names))
+	for i, n := range names {
+		urls[i] = "sim://" + n + "/health"
+	}
+	lv := &liveness{hp: hp, names: names, p: phases.NewProber(names, urls, r.emit), waiting: make([]time.Time, len(names))}
 	r.live = lv
-	var tick func()
-	tick = func() {
-		if lv.stopped {
-			return
-		}
-		for i := range lv.names {
+	lv.stop = r.loop.Every(judge.ProbeInterval, func(context.Context) {
+		for i := range names {
 			r.probeLive(i, false)
 		}
-		lv.timer = r.loop.After(judge.ProbeInterval, tick)
-	}
-	lv.timer = r.loop.After(judge.ProbeInterval, tick)
+	})
 }
 
 // probeLive asks process i. final: a last try once the faults are reverted, which
@@ -87,57 +83,34 @@ func (r *runner) probeLive(i int, final bool) {
 	alive, paused := lv.hp.HealthState(lv.names[i])
 	now := r.loop.Now()
 	switch {
-	case !alive:
-		lv.waiting[i] = time.Time{}
-		r.liveObserve(i, false)
 	case paused && !final:
 		if lv.waiting[i].IsZero() {
 			lv.waiting[i] = now
 		} else if now.Sub(lv.waiting[i]) >= judge.LivenessTimeout {
 			lv.waiting[i] = time.Time{}
-			r.liveObserve(i, false)
+			lv.p.Observe(i, false)
 		}
-	case paused:
-		r.liveObserve(i, false)
 	default:
 		lv.waiting[i] = time.Time{}
-		r.liveObserve(i, true)
+		lv.p.Observe(i, alive && !paused)
 	}
 }
 
-func (r *runner) liveObserve(i int, ok bool) {
-	lv := r.live
-	if typ, changed := lv.states[i].Observe(ok); changed {
-		r.emit(judge.LivenessEvent(typ, lv.names[i], healthURL(lv.names[i])))
-	}
-}
-
-// stopLiveness ends the probing (after the faults are reverted) and, as the runner,
-// gives each process that is down judge.LivenessFinalTries last chances,
-// judge.LivenessFinalGap apart.
+// stopLiveness ends the probing (after the faults are reverted) and gives each process
+// that is down its last chances (phases.Prober.FinalTries), as the runner.
 func (r *runner) stopLiveness() {
 	lv := r.live
-	if lv == nil || lv.stopped {
+	if lv == nil || lv.stop == nil {
 		return
 	}
-	lv.stopped = true
-	r.loop.Stop(lv.timer)
+	lv.stop()
+	lv.stop = nil
 	if r.interrupted != nil {
 		return
 	}
-	for try := 0; try < judge.LivenessFinalTries; try++ {
-		if try > 0 {
-			r.loop.RunUntil(r.loop.Now().Add(judge.LivenessFinalGap))
+	lv.p.FinalTries(r.loop, func(down []int) {
+		for _, i := range down {
+			r.probeLive(i, true)
 		}
-		any := false
-		for i := range lv.names {
-			if lv.states[i].Down() {
-				r.probeLive(i, true)
-				any = any || lv.states[i].Down()
-			}
-		}
-		if !any {
-			return
-		}
-	}
+	})
 }

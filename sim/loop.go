@@ -2,6 +2,7 @@ package sim
 
 import (
 	"container/heap"
+	"context"
 	"time"
 )
 
@@ -137,4 +138,25 @@ func (h *eventHeap) Pop() any {
 	t.index = -1
 	*h = old[:n-1]
 	return t
+}
+
+// Sleep runs the loop for d (phases.Clock: the run's phases wait on the virtual clock).
+func (l *Loop) Sleep(d time.Duration) bool {
+	l.RunUntil(l.now.Add(d))
+	return true
+}
+
+// Every calls fn every d from now until stop (phases.Clock).
+func (l *Loop) Every(d time.Duration, fn func(context.Context)) (stop func()) {
+	stopped := false
+	var tm *Timer
+	var tick func()
+	tick = func() {
+		if !stopped {
+			fn(context.Background())
+			tm = l.After(d, tick)
+		}
+	}
+	tm = l.After(d, tick)
+	return func() { stopped = true; l.Stop(tm) }
 }

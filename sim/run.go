@@ -13,6 +13,7 @@ import (
 
 	"pdsoak/chaos"
 	"pdsoak/harness/judge"
+	"pdsoak/harness/phases"
 	"pdsoak/harness/workload"
 	"pdsoak/ledger"
 	"pdsoak/reports"
@@ -42,7 +43,7 @@ type Options struct {
 	// them (judge.DefaultLeakPollInterval); ResolveAfterCancel bounds the wait for
 	// requests cancelled at the end of the drain (judge.DefaultResolveAfterCancel).
 	SampleInterval, LeakPollInterval, ResolveAfterCancel time.Duration
-	// VerifyTimeout bounds how long a client-side fault may take to prove itself
+	// VerifyTimeout bounds how long a fault may take to prove itself
 	// (chaos.DefaultVerifyTimeout).
 	VerifyTimeout time.Duration
 }
@@ -150,8 +151,9 @@ type runner struct {
 	api  *api.Handler
 
 	workloads []workload.Workload
-	faults    []*faultEntry
-	sources   []string // processes whose gauges are sampled and leak-checked
+	faults    *chaos.Sequencer // nil: no faults (run_faults.go)
+	faultEnv  FaultEnv         // the topology's mechanisms, when it has them
+	sources   []string         // processes whose gauges are sampled and leak-checked
 
 	// The client side.
 	inflightN  int
@@ -163,12 +165,8 @@ type runner struct {
 	// Workloads still running (sessions, schedules, rounds): the load is over when 0.
 	active int
 
-	sampler        *Timer
-	samplerStopped bool
-	pd             pdReader // pdpath.go
-
-	faultErr error // the fault timeline's first failure
-	faultSeq int
+	stopSampler func()
+	stopPD      func(last bool) // pdpath.go
 
 	t0          time.Time
 	interrupted error
@@ -245,9 +243,9 @@ func (r *runner) run(ctx context.Context) error {
 	r.startPDCounters()
 	// The load window: to its end when there are faults (their timeline plays out over
 	// the whole duration), or until every workload is done.
-	r.runWhile(loadEnd, func() bool { return len(r.faults) > 0 || r.active > 0 })
+	r.runWhile(loadEnd, func() bool { return r.faults != nil || r.active > 0 })
 	r.drain()
-	r.stopPDCounters()
+	r.stopPD(r.interrupted == nil)
 	faultErr := r.stopFaults()
 	r.stopLiveness() // last probes once the faults are reverted
 	r.stopSampler()
@@ -268,6 +266,9 @@ func (r *runner) runWhile(end time.Time, cond func() bool) {
 			select {
 			case <-done:
 				r.interrupted = context.Cause(r.ctx)
+				if r.faults != nil {
+					r.faults.Stop() // as Ctrl-C ends the real timeline
+				}
 			default:
 			}
 		}
@@ -298,59 +299,45 @@ func provenance() *ledger.Provenance {
 }
 
 // drain lets in-flight requests run to their own deadlines within the drain bound,
-// then cancels whatever is left and waits, bounded, for it — as the real runner.
+// then cancels whatever is left and waits, bounded, for it (phases.Drain).
 func (r *runner) drain() {
-	start := r.loop.Now()
-	bound := judge.DrainBound(r.sc.Drain.Timeout.D(), judge.DefaultCancelDrain, r.interrupted != nil)
-	r.runWhile(start.Add(bound), func() bool { return r.active > 0 })
-	drained := r.active == 0
-	left := r.inflightN
-	if !drained {
-		r.cancelAll()
-		r.loop.RunWhile(r.loop.Now().Add(r.opts.ResolveAfterCancel), func() bool { return r.active > 0 })
+	first := true
+	wait := func(d time.Duration) bool {
+		end := r.loop.Now().Add(d)
+		if first { // the drain bound: an interrupt cuts it short
+			first = false
+			r.runWhile(end, func() bool { return r.active > 0 })
+		} else {
+			r.loop.RunWhile(end, func() bool { return r.active > 0 })
+		}
+		return r.active == 0
 	}
-	r.emit(judge.DrainEvent(drained, left, r.loop.Now().Sub(start), bound, r.interrupted != nil))
+	r.emit(phases.Drain(r.loop, r.sc.Drain.Timeout.D(), judge.DefaultCancelDrain, r.opts.ResolveAfterCancel,
+		r.interrupted != nil, wait, func() int { return r.inflightN }, r.cancelAll))
 }
 
 // checkLeaks writes leak_check: the Server's running/queued gauges polled on the virtual
-// clock until they read 0 or the leak timeout passes, judged by judge.JudgeLeaks.
+// clock until they read 0 or the leak timeout passes (phases.LeakCheck).
 func (r *runner) checkLeaks() {
 	started := r.loop.Now()
-	switch {
-	case r.interrupted != nil:
-		r.emit(judge.LeakCheckEvent(started, judge.LeakVerdict{Detail: judge.LeakInterrupted}))
-		return
-	case len(r.sources) == 0:
-		r.emit(judge.LeakCheckEvent(started, judge.LeakVerdict{Detail: judge.LeakNoMetrics}))
-		return
-	}
-	round := judge.NewLeakRound(r.sources)
-	vals := make([]map[string]float64, len(r.sources))
-	errs := make([]error, len(r.sources))
-	var v judge.LeakVerdict
-	poll := func() {
-		g := r.srv.Gauges()
-		for i, p := range r.sources {
-			vals[i], errs[i] = g[p], nil
-			if vals[i] == nil {
-				errs[i] = fmt.Errorf("sim: %s is not answering", p)
-			}
-		}
-		v = round.Update(vals, errs, r.loop.Now().Sub(started))
-	}
-	end := started.Add(r.sc.Drain.LeakTimeout.D())
-	poll()
-	for !v.Passed && r.loop.Now().Before(end) {
-		next := r.loop.Now().Add(r.opts.LeakPollInterval)
-		if next.After(end) {
-			// The last scrape of the real check is cut short by the bound: no more polls.
-			r.loop.RunUntil(end)
-			break
-		}
-		r.loop.RunUntil(next)
-		poll()
+	v := judge.LeakVerdict{Detail: judge.LeakInterrupted}
+	if r.interrupted == nil {
+		v = phases.LeakCheck(r.loop, r.sources, r.gauges, r.sc.Drain.LeakTimeout.D(), r.opts.LeakPollInterval)
 	}
 	r.emit(judge.LeakCheckEvent(started, v))
+}
+
+// gauges reads every source's gauges (phases.ReadAll): a process that is down or
+// paused does not answer.
+func (r *runner) gauges(context.Context) ([]map[string]float64, []error) {
+	g := r.srv.Gauges()
+	vals, errs := make([]map[string]float64, len(r.sources)), make([]error, len(r.sources))
+	for i, p := range r.sources {
+		if vals[i] = g[p]; vals[i] == nil {
+			errs[i] = fmt.Errorf("sim: %s is not answering", p)
+		}
+	}
+	return vals, errs
 }
 
 // selfCheck writes self_check: on a virtual clock the harness is never late.
@@ -361,27 +348,7 @@ func (r *runner) selfCheck() {
 }
 
 // startSampler samples the Server's gauges every SampleInterval from the start of load
-// until stopSampler, like the real sampler.
+// until stopSampler, like the real sampler (phases.Sample).
 func (r *runner) startSampler() {
-	var tick func()
-	tick = func() {
-		if r.samplerStopped {
-			return
-		}
-		g := r.srv.Gauges()
-		for _, p := range r.sources {
-			v, ok := g[p]
-			if !ok {
-				continue // not answering: a gap in the samples
-			}
-			r.emit(judge.SampleEvent(p, v))
-		}
-		r.sampler = r.loop.After(r.opts.SampleInterval, tick)
-	}
-	r.sampler = r.loop.After(r.opts.SampleInterval, tick)
-}
-
-func (r *runner) stopSampler() {
-	r.samplerStopped = true
-	r.loop.Stop(r.sampler)
+	r.stopSampler = phases.Sample(r.loop, r.opts.SampleInterval, r.sources, r.gauges, r.emit, nil)
 }

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
+	"pdsoak/harness/target"
 	"pdsoak/scenarios"
+	"pdsoak/server/api"
 	"pdsoak/server/engine"
 	"pdsoak/server/gen"
 )
@@ -14,7 +17,7 @@ import (
 // ProcessColocated, ProcessRouter: the process names of the embedded topology, as the
 // launcher and harness/target name them (workers are "prefill-i" and "decode-j").
 const (
-	ProcessColocated = "colocated"
+	ProcessColocated = target.ColocatedName
 	ProcessRouter    = "router"
 )
 
@@ -41,17 +44,6 @@ type topo struct {
 
 var _ Server = (*topo)(nil)
 
-// referenceArgs are the flags every reference worker gets (harness/target's
-// referenceArgs): backend, semantics and profile from the reference block, then
-// reference.args. Fault injection is not a flag here: faults are modelled.
-func referenceArgs(ref scenarios.Reference) []string {
-	args := []string{"--backend", ref.Backend, "--semantics", ref.Semantics}
-	if ref.Profile != "" {
-		args = append(args, "--sim-profile", ref.Profile)
-	}
-	return append(args, ref.Args...)
-}
-
 // NewTopology builds the scenario's reference topology on loop: colocated when
 // reference.prefill and reference.decode are both 0, else a router with prefill-i and
 // decode-j workers and their links. Each worker's flags are resolved by
@@ -71,7 +63,7 @@ func NewTopology(loop *Loop, sc *scenarios.Scenario) (Server, error) {
 	}
 	t := &topo{loop: loop, sc: sc, links: map[string]*link{},
 		rng: newRNG(sc.Seed, 1), fpRNG: newRNG(sc.Seed, 2)}
-	common := referenceArgs(ref)
+	common := target.ReferenceArgs(ref) // as the launcher starts them
 	if ref.Prefill == 0 && ref.Decode == 0 {
 		w, err := t.newWorker(ProcessColocated, engine.RoleColocated, 0, common)
 		if err != nil {
@@ -83,32 +75,27 @@ func NewTopology(loop *Loop, sc *scenarios.Scenario) (Server, error) {
 	if ref.Prefill <= 0 || ref.Decode <= 0 {
 		return nil, fmt.Errorf("sim: reference needs prefill and decode workers (got %d, %d)", ref.Prefill, ref.Decode)
 	}
-	for i := 0; i < ref.Prefill; i++ {
-		w, err := t.newWorker(fmt.Sprintf("prefill-%d", i), engine.RolePrefill, i, append(append([]string(nil), common...), ref.PrefillArgs...))
+	// The workers and links the scenario's topology names (the launcher's names).
+	topology := sc.Topology()
+	for _, p := range topology.Processes {
+		role, args, ws := engine.Role(p.Role), ref.PrefillArgs, &t.prefill
+		switch role {
+		case engine.RolePrefill:
+		case engine.RoleDecode:
+			args, ws = ref.DecodeArgs, &t.decode
+		default:
+			continue // the router, built once its workers are
+		}
+		w, err := t.newWorker(p.Name, role, len(*ws), append(slices.Clone(common), args...))
 		if err != nil {
-			return nil, fmt.Errorf("sim: prefill-%d: %w", i, err)
+			return nil, fmt.Errorf("sim: %s: %w", p.Name, err)
 		}
-		t.prefill = append(t.prefill, w)
+		*ws = append(*ws, w)
 	}
-	for j := 0; j < ref.Decode; j++ {
-		w, err := t.newWorker(fmt.Sprintf("decode-%d", j), engine.RoleDecode, j, append(append([]string(nil), common...), ref.DecodeArgs...))
-		if err != nil {
-			return nil, fmt.Errorf("sim: decode-%d: %w", j, err)
-		}
-		t.decode = append(t.decode, w)
+	for _, l := range topology.Links {
+		t.newLink(l.Name, l.From, l.To, l.KV)
 	}
-	for _, w := range t.prefill {
-		t.newLink("router->"+w.name, ProcessRouter, w.name, false)
-	}
-	for _, w := range t.decode {
-		t.newLink("router->"+w.name, ProcessRouter, w.name, false)
-	}
-	for _, p := range t.prefill {
-		for _, d := range t.decode {
-			t.newLink(p.name+"->"+d.name, p.name, d.name, true)
-		}
-	}
-	t.routerArgs = append([]string{"--semantics", ref.Semantics}, ref.RouterArgs...)
+	t.routerArgs = target.RouterArgs(ref)
 	r, err := t.newRouter(t.routerArgs)
 	if err != nil {
 		return nil, fmt.Errorf("sim: router: %w", err)
@@ -159,9 +146,6 @@ func (t *topo) Submit(req *gen.Request, emit func(gen.Event)) (func(), error) {
 	if req == nil {
 		return nil, fmt.Errorf("sim: nil request: %w", gen.ErrInvalid)
 	}
-	if err := t.frontEnd(req); err != nil {
-		return nil, err
-	}
 	if t.colocated != nil {
 		return t.submitColocated(req, emit)
 	}
@@ -196,11 +180,11 @@ func (t *topo) Submit(req *gen.Request, emit func(gen.Event)) (func(), error) {
 	return r.submit(req, emit)
 }
 
-// frontEnd is the API handler's own check of a request against the context length
-// (server/api's OpenAI parsing): the router's --context-length or the first decode
-// worker's, the colocated worker's own.
-func (t *topo) frontEnd(req *gen.Request) error {
-	limit := 0
+// APIOptions implements FrontEnd: the front end checks each request against the
+// context length as the real one (server/api): the colocated worker's own, else the
+// router's --context-length or, as the real router asks it, the first decode worker's.
+func (t *topo) APIOptions() []api.Option {
+	var limit int
 	switch {
 	case t.colocated != nil:
 		limit = t.colocated.spec.Engine.ContextLength
@@ -209,16 +193,7 @@ func (t *topo) frontEnd(req *gen.Request) error {
 	default:
 		limit = t.decode[0].spec.Engine.ContextLength
 	}
-	switch {
-	case len(req.Prompt) >= limit:
-		return fmt.Errorf("sim: the prompt is %d tokens; the context length is %d: %w", len(req.Prompt), limit, gen.ErrContextLength)
-	case req.MaxTokens <= 0 || req.MaxTokens > limit:
-		return fmt.Errorf("sim: max_tokens is %d; the context length is %d: %w", req.MaxTokens, limit, gen.ErrInvalid)
-	case len(req.Prompt)+req.MaxTokens > limit:
-		return fmt.Errorf("sim: the prompt (%d tokens) plus max_tokens (%d) exceeds the context length %d: %w",
-			len(req.Prompt), req.MaxTokens, limit, gen.ErrContextLength)
-	}
-	return nil
+	return []api.Option{api.WithModelName(t.sc.Target.Model), api.WithContextLength(limit)}
 }
 
 // submitColocated is the colocated API in front of one engine.

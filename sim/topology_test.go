@@ -14,6 +14,7 @@ import (
 	"pdsoak/chaos"
 	"pdsoak/kernels"
 	"pdsoak/scenarios"
+	"pdsoak/server/api"
 	"pdsoak/server/engine"
 	"pdsoak/server/gen"
 )
@@ -143,12 +144,30 @@ func TestStrictRefusesAtAdmissionWhenTheQueueIsFull(t *testing.T) {
 	assert.NoError(t, a.done.Err)
 }
 
+// The front end is the real API handler, told the context length as the real router
+// is: the decode worker's, unless the router has its own.
 func TestFrontEndRefusesOverTheContextLength(t *testing.T) {
-	loop, srv := build(t, pdStrict+"\n  decode_args: [--context-length=64]")
-	s := submit(loop, srv, "long", 60, 8)
-	assert.ErrorIs(t, s.err, gen.ErrContextLength)
-	s = submit(loop, srv, "ok", 50, 8)
-	assert.NoError(t, s.err)
+	for name, ref := range map[string]string{
+		"the decode worker's": pdStrict + "\n  decode_args: [--context-length=64]",
+		"the router's":        pdStrict + "\n  router_args: [--context-length=64]",
+		"colocated":           coStrict + "\n  args: [--context-length=64]",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, srv := build(t, ref)
+			var fe FrontEnd = srv
+			h := api.New(nil, fe.APIOptions()...)
+			body := func(words, maxTokens int) []byte {
+				return []byte(fmt.Sprintf(`{"model":"ref","prompt":%q,"max_tokens":%d}`, strings.Repeat("a", words), maxTokens))
+			}
+			_, ref := h.ParseOpenAI("/v1/completions", body(60, 8))
+			require.NotNil(t, ref)
+			assert.Equal(t, 400, ref.Status)
+			require.NotNil(t, ref.Body.Error.Code)
+			assert.Equal(t, "context_length_exceeded", *ref.Body.Error.Code)
+			_, ref = h.ParseOpenAI("/v1/completions", body(50, 8))
+			assert.Nil(t, ref)
+		})
+	}
 }
 
 func TestSGLangWedgesTheDecodePreallocQueueWithFrozenGauges(t *testing.T) {

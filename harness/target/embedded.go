@@ -23,10 +23,10 @@ import (
 // ColocatedName is the process name of the colocated reference server.
 const ColocatedName = "colocated"
 
-// referenceArgs are the flags every reference worker gets from the scenario's
+// ReferenceArgs are the flags every reference worker gets from the scenario's
 // reference block; reference.args come after them and win. The fault-injection token
 // is not among them: it travels in the environment.
-func referenceArgs(ref scenarios.Reference) []string {
+func ReferenceArgs(ref scenarios.Reference) []string {
 	args := []string{"--backend", ref.Backend, "--semantics", ref.Semantics}
 	if ref.Profile != "" {
 		args = append(args, "--sim-profile", ref.Profile)
@@ -37,11 +37,11 @@ func referenceArgs(ref scenarios.Reference) []string {
 	return append(args, ref.Args...)
 }
 
-// routerArgs are the router's flags: the scenario's semantics, so that a --semantics
+// RouterArgs are the router's flags: the scenario's semantics, so that a --semantics
 // override never leaves the router strict under sglang workers, the failpoint admin API
 // when the workers have it (so a fault can make the router's /health lie: api/health),
 // then reference.router_args, which come after them and win.
-func routerArgs(ref scenarios.Reference) []string {
+func RouterArgs(ref scenarios.Reference) []string {
 	args := []string{"--semantics", ref.Semantics}
 	if ref.FaultInjection {
 		args = append(args, "--enable-fault-injection")
@@ -87,8 +87,8 @@ func StartEmbedded(ctx context.Context, ref scenarios.Reference, command []strin
 	}
 	lcfg := launcher.Config{
 		Command: command, Prefill: ref.Prefill, Decode: ref.Decode,
-		CommonArgs:  referenceArgs(ref),
-		PrefillArgs: ref.PrefillArgs, DecodeArgs: ref.DecodeArgs, RouterArgs: routerArgs(ref),
+		CommonArgs:  ReferenceArgs(ref),
+		PrefillArgs: ref.PrefillArgs, DecodeArgs: ref.DecodeArgs, RouterArgs: RouterArgs(ref),
 		LogDir: logDir, HealthTimeout: ref.StartTimeout.D(), StopTimeout: cfg.stopTimeout,
 		FaultToken: token, Logger: cfg.log,
 	}
@@ -211,7 +211,7 @@ func startColocated(ctx context.Context, cfg config, command []string, ref scena
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	argv := append(append([]string(nil), command...), ColocatedName)
-	argv = append(argv, referenceArgs(ref)...)
+	argv = append(argv, ReferenceArgs(ref)...)
 	argv = append(argv, "--host", "127.0.0.1", "--port", strconv.Itoa(port))
 	var env []string
 	if token != "" {

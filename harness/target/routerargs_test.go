@@ -27,7 +27,7 @@ func TestRouterArgs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, routerArgs(tc.ref))
+			assert.Equal(t, tc.want, RouterArgs(tc.ref))
 		})
 	}
 }

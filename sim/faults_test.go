@@ -1,0 +1,95 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"pdsoak/chaos"
+	"pdsoak/ledger"
+	"pdsoak/reports"
+)
+
+// The server-side faults are chaos's own, run on the model (FaultEnv): their proofs are
+// chaos's Verify reading the model's processes and links, at the virtual time the proof
+// exists — a restart is proved once the process is back, after RestartDelay and the
+// verify polls' back-off — not a stamp written when the fault is applied.
+func TestChaosFaultsRunOnTheModel(t *testing.T) {
+	evs, res := simulateTopology(t, `
+name: sim-chaos-faults
+duration: 12s
+reference: {prefill: 1, decode: 1}
+workloads:
+  - {name: steady, type: open_loop, pacer: {type: constant, rate: 5}, max_tokens: 8}
+faults:
+  - {name: bounce, type: process_restart, target: prefill-0, at: 1s}
+  - {name: freeze, type: process_pause, target: decode-0, at: 4s, for: 1s}
+  - {name: cut, type: network_partition, target: router->decode-0, at: 7s, for: 1s}
+  - {name: slow, type: network_latency, target: router->prefill-0, at: 9s, for: 1s, params: {latency: 20ms}}
+assertions: [no_silent_drops]
+`)
+	verified := map[string]ledger.Event{}
+	stops := map[string]time.Duration{}
+	for _, e := range evs {
+		switch e.Type {
+		case ledger.EventFaultVerified:
+			verified[e.Fault] = e
+		case ledger.EventFaultStop:
+			stops[e.Fault] = e.Time.Sub(Epoch)
+		}
+	}
+	for name, want := range map[string]struct {
+		at     time.Duration
+		detail string
+	}{
+		// Polls at +0, +20ms, +40ms, +80ms, +160ms, +320ms: the first after the 500ms
+		// restart is at 620ms.
+		"bounce": {1620 * time.Millisecond, "restarted: prefill-0 pid"},
+		"freeze": {4 * time.Second, "stopped (state T in /proc): decode-0 pid"},
+		"cut":    {7 * time.Second, "links router->decode-0 down: dialling their proxies is refused"},
+		"slow":   {9 * time.Second, "simulated: network_latency applied to router->prefill-0"},
+	} {
+		ev, ok := verified[name]
+		require.True(t, ok, "%s never verified", name)
+		assert.True(t, *ev.Passed, "%s: %s", name, ev.Error)
+		assert.Equal(t, want.at, ev.Time.Sub(Epoch), name)
+		assert.True(t, strings.HasPrefix(ev.Detail, want.detail), "%s: %q", name, ev.Detail)
+	}
+	assert.Equal(t, map[string]time.Duration{"freeze": 5 * time.Second, "cut": 8 * time.Second, "slow": 10 * time.Second,
+		"bounce": stops["bounce"]}, stops)
+	assert.NotEqual(t, reports.VerdictInvalid, res.Verdict)
+}
+
+// A fault whose mechanism fails on the model fails as it would on the real topology:
+// a failpoint cannot be enabled on a process that is down (chaos.ErrApply, exit 3).
+func TestFailpointOnADeadProcessIsNotApplied(t *testing.T) {
+	sc := parse(t, `
+name: sim-dead-failpoint
+duration: 6s
+reference: {prefill: 1, decode: 1}
+workloads:
+  - {name: steady, type: open_loop, pacer: {type: constant, rate: 5}, max_tokens: 8}
+faults:
+  - {name: kill, type: decode_crash, target: decode-0, at: 1s, params: {restart: false}}
+  - {name: stall, type: scheduler_stall, target: decode-0, at: 2s, for: 1s}
+assertions: [no_silent_drops]
+`)
+	evs, _, err := simulateWith(t, sc, func(l *Loop) Server {
+		srv, err := NewTopology(l, sc)
+		require.NoError(t, err)
+		return srv
+	})
+	require.ErrorIs(t, err, ErrInfrastructure)
+	require.ErrorIs(t, err, chaos.ErrApply)
+	var stall *ledger.Event
+	for _, e := range ofType(evs, ledger.EventFaultStart) {
+		if e.Fault == "stall" {
+			stall = &e
+		}
+	}
+	require.NotNil(t, stall, "the failpoint was never tried")
+	assert.Contains(t, stall.Error, "connection refused")
+}
