@@ -16,32 +16,24 @@ import (
 	"pdsoak/server/scheduler"
 )
 
-// A simulated worker is the real scheduler.Scheduler and a real simtime backend driven
-// by a driver that does what server/engine's loop does, on the Loop's clock:
+// A simulated worker is the real engine.Core (the scheduler, a real simtime backend and
+// every rule of the engine loop: iterations, ticks, bootstrap retries, held and timed
+// steps, what is published) on the Loop's clock. This file is the Core's IO: Advance
+// runs when the Core asked for it (a tick, a step's end, a held step's sleep) or when an
+// event reaches the process (wake); the Host's calls land on the simulated KV links
+// (kvSide), the streams of the router's legs or the client (wleg) and the scrape state.
 //
-//   - An iteration (engine.loop) is Tick, Ready, apply; when Ready plans a batch, the
-//     step evaluates the engine/step failpoint (scheduler_stall), runs Forward on the
-//     backend at once (it writes real KV bytes and samples from them), waits the
-//     backend's StepTime (the profile's β's with the seeded jitter of the real simtime
-//     backend), then calls StepDone and iterates again at once.
-//   - Inbox events (arrivals, aborts, registrations, KV results) call the scheduler when
-//     they arrive, also during a step (engine.waitUntil handles the inbox then too),
-//     and wake an idle worker for an iteration at the same instant.
-//   - An idle worker ticks every engine.DefaultTickInterval, as the engine does, but
-//     only while something can expire (live requests, pending registrations, an
-//     unhealthy watchdog state); with nothing in flight it sleeps until an event.
-//   - While a stalled step holds (failpoint pause or sleep), it iterates every tick
-//     without planning (engine.serveDuringStall): timeouts still answer clients.
-//   - Gauges are the scheduler's Stats as published by Ready (so SGLang semantics'
-//     frozen decode gauges come from the scheduler itself); /debug/requests answers
-//     from a snapshot refreshed as engine.publish does (every 50ms or when the live
-//     count changes), aged to now.
+// What the process adds to the engine: SIGSTOP (paused), and a loop blocked in its
+// bootstrap dials (Core.Blocked), hold the events that reach it in deferred; a crash
+// drops everything, and the incarnation drops stale events; failpoints are modelled per
+// process (fps) from their terms, the engine/step one as the Core's Gate. The sim has no
+// inbox to drain, so it calls Advance again at once when a step ends.
 //
-// Simplifications: Forward is never slower than its modelled StepTime (the step's real
-// compute is not timed); the KV bytes of a transfer are copied when the transfer
-// completes rather than frame by frame; the bootstrap-retry-every-step bug's blocking
-// dials cost their pauses (a refused dial is instant, as through a stopped proxy) and a
-// dial to a paused process succeeds (the kernel accepts it).
+// Simplifications: Forward is never slower than its modelled StepTime; the KV bytes of a
+// transfer are copied when the transfer completes rather than frame by frame; the
+// bootstrap-retry-every-step bug's refused dials are instant (as through a stopped
+// proxy), so a round costs its pauses, and a dial to a paused process succeeds (the
+// kernel accepts it); a request's last tokens are not merged into its Done event.
 type worker struct {
 	t    *topo
 	name string
@@ -49,43 +41,23 @@ type worker struct {
 	idx  int
 	spec cli.WorkerSpec
 
-	inc   int // incarnation: bumped at each crash, so stale events are dropped
-	alive bool
-	// paused: SIGSTOP; events that reach the process wait in deferred. blocked: the
-	// loop is stuck in blocking bootstrap dials (BugBootstrapRetryEveryStep): inbox
-	// events wait in deferred too, but the process's other goroutines (heartbeats) run.
-	paused, blocked bool
-	deferred        []func()
-	// pendingBoot are transfers waiting for their bootstrap server to answer
-	// (BugBootstrapRetryEveryStep), and dialled is set for the iteration that follows
-	// a round of dials.
-	pendingBoot []scheduler.Transfer
-	dialled     bool
+	inc      int // incarnation: bumped at each crash, so stale events are dropped
+	alive    bool
+	paused   bool     // SIGSTOP: events that reach the process wait in deferred
+	deferred []func() // also while the loop is blocked in dials (its heartbeats run)
 
-	sched   *scheduler.Scheduler
+	core    *engine.Core
+	sched   *scheduler.Scheduler // the Core's
 	b       kernels.Backend
 	streams map[uint64]*wleg
+	next    *Timer // the Core's next Advance
 
-	kick, tick *Timer
-	stepping   bool
-	stepStart  time.Time
-	stepOut    []int
-	stepTimer  *Timer
-	// held: the planned batch waits on the engine/step failpoint (pause until
-	// revert, or sleep until heldUntil).
-	held      bool
-	heldUntil *Timer
-
-	stats scheduler.Stats
-	// prefillsCompleted is pdsoak:prefills_completed_total (prefill: KV reached decode).
-	prefillsCompleted float64
-	// gen_throughput as engine.publish computes it.
-	thru       float64
-	thruMeter  engine.Throughput
-	snap       []gen.RequestInfo
-	snapTime   time.Time
-	lastSnapAt time.Time
-	lastOutput time.Time // engine.outputAt
+	// What the Core published: the gauges a scrape reads, /debug/requests' list.
+	stats             scheduler.Stats
+	thru              float64
+	prefillsCompleted float64 // pdsoak:prefills_completed_total
+	snap              []gen.RequestInfo
+	snapTime          time.Time
 
 	// failpoints enabled on this process (by point), modelled faults' chains.
 	fps map[string]*fpState
@@ -137,202 +109,142 @@ func (w *worker) simKernels() kernels.Config {
 	return kc
 }
 
-// boot starts a fresh incarnation: a new scheduler and backend, nothing in flight.
+// boot starts a fresh incarnation: a new Core and backend, nothing in flight.
 func (w *worker) boot() error {
 	b, err := kernels.New(w.simKernels())
 	if err != nil {
 		return fmt.Errorf("sim: %s: %w", w.name, err)
 	}
-	limits := w.spec.Engine.Limits
-	limits.PageSize = w.spec.Kernels.PageSize
-	info := b.Info()
-	s, err := scheduler.New(scheduler.Config{Role: w.role, Limits: limits, Pages: w.spec.Pages,
-		VocabSize: info.VocabSize, EOS: info.EOS})
+	core, err := engine.NewCore(b, engine.CoreConfig{Config: w.spec.Engine, PageSize: w.spec.Kernels.PageSize,
+		Pages: w.spec.Pages, Now: w.t.loop.Now, SkipIdleTicks: true}, w)
 	if err != nil {
 		return fmt.Errorf("sim: %s: %w", w.name, err)
 	}
 	w.inc++
-	w.alive, w.paused, w.blocked, w.deferred = true, false, false, nil
-	w.pendingBoot, w.dialled = nil, false
-	w.sched, w.b, w.streams = s, b, map[uint64]*wleg{}
-	w.stepping, w.held, w.stepOut = false, false, nil
-	w.stats = s.Stats()
-	w.thru, w.thruMeter = 0, engine.Throughput{}
-	w.snap, w.snapTime, w.lastSnapAt = nil, time.Time{}, time.Time{}
-	w.lastOutput = w.t.loop.Now()
+	w.alive, w.paused, w.deferred = true, false, nil
+	w.core, w.sched, w.b, w.streams = core, core.Scheduler(), b, map[uint64]*wleg{}
+	w.stats, w.thru, w.snap, w.snapTime = w.sched.Stats(), 0, nil, time.Time{}
 	w.kv.reset(w)
 	return nil
 }
 
 // post runs fn on the worker's process: at once when it runs, later when it is paused
-// (SIGCONT delivers what the kernel buffered), never when it died since.
+// or its loop blocked (SIGCONT delivers what the kernel buffered), never when it died since.
 func (w *worker) post(inc int, fn func()) {
 	switch {
 	case !w.alive || inc != w.inc:
-	case w.paused || w.blocked:
+	case w.paused || w.core.Blocked():
 		w.deferred = append(w.deferred, fn)
 	default:
 		fn()
 	}
 }
 
-// wake asks for an iteration at this instant (engine: the inbox wakes the loop). During
-// a step the event was handled; the loop iterates when the step ends.
+// wake: an event reached the loop (the engine's inbox wakes it), which advances now.
 func (w *worker) wake() {
-	if w.stepping || w.kick.Pending() || w.paused || w.blocked || !w.alive {
-		return
+	if w.alive && !w.paused && !w.core.Blocked() {
+		w.arm(w.t.loop.Now())
 	}
-	w.t.loop.Stop(w.tick)
-	inc := w.inc
-	w.kick = w.t.loop.After(0, func() { w.post(inc, w.iterate) })
 }
 
-// iterate is one pass of engine.loop without a batch in flight.
-func (w *worker) iterate() {
-	if w.stepping || w.blocked {
-		return // the events were handled; the loop goes on when the step or dials end
+// arm schedules the Core's next Advance at t (zero: none), unless one is due by then.
+func (w *worker) arm(t time.Time) {
+	if t.IsZero() || (w.next.Pending() && !w.next.at.After(t)) {
+		return
 	}
-	if len(w.pendingBoot) > 0 && !w.dialled {
-		if d := w.retryBootstrap(); d > 0 {
-			// The loop is blocked in its dials: nothing else runs on it meanwhile.
-			w.blocked = true
-			w.t.loop.Stop(w.tick)
-			inc := w.inc
-			w.t.loop.After(d, func() {
-				if inc != w.inc || !w.alive {
-					return
-				}
-				w.blocked, w.dialled = false, true
-				w.flush()
-				if !w.paused && !w.stepping && !w.blocked {
-					w.iterate()
-				}
-			})
+	w.t.loop.Stop(w.next)
+	inc := w.inc
+	w.next = w.t.loop.At(t, func() {
+		if inc != w.inc || !w.alive {
 			return
 		}
-	}
-	w.dialled = false
-	now := w.t.loop.Now()
-	w.sched.Tick(now)
-	rd := w.sched.Ready(now)
-	w.apply(now, rd)
-	if rd.Batch != nil {
-		w.step(&rd)
-		return
-	}
-	w.idle()
+		if w.core.Blocked() { // the dials returned: the events they held come first
+			w.core.EndBlock()
+			w.flush()
+		}
+		w.post(inc, w.advance)
+	})
 }
 
-// retryBootstrap is engine.RetryBootstrap on the simulated links: it starts the pending
-// transfers whose prefill answers a dial and returns how long the loop was blocked
-// dialling the others; a refused dial (process down, link partitioned) costs only the
-// pauses between attempts (engine.RefusedBootstrapCost).
-func (w *worker) retryBootstrap() time.Duration {
-	start, keep, down := engine.RetryBootstrap(w.pendingBoot, func(addr string) bool {
-		pi := prefillIndex(addr)
-		return pi >= 0 && pi < len(w.t.prefill) && w.t.prefill[pi].alive && w.t.links[addr+"->"+w.name].cut == 0
-	})
-	for _, tr := range start {
-		w.kv.startReceive(tr)
+// advance runs the Core until it waits; a step that ended lets it go on at once.
+func (w *worker) advance() {
+	now, inc := w.t.loop.Now(), w.inc
+	next := w.core.Advance(now)
+	for next.Equal(now) && !w.paused && inc == w.inc {
+		next = w.core.Advance(now)
 	}
-	w.pendingBoot = keep
+	w.arm(next)
+}
+
+// The Core's Host: transfers on the simulated KV links.
+
+func (w *worker) StartReceive(t scheduler.Transfer) { w.kv.startReceive(t) }
+func (w *worker) StartSend(s scheduler.Send)        { w.kv.startSend(s) }
+func (w *worker) Cancel(room uint64)                { w.kv.cancel(room) }
+
+// Dial: a prefill answers while it runs and its link to this worker is not cut.
+func (w *worker) Dial(addr string) bool {
+	pi := prefillIndex(addr)
+	return pi >= 0 && pi < len(w.t.prefill) && w.t.prefill[pi].alive && w.t.links[addr+"->"+w.name].cut == 0
+}
+
+// Dialled: a refused dial is instant, so a round costs the pauses between attempts.
+func (w *worker) Dialled(down []string) time.Duration {
 	return time.Duration(len(down)) * engine.RefusedBootstrapCost
 }
 
-// idle schedules the next tick when something can expire.
-func (w *worker) idle() {
-	now := w.t.loop.Now()
-	st := w.sched.Stats()
-	if w.sched.Live() == 0 && st.PendingRegistrations == 0 && w.sched.Health(now) == nil {
-		return
+// StepBegan is the engine/step failpoint: pause and sleep hold the step until the
+// failpoint is disabled (or the sleep ends), return(arg) fails it.
+func (w *worker) StepBegan(time.Time) engine.Gate {
+	t := w.fire(failpoint.EngineStep)
+	switch {
+	case t == nil:
+	case t.Action == failpoint.ActPause || t.Action == failpoint.ActSleep:
+		fp, inc := w.fps[failpoint.EngineStep], w.inc
+		fp.waiters = append(fp.waiters, func() { w.post(inc, func() { w.core.Release(nil); w.wake() }) })
+		return engine.Gate{Hold: true, Sleep: t.Sleep}
+	case t.Action == failpoint.ActReturn && t.Arg != "":
+		return engine.Gate{Err: engine.StepFailpointError(t.Arg)}
 	}
-	w.t.loop.Stop(w.tick)
-	inc := w.inc
-	w.tick = w.t.loop.After(engine.DefaultTickInterval, func() { w.post(inc, w.iterate) })
+	return engine.Gate{}
 }
 
-// step runs the planned batch: the engine/step failpoint, Forward, the step time.
-func (w *worker) step(rd *scheduler.Ready) {
-	w.stepping = true
-	w.stepStart = w.t.loop.Now()
-	if t := w.fire(failpoint.EngineStep); t != nil {
-		switch t.Action {
-		case failpoint.ActPause:
-			w.hold(rd, 0)
-			return
-		case failpoint.ActSleep:
-			w.hold(rd, t.Sleep)
-			return
-		case failpoint.ActReturn:
-			if t.Arg != "" {
-				w.finishStep(nil, engine.StepFailpointError(t.Arg))
-				return
+func (w *worker) StepEnded() {}
+
+// Deliver sends the round's tokens and Done events down the legs' streams.
+func (w *worker) Deliver(_ time.Time, rd *scheduler.Ready) {
+	for _, em := range rd.Emits {
+		if l := w.streams[em.Seq]; l != nil && !l.closed {
+			l.deliver(gen.Event{Tokens: em.Tokens})
+		}
+	}
+	for _, f := range rd.Finished {
+		if engine.PrefillCompleted(w.role, f) {
+			w.prefillsCompleted++
+		}
+		if l := w.streams[f.Seq]; l != nil {
+			delete(w.streams, f.Seq)
+			if !l.closed {
+				l.closed = true
+				l.deliver(engine.DoneEvent(f))
 			}
 		}
 	}
-	w.compute(rd)
 }
 
-// hold keeps the batch in flight on a stalled step (pause: until the failpoint is
-// disabled; sleep: for d or until then), serving the inbox and timeouts every tick.
-func (w *worker) hold(rd *scheduler.Ready, d time.Duration) {
-	w.held = true
-	batch := *rd
-	inc := w.inc
-	resume := func() {
-		if !w.held || inc != w.inc {
-			return
-		}
-		w.held = false
-		w.t.loop.Stop(w.heldUntil)
-		w.t.loop.Stop(w.tick)
-		w.stepStart = w.t.loop.Now()
-		w.compute(&batch)
-	}
-	if fp := w.fps[failpoint.EngineStep]; fp != nil {
-		fp.waiters = append(fp.waiters, func() { w.post(inc, resume) })
-	}
-	if d > 0 {
-		w.heldUntil = w.t.loop.After(d, func() { w.post(inc, resume) })
-	}
-	w.serveHeld()
-}
+// WantSnapshot: a change in the live count stands in for a Requests call asking.
+func (w *worker) WantSnapshot(live int) bool { return live != len(w.snap) }
 
-// serveHeld is engine.serveDuringStall, every tick while the step is held.
-func (w *worker) serveHeld() {
-	inc := w.inc
-	w.tick = w.t.loop.After(engine.DefaultTickInterval, func() {
-		w.post(inc, func() {
-			if !w.held {
-				return
-			}
-			now := w.t.loop.Now()
-			w.sched.Tick(now)
-			w.apply(now, w.sched.Ready(now))
-			w.serveHeld()
-		})
-	})
-}
-
-func (w *worker) compute(rd *scheduler.Ready) {
-	out := make([]int, len(rd.Batch))
-	err := w.b.Forward(rd.Batch, out)
-	if err != nil {
-		err = fmt.Errorf("engine: %w", err)
-		w.finishStep(out, err)
-		return
+func (w *worker) Publish(now time.Time, p engine.Publication) {
+	if p.Stats != nil {
+		w.stats = *p.Stats
 	}
-	d := w.b.StepTime(rd.PrefillTokens, rd.DecodeTokens)
-	w.stepOut = out
-	inc := w.inc
-	w.stepTimer = w.t.loop.After(d, func() { w.post(inc, func() { w.finishStep(w.stepOut, nil) }) })
-}
-
-func (w *worker) finishStep(out []int, err error) {
-	w.stepping = false
-	w.stepOut = nil
-	w.sched.StepDone(w.t.loop.Now(), out, err)
-	w.iterate()
+	if p.RateOK {
+		w.thru = p.Rate
+	}
+	if p.SnapOK {
+		w.snap, w.snapTime = p.Snap, now
+	}
 }
 
 // fire evaluates a failpoint enabled on this process (nil: not enabled or nothing fired).
@@ -346,55 +258,6 @@ func (w *worker) fire(point string) *failpoint.Term {
 		return nil
 	}
 	return t
-}
-
-// apply carries out the scheduler's decisions (engine.apply).
-func (w *worker) apply(now time.Time, rd scheduler.Ready) {
-	for _, c := range rd.Cancels {
-		w.kv.cancel(c.Room)
-	}
-	var start []scheduler.Transfer
-	w.pendingBoot, start = engine.PendBootstraps(w.pendingBoot, &rd, w.spec.Engine.Bug(scheduler.BugBootstrapRetryEveryStep))
-	for _, tr := range start {
-		w.kv.startReceive(tr)
-	}
-	for _, s := range rd.Sends {
-		w.kv.startSend(s)
-	}
-	for _, em := range rd.Emits {
-		if l := w.streams[em.Seq]; l != nil && !l.closed {
-			l.deliver(gen.Event{Tokens: em.Tokens})
-		}
-	}
-	for _, f := range rd.Finished {
-		l := w.streams[f.Seq]
-		if l == nil {
-			continue
-		}
-		delete(w.streams, f.Seq)
-		if f.Err == nil && w.role == engine.RolePrefill {
-			w.prefillsCompleted++
-		}
-		if !l.closed {
-			l.closed = true
-			l.deliver(gen.Event{Done: true, Finish: f.Reason, Err: f.Err, PromptTokens: f.PromptTokens, CompletionTokens: f.CompletionTokens})
-		}
-	}
-	if t := w.sched.LastOutput(); !t.IsZero() {
-		w.lastOutput = t
-	}
-	if rd.Stats != nil {
-		w.stats = *rd.Stats
-	}
-	strict := w.sched.Config().Semantics == scheduler.SemanticsStrict
-	if rate, ok := w.thruMeter.Update(now, w.sched.Stats().GeneratedTokens, strict || rd.Stats != nil); ok {
-		w.thru = rate
-	}
-	// A change in the live count stands in for a Requests call asking for a fresh list.
-	if live := w.sched.Live(); now.Sub(w.lastSnapAt) >= engine.SnapEvery || live != len(w.snap) {
-		w.snap = w.sched.Requests(now)
-		w.snapTime, w.lastSnapAt = now, now
-	}
 }
 
 // admit is engine.Generate: the engine/admit failpoint (a return refuses as
@@ -426,7 +289,7 @@ func (w *worker) admit(req *gen.Request, deliver func(gen.Event), reply func(uin
 
 // arrive admits a request (engine.admit): the reply is the error, or the stream.
 func (w *worker) arrive(req *gen.Request, deliver func(gen.Event)) (uint64, error) {
-	seq, err := w.sched.Arrive(w.t.loop.Now(), req)
+	seq, err := w.core.Arrive(w.t.loop.Now(), req)
 	if err != nil {
 		return 0, err
 	}
@@ -440,7 +303,7 @@ func (w *worker) abort(seq uint64) {
 	if l := w.streams[seq]; l != nil {
 		l.closed = true // the connection is gone: nothing more is written to it
 	}
-	if w.sched.Abort(w.t.loop.Now(), seq, engine.ClientGoneError()) {
+	if w.core.Abort(w.t.loop.Now(), seq, engine.ClientGoneError()) {
 		w.wake()
 	}
 }
@@ -475,9 +338,7 @@ func (w *worker) crash() {
 	w.alive = false
 	w.inc++
 	w.prefillsCompleted = 0 // a restarted process counts from 0
-	for _, tm := range []*Timer{w.kick, w.tick, w.stepTimer, w.heldUntil} {
-		w.t.loop.Stop(tm)
-	}
+	w.t.loop.Stop(w.next)
 	w.deferred = nil
 	for _, fp := range w.fps {
 		fp.waiters = nil
@@ -517,9 +378,7 @@ func (w *worker) resume() {
 	w.paused = false
 	w.kv.resumed()
 	w.flush()
-	if !w.stepping {
-		w.wake()
-	}
+	w.wake()
 }
 
 // flush runs the events that waited while the process was paused or blocked.
@@ -530,7 +389,7 @@ func (w *worker) flush() {
 		if !w.alive {
 			return
 		}
-		if w.paused || w.blocked {
+		if w.paused || w.core.Blocked() {
 			w.deferred = append(w.deferred, d[i:]...)
 			return
 		}
