@@ -16,24 +16,19 @@ import (
 	"pdsoak/server/scheduler"
 )
 
-// A simulated worker is the real engine.Core (the scheduler, a real simtime backend and
-// every rule of the engine loop: iterations, ticks, bootstrap retries, held and timed
-// steps, what is published) on the Loop's clock. This file is the Core's IO: Advance
-// runs when the Core asked for it (a tick, a step's end, a held step's sleep) or when an
-// event reaches the process (wake); the Host's calls land on the simulated KV links
-// (kvSide), the streams of the router's legs or the client (wleg) and the scrape state.
+// A simulated worker is the real engine.Core (the scheduler, a simtime backend and the
+// engine loop's rules) on the Loop's clock; this file is only its IO. Advance runs when
+// the Core asked (a tick, a step's end, a held step's sleep) or when an event reaches
+// the process (wake), and again at once after a step ends (there is no inbox to drain).
+// The Host lands on the simulated KV links (kvSide) and the legs' streams (wleg).
+// The process adds: SIGSTOP (paused) and a loop blocked in bootstrap dials
+// (Core.Blocked) hold the events that reach it; a crash drops everything (the
+// incarnation drops stale events); failpoints are modelled per process from their terms.
 //
-// What the process adds to the engine: SIGSTOP (paused), and a loop blocked in its
-// bootstrap dials (Core.Blocked), hold the events that reach it in deferred; a crash
-// drops everything, and the incarnation drops stale events; failpoints are modelled per
-// process (fps) from their terms, the engine/step one as the Core's Gate. The sim has no
-// inbox to drain, so it calls Advance again at once when a step ends.
-//
-// Simplifications: Forward is never slower than its modelled StepTime; the KV bytes of a
-// transfer are copied when the transfer completes rather than frame by frame; the
-// bootstrap-retry-every-step bug's refused dials are instant (as through a stopped
-// proxy), so a round costs its pauses, and a dial to a paused process succeeds (the
-// kernel accepts it); a request's last tokens are not merged into its Done event.
+// Simplifications: Forward is never slower than its StepTime; a transfer's KV bytes are
+// copied when it completes, not frame by frame; a refused bootstrap dial is instant (a
+// round costs its pauses) and a dial to a paused process succeeds (the kernel accepts
+// it); a request's last tokens do not ride on its Done event.
 type worker struct {
 	t    *topo
 	name string
@@ -43,26 +38,18 @@ type worker struct {
 
 	inc      int // incarnation: bumped at each crash, so stale events are dropped
 	alive    bool
-	paused   bool     // SIGSTOP: events that reach the process wait in deferred
-	deferred []func() // also while the loop is blocked in dials (its heartbeats run)
+	paused   bool     // SIGSTOP: the events that reach it wait in deferred
+	deferred []func() // (so do they while the loop is blocked; heartbeats still run)
 
-	core    *engine.Core
-	sched   *scheduler.Scheduler // the Core's
-	b       kernels.Backend
-	streams map[uint64]*wleg
-	next    *Timer // the Core's next Advance
-
-	// What the Core published: the gauges a scrape reads, /debug/requests' list.
-	stats             scheduler.Stats
-	thru              float64
+	core              *engine.Core
+	sched             *scheduler.Scheduler // the Core's
+	b                 kernels.Backend
+	streams           map[uint64]*wleg
+	next              *Timer  // the Core's next Advance
 	prefillsCompleted float64 // pdsoak:prefills_completed_total
-	snap              []gen.RequestInfo
-	snapTime          time.Time
 
-	// failpoints enabled on this process (by point), modelled faults' chains.
-	fps map[string]*fpState
-
-	kv kvSide
+	fps map[string]*fpState // failpoints enabled on this process, by point
+	kv  kvSide
 }
 
 // fpState is one enabled failpoint: the chain of its terms (counts decremented by
@@ -72,12 +59,11 @@ type fpState struct {
 	waiters []func()
 }
 
-// wleg is one request (a router leg, or a colocated client request) on a worker.
+// wleg is one request (a router leg, or a colocated client request) on a worker;
+// deliver gets its events already on the far side's schedule.
 type wleg struct {
-	seq uint64
-	id  string
-	// deliver gets the stream's events (tokens, or the Done event), already on the far
-	// side's schedule (the router's link, or the client directly).
+	seq     uint64
+	id      string
 	deliver func(gen.Event)
 	closed  bool
 }
@@ -88,16 +74,13 @@ func (t *topo) newWorker(name string, role engine.Role, idx int, args []string) 
 		return nil, err
 	}
 	w := &worker{t: t, name: name, role: role, idx: idx, spec: spec}
-	if err := w.boot(); err != nil {
-		return nil, err
-	}
-	return w, nil
+	return w, w.boot()
 }
 
-// simKernels is the backend the simulator runs for a worker: simtime with the worker's
-// profile (tinyref maps to its measured tiny-cpu profile), seeded with the worker's
-// --seed when given, else with the scenario's seed.
-func (w *worker) simKernels() kernels.Config {
+// boot starts a fresh incarnation: a new Core and backend, nothing in flight. The
+// backend is simtime with the worker's profile (tinyref: its measured tiny-cpu one),
+// seeded with the worker's --seed, else the scenario's.
+func (w *worker) boot() error {
 	kc := w.spec.Kernels
 	if kc.Backend == kernels.BackendTinyRef {
 		kc.Profile = "tiny-cpu"
@@ -106,12 +89,7 @@ func (w *worker) simKernels() kernels.Config {
 	if !w.spec.SeedSet {
 		kc.Seed = uint64(w.t.sc.Seed)
 	}
-	return kc
-}
-
-// boot starts a fresh incarnation: a new Core and backend, nothing in flight.
-func (w *worker) boot() error {
-	b, err := kernels.New(w.simKernels())
+	b, err := kernels.New(kc)
 	if err != nil {
 		return fmt.Errorf("sim: %s: %w", w.name, err)
 	}
@@ -123,13 +101,12 @@ func (w *worker) boot() error {
 	w.inc++
 	w.alive, w.paused, w.deferred = true, false, nil
 	w.core, w.sched, w.b, w.streams = core, core.Scheduler(), b, map[uint64]*wleg{}
-	w.stats, w.thru, w.snap, w.snapTime = w.sched.Stats(), 0, nil, time.Time{}
 	w.kv.reset(w)
 	return nil
 }
 
-// post runs fn on the worker's process: at once when it runs, later when it is paused
-// or its loop blocked (SIGCONT delivers what the kernel buffered), never when it died since.
+// post runs fn on the process: at once, later when it is paused or its loop blocked
+// (SIGCONT delivers what the kernel buffered), never when it died since.
 func (w *worker) post(inc int, fn func()) {
 	switch {
 	case !w.alive || inc != w.inc:
@@ -155,10 +132,7 @@ func (w *worker) arm(t time.Time) {
 	w.t.loop.Stop(w.next)
 	inc := w.inc
 	w.next = w.t.loop.At(t, func() {
-		if inc != w.inc || !w.alive {
-			return
-		}
-		if w.core.Blocked() { // the dials returned: the events they held come first
+		if inc == w.inc && w.alive && w.core.Blocked() { // the dials returned: what they held first
 			w.core.EndBlock()
 			w.flush()
 		}
@@ -166,7 +140,6 @@ func (w *worker) arm(t time.Time) {
 	})
 }
 
-// advance runs the Core until it waits; a step that ended lets it go on at once.
 func (w *worker) advance() {
 	now, inc := w.t.loop.Now(), w.inc
 	next := w.core.Advance(now)
@@ -176,11 +149,16 @@ func (w *worker) advance() {
 	w.arm(next)
 }
 
-// The Core's Host: transfers on the simulated KV links.
+// The Core's Host.
 
-func (w *worker) StartReceive(t scheduler.Transfer) { w.kv.startReceive(t) }
-func (w *worker) StartSend(s scheduler.Send)        { w.kv.startSend(s) }
-func (w *worker) Cancel(room uint64)                { w.kv.cancel(room) }
+func (w *worker) StartReceive(t scheduler.Transfer)     { w.kv.startReceive(t) }
+func (w *worker) StartSend(s scheduler.Send)            { w.kv.startSend(s) }
+func (w *worker) Cancel(room uint64)                    { w.kv.cancel(room) }
+func (w *worker) StepEnded()                            {}
+func (w *worker) Publish(time.Time, engine.Publication) {}
+
+// WantSnapshot: a change in the live count stands in for a Requests call asking.
+func (w *worker) WantSnapshot(live, listed int) bool { return live != listed }
 
 // Dial: a prefill answers while it runs and its link to this worker is not cut.
 func (w *worker) Dial(addr string) bool {
@@ -188,7 +166,6 @@ func (w *worker) Dial(addr string) bool {
 	return pi >= 0 && pi < len(w.t.prefill) && w.t.prefill[pi].alive && w.t.links[addr+"->"+w.name].cut == 0
 }
 
-// Dialled: a refused dial is instant, so a round costs the pauses between attempts.
 func (w *worker) Dialled(down []string) time.Duration {
 	return time.Duration(len(down)) * engine.RefusedBootstrapCost
 }
@@ -209,9 +186,6 @@ func (w *worker) StepBegan(time.Time) engine.Gate {
 	return engine.Gate{}
 }
 
-func (w *worker) StepEnded() {}
-
-// Deliver sends the round's tokens and Done events down the legs' streams.
 func (w *worker) Deliver(_ time.Time, rd *scheduler.Ready) {
 	for _, em := range rd.Emits {
 		if l := w.streams[em.Seq]; l != nil && !l.closed {
@@ -229,21 +203,6 @@ func (w *worker) Deliver(_ time.Time, rd *scheduler.Ready) {
 				l.deliver(engine.DoneEvent(f))
 			}
 		}
-	}
-}
-
-// WantSnapshot: a change in the live count stands in for a Requests call asking.
-func (w *worker) WantSnapshot(live int) bool { return live != len(w.snap) }
-
-func (w *worker) Publish(now time.Time, p engine.Publication) {
-	if p.Stats != nil {
-		w.stats = *p.Stats
-	}
-	if p.RateOK {
-		w.thru = p.Rate
-	}
-	if p.SnapOK {
-		w.snap, w.snapTime = p.Snap, now
 	}
 }
 
@@ -265,22 +224,20 @@ func (w *worker) fire(point string) *failpoint.Term {
 // gets the outcome, at once or when the hold ends; held reports a hold.
 func (w *worker) admit(req *gen.Request, deliver func(gen.Event), reply func(uint64, error)) (held bool) {
 	t := w.fire(failpoint.EngineAdmit)
-	if t == nil || (t.Action == failpoint.ActReturn && t.Arg == "") {
-		reply(w.arrive(req, deliver))
-		return false
-	}
 	inc := w.inc
-	again := func() { w.post(inc, func() { reply(w.arrive(req, deliver)) }) }
-	switch t.Action {
-	case failpoint.ActReturn:
+	switch {
+	case t == nil || (t.Action == failpoint.ActReturn && t.Arg == ""):
+	case t.Action == failpoint.ActReturn:
 		reply(0, engine.AdmitFailpointError(t.Arg))
 		return false
-	case failpoint.ActSleep:
-		w.t.loop.After(t.Sleep, again)
-		return true
-	case failpoint.ActPause:
-		fp := w.fps[failpoint.EngineAdmit]
-		fp.waiters = append(fp.waiters, again)
+	case t.Action == failpoint.ActSleep || t.Action == failpoint.ActPause:
+		again := func() { w.post(inc, func() { reply(w.arrive(req, deliver)) }) }
+		if t.Action == failpoint.ActSleep {
+			w.t.loop.After(t.Sleep, again)
+		} else {
+			fp := w.fps[failpoint.EngineAdmit]
+			fp.waiters = append(fp.waiters, again)
+		}
 		return true
 	}
 	reply(w.arrive(req, deliver))
@@ -308,22 +265,20 @@ func (w *worker) abort(seq uint64) {
 	}
 }
 
-// healthy is the worker's /health (engine.Healthy, from the scheduler's own Health).
-func (w *worker) healthy() error {
-	return w.sched.Health(w.t.loop.Now())
-}
+// healthy is /health (the scheduler's own Health); requests is /debug/requests (the
+// last list, aged to now); gauges is a scrape of /metrics (what the engine publishes).
+func (w *worker) healthy() error { return w.sched.Health(w.t.loop.Now()) }
 
-// requests is /debug/requests: the last snapshot aged to now.
 func (w *worker) requests() []gen.RequestInfo {
-	return engine.AgeRequests(w.snap, w.snapTime, w.t.loop.Now())
+	p := w.core.Published()
+	return engine.AgeRequests(p.Snap, p.SnapTime, w.t.loop.Now())
 }
 
-// gauges is what a scrape of the worker's /metrics reads (engine.StatGauges and the
-// throughput).
 func (w *worker) gauges() map[string]float64 {
-	g := engine.StatGauges(w.stats)
+	p := w.core.Published()
+	g := engine.StatGauges(p.Stats)
 	maps.Copy(g, engine.CacheGauges(w.sched.CacheStats())) // live, as the engine publishes them
-	g[metricnames.GenThroughput] = w.thru
+	g[metricnames.GenThroughput] = p.Rate
 	if w.role == engine.RolePrefill {
 		g[scenarios.ReferencePrefillCounter] = w.prefillsCompleted
 	}
@@ -335,23 +290,16 @@ func (w *worker) crash() {
 	if !w.alive {
 		return
 	}
-	w.alive = false
-	w.inc++
-	w.prefillsCompleted = 0 // a restarted process counts from 0
-	w.t.loop.Stop(w.next)
-	w.deferred = nil
 	for _, fp := range w.fps {
 		fp.waiters = nil
 	}
-	w.fps = nil // failpoints live in the process
+	w.alive, w.deferred, w.fps = false, nil, nil // failpoints live in the process
+	w.inc++
+	w.prefillsCompleted = 0 // a restarted process counts from 0
+	w.t.loop.Stop(w.next)
 	// Every stream's connection resets (a PD leg's break reaches the router through
 	// processDied; a colocated client sees it here).
-	seqs := make([]uint64, 0, len(w.streams))
-	for seq := range w.streams {
-		seqs = append(seqs, seq)
-	}
-	slices.Sort(seqs)
-	for _, seq := range seqs {
+	for _, seq := range slices.Sorted(maps.Keys(w.streams)) {
 		if l := w.streams[seq]; !l.closed {
 			l.closed = true
 			l.deliver(gen.Event{Done: true, Err: fmt.Errorf("sim: %s: %w", w.name, ErrConnReset)})
@@ -364,21 +312,19 @@ func (w *worker) crash() {
 
 // pause freezes the process (SIGSTOP); resume thaws it and delivers what waited.
 func (w *worker) pause() {
-	if !w.alive || w.paused {
-		return
+	if w.alive && !w.paused {
+		w.paused = true
+		w.kv.paused()
 	}
-	w.paused = true
-	w.kv.paused()
 }
 
 func (w *worker) resume() {
-	if !w.alive || !w.paused {
-		return
+	if w.alive && w.paused {
+		w.paused = false
+		w.kv.resumed()
+		w.flush()
+		w.wake()
 	}
-	w.paused = false
-	w.kv.resumed()
-	w.flush()
-	w.wake()
 }
 
 // flush runs the events that waited while the process was paused or blocked.

@@ -41,10 +41,12 @@ type Core struct {
 	stepErr  error
 	released bool // held: the failpoint let the step go (stepErr: or failed it)
 	dialled  bool // a round of dials just ended: this iteration does not dial again
+	stepped  bool // a step ended and no iteration has carried its decisions out yet
 
 	pendingBoot []scheduler.Transfer
 	thru        Throughput
 	lastSnapAt  time.Time
+	pub         Published
 }
 
 type phase uint8
@@ -58,7 +60,7 @@ const (
 
 // CoreConfig is what a Core runs with.
 type CoreConfig struct {
-	Config             // role and limits
+	Config              // role and limits
 	PageSize, Pages int // the KV pool
 	// Now reads the driver's clock (required).
 	Now func() time.Time
@@ -94,8 +96,8 @@ type Host interface {
 	// DoneEvent) and to logs and metrics (Moves, Retracted).
 	Deliver(now time.Time, rd *scheduler.Ready)
 	// WantSnapshot reports whether a fresh request list is wanted now (live: the live
-	// request count); every SnapEvery one is built anyway.
-	WantSnapshot(live int) bool
+	// request count, listed: the last list's length); every SnapEvery one is built anyway.
+	WantSnapshot(live, listed int) bool
 	// Publish gets what an iteration measured.
 	Publish(now time.Time, p Publication)
 }
@@ -123,6 +125,14 @@ type Publication struct {
 	SnapOK bool
 }
 
+// Published is what the loop published last: what a scrape and /debug/requests read.
+type Published struct {
+	Stats    scheduler.Stats // as last refreshed (SGLang semantics: frozen in between)
+	Rate     float64         // sglang:gen_throughput
+	Snap     []gen.RequestInfo
+	SnapTime time.Time // when Snap was built (AgeRequests ages it to the reader's now)
+}
+
 // NewCore builds the scheduler for cfg over a pool of cfg.Pages pages and returns the
 // loop around it and b, idle.
 func NewCore(b kernels.Backend, cfg CoreConfig, host Host) (*Core, error) {
@@ -145,8 +155,12 @@ func NewCore(b kernels.Backend, cfg CoreConfig, host Host) (*Core, error) {
 	if c.tick <= 0 {
 		c.tick = DefaultTickInterval
 	}
+	c.pub.Stats = s.Stats()
 	return c, nil
 }
+
+// Published is what the loop published last.
+func (c *Core) Published() Published { return c.pub }
 
 // Scheduler is the Core's scheduler (read its state from the driver's goroutine only).
 func (c *Core) Scheduler() *scheduler.Scheduler { return c.sched }
@@ -154,6 +168,10 @@ func (c *Core) Scheduler() *scheduler.Scheduler { return c.sched }
 // Blocked reports a round of bootstrap dials holding the loop (until EndBlock): events
 // wait for it.
 func (c *Core) Blocked() bool { return c.phase == phaseBlocked }
+
+// Settled reports an idle loop whose decisions are all carried out (no step in
+// flight or just ended): with no live request, a draining engine may stop.
+func (c *Core) Settled() bool { return c.phase == phaseIdle && !c.stepped }
 
 // Computing reports a batch in its step time (events are handled meanwhile, nothing is
 // planned).
@@ -174,10 +192,14 @@ func (c *Core) Release(err error) {
 }
 
 // Arrive admits req (or refuses it: the scheduler's error).
-func (c *Core) Arrive(now time.Time, req *gen.Request) (uint64, error) { return c.sched.Arrive(now, req) }
+func (c *Core) Arrive(now time.Time, req *gen.Request) (uint64, error) {
+	return c.sched.Arrive(now, req)
+}
 
 // Abort fails request seq with cause; false when it is not live.
-func (c *Core) Abort(now time.Time, seq uint64, cause error) bool { return c.sched.Abort(now, seq, cause) }
+func (c *Core) Abort(now time.Time, seq uint64, cause error) bool {
+	return c.sched.Abort(now, seq, cause)
+}
 
 // Registered (prefill): decode registered room.
 func (c *Core) Registered(now time.Time, room uint64) { c.sched.Registered(now, room) }
@@ -252,6 +274,7 @@ func (c *Core) iterate(now time.Time) scheduler.Ready {
 	c.sched.Tick(now)
 	rd := c.sched.Ready(now)
 	c.apply(now, &rd)
+	c.stepped = false
 	return rd
 }
 
@@ -300,6 +323,7 @@ func (c *Core) endStep() {
 		c.log.Error("forward step failed", "batch", len(c.rd.Batch), "err", c.stepErr)
 	}
 	c.sched.StepDone(c.now(), c.out, c.stepErr)
+	c.stepped = true
 	c.host.StepEnded()
 	c.phase, c.rd, c.out, c.stepErr, c.until, c.released = phaseIdle, scheduler.Ready{}, nil, nil, time.Time{}, false
 }
@@ -321,9 +345,15 @@ func (c *Core) apply(now time.Time, rd *scheduler.Ready) {
 	c.host.Deliver(now, rd)
 	p := Publication{Stats: rd.Stats}
 	p.Rate, p.RateOK = c.thru.Update(now, c.sched.Stats().GeneratedTokens, c.strict || rd.Stats != nil)
+	if p.Stats != nil {
+		c.pub.Stats = *p.Stats
+	}
+	if p.RateOK {
+		c.pub.Rate = p.Rate
+	}
 	// The request list costs a sort and an allocation per live request: it is built
 	// when asked for, and every SnapEvery as the answer for a loop too stuck to build one.
-	if c.host.WantSnapshot(c.sched.Live()) || now.Sub(c.lastSnapAt) >= SnapEvery {
+	if c.host.WantSnapshot(c.sched.Live(), len(c.pub.Snap)) || now.Sub(c.lastSnapAt) >= SnapEvery {
 		p.Snap, p.SnapOK = c.Snapshot(now), true
 	}
 	c.host.Publish(now, p)
@@ -332,7 +362,8 @@ func (c *Core) apply(now time.Time, rd *scheduler.Ready) {
 // Snapshot builds the request list at now (/debug/requests; AgeRequests ages it later).
 func (c *Core) Snapshot(now time.Time) []gen.RequestInfo {
 	c.lastSnapAt = now
-	return c.sched.Requests(now)
+	c.pub.Snap, c.pub.SnapTime = c.sched.Requests(now), now
+	return c.pub.Snap
 }
 
 // Stop ends the loop: a step in flight ends now (a held one failing with stepErr),

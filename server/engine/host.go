@@ -26,5 +26,5 @@ func (h *loopHost) Dialled(down []string) time.Duration        { return (*Engine
 func (h *loopHost) StepBegan(at time.Time) Gate                { return (*Engine)(h).stepBegan(at) }
 func (h *loopHost) StepEnded()                                 { h.stepAt.Store(0) }
 func (h *loopHost) Deliver(now time.Time, rd *scheduler.Ready) { (*Engine)(h).deliver(now, rd) }
-func (h *loopHost) WantSnapshot(int) bool                      { return h.snapWant.Swap(false) }
+func (h *loopHost) WantSnapshot(_, _ int) bool                 { return h.snapWant.Swap(false) }
 func (h *loopHost) Publish(now time.Time, p Publication)       { (*Engine)(h).publish(now, p) }

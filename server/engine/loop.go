@@ -103,7 +103,7 @@ func (e *Engine) loop() {
 			e.snapMu.Unlock()
 		}
 		next := e.core.Advance(now)
-		if e.draining && e.sched.Live() == 0 && !e.sched.BatchInFlight() {
+		if e.draining && e.core.Settled() && e.sched.Live() == 0 {
 			e.rejectInbox()
 			e.log.Info("engine stopped")
 			return
