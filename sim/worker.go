@@ -117,9 +117,10 @@ func (w *worker) post(inc int, fn func()) {
 	}
 }
 
-// wake: an event reached the loop (the engine's inbox wakes it), which advances now.
+// wake: an event reached the loop (the engine's inbox wakes it), which advances now;
+// during a step's time it was handled on arrival and the loop waits on.
 func (w *worker) wake() {
-	if w.alive && !w.paused && !w.core.Blocked() {
+	if w.alive && !w.paused && !w.core.Blocked() && !w.core.Computing() {
 		w.arm(w.t.loop.Now())
 	}
 }
@@ -132,11 +133,18 @@ func (w *worker) arm(t time.Time) {
 	w.t.loop.Stop(w.next)
 	inc := w.inc
 	w.next = w.t.loop.At(t, func() {
-		if inc == w.inc && w.alive && w.core.Blocked() { // the dials returned: what they held first
+		if inc != w.inc || !w.alive {
+			return
+		}
+		if w.core.Blocked() { // the dials returned: what they held comes first
 			w.core.EndBlock()
 			w.flush()
 		}
-		w.post(inc, w.advance)
+		if w.paused {
+			w.deferred = append(w.deferred, w.advance)
+			return
+		}
+		w.advance()
 	})
 }
 

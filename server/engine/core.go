@@ -37,6 +37,7 @@ type Core struct {
 	phase    phase
 	until    time.Time       // blocked, held with a sleep, computing: when the phase ends
 	rd       scheduler.Ready // the batch in flight (held or computing)
+	ready    scheduler.Ready // the round being carried out (a field: Host gets a pointer)
 	out      []int
 	stepErr  error
 	released bool // held: the failpoint let the step go (stepErr: or failed it)
@@ -256,7 +257,7 @@ func (c *Core) Advance(now time.Time) time.Time {
 		}
 		return c.now().Add(c.tick)
 	}
-	c.rd, c.out = rd, make([]int, len(rd.Batch))
+	c.rd, c.out = *rd, make([]int, len(rd.Batch))
 	g := c.host.StepBegan(c.now())
 	c.stepErr, c.released, c.until = g.Err, false, time.Time{}
 	if g.Hold && g.Err == nil {
@@ -270,12 +271,12 @@ func (c *Core) Advance(now time.Time) time.Time {
 }
 
 // iterate is one pass without a step: Tick, Ready, the decisions carried out.
-func (c *Core) iterate(now time.Time) scheduler.Ready {
+func (c *Core) iterate(now time.Time) *scheduler.Ready {
 	c.sched.Tick(now)
-	rd := c.sched.Ready(now)
-	c.apply(now, &rd)
+	c.ready = c.sched.Ready(now)
+	c.apply(now, &c.ready)
 	c.stepped = false
-	return rd
+	return &c.ready
 }
 
 // heldUntil is the next serving tick of a held step, or the end of its sleep.
@@ -380,7 +381,7 @@ func (c *Core) Stop(now time.Time, stepErr, cause error) int {
 		c.phase = phaseIdle
 	}
 	n := c.sched.AbortAll(now, cause)
-	rd := c.sched.Ready(now)
-	c.apply(now, &rd)
+	c.ready = c.sched.Ready(now)
+	c.apply(now, &c.ready)
 	return n
 }
