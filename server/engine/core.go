@@ -178,7 +178,8 @@ func (c *Core) Settled() bool { return c.phase == phaseIdle && !c.stepped }
 // planned).
 func (c *Core) Computing() bool { return c.phase == phaseCompute }
 
-// EndBlock ends a round of dials; the next Advance iterates without dialling again.
+// EndBlock ends a round of dials (Advance does at its end; a driver that must handle
+// the events the round held first calls it itself); the next iteration does not dial.
 func (c *Core) EndBlock() {
 	if c.phase == phaseBlocked {
 		c.phase, c.dialled = phaseIdle, true
@@ -228,7 +229,10 @@ func (c *Core) Sent(now time.Time, room uint64, err error) {
 func (c *Core) Advance(now time.Time) time.Time {
 	switch c.phase {
 	case phaseBlocked:
-		return c.until
+		if now.Before(c.until) {
+			return c.until
+		}
+		c.EndBlock()
 	case phaseCompute:
 		return c.computing()
 	case phaseHeld:
@@ -383,5 +387,6 @@ func (c *Core) Stop(now time.Time, stepErr, cause error) int {
 	n := c.sched.AbortAll(now, cause)
 	c.ready = c.sched.Ready(now)
 	c.apply(now, &c.ready)
+	c.stepped = false
 	return n
 }
