@@ -4,7 +4,8 @@
 // choices come from server/router's pure functions; the simulator replaces only the
 // drivers — goroutines, sockets and the wall clock become one event queue (Loop). The
 // drivers' own rules are the real packages' too: router.Health (health tracking),
-// server/engine/rules.go (bootstrap retry, request aging, throughput, StatGauges),
+// server/engine's Core (the engine loop itself: iterations, ticks, bootstrap retry, held
+// and timed steps, publishing) and rules.go (request aging, throughput, StatGauges),
 // server/kvtransfer/room.go (room step bounds, tombstones), chaos/schedule.go and
 // chaos/client_rules.go (fault timeline, verify bound, client_disconnect), and
 // harness/judge (leak verdict, self-check, server_debug reports). sim never imports the
@@ -13,7 +14,7 @@
 // Two halves meet at the Server interface (server.go):
 //
 //   - the topology: topology.go builds it from the scenario's reference section;
-//     worker.go drives a real scheduler per worker as server/engine's loop does;
+//     worker.go runs the real engine.Core per worker and supplies its IO (engine.Host);
 //     router.go is the router on server/router's pure decisions (router_health.go its
 //     health checks through router.Health); link.go and link_kv.go
 //     carry messages with latency and bandwidth (KV pages with their checksums);
