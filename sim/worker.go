@@ -8,7 +8,6 @@ import (
 
 	"pdsoak/kernels"
 	"pdsoak/metricnames"
-	"pdsoak/scenarios"
 	"pdsoak/server/cli"
 	"pdsoak/server/engine"
 	"pdsoak/server/failpoint"
@@ -288,7 +287,7 @@ func (w *worker) gauges() map[string]float64 {
 	maps.Copy(g, engine.CacheGauges(w.sched.CacheStats())) // live, as the engine publishes them
 	g[metricnames.GenThroughput] = p.Rate
 	if w.role == engine.RolePrefill {
-		g[scenarios.ReferencePrefillCounter] = w.prefillsCompleted
+		g[metricnames.PrefillsCompleted] = w.prefillsCompleted
 	}
 	return g
 }
