@@ -88,9 +88,14 @@ func (e *Engine) loop() {
 		e.handleInbox(now)
 		select {
 		case <-e.forceReq:
-			// A held step's failpoint evaluation returns: Shutdown cancelled loopCtx.
-			n := e.core.Stop(now, fmt.Errorf("engine: step interrupted: %w", context.Canceled),
-				fmt.Errorf("engine: shut down before the request finished: %w", gen.ErrAborted))
+			stepErr := fmt.Errorf("engine: step interrupted: %w", context.Canceled)
+			if e.gate != nil { // a held step: Shutdown cancelled loopCtx, so its evaluation returns
+				if err := (<-e.gate).fate(); err != nil {
+					stepErr = err
+				}
+				e.gate = nil
+			}
+			n := e.core.Stop(now, stepErr, fmt.Errorf("engine: shut down before the request finished: %w", gen.ErrAborted))
 			e.rejectInbox()
 			e.log.Warn("engine stopped with requests in flight", "aborted", n)
 			return
