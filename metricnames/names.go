@@ -69,3 +69,7 @@ var LeakGauges = []string{
 
 // UsageGauges are recorded in periodic samples besides the leak gauges.
 var UsageGauges = []string{TokenUsage, GenThroughput, VLLMGPUCacheUsage, VLLMKVCacheUsage, CacheHitRate}
+
+// PrefillsCompleted is the reference prefill worker's counter of prompts whose KV
+// reached decode (the proof that disaggregation happened).
+const PrefillsCompleted = "pdsoak:prefills_completed_total"

@@ -5,12 +5,13 @@ import (
 	"sort"
 
 	"pdsoak/assertion"
+	"pdsoak/metricnames"
 	"pdsoak/metricsel"
 )
 
 // ReferencePrefillCounter is the counter of the reference server's prefill workers that
 // rises once per prompt whose KV reached decode (server/engine).
-const ReferencePrefillCounter = "pdsoak:prefills_completed_total"
+const ReferencePrefillCounter = metricnames.PrefillsCompleted
 
 // PDCounter is one prefill process whose counter proves that disaggregation happened.
 type PDCounter struct {

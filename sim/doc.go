@@ -4,7 +4,8 @@
 // choices come from server/router's pure functions; the simulator replaces only the
 // drivers — goroutines, sockets and the wall clock become one event queue (Loop). The
 // drivers' own rules are the real packages' too: router.Flow, router.WorkerState (routing, health),
-// server/engine/rules.go (bootstrap retry, request aging, throughput, StatGauges),
+// server/engine's Core (the engine loop itself: iterations, ticks, bootstrap retry, held
+// and timed steps, publishing) and rules.go (request aging, throughput, StatGauges),
 // server/kvtransfer's room machines (RecvRooms, SendRooms: the KV room protocol, step
 // bounds, tombstones), chaos.Sequencer (the fault timeline itself, driven on the loop)
 // and chaos's faults (applied, proved and reverted on the model through a chaos.Env),
@@ -16,7 +17,7 @@
 // Two halves meet at the Server interface (server.go):
 //
 //   - the topology: topology.go builds it from the scenario's reference section;
-//     worker.go drives a real scheduler per worker as server/engine's loop does;
+//     worker.go runs the real engine.Core per worker and supplies its IO (engine.Host);
 //     router.go is the IO of server/router.Flow, the real router's request state
 //     machine (router_health.go its health checks into router.WorkerState); link.go and link_kv.go
 //     carry messages with latency and bandwidth (link_kv.go: kvtransfer's room

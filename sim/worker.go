@@ -8,7 +8,6 @@ import (
 
 	"pdsoak/kernels"
 	"pdsoak/metricnames"
-	"pdsoak/scenarios"
 	"pdsoak/server/cli"
 	"pdsoak/server/engine"
 	"pdsoak/server/failpoint"
@@ -16,32 +15,19 @@ import (
 	"pdsoak/server/scheduler"
 )
 
-// A simulated worker is the real scheduler.Scheduler and a real simtime backend driven
-// by a driver that does what server/engine's loop does, on the Loop's clock:
+// A simulated worker is the real engine.Core (the scheduler, a simtime backend and the
+// engine loop's rules) on the Loop's clock; this file is only its IO. Advance runs when
+// the Core asked (a tick, a step's end, a held step's sleep) or when an event reaches
+// the process (wake), and again at once after a step ends (there is no inbox to drain).
+// The Host lands on the simulated KV links (kvSide) and the legs' streams (wleg).
+// The process adds: SIGSTOP (paused) and a loop blocked in bootstrap dials
+// (Core.Blocked) hold the events that reach it; a crash drops everything (the
+// incarnation drops stale events); failpoints are modelled per process from their terms.
 //
-//   - An iteration (engine.loop) is Tick, Ready, apply; when Ready plans a batch, the
-//     step evaluates the engine/step failpoint (scheduler_stall), runs Forward on the
-//     backend at once (it writes real KV bytes and samples from them), waits the
-//     backend's StepTime (the profile's β's with the seeded jitter of the real simtime
-//     backend), then calls StepDone and iterates again at once.
-//   - Inbox events (arrivals, aborts, registrations, KV results) call the scheduler when
-//     they arrive, also during a step (engine.waitUntil handles the inbox then too),
-//     and wake an idle worker for an iteration at the same instant.
-//   - An idle worker ticks every engine.DefaultTickInterval, as the engine does, but
-//     only while something can expire (live requests, pending registrations, an
-//     unhealthy watchdog state); with nothing in flight it sleeps until an event.
-//   - While a stalled step holds (failpoint pause or sleep), it iterates every tick
-//     without planning (engine.serveDuringStall): timeouts still answer clients.
-//   - Gauges are the scheduler's Stats as published by Ready (so SGLang semantics'
-//     frozen decode gauges come from the scheduler itself); /debug/requests answers
-//     from a snapshot refreshed as engine.publish does (every 50ms or when the live
-//     count changes), aged to now.
-//
-// Simplifications: Forward is never slower than its modelled StepTime (the step's real
-// compute is not timed); the KV bytes of a transfer are copied when the transfer
-// completes rather than frame by frame; the bootstrap-retry-every-step bug's blocking
-// dials cost their pauses (a refused dial is instant, as through a stopped proxy) and a
-// dial to a paused process succeeds (the kernel accepts it).
+// Simplifications: Forward is never slower than its StepTime; a transfer's KV bytes are
+// copied when it completes, not frame by frame; a refused bootstrap dial is instant (a
+// round costs its pauses) and a dial to a paused process succeeds (the kernel accepts
+// it); a request's last tokens do not ride on its Done event.
 type worker struct {
 	t    *topo
 	name string
@@ -49,48 +35,20 @@ type worker struct {
 	idx  int
 	spec cli.WorkerSpec
 
-	inc   int // incarnation: bumped at each crash, so stale events are dropped
-	alive bool
-	// paused: SIGSTOP; events that reach the process wait in deferred. blocked: the
-	// loop is stuck in blocking bootstrap dials (BugBootstrapRetryEveryStep): inbox
-	// events wait in deferred too, but the process's other goroutines (heartbeats) run.
-	paused, blocked bool
-	deferred        []func()
-	// pendingBoot are transfers waiting for their bootstrap server to answer
-	// (BugBootstrapRetryEveryStep), and dialled is set for the iteration that follows
-	// a round of dials.
-	pendingBoot []scheduler.Transfer
-	dialled     bool
+	inc      int // incarnation: bumped at each crash, so stale events are dropped
+	alive    bool
+	paused   bool     // SIGSTOP: the events that reach it wait in deferred
+	deferred []func() // (so do they while the loop is blocked; heartbeats still run)
 
-	sched   *scheduler.Scheduler
-	b       kernels.Backend
-	streams map[uint64]*wleg
+	core              *engine.Core
+	sched             *scheduler.Scheduler // the Core's
+	b                 kernels.Backend
+	streams           map[uint64]*wleg
+	next              *Timer  // the Core's next Advance
+	prefillsCompleted float64 // pdsoak:prefills_completed_total
 
-	kick, tick *Timer
-	stepping   bool
-	stepStart  time.Time
-	stepOut    []int
-	stepTimer  *Timer
-	// held: the planned batch waits on the engine/step failpoint (pause until
-	// revert, or sleep until heldUntil).
-	held      bool
-	heldUntil *Timer
-
-	stats scheduler.Stats
-	// prefillsCompleted is pdsoak:prefills_completed_total (prefill: KV reached decode).
-	prefillsCompleted float64
-	// gen_throughput as engine.publish computes it.
-	thru       float64
-	thruMeter  engine.Throughput
-	snap       []gen.RequestInfo
-	snapTime   time.Time
-	lastSnapAt time.Time
-	lastOutput time.Time // engine.outputAt
-
-	// failpoints enabled on this process (by point), modelled faults' chains.
-	fps map[string]*fpState
-
-	kv kvSide
+	fps map[string]*fpState // failpoints enabled on this process, by point
+	kv  kvSide
 }
 
 // fpState is one enabled failpoint: the chain of its terms (counts decremented by
@@ -100,12 +58,11 @@ type fpState struct {
 	waiters []func()
 }
 
-// wleg is one request (a router leg, or a colocated client request) on a worker.
+// wleg is one request (a router leg, or a colocated client request) on a worker;
+// deliver gets its events already on the far side's schedule.
 type wleg struct {
-	seq uint64
-	id  string
-	// deliver gets the stream's events (tokens, or the Done event), already on the far
-	// side's schedule (the router's link, or the client directly).
+	seq     uint64
+	id      string
 	deliver func(gen.Event)
 	closed  bool
 }
@@ -116,16 +73,13 @@ func (t *topo) newWorker(name string, role engine.Role, idx int, args []string) 
 		return nil, err
 	}
 	w := &worker{t: t, name: name, role: role, idx: idx, spec: spec}
-	if err := w.boot(); err != nil {
-		return nil, err
-	}
-	return w, nil
+	return w, w.boot()
 }
 
-// simKernels is the backend the simulator runs for a worker: simtime with the worker's
-// profile (tinyref maps to its measured tiny-cpu profile), seeded with the worker's
-// --seed when given, else with the scenario's seed.
-func (w *worker) simKernels() kernels.Config {
+// boot starts a fresh incarnation: a new Core and backend, nothing in flight. The
+// backend is simtime with the worker's profile (tinyref: its measured tiny-cpu one),
+// seeded with the worker's --seed, else the scenario's.
+func (w *worker) boot() error {
 	kc := w.spec.Kernels
 	if kc.Backend == kernels.BackendTinyRef {
 		kc.Profile = "tiny-cpu"
@@ -134,205 +88,129 @@ func (w *worker) simKernels() kernels.Config {
 	if !w.spec.SeedSet {
 		kc.Seed = uint64(w.t.sc.Seed)
 	}
-	return kc
-}
-
-// boot starts a fresh incarnation: a new scheduler and backend, nothing in flight.
-func (w *worker) boot() error {
-	b, err := kernels.New(w.simKernels())
+	b, err := kernels.New(kc)
 	if err != nil {
 		return fmt.Errorf("sim: %s: %w", w.name, err)
 	}
-	limits := w.spec.Engine.Limits
-	limits.PageSize = w.spec.Kernels.PageSize
-	info := b.Info()
-	s, err := scheduler.New(scheduler.Config{Role: w.role, Limits: limits, Pages: w.spec.Pages,
-		VocabSize: info.VocabSize, EOS: info.EOS})
+	core, err := engine.NewCore(b, engine.CoreConfig{Config: w.spec.Engine, PageSize: w.spec.Kernels.PageSize,
+		Pages: w.spec.Pages, Now: w.t.loop.Now, SkipIdleTicks: true}, w)
 	if err != nil {
 		return fmt.Errorf("sim: %s: %w", w.name, err)
 	}
 	w.inc++
-	w.alive, w.paused, w.blocked, w.deferred = true, false, false, nil
-	w.pendingBoot, w.dialled = nil, false
-	w.sched, w.b, w.streams = s, b, map[uint64]*wleg{}
-	w.stepping, w.held, w.stepOut = false, false, nil
-	w.stats = s.Stats()
-	w.thru, w.thruMeter = 0, engine.Throughput{}
-	w.snap, w.snapTime, w.lastSnapAt = nil, time.Time{}, time.Time{}
-	w.lastOutput = w.t.loop.Now()
+	w.alive, w.paused, w.deferred = true, false, nil
+	w.core, w.sched, w.b, w.streams = core, core.Scheduler(), b, map[uint64]*wleg{}
 	w.kv.reset(w)
 	return nil
 }
 
-// post runs fn on the worker's process: at once when it runs, later when it is paused
+// post runs fn on the process: at once, later when it is paused or its loop blocked
 // (SIGCONT delivers what the kernel buffered), never when it died since.
 func (w *worker) post(inc int, fn func()) {
 	switch {
 	case !w.alive || inc != w.inc:
-	case w.paused || w.blocked:
+	case w.paused || w.core.Blocked():
 		w.deferred = append(w.deferred, fn)
 	default:
 		fn()
 	}
 }
 
-// wake asks for an iteration at this instant (engine: the inbox wakes the loop). During
-// a step the event was handled; the loop iterates when the step ends.
+// wake: an event reached the loop (the engine's inbox wakes it), which advances now;
+// during a step's time it was handled on arrival and the loop waits on.
 func (w *worker) wake() {
-	if w.stepping || w.kick.Pending() || w.paused || w.blocked || !w.alive {
-		return
+	if w.alive && !w.paused && !w.core.Blocked() && !w.core.Computing() {
+		w.arm(w.t.loop.Now())
 	}
-	w.t.loop.Stop(w.tick)
-	inc := w.inc
-	w.kick = w.t.loop.After(0, func() { w.post(inc, w.iterate) })
 }
 
-// iterate is one pass of engine.loop without a batch in flight.
-func (w *worker) iterate() {
-	if w.stepping || w.blocked {
-		return // the events were handled; the loop goes on when the step or dials end
+// arm schedules the Core's next Advance at t (zero: none), unless one is due by then.
+func (w *worker) arm(t time.Time) {
+	if t.IsZero() || (w.next.Pending() && !w.next.at.After(t)) {
+		return
 	}
-	if len(w.pendingBoot) > 0 && !w.dialled {
-		if d := w.retryBootstrap(); d > 0 {
-			// The loop is blocked in its dials: nothing else runs on it meanwhile.
-			w.blocked = true
-			w.t.loop.Stop(w.tick)
-			inc := w.inc
-			w.t.loop.After(d, func() {
-				if inc != w.inc || !w.alive {
-					return
-				}
-				w.blocked, w.dialled = false, true
-				w.flush()
-				if !w.paused && !w.stepping && !w.blocked {
-					w.iterate()
-				}
-			})
+	w.t.loop.Stop(w.next)
+	inc := w.inc
+	w.next = w.t.loop.At(t, func() {
+		if inc != w.inc || !w.alive {
 			return
 		}
-	}
-	w.dialled = false
-	now := w.t.loop.Now()
-	w.sched.Tick(now)
-	rd := w.sched.Ready(now)
-	w.apply(now, rd)
-	if rd.Batch != nil {
-		w.step(&rd)
-		return
-	}
-	w.idle()
+		if w.core.Blocked() { // the dials returned: what they held comes first
+			w.core.EndBlock()
+			w.flush()
+		}
+		if w.paused {
+			w.deferred = append(w.deferred, w.advance)
+			return
+		}
+		w.advance()
+	})
 }
 
-// retryBootstrap is engine.RetryBootstrap on the simulated links: it starts the pending
-// transfers whose prefill answers a dial and returns how long the loop was blocked
-// dialling the others; a refused dial (process down, link partitioned) costs only the
-// pauses between attempts (engine.RefusedBootstrapCost).
-func (w *worker) retryBootstrap() time.Duration {
-	start, keep, down := engine.RetryBootstrap(w.pendingBoot, func(addr string) bool {
-		pi := prefillIndex(addr)
-		return pi >= 0 && pi < len(w.t.prefill) && w.t.prefill[pi].alive && w.t.links[addr+"->"+w.name].cut == 0
-	})
-	for _, tr := range start {
-		w.kv.startReceive(tr)
+func (w *worker) advance() {
+	now, inc := w.t.loop.Now(), w.inc
+	next := w.core.Advance(now)
+	for next.Equal(now) && !w.paused && inc == w.inc {
+		next = w.core.Advance(now)
 	}
-	w.pendingBoot = keep
+	w.arm(next)
+}
+
+// The Core's Host.
+
+func (w *worker) StartReceive(t scheduler.Transfer)     { w.kv.startReceive(t) }
+func (w *worker) StartSend(s scheduler.Send)            { w.kv.startSend(s) }
+func (w *worker) Cancel(room uint64)                    { w.kv.cancel(room) }
+func (w *worker) StepEnded()                            {}
+func (w *worker) Publish(time.Time, engine.Publication) {}
+
+// WantSnapshot: a change in the live count stands in for a Requests call asking.
+func (w *worker) WantSnapshot(live, listed int) bool { return live != listed }
+
+// Dial: a prefill answers while it runs and its link to this worker is not cut.
+func (w *worker) Dial(addr string) bool {
+	pi := prefillIndex(addr)
+	return pi >= 0 && pi < len(w.t.prefill) && w.t.prefill[pi].alive && w.t.links[addr+"->"+w.name].cut == 0
+}
+
+func (w *worker) Dialled(down []string) time.Duration {
 	return time.Duration(len(down)) * engine.RefusedBootstrapCost
 }
 
-// idle schedules the next tick when something can expire.
-func (w *worker) idle() {
-	now := w.t.loop.Now()
-	st := w.sched.Stats()
-	if w.sched.Live() == 0 && st.PendingRegistrations == 0 && w.sched.Health(now) == nil {
-		return
+// StepBegan is the engine/step failpoint: pause and sleep hold the step until the
+// failpoint is disabled (or the sleep ends), return(arg) fails it.
+func (w *worker) StepBegan(time.Time) engine.Gate {
+	t := w.fire(failpoint.EngineStep)
+	switch {
+	case t == nil:
+	case t.Action == failpoint.ActPause || t.Action == failpoint.ActSleep:
+		fp, inc := w.fps[failpoint.EngineStep], w.inc
+		fp.waiters = append(fp.waiters, func() { w.post(inc, func() { w.core.Release(nil); w.wake() }) })
+		return engine.Gate{Hold: true, Sleep: t.Sleep}
+	case t.Action == failpoint.ActReturn && t.Arg != "":
+		return engine.Gate{Err: engine.StepFailpointError(t.Arg)}
 	}
-	w.t.loop.Stop(w.tick)
-	inc := w.inc
-	w.tick = w.t.loop.After(engine.DefaultTickInterval, func() { w.post(inc, w.iterate) })
+	return engine.Gate{}
 }
 
-// step runs the planned batch: the engine/step failpoint, Forward, the step time.
-func (w *worker) step(rd *scheduler.Ready) {
-	w.stepping = true
-	w.stepStart = w.t.loop.Now()
-	if t := w.fire(failpoint.EngineStep); t != nil {
-		switch t.Action {
-		case failpoint.ActPause:
-			w.hold(rd, 0)
-			return
-		case failpoint.ActSleep:
-			w.hold(rd, t.Sleep)
-			return
-		case failpoint.ActReturn:
-			if t.Arg != "" {
-				w.finishStep(nil, engine.StepFailpointError(t.Arg))
-				return
+func (w *worker) Deliver(_ time.Time, rd *scheduler.Ready) {
+	for _, em := range rd.Emits {
+		if l := w.streams[em.Seq]; l != nil && !l.closed {
+			l.deliver(gen.Event{Tokens: em.Tokens})
+		}
+	}
+	for _, f := range rd.Finished {
+		if engine.PrefillCompleted(w.role, f) {
+			w.prefillsCompleted++
+		}
+		if l := w.streams[f.Seq]; l != nil {
+			delete(w.streams, f.Seq)
+			if !l.closed {
+				l.closed = true
+				l.deliver(engine.DoneEvent(f))
 			}
 		}
 	}
-	w.compute(rd)
-}
-
-// hold keeps the batch in flight on a stalled step (pause: until the failpoint is
-// disabled; sleep: for d or until then), serving the inbox and timeouts every tick.
-func (w *worker) hold(rd *scheduler.Ready, d time.Duration) {
-	w.held = true
-	batch := *rd
-	inc := w.inc
-	resume := func() {
-		if !w.held || inc != w.inc {
-			return
-		}
-		w.held = false
-		w.t.loop.Stop(w.heldUntil)
-		w.t.loop.Stop(w.tick)
-		w.stepStart = w.t.loop.Now()
-		w.compute(&batch)
-	}
-	if fp := w.fps[failpoint.EngineStep]; fp != nil {
-		fp.waiters = append(fp.waiters, func() { w.post(inc, resume) })
-	}
-	if d > 0 {
-		w.heldUntil = w.t.loop.After(d, func() { w.post(inc, resume) })
-	}
-	w.serveHeld()
-}
-
-// serveHeld is engine.serveDuringStall, every tick while the step is held.
-func (w *worker) serveHeld() {
-	inc := w.inc
-	w.tick = w.t.loop.After(engine.DefaultTickInterval, func() {
-		w.post(inc, func() {
-			if !w.held {
-				return
-			}
-			now := w.t.loop.Now()
-			w.sched.Tick(now)
-			w.apply(now, w.sched.Ready(now))
-			w.serveHeld()
-		})
-	})
-}
-
-func (w *worker) compute(rd *scheduler.Ready) {
-	out := make([]int, len(rd.Batch))
-	err := w.b.Forward(rd.Batch, out)
-	if err != nil {
-		err = fmt.Errorf("engine: %w", err)
-		w.finishStep(out, err)
-		return
-	}
-	d := w.b.StepTime(rd.PrefillTokens, rd.DecodeTokens)
-	w.stepOut = out
-	inc := w.inc
-	w.stepTimer = w.t.loop.After(d, func() { w.post(inc, func() { w.finishStep(w.stepOut, nil) }) })
-}
-
-func (w *worker) finishStep(out []int, err error) {
-	w.stepping = false
-	w.stepOut = nil
-	w.sched.StepDone(w.t.loop.Now(), out, err)
-	w.iterate()
 }
 
 // fire evaluates a failpoint enabled on this process (nil: not enabled or nothing fired).
@@ -348,76 +226,25 @@ func (w *worker) fire(point string) *failpoint.Term {
 	return t
 }
 
-// apply carries out the scheduler's decisions (engine.apply).
-func (w *worker) apply(now time.Time, rd scheduler.Ready) {
-	for _, c := range rd.Cancels {
-		w.kv.cancel(c.Room)
-	}
-	var start []scheduler.Transfer
-	w.pendingBoot, start = engine.PendBootstraps(w.pendingBoot, &rd, w.spec.Engine.Bug(scheduler.BugBootstrapRetryEveryStep))
-	for _, tr := range start {
-		w.kv.startReceive(tr)
-	}
-	for _, s := range rd.Sends {
-		w.kv.startSend(s)
-	}
-	for _, em := range rd.Emits {
-		if l := w.streams[em.Seq]; l != nil && !l.closed {
-			l.deliver(gen.Event{Tokens: em.Tokens})
-		}
-	}
-	for _, f := range rd.Finished {
-		l := w.streams[f.Seq]
-		if l == nil {
-			continue
-		}
-		delete(w.streams, f.Seq)
-		if f.Err == nil && w.role == engine.RolePrefill {
-			w.prefillsCompleted++
-		}
-		if !l.closed {
-			l.closed = true
-			l.deliver(gen.Event{Done: true, Finish: f.Reason, Err: f.Err, PromptTokens: f.PromptTokens, CompletionTokens: f.CompletionTokens})
-		}
-	}
-	if t := w.sched.LastOutput(); !t.IsZero() {
-		w.lastOutput = t
-	}
-	if rd.Stats != nil {
-		w.stats = *rd.Stats
-	}
-	strict := w.sched.Config().Semantics == scheduler.SemanticsStrict
-	if rate, ok := w.thruMeter.Update(now, w.sched.Stats().GeneratedTokens, strict || rd.Stats != nil); ok {
-		w.thru = rate
-	}
-	// A change in the live count stands in for a Requests call asking for a fresh list.
-	if live := w.sched.Live(); now.Sub(w.lastSnapAt) >= engine.SnapEvery || live != len(w.snap) {
-		w.snap = w.sched.Requests(now)
-		w.snapTime, w.lastSnapAt = now, now
-	}
-}
-
 // admit is engine.Generate: the engine/admit failpoint (a return refuses as
 // engine.AdmitFailpointError does; sleep and pause hold the admission), then arrive. reply
 // gets the outcome, at once or when the hold ends; held reports a hold.
 func (w *worker) admit(req *gen.Request, deliver func(gen.Event), reply func(uint64, error)) (held bool) {
 	t := w.fire(failpoint.EngineAdmit)
-	if t == nil || (t.Action == failpoint.ActReturn && t.Arg == "") {
-		reply(w.arrive(req, deliver))
-		return false
-	}
 	inc := w.inc
-	again := func() { w.post(inc, func() { reply(w.arrive(req, deliver)) }) }
-	switch t.Action {
-	case failpoint.ActReturn:
+	switch {
+	case t == nil || (t.Action == failpoint.ActReturn && t.Arg == ""):
+	case t.Action == failpoint.ActReturn:
 		reply(0, engine.AdmitFailpointError(t.Arg))
 		return false
-	case failpoint.ActSleep:
-		w.t.loop.After(t.Sleep, again)
-		return true
-	case failpoint.ActPause:
-		fp := w.fps[failpoint.EngineAdmit]
-		fp.waiters = append(fp.waiters, again)
+	case t.Action == failpoint.ActSleep || t.Action == failpoint.ActPause:
+		again := func() { w.post(inc, func() { reply(w.arrive(req, deliver)) }) }
+		if t.Action == failpoint.ActSleep {
+			w.t.loop.After(t.Sleep, again)
+		} else {
+			fp := w.fps[failpoint.EngineAdmit]
+			fp.waiters = append(fp.waiters, again)
+		}
 		return true
 	}
 	reply(w.arrive(req, deliver))
@@ -426,7 +253,7 @@ func (w *worker) admit(req *gen.Request, deliver func(gen.Event), reply func(uin
 
 // arrive admits a request (engine.admit): the reply is the error, or the stream.
 func (w *worker) arrive(req *gen.Request, deliver func(gen.Event)) (uint64, error) {
-	seq, err := w.sched.Arrive(w.t.loop.Now(), req)
+	seq, err := w.core.Arrive(w.t.loop.Now(), req)
 	if err != nil {
 		return 0, err
 	}
@@ -440,29 +267,27 @@ func (w *worker) abort(seq uint64) {
 	if l := w.streams[seq]; l != nil {
 		l.closed = true // the connection is gone: nothing more is written to it
 	}
-	if w.sched.Abort(w.t.loop.Now(), seq, engine.ClientGoneError()) {
+	if w.core.Abort(w.t.loop.Now(), seq, engine.ClientGoneError()) {
 		w.wake()
 	}
 }
 
-// healthy is the worker's /health (engine.Healthy, from the scheduler's own Health).
-func (w *worker) healthy() error {
-	return w.sched.Health(w.t.loop.Now())
-}
+// healthy is /health (the scheduler's own Health); requests is /debug/requests (the
+// last list, aged to now); gauges is a scrape of /metrics (what the engine publishes).
+func (w *worker) healthy() error { return w.sched.Health(w.t.loop.Now()) }
 
-// requests is /debug/requests: the last snapshot aged to now.
 func (w *worker) requests() []gen.RequestInfo {
-	return engine.AgeRequests(w.snap, w.snapTime, w.t.loop.Now())
+	p := w.core.Published()
+	return engine.AgeRequests(p.Snap, p.SnapTime, w.t.loop.Now())
 }
 
-// gauges is what a scrape of the worker's /metrics reads (engine.StatGauges and the
-// throughput).
 func (w *worker) gauges() map[string]float64 {
-	g := engine.StatGauges(w.stats)
+	p := w.core.Published()
+	g := engine.StatGauges(p.Stats)
 	maps.Copy(g, engine.CacheGauges(w.sched.CacheStats())) // live, as the engine publishes them
-	g[metricnames.GenThroughput] = w.thru
+	g[metricnames.GenThroughput] = p.Rate
 	if w.role == engine.RolePrefill {
-		g[scenarios.ReferencePrefillCounter] = w.prefillsCompleted
+		g[metricnames.PrefillsCompleted] = w.prefillsCompleted
 	}
 	return g
 }
@@ -472,25 +297,16 @@ func (w *worker) crash() {
 	if !w.alive {
 		return
 	}
-	w.alive = false
-	w.inc++
-	w.prefillsCompleted = 0 // a restarted process counts from 0
-	for _, tm := range []*Timer{w.kick, w.tick, w.stepTimer, w.heldUntil} {
-		w.t.loop.Stop(tm)
-	}
-	w.deferred = nil
 	for _, fp := range w.fps {
 		fp.waiters = nil
 	}
-	w.fps = nil // failpoints live in the process
+	w.alive, w.deferred, w.fps = false, nil, nil // failpoints live in the process
+	w.inc++
+	w.prefillsCompleted = 0 // a restarted process counts from 0
+	w.t.loop.Stop(w.next)
 	// Every stream's connection resets (a PD leg's break reaches the router through
 	// processDied; a colocated client sees it here).
-	seqs := make([]uint64, 0, len(w.streams))
-	for seq := range w.streams {
-		seqs = append(seqs, seq)
-	}
-	slices.Sort(seqs)
-	for _, seq := range seqs {
+	for _, seq := range slices.Sorted(maps.Keys(w.streams)) {
 		if l := w.streams[seq]; !l.closed {
 			l.closed = true
 			l.deliver(gen.Event{Done: true, Err: fmt.Errorf("sim: %s: %w", w.name, ErrConnReset)})
@@ -503,21 +319,17 @@ func (w *worker) crash() {
 
 // pause freezes the process (SIGSTOP); resume thaws it and delivers what waited.
 func (w *worker) pause() {
-	if !w.alive || w.paused {
-		return
+	if w.alive && !w.paused {
+		w.paused = true
+		w.kv.paused()
 	}
-	w.paused = true
-	w.kv.paused()
 }
 
 func (w *worker) resume() {
-	if !w.alive || !w.paused {
-		return
-	}
-	w.paused = false
-	w.kv.resumed()
-	w.flush()
-	if !w.stepping {
+	if w.alive && w.paused {
+		w.paused = false
+		w.kv.resumed()
+		w.flush()
 		w.wake()
 	}
 }
@@ -530,7 +342,7 @@ func (w *worker) flush() {
 		if !w.alive {
 			return
 		}
-		if w.paused || w.blocked {
+		if w.paused || w.core.Blocked() {
 			w.deferred = append(w.deferred, d[i:]...)
 			return
 		}

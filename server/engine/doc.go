@@ -19,6 +19,15 @@
 //		} else { wait for the inbox or the next tick }
 //	}
 //
+// The loop's rules live in Core, an event-driven state machine with its IO behind Host
+// (core.go): when to iterate and tick, the bootstrap retries of
+// BugBootstrapRetryEveryStep, a step held on its failpoint (serving meanwhile), a step
+// taking its modelled time, what is published and when a request list is built. The
+// loop goroutine above is its driver: it hands the inbox's events in, calls
+// Core.Advance, and waits for the inbox, a failpoint's answer or the time Advance
+// returned. The simulator (sim) drives the same Core on its virtual clock, so a rule
+// changed here changes both.
+//
 // Requests never wait for a slow client: each has a small buffered channel with one slot
 // kept for Done. When the token slots are full, new tokens wait in the loop and go out
 // merged, in order, into one event once the client has read (checked every iteration),

@@ -35,15 +35,13 @@ type Engine struct {
 	xfer  Transfer
 
 	// Loop-owned.
-	sched   *scheduler.Scheduler
+	core    *Core
+	sched   *scheduler.Scheduler // the core's
 	streams map[uint64]*stream
 	behind  map[uint64]*stream // streams with tokens their channel had no room for
-	// pendingBoot are transfers waiting for their bootstrap server to answer
-	// (scheduler.BugBootstrapRetryEveryStep only).
-	pendingBoot []scheduler.Transfer
-	draining    bool
-	thru        Throughput
-	lastSnapAt  time.Time
+	// gate answers a held step: the engine/step failpoint's evaluation (nil: none).
+	gate     chan gateResult
+	draining bool
 	// retractLog bounds the retraction warnings; retractsUnlogged counts the
 	// retractions since the last one.
 	retractLog       *rate.Limiter
@@ -160,13 +158,12 @@ func New(b kernels.Backend, cfg Config, opts ...Option) (*Engine, error) {
 	if cfg.Role != RoleColocated && e.xfer == nil {
 		return nil, fmt.Errorf("engine: the %s role needs WithTransfer", cfg.Role)
 	}
-	limits := cfg.Limits
-	limits.PageSize = e.res.pageSize
-	e.sched, err = scheduler.New(scheduler.Config{Role: cfg.Role, Limits: limits, Pages: pages,
-		VocabSize: e.info.VocabSize, EOS: e.info.EOS})
+	e.core, err = NewCore(b, CoreConfig{Config: cfg, PageSize: e.res.pageSize, Pages: pages, Now: e.clock.Now,
+		Tick: e.tick, Log: e.log}, (*loopHost)(e))
 	if err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
+		return nil, err
 	}
+	e.sched = e.core.Scheduler()
 	e.reg = o.reg
 	if e.reg == nil {
 		r := prometheus.NewRegistry()

@@ -88,29 +88,45 @@ func (e *Engine) loop() {
 		e.handleInbox(now)
 		select {
 		case <-e.forceReq:
-			n := e.sched.AbortAll(now, fmt.Errorf("engine: shut down before the request finished: %w", gen.ErrAborted))
-			e.apply(now, e.sched.Ready(now))
+			stepErr := fmt.Errorf("engine: step interrupted: %w", context.Canceled)
+			if e.gate != nil { // a held step: Shutdown cancelled loopCtx, so its evaluation returns
+				if err := (<-e.gate).fate(); err != nil {
+					stepErr = err
+				}
+				e.gate = nil
+			}
+			n := e.core.Stop(now, stepErr, fmt.Errorf("engine: shut down before the request finished: %w", gen.ErrAborted))
 			e.rejectInbox()
 			e.log.Warn("engine stopped with requests in flight", "aborted", n)
 			return
 		default:
 		}
-		e.retryBootstrap()
-		e.sched.Tick(now)
-		rd := e.sched.Ready(now)
-		e.apply(now, rd)
-		if e.draining && e.sched.Live() == 0 && !e.sched.BatchInFlight() {
+		if e.core.Computing() && e.snapWant.Load() { // Requests is waiting: answer it mid-step
+			e.snapMu.Lock()
+			e.snapWant.Store(false)
+			e.refreshSnapLocked(now)
+			e.snapMu.Unlock()
+		}
+		next := e.core.Advance(now)
+		if e.draining && e.core.Settled() && e.sched.Live() == 0 {
 			e.rejectInbox()
 			e.log.Info("engine stopped")
 			return
 		}
-		if rd.Batch != nil {
-			e.step(&rd)
-			continue
+		var timer <-chan time.Time
+		if !next.IsZero() {
+			d := next.Sub(e.clock.Now())
+			if d <= 0 {
+				continue
+			}
+			timer = e.clock.After(d)
 		}
 		select {
 		case <-e.wake:
-		case <-e.clock.After(e.tick):
+		case <-timer:
+		case r := <-e.gate:
+			e.gate = nil
+			e.core.Release(r.fate())
 		case <-drainReq:
 		case <-e.forceReq:
 		}
@@ -140,18 +156,13 @@ func (e *Engine) handleInbox(now time.Time) {
 		case *arrival:
 			e.admit(now, ev)
 		case abortEv:
-			e.sched.Abort(now, ev.seq, ev.cause)
+			e.core.Abort(now, ev.seq, ev.cause)
 		case registeredEv:
-			e.sched.Registered(now, ev.room)
+			e.core.Registered(now, ev.room)
 		case receivedEv:
-			if !e.sched.Received(now, ev.room, ev.tok, ev.err) {
-				// Normal after a cancel, a timeout or an abort: the room is gone.
-				e.log.Debug("kv transfer ended for no live request", "room", ev.room, "err", ev.err)
-			}
+			e.core.Received(now, ev.room, ev.tok, ev.err)
 		case sentEv:
-			if !e.sched.Sent(now, ev.room, ev.err) {
-				e.log.Debug("kv sent for no request", "room", ev.room, "err", ev.err)
-			}
+			e.core.Sent(now, ev.room, ev.err)
 		}
 	}
 }
@@ -170,7 +181,7 @@ func (e *Engine) admit(now time.Time, a *arrival) {
 		a.reply <- admitResult{err: fmt.Errorf("engine: admission: %w: %w", gen.ErrAborted, err)}
 		return
 	}
-	seq, err := e.sched.Arrive(now, a.req)
+	seq, err := e.core.Arrive(now, a.req)
 	if err != nil {
 		e.m.refused.WithLabelValues(gen.ErrorKind(err)).Inc()
 		// The API logs the refusal (rate-limited under overload); this is the detail.
@@ -198,26 +209,15 @@ func (e *Engine) admit(now time.Time, a *arrival) {
 	a.reply <- admitResult{seq: seq, ch: st.ch}
 }
 
-// apply carries out the scheduler's decisions.
-func (e *Engine) apply(now time.Time, rd scheduler.Ready) {
+// deliver carries a round's request decisions to the streams, the logs and the metrics
+// (Host.Deliver; the Core has started and cancelled its transfers).
+func (e *Engine) deliver(now time.Time, rd *scheduler.Ready) {
 	if len(rd.Moves) > 0 && e.log.Enabled(context.Background(), slog.LevelInfo) {
 		for _, mv := range rd.Moves {
 			if mv.From != "" && mv.To != "" {
 				e.log.Info("request stage", "rid", mv.ID, "seq", mv.Seq, "from", string(mv.From), "to", string(mv.To))
 			}
 		}
-	}
-	// Cancels first: a transfer must stop touching pages before they are reused.
-	for _, c := range rd.Cancels {
-		e.xfer.Cancel(c.Room)
-	}
-	var start []scheduler.Transfer
-	e.pendingBoot, start = PendBootstraps(e.pendingBoot, &rd, e.cfg.Bug(scheduler.BugBootstrapRetryEveryStep))
-	for _, t := range start {
-		e.xfer.StartReceive(t.Room, t.Addr, t.Pages, t.NumTokens)
-	}
-	for _, s := range rd.Sends {
-		e.xfer.StartSend(s.Room, s.Pages, s.NumTokens, s.FirstToken)
 	}
 	if n := len(rd.Retracted); n > 0 {
 		e.m.retractions.Add(float64(n))
@@ -259,12 +259,6 @@ func (e *Engine) apply(now time.Time, rd scheduler.Ready) {
 	for _, f := range rd.Finished {
 		e.finish(now, f)
 	}
-	e.live.Store(int64(e.sched.Live()))
-	e.progressAt.Store(e.sched.LastProgress().UnixNano())
-	if t := e.sched.LastOutput(); !t.IsZero() {
-		e.outputAt.Store(t.UnixNano())
-	}
-	e.publish(now, rd.Stats)
 }
 
 func (e *Engine) observeTokens(now time.Time, st *stream, n int) {
@@ -304,8 +298,8 @@ func (e *Engine) finish(now time.Time, f scheduler.Finish) {
 		}
 	}
 	e.m.finished.WithLabelValues(outcome).Inc()
-	if f.Err == nil && e.cfg.Role == RolePrefill {
-		e.m.prefillsCompleted.Inc() // Sent: its KV reached decode
+	if PrefillCompleted(e.cfg.Role, f) {
+		e.m.prefillsCompleted.Inc()
 	}
 	level := slog.LevelInfo
 	if f.Err != nil && !errors.Is(f.Err, gen.ErrAborted) {
@@ -323,161 +317,89 @@ func (e *Engine) finish(now time.Time, f scheduler.Finish) {
 	delete(e.streams, f.Seq)
 	delete(e.behind, f.Seq)
 	st.stop()
-	st.end(gen.Event{Done: true, Finish: f.Reason, Err: f.Err, PromptTokens: f.PromptTokens, CompletionTokens: f.CompletionTokens})
+	st.end(DoneEvent(f))
 }
 
 // publish refreshes gauges (when the scheduler says so), throughput and the snapshots
-// other goroutines read.
-func (e *Engine) publish(now time.Time, st *scheduler.Stats) {
-	strict := e.cfg.Semantics == SemanticsStrict
-	if st != nil {
-		e.m.setStats(*st)
+// other goroutines read (Host.Publish).
+func (e *Engine) publish(now time.Time, p Publication) {
+	e.live.Store(int64(e.sched.Live()))
+	e.progressAt.Store(e.sched.LastProgress().UnixNano())
+	if t := e.sched.LastOutput(); !t.IsZero() {
+		e.outputAt.Store(t.UnixNano())
+	}
+	if p.Stats != nil {
+		e.m.setStats(*p.Stats)
 	}
 	e.m.setCache(e.sched.CacheStats())
-	if rate, ok := e.thru.Update(now, e.sched.Stats().GeneratedTokens, strict || st != nil); ok {
-		e.m.genThroughput.Set(rate)
+	if p.RateOK {
+		e.m.genThroughput.Set(p.Rate)
 	}
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()
-	if st != nil {
-		e.stats = *st
+	if p.Stats != nil {
+		e.stats = *p.Stats
 	}
-	// The request list costs a sort and an allocation per live request, so it is built
-	// when Requests asks for it (and every SnapEvery as the answer for a loop too stuck
-	// to build one), not on every iteration.
-	if e.snapWant.Swap(false) || now.Sub(e.lastSnapAt) >= SnapEvery {
-		e.refreshSnapLocked(now)
+	if p.SnapOK {
+		e.setSnapLocked(now, p.Snap)
 	}
 	e.schedErr = e.sched.Health(now)
 }
 
 // refreshSnapLocked rebuilds the request list and tells the Requests calls waiting for it.
-func (e *Engine) refreshSnapLocked(now time.Time) {
-	e.snap = e.sched.Requests(now)
-	e.snapTime, e.lastSnapAt = now, now
+func (e *Engine) refreshSnapLocked(now time.Time) { e.setSnapLocked(now, e.core.Snapshot(now)) }
+
+// setSnapLocked publishes snap, built at now, and tells the Requests calls waiting for it.
+func (e *Engine) setSnapLocked(now time.Time, snap []gen.RequestInfo) {
+	e.snap, e.snapTime = snap, now
 	close(e.snapDone)
 	e.snapDone = make(chan struct{})
 }
 
-// step runs the planned batch: the engine/step failpoint, Forward, the modelled step
-// time (handling events meanwhile), then StepDone.
-func (e *Engine) step(rd *scheduler.Ready) {
-	start := e.clock.Now()
-	e.stepAt.Store(start.UnixNano())
-	defer e.stepAt.Store(0)
-	err := e.stepFailpoint()
-	out := make([]int, len(rd.Batch))
-	if err == nil {
-		start = e.clock.Now()
-		err = e.forward(rd, out)
-	}
-	if err == nil {
-		if d := e.b.StepTime(rd.PrefillTokens, rd.DecodeTokens); d > 0 {
-			e.waitUntil(start.Add(d))
-		}
-	}
-	if err != nil {
-		e.log.Error("forward step failed", "batch", len(rd.Batch), "err", err)
-	}
-	e.sched.StepDone(e.clock.Now(), out, err)
-}
-
-// stepFailpoint evaluates the engine/step failpoint. When it is enabled the evaluation
-// runs on its own goroutine and the loop keeps serving meanwhile: arrivals are admitted
-// and queue up, timeouts and the watchdog run, but nothing steps (scheduler_stall).
-func (e *Engine) stepFailpoint() error {
+// stepBegan (Host.StepBegan) marks the step for the watchdog and evaluates the
+// engine/step failpoint. When it is enabled the evaluation runs on its own goroutine
+// and the step is held until it returns (the loop's select hands its answer to
+// Core.Release): the loop keeps serving meanwhile, arrivals are admitted and queue up,
+// timeouts and the watchdog run, but nothing steps (scheduler_stall).
+func (e *Engine) stepBegan(at time.Time) Gate {
+	e.stepAt.Store(at.UnixNano())
 	if st, ok := failpoint.Get(failpoint.EngineStep); !ok || !st.Enabled {
-		return nil
+		return Gate{}
 	}
-	type result struct {
-		arg string
-		err error
-	}
-	ch := make(chan result, 1)
+	ch := make(chan gateResult, 1)
 	go func() {
 		arg, err := failpoint.Eval(e.loopCtx, failpoint.EngineStep)
-		ch <- result{arg, err}
+		ch <- gateResult{arg, err}
 	}()
-	for {
-		var r result
-		select {
-		case r = <-ch:
-		case <-e.wake:
-			e.serveDuringStall()
-			continue
-		case <-e.clock.After(e.tick):
-			e.serveDuringStall()
-			continue
-		case <-e.forceReq:
-			r = <-ch // Shutdown cancelled loopCtx: Eval returns
-		}
-		switch {
-		case r.err != nil:
-			return fmt.Errorf("engine: step interrupted: %w", r.err)
-		case r.arg != "":
-			return StepFailpointError(r.arg)
-		}
-		return nil
+	e.gate = ch
+	return Gate{Hold: true}
+}
+
+// gateResult is what the engine/step failpoint's evaluation returned.
+type gateResult struct {
+	arg string
+	err error
+}
+
+// fate is what happens to the held step: nil runs it.
+func (r gateResult) fate() error {
+	switch {
+	case r.err != nil:
+		return fmt.Errorf("engine: step interrupted: %w", r.err)
+	case r.arg != "":
+		return StepFailpointError(r.arg)
 	}
+	return nil
 }
 
-// serveDuringStall is one loop iteration without planning: the batch is in flight.
-func (e *Engine) serveDuringStall() {
-	now := e.clock.Now()
-	e.handleInbox(now)
-	e.sched.Tick(now)
-	e.apply(now, e.sched.Ready(now))
-}
-
-func (e *Engine) forward(rd *scheduler.Ready, out []int) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("engine: backend panicked: %v", p)
-		}
-	}()
-	return e.b.Forward(rd.Batch, out)
-}
-
-// waitUntil waits for the modelled step time, handling inbox events meanwhile.
-func (e *Engine) waitUntil(deadline time.Time) {
-	for {
-		now := e.clock.Now()
-		if !now.Before(deadline) {
-			return
-		}
-		select {
-		case <-e.wake:
-			e.handleInbox(now)
-			if e.snapWant.Load() { // Requests is waiting: answer it mid-step
-				e.snapMu.Lock()
-				e.snapWant.Store(false)
-				e.refreshSnapLocked(now)
-				e.snapMu.Unlock()
-			}
-		case <-e.clock.After(deadline.Sub(now)):
-		case <-e.forceReq:
-			return
-		}
-	}
-}
-
-// retryBootstrap (BugBootstrapRetryEveryStep, sgl-project/sglang PRs #19900 and #20785)
-// checks, on the loop goroutine and blocking it, that the bootstrap server of every
-// pending transfer answers, retrying a few times; a transfer whose server answers starts,
-// the others stay pending and are tried again on the next iteration. An unreachable
-// prefill bootstrap server thus stalls every step of this decode worker, for everyone.
-func (e *Engine) retryBootstrap() {
-	if len(e.pendingBoot) == 0 {
-		return
-	}
-	start, keep, down := RetryBootstrap(e.pendingBoot, dialable)
+// dialled logs a round of BugBootstrapRetryEveryStep (sgl-project/sglang PRs #19900 and
+// #20785): the dials ran on the loop goroutine, blocking it, so an unreachable prefill
+// bootstrap server stalls every step of this decode worker, for everyone.
+func (e *Engine) dialled(down []string) time.Duration {
 	for _, addr := range down {
 		e.log.Warn("bootstrap server unreachable; retrying on the next step (sglang#19900 reproduced)", "addr", addr)
 	}
-	for _, t := range start {
-		e.xfer.StartReceive(t.Room, t.Addr, t.Pages, t.NumTokens)
-	}
-	e.pendingBoot = keep
+	return 0 // the dials blocked the loop already
 }
 
 // dialable tries to open a TCP connection to addr, BootRetryAttempts times.

@@ -71,7 +71,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Requests refused at admission, by error kind."}, []string{"kind"}),
 		// The counter that proves disaggregation (pd_path): one per prompt a prefill
 		// worker computed whose KV reached decode; and its opposite on decode.
-		prefillsCompleted: c("pdsoak:prefills_completed_total",
+		prefillsCompleted: c(metricnames.PrefillsCompleted,
 			"Prefill: requests whose prompt this worker computed and whose KV reached decode."),
 		localPrefills: c("pdsoak:decode_local_prefills_total",
 			"Decode: requests that came without a bootstrap room (a router's decode-only fallback), prompt computed here."),

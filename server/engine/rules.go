@@ -119,3 +119,14 @@ func (t *Throughput) Update(now time.Time, generated uint64, live bool) (rate fl
 	t.at, t.toks = now, generated
 	return rate, ok
 }
+
+// DoneEvent is the last event of a request's stream: how it finished.
+func DoneEvent(f scheduler.Finish) gen.Event {
+	return gen.Event{Done: true, Finish: f.Reason, Err: f.Err, PromptTokens: f.PromptTokens, CompletionTokens: f.CompletionTokens}
+}
+
+// PrefillCompleted reports whether f counts in pdsoak:prefills_completed_total: a
+// prefill request that finished well (Sent: its KV reached decode).
+func PrefillCompleted(role Role, f scheduler.Finish) bool {
+	return f.Err == nil && role == RolePrefill
+}
