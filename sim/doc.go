@@ -3,7 +3,7 @@
 // decisions: the workers are the real server/scheduler state machines and the router's
 // choices come from server/router's pure functions; the simulator replaces only the
 // drivers — goroutines, sockets and the wall clock become one event queue (Loop). The
-// drivers' own rules are the real packages' too: router.Flow, router.WorkerState (routing, health),
+// drivers' own rules are the real packages' too: router.Flow, router.WorkerState (routing, health), router.HealthChecks,
 // server/engine/rules.go (bootstrap retry, request aging, throughput, StatGauges),
 // server/kvtransfer's room machines (RecvRooms, SendRooms: the KV room protocol,
 // step bounds, tombstones), chaos/schedule.go and
@@ -16,7 +16,8 @@
 //   - the topology: topology.go builds it from the scenario's reference section;
 //     worker.go drives a real scheduler per worker as server/engine's loop does;
 //     router.go is the IO of server/router.Flow, the real router's request state
-//     machine (router_health.go its health checks into router.WorkerState); link.go and link_kv.go
+//     machine, built by router.NewCore from the router's options at start and at every
+//     restart (router_health.go: the checks router.HealthChecks schedules); link.go and link_kv.go
 //     carry messages with latency and bandwidth (link_kv.go: kvtransfer's room
 //     machines on the simulated KV connection, KV pages with their checksums);
 //     faults.go maps the catalogue's server-side faults onto them;
