@@ -104,11 +104,11 @@ func (r *simRouter) Now() time.Time { return r.t.loop.Now() }
 
 // submit is Router.Generate behind the API.
 func (r *simRouter) submit(req *gen.Request, emit func(gen.Event)) (func(), error) {
+	if r.starting {
+		return nil, ErrConnRefused // not listening yet
+	}
 	if err := router.CheckRequest(req); err != nil {
 		return nil, err
-	}
-	if r.starting {
-		return nil, ErrConnRefused
 	}
 	if err := r.Routable(); err != nil {
 		return nil, err
