@@ -84,7 +84,7 @@ func (r *simRouter) boot() {
 	for i, w := range r.sw {
 		ws[i] = router.NewWorkerState(string(w.role), w.name, w.name)
 	}
-	r.Core = router.NewCore(ws, len(r.t.prefill), append(r.spec.Options,
+	r.Core = router.NewCore(ws, len(r.t.prefill), append(slices.Clip(r.spec.Options),
 		router.WithRoomSalt(uint64(r.t.sc.Seed)*0x2545f4914f6cdd1d), router.WithLogger(nil))...)
 }
 
