@@ -3,7 +3,8 @@
 // decisions: the workers are the real server/scheduler state machines and the router's
 // choices come from server/router's pure functions; the simulator replaces only the
 // drivers — goroutines, sockets and the wall clock become one event queue (Loop). The
-// drivers' own rules are the real packages' too: router.Flow, router.WorkerState (routing, health),
+// drivers' own rules are the real packages' too: router.Flow, router.WorkerState and
+// router.HealthChecks (routing, health, the check rounds),
 // server/engine's Core (the engine loop itself: iterations, ticks, bootstrap retry, held
 // and timed steps, publishing) and rules.go (request aging, throughput, StatGauges),
 // server/kvtransfer's room machines (RecvRooms, SendRooms: the KV room protocol, step
@@ -19,7 +20,8 @@
 //   - the topology: topology.go builds it from the scenario's reference section;
 //     worker.go runs the real engine.Core per worker and supplies its IO (engine.Host);
 //     router.go is the IO of server/router.Flow, the real router's request state
-//     machine (router_health.go its health checks into router.WorkerState); link.go and link_kv.go
+//     machine, built by router.NewCore from the router's options at start and at every
+//     restart (router_health.go: the checks router.HealthChecks schedules); link.go and link_kv.go
 //     carry messages with latency and bandwidth (link_kv.go: kvtransfer's room
 //     machines on the simulated KV connection, KV pages with their checksums);
 //     faults.go gives chaos's server-side faults the model's mechanisms (FaultEnv);

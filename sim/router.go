@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -13,25 +12,24 @@ import (
 	"pdsoak/server/router"
 )
 
-// The simulated router is the real router's request state machine, router.Flow, on the
-// event loop: every rule (pick, legs, relay, prefill end, retry, final event, stages) is
-// the Flow's; this file is only its IO. A simReq opens the legs as connections on the
-// links router->prefill-i and router->decode-j and hands their events, the deadline, the
-// client leaving and the prefill grace to the Flow as Loop events; the workers' state is
-// a router.Pool of router.WorkerStates, as in the real router, fed by simulated /health
-// checks (router_health.go). The generator is router.NewRNG(--seed) as in the real
-// router; the room salt is fixed (the real router mixes in its start time).
+// The simulated router is the real router's decisions on the event loop: router.NewCore
+// builds them from the router's options (cli.RouterConfig: the same flags, defaults and
+// seed as the process), router.Flow runs each request (pick, legs, relay, prefill end,
+// retry, final event, stages) and router.HealthChecks the health checks
+// (router_health.go); this file is only their IO. A simReq opens the legs as
+// connections on the links router->prefill-i and router->decode-j and hands their
+// events, the deadline, the client leaving and the prefill grace to the Flow as Loop
+// events. The room salt is fixed (the real router mixes in its start time).
 //
-// Simplification: /debug/requests names the pair's workers by process name, where the
-// real router shows their URLs.
+// Simplifications: /debug/requests names the pair's workers by process name, where the
+// real router shows their URLs; a starting router's /metrics and /debug/requests answer.
 type simRouter struct {
-	*router.Pool // the workers' states and the generator: the FlowIO that needs no IO
+	*router.Core // the workers' states, the generator, the Flows' configuration, the checks
 	t            *topo
 	spec         cli.RouterSpec
-	cfg          router.FlowConfig
-	rng          *rand.Rand
 	inc          int
 	alive        bool
+	starting     bool // restarted, its first round of checks not over: it refuses connections
 	// paused: SIGSTOP; deferred as on a worker.
 	paused   bool
 	deferred []func()
@@ -67,25 +65,27 @@ func (t *topo) newRouter(args []string) (*simRouter, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &simRouter{t: t, spec: spec, alive: true, inc: 1, rng: router.NewRNG(spec.Seed), sw: append(slices.Clone(t.prefill), t.decode...)}
-	r.cfg = router.FlowConfig{MaxRetries: spec.MaxRetries, AbortOnUnhealthy: spec.AbortOnUnhealthy, Bugs: spec.Bugs,
-		DeadlineGrace: router.DefaultDeadlineGrace, PrefillGrace: router.DefaultPrefillGrace,
-		Fallback: spec.PDFallback, RoomSalt: uint64(t.sc.Seed) * 0x2545f4914f6cdd1d}
-	r.Pool = r.pool()
-	for i, w := range r.Workers() {
-		w.Checked(true, router.DefaultFailThreshold, "") // started healthy: the launcher waits for every worker
-		r.scheduleCheck(i, spec.HealthInterval)
+	r := &simRouter{t: t, spec: spec, alive: true, inc: 1, sw: append(slices.Clone(t.prefill), t.decode...)}
+	r.boot()
+	// The launcher waits for every worker: the first round passed as the router started.
+	now := t.loop.Now()
+	r.Health.Begin(now)
+	for i := range r.sw {
+		r.answered(i, nil, now)
 	}
 	return r, nil
 }
 
-// pool is a fresh pool of the workers: each unhealthy until its first check passes.
-func (r *simRouter) pool() *router.Pool {
+// boot builds the router's decisions as its process does (every worker unhealthy until
+// its first check passes; bootstrap addresses are the processes' names, as the launcher
+// passes --prefill-bootstrap).
+func (r *simRouter) boot() {
 	ws := make([]*router.WorkerState, len(r.sw))
 	for i, w := range r.sw {
-		ws[i] = router.NewWorkerState(string(w.role), w.name, w.name) // bootstrap at the process's name
+		ws[i] = router.NewWorkerState(string(w.role), w.name, w.name)
 	}
-	return router.NewPool(ws, len(r.t.prefill), r.rng)
+	r.Core = router.NewCore(ws, len(r.t.prefill), append(slices.Clip(r.spec.Options),
+		router.WithRoomSalt(uint64(r.t.sc.Seed)*0x2545f4914f6cdd1d), router.WithLogger(nil))...)
 }
 
 func (r *simRouter) post(inc int, fn func()) {
@@ -104,17 +104,20 @@ func (r *simRouter) Now() time.Time { return r.t.loop.Now() }
 
 // submit is Router.Generate behind the API.
 func (r *simRouter) submit(req *gen.Request, emit func(gen.Event)) (func(), error) {
+	if r.starting {
+		return nil, ErrConnRefused // not listening yet
+	}
 	if err := router.CheckRequest(req); err != nil {
 		return nil, err
 	}
-	if err := r.Routable(r.spec.Bugs, r.spec.PDFallback); err != nil {
+	if err := r.Routable(); err != nil {
 		return nil, err
 	}
 	if req.Deadline.IsZero() && r.spec.RequestTimeout > 0 {
 		req.Deadline = r.t.loop.Now().Add(r.spec.RequestTimeout)
 	}
 	q := &simReq{simRouter: r, emit: emit}
-	q.f.Init(q, &r.cfg, req, nil)
+	q.f.Init(q, &r.Flow, req, nil)
 	r.reqs = append(r.reqs, q)
 	inc := r.inc
 	if t := q.f.GiveUpAt(); !t.IsZero() {
@@ -179,28 +182,28 @@ func (q *simReq) StartLegs(l router.Legs) error {
 func (q *simReq) leg(n int, prefill bool, i int, req *gen.Request) *rleg {
 	r, w := q.simRouter, q.sw[i]
 	l := &rleg{q: q, n: n, prefill: prefill, w: w}
-	failed := func(err error, transport bool) {
-		l.end(fmt.Errorf("router: %s %s: %w", w.role, w.name, err), transport)
-	}
+	role := string(w.role)
 	rinc, winc := r.inc, w.inc
 	err := ErrConnRefused
 	if w.alive {
 		l.c, err = r.t.links["router->"+w.name].dial()
 	}
 	if err != nil {
-		r.t.loop.After(0, func() { r.post(rinc, func() { failed(fmt.Errorf("%w: %w", gen.ErrUnavailable, err), true) }) })
+		r.t.loop.After(0, func() { r.post(rinc, func() { l.end(router.LegUnreachable(role, w.name, err), true) }) })
 		return l
 	}
 	l.c.onBreak = append(l.c.onBreak, func(error) {
-		r.post(rinc, func() { failed(fmt.Errorf("%w: %w", gen.ErrInternal, ErrConnReset), true) })
+		r.post(rinc, func() { l.end(router.LegBroken(role, w.name, ErrConnReset), true) })
 	}, func(error) { w.post(winc, func() { l.abort() }) })
 	l.c.send(up, 256+8*len(req.Prompt), func() {
 		w.post(winc, func() {
 			w.admit(req, func(ev gen.Event) {
-				l.c.send(down, 16+4*len(ev.Tokens), func() { r.post(rinc, func() { l.event(ev, failed) }) })
+				l.c.send(down, 16+4*len(ev.Tokens), func() { r.post(rinc, func() { l.event(ev) }) })
 			}, func(seq uint64, err error) {
 				if err != nil {
-					l.c.send(down, 256, func() { r.post(rinc, func() { failed(gen.ToWorkerError(err).Err(), false) }) })
+					l.c.send(down, 256, func() {
+						r.post(rinc, func() { l.end(router.LegError(role, w.name, gen.ToWorkerError(err).Err()), false) })
+					})
 					return
 				}
 				l.ok, l.seq = true, seq
@@ -214,7 +217,7 @@ func (q *simReq) leg(n int, prefill bool, i int, req *gen.Request) *rleg {
 }
 
 // event is one event of the leg's stream, as the router reads it.
-func (l *rleg) event(ev gen.Event, failed func(error, bool)) {
+func (l *rleg) event(ev gen.Event) {
 	if l.over {
 		return
 	}
@@ -224,7 +227,7 @@ func (l *rleg) event(ev gen.Event, failed func(error, bool)) {
 	}
 	switch {
 	case ev.Err != nil:
-		failed(gen.ToWorkerError(ev.Err).Err(), false)
+		l.end(router.LegError(string(l.w.role), l.w.name, gen.ToWorkerError(ev.Err).Err()), false)
 	case !l.prefill:
 		l.q.f.Decode(l.n, ev)
 	case ev.Done:
@@ -277,7 +280,7 @@ func (r *simRouter) requests() []gen.RequestInfo {
 // gauges is the router's /metrics.
 func (r *simRouter) gauges() map[string]float64 {
 	g := map[string]float64{metricnames.RouterHealthyPairs: 0}
-	if r.Routable(r.spec.Bugs, r.spec.PDFallback) == nil {
+	if r.Routable() == nil {
 		g[metricnames.RouterHealthyPairs] = 1
 	}
 	for _, w := range r.Workers() {
@@ -313,13 +316,11 @@ func (r *simRouter) crash() {
 	r.reqs = nil // the workers' states start afresh at restart
 }
 
-// restart starts a fresh router: every worker unhealthy until its first check passes
-// (Router.Start checks them once before serving).
+// restart starts a fresh router from its options, which refuses connections until its
+// first round of checks is over (Router.Start runs it before serving).
 func (r *simRouter) restart() {
-	r.alive, r.paused = true, false
+	r.alive, r.paused, r.starting = true, false, true
 	r.inc++
-	r.Pool = r.pool()
-	for i := range r.sw {
-		r.check(i)
-	}
+	r.boot()
+	r.round()
 }

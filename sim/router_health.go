@@ -3,20 +3,16 @@ package sim
 import (
 	"errors"
 	"time"
-
-	"pdsoak/server/router"
 )
 
-// The simulated router's health checks: /health over the router's link to each worker,
-// every --health-interval, bounded by --health-timeout; the results and the transport
-// errors on requests go to the worker's router.WorkerState, as in the real router, and
-// a worker marked unhealthy is handed to every Flow (Flow.WorkerDown decides whether
-// it matters).
+// The simulated router's health checks: router.HealthChecks decides when a round
+// begins and what an answer does, as in the real router; a check is /health over the
+// router's link to the worker, bounded by the round's timeout. A worker going
+// unhealthy (a check, or a transport error on a request) is handed to every Flow
+// (Flow.WorkerDown decides whether it matters).
 
 // MarkDown marks worker i unhealthy at once (a transport error on a request).
-func (r *simRouter) MarkDown(i int, err error) {
-	r.track(i, r.Workers()[i].MarkDown(router.DefaultFailThreshold, err))
-}
+func (r *simRouter) MarkDown(i int, err error) { r.track(i, r.Health.MarkDown(i, err)) }
 
 // track carries out a health transition (changed) of worker i.
 func (r *simRouter) track(i int, changed bool) {
@@ -28,17 +24,30 @@ func (r *simRouter) track(i int, changed bool) {
 	}
 }
 
-// scheduleCheck polls worker i's /health after d.
-func (r *simRouter) scheduleCheck(i int, d time.Duration) {
-	inc := r.inc
-	r.t.loop.After(d, func() { r.post(inc, func() { r.check(i) }) })
+// round checks every worker.
+func (r *simRouter) round() {
+	timeout := r.Health.Begin(r.t.loop.Now())
+	for i := range r.sw {
+		r.check(i, timeout)
+	}
+}
+
+// answered hands worker i's answer to the checks; the round's last schedules the next.
+func (r *simRouter) answered(i int, err error, now time.Time) {
+	changed, over, next := r.Health.Answered(i, err, now)
+	r.track(i, changed)
+	if over {
+		r.starting = false
+		inc := r.inc
+		r.t.loop.At(next, func() { r.post(inc, r.round) })
+	}
 }
 
 // check is one /health call over the router's link to the worker: refused when the
-// worker is down or the link partitioned, unanswered (the health timeout) when the
-// worker is paused, else the worker's health as it is when the call arrives.
-func (r *simRouter) check(i int) {
-	start, inc, w := r.t.loop.Now(), r.inc, r.sw[i]
+// worker is down or the link partitioned, unanswered (the timeout) when the worker is
+// paused, else the worker's health as it is when the call arrives.
+func (r *simRouter) check(i int, timeout time.Duration) {
+	inc, w := r.inc, r.sw[i]
 	answered := false
 	var c *conn
 	var to *Timer
@@ -51,14 +60,7 @@ func (r *simRouter) check(i int) {
 		if c != nil {
 			c.close()
 		}
-		r.post(inc, func() {
-			why := ""
-			if err != nil {
-				why = err.Error()
-			}
-			r.track(i, r.Workers()[i].Checked(err == nil, router.DefaultFailThreshold, why))
-			r.scheduleCheck(i, max(start.Add(r.spec.HealthInterval).Sub(r.t.loop.Now()), 0))
-		})
+		r.post(inc, func() { r.answered(i, err, r.t.loop.Now()) })
 	}
 	err := ErrConnRefused
 	if w.alive {
@@ -68,7 +70,7 @@ func (r *simRouter) check(i int) {
 		result(err)
 		return
 	}
-	to = r.t.loop.After(r.spec.HealthTimeout, func() { result(errHealthTimeout) })
+	to = r.t.loop.After(timeout, func() { result(errHealthTimeout) })
 	c.onBreak = append(c.onBreak, result)
 	winc := w.inc
 	c.send(up, 64, func() {

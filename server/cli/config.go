@@ -95,6 +95,9 @@ type RouterSpec struct {
 	ContextLength int
 	// PDFallback is --pd-fallback (router.FallbackNone unless decode-only).
 	PDFallback router.Fallback
+	// Options are the router.Options runRouter passes to router.New (router.NewCore
+	// takes them too), for the placeholder workers (--kv-link's URLs are theirs).
+	Options []router.Option
 }
 
 // RouterConfig parses the router's arguments (reference.router_args and the
@@ -117,7 +120,8 @@ func RouterConfig(args []string) (RouterSpec, error) {
 	if len(f.decode) == 0 {
 		f.decode = []string{"http://decode.invalid"}
 	}
-	if _, _, _, err := f.workers(); err != nil {
+	_, _, opts, err := f.workers()
+	if err != nil {
 		return RouterSpec{}, fmt.Errorf("cli: router args: %w", err)
 	}
 	sem := scheduler.Semantics(f.semantics)
@@ -130,7 +134,7 @@ func RouterConfig(args []string) (RouterSpec, error) {
 	return RouterSpec{Semantics: sem, Bugs: append(scheduler.BugSet(nil), f.bugs...), MaxRetries: f.maxRetries,
 		HealthInterval: time.Duration(f.healthInterval), HealthTimeout: time.Duration(f.healthTimeout),
 		AbortOnUnhealthy: f.abortUnhealthy, Seed: f.seed, RequestTimeout: time.Duration(f.requestTimeout),
-		ContextLength: f.contextLength, PDFallback: pdFallback(f.pdFallback)}, nil
+		ContextLength: f.contextLength, PDFallback: pdFallback(f.pdFallback), Options: opts}, nil
 }
 
 // pdFallback is the parsed --pd-fallback (workers() has already refused a bad one).

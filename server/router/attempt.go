@@ -195,7 +195,7 @@ func (d *flowDriver) Grace(t time.Duration) {
 	}
 }
 
-func (d *flowDriver) MarkDown(w int, err error) { d.r.markDown(d.r.worker(w), err) }
+func (d *flowDriver) MarkDown(w int, err error) { d.r.markDown(w, err) }
 
 func (d *flowDriver) Done() {
 	d.r.reqMu.Lock()

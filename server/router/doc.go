@@ -28,7 +28,8 @@
 // Workers' error statuses and stream errors come back as the gen sentinel errors they
 // were (gen.WorkerError.Err). Health: every worker's /health is polled; a worker that
 // fails DefaultFailThreshold checks in a row, or refuses a connection on a request, is
-// skipped until it passes again (Health, health.go). A prefill's KV bootstrap address comes from its
+// skipped until it passes again (Health, health.go). The checks run in rounds, every
+// worker at once, on one schedule (HealthChecks, healthchecks.go). A prefill's KV bootstrap address comes from its
 // /server_info ("bootstrap_addr") unless given explicitly, and is read again at every health
 // check, so a restarted prefill is never reached at a stale address.
 //
@@ -39,11 +40,14 @@
 // behind FlowIO. The Router drives it from one goroutine per request over real sockets
 // (attempt.go); the simulator (sim) drives the same Flow from its event loop over
 // simulated links. The workers' state (WorkerState: health, outstanding, bootstrap
-// address), the decisions (decide.go), the health tracker (health.go) and the refusals
-// (errors.go) are likewise one copy for both.
+// address), the decisions (decide.go), the health tracker (health.go), the health
+// checks' schedule (HealthChecks), the refusals and a leg's failures (errors.go) are
+// likewise one copy for both, and Core (core.go) builds the pool, the Flows'
+// configuration and the checks from the router's options for both (New, NewCore).
 //
 // The driver, by file: router.go (the Router, its lifecycle, Generate, /debug/requests),
-// options.go (defaults and functional options), workers.go (each worker's health checks
+// options.go (defaults and functional options), core.go (Core: what the router decides
+// with), healthchecks.go (HealthChecks), workers.go (each worker's health checks
 // and bootstrap address), workerstate.go (WorkerState, Candidates, Hold, Routable),
 // flow.go (Flow, FlowIO), attempt.go (the Router's FlowIO: a request's goroutine, its
 // legs and its client), legs.go (the two worker streams of an attempt), legclient.go

@@ -32,3 +32,20 @@ func NoPairError(why string) error {
 func UnhealthyError(role, name string) error {
 	return fmt.Errorf("router: %s %s became unhealthy: %w", role, name, gen.ErrUnavailable)
 }
+
+// LegError is how a leg to worker name (role prefill or decode) failed: err, the
+// worker's own error or the request's end. LegUnreachable (no answer: ErrUnavailable)
+// and LegBroken (the stream broke: ErrInternal) are the transport failures.
+func LegError(role, name string, err error) error {
+	return fmt.Errorf("router: %s %s: %w", role, name, err)
+}
+
+// LegUnreachable is a leg whose worker could not be reached (err: why).
+func LegUnreachable(role, name string, err error) error {
+	return fmt.Errorf("router: %s %s: %w: %w", role, name, gen.ErrUnavailable, err)
+}
+
+// LegBroken is a leg whose stream broke before its end (err: why).
+func LegBroken(role, name string, err error) error {
+	return fmt.Errorf("router: %s %s: %w: %w", role, name, gen.ErrInternal, err)
+}

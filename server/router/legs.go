@@ -107,14 +107,14 @@ func (r *Router) readLeg(ctx context.Context, w *worker, pl pendingLeg, fn func(
 		resp, err = pl.call.response()
 	}
 	if err != nil {
-		return leg{err: fmt.Errorf("router: %s %s: %w: %w", w.role, w.name, gen.ErrUnavailable, err), transport: true}
+		return leg{err: LegUnreachable(w.role, w.name, err), transport: true}
 	}
 	complete := false
 	defer func() { resp.finish(complete) }()
 	if resp.StatusCode != http.StatusOK {
 		b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		complete = err == nil
-		return leg{err: fmt.Errorf("router: %s %s: %w", w.role, w.name, statusError(resp.StatusCode, b))}
+		return leg{err: LegError(w.role, w.name, statusError(resp.StatusCode, b))}
 	}
 	l, clean := relayLeg(ctx, w, resp.Body, fn, func() {
 		// The answer is complete: from here the connection no longer depends on ctx,
@@ -135,7 +135,7 @@ func relayLeg(ctx context.Context, w *worker, body io.Reader, fn func(gen.Worker
 			ended()
 		}
 		if c.Error != nil {
-			final = fmt.Errorf("router: %s %s: %w", w.role, w.name, c.Error.Err())
+			final = LegError(w.role, w.name, c.Error.Err())
 			return true, nil
 		}
 		if err := fn(c); err != nil {
@@ -148,9 +148,9 @@ func relayLeg(ctx context.Context, w *worker, body io.Reader, fn func(gen.Worker
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return leg{err: fmt.Errorf("router: %s %s: %w", w.role, w.name, context.Cause(ctx))}, false
+			return leg{err: LegError(w.role, w.name, context.Cause(ctx))}, false
 		}
-		return leg{err: fmt.Errorf("router: %s %s: %w: %w", w.role, w.name, gen.ErrInternal, err), transport: true}, false
+		return leg{err: LegBroken(w.role, w.name, err), transport: true}, false
 	}
 	return leg{}, true
 }
@@ -171,12 +171,12 @@ func (r *Router) runLegHTTP(ctx context.Context, w *worker, body []byte, rid str
 	}
 	resp, err := r.client.Do(hreq)
 	if err != nil {
-		return leg{err: fmt.Errorf("router: %s %s: %w: %w", w.role, w.name, gen.ErrUnavailable, err), transport: true}
+		return leg{err: LegUnreachable(w.role, w.name, err), transport: true}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return leg{err: fmt.Errorf("router: %s %s: %w", w.role, w.name, statusError(resp.StatusCode, b))}
+		return leg{err: LegError(w.role, w.name, statusError(resp.StatusCode, b))}
 	}
 	l, _ := relayLeg(ctx, w, resp.Body, fn, nil)
 	return l

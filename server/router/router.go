@@ -38,12 +38,11 @@ type Router struct {
 	all             []*worker // prefill then decode: the Flow's numbering
 
 	rng  *rand.Rand // WithSeed's; the pool draws from it
-	pool *Pool
+	core *Core      // the pool, the Flows' configuration, the health checks (core.go)
 
 	reqMu sync.Mutex // guards reqs and what Flow.Info reads
 	reqs  map[uint64]*flowDriver
 	seq   uint64
-	flow  FlowConfig // every request's Flow shares it (set by New after the options)
 
 	metrics *metrics
 	stop    context.CancelFunc
@@ -56,17 +55,7 @@ func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
 	if len(prefill) == 0 || len(decode) == 0 {
 		return nil, fmt.Errorf("router: need at least one prefill and one decode worker (got %d, %d)", len(prefill), len(decode))
 	}
-	r := &Router{
-		healthInterval: DefaultHealthInterval, healthTimeout: DefaultHealthTimeout,
-		deadlineGrace: DefaultDeadlineGrace, prefillGrace: DefaultPrefillGrace, failThreshold: DefaultFailThreshold,
-		maxRetries: DefaultMaxRetries, log: slog.Default(), kvLinks: map[[2]string]string{},
-		abortOnUnhealthy: true, roomSalt: uint64(time.Now().UnixNano()),
-		reqs: map[uint64]*flowDriver{}, done: make(chan struct{}),
-		rng: rand.New(rand.NewPCG(1, 2)),
-	}
-	for _, o := range opts {
-		o(r)
-	}
+	r := configure(opts)
 	if r.client == nil {
 		// The legs go through the leg client; net/http serves the health checks (and
 		// the legs only when WithClient asks for a client of its own).
@@ -78,9 +67,6 @@ func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
 			IdleConnTimeout:     90 * time.Second,
 			DisableCompression:  true,
 		}}
-	}
-	if r.log == nil {
-		r.log = slog.New(slog.DiscardHandler)
 	}
 	seen := map[string]bool{}
 	add := func(ws []Worker, role string) ([]*worker, error) {
@@ -113,35 +99,34 @@ func New(prefill, decode []Worker, opts ...Option) (*Router, error) {
 	for i, w := range r.all {
 		states[i] = &w.WorkerState
 	}
-	r.pool = NewPool(states, len(r.prefill), r.rng)
+	r.core = r.newCore(states, len(r.prefill))
 	r.metrics = newMetrics(r)
-	r.flow = FlowConfig{MaxRetries: r.maxRetries, AbortOnUnhealthy: r.abortOnUnhealthy, DeadlineGrace: r.deadlineGrace,
-		PrefillGrace: r.prefillGrace, Bugs: r.bugs, Fallback: r.fallback, RoomSalt: r.roomSalt, Log: r.log}
 	return r, nil
 }
 
 // Gatherer serves the router's own metrics.
 func (r *Router) Gatherer() prometheus.Gatherer { return r.metrics.reg }
 
-// Start checks every worker once (bounded by the health timeout) and then keeps checking
-// every health interval until Close.
+// Start runs the first round of health checks (bounded by the health timeout) and then
+// keeps checking, on the schedule of HealthChecks, until Close.
 func (r *Router) Start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
-	r.checkAll(ctx)
+	next := r.checkAll(ctx)
 	go func() {
 		defer close(r.done)
-		t := time.NewTicker(r.healthInterval)
+		t := time.NewTimer(time.Until(next))
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				r.checkAll(ctx)
+				next = r.checkAll(ctx)
 				if r.legs != nil {
 					r.legs.reap()
 				}
+				t.Reset(time.Until(next))
 			}
 		}
 	}()
@@ -191,12 +176,12 @@ func (r *Router) Generate(ctx context.Context, req *gen.Request) (<-chan gen.Eve
 		return nil, err
 	}
 	r.metrics.requests.Inc()
-	d := &flowDriver{Pool: r.pool, r: r, ctx: ctx, out: make(chan gen.Event, 16), start: time.Now()}
+	d := &flowDriver{Pool: r.core.Pool, r: r, ctx: ctx, out: make(chan gen.Event, 16), start: time.Now()}
 	var attrs []any
 	if tp, ok := traceparent.FromContext(ctx); ok {
 		attrs = []any{"trace_id", tp.TraceIDHex()}
 	}
-	d.f.Init(d, &r.flow, req, &r.reqMu, attrs...)
+	d.f.Init(d, &r.core.Flow, req, &r.reqMu, attrs...)
 	r.reqMu.Lock()
 	r.seq++
 	d.key = r.seq

@@ -489,8 +489,8 @@ func TestRoomsDifferAcrossRuns(t *testing.T) {
 	b, _ := New(w, d, WithSeed(1), WithRoomSalt(1))
 	c, _ := New(w, d, WithSeed(1), WithRoomSalt(2))
 	room := func(r *Router) uint64 { // the first attempt's room, as a Flow draws it
-		d := &flowDriver{Pool: r.pool, r: r}
-		d.f.Init(d, &r.flow, req("x"), nil)
+		d := &flowDriver{Pool: r.core.Pool, r: r}
+		d.f.Init(d, &r.core.Flow, req("x"), nil)
 		return d.f.room()
 	}
 	ra, rb, rc := room(a), room(b), room(c)

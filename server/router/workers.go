@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // worker is one prefill or decode worker as the router sees it: its WorkerState
@@ -23,19 +24,28 @@ type worker struct {
 
 func (r *Router) workers() []*worker { return r.all }
 
-func (r *Router) checkAll(ctx context.Context) {
+// checkAll runs one round of health checks (HealthChecks) and returns when the next
+// begins.
+func (r *Router) checkAll(ctx context.Context) (next time.Time) {
+	timeout := r.core.Health.Begin(time.Now())
 	var wg sync.WaitGroup
-	for _, w := range r.workers() {
+	for i, w := range r.workers() {
 		wg.Add(1)
-		go func() { defer wg.Done(); r.check(ctx, w) }()
+		go func() {
+			defer wg.Done()
+			if n, over := r.check(ctx, i, w, timeout); over {
+				next = n // one check's answer ends the round
+			}
+		}()
 	}
 	wg.Wait()
+	return next
 }
 
-// check polls one worker's /health (and /server_info for a prefill whose bootstrap
-// address must be learned).
-func (r *Router) check(ctx context.Context, w *worker) {
-	ctx, cancel := context.WithTimeout(ctx, r.healthTimeout)
+// check polls worker i's /health (and /server_info for a prefill whose bootstrap
+// address must be learned) and hands the answer to the health checks.
+func (r *Router) check(ctx context.Context, i int, w *worker, timeout time.Duration) (next time.Time, over bool) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	err := r.get(ctx, w.url+"/health", nil)
 	if err == nil && w.role == "prefill" && !w.explicitBoot {
@@ -53,20 +63,18 @@ func (r *Router) check(ctx context.Context, w *worker) {
 		}
 	}
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
-		return // shutting down
+		over, next := r.core.Health.Unanswered(time.Now()) // shutting down
+		return next, over
 	}
-	lastErr := ""
-	if err != nil {
-		lastErr = err.Error()
-	}
-	if !w.Checked(err == nil, r.failThreshold, lastErr) {
-		return
-	}
-	if err == nil {
+	changed, over, next := r.core.Health.Answered(i, err, time.Now())
+	switch {
+	case !changed:
+	case err == nil:
 		r.log.Info("router: worker healthy", "worker", w.name, "url", w.url, "bootstrap_addr", w.bootstrap())
-	} else {
+	default:
 		r.log.Warn("router: worker unhealthy", "worker", w.name, "url", w.url, "err", err)
 	}
+	return next, over
 }
 
 func (r *Router) get(ctx context.Context, url string, into any) error {
@@ -92,9 +100,10 @@ func (r *Router) get(ctx context.Context, url string, into any) error {
 	return nil
 }
 
-// markDown marks a worker unhealthy at once after a transport error on a request.
-func (r *Router) markDown(w *worker, err error) {
-	if w.MarkDown(r.failThreshold, err) {
+// markDown marks worker i unhealthy at once after a transport error on a request.
+func (r *Router) markDown(i int, err error) {
+	if r.core.Health.MarkDown(i, err) {
+		w := r.worker(i)
 		r.log.Warn("router: worker unhealthy after a request failed", "worker", w.name, "url", w.url, "err", err)
 	}
 }
@@ -104,6 +113,6 @@ func (r *Router) worker(i int) *worker { return r.all[i] }
 
 // Healthy is nil while at least one healthy prefill/decode pair exists (Routable). It
 // draws no randomness, so polling it leaves the seeded tie-breaks unchanged.
-func (r *Router) Healthy() error { return r.pool.Routable(r.bugs, r.fallback) }
+func (r *Router) Healthy() error { return r.core.Routable() }
 
-func (r *Router) describe() string { return r.pool.Describe() }
+func (r *Router) describe() string { return r.core.Describe() }
