@@ -69,6 +69,13 @@ func (k *kvSide) reset(w *worker) {
 	*k = kvSide{w: w}
 	kv, inc := w.b.KV(), w.inc
 	k.send = kvtransfer.NewSendRooms(kv.PageSize, kvtransfer.DefaultTombstones, nil)
+	k.send.AckBound(kvClock{w.t.loop}, kvtransfer.DefaultAckTimeout, func(r *kvtransfer.SendRoom, step uint64) {
+		w.post(inc, func() {
+			if err := k.send.AckExpired(r, step); err != nil {
+				k.ended(r, err)
+			}
+		})
+	})
 	k.recv = kvtransfer.NewRecvRooms(kvClock{w.t.loop}, kvtransfer.RecvConfig{PageSize: kv.PageSize, Layers: kv.Layers,
 		BytesPerToken: kv.BytesPerToken, NumPages: kv.NumPages, Handshake: kvtransfer.DefaultHandshakeTimeout,
 		Waiting: w.spec.WaitingTimeout, Progress: w.spec.ProgressTimeout, StaleEndpoints: w.spec.StaleEndpoints},
@@ -302,6 +309,7 @@ func (k *kvSide) push(r *kvtransfer.SendRoom, s scheduler.Send) {
 	done := func() {
 		kc.down.Enqueue(kvtransfer.MsgDone, s.Room, kvtransfer.AppendDone(nil,
 			kvtransfer.Done{FirstToken: int32(s.FirstToken), NumTokens: uint32(s.NumTokens), Frames: uint32(len(es))}))
+		k.send.AwaitAck(r)
 	}
 	if w.fps[failpoint.KVTransferSendFrame] == nil {
 		deliver(0, len(es))

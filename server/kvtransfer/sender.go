@@ -53,10 +53,22 @@ func (r *sroom) finish(err error) {
 func NewSender(store *kernels.KVStore, opts ...Option) *Sender {
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := newConfig(opts)
-	return &Sender{
+	s := &Sender{
 		cfg: cfg, store: store, ctx: ctx, cancel: cancel,
 		shape: Shape{uint32(store.PageSize), uint32(store.Layers), uint32(store.BytesPerToken)},
 		links: map[*link]struct{}{}, rooms: NewSendRooms(store.PageSize, cfg.tombstones, newSroom),
+	}
+	s.rooms.AckBound(nil, cfg.ackTimeout, s.ackExpired)
+	return s
+}
+
+// ackExpired is a room's ACK timer (SendRooms.AckExpired decides); its Send ends.
+func (s *Sender) ackExpired(r *SendRoom, step uint64) {
+	s.mu.Lock()
+	err := s.rooms.AckExpired(r, step)
+	s.mu.Unlock()
+	if err != nil {
+		own(r).finish(err)
 	}
 }
 
@@ -376,13 +388,12 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 		l.kill(err)
 		return err
 	}
-	t := time.NewTimer(s.cfg.ackTimeout)
-	defer t.Stop()
+	s.mu.Lock()
+	s.rooms.AwaitAck(&r.SendRoom) // its timer ends the room (ackExpired)
+	s.mu.Unlock()
 	select {
 	case <-r.fin:
 		return r.err
-	case <-t.C:
-		return fail(fmt.Errorf("%w: room %d: no ACK from decode within %s", ErrTimeout, r.Room, s.cfg.ackTimeout))
 	case <-ctx.Done():
 		return fail(fmt.Errorf("kvtransfer: room %d: waiting for ACK: %w", r.Room, context.Cause(ctx)))
 	case <-s.ctx.Done():
