@@ -194,25 +194,23 @@ func (k *kvSide) handle(kc *kvConn, t kvtransfer.MsgType, room uint64, body []by
 	}
 }
 
-// pages (decode) writes a batch of frames of room into its pages and verifies them.
+// pages (decode) is a PAGES message of room: the receiver's rule (RecvRooms.Pages,
+// VerifyPages) with the payloads copied into the pages.
 func (k *kvSide) pages(ep *kvtransfer.Endpoint, room uint64, es []kvtransfer.Entry, bodies [][]byte) {
-	r := k.recv.Lookup(ep, room)
-	if r == nil {
+	r, dst, err := k.recv.Pages(ep, room, es, k.w.b.KV(), nil)
+	if r == nil || err != nil {
+		if err != nil {
+			k.end(r, err, true)
+		}
 		return
 	}
-	kv, n := k.w.b.KV(), int64(0)
-	for i, e := range es {
-		if err := k.recv.CheckFrame(r, e); err != nil {
-			k.end(r, err, true)
-			return
-		}
-		dst := kv.LayerBytes(r.Dest[e.Page], int(e.Layer))[:e.Len]
-		copy(dst, bodies[i])
-		if got := kvtransfer.Checksum(dst); got != e.CRC {
-			k.end(r, kvtransfer.ChecksumError(room, e, got), true)
-			return
-		}
-		n += int64(e.Len)
+	for i := range dst {
+		copy(dst[i], bodies[i])
+	}
+	n, err := kvtransfer.VerifyPages(room, es, dst, nil)
+	if err != nil {
+		k.end(r, err, true)
+		return
 	}
 	k.recv.Progress(r, len(es), n)
 }
