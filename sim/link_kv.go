@@ -233,36 +233,28 @@ func (k *kvSide) hook(point string, cont func(arg string)) {
 	}
 }
 
-// register (prefill) is a REGISTER, after the bootstrap hook (Sender.onRegister).
+// register (prefill) is a REGISTER after the bootstrap hook (SendRooms.OnRegister,
+// as Sender.onRegister); a connection that died during the hook registers nothing (the
+// Sender's would, then lose it at once).
 func (k *kvSide) register(kc *kvConn, room uint64, body []byte) {
 	k.hook(kvtransfer.HookBootstrap, func(arg string) {
-		switch arg {
-		case kvtransfer.HookDrop:
-			kc.c.breakNow(kvtransfer.HookDropError(kvtransfer.HookBootstrap, 0))
-		case kvtransfer.HookFail:
-			reason := kvtransfer.HookRefusedReason(nil, arg)
-			k.fail(room, reason)
-			k.send.Refuse(&kc.down, room, reason)
-		default:
-			k.registerNow(kc, room, body)
+		if !kc.c.alive && arg != kvtransfer.HookFail {
+			return
+		}
+		ev, err := k.send.OnRegister(&kc.down, room, body, kc.d.name, arg, nil)
+		switch {
+		case err != nil:
+			kc.c.breakNow(err)
+		case ev.Failed != nil && ev.Failed.Sending:
+			k.ended(ev.Failed, ev.FailErr)
+		case ev.Room != nil:
+			k.w.sched.Registered(k.w.t.loop.Now(), room)
+			k.w.wake()
+			if s, ok := ev.Room.Owner.(scheduler.Send); ok { // a Send waited for the registration
+				k.push(ev.Room, s)
+			}
 		}
 	})
-}
-
-func (k *kvSide) registerNow(kc *kvConn, room uint64, body []byte) {
-	reg, err := kvtransfer.ParseRegister(body)
-	if !kc.c.alive || err != nil {
-		return
-	}
-	r, _ := k.send.Register(&kc.down, room, reg, kc.d.name)
-	if r == nil {
-		return
-	}
-	k.w.sched.Registered(k.w.t.loop.Now(), room)
-	k.w.wake()
-	if s, ok := r.Owner.(scheduler.Send); ok { // a Send waited for the registration
-		k.push(r, s)
-	}
 }
 
 // startSend (prefill) sends the KV of a room once decode registered it.
@@ -307,7 +299,15 @@ func (k *kvSide) push(r *kvtransfer.SendRoom, s scheduler.Send) {
 	done := func() {
 		kc.down.Enqueue(kvtransfer.MsgDone, s.Room, kvtransfer.AppendDone(nil,
 			kvtransfer.Done{FirstToken: int32(s.FirstToken), NumTokens: uint32(s.NumTokens), Frames: uint32(len(es))}))
-		k.send.AwaitAck(r)
+		// The ACK bound runs once DONE is written: once the link took its bytes.
+		inc := w.inc
+		w.t.loop.At(kc.c.busy[down], func() {
+			w.post(inc, func() {
+				if k.send.Get(s.Room) == r && kc.c.alive {
+					k.send.AwaitAck(r)
+				}
+			})
+		})
 	}
 	if w.fps[failpoint.KVTransferSendFrame] == nil {
 		deliver(0, len(es))

@@ -101,3 +101,35 @@ func TestSenderAckTimeout(t *testing.T) {
 		t.Fatal("no FAIL for the room")
 	}
 }
+
+// TestSendRoomsOnRegister: what a REGISTER comes to after the bootstrap hook, as the
+// Sender and the sim both carry it out.
+func TestSendRoomsOnRegister(t *testing.T) {
+	body := AppendRegister(nil, Register{NumTokens: 4, Pages: []int32{0}})
+	m, c := NewSendRooms(4, 8, nil), &recConn{}
+
+	_, err := m.OnRegister(c, 1, body, "d", HookDrop, nil)
+	assert.ErrorIs(t, err, ErrConnection, "drop closes the connection")
+	assert.Empty(t, c.take())
+
+	waiting, err := m.Claim(2) // a Send waits for room 2
+	require.NoError(t, err)
+	ev, err := m.OnRegister(c, 2, body, "d", HookFail, nil)
+	require.NoError(t, err)
+	assert.Nil(t, ev.Room)
+	assert.Same(t, waiting, ev.Failed)
+	assert.ErrorIs(t, ev.FailErr, ErrPeer)
+	assert.Contains(t, ev.Refused, "bootstrap refused by hook")
+	assert.Equal(t, []string{"FAIL 2 " + ev.Refused}, c.take())
+	_, err = m.Claim(2)
+	assert.ErrorIs(t, err, ErrPeer, "tombstoned")
+
+	_, err = m.OnRegister(c, 3, []byte{1}, "d", "", nil)
+	assert.Error(t, err, "a malformed REGISTER closes the connection")
+
+	ev, err = m.OnRegister(c, 4, body, "d", "", nil)
+	require.NoError(t, err)
+	require.NotNil(t, ev.Room)
+	assert.Equal(t, 4, ev.Room.Reg.NumTokens)
+	assert.Equal(t, []string{"REGISTER_ACK 4"}, c.take())
+}

@@ -316,3 +316,35 @@ func (m *SendRooms) All() []*SendRoom {
 	}
 	return out
 }
+
+// RegisterEvent is what a REGISTER came to (OnRegister): the room registered (Room),
+// or refused with FAIL (Refused); when the bootstrap hook refused it, Failed is the room
+// prefill failed with it, whose Send, if one carries it, ends with FailErr.
+type RegisterEvent struct {
+	Room    *SendRoom
+	Refused string
+	Failed  *SendRoom
+	FailErr error
+}
+
+// OnRegister is decode's REGISTER of room on c (body undecoded) once the bootstrap hook
+// said arg (its error herr): a "drop" closes the connection (the error), a "fail" or a
+// hook error refuses the room and fails it from prefill's side (a Send waiting for it
+// ends), a malformed body closes the connection; otherwise Register decides.
+func (m *SendRooms) OnRegister(c Conn, room uint64, body []byte, peer, arg string, herr error) (RegisterEvent, error) {
+	if arg == HookDrop {
+		return RegisterEvent{}, HookDropError(HookBootstrap, 0)
+	}
+	if herr != nil || arg == HookFail {
+		reason := HookRefusedReason(herr, arg)
+		r, err := m.Fail(room, reason)
+		m.Refuse(c, room, reason)
+		return RegisterEvent{Refused: reason, Failed: r, FailErr: err}, nil
+	}
+	reg, err := ParseRegister(body)
+	if err != nil {
+		return RegisterEvent{}, err
+	}
+	r, refused := m.Register(c, room, reg, peer)
+	return RegisterEvent{Room: r, Refused: refused}, nil
+}

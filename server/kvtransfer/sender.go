@@ -206,37 +206,28 @@ func (s *Sender) readLoop(l *link) error {
 	}
 }
 
-// onRegister handles REGISTER. A bad or refused room gets FAIL; only transport-level
-// faults return an error (which closes the connection).
+// onRegister handles REGISTER (SendRooms.OnRegister decides). A bad or refused room
+// gets FAIL; only transport-level faults return an error (which closes the connection).
 func (s *Sender) onRegister(l *link, room uint64, body []byte) error {
 	arg, herr := s.cfg.eval(s.ctx, HookBootstrap)
-	if arg == HookDrop {
-		return HookDropError(HookBootstrap, 0)
+	s.mu.Lock()
+	ev, err := s.rooms.OnRegister(l, room, body, l.peer, arg, herr)
+	if ev.Room != nil {
+		close(own(ev.Room).ready)
 	}
-	if herr != nil || arg == HookFail {
-		reason := HookRefusedReason(herr, arg)
-		s.Fail(room, reason) // a Send waiting for this room fails now
-		s.mu.Lock()
-		s.rooms.Refuse(l, room, reason)
-		s.mu.Unlock()
-		s.cfg.logger.Warn("kvtransfer: register refused", "room", room, "peer", l.peer, "reason", reason)
-		return nil
-	}
-	reg, err := ParseRegister(body)
+	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	r, refused := s.rooms.Register(l, room, reg, l.peer)
-	if r != nil {
-		close(own(r).ready)
+	if ev.Failed != nil {
+		own(ev.Failed).finish(ev.FailErr) // a Send waiting for this room fails now
 	}
-	s.mu.Unlock()
-	if r == nil {
-		s.cfg.logger.Warn("kvtransfer: register refused", "room", room, "peer", l.peer, "reason", refused)
+	if ev.Room == nil {
+		s.cfg.logger.Warn("kvtransfer: register refused", "room", room, "peer", l.peer, "reason", ev.Refused)
 		return nil
 	}
-	s.cfg.logger.Debug("kvtransfer: room registered", "room", room, "tokens", reg.NumTokens, "pages", len(reg.Pages), "peer", l.peer)
+	r := ev.Room
+	s.cfg.logger.Debug("kvtransfer: room registered", "room", room, "tokens", r.Reg.NumTokens, "pages", len(r.Reg.DestPages), "peer", l.peer)
 	if s.cfg.onRegister != nil {
 		s.cfg.onRegister(r.Reg)
 	}
