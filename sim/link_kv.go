@@ -278,15 +278,11 @@ func (k *kvSide) push(r *kvtransfer.SendRoom, s scheduler.Send) {
 		return
 	}
 	kc := r.Conn.(*kvEnd).kc
-	var es []kvtransfer.Entry
-	var bodies [][]byte
-	for j := 0; j*kv.PageSize < s.NumTokens; j++ {
-		n := kvtransfer.FrameLen(kv.PageSize, kv.BytesPerToken, s.NumTokens, j)
-		for l := range kv.Layers {
-			b := append([]byte(nil), kv.LayerBytes(s.Pages[j], l)[:n]...)
-			es = append(es, kvtransfer.Entry{Page: uint32(j), Layer: uint32(l), Len: uint32(n), CRC: kvtransfer.Checksum(b)})
-			bodies = append(bodies, b)
-		}
+	es := make([]kvtransfer.Entry, kvtransfer.NumFrames(kv.PageSize, kv.Layers, s.NumTokens))
+	bodies := make([][]byte, len(es))
+	for i := range es {
+		e, b := kvtransfer.Frame(kv, s.Pages, s.NumTokens, i)
+		es[i], bodies[i] = e, append([]byte(nil), b...) // the pages are freed once sent
 	}
 	d, dinc := kc.d, kc.d.inc
 	deliver := func(from, to int) {

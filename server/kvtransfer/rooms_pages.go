@@ -45,3 +45,18 @@ func VerifyPages(room uint64, es []Entry, dst [][]byte, gone *atomic.Bool) (n in
 	}
 	return n, nil
 }
+
+// NumFrames is how many frames carry a room of numTokens tokens: one per page and layer.
+func NumFrames(pageSize, layers, numTokens int) int {
+	return (numTokens + pageSize - 1) / pageSize * layers
+}
+
+// Frame is frame i of a room of numTokens tokens sent from the pages src of store (page
+// i/layers, layer i%layers, in the order the Sender sends them) and its payload, which
+// stays in store.
+func Frame(store *kernels.KVStore, src []int32, numTokens, i int) (Entry, []byte) {
+	j, layer := i/store.Layers, i%store.Layers
+	n := FrameLen(store.PageSize, store.BytesPerToken, numTokens, j)
+	payload := store.LayerBytes(src[j], layer)[:n]
+	return Entry{Page: uint32(j), Layer: uint32(layer), Len: uint32(n), CRC: Checksum(payload)}, payload
+}

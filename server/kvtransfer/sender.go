@@ -338,40 +338,34 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 	hctx, hcancel := context.WithCancel(ctx)
 	defer hcancel()
 	defer context.AfterFunc(r.finCtx, hcancel)()
-	ps := s.store.PageSize
-	need := (numTokens + ps - 1) / ps
-	for j := 0; j < need; j++ {
-		n := FrameLen(ps, s.store.BytesPerToken, numTokens, j)
-		for layer := 0; layer < s.store.Layers; layer++ {
+	for i := range NumFrames(s.store.PageSize, s.store.Layers, numTokens) {
+		select {
+		case <-r.fin:
+			return r.err
+		case <-ctx.Done():
+			return fail(fmt.Errorf("kvtransfer: room %d: send: %w", r.Room, context.Cause(ctx)))
+		default:
+		}
+		e, payload := Frame(s.store, src, numTokens, i)
+		arg, err := s.cfg.eval(hctx, HookSendFrame)
+		if err != nil {
 			select {
 			case <-r.fin:
 				return r.err
-			case <-ctx.Done():
-				return fail(fmt.Errorf("kvtransfer: room %d: send: %w", r.Room, context.Cause(ctx)))
 			default:
 			}
-			payload := s.store.LayerBytes(src[j], layer)[:n]
-			e := Entry{Page: uint32(j), Layer: uint32(layer), Len: uint32(n), CRC: Checksum(payload)}
-			arg, err := s.cfg.eval(hctx, HookSendFrame)
-			if err != nil {
-				select {
-				case <-r.fin:
-					return r.err
-				default:
-				}
-				return fail(fmt.Errorf("%w: room %d: hook %s: %w", ErrConnection, r.Room, HookSendFrame, err))
-			}
-			if arg == HookDrop {
-				err := HookDropError(HookSendFrame, r.Room)
-				l.kill(err)
-				return err
-			}
-			if err := l.writeFrame(r.Room, e, payload, arg == HookCorrupt); err != nil {
-				return fmt.Errorf("room %d: %w", r.Room, err)
-			}
-			*bytes += int64(n)
-			*frames++
+			return fail(fmt.Errorf("%w: room %d: hook %s: %w", ErrConnection, r.Room, HookSendFrame, err))
 		}
+		if arg == HookDrop {
+			err := HookDropError(HookSendFrame, r.Room)
+			l.kill(err)
+			return err
+		}
+		if err := l.writeFrame(r.Room, e, payload, arg == HookCorrupt); err != nil {
+			return fmt.Errorf("room %d: %w", r.Room, err)
+		}
+		*bytes += int64(e.Len)
+		*frames++
 	}
 	done := AppendDone(nil, Done{FirstToken: int32(firstToken), NumTokens: uint32(numTokens), Frames: uint32(*frames)})
 	if err := l.write(appendMessage(nil, MsgDone, r.Room, done)); err != nil {
