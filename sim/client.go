@@ -21,7 +21,7 @@ import (
 
 // call is one request of the simulated client, from send to its one done event. It
 // plays both ends of the HTTP exchange the real run has: server/api's answer writer
-// (api.Answer, with call as its api.Writer) for the Server's gen.Events, and, from the
+// (api.Answer: what to write, api.Out, for the Server's gen.Events), and, from the
 // bytes it writes, the real client's answer state machine (client.Answer,
 // client.Refused, client.Settle), with the client's deadlines as Loop timers.
 type call struct {
@@ -144,13 +144,14 @@ func (c *call) event(ev gen.Event) {
 	if ev.Err != nil {
 		ref := api.RefusalFor(ev.Err)
 		if c.out.Started() {
-			c.Data(ref.Body) // an SSE error event and no [DONE]
+			c.data(ref.Body) // an SSE error event and no [DONE]
 			return
 		}
 		c.refused(ref)
 		return
 	}
-	stopped := c.out.Event(c, ev)
+	o, stopped := c.out.Event(ev)
+	c.write(o)
 	if stopped && !c.ended && c.cancel != nil {
 		cancel := c.cancel // the API cancels the generation; the connection stays
 		c.cancel, c.ended = nil, true
@@ -158,19 +159,33 @@ func (c *call) event(ev gen.Event) {
 		c.ended = false
 	}
 	if (ev.Done || stopped) && !c.ended {
-		c.out.Finish(c, ev, stopped)
+		o, _, _ := c.out.Finish(ev, stopped)
+		c.write(o)
 	}
 }
 
-// Begin is the stream's headers (200, text/event-stream) and, for chat, the role chunk
-// (api.Writer).
-func (c *call) Begin(first any) {
-	c.headers(http.StatusOK)
-	if d := c.req.Deadlines.Stall; d > 0 {
-		c.stall = c.r.loop.After(d, func() { c.deadline("stall", client.ErrStallDeadline) })
+// write is what the API writes (api.Out): a stream's headers and role chunk, data
+// events, [DONE], or a whole answer.
+func (c *call) write(x api.Out) {
+	if x.Begin {
+		c.headers(http.StatusOK)
+		if d := c.req.Deadlines.Stall; d > 0 {
+			c.stall = c.r.loop.After(d, func() { c.deadline("stall", client.ErrStallDeadline) })
+		}
+		if x.Role != nil {
+			c.data(x.Role)
+		}
 	}
-	if first != nil {
-		c.Data(first)
+	for _, v := range x.Data {
+		if v != nil {
+			c.data(v)
+		}
+	}
+	if x.Done {
+		c.data(nil)
+	}
+	if x.Whole != nil {
+		c.whole(x.Whole)
 	}
 }
 
@@ -181,9 +196,9 @@ func (c *call) headers(status int) {
 	c.r.emit(workload.HeadersEvent(c.req, now, status))
 }
 
-// Data is one SSE data event (v nil: [DONE]; api.Writer): its bytes are counted, it
-// resets the stall deadline, and the client's Answer reads it.
-func (c *call) Data(v any) {
+// data is one SSE data event (v nil: [DONE]): its bytes are counted, it resets the
+// stall deadline, and the client's Answer reads it.
+func (c *call) data(v any) {
 	if c.ended {
 		return
 	}
@@ -215,9 +230,11 @@ func (c *call) firstToken() {
 	c.r.emit(workload.FirstTokenEvent(c.req, c.res.FirstToken))
 }
 
-// Whole is a non-stream answer: headers and the whole body at the final event
-// (api.Writer).
-func (c *call) Whole(v any) {
+// whole is a non-stream answer: headers and the whole body at the final event.
+func (c *call) whole(v any) {
+	if c.ended {
+		return
+	}
 	c.headers(http.StatusOK)
 	b, _ := json.Marshal(v)
 	c.res.Bytes += int64(len(b) + 1)

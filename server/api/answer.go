@@ -7,21 +7,24 @@ import (
 	"pdsoak/server/gen"
 )
 
-// Writer is where an Answer's output goes: the handler's HTTP response (openaiOut) or
-// the simulator's in-memory client (pdsoak/sim). A driver whose client went away stops
-// feeding the Answer; errors are the driver's (Answer.Started says which kind).
-type Writer interface {
-	// Begin is a stream's status and headers (200, text/event-stream), then first (the
+// Out is what an Answer writes for one step, in this order. Its driver writes it: the
+// handler on its http.ResponseWriter (openaiOut), the simulator into its in-memory
+// client (pdsoak/sim). Returned as a value, not through an interface, so that the
+// handler's writer stays on its stack.
+type Out struct {
+	// Begin is a stream's status and headers (200, text/event-stream), then Role (the
 	// chat role chunk; nil: none) as a data event.
-	Begin(first any)
-	// Data is one SSE data event: v's JSON, or [DONE] for nil.
-	Data(v any)
-	// Whole is a whole (not streamed) answer: 200 and v's JSON.
-	Whole(v any)
+	Begin bool
+	Role  any
+	// Data are data events (nil: none), then Done is data: [DONE].
+	Data [2]any
+	Done bool
+	// Whole is a whole (not streamed) answer: 200 and its JSON (nil: none).
+	Whole any
 }
 
 // Answer is the API's answer to one generation as a state machine: the generator's
-// events in (Event, then Finish), chunks and the status out (Writer). The stream's
+// events in (Event, then Finish), chunks and the status out (Out). The stream's
 // headers go out at its first event, not when the request is admitted.
 type Answer struct {
 	ck                         Chunks
@@ -56,7 +59,7 @@ func (a *Answer) Count() int { return a.count }
 // Event is one event of the generation (ev.Err nil): its text goes out (a stream's
 // headers first). stopped: a stop string matched, the text ends before it; the driver
 // cancels the generation, then calls Finish.
-func (a *Answer) Event(w Writer, ev gen.Event) (stopped bool) {
+func (a *Answer) Event(ev gen.Event) (o Out, stopped bool) {
 	a.count += len(ev.Tokens)
 	piece, matched := a.sm.push(Piece(a.dec, ev))
 	if ev.Done && !matched {
@@ -64,30 +67,28 @@ func (a *Answer) Event(w Writer, ev gen.Event) (stopped bool) {
 	}
 	if !a.stream {
 		a.buf.WriteString(piece)
-		return matched
+		return o, matched
 	}
-	a.begin(w)
+	a.begin(&o)
 	if piece != "" {
-		w.Data(a.ck.Content(piece))
+		o.Data[0] = a.ck.Content(piece)
 	}
-	return matched
+	return o, matched
 }
 
-func (a *Answer) begin(w Writer) {
+func (a *Answer) begin(o *Out) {
 	if a.started {
 		return
 	}
-	a.started = true
-	var role any
+	a.started, o.Begin = true, true
 	if a.chat {
-		role = a.ck.Role()
+		o.Role = a.ck.Role()
 	}
-	w.Begin(role)
 }
 
 // Finish ends the answer after the final event ev (or a stop string: stopped): the
 // finish reason and usage (FinishOf) go out, then [DONE] for a stream.
-func (a *Answer) Finish(w Writer, ev gen.Event, stopped bool) (reason string, u Usage) {
+func (a *Answer) Finish(ev gen.Event, stopped bool) (o Out, reason string, u Usage) {
 	if stopped {
 		reason = "stop"
 		u = Usage{PromptTokens: len(a.req.Prompt), CompletionTokens: a.count}
@@ -96,14 +97,14 @@ func (a *Answer) Finish(w Writer, ev gen.Event, stopped bool) (reason string, u 
 		reason, u = FinishOf(ev, a.count, a.req)
 	}
 	if !a.stream {
-		w.Whole(a.ck.Whole(a.buf.String(), reason, u))
-		return reason, u
+		o.Whole = a.ck.Whole(a.buf.String(), reason, u)
+		return o, reason, u
 	}
-	a.begin(w)
-	w.Data(a.ck.Finish(reason))
+	a.begin(&o)
+	o.Data[0] = a.ck.Finish(reason)
 	if a.includeUsage {
-		w.Data(a.ck.Usage(u))
+		o.Data[1] = a.ck.Usage(u)
 	}
-	w.Data(nil)
-	return reason, u
+	o.Done = true
+	return o, reason, u
 }

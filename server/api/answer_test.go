@@ -10,26 +10,28 @@ import (
 	"pdsoak/server/gen"
 )
 
-// recWriter records what an Answer writes, as JSON (Writer).
-type recWriter struct{ out []string }
-
-func (w *recWriter) Begin(first any) {
-	w.out = append(w.out, "BEGIN")
-	if first != nil {
-		w.Data(first)
+// rec renders what an Answer wrote (Out), as JSON.
+func rec(out []string, x Out) []string {
+	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	if x.Begin {
+		out = append(out, "BEGIN")
+		if x.Role != nil {
+			out = append(out, js(x.Role))
+		}
 	}
-}
-
-func (w *recWriter) Data(v any) {
-	if v == nil {
-		w.out = append(w.out, "[DONE]")
-		return
+	for _, v := range x.Data {
+		if v != nil {
+			out = append(out, js(v))
+		}
 	}
-	b, _ := json.Marshal(v)
-	w.out = append(w.out, string(b))
+	if x.Done {
+		out = append(out, "[DONE]")
+	}
+	if x.Whole != nil {
+		out = append(out, "WHOLE "+js(x.Whole))
+	}
+	return out
 }
-
-func (w *recWriter) Whole(v any) { b, _ := json.Marshal(v); w.out = append(w.out, "WHOLE "+string(b)) }
 
 func toks(s string) gen.Event {
 	ev := gen.Event{}
@@ -56,35 +58,45 @@ func TestAnswer(t *testing.T) {
 			"stream_options":{"include_usage":true},"stop":["END"]}`)
 		ck := ck
 		ck.Chat = true
-		a, w := p.Answer(ck, h.NewStreamDecoder()), &recWriter{}
-		assert.False(t, a.Event(w, gen.Event{}), "no text yet")
+		a, w := p.Answer(ck, h.NewStreamDecoder()), []string(nil)
+		o, stopped := a.Event(gen.Event{})
+		assert.False(t, stopped, "no text yet")
 		assert.True(t, a.Started(), "headers at the first event")
-		assert.False(t, a.Event(w, toks("abE")))
-		require.True(t, a.Event(w, toks("NDzz")), "stop string matched across events")
-		reason, u := a.Finish(w, gen.Event{}, true)
+		w = rec(w, o)
+		o, stopped = a.Event(toks("abE"))
+		assert.False(t, stopped)
+		w = rec(w, o)
+		o, stopped = a.Event(toks("NDzz"))
+		require.True(t, stopped, "stop string matched across events")
+		w = rec(w, o)
+		o, reason, u := a.Finish(gen.Event{}, true)
+		w = rec(w, o)
 		assert.Equal(t, "stop", reason)
 		assert.Equal(t, 7, u.CompletionTokens)
 		assert.Equal(t, u.PromptTokens+7, u.TotalTokens)
-		require.Len(t, w.out, 6)
-		assert.Equal(t, "BEGIN", w.out[0])
-		assert.Contains(t, w.out[1], `"role":"assistant"`)
-		assert.Contains(t, w.out[2], `"content":"ab"`, "the held-back E is not released")
-		assert.Contains(t, w.out[3], `"finish_reason":"stop"`)
-		assert.Contains(t, w.out[4], `"completion_tokens":7`)
-		assert.Equal(t, "[DONE]", w.out[5])
+		require.Len(t, w, 6)
+		assert.Equal(t, "BEGIN", w[0])
+		assert.Contains(t, w[1], `"role":"assistant"`)
+		assert.Contains(t, w[2], `"content":"ab"`, "the held-back E is not released")
+		assert.Contains(t, w[3], `"finish_reason":"stop"`)
+		assert.Contains(t, w[4], `"completion_tokens":7`)
+		assert.Equal(t, "[DONE]", w[5])
 	})
 
 	t.Run("whole completion", func(t *testing.T) {
 		p := parse("/v1/completions", `{"prompt":"x","max_tokens":4}`)
-		a, w := p.Answer(ck, h.NewStreamDecoder()), &recWriter{}
-		a.Event(w, toks("ab"))
-		a.Event(w, gen.Event{Tokens: []int{'c', 'd'}, Done: true})
+		a, w := p.Answer(ck, h.NewStreamDecoder()), []string(nil)
+		o, _ := a.Event(toks("ab"))
+		w = rec(w, o)
+		o, _ = a.Event(gen.Event{Tokens: []int{'c', 'd'}, Done: true})
+		w = rec(w, o)
 		assert.False(t, a.Started(), "an error now would be a status")
-		assert.Empty(t, w.out, "nothing before the final event")
-		reason, _ := a.Finish(w, gen.Event{Done: true}, false)
+		assert.Empty(t, w, "nothing before the final event")
+		o, reason, _ := a.Finish(gen.Event{Done: true}, false)
+		w = rec(w, o)
 		assert.Equal(t, "length", reason)
-		require.Len(t, w.out, 1)
-		assert.Contains(t, w.out[0], `WHOLE {"id":"x"`)
-		assert.Contains(t, w.out[0], `"text":"abcd"`)
+		require.Len(t, w, 1)
+		assert.Contains(t, w[0], `WHOLE {"id":"x"`)
+		assert.Contains(t, w[0], `"text":"abcd"`)
 	})
 }

@@ -246,7 +246,9 @@ func (h *Handler) runOpenAI(w http.ResponseWriter, r *http.Request, j *job, log 
 				log.Info("first token", "ttft", time.Since(start))
 			}
 		}
-		stopped = ans.Event(out, ev)
+		var o Out
+		o, stopped = ans.Event(ev)
+		out.write(o)
 		if out.err != nil {
 			log.Info("client disconnected", "completion_tokens", ans.Count(), "err", out.err)
 			gs.cancel() // cancels the generation before waiting for its end
@@ -263,7 +265,8 @@ func (h *Handler) runOpenAI(w http.ResponseWriter, r *http.Request, j *job, log 
 			break
 		}
 	}
-	finish, usage := ans.Finish(out, ev, stopped)
+	o, finish, usage := ans.Finish(ev, stopped)
+	out.write(o)
 	if log.Enabled(context.Background(), slog.LevelInfo) { // the arguments cost allocations
 		log.Info("request finished", "finish_reason", finish, "prompt_tokens", usage.PromptTokens,
 			"completion_tokens", usage.CompletionTokens, "elapsed", time.Since(start), "write_err", out.err)
@@ -305,28 +308,42 @@ func (o *openaiOut) raw(b []byte) {
 	}
 }
 
-// Begin sends the stream headers (and the chat role chunk) once the generation runs.
-func (o *openaiOut) Begin(first any) {
+// write writes what the Answer decided (Out) on the response.
+func (o *openaiOut) write(x Out) {
+	if x.Begin {
+		o.begin(x.Role)
+	}
+	for _, v := range x.Data {
+		if v != nil {
+			o.send(v)
+		}
+	}
+	if x.Done {
+		o.done()
+	}
+	if x.Whole != nil {
+		o.whole(x.Whole)
+	}
+}
+
+// begin sends the stream headers (and the chat role chunk) once the generation runs.
+func (o *openaiOut) begin(role any) {
 	o.guard.arm()
 	hd := o.w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache")
 	hd.Set("X-Accel-Buffering", "no")
 	o.w.WriteHeader(http.StatusOK)
-	if first != nil {
-		o.send(first)
+	if role != nil {
+		o.send(role)
 	} else if err := o.rc.Flush(); err != nil {
 		o.err = err
 	}
 }
 
-// Data is one data event; [DONE] is left to the server's own flush after the handler
-// returns where the write guard allows (still bounded by the write deadline).
-func (o *openaiOut) Data(v any) {
-	if v != nil {
-		o.send(v)
-		return
-	}
+// done is data: [DONE]; it is left to the server's own flush after the handler returns
+// where the write guard allows (still bounded by the write deadline).
+func (o *openaiOut) done() {
 	if o.err == nil && o.guard.keepForFinalFlush() {
 		if _, err := o.w.Write([]byte("data: [DONE]\n\n")); err != nil {
 			o.err = err
@@ -336,9 +353,9 @@ func (o *openaiOut) Data(v any) {
 	o.raw([]byte("data: [DONE]\n\n"))
 }
 
-// Whole is a whole answer's body; the guard is armed before it is written, and kept for
-// the server's flush of it.
-func (o *openaiOut) Whole(v any) {
+// whole is a whole answer's body; the guard is armed before it is written, and kept
+// for the server's flush of it.
+func (o *openaiOut) whole(v any) {
 	if !o.guard.keepForFinalFlush() {
 		o.guard.arm()
 	}
