@@ -8,13 +8,11 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
-	"strings"
 
 	"pdsoak/chaos"
 	"pdsoak/harness/client"
 	"pdsoak/harness/judge"
 	"pdsoak/harness/workload"
-	"pdsoak/kernels"
 	"pdsoak/ledger"
 	"pdsoak/server/api"
 	"pdsoak/server/gen"
@@ -22,31 +20,25 @@ import (
 )
 
 // call is one request of the simulated client, from send to its one done event. It
-// plays both ends of the HTTP exchange the real run has: what server/api writes for the
-// Server's gen.Events (headers at the first event of a stream, chunks, the error event
-// or the error status) and, from those bytes, the real client's answer state machine
-// (client.Answer, client.Refused, client.Settle), with the client's deadlines as Loop
-// timers.
+// plays both ends of the HTTP exchange the real run has: server/api's answer writer
+// (api.Answer: what to write, api.Out, for the Server's gen.Events), and, from the
+// bytes it writes, the real client's answer state machine (client.Answer,
+// client.Refused, client.Settle), with the client's deadlines as Loop timers.
 type call struct {
 	r      *runner
 	req    *workload.Req
 	res    *client.Result
 	ans    client.Answer
-	parsed *api.Parsed
-	ck     api.Chunks // what the front end writes
+	out    *api.Answer // what the front end writes
 	onDone func(*client.Result)
 	stats  *chaos.LiveStats // a fault's live statistics (nil: none)
 
 	cancel func() // the Server's: the client closing the connection
 	phase  ledger.Phase
-	begun  bool // the stream's headers are out
 	ended  bool
 
 	total, first, stall *Timer
 
-	dec   *kernels.StreamDecoder
-	text  strings.Builder // a whole answer's text, as the API gathers it
-	count int             // tokens generated
 	debug json.RawMessage
 }
 
@@ -94,14 +86,13 @@ func (r *runner) send(req *workload.Req, _, noLag bool, stats *chaos.LiveStats, 
 		c.refused(ref)
 		return c
 	}
-	c.parsed = p
-	c.ck = api.Chunks{ID: api.ID(p.Chat, req.ID), Model: r.api.Model(), Created: now.Unix(), Chat: p.Chat}
+	c.out = p.Answer(api.Chunks{ID: api.ID(p.Chat, req.ID), Model: r.api.Model(), Created: now.Unix(), Chat: p.Chat},
+		r.api.NewStreamDecoder())
 	g := p.Request
 	g.ID = req.ID
 	if d := r.api.RequestTimeout(); d > 0 {
 		g.Deadline = now.Add(d)
 	}
-	c.dec = r.api.NewStreamDecoder()
 	cancel, err := r.srv.Submit(&g, c.event)
 	if connLevel(err, ErrConnRefused) {
 		c.phase = ledger.PhaseConnect
@@ -152,48 +143,49 @@ func (c *call) event(ev gen.Event) {
 	}
 	if ev.Err != nil {
 		ref := api.RefusalFor(ev.Err)
-		if c.begun {
+		if c.out.Started() {
 			c.data(ref.Body) // an SSE error event and no [DONE]
 			return
 		}
 		c.refused(ref)
 		return
 	}
-	piece := api.Piece(c.dec, ev)
-	c.count += len(ev.Tokens)
-	if !c.parsed.Stream {
-		c.text.WriteString(piece)
-		if ev.Done {
-			c.whole(ev)
-		}
-		return
+	o, stopped := c.out.Event(ev)
+	c.write(o)
+	if stopped && !c.ended && c.cancel != nil {
+		cancel := c.cancel // the API cancels the generation; the connection stays
+		c.cancel, c.ended = nil, true
+		cancel()
+		c.ended = false
 	}
-	c.begin()
-	if piece != "" && !c.data(c.ck.Content(piece)) {
-		return
-	}
-	if ev.Done {
-		reason, usage := api.FinishOf(ev, c.count, &c.parsed.Request)
-		if !c.data(c.ck.Finish(reason)) || c.parsed.IncludeUsage && !c.data(c.ck.Usage(usage)) {
-			return
-		}
-		c.data(nil) // data: [DONE]
+	if (ev.Done || stopped) && !c.ended {
+		o, _, _ := c.out.Finish(ev, stopped)
+		c.write(o)
 	}
 }
 
-// begin is the stream's headers (200, text/event-stream) and, for chat, the role chunk:
-// the API sends them at the generation's first event, not when it admits the request.
-func (c *call) begin() {
-	if c.begun {
-		return
+// write is what the API writes (api.Out): a stream's headers and role chunk, data
+// events, [DONE], or a whole answer.
+func (c *call) write(x api.Out) {
+	if x.Begin {
+		c.headers(http.StatusOK)
+		if d := c.req.Deadlines.Stall; d > 0 {
+			c.stall = c.r.loop.After(d, func() { c.deadline("stall", client.ErrStallDeadline) })
+		}
+		if x.Role != nil {
+			c.data(x.Role)
+		}
 	}
-	c.begun = true
-	c.headers(http.StatusOK)
-	if d := c.req.Deadlines.Stall; d > 0 {
-		c.stall = c.r.loop.After(d, func() { c.deadline("stall", client.ErrStallDeadline) })
+	for _, v := range x.Data {
+		if v != nil {
+			c.data(v)
+		}
 	}
-	if c.parsed.Chat {
-		c.data(c.ck.Role())
+	if x.Done {
+		c.data(nil)
+	}
+	if x.Whole != nil {
+		c.whole(x.Whole)
 	}
 }
 
@@ -204,9 +196,12 @@ func (c *call) headers(status int) {
 	c.r.emit(workload.HeadersEvent(c.req, now, status))
 }
 
-// data is one SSE data event (v nil: [DONE]): its bytes are counted, it resets the stall
-// deadline, and the client's Answer reads it. It reports whether the answer goes on.
-func (c *call) data(v any) bool {
+// data is one SSE data event (v nil: [DONE]): its bytes are counted, it resets the
+// stall deadline, and the client's Answer reads it.
+func (c *call) data(v any) {
+	if c.ended {
+		return
+	}
 	b := []byte("[DONE]")
 	if v != nil {
 		b, _ = json.Marshal(v)
@@ -226,7 +221,6 @@ func (c *call) data(v any) bool {
 	if st.End {
 		c.judge(c.ans.Verdict())
 	}
-	return !st.End
 }
 
 // firstToken is the first content's arrival: the first-token deadline is met.
@@ -237,10 +231,12 @@ func (c *call) firstToken() {
 }
 
 // whole is a non-stream answer: headers and the whole body at the final event.
-func (c *call) whole(ev gen.Event) {
-	reason, usage := api.FinishOf(ev, c.count, &c.parsed.Request)
+func (c *call) whole(v any) {
+	if c.ended {
+		return
+	}
 	c.headers(http.StatusOK)
-	b, _ := json.Marshal(c.ck.Whole(c.text.String(), reason, usage))
+	b, _ := json.Marshal(v)
 	c.res.Bytes += int64(len(b) + 1)
 	if c.ans.Body(b).Token {
 		c.firstToken()

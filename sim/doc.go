@@ -30,9 +30,9 @@
 //     exactly as for a real run; workload.go drives harness/workload's decisions
 //     (workload.Session, Burst.Requests, Probe.Round, Trace.Arrivals, Schedule) on the
 //     clock; client.go is both ends of the HTTP exchange: the front end's answer from
-//     server/api's pieces (Piece, FinishOf, Chunks) and the real client's Answer state
-//     machine reading it, with the deadlines as timers; run_faults.go drives
-//     chaos.Sequencer and the client-side faults.
+//     server/api's Answer state machine (what the handler writes, api.Out) and the real
+//     client's Answer state machine reading it, with the deadlines as timers;
+//     run_faults.go drives chaos.Sequencer and the client-side faults.
 //
 // Main loop:
 //

@@ -69,6 +69,13 @@ func (k *kvSide) reset(w *worker) {
 	*k = kvSide{w: w}
 	kv, inc := w.b.KV(), w.inc
 	k.send = kvtransfer.NewSendRooms(kv.PageSize, kvtransfer.DefaultTombstones, nil)
+	k.send.AckBound(kvClock{w.t.loop}, kvtransfer.DefaultAckTimeout, func(r *kvtransfer.SendRoom, step uint64) {
+		w.post(inc, func() {
+			if err := k.send.AckExpired(r, step); err != nil {
+				k.ended(r, err)
+			}
+		})
+	})
 	k.recv = kvtransfer.NewRecvRooms(kvClock{w.t.loop}, kvtransfer.RecvConfig{PageSize: kv.PageSize, Layers: kv.Layers,
 		BytesPerToken: kv.BytesPerToken, NumPages: kv.NumPages, Handshake: kvtransfer.DefaultHandshakeTimeout,
 		Waiting: w.spec.WaitingTimeout, Progress: w.spec.ProgressTimeout, StaleEndpoints: w.spec.StaleEndpoints},
@@ -187,25 +194,23 @@ func (k *kvSide) handle(kc *kvConn, t kvtransfer.MsgType, room uint64, body []by
 	}
 }
 
-// pages (decode) writes a batch of frames of room into its pages and verifies them.
+// pages (decode) is a PAGES message of room: the receiver's rule (RecvRooms.Pages,
+// VerifyPages) with the payloads copied into the pages.
 func (k *kvSide) pages(ep *kvtransfer.Endpoint, room uint64, es []kvtransfer.Entry, bodies [][]byte) {
-	r := k.recv.Lookup(ep, room)
-	if r == nil {
+	r, dst, err := k.recv.Pages(ep, room, es, k.w.b.KV(), nil)
+	if r == nil || err != nil {
+		if err != nil {
+			k.end(r, err, true)
+		}
 		return
 	}
-	kv, n := k.w.b.KV(), int64(0)
-	for i, e := range es {
-		if err := k.recv.CheckFrame(r, e); err != nil {
-			k.end(r, err, true)
-			return
-		}
-		dst := kv.LayerBytes(r.Dest[e.Page], int(e.Layer))[:e.Len]
-		copy(dst, bodies[i])
-		if got := kvtransfer.Checksum(dst); got != e.CRC {
-			k.end(r, kvtransfer.ChecksumError(room, e, got), true)
-			return
-		}
-		n += int64(e.Len)
+	for i := range dst {
+		copy(dst[i], bodies[i])
+	}
+	n, err := kvtransfer.VerifyPages(room, es, dst, nil)
+	if err != nil {
+		k.end(r, err, true)
+		return
 	}
 	k.recv.Progress(r, len(es), n)
 }
@@ -228,36 +233,28 @@ func (k *kvSide) hook(point string, cont func(arg string)) {
 	}
 }
 
-// register (prefill) is a REGISTER, after the bootstrap hook (Sender.onRegister).
+// register (prefill) is a REGISTER after the bootstrap hook (SendRooms.OnRegister,
+// as Sender.onRegister); a connection that died during the hook registers nothing (the
+// Sender's would, then lose it at once).
 func (k *kvSide) register(kc *kvConn, room uint64, body []byte) {
 	k.hook(kvtransfer.HookBootstrap, func(arg string) {
-		switch arg {
-		case kvtransfer.HookDrop:
-			kc.c.breakNow(kvtransfer.HookDropError(kvtransfer.HookBootstrap, 0))
-		case kvtransfer.HookFail:
-			reason := kvtransfer.HookRefusedReason(nil, arg)
-			k.fail(room, reason)
-			k.send.Refuse(&kc.down, room, reason)
-		default:
-			k.registerNow(kc, room, body)
+		if !kc.c.alive && arg != kvtransfer.HookFail {
+			return
+		}
+		ev, err := k.send.OnRegister(&kc.down, room, body, kc.d.name, arg, nil)
+		switch {
+		case err != nil:
+			kc.c.breakNow(err)
+		case ev.Failed != nil && ev.Failed.Sending:
+			k.ended(ev.Failed, ev.FailErr)
+		case ev.Room != nil:
+			k.w.sched.Registered(k.w.t.loop.Now(), room)
+			k.w.wake()
+			if s, ok := ev.Room.Owner.(scheduler.Send); ok { // a Send waited for the registration
+				k.push(ev.Room, s)
+			}
 		}
 	})
-}
-
-func (k *kvSide) registerNow(kc *kvConn, room uint64, body []byte) {
-	reg, err := kvtransfer.ParseRegister(body)
-	if !kc.c.alive || err != nil {
-		return
-	}
-	r, _ := k.send.Register(&kc.down, room, reg, kc.d.name)
-	if r == nil {
-		return
-	}
-	k.w.sched.Registered(k.w.t.loop.Now(), room)
-	k.w.wake()
-	if s, ok := r.Owner.(scheduler.Send); ok { // a Send waited for the registration
-		k.push(r, s)
-	}
 }
 
 // startSend (prefill) sends the KV of a room once decode registered it.
@@ -281,15 +278,11 @@ func (k *kvSide) push(r *kvtransfer.SendRoom, s scheduler.Send) {
 		return
 	}
 	kc := r.Conn.(*kvEnd).kc
-	var es []kvtransfer.Entry
-	var bodies [][]byte
-	for j := 0; j*kv.PageSize < s.NumTokens; j++ {
-		n := kvtransfer.FrameLen(kv.PageSize, kv.BytesPerToken, s.NumTokens, j)
-		for l := range kv.Layers {
-			b := append([]byte(nil), kv.LayerBytes(s.Pages[j], l)[:n]...)
-			es = append(es, kvtransfer.Entry{Page: uint32(j), Layer: uint32(l), Len: uint32(n), CRC: kvtransfer.Checksum(b)})
-			bodies = append(bodies, b)
-		}
+	es := make([]kvtransfer.Entry, kvtransfer.NumFrames(kv.PageSize, kv.Layers, s.NumTokens))
+	bodies := make([][]byte, len(es))
+	for i := range es {
+		e, b := kvtransfer.Frame(kv, s.Pages, s.NumTokens, i)
+		es[i], bodies[i] = e, append([]byte(nil), b...) // the pages are freed once sent
 	}
 	d, dinc := kc.d, kc.d.inc
 	deliver := func(from, to int) {
@@ -302,6 +295,15 @@ func (k *kvSide) push(r *kvtransfer.SendRoom, s scheduler.Send) {
 	done := func() {
 		kc.down.Enqueue(kvtransfer.MsgDone, s.Room, kvtransfer.AppendDone(nil,
 			kvtransfer.Done{FirstToken: int32(s.FirstToken), NumTokens: uint32(s.NumTokens), Frames: uint32(len(es))}))
+		// The ACK bound runs once DONE is written: once the link took its bytes.
+		inc := w.inc
+		w.t.loop.At(kc.c.busy[down], func() {
+			w.post(inc, func() {
+				if k.send.Get(s.Room) == r && kc.c.alive {
+					k.send.AwaitAck(r)
+				}
+			})
+		})
 	}
 	if w.fps[failpoint.KVTransferSendFrame] == nil {
 		deliver(0, len(es))

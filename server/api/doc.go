@@ -22,6 +22,11 @@
 //		error event and no [DONE]
 //	}
 //
+// The body of that loop is Answer, a state machine with no IO: events in (Event,
+// Finish), what to write out (Out: headers and role chunk, data events, [DONE], or a
+// whole answer). The handler writes Out on its http.ResponseWriter; the simulator
+// (pdsoak/sim) drives the same Answer and writes Out into its in-memory client.
+//
 // ctx is cancelled when the client goes away or the server aborts in-flight work, and
 // the generator then ends the request with ErrAborted.
 //

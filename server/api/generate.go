@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -217,23 +216,23 @@ func (h *Handler) runOpenAI(w http.ResponseWriter, r *http.Request, j *job, log 
 	}
 	defer gs.close()
 	ctx, ch, rc, guard := gs.ctx, gs.ch, gs.rc, gs.guard
-	out := &openaiOut{w: w, rc: rc, guard: guard, j: j,
-		ck: Chunks{ID: ID(j.chat, j.req.ID), Model: h.model, Created: time.Now().Unix(), Chat: j.chat}}
-	dec := h.tok.NewStreamDecoder()
-	sm := &stopMatcher{stops: j.stop}
-	count, firstSeen := 0, false
-	var finish string
-	var usage Usage
+	out := &openaiOut{w: w, rc: rc, guard: guard}
+	ans := &out.ans
+	ans.reset(Chunks{ID: ID(j.chat, j.req.ID), Model: h.model, Created: time.Now().Unix(), Chat: j.chat},
+		&j.req, j.chat, j.stream, j.includeUsage, j.stop, h.tok.NewStreamDecoder())
+	firstSeen := false
+	var ev gen.Event
+	var stopped bool
 	for {
-		ev := h.recv(ctx, ch)
+		ev = h.recv(ctx, ch)
 		if ev.Err != nil {
 			if r.Context().Err() != nil {
-				log.Info("client disconnected", "completion_tokens", count, "elapsed", time.Since(start))
+				log.Info("client disconnected", "completion_tokens", ans.Count(), "elapsed", time.Since(start))
 				return
 			}
 			e := h.explain(r, ev.Err)
-			if out.started {
-				log.Warn("request failed mid-stream", "kind", e.kind, "stage", e.stage, "completion_tokens", count, "err", ev.Err)
+			if ans.Started() {
+				log.Warn("request failed mid-stream", "kind", e.kind, "stage", e.stage, "completion_tokens", ans.Count(), "err", ev.Err)
 				out.streamError(e)
 			} else {
 				log.Warn("request failed", "status", e.status, "kind", e.kind, "stage", e.stage, "err", ev.Err)
@@ -247,49 +246,40 @@ func (h *Handler) runOpenAI(w http.ResponseWriter, r *http.Request, j *job, log 
 				log.Info("first token", "ttft", time.Since(start))
 			}
 		}
-		count += len(ev.Tokens)
-		piece, matched := sm.push(Piece(dec, ev))
-		if ev.Done && !matched {
-			piece += sm.flush()
-		}
-		out.text(piece)
+		var o Out
+		o, stopped = ans.Event(ev)
+		out.write(o)
 		if out.err != nil {
-			log.Info("client disconnected", "completion_tokens", count, "err", out.err)
+			log.Info("client disconnected", "completion_tokens", ans.Count(), "err", out.err)
 			gs.cancel() // cancels the generation before waiting for its end
 			h.drain(ctx, ch)
 			return
 		}
-		if matched {
-			log.Info("stop string matched", "completion_tokens", count)
+		if stopped {
+			log.Info("stop string matched", "completion_tokens", ans.Count())
 			gs.cancel()
 			h.drain(ctx, ch)
-			finish = "stop"
-			usage = Usage{PromptTokens: len(j.req.Prompt), CompletionTokens: count}
 			break
 		}
 		if ev.Done {
-			finish, usage = FinishOf(ev, count, &j.req)
 			break
 		}
 	}
-	usage.TotalTokens = usage.PromptTokens + usage.CompletionTokens
-	out.finish(finish, usage)
+	o, finish, usage := ans.Finish(ev, stopped)
+	out.write(o)
 	if log.Enabled(context.Background(), slog.LevelInfo) { // the arguments cost allocations
 		log.Info("request finished", "finish_reason", finish, "prompt_tokens", usage.PromptTokens,
 			"completion_tokens", usage.CompletionTokens, "elapsed", time.Since(start), "write_err", out.err)
 	}
 }
 
-// openaiOut writes a completion or chat response, streamed or whole.
+// openaiOut writes a completion or chat response, streamed or whole, for its Answer.
 type openaiOut struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	guard   *writeGuard
-	j       *job
-	ck      Chunks // the answer's chunks
-	started bool
-	buf     strings.Builder
-	err     error // the first write error (the client went away)
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	guard *writeGuard
+	ans   Answer
+	err   error // the first write error (the client went away)
 }
 
 func (o *openaiOut) send(v any) {
@@ -318,61 +308,59 @@ func (o *openaiOut) raw(b []byte) {
 	}
 }
 
-// begin sends the stream headers (and the chat role chunk) once the generation runs.
-func (o *openaiOut) begin() {
-	if o.started || !o.j.stream {
-		return
+// write writes what the Answer decided (Out) on the response.
+func (o *openaiOut) write(x Out) {
+	if x.Begin {
+		o.begin(x.Role)
 	}
-	o.started = true
+	for _, v := range x.Data {
+		if v != nil {
+			o.send(v)
+		}
+	}
+	if x.Done {
+		o.done()
+	}
+	if x.Whole != nil {
+		o.whole(x.Whole)
+	}
+}
+
+// begin sends the stream headers (and the chat role chunk) once the generation runs.
+func (o *openaiOut) begin(role any) {
 	o.guard.arm()
 	hd := o.w.Header()
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-cache")
 	hd.Set("X-Accel-Buffering", "no")
 	o.w.WriteHeader(http.StatusOK)
-	if o.j.chat {
-		o.send(o.ck.Role())
+	if role != nil {
+		o.send(role)
 	} else if err := o.rc.Flush(); err != nil {
 		o.err = err
 	}
 }
 
-func (o *openaiOut) text(s string) {
-	if !o.j.stream {
-		o.buf.WriteString(s)
-		return
-	}
-	o.begin()
-	if s == "" {
-		return
-	}
-	o.send(o.ck.Content(s))
-}
-
-func (o *openaiOut) finish(reason string, u Usage) {
-	if !o.j.stream {
-		// Armed before the body is written, and kept for the server's flush of it.
-		if !o.guard.keepForFinalFlush() {
-			o.guard.arm()
-		}
-		o.w.Header().Set("Content-Type", "application/json")
-		writeJSON(o.w, http.StatusOK, o.ck.Whole(o.buf.String(), reason, u))
-		return
-	}
-	o.begin()
-	o.send(o.ck.Finish(reason))
-	if o.j.includeUsage {
-		o.send(o.ck.Usage(u))
-	}
+// done is data: [DONE]; it is left to the server's own flush after the handler returns
+// where the write guard allows (still bounded by the write deadline).
+func (o *openaiOut) done() {
 	if o.err == nil && o.guard.keepForFinalFlush() {
-		// The server's own flush after the handler returns sends it with the end of the
-		// body, still bounded by the write deadline.
 		if _, err := o.w.Write([]byte("data: [DONE]\n\n")); err != nil {
 			o.err = err
 		}
 		return
 	}
 	o.raw([]byte("data: [DONE]\n\n"))
+}
+
+// whole is a whole answer's body; the guard is armed before it is written, and kept
+// for the server's flush of it.
+func (o *openaiOut) whole(v any) {
+	if !o.guard.keepForFinalFlush() {
+		o.guard.arm()
+	}
+	o.w.Header().Set("Content-Type", "application/json")
+	writeJSON(o.w, http.StatusOK, v)
 }
 
 // streamError ends a started stream with an error event and no [DONE], so the client

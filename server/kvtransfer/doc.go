@@ -87,8 +87,13 @@
 //	m := kvtransfer.NewRecvRooms(clock, cfg, onTimer)   // onTimer calls m.Expire
 //	ep, dial, err := m.Start(&room, addr, id, pages, tokens, newEndpoint)
 //	if dial { ...connect...; m.Connected(ep, conn) }     // REGISTER leaves through conn
-//	...REGISTER_ACK: m.RegisterAck(ep, id); PAGES: m.CheckFrame, copy, m.Progress;
-//	...DONE: m.Done(ep, id, d) (ACKs); FAIL: m.PeerFailed; dead: m.Lost(ep), m.End
+//	...REGISTER_ACK: m.RegisterAck(ep, id); PAGES: r, dst, bad := m.Pages(ep, id, es, store, dst),
+//	...read the payloads into dst, VerifyPages, m.Progress; DONE: m.Done(ep, id, d) (ACKs);
+//	...FAIL: m.PeerFailed; dead: m.Lost(ep), m.End
+//
+// On prefill, SendRooms decides a REGISTER after the bootstrap hook (OnRegister), the
+// frame layout of a Send (NumFrames, Frame) and the ACK bound after DONE (AckBound,
+// AwaitAck, AckExpired: its timer ends the Send with ErrTimeout and FAILs the room).
 //
 // Faults: the sender calls the hook (default failpoint.Eval) with "kvtransfer/send-frame"
 // before every frame ("corrupt" flips a payload byte after the CRC was computed, "drop"

@@ -319,22 +319,14 @@ func (r *Receiver) onPages(c *rconn, l *link, h Header, table []byte) error {
 	dst := c.dst[:0]
 	r.mu.Lock()
 	var t *Transfer
-	var bad error
-	if rr := r.rooms.Lookup(&c.ep, h.Room); rr != nil {
+	rr, dst, bad := r.rooms.Pages(&c.ep, h.Room, es, r.store, dst)
+	if rr != nil {
 		t = tr(rr)
-		for _, e := range es {
-			if bad = r.rooms.CheckFrame(rr, e); bad != nil {
-				break
-			}
-		}
 	}
 	keep := t != nil && bad == nil
 	if keep {
 		t.reading = true // fail now waits for a write under way (pageGuard)
 		c.guard.gone = &t.gone
-		for _, e := range es {
-			dst = append(dst, r.store.LayerBytes(t.rr.Dest[e.Page], int(e.Layer))[:e.Len])
-		}
 	} else {
 		c.guard.gone = nil
 		for _, e := range es {
@@ -355,15 +347,8 @@ func (r *Receiver) onPages(c *rconn, l *link, h Header, table []byte) error {
 	var n int64
 	// Under the guard: the pages are the room's only while it is not gone.
 	c.guard.mu.Lock()
-	for i, e := range es {
-		if rerr != nil || t.gone.Load() {
-			break
-		}
-		if got := Checksum(dst[i]); got != e.CRC {
-			sum = ChecksumError(t.room, e, got)
-			break
-		}
-		n += int64(e.Len)
+	if rerr == nil {
+		n, sum = VerifyPages(t.room, es, dst, &t.gone)
 	}
 	c.guard.mu.Unlock()
 	r.mu.Lock()

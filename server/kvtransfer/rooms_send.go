@@ -3,6 +3,7 @@ package kvtransfer
 import (
 	"fmt"
 	"slices"
+	"time"
 )
 
 // SendRooms is the sender's room protocol as a state machine: which rooms decode
@@ -16,6 +17,11 @@ type SendRooms struct {
 	tomb     *Tombstones
 	pageSize int
 	newRoom  func(room uint64) *SendRoom
+
+	// The ACK bound (AckBound): after DONE, decode must ACK within ack.
+	clock Clock
+	ack   time.Duration
+	onAck func(r *SendRoom, step uint64)
 }
 
 // Conn is one connection as the room machines see it: where control messages go. It
@@ -33,6 +39,9 @@ type SendRoom struct {
 	Sending bool // a Send carries the room (Claim)
 	// Owner is the driver's own state for the room.
 	Owner any
+
+	ackTimer Timer  // armed by AwaitAck
+	ackStep  uint64 // counts AwaitAck and Ended: a timer of an earlier one does nothing
 }
 
 // NewSendRooms remembers the last tombstones failed rooms; newRoom makes a room's
@@ -41,7 +50,18 @@ func NewSendRooms(pageSize, tombstones int, newRoom func(room uint64) *SendRoom)
 	if newRoom == nil {
 		newRoom = func(room uint64) *SendRoom { return &SendRoom{Room: room} }
 	}
-	return &SendRooms{rooms: map[uint64]*SendRoom{}, tomb: NewTombstones(tombstones), pageSize: pageSize, newRoom: newRoom}
+	return &SendRooms{rooms: map[uint64]*SendRoom{}, tomb: NewTombstones(tombstones), pageSize: pageSize, newRoom: newRoom,
+		clock: wallClock{}, ack: DefaultAckTimeout}
+}
+
+// AckBound sets the clock (nil: the wall clock) and the bound on decode's ACK after DONE
+// (≤ 0: unbounded); onTimer runs when a room's ACK timer fires (armed for step), and the
+// driver calls AckExpired under its lock.
+func (m *SendRooms) AckBound(clock Clock, d time.Duration, onTimer func(r *SendRoom, step uint64)) {
+	if clock == nil {
+		clock = wallClock{}
+	}
+	m.clock, m.ack, m.onAck = clock, d, onTimer
 }
 
 // Get is the room's state (nil when unknown).
@@ -227,9 +247,41 @@ func (m *SendRooms) Check(r *SendRoom, src []int32, numTokens, firstToken, numPa
 	return err
 }
 
+// AwaitAck: DONE of r's Send is written; decode must ACK within the ACK bound
+// (AckExpired).
+func (m *SendRooms) AwaitAck(r *SendRoom) {
+	m.stopAck(r)
+	if m.ack <= 0 || m.onAck == nil {
+		return
+	}
+	step := r.ackStep
+	r.ackTimer = m.clock.AfterFunc(m.ack, func() { m.onAck(r, step) })
+}
+
+// AckExpired is r's ACK timer that fired (armed for step): the error its Send ends with,
+// after FAIL to decode, or nil when the Send ended or waits no more.
+func (m *SendRooms) AckExpired(r *SendRoom, step uint64) error {
+	if r.ackStep != step || r.ackTimer == nil || m.rooms[r.Room] != r || !r.Sending {
+		return nil
+	}
+	r.ackTimer = nil
+	err := fmt.Errorf("%w: room %d: no ACK from decode within %s", ErrTimeout, r.Room, m.ack)
+	r.Conn.Enqueue(MsgFail, r.Room, []byte(clipReason(err.Error())))
+	return err
+}
+
+func (m *SendRooms) stopAck(r *SendRoom) {
+	r.ackStep++
+	if r.ackTimer != nil {
+		r.ackTimer.Stop()
+		r.ackTimer = nil
+	}
+}
+
 // Ended is the end of r's Send (err nil: ACKed): the room is forgotten, and tombstoned
 // when it failed.
 func (m *SendRooms) Ended(r *SendRoom, err error) {
+	m.stopAck(r)
 	if m.rooms[r.Room] == r {
 		delete(m.rooms, r.Room)
 	}
@@ -263,4 +315,36 @@ func (m *SendRooms) All() []*SendRoom {
 		out = append(out, r)
 	}
 	return out
+}
+
+// RegisterEvent is what a REGISTER came to (OnRegister): the room registered (Room),
+// or refused with FAIL (Refused); when the bootstrap hook refused it, Failed is the room
+// prefill failed with it, whose Send, if one carries it, ends with FailErr.
+type RegisterEvent struct {
+	Room    *SendRoom
+	Refused string
+	Failed  *SendRoom
+	FailErr error
+}
+
+// OnRegister is decode's REGISTER of room on c (body undecoded) once the bootstrap hook
+// said arg (its error herr): a "drop" closes the connection (the error), a "fail" or a
+// hook error refuses the room and fails it from prefill's side (a Send waiting for it
+// ends), a malformed body closes the connection; otherwise Register decides.
+func (m *SendRooms) OnRegister(c Conn, room uint64, body []byte, peer, arg string, herr error) (RegisterEvent, error) {
+	if arg == HookDrop {
+		return RegisterEvent{}, HookDropError(HookBootstrap, 0)
+	}
+	if herr != nil || arg == HookFail {
+		reason := HookRefusedReason(herr, arg)
+		r, err := m.Fail(room, reason)
+		m.Refuse(c, room, reason)
+		return RegisterEvent{Refused: reason, Failed: r, FailErr: err}, nil
+	}
+	reg, err := ParseRegister(body)
+	if err != nil {
+		return RegisterEvent{}, err
+	}
+	r, refused := m.Register(c, room, reg, peer)
+	return RegisterEvent{Room: r, Refused: refused}, nil
 }

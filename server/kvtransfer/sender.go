@@ -53,10 +53,22 @@ func (r *sroom) finish(err error) {
 func NewSender(store *kernels.KVStore, opts ...Option) *Sender {
 	ctx, cancel := context.WithCancel(context.Background())
 	cfg := newConfig(opts)
-	return &Sender{
+	s := &Sender{
 		cfg: cfg, store: store, ctx: ctx, cancel: cancel,
 		shape: Shape{uint32(store.PageSize), uint32(store.Layers), uint32(store.BytesPerToken)},
 		links: map[*link]struct{}{}, rooms: NewSendRooms(store.PageSize, cfg.tombstones, newSroom),
+	}
+	s.rooms.AckBound(nil, cfg.ackTimeout, s.ackExpired)
+	return s
+}
+
+// ackExpired is a room's ACK timer (SendRooms.AckExpired decides); its Send ends.
+func (s *Sender) ackExpired(r *SendRoom, step uint64) {
+	s.mu.Lock()
+	err := s.rooms.AckExpired(r, step)
+	s.mu.Unlock()
+	if err != nil {
+		own(r).finish(err)
 	}
 }
 
@@ -194,37 +206,28 @@ func (s *Sender) readLoop(l *link) error {
 	}
 }
 
-// onRegister handles REGISTER. A bad or refused room gets FAIL; only transport-level
-// faults return an error (which closes the connection).
+// onRegister handles REGISTER (SendRooms.OnRegister decides). A bad or refused room
+// gets FAIL; only transport-level faults return an error (which closes the connection).
 func (s *Sender) onRegister(l *link, room uint64, body []byte) error {
 	arg, herr := s.cfg.eval(s.ctx, HookBootstrap)
-	if arg == HookDrop {
-		return HookDropError(HookBootstrap, 0)
+	s.mu.Lock()
+	ev, err := s.rooms.OnRegister(l, room, body, l.peer, arg, herr)
+	if ev.Room != nil {
+		close(own(ev.Room).ready)
 	}
-	if herr != nil || arg == HookFail {
-		reason := HookRefusedReason(herr, arg)
-		s.Fail(room, reason) // a Send waiting for this room fails now
-		s.mu.Lock()
-		s.rooms.Refuse(l, room, reason)
-		s.mu.Unlock()
-		s.cfg.logger.Warn("kvtransfer: register refused", "room", room, "peer", l.peer, "reason", reason)
-		return nil
-	}
-	reg, err := ParseRegister(body)
+	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	r, refused := s.rooms.Register(l, room, reg, l.peer)
-	if r != nil {
-		close(own(r).ready)
+	if ev.Failed != nil {
+		own(ev.Failed).finish(ev.FailErr) // a Send waiting for this room fails now
 	}
-	s.mu.Unlock()
-	if r == nil {
-		s.cfg.logger.Warn("kvtransfer: register refused", "room", room, "peer", l.peer, "reason", refused)
+	if ev.Room == nil {
+		s.cfg.logger.Warn("kvtransfer: register refused", "room", room, "peer", l.peer, "reason", ev.Refused)
 		return nil
 	}
-	s.cfg.logger.Debug("kvtransfer: room registered", "room", room, "tokens", reg.NumTokens, "pages", len(reg.Pages), "peer", l.peer)
+	r := ev.Room
+	s.cfg.logger.Debug("kvtransfer: room registered", "room", room, "tokens", r.Reg.NumTokens, "pages", len(r.Reg.DestPages), "peer", l.peer)
 	if s.cfg.onRegister != nil {
 		s.cfg.onRegister(r.Reg)
 	}
@@ -335,40 +338,34 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 	hctx, hcancel := context.WithCancel(ctx)
 	defer hcancel()
 	defer context.AfterFunc(r.finCtx, hcancel)()
-	ps := s.store.PageSize
-	need := (numTokens + ps - 1) / ps
-	for j := 0; j < need; j++ {
-		n := FrameLen(ps, s.store.BytesPerToken, numTokens, j)
-		for layer := 0; layer < s.store.Layers; layer++ {
+	for i := range NumFrames(s.store.PageSize, s.store.Layers, numTokens) {
+		select {
+		case <-r.fin:
+			return r.err
+		case <-ctx.Done():
+			return fail(fmt.Errorf("kvtransfer: room %d: send: %w", r.Room, context.Cause(ctx)))
+		default:
+		}
+		e, payload := Frame(s.store, src, numTokens, i)
+		arg, err := s.cfg.eval(hctx, HookSendFrame)
+		if err != nil {
 			select {
 			case <-r.fin:
 				return r.err
-			case <-ctx.Done():
-				return fail(fmt.Errorf("kvtransfer: room %d: send: %w", r.Room, context.Cause(ctx)))
 			default:
 			}
-			payload := s.store.LayerBytes(src[j], layer)[:n]
-			e := Entry{Page: uint32(j), Layer: uint32(layer), Len: uint32(n), CRC: Checksum(payload)}
-			arg, err := s.cfg.eval(hctx, HookSendFrame)
-			if err != nil {
-				select {
-				case <-r.fin:
-					return r.err
-				default:
-				}
-				return fail(fmt.Errorf("%w: room %d: hook %s: %w", ErrConnection, r.Room, HookSendFrame, err))
-			}
-			if arg == HookDrop {
-				err := HookDropError(HookSendFrame, r.Room)
-				l.kill(err)
-				return err
-			}
-			if err := l.writeFrame(r.Room, e, payload, arg == HookCorrupt); err != nil {
-				return fmt.Errorf("room %d: %w", r.Room, err)
-			}
-			*bytes += int64(n)
-			*frames++
+			return fail(fmt.Errorf("%w: room %d: hook %s: %w", ErrConnection, r.Room, HookSendFrame, err))
 		}
+		if arg == HookDrop {
+			err := HookDropError(HookSendFrame, r.Room)
+			l.kill(err)
+			return err
+		}
+		if err := l.writeFrame(r.Room, e, payload, arg == HookCorrupt); err != nil {
+			return fmt.Errorf("room %d: %w", r.Room, err)
+		}
+		*bytes += int64(e.Len)
+		*frames++
 	}
 	done := AppendDone(nil, Done{FirstToken: int32(firstToken), NumTokens: uint32(numTokens), Frames: uint32(*frames)})
 	if err := l.write(appendMessage(nil, MsgDone, r.Room, done)); err != nil {
@@ -376,13 +373,12 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 		l.kill(err)
 		return err
 	}
-	t := time.NewTimer(s.cfg.ackTimeout)
-	defer t.Stop()
+	s.mu.Lock()
+	s.rooms.AwaitAck(&r.SendRoom) // its timer ends the room (ackExpired)
+	s.mu.Unlock()
 	select {
 	case <-r.fin:
 		return r.err
-	case <-t.C:
-		return fail(fmt.Errorf("%w: room %d: no ACK from decode within %s", ErrTimeout, r.Room, s.cfg.ackTimeout))
 	case <-ctx.Done():
 		return fail(fmt.Errorf("kvtransfer: room %d: waiting for ACK: %w", r.Room, context.Cause(ctx)))
 	case <-s.ctx.Done():
