@@ -63,6 +63,7 @@ type Transfer struct {
 	stopCtx func() bool
 
 	done   chan Result
+	notify func(Result) // StartFunc's callback, nil for Start
 	once   sync.Once
 	result Result
 }
@@ -102,7 +103,11 @@ func tr(rr *RecvRoom) *Transfer { return rr.Owner.(*Transfer) }
 // Cancelling ctx cancels the transfer. Start fails at once only on bad arguments, a
 // duplicate room or a closed receiver.
 func (r *Receiver) Start(ctx context.Context, prefillAddr string, room uint64, destPages []int32, numTokens int) (*Transfer, error) {
-	t := &Transfer{r: r, room: room, start: time.Now(), done: make(chan Result, 1)}
+	return r.start(ctx, prefillAddr, room, destPages, numTokens, nil)
+}
+
+func (r *Receiver) start(ctx context.Context, prefillAddr string, room uint64, destPages []int32, numTokens int, notify func(Result)) (*Transfer, error) {
+	t := &Transfer{r: r, room: room, start: time.Now(), done: make(chan Result, 1), notify: notify}
 	t.rr.Owner = t
 	r.mu.Lock()
 	if r.closed {
@@ -187,6 +192,9 @@ func (t *Transfer) deliver(res Result) {
 		t.result = res
 		t.done <- res
 		close(t.done)
+		if t.notify != nil {
+			t.notify(res)
+		}
 		if cb := t.r.cfg.onComplete; cb != nil {
 			cb(Stats{Room: t.room, Bytes: t.rr.Bytes, Frames: t.rr.Received, Duration: time.Since(t.start), Err: res.Err})
 		}
