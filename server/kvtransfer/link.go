@@ -87,9 +87,13 @@ func (l *link) err() error {
 	}
 }
 
-// Enqueue queues a control message for the writer goroutine.
+// Enqueue queues a control message for the writer goroutine, or writes it at once when
+// that cannot block (tryInline).
 func (l *link) Enqueue(t MsgType, room uint64, body []byte) {
 	msg := appendMessage(make([]byte, 0, HeaderSize+len(body)), t, room, body)
+	if l.tryInline(msg) {
+		return
+	}
 	l.qmu.Lock()
 	l.q = append(l.q, msg)
 	l.qmu.Unlock()
