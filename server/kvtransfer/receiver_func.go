@@ -2,8 +2,8 @@ package kvtransfer
 
 import "context"
 
-// StartFunc is Start with the outcome handed to fn instead of (as well as) the Done
-// channel: fn runs once, on the goroutine that ended the transfer (the connection's
+// StartFunc is Start with the outcome handed to fn instead of the Done channel (the
+// Transfer's Done is nil, and the channel is not allocated): fn runs once, on the goroutine that ended the transfer (the connection's
 // reader, a timer, a canceller or Close), with no lock of the Receiver held. fn must
 // not block. A caller that would otherwise park a goroutine per room on Done (decode's
 // engine adapter) saves that goroutine and one wake-up per transfer.
