@@ -11,8 +11,9 @@ import (
 	"time"
 )
 
-// link is one TCP connection of either side. Control messages are queued and written by
-// the link's writer goroutine (which also sends heartbeats), so a reader never blocks on a
+// link is one TCP connection of either side. Control messages are written by the caller
+// when one non-blocking write takes them (tryInline), else queued and written by the
+// link's writer goroutine (which also sends heartbeats), so a reader never blocks on a
 // write; page frames are written synchronously by the sending goroutine. Every write holds
 // wmu and carries a write deadline of frameTimeout.
 //
