@@ -238,7 +238,13 @@ func (t *kvTransfer) StartReceive(room uint64, addr string, pages []int32, numTo
 		sink.Received(room, -1, fmt.Errorf("cli: room %d is already receiving: %w", room, gen.ErrInvalid))
 		return
 	}
-	xfer, err := t.receiver.Start(ctx, addr, room, pages, numTokens)
+	// The outcome goes to the engine from whichever goroutine ended the transfer (the
+	// link's reader, mostly): no goroutine per room parked on Done, one wake-up less.
+	xfer, err := t.receiver.StartFunc(ctx, addr, room, pages, numTokens, func(res kvtransfer.Result) {
+		t.untrack(room, op)
+		cancel()
+		sink.Received(room, res.FirstToken, res.Err)
+	})
 	if err != nil {
 		t.untrack(room, op)
 		cancel()
@@ -249,15 +255,6 @@ func (t *kvTransfer) StartReceive(room uint64, addr string, pages []int32, numTo
 		return
 	}
 	op.xfer = xfer
-	go func() {
-		defer cancel()
-		res, ok := <-xfer.Done()
-		t.untrack(room, op)
-		if !ok {
-			res = kvtransfer.Result{FirstToken: -1, Err: fmt.Errorf("cli: room %d ended without a result: %w", room, gen.ErrTransfer)}
-		}
-		sink.Received(room, res.FirstToken, res.Err)
-	}()
 }
 
 // StartSend implements engine.Transfer (prefill).

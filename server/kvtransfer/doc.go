@@ -73,6 +73,8 @@
 //	r := kvtransfer.NewReceiver(kv)
 //	t, err := r.Start(ctx, bootstrapAddr, R, destPages, len(prompt)) // never blocks on I/O
 //	res := <-t.Done() // res.FirstToken, or res.Err wrapping gen.ErrTransfer
+//	// or StartFunc(..., fn): fn(res) runs on the goroutine that ended the transfer,
+//	// so the caller parks no goroutine per room on Done (decode's engine adapter)
 //
 // # Room machines
 //

@@ -11,8 +11,9 @@ import (
 	"time"
 )
 
-// link is one TCP connection of either side. Control messages are queued and written by
-// the link's writer goroutine (which also sends heartbeats), so a reader never blocks on a
+// link is one TCP connection of either side. Control messages are written by the caller
+// when one non-blocking write takes them (tryInline), else queued and written by the
+// link's writer goroutine (which also sends heartbeats), so a reader never blocks on a
 // write; page frames are written synchronously by the sending goroutine. Every write holds
 // wmu and carries a write deadline of frameTimeout.
 //
@@ -87,9 +88,13 @@ func (l *link) err() error {
 	}
 }
 
-// Enqueue queues a control message for the writer goroutine.
+// Enqueue queues a control message for the writer goroutine, or writes it at once when
+// that cannot block (tryInline).
 func (l *link) Enqueue(t MsgType, room uint64, body []byte) {
 	msg := appendMessage(make([]byte, 0, HeaderSize+len(body)), t, room, body)
+	if l.tryInline(msg) {
+		return
+	}
 	l.qmu.Lock()
 	l.q = append(l.q, msg)
 	l.qmu.Unlock()

@@ -63,6 +63,7 @@ type Transfer struct {
 	stopCtx func() bool
 
 	done   chan Result
+	notify func(Result) // StartFunc's callback, nil for Start
 	once   sync.Once
 	result Result
 }
@@ -70,7 +71,7 @@ type Transfer struct {
 // Room is the transfer's bootstrap room.
 func (t *Transfer) Room() uint64 { return t.room }
 
-// Done yields the result once, then is closed.
+// Done yields the result once, then is closed; nil for a StartFunc transfer.
 func (t *Transfer) Done() <-chan Result { return t.done }
 
 // Cancel aborts the transfer (decode no longer wants it) and tells prefill with FAIL. No
@@ -102,7 +103,14 @@ func tr(rr *RecvRoom) *Transfer { return rr.Owner.(*Transfer) }
 // Cancelling ctx cancels the transfer. Start fails at once only on bad arguments, a
 // duplicate room or a closed receiver.
 func (r *Receiver) Start(ctx context.Context, prefillAddr string, room uint64, destPages []int32, numTokens int) (*Transfer, error) {
-	t := &Transfer{r: r, room: room, start: time.Now(), done: make(chan Result, 1)}
+	return r.start(ctx, prefillAddr, room, destPages, numTokens, nil)
+}
+
+func (r *Receiver) start(ctx context.Context, prefillAddr string, room uint64, destPages []int32, numTokens int, notify func(Result)) (*Transfer, error) {
+	t := &Transfer{r: r, room: room, start: time.Now(), notify: notify}
+	if notify == nil {
+		t.done = make(chan Result, 1)
+	}
 	t.rr.Owner = t
 	r.mu.Lock()
 	if r.closed {
@@ -185,8 +193,12 @@ func (t *Transfer) deliver(res Result) {
 			t.stopCtx()
 		}
 		t.result = res
-		t.done <- res
-		close(t.done)
+		if t.notify != nil {
+			t.notify(res)
+		} else {
+			t.done <- res
+			close(t.done)
+		}
 		if cb := t.r.cfg.onComplete; cb != nil {
 			cb(Stats{Room: t.room, Bytes: t.rr.Bytes, Frames: t.rr.Received, Duration: time.Since(t.start), Err: res.Err})
 		}
