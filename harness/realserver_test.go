@@ -3,11 +3,11 @@ package harness
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"pdsoak/internal/testutil"
 	"sort"
 	"strings"
 	"sync"
@@ -48,15 +48,7 @@ func pdserverBinary(t testing.TB) string {
 	return filepath.Join(binDir, "pdserver")
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testutil.FreePort(t) }
 
 // startColocatedServer runs `pdserver colocated` on a free port until the test ends.
 func startColocatedServer(t *testing.T, args ...string) string {

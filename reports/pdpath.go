@@ -148,7 +148,7 @@ func (p *pdAcc) result(start time.Time, minShare float64) *PDPathResult {
 		scr := p.procs[n]
 		sort.SliceStable(scr, func(i, j int) bool { return scr[i].at.Before(scr[j].at) })
 		pp := PDProcess{Process: n, Counter: p.counter[n]}
-		var prev *pdScrape
+		var prev, before *pdScrape // the last good reading and the one before it
 		for i := range scr {
 			s := &scr[i]
 			if s.at.After(last) {
@@ -158,7 +158,11 @@ func (p *pdAcc) result(start time.Time, minShare float64) *PDPathResult {
 				pp.Failed++
 				pp.LastErr = s.err
 				if prev != nil && (i == 0 || scr[i-1].ok) {
-					dark = append(dark, span{from: prev.at, to: s.at})
+					from := prev.at
+					if before != nil {
+						from = before.at
+					}
+					dark = append(dark, span{from: from, to: s.at})
 				}
 				continue
 			}
@@ -172,15 +176,17 @@ func (p *pdAcc) result(start time.Time, minShare float64) *PDPathResult {
 				pp.Rise += rise
 				spans = append(spans, span{prev.at, s.at, rise})
 			}
-			prev = s
+			before, prev = prev, s
 		}
 		r.Prefills += pp.Rise
 		r.Processes = append(r.Processes, pp)
 	}
 	// A request sent before a process went dark may have been prefilled there after its
-	// last reading, and its first token can come long after (decode's queue): one whose
-	// first token came after that reading is not judged against a counter that could
-	// never show its prefill.
+	// last reading, and its first token can come long after (decode's queue); and one
+	// whose first token came just before that reading may not be in it yet (prefill
+	// counts a request when decode's acknowledgement reaches its loop, which a loaded
+	// machine delays). One whose first token came after the reading before the last is
+	// not judged against a counter that could never show its prefill.
 	var okAt []time.Time
 	for _, ok := range p.okAt {
 		in := false
@@ -257,7 +263,7 @@ func (b *Builder) pdPathVerdict(minShare float64, r *Results) (State, string) {
 	detail := fmt.Sprintf("%s of %d ok requests went through a prefill worker (%g prefills counted by %s; minimum %s)",
 		format.Pct(*pd.Share), pd.OK, pd.Prefills, pd.CounterNames(), format.Pct(minShare))
 	if pd.Unjudged > 0 {
-		detail += fmt.Sprintf("; %s not judged: their first token came while a prefill process went dark between two readings",
+		detail += fmt.Sprintf("; %s not judged: their first token came within a reading of a prefill process going dark",
 			format.Plural(pd.Unjudged, "ok request"))
 	}
 	if *pd.Share >= minShare {

@@ -96,8 +96,8 @@ func TestPDPathVerdict(t *testing.T) {
 	}{
 		{"every request through prefill", time.Hour, false, "pd_path", StatePass, -1, 1},
 		{"fallback after 8s, counter flat", 8 * time.Second, false, "pd_path", StateFail, 8, 0.4},
-		{"fallback after 8s, prefill unreachable", 8 * time.Second, true, "pd_path", StateFail, 8, 0.4},
-		{"a lenient minimum", 8 * time.Second, true, "pd_path(0.3)", StatePass, 8, 0.4},
+		{"fallback after 8s, prefill unreachable", 8 * time.Second, true, "pd_path", StateFail, 8, 80.0 / 179},
+		{"a lenient minimum", 8 * time.Second, true, "pd_path(0.3)", StatePass, 8, 80.0 / 179},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := Compute(pdLedger(tc.stopAt, tc.dead), Config{Assertions: []string{tc.assertion}})
@@ -109,9 +109,11 @@ func TestPDPathVerdict(t *testing.T) {
 			assert.InDelta(t, tc.share, *r.PDPath.Share, 0.03)
 			if tc.dead {
 				// The ok requests sent by the failed reading (9 s) whose first token came
-				// after the last good one (8 s) are not judged: the prefills of that
-				// second died with the process (scheduled 8.0 s to 9.0 s: 11).
-				assert.Equal(t, 11, r.PDPath.Unjudged)
+				// after the reading before the last good one (7 s) are not judged: the
+				// last reading may not count them yet, and the prefills of the second
+				// after it died with the process (first token after 7 s: scheduled
+				// 7.0 s to 9.0 s, 21; 80 prefills over the 179 judged).
+				assert.Equal(t, 21, r.PDPath.Unjudged)
 			} else {
 				assert.Zero(t, r.PDPath.Unjudged)
 			}

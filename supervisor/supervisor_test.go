@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"pdsoak/internal/testutil"
 	"strconv"
 	"strings"
 	"syscall"
@@ -79,13 +80,7 @@ func self(t *testing.T, mode string, args ...string) ([]string, Option) {
 	return append([]string{exe}, args...), WithEnv(childEnv + "=" + mode)
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testutil.FreePort(t) }
 
 // serve starts a fake server and waits for its health.
 func serve(t *testing.T, opts ...Option) *Process { t.Helper(); return serveAs(t, "serve", opts...) }

@@ -2,10 +2,10 @@ package e2e
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"pdsoak/internal/testutil"
 	"regexp"
 	"strings"
 	"sync"
@@ -109,21 +109,7 @@ func buildPDServer(t *testing.T) string {
 }
 
 // freePorts returns n ports the kernel had free a moment ago.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var lns []net.Listener
-	var out []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return out
-}
+func freePorts(t *testing.T, n int) []int { return testutil.FreePorts(t, n) }
 
 // runWithEnv is runHarness with extra environment variables.
 func runWithEnv(t *testing.T, env []string, scenario string, args ...string) run {

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
+	"pdsoak/internal/testutil"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,13 +21,7 @@ import (
 	servercli "pdsoak/server/cli"
 )
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testutil.FreePort(t) }
 
 // TestReferenceArgsServe runs the rendered pdserver command lines, with the Services'
 // names and ports mapped onto loopback (every pod listens on 30000 in the cluster), and

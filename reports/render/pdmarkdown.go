@@ -15,7 +15,7 @@ func pdMarkdown(r *reports.Results) string {
 	if pd := r.PDPath; pd != nil && pd.Share != nil {
 		fmt.Fprintf(&b, "\n## PD path\n\n%s of %d ok requests went through a prefill worker (%s).", format.Pct(*pd.Share), pd.OK, pd.CounterNames())
 		if pd.Unjudged > 0 {
-			fmt.Fprintf(&b, " %s not judged (a prefill process went dark between two readings).", format.Plural(pd.Unjudged, "ok request"))
+			fmt.Fprintf(&b, " %s not judged (their first token came within a reading of a prefill process going dark).", format.Plural(pd.Unjudged, "ok request"))
 		}
 		b.WriteString("\n\n| seconds since load start | ok requests | prefills | share |\n|---|---:|---:|---|\n")
 		type run struct {

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -160,13 +159,7 @@ func TestSGLangUsageErrors(t *testing.T) {
 	assert.Contains(t, stdout, "--disaggregation-mode")
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testutil.FreePort(t) }
 
 // TestSGLangServerServesAndLogsFlags starts a colocated worker from an SGLang command
 // line over real sockets: it serves, and the startup line lists the flags with no effect.
