@@ -283,6 +283,12 @@ func (c faultCase) write(t *testing.T, dir string) string {
 	return p
 }
 
+// starved reports whether a run is invalid only because the harness's self-check failed.
+func starved(r run) bool {
+	return r.code == 3 && len(r.res.InvalidReasons) == 1 &&
+		strings.HasPrefix(r.res.InvalidReasons[0], "harness self-check failed")
+}
+
 // TestFaults applies every fault type to the strict reference server: each run must
 // pass with zero silent drops, no leaks, every fault verified and recovery after it.
 func TestFaults(t *testing.T) {
@@ -294,7 +300,14 @@ func TestFaults(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			r := runHarness(t, c.write(t, t.TempDir()))
+			sc := c.write(t, t.TempDir())
+			r := runHarness(t, sc)
+			if starved(r) {
+				// The harness's own self-check says the machine starved it (ticker lag
+				// of seconds on a shared machine): the run proves nothing either way.
+				t.Logf("%s: the harness was starved, running once more: %v", c.name, r.res.InvalidReasons)
+				r = runHarness(t, sc)
+			}
 			t.Logf("%s: exit %d in %s, %d requests %v", c.name, r.code, r.elapsed.Round(100*time.Millisecond), r.res.Requests, r.res.Outcomes)
 			checkStrictPass(t, r, c)
 		})
