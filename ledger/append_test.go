@@ -174,18 +174,28 @@ func BenchmarkEncodeRequestEvents(b *testing.B) {
 }
 
 // BenchmarkWriterEmitRequestEvents is Writer.Emit of one request's five events into a
-// real file, from parallel goroutines (the harness's workers).
+// real file, from parallel goroutines (the harness's workers): encoding/json for every
+// line (the writer before appendEvent) against appendEvent, in the same run.
 func BenchmarkWriterEmitRequestEvents(b *testing.B) {
 	evs := requestEvents()
-	w, err := Create(b.TempDir()+"/"+EventsFile, nil)
-	require.NoError(b, err)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			for _, ev := range evs {
-				w.Emit(ev)
-			}
+	for _, viaJSON := range []bool{true, false} {
+		name := "append"
+		if viaJSON {
+			name = "json"
 		}
-	})
-	require.NoError(b, w.Close())
+		b.Run(name, func(b *testing.B) {
+			w, err := Create(b.TempDir()+"/"+EventsFile, nil)
+			require.NoError(b, err)
+			w.viaJSON = viaJSON
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					for _, ev := range evs {
+						w.Emit(ev)
+					}
+				}
+			})
+			require.NoError(b, w.Close())
+		})
+	}
 }
