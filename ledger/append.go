@@ -18,8 +18,6 @@ import (
 func appendEvent(dst []byte, ev *Event) (_ []byte, ok bool) {
 	if len(ev.Params) > 0 || len(ev.ServerDebug) > 0 || len(ev.Metrics) > 0 || len(ev.GPUs) > 0 ||
 		ev.Provenance != nil || ev.Shard != nil || len(ev.Models) > 0 ||
-		!encodableTime(ev.Time) || (ev.Scheduled != nil && !encodableTime(*ev.Scheduled)) ||
-		(ev.Started != nil && !encodableTime(*ev.Started)) ||
 		!finite(ev.TTFT) || !finite(ev.E2E) || !finite(ev.Age) || !finite(ev.Lag) ||
 		!finite(ev.LagP99) || !finite(ev.LagMax) {
 		return dst, false
@@ -29,16 +27,22 @@ func appendEvent(dst []byte, ev *Event) (_ []byte, ok bool) {
 			return dst, false
 		}
 	}
-	b := append(dst, `{"time":"`...)
-	b = ev.Time.AppendFormat(b, time.RFC3339Nano)
-	b = append(b, `","type":`...)
+	b, ok := appendTime(append(dst, `{"time":`...), ev.Time)
+	if !ok {
+		return dst, false
+	}
+	b = append(b, `,"type":`...)
 	b = appendString(b, string(ev.Type))
 	b = appendStr(b, `,"request_id":`, ev.RequestID)
 	b = appendStr(b, `,"workload":`, ev.Workload)
 	b = appendInt(b, `,"session":`, int64(ev.Session))
 	b = appendInt(b, `,"turn":`, int64(ev.Turn))
 	b = appendStr(b, `,"endpoint":`, ev.Endpoint)
-	b = appendTimePtr(b, `,"scheduled":`, ev.Scheduled)
+	if ev.Scheduled != nil {
+		if b, ok = appendTime(append(b, `,"scheduled":`...), *ev.Scheduled); !ok {
+			return dst, false
+		}
+	}
 	b = appendInt(b, `,"prompt_tokens":`, int64(ev.PromptTokens))
 	b = appendInt(b, `,"prompt_bytes":`, int64(ev.PromptBytes))
 	b = appendStr(b, `,"outcome":`, string(ev.Outcome))
@@ -78,7 +82,11 @@ func appendEvent(dst []byte, ev *Event) (_ []byte, ok bool) {
 		b = strconv.AppendBool(b, *ev.Passed)
 	}
 	b = appendStr(b, `,"detail":`, ev.Detail)
-	b = appendTimePtr(b, `,"started":`, ev.Started)
+	if ev.Started != nil {
+		if b, ok = appendTime(append(b, `,"started":`...), *ev.Started); !ok {
+			return dst, false
+		}
+	}
 	b = appendInt(b, `,"part":`, int64(ev.Part))
 	b = appendStr(b, `,"source":`, ev.Source)
 	// metrics, gpus: fallback above.
@@ -97,14 +105,24 @@ func appendEvent(dst []byte, ev *Event) (_ []byte, ok bool) {
 	return append(b, '}', '\n'), true
 }
 
-// encodableTime reports whether time.Time.MarshalJSON accepts t: a four-digit year and
-// a zone offset under 24 hours.
-func encodableTime(t time.Time) bool {
-	if y := t.Year(); y < 0 || y > 9999 {
-		return false
+// appendTime writes t quoted as time.Time.MarshalJSON does (RFC 3339 with
+// nanoseconds, no monotonic reading), and ok false where MarshalJSON fails: a year of
+// other than four digits or a zone offset of 24 hours or more. The same check on the
+// written bytes as MarshalJSON's: cheaper than asking t for its year and zone first.
+func appendTime(b []byte, t time.Time) (_ []byte, ok bool) {
+	b = append(b, '"')
+	n0 := len(b)
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	if b[n0+len("9999")] != '-' {
+		return b, false
 	}
-	_, off := t.Zone()
-	return off > -24*3600 && off < 24*3600
+	if n := len(b); b[n-1] != 'Z' {
+		c := b[n-len("Z07:00")]
+		if ('0' <= c && c <= '9') || 10*(b[n-5]-'0')+(b[n-4]-'0') >= 24 {
+			return b, false
+		}
+	}
+	return append(b, '"'), true
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
@@ -131,14 +149,6 @@ func appendNum(b []byte, key string, f float64) []byte {
 		return b
 	}
 	return appendFloat(append(b, key...), f)
-}
-
-func appendTimePtr(b []byte, key string, t *time.Time) []byte {
-	if t == nil {
-		return b
-	}
-	b = append(append(b, key...), '"')
-	return append(t.AppendFormat(b, time.RFC3339Nano), '"')
 }
 
 // appendFloat writes a finite float64 as encoding/json does (as server/gen's
