@@ -199,3 +199,23 @@ func BenchmarkWriterEmitRequestEvents(b *testing.B) {
 		})
 	}
 }
+
+// TestEmitRequestEventsAllocatesNothing: a request's five events cost the writer no
+// allocation (the event stays on the stack, the line goes into a pooled buffer).
+func TestEmitRequestEventsAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	evs := requestEvents()
+	w, err := Create(t.TempDir()+"/"+EventsFile, nil)
+	require.NoError(t, err)
+	defer w.Close()
+	allocs := testing.AllocsPerRun(200, func() {
+		for _, ev := range evs {
+			w.Emit(ev)
+		}
+	})
+	assert.Zero(t, allocs)
+	w.viaJSON = true // the check can fail: encoding/json's path allocates
+	assert.NotZero(t, testing.AllocsPerRun(20, func() { w.Emit(evs[4]) }))
+}
