@@ -85,7 +85,8 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 	}
 	stampTrace(e.seed, r)
 	ruleStats, _ := r.Disconnect(e.cancelAfter(r))
-	e.emitScheduled(r)
+	tid := traceID(r) // once: both events carry it
+	e.emitScheduled(r, tid)
 	obs := &reqObserver{e: e, r: r, live: e.live.start(&r.Request)}
 	defer e.live.end(r.ID)
 	res := e.c.Do(reqCtx, &r.Request, obs)
@@ -93,7 +94,7 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 		reclassifyAtInterrupt(&r.Request, res)
 	}
 	ruleStats.Count(res.Outcome)
-	e.emitDone(r, res, obs)
+	e.emitDone(r, res, obs, tid)
 	return res
 }
 
@@ -102,13 +103,13 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 // goroutine stack for the request's whole life (issue 11: the stack doubled to 16 KiB).
 //
 //go:noinline
-func (e *executor) emitScheduled(r *workload.Req) {
-	e.led.Emit(workload.ScheduledEvent(r, traceID(r)))
+func (e *executor) emitScheduled(r *workload.Req, tid string) {
+	e.led.Emit(workload.ScheduledEvent(r, tid))
 }
 
 //go:noinline
-func (e *executor) emitDone(r *workload.Req, res *client.Result, obs *reqObserver) {
-	ev := workload.DoneEvent(r, res, traceID(r))
+func (e *executor) emitDone(r *workload.Req, res *client.Result, obs *reqObserver, tid string) {
+	ev := workload.DoneEvent(r, res, tid)
 	if res.Outcome != ledger.OutcomeOK && !e.causeless {
 		ev.Cause = e.faults.cause(res.Outcome, r.Scheduled, res.End)
 	}
@@ -124,7 +125,7 @@ func (e *executor) emitDone(r *workload.Req, res *client.Result, obs *reqObserve
 		}
 		e.log.Warn("silent drop", "request_id", r.ID, "trace_id", ev.TraceID, "outcome", res.Outcome, "phase", res.Phase,
 			"deadline", res.Deadline, "age", res.Age(), "server", string(ev.ServerDebug))
-	} else {
+	} else if e.debugOn() {
 		e.log.Debug("done", "request_id", r.ID, "outcome", res.Outcome, "status", res.Status, "e2e", res.E2E(), "err", res.Err)
 	}
 	if i, ok := outcomeIndex[res.Outcome]; ok {
@@ -163,18 +164,24 @@ func (o *reqObserver) Sent(req *client.Request, at time.Time) {
 		o.e.lag.Send(lag)
 	}
 	o.e.led.Emit(workload.SentEvent(o.r, at))
-	o.e.log.Debug("sent", "request_id", req.ID, "lag", lag)
+	if o.e.debugOn() {
+		o.e.log.Debug("sent", "request_id", req.ID, "lag", lag)
+	}
 }
 
 func (o *reqObserver) Headers(req *client.Request, at time.Time, status int) {
 	o.e.led.Emit(workload.HeadersEvent(o.r, at, status))
-	o.e.log.Debug("headers", "request_id", req.ID, "status", status)
+	if o.e.debugOn() {
+		o.e.log.Debug("headers", "request_id", req.ID, "status", status)
+	}
 }
 
 func (o *reqObserver) FirstToken(req *client.Request, at time.Time) {
 	o.live.first.Store(at.UnixNano())
 	o.e.led.Emit(workload.FirstTokenEvent(o.r, at))
-	o.e.log.Debug("first token", "request_id", req.ID, "ttft", at.Sub(req.Scheduled))
+	if o.e.debugOn() {
+		o.e.log.Debug("first token", "request_id", req.ID, "ttft", at.Sub(req.Scheduled))
+	}
 }
 
 // BeforeDeadline asks the server's /debug/requests about the request while the

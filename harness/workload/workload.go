@@ -93,7 +93,7 @@ func (c *Common) Single(seq uint64, scheduled time.Time) *Req { return c.single(
 
 // single builds a one-shot request (open_loop, burst) for sequence number seq.
 func (c *Common) single(seq uint64, scheduled time.Time) *Req {
-	id := fmt.Sprintf("%s-%06d", c.Spec.Name, seq)
+	id := seqID(c.Spec.Name, seq)
 	r := &Req{Request: c.base(id, scheduled), Workload: c.Spec.Name}
 	text := Text(c.rng(seq), max(c.Spec.PromptTokens, 1))
 	if c.Spec.Endpoint == scenarios.EndpointCompletions {
