@@ -80,17 +80,12 @@ func (t *topo) CanModel(f scenarios.Fault) error {
 			return notModelled("failpoint %s is not evaluated by the simulated processes (modelled: %s)", m.Point, strings.Join(modelledPoints, ", "))
 		}
 	}
-	for _, name := range t.sc.Topology().Members(f.Target) {
-		p, err := t.process(name)
-		if err != nil {
-			return fmt.Errorf("sim: fault %s (%s): %w", f.Name, f.Type, err)
-		}
-		if len(m.Roles) > 0 && !slices.Contains(m.Roles, p.Role) {
-			return fmt.Errorf("sim: fault %s (%s): %s is a %s; this fault needs %s", f.Name, f.Type, name, p.Role, strings.Join(m.Roles, " or "))
-		}
-		if m.Kind == chaos.KindFailpoint && name == ProcessRouter {
-			return notModelled("the router evaluates no failpoints")
-		}
+	// The target's processes and roles: chaos's own check, as Apply makes it.
+	if err := chaos.CheckTarget(f, &chaos.FuncEnv{MembersFunc: t.sc.Topology().Members, ProcessFunc: t.process}); err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	if m.Kind == chaos.KindFailpoint && slices.Contains(t.sc.Topology().Members(f.Target), ProcessRouter) {
+		return notModelled("the router evaluates no failpoints")
 	}
 	return nil
 }

@@ -113,9 +113,6 @@ func (r *simRouter) submit(req *gen.Request, emit func(gen.Event)) (func(), erro
 	if err := r.Routable(); err != nil {
 		return nil, err
 	}
-	if req.Deadline.IsZero() && r.spec.RequestTimeout > 0 {
-		req.Deadline = r.t.loop.Now().Add(r.spec.RequestTimeout)
-	}
 	q := &simReq{simRouter: r, emit: emit}
 	q.f.Init(q, &r.Flow, req, nil)
 	r.reqs = append(r.reqs, q)

@@ -411,8 +411,17 @@ func (h *Handler) ParseOpenAI(path string, body []byte) (*Parsed, *Refusal) {
 }
 
 // RequestTimeout is the bound the endpoints put on every generation (0: none), from
-// arrival: gen.Request.Deadline = arrival + RequestTimeout.
+// arrival: see StampDeadline.
 func (h *Handler) RequestTimeout() time.Duration { return h.reqTimeout }
+
+// StampDeadline is the --request-timeout rule every endpoint applies on arrival (and
+// the simulator at its clock's arrival): a request that carries no deadline of its own
+// gets arrival + RequestTimeout; with no timeout it stays unbounded.
+func (h *Handler) StampDeadline(req *gen.Request, arrival time.Time) {
+	if req.Deadline.IsZero() && h.reqTimeout > 0 {
+		req.Deadline = arrival.Add(h.reqTimeout)
+	}
+}
 
 // Model is the model id the handler serves (and names in its answers).
 func (h *Handler) Model() string { return h.model }
