@@ -272,8 +272,9 @@ func (w *worker) abort(seq uint64) {
 	}
 }
 
-// healthy is /health (the scheduler's own Health); requests is /debug/requests (the
-// last list, aged to now); gauges is a scrape of /metrics (what the engine publishes).
+// healthy is /health: the scheduler's own Health, whose watchdog rule
+// (scheduler.WatchdogErr) is the one engine.Healthy applies; requests is /debug/requests
+// (the last list, aged to now); gauges is a scrape of /metrics (what the engine publishes).
 func (w *worker) healthy() error { return w.sched.Health(w.t.loop.Now()) }
 
 func (w *worker) requests() []gen.RequestInfo {
