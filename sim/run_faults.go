@@ -184,26 +184,20 @@ func (r *runner) disconnectRun(target string, d chaos.Disconnect) chaos.Run {
 // returned Run's statistics; Stop cancels what is in flight and sends no more.
 func (r *runner) sendMany(c *workload.Common, n, conc, cancelAfter int) chaos.Run {
 	st := &chaos.LiveStats{}
-	if conc <= 0 || conc > n {
-		conc = n
-	}
-	now := r.loop.Now()
+	x := workload.NewExtras(c, n, conc, cancelAfter, r.loop.Now())
 	var mine []*call
 	stopped := false
-	next := 0
 	var fire func()
 	fire = func() {
-		if stopped || next >= n {
+		if stopped {
 			return
 		}
-		seq := uint64(next)
-		next++
-		st.Sent.Add(1)
-		req := c.Single(seq, now)
-		req.CancelAfterTokens = cancelAfter
-		mine = append(mine, r.send(req, true, false, st, func(*client.Result) { fire() }))
+		if req := x.Next(); req != nil {
+			st.Sent.Add(1)
+			mine = append(mine, r.send(req, true, false, st, func(*client.Result) { fire() }))
+		}
 	}
-	for i := 0; i < conc; i++ {
+	for range x.Window() {
 		fire()
 	}
 	return chaos.FuncRun{StatsFunc: st.Snapshot, StopFunc: func() {
