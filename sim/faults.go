@@ -228,18 +228,10 @@ func (t *topo) pause(name string, on bool) {
 		}
 		return
 	}
-	r := t.router
 	if on {
-		r.paused = r.alive
-		return
-	}
-	if r.paused {
-		r.paused = false
-		d := r.deferred
-		r.deferred = nil
-		for _, fn := range d {
-			fn()
-		}
+		t.router.stop()
+	} else if t.router.cont() {
+		t.router.flush()
 	}
 }
 
