@@ -39,12 +39,8 @@ func (r *runner) prepareFaults() error {
 			errs = append(errs, fmt.Errorf("sim: fault %s (%s): %w", s.Name, s.Type, err))
 			continue
 		}
-		m, _ := chaos.Describe(s)
-		switch {
-		case !direct:
+		if !direct {
 			faults[i] = modelProof{Fault: &serverFault{srv: r.srv, spec: s}, spec: s}
-		case m.Kind == chaos.KindToxic || m.Kind == chaos.KindFailpoint:
-			faults[i] = modelProof{Fault: faults[i], spec: s}
 		}
 	}
 	r.faultEnv = fe
@@ -119,9 +115,8 @@ func (f *serverFault) Revert(context.Context, chaos.Env) error {
 	return nil
 }
 
-// modelProof is a fault whose proof is the model's construction: the simulated links
-// count no bytes and the simulated processes no failpoint hits, which chaos's Verify of
-// a toxic or a failpoint reads.
+// modelProof is a fault carried out by a Server that is no FaultEnv (a test's fake):
+// its proof is the fake's construction, there is nothing for chaos's Verify to read.
 type modelProof struct {
 	chaos.Fault
 	spec scenarios.Fault

@@ -48,10 +48,11 @@ type worker struct {
 }
 
 // fpState is one enabled failpoint: the chain of its terms (counts decremented by
-// failpoint.Fire) and the waiters a pause holds.
+// failpoint.Fire), the waiters a pause holds, and its evaluations and hits since Enable.
 type fpState struct {
-	chain   []failpoint.Term
-	waiters []func()
+	chain       []failpoint.Term
+	waiters     []func()
+	evals, hits int64
 }
 
 // wleg is one request (a router leg, or a colocated client request) on a worker;
@@ -203,10 +204,12 @@ func (w *worker) fire(point string) *failpoint.Term {
 	if fp == nil {
 		return nil
 	}
+	fp.evals++ // counted as the real registry counts them (its Status, chaos's proof)
 	t := failpoint.Fire(fp.chain, w.t.draw)
 	if t == nil || t.Action == failpoint.ActOff {
 		return nil
 	}
+	fp.hits++
 	return t
 }
 
