@@ -14,7 +14,7 @@
 // prober bookkeeping, drain, leak check, on the loop as a phases.Clock; phases.End, the
 // order of a run's end), harness/workload.Extras (a fault's extra requests),
 // chaos.CheckTarget (a fault's roles, refused up front), api.StampDeadline
-// (--request-timeout), scheduler.WatchdogErr (/health's watchdog) and harness/judge
+// (--request-timeout, stamped by the simulated router when it runs), scheduler.WatchdogErr (/health's watchdog) and harness/judge
 // (leak verdict, self-check, server_debug reports). sim never imports the runner
 // (pdsoak/harness).
 //

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"pdsoak/metricnames"
+	"pdsoak/server/api"
 	"pdsoak/server/cli"
 	"pdsoak/server/gen"
 	"pdsoak/server/router"
@@ -100,6 +101,9 @@ func (r *simRouter) submit(req *gen.Request, emit func(gen.Event)) (func(), erro
 	if err := r.Routable(); err != nil {
 		return nil, err
 	}
+	// The router's API stamps --request-timeout when its handler runs (after a SIGSTOP:
+	// when the router thaws), as the real one.
+	api.StampDeadline(req, r.t.loop.Now(), r.spec.RequestTimeout)
 	q := &simReq{simRouter: r, emit: emit}
 	q.f.Init(q, &r.Flow, req, nil)
 	r.reqs = append(r.reqs, q)

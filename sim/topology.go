@@ -193,12 +193,7 @@ func (t *topo) APIOptions() []api.Option {
 	default:
 		limit = t.decode[0].spec.Engine.ContextLength
 	}
-	opts := []api.Option{api.WithModelName(t.sc.Target.Model), api.WithContextLength(limit)}
-	if t.colocated == nil {
-		// The router's API stamps --request-timeout (api.StampDeadline), as the real one.
-		opts = append(opts, api.WithRequestTimeout(t.router.spec.RequestTimeout))
-	}
-	return opts
+	return []api.Option{api.WithModelName(t.sc.Target.Model), api.WithContextLength(limit)}
 }
 
 // submitColocated is the colocated API in front of one engine.

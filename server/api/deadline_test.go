@@ -28,6 +28,11 @@ func TestStampDeadline(t *testing.T) {
 		req := gen.Request{Deadline: c.have}
 		h.StampDeadline(&req, arrival)
 		if !req.Deadline.Equal(c.want) {
+			t.Errorf("%s: handler: deadline %v, want %v", c.name, req.Deadline, c.want)
+		}
+		req = gen.Request{Deadline: c.have}
+		StampDeadline(&req, arrival, c.timeout)
+		if !req.Deadline.Equal(c.want) {
 			t.Errorf("%s: deadline %v, want %v", c.name, req.Deadline, c.want)
 		}
 	}

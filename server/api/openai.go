@@ -414,12 +414,18 @@ func (h *Handler) ParseOpenAI(path string, body []byte) (*Parsed, *Refusal) {
 // arrival: see StampDeadline.
 func (h *Handler) RequestTimeout() time.Duration { return h.reqTimeout }
 
-// StampDeadline is the --request-timeout rule every endpoint applies on arrival (and
-// the simulator at its clock's arrival): a request that carries no deadline of its own
-// gets arrival + RequestTimeout; with no timeout it stays unbounded.
+// StampDeadline applies the handler's --request-timeout (StampDeadline) to a request
+// that arrived at arrival.
 func (h *Handler) StampDeadline(req *gen.Request, arrival time.Time) {
-	if req.Deadline.IsZero() && h.reqTimeout > 0 {
-		req.Deadline = arrival.Add(h.reqTimeout)
+	StampDeadline(req, arrival, h.reqTimeout)
+}
+
+// StampDeadline is the --request-timeout rule every endpoint applies when a request
+// arrives (the simulated router too, at its clock's arrival): a request that carries no
+// deadline of its own gets arrival + timeout; with no timeout it stays unbounded.
+func StampDeadline(req *gen.Request, arrival time.Time, timeout time.Duration) {
+	if req.Deadline.IsZero() && timeout > 0 {
+		req.Deadline = arrival.Add(timeout)
 	}
 }
 
