@@ -3,6 +3,7 @@ package chaos
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"pdsoak/scenarios"
@@ -53,12 +54,44 @@ func (b *base) checkRole(env Env, name string, roles []string) error {
 	if err != nil {
 		return b.wrap(err, "process %s", name)
 	}
-	for _, r := range roles {
-		if p.Role == r {
-			return nil
+	return b.roleErr(name, p.Role, roles)
+}
+
+// roleErr is the one role rule: process name's role must be one of roles (none: any).
+func (b *base) roleErr(name, role string, roles []string) error {
+	if len(roles) == 0 || slices.Contains(roles, role) {
+		return nil
+	}
+	return b.errorf("process %s has role %q; this fault needs %s", name, role, strings.Join(roles, " or "))
+}
+
+// CheckTarget checks spec's target in env as Apply will, without applying anything:
+// the target names members, each a process env knows (unless env cannot describe
+// processes), each with a role the fault accepts. The simulator calls it to refuse a run
+// up front rather than halfway.
+func CheckTarget(spec scenarios.Fault, env Env) error {
+	m, err := Describe(spec)
+	if err != nil {
+		return err
+	}
+	b := &base{spec: spec}
+	members, err := b.members(env)
+	if err != nil {
+		return err
+	}
+	for _, name := range members {
+		p, err := env.Process(name)
+		if errors.Is(err, ErrUnsupported) {
+			continue
+		}
+		if err != nil {
+			return b.wrap(err, "process %s", name)
+		}
+		if err := b.roleErr(name, p.Role, m.Roles); err != nil {
+			return err
 		}
 	}
-	return b.errorf("process %s has role %q; this fault needs %s", name, p.Role, strings.Join(roles, " or "))
+	return nil
 }
 
 // newBase builds a base and a params reader for a constructor.

@@ -51,14 +51,8 @@ func (b *base) processes(env Env, roles []string) ([]Process, error) {
 		if err != nil {
 			return nil, b.wrap(err, "process %s", m)
 		}
-		if len(roles) > 0 {
-			ok := false
-			for _, r := range roles {
-				ok = ok || p.Role == r
-			}
-			if !ok {
-				return nil, b.errorf("process %s has role %q; this fault needs %s", m, p.Role, strings.Join(roles, " or "))
-			}
+		if err := b.roleErr(m, p.Role, roles); err != nil {
+			return nil, err
 		}
 		if p.PID <= 0 {
 			return nil, b.errorf("process %s is not running (no pid)", m)

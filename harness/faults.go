@@ -92,18 +92,15 @@ func (r *runner) disconnect(ctx context.Context, target string, d chaos.Disconne
 }
 
 // sendMany sends n requests from c with at most conc in flight (0: all), each
-// cancelled when ctx ends, and counts them in st.
+// cancelled when ctx ends, and counts them in st (workload.Extras: what goes out).
 func (r *runner) sendMany(ctx context.Context, c *workload.Common, n, conc, cancelAfter int, st *chaos.LiveStats) {
-	if n <= 0 {
+	x := workload.NewExtras(c, n, conc, cancelAfter, time.Now())
+	if x.Window() == 0 {
 		return
 	}
-	if conc <= 0 || conc > n {
-		conc = n
-	}
-	sem := make(chan struct{}, conc)
+	sem := make(chan struct{}, x.Window())
 	var wg sync.WaitGroup
-	now := time.Now()
-	for i := 0; i < n; i++ {
+	for {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -111,14 +108,17 @@ func (r *runner) sendMany(ctx context.Context, c *workload.Common, n, conc, canc
 		if ctx.Err() != nil {
 			break
 		}
+		req := x.Next()
+		if req == nil {
+			<-sem
+			break
+		}
 		wg.Add(1)
 		st.Sent.Add(1)
-		go func(seq uint64) {
+		go func() {
 			defer func() { <-sem; wg.Done() }()
-			req := c.Single(seq, now)
-			req.CancelAfterTokens = cancelAfter
 			st.Count(r.exec.SendCtx(ctx, req).Outcome)
-		}(uint64(i))
+		}()
 	}
 	wg.Wait()
 }

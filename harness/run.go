@@ -304,17 +304,21 @@ func (r *runner) run(ctx context.Context) (err error) {
 
 	probes := r.startProbes(ctx) // probe.go: liveness, and the entry's health until after the drain
 	defer probes.stop()
-	ld := r.runLoad(ctx)              // load started; requests and faults run
-	r.interrupted(ctx, fb)            // after Ctrl-C: what is in flight and overdue
-	r.drain(ctx, ld, cancelReqs)      // drain
-	stopPD()                          // the prefill counters' last reading
-	probes.stopHealth()               // no health event after the drain
-	stopWedge()                       // nothing is in flight any more
-	faultErr := r.stopFaults(ctx, ld) // everything reverted
-	probes.stop()                     // a last probe once the faults are reverted
-	stopSamplers()                    // no sample after the drain
-	r.checkLeaks(ctx)                 // leak_check
-	selfErr := r.selfCheck()          // self_check
+	ld := r.runLoad(ctx)   // load started; requests and faults run
+	r.interrupted(ctx, fb) // after Ctrl-C: what is in flight and overdue
+
+	// The order of a run's end, one description the simulator follows too.
+	faultErr, selfErr := phases.End{
+		Drain:        func() { r.drain(ctx, ld, cancelReqs) },
+		StopPD:       stopPD,
+		StopHealth:   probes.stopHealth,
+		StopWatches:  stopWedge, // the wedge detector
+		StopFaults:   func() error { return r.stopFaults(ctx, ld) },
+		StopProbes:   probes.stop,
+		StopSamplers: stopSamplers,
+		CheckLeaks:   func() { r.checkLeaks(ctx) },
+		SelfCheck:    r.selfCheck,
+	}.Run()
 	if ctx.Err() != nil {
 		r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "run interrupted: " + context.Cause(ctx).Error()})
 	} else if why := r.failures(faultErr, selfErr); len(why) > 0 && fb.enabled() {

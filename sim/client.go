@@ -90,9 +90,7 @@ func (r *runner) send(req *workload.Req, _, noLag bool, stats *chaos.LiveStats, 
 		r.api.NewStreamDecoder())
 	g := p.Request
 	g.ID = req.ID
-	if d := r.api.RequestTimeout(); d > 0 {
-		g.Deadline = now.Add(d)
-	}
+	r.api.StampDeadline(&g, now)
 	cancel, err := r.srv.Submit(&g, c.event)
 	if connLevel(err, ErrConnRefused) {
 		c.phase = ledger.PhaseConnect

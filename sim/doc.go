@@ -11,7 +11,10 @@
 // bounds, tombstones), chaos.Sequencer (the fault timeline itself, driven on the loop)
 // and chaos's faults (applied, proved and reverted on the model through a chaos.Env),
 // chaos/client_rules.go (client_disconnect), harness/phases (sampler, pd_path watch,
-// prober bookkeeping, drain, leak check, on the loop as a phases.Clock) and harness/judge
+// prober bookkeeping, drain, leak check, on the loop as a phases.Clock; phases.End, the
+// order of a run's end), harness/workload.Extras (a fault's extra requests),
+// chaos.CheckTarget (a fault's roles, refused up front), api.StampDeadline
+// (--request-timeout, stamped by the simulated router when it runs), scheduler.WatchdogErr (/health's watchdog) and harness/judge
 // (leak verdict, self-check, server_debug reports). sim never imports the runner
 // (pdsoak/harness).
 //
@@ -25,6 +28,8 @@
 //     carry messages with latency and bandwidth (link_kv.go: kvtransfer's room
 //     machines on the simulated KV connection, KV pages with their checksums);
 //     faults.go gives chaos's server-side faults the model's mechanisms (FaultEnv);
+//     proc.go is the process model the worker and the router embed (incarnation,
+//     SIGSTOP, the events that wait);
 //   - the harness side: run.go follows the real runner's phases and writes the ledger
 //     (events.jsonl, "mode": "sim"), from which the reports package computes the verdict
 //     exactly as for a real run; workload.go drives harness/workload's decisions

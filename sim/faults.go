@@ -30,8 +30,9 @@ import (
 //	            reset_peer after a delay, per stream and toxicity); down: open
 //	            connections reset, new ones refused (Dial says so)
 //
-// A toxic's and a failpoint's proof are the model's construction (modelProof): the
-// simulated links count no bytes and the simulated processes no hits. kv_pool_exhaustion,
+// A toxic's and a failpoint's proof are chaos's own Verify: the simulated links count
+// connections and bytes as the proxy does, the simulated failpoints evaluations and
+// hits as the registry does. kv_pool_exhaustion,
 // queue_saturation and client_disconnect are client-side: the harness half carries them
 // out (CanModel answers nil; Fault refuses them with ErrClientSide). Refused as
 // ErrNotModelled: network_toxic's timeout, slicer, limit_data and slow_close toxics,
@@ -80,17 +81,12 @@ func (t *topo) CanModel(f scenarios.Fault) error {
 			return notModelled("failpoint %s is not evaluated by the simulated processes (modelled: %s)", m.Point, strings.Join(modelledPoints, ", "))
 		}
 	}
-	for _, name := range t.sc.Topology().Members(f.Target) {
-		p, err := t.process(name)
-		if err != nil {
-			return fmt.Errorf("sim: fault %s (%s): %w", f.Name, f.Type, err)
-		}
-		if len(m.Roles) > 0 && !slices.Contains(m.Roles, p.Role) {
-			return fmt.Errorf("sim: fault %s (%s): %s is a %s; this fault needs %s", f.Name, f.Type, name, p.Role, strings.Join(m.Roles, " or "))
-		}
-		if m.Kind == chaos.KindFailpoint && name == ProcessRouter {
-			return notModelled("the router evaluates no failpoints")
-		}
+	// The target's processes and roles: chaos's own check, as Apply makes it.
+	if err := chaos.CheckTarget(f, &chaos.FuncEnv{MembersFunc: t.sc.Topology().Members, ProcessFunc: t.process}); err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	if m.Kind == chaos.KindFailpoint && slices.Contains(t.sc.Topology().Members(f.Target), ProcessRouter) {
+		return notModelled("the router evaluates no failpoints")
 	}
 	return nil
 }
@@ -233,18 +229,10 @@ func (t *topo) pause(name string, on bool) {
 		}
 		return
 	}
-	r := t.router
 	if on {
-		r.paused = r.alive
-		return
-	}
-	if r.paused {
-		r.paused = false
-		d := r.deferred
-		r.deferred = nil
-		for _, fn := range d {
-			fn()
-		}
+		t.router.stop()
+	} else if t.router.cont() {
+		t.router.flush()
 	}
 }
 
@@ -286,8 +274,14 @@ func (f *simFailpoints) Disable(_ context.Context, name string) error {
 	return nil
 }
 
+// Get is the failpoint's status: its counts prove the fault (chaos's Verify). Paused
+// is not modelled (0).
 func (f *simFailpoints) Get(_ context.Context, name string) (failpoint.Status, error) {
-	return failpoint.Status{Name: name, Enabled: f.w.inc == f.inc && f.w.fps[name] != nil}, nil
+	st := failpoint.Status{Name: name}
+	if fp := f.w.fps[name]; f.w.inc == f.inc && fp != nil {
+		st.Enabled, st.Evals, st.Hits = true, fp.evals, fp.hits
+	}
+	return st, nil
 }
 
 // simLink is chaos.Link (and chaos.Dialer) on a simulated link.
@@ -296,7 +290,7 @@ type simLink struct{ l *link }
 func (k simLink) Name() string                     { return k.l.name }
 func (k simLink) Addr() string                     { return "sim://" + k.l.name }
 func (k simLink) IsUp() bool                       { return k.l.cut == 0 }
-func (k simLink) Counters() netproxy.Counters      { return netproxy.Counters{} }
+func (k simLink) Counters() netproxy.Counters      { return k.l.counted }
 func (k simLink) Up() error                        { k.l.cut = max(k.l.cut-1, 0); return nil }
 func (k simLink) Down() error                      { k.l.cut++; k.l.breakAll(ErrConnReset); return nil }
 func (k simLink) AddToxic(tx netproxy.Toxic) error { return k.add(tx) }

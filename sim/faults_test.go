@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"pdsoak/chaos"
 	"pdsoak/ledger"
 	"pdsoak/reports"
+	"pdsoak/scenarios"
 )
 
 // The server-side faults are chaos's own, run on the model (FaultEnv): their proofs are
@@ -50,7 +52,8 @@ assertions: [no_silent_drops]
 		"bounce": {1620 * time.Millisecond, "restarted: prefill-0 pid"},
 		"freeze": {4 * time.Second, "stopped (state T in /proc): decode-0 pid"},
 		"cut":    {7 * time.Second, "links router->decode-0 down: dialling their proxies is refused"},
-		"slow":   {9 * time.Second, "simulated: network_latency applied to router->prefill-0"},
+		// chaos's own proof: traffic crossed the toxic (the poll at +20ms saw it).
+		"slow": {9020 * time.Millisecond, "latency toxic map[jitter:0 latency:20] on router->prefill-0; traffic through it: router->prefill-0: +"},
 	} {
 		ev, ok := verified[name]
 		require.True(t, ok, "%s never verified", name)
@@ -92,4 +95,28 @@ assertions: [no_silent_drops]
 	}
 	require.NotNil(t, stall, "the failpoint was never tried")
 	assert.Contains(t, stall.Error, "connection refused")
+}
+
+// TestFailpointProvedByItsHits: a failpoint on the model is proved as on a real
+// process, by chaos's Verify reading the hits the simulated process counted; before
+// anything evaluates it the proof fails, in chaos's words.
+func TestFailpointProvedByItsHits(t *testing.T) {
+	loop, srv := build(t, coStrict)
+	f := scenarios.Fault{Name: "f", Type: "failpoint", Target: "colocated",
+		Params: map[string]any{"name": "engine/admit", "terms": "return(overloaded)"}}
+	fault, err := chaos.New(f)
+	require.NoError(t, err)
+	env := &chaos.FuncEnv{MembersFunc: srv.sc.Topology().Members}
+	srv.FaultEnv(env)
+	require.NoError(t, fault.Apply(context.Background(), env))
+	err = fault.Verify(context.Background(), env)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not hit yet on colocated (0 evaluations)")
+	s := submit(loop, srv, "r", 40, 8)
+	loop.RunUntil(Epoch.Add(time.Second))
+	require.True(t, s.err != nil || (s.done != nil && s.done.Err != nil), "engine/admit refused the request")
+	require.NoError(t, fault.Verify(context.Background(), env))
+	assert.Equal(t, "failpoint engine/admit=return(overloaded) hit 1 times (colocated:1), 0 paused",
+		fault.(chaos.Evidencer).Evidence())
+	require.NoError(t, fault.Revert(context.Background(), env))
 }

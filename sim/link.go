@@ -65,6 +65,7 @@ type link struct {
 	toxics   []*linkToxic
 	cut      int // active partitions
 	conns    []*conn
+	counted  netproxy.Counters // as the proxy counts them: what chaos's toxic Verify reads
 }
 
 // conn is one TCP connection on a link.
@@ -99,6 +100,7 @@ func (l *link) dial() (*conn, error) {
 	}
 	c := &conn{l: l, alive: true}
 	l.conns = append(l.conns, c)
+	l.counted.Conns++
 	for _, tx := range l.toxics {
 		c.adopt(tx)
 	}
@@ -161,6 +163,11 @@ func (c *conn) arrival(dir, n int) time.Time {
 func (c *conn) send(dir, n int, fn func()) {
 	if !c.alive {
 		return
+	}
+	if dir == up {
+		c.l.counted.UpBytes += int64(n)
+	} else {
+		c.l.counted.DownBytes += int64(n)
 	}
 	at := c.arrival(dir, n)
 	c.l.t.loop.At(at, func() {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"pdsoak/metricnames"
+	"pdsoak/server/api"
 	"pdsoak/server/cli"
 	"pdsoak/server/gen"
 	"pdsoak/server/router"
@@ -27,12 +28,8 @@ type simRouter struct {
 	*router.Core // the workers' states, the generator, the Flows' configuration, the checks
 	t            *topo
 	spec         cli.RouterSpec
-	inc          int
-	alive        bool
+	proc              // its life: events wait while it is stopped
 	starting     bool // restarted, its first round of checks not over: it refuses connections
-	// paused: SIGSTOP; deferred as on a worker.
-	paused   bool
-	deferred []func()
 
 	sw   []*worker // the workers' processes, prefill then decode (the Flow's numbering)
 	reqs []*simReq // in flight, in arrival order
@@ -65,7 +62,8 @@ func (t *topo) newRouter(args []string) (*simRouter, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &simRouter{t: t, spec: spec, alive: true, inc: 1, sw: append(slices.Clone(t.prefill), t.decode...)}
+	r := &simRouter{t: t, spec: spec, sw: append(slices.Clone(t.prefill), t.decode...)}
+	r.start()
 	r.boot()
 	// The launcher waits for every worker: the first round passed as the router started.
 	now := t.loop.Now()
@@ -88,16 +86,6 @@ func (r *simRouter) boot() {
 		router.WithRoomSalt(uint64(r.t.sc.Seed)*0x2545f4914f6cdd1d), router.WithLogger(nil))...)
 }
 
-func (r *simRouter) post(inc int, fn func()) {
-	switch {
-	case !r.alive || inc != r.inc:
-	case r.paused:
-		r.deferred = append(r.deferred, fn)
-	default:
-		fn()
-	}
-}
-
 // The Flow's IO on the event loop (the rest is the Pool's).
 
 func (r *simRouter) Now() time.Time { return r.t.loop.Now() }
@@ -113,9 +101,9 @@ func (r *simRouter) submit(req *gen.Request, emit func(gen.Event)) (func(), erro
 	if err := r.Routable(); err != nil {
 		return nil, err
 	}
-	if req.Deadline.IsZero() && r.spec.RequestTimeout > 0 {
-		req.Deadline = r.t.loop.Now().Add(r.spec.RequestTimeout)
-	}
+	// The router's API stamps --request-timeout when its handler runs (after a SIGSTOP:
+	// when the router thaws), as the real one.
+	api.StampDeadline(req, r.t.loop.Now(), r.spec.RequestTimeout)
 	q := &simReq{simRouter: r, emit: emit}
 	q.f.Init(q, &r.Flow, req, nil)
 	r.reqs = append(r.reqs, q)
@@ -299,8 +287,7 @@ func (r *simRouter) crash() {
 	if !r.alive {
 		return
 	}
-	r.alive, r.deferred = false, nil
-	r.inc++
+	r.die()
 	for _, q := range r.reqs {
 		for _, l := range q.legs {
 			if l != nil && l.c != nil {
@@ -319,8 +306,8 @@ func (r *simRouter) crash() {
 // restart starts a fresh router from its options, which refuses connections until its
 // first round of checks is over (Router.Start runs it before serving).
 func (r *simRouter) restart() {
-	r.alive, r.paused, r.starting = true, false, true
-	r.inc++
+	r.start()
+	r.starting = true
 	r.boot()
 	r.round()
 }

@@ -244,13 +244,16 @@ func (r *runner) run(ctx context.Context) error {
 	// The load window: to its end when there are faults (their timeline plays out over
 	// the whole duration), or until every workload is done.
 	r.runWhile(loadEnd, func() bool { return r.faults != nil || r.active > 0 })
-	r.drain()
-	r.stopPD(r.interrupted == nil)
-	faultErr := r.stopFaults()
-	r.stopLiveness() // last probes once the faults are reverted
-	r.stopSampler()
-	r.checkLeaks()
-	r.selfCheck()
+	// The real runner's order of a run's end (the sim has no wedge watch).
+	faultErr, _ := phases.End{
+		Drain:        r.drain,
+		StopPD:       func() { r.stopPD(r.interrupted == nil) },
+		StopFaults:   r.stopFaults,
+		StopProbes:   r.stopLiveness, // last probes once the faults are reverted
+		StopSamplers: r.stopSampler,
+		CheckLeaks:   r.checkLeaks,
+		SelfCheck:    func() error { r.selfCheck(); return nil },
+	}.Run()
 	if r.interrupted != nil {
 		r.emit(ledger.Event{Type: ledger.EventLog, Message: "run interrupted: " + r.interrupted.Error()})
 	}

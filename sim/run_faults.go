@@ -39,12 +39,8 @@ func (r *runner) prepareFaults() error {
 			errs = append(errs, fmt.Errorf("sim: fault %s (%s): %w", s.Name, s.Type, err))
 			continue
 		}
-		m, _ := chaos.Describe(s)
-		switch {
-		case !direct:
+		if !direct {
 			faults[i] = modelProof{Fault: &serverFault{srv: r.srv, spec: s}, spec: s}
-		case m.Kind == chaos.KindToxic || m.Kind == chaos.KindFailpoint:
-			faults[i] = modelProof{Fault: faults[i], spec: s}
 		}
 	}
 	r.faultEnv = fe
@@ -119,9 +115,8 @@ func (f *serverFault) Revert(context.Context, chaos.Env) error {
 	return nil
 }
 
-// modelProof is a fault whose proof is the model's construction: the simulated links
-// count no bytes and the simulated processes no failpoint hits, which chaos's Verify of
-// a toxic or a failpoint reads.
+// modelProof is a fault carried out by a Server that is no FaultEnv (a test's fake):
+// its proof is the fake's construction, there is nothing for chaos's Verify to read.
 type modelProof struct {
 	chaos.Fault
 	spec scenarios.Fault
@@ -184,26 +179,20 @@ func (r *runner) disconnectRun(target string, d chaos.Disconnect) chaos.Run {
 // returned Run's statistics; Stop cancels what is in flight and sends no more.
 func (r *runner) sendMany(c *workload.Common, n, conc, cancelAfter int) chaos.Run {
 	st := &chaos.LiveStats{}
-	if conc <= 0 || conc > n {
-		conc = n
-	}
-	now := r.loop.Now()
+	x := workload.NewExtras(c, n, conc, cancelAfter, r.loop.Now())
 	var mine []*call
 	stopped := false
-	next := 0
 	var fire func()
 	fire = func() {
-		if stopped || next >= n {
+		if stopped {
 			return
 		}
-		seq := uint64(next)
-		next++
-		st.Sent.Add(1)
-		req := c.Single(seq, now)
-		req.CancelAfterTokens = cancelAfter
-		mine = append(mine, r.send(req, true, false, st, func(*client.Result) { fire() }))
+		if req := x.Next(); req != nil {
+			st.Sent.Add(1)
+			mine = append(mine, r.send(req, true, false, st, func(*client.Result) { fire() }))
+		}
 	}
-	for i := 0; i < conc; i++ {
+	for range x.Window() {
 		fire()
 	}
 	return chaos.FuncRun{StatsFunc: st.Snapshot, StopFunc: func() {

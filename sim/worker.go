@@ -34,11 +34,7 @@ type worker struct {
 	role engine.Role
 	idx  int
 	spec cli.WorkerSpec
-
-	inc      int // incarnation: bumped at each crash, so stale events are dropped
-	alive    bool
-	paused   bool     // SIGSTOP: the events that reach it wait in deferred
-	deferred []func() // (so do they while the loop is blocked; heartbeats still run)
+	proc // its life; events wait while it is stopped or its loop blocked (heartbeats still run)
 
 	core              *engine.Core
 	sched             *scheduler.Scheduler // the Core's
@@ -52,10 +48,11 @@ type worker struct {
 }
 
 // fpState is one enabled failpoint: the chain of its terms (counts decremented by
-// failpoint.Fire) and the waiters a pause holds.
+// failpoint.Fire), the waiters a pause holds, and its evaluations and hits since Enable.
 type fpState struct {
-	chain   []failpoint.Term
-	waiters []func()
+	chain       []failpoint.Term
+	waiters     []func()
+	evals, hits int64
 }
 
 // wleg is one request (a router leg, or a colocated client request) on a worker;
@@ -73,6 +70,7 @@ func (t *topo) newWorker(name string, role engine.Role, idx int, args []string) 
 		return nil, err
 	}
 	w := &worker{t: t, name: name, role: role, idx: idx, spec: spec}
+	w.busy = func() bool { return w.core.Blocked() }
 	return w, w.boot()
 }
 
@@ -97,23 +95,10 @@ func (w *worker) boot() error {
 	if err != nil {
 		return fmt.Errorf("sim: %s: %w", w.name, err)
 	}
-	w.inc++
-	w.alive, w.paused, w.deferred = true, false, nil
+	w.start()
 	w.core, w.sched, w.b, w.streams = core, core.Scheduler(), b, map[uint64]*wleg{}
 	w.kv.reset(w)
 	return nil
-}
-
-// post runs fn on the process: at once, later when it is paused or its loop blocked
-// (SIGCONT delivers what the kernel buffered), never when it died since.
-func (w *worker) post(inc int, fn func()) {
-	switch {
-	case !w.alive || inc != w.inc:
-	case w.paused || w.core.Blocked():
-		w.deferred = append(w.deferred, fn)
-	default:
-		fn()
-	}
 }
 
 // wake: an event reached the loop (the engine's inbox wakes it), which advances now;
@@ -219,10 +204,12 @@ func (w *worker) fire(point string) *failpoint.Term {
 	if fp == nil {
 		return nil
 	}
+	fp.evals++ // counted as the real registry counts them (its Status, chaos's proof)
 	t := failpoint.Fire(fp.chain, w.t.draw)
 	if t == nil || t.Action == failpoint.ActOff {
 		return nil
 	}
+	fp.hits++
 	return t
 }
 
@@ -272,8 +259,9 @@ func (w *worker) abort(seq uint64) {
 	}
 }
 
-// healthy is /health (the scheduler's own Health); requests is /debug/requests (the
-// last list, aged to now); gauges is a scrape of /metrics (what the engine publishes).
+// healthy is /health: the scheduler's own Health, whose watchdog rule
+// (scheduler.WatchdogErr) is the one engine.Healthy applies; requests is /debug/requests
+// (the last list, aged to now); gauges is a scrape of /metrics (what the engine publishes).
 func (w *worker) healthy() error { return w.sched.Health(w.t.loop.Now()) }
 
 func (w *worker) requests() []gen.RequestInfo {
@@ -300,8 +288,8 @@ func (w *worker) crash() {
 	for _, fp := range w.fps {
 		fp.waiters = nil
 	}
-	w.alive, w.deferred, w.fps = false, nil, nil // failpoints live in the process
-	w.inc++
+	w.die()
+	w.fps = nil             // failpoints live in the process
 	w.prefillsCompleted = 0 // a restarted process counts from 0
 	w.t.loop.Stop(w.next)
 	// Every stream's connection resets (a PD leg's break reaches the router through
@@ -319,33 +307,15 @@ func (w *worker) crash() {
 
 // pause freezes the process (SIGSTOP); resume thaws it and delivers what waited.
 func (w *worker) pause() {
-	if w.alive && !w.paused {
-		w.paused = true
+	if w.stop() {
 		w.kv.paused()
 	}
 }
 
 func (w *worker) resume() {
-	if w.alive && w.paused {
-		w.paused = false
+	if w.cont() {
 		w.kv.resumed()
 		w.flush()
 		w.wake()
-	}
-}
-
-// flush runs the events that waited while the process was paused or blocked.
-func (w *worker) flush() {
-	d := w.deferred
-	w.deferred = nil
-	for i, fn := range d {
-		if !w.alive {
-			return
-		}
-		if w.paused || w.core.Blocked() {
-			w.deferred = append(w.deferred, d[i:]...)
-			return
-		}
-		fn()
 	}
 }

@@ -85,9 +85,7 @@ func (h *Handler) serveOpenAI(w http.ResponseWriter, r *http.Request, parse func
 		var j *job
 		if j, e = parse(body); e == nil {
 			j.req.ID = rid
-			if h.reqTimeout > 0 {
-				j.req.Deadline = time.Now().Add(h.reqTimeout)
-			}
+			h.StampDeadline(&j.req, time.Now())
 			h.runOpenAI(w, r, j, log)
 			return
 		}

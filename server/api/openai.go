@@ -411,8 +411,23 @@ func (h *Handler) ParseOpenAI(path string, body []byte) (*Parsed, *Refusal) {
 }
 
 // RequestTimeout is the bound the endpoints put on every generation (0: none), from
-// arrival: gen.Request.Deadline = arrival + RequestTimeout.
+// arrival: see StampDeadline.
 func (h *Handler) RequestTimeout() time.Duration { return h.reqTimeout }
+
+// StampDeadline applies the handler's --request-timeout (StampDeadline) to a request
+// that arrived at arrival.
+func (h *Handler) StampDeadline(req *gen.Request, arrival time.Time) {
+	StampDeadline(req, arrival, h.reqTimeout)
+}
+
+// StampDeadline is the --request-timeout rule every endpoint applies when a request
+// arrives (the simulated router too, at its clock's arrival): a request that carries no
+// deadline of its own gets arrival + timeout; with no timeout it stays unbounded.
+func StampDeadline(req *gen.Request, arrival time.Time, timeout time.Duration) {
+	if req.Deadline.IsZero() && timeout > 0 {
+		req.Deadline = arrival.Add(timeout)
+	}
+}
 
 // Model is the model id the handler serves (and names in its answers).
 func (h *Handler) Model() string { return h.model }

@@ -101,9 +101,7 @@ func (h *Handler) serveGenerate(w http.ResponseWriter, r *http.Request) {
 		}
 		log = traceLog(h.log.With("rid", req.ID, "path", r.URL.Path), r)
 	}
-	if req.Deadline.IsZero() && h.reqTimeout > 0 {
-		req.Deadline = time.Now().Add(h.reqTimeout)
-	}
+	h.StampDeadline(req, time.Now())
 	if req.Bootstrap != nil {
 		log = log.With("room", req.Bootstrap.Room)
 	}

@@ -375,9 +375,8 @@ func (e *Engine) Requests() []gen.RequestInfo {
 	return AgeRequests(e.snap, e.snapTime, e.clock.Now())
 }
 
-// Healthy returns nil, or why /health must fail. Strict: work in flight and no progress
-// for the watchdog timeout (also while the loop itself is stuck), or the watchdog fired
-// and nothing progressed since. SGLang: only a step running longer than the watchdog.
+// Healthy returns nil, or why /health must fail: the watchdog (scheduler.WatchdogErr),
+// else the scheduler's own health as the loop last published it.
 func (e *Engine) Healthy() error {
 	if !e.started.Load() {
 		return fmt.Errorf("engine: not started: %w", gen.ErrUnavailable)
@@ -385,23 +384,14 @@ func (e *Engine) Healthy() error {
 	if e.closing.Load() {
 		return fmt.Errorf("engine: shutting down: %w", gen.ErrUnavailable)
 	}
-	now := e.clock.Now()
-	wd := e.res.Watchdog
-	if wd > 0 {
-		if e.cfg.Semantics == SemanticsSGLang {
-			if s := e.stepAt.Load(); s != 0 && now.Sub(time.Unix(0, s)) >= wd && now.Sub(time.Unix(0, e.outputAt.Load())) >= wd {
-				return fmt.Errorf("engine: watchdog: a step has run for %s", now.Sub(time.Unix(0, s)).Round(time.Millisecond))
-			}
-			return nil
-		}
-		if n := e.live.Load(); n > 0 {
-			if idle := now.Sub(time.Unix(0, e.progressAt.Load())); idle >= wd {
-				return fmt.Errorf("engine: watchdog: no progress for %s with %s in flight", idle.Round(time.Millisecond), plural(int(n), "request"))
-			}
-		}
-		if s := e.stepAt.Load(); s != 0 && now.Sub(time.Unix(0, s)) >= wd {
-			return fmt.Errorf("engine: watchdog: a step has not returned for %s", now.Sub(time.Unix(0, s)).Round(time.Millisecond))
-		}
+	// The scheduler's watchdog rule on what the loop published: it answers while the
+	// loop itself is stuck (a step or a dial that does not return).
+	w := scheduler.Watch{Progress: time.Unix(0, e.progressAt.Load()), Output: time.Unix(0, e.outputAt.Load()), Live: int(e.live.Load())}
+	if s := e.stepAt.Load(); s != 0 {
+		w.Step = time.Unix(0, s)
+	}
+	if err := scheduler.WatchdogErr(e.cfg.Semantics, e.res.Watchdog, e.clock.Now(), w); err != nil {
+		return err
 	}
 	e.snapMu.Lock()
 	defer e.snapMu.Unlock()

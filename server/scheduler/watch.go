@@ -115,20 +115,48 @@ func (s *Scheduler) Health(now time.Time) error {
 	if wd <= 0 {
 		return nil
 	}
-	if !s.strict() {
-		if s.batch != nil && now.Sub(s.batchStart) >= wd && now.Sub(s.lastOutput) >= wd {
-			return fmt.Errorf("scheduler: batch running for %s", now.Sub(s.batchStart).Round(time.Millisecond))
+	w := Watch{Progress: s.lastProgress, Output: s.lastOutput, Live: len(s.reqs)}
+	if s.batch != nil {
+		w.Step = s.batchStart
+	}
+	if err := WatchdogErr(s.cfg.Semantics, wd, now, w); err != nil || !s.strict() {
+		return err
+	}
+	return s.watchdogErr
+}
+
+// Watch is what the watchdog's health rule reads: when the step in flight began (zero:
+// none), the last progress, the last output, and the requests in flight.
+type Watch struct {
+	Step, Progress, Output time.Time
+	Live                   int
+}
+
+// WatchdogErr is the watchdog's rule for /health, one for the scheduler's own Health
+// and the engine's (which reads what its loop published, so that it still answers while
+// the loop itself is stuck): nil, or why /health must fail at now. Strict: work in
+// flight and no progress for wd, or a step that has not returned within wd. SGLang: only
+// a step running for wd with no output for wd. wd 0: off.
+func WatchdogErr(sem Semantics, wd time.Duration, now time.Time, w Watch) error {
+	if wd <= 0 {
+		return nil
+	}
+	ran := now.Sub(w.Step)
+	if sem == SemanticsSGLang {
+		if !w.Step.IsZero() && ran >= wd && now.Sub(w.Output) >= wd {
+			return fmt.Errorf("scheduler: watchdog: a step has run for %s", ran.Round(time.Millisecond))
 		}
 		return nil
 	}
-	if len(s.reqs) > 0 && now.Sub(s.lastProgress) >= wd {
-		return fmt.Errorf("scheduler: no progress for %s with %s in flight",
-			now.Sub(s.lastProgress).Round(time.Millisecond), plural(len(s.reqs), "request"))
+	if w.Live > 0 {
+		if idle := now.Sub(w.Progress); idle >= wd {
+			return fmt.Errorf("scheduler: watchdog: no progress for %s with %s in flight", idle.Round(time.Millisecond), plural(w.Live, "request"))
+		}
 	}
-	if s.batch != nil && now.Sub(s.batchStart) >= wd {
-		return fmt.Errorf("scheduler: a step has not returned for %s", now.Sub(s.batchStart).Round(time.Millisecond))
+	if !w.Step.IsZero() && ran >= wd {
+		return fmt.Errorf("scheduler: watchdog: a step has not returned for %s", ran.Round(time.Millisecond))
 	}
-	return s.watchdogErr
+	return nil
 }
 
 // liveInQueueOrder lists live requests by queue, each queue in its order. It allocates
