@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"math"
+	"pdsoak/internal/jsonnum"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -58,7 +59,7 @@ func appendEvent(dst []byte, ev *Event) (_ []byte, ok bool) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendFloat(b, f)
+			b = jsonnum.AppendFloat(b, f)
 		}
 		b = append(b, ']')
 	}
@@ -148,28 +149,7 @@ func appendNum(b []byte, key string, f float64) []byte {
 	if f == 0 {
 		return b
 	}
-	return appendFloat(append(b, key...), f)
-}
-
-// appendFloat writes a finite float64 as encoding/json does (as server/gen's
-// chunkcodec does; ledger may not import it).
-func appendFloat(b []byte, f float64) []byte {
-	// Whole numbers skip the shortest-digits search; -0 keeps its sign.
-	if f == math.Trunc(f) && math.Abs(f) < 1e15 && !(f == 0 && math.Signbit(f)) {
-		return strconv.AppendInt(b, int64(f), 10)
-	}
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' { // e-09 → e-9, as encoding/json writes it
-		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b
+	return jsonnum.AppendFloat(append(b, key...), f)
 }
 
 const hexDigits = "0123456789abcdef"

@@ -3,6 +3,7 @@ package gen
 import (
 	"encoding/json"
 	"math"
+	"pdsoak/internal/jsonnum"
 	"strconv"
 )
 
@@ -264,10 +265,10 @@ func AppendWorkerRequest(dst []byte, wr *WorkerRequest) ([]byte, error) {
 	dst = append(dst, `,"sampling_params":{"max_new_tokens":`...)
 	dst = strconv.AppendInt(dst, int64(sp.MaxNewTokens), 10)
 	dst = append(dst, `,"temperature":`...)
-	dst = appendFloat(dst, sp.Temperature)
+	dst = jsonnum.AppendFloat(dst, sp.Temperature)
 	if sp.TopP != 0 {
 		dst = append(dst, `,"top_p":`...)
-		dst = appendFloat(dst, sp.TopP)
+		dst = jsonnum.AppendFloat(dst, sp.TopP)
 	}
 	if sp.Seed != 0 {
 		dst = append(dst, `,"seed":`...)
@@ -297,24 +298,3 @@ func AppendWorkerRequest(dst []byte, wr *WorkerRequest) ([]byte, error) {
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
-
-// appendFloat writes a finite float64 as encoding/json does.
-func appendFloat(b []byte, f float64) []byte {
-	// Whole numbers (temperature 0, top_p 1: most requests) skip the shortest-digits
-	// search, a few percent of the router's CPU; -0 keeps its sign, as encoding/json's.
-	if f == math.Trunc(f) && math.Abs(f) < 1e15 && !(f == 0 && math.Signbit(f)) {
-		return strconv.AppendInt(b, int64(f), 10)
-	}
-	format := byte('f')
-	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
-		format = 'e'
-	}
-	b = strconv.AppendFloat(b, f, format, -1, 64)
-	if format == 'e' { // e-09 → e-9, as encoding/json writes it
-		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
-			b[n-2] = b[n-1]
-			b = b[:n-1]
-		}
-	}
-	return b
-}
