@@ -15,105 +15,90 @@ import "strconv"
 // encoding/json.
 func FastWorkerRequest(data []byte) (wr WorkerRequest, ok bool) {
 	p := chunkParser{s: string(data)}
-	if !p.eat('{') {
-		return wr, false
-	}
-	if p.eat('}') {
-		return wr, p.i == len(p.s)
-	}
-	var seen uint8
-	for {
-		key, ok := p.str()
-		if !ok || !p.eat(':') {
-			return wr, false
-		}
-		var bit uint8
+	ok = p.object(func(key string) (bit uint8, ok bool) {
 		switch key {
 		case "rid":
-			bit = 1
 			wr.RID, ok = p.str()
+			return 1, ok
 		case "input_ids":
-			bit = 2
 			wr.InputIDs, ok = p.ints()
+			return 2, ok
 		case "sampling_params":
-			bit = 4
 			wr.SamplingParams, ok = p.sampling()
+			return 4, ok
 		case "bootstrap_room":
-			bit = 8
 			var room uint64
 			if room, ok = p.uint(); ok {
 				wr.BootstrapRoom = &room
 			}
+			return 8, ok
 		case "bootstrap_addr":
-			bit = 16
 			wr.BootstrapAddr, ok = p.str()
+			return 16, ok
 		case "deadline_unix_ms":
-			bit = 32
 			var v int
 			v, ok = p.int()
 			wr.DeadlineUnixMs = int64(v)
+			return 32, ok
 		case "decode_only":
-			bit = 64
 			wr.DecodeOnly, ok = p.bool()
-		default:
-			return wr, false
+			return 64, ok
 		}
-		if !ok || seen&bit != 0 {
-			return wr, false
-		}
-		seen |= bit
-		if p.eat('}') {
-			return wr, p.i == len(p.s)
-		}
-		if !p.eat(',') {
-			return wr, false
-		}
-	}
+		return 0, false
+	})
+	return wr, ok && p.i == len(p.s)
 }
 
 // sampling reads a sampling_params object.
 func (p *chunkParser) sampling() (sp WorkerSampling, ok bool) {
+	ok = p.object(func(key string) (bit uint8, ok bool) {
+		switch key {
+		case "max_new_tokens":
+			sp.MaxNewTokens, ok = p.int()
+			return 1, ok
+		case "temperature":
+			sp.Temperature, ok = p.float()
+			return 2, ok
+		case "top_p":
+			sp.TopP, ok = p.float()
+			return 4, ok
+		case "seed":
+			sp.Seed, ok = p.uint()
+			return 8, ok
+		case "ignore_eos":
+			sp.IgnoreEOS, ok = p.bool()
+			return 16, ok
+		}
+		return 0, false
+	})
+	return sp, ok
+}
+
+// object reads a flat object of known keys: value reads the value of key and says which
+// bit stands for the key (0: unknown); an unknown or repeated key declines the object.
+func (p *chunkParser) object(value func(key string) (bit uint8, ok bool)) bool {
 	if !p.eat('{') {
-		return sp, false
+		return false
 	}
 	if p.eat('}') {
-		return sp, true
+		return true
 	}
 	var seen uint8
 	for {
 		key, ok := p.str()
 		if !ok || !p.eat(':') {
-			return sp, false
+			return false
 		}
-		var bit uint8
-		switch key {
-		case "max_new_tokens":
-			bit = 1
-			sp.MaxNewTokens, ok = p.int()
-		case "temperature":
-			bit = 2
-			sp.Temperature, ok = p.float()
-		case "top_p":
-			bit = 4
-			sp.TopP, ok = p.float()
-		case "seed":
-			bit = 8
-			sp.Seed, ok = p.uint()
-		case "ignore_eos":
-			bit = 16
-			sp.IgnoreEOS, ok = p.bool()
-		default:
-			return sp, false
-		}
-		if !ok || seen&bit != 0 {
-			return sp, false
+		bit, ok := value(key)
+		if !ok || bit == 0 || seen&bit != 0 {
+			return false
 		}
 		seen |= bit
 		if p.eat('}') {
-			return sp, true
+			return true
 		}
 		if !p.eat(',') {
-			return sp, false
+			return false
 		}
 	}
 }
