@@ -338,6 +338,8 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 	hctx, hcancel := context.WithCancel(ctx)
 	defer hcancel()
 	defer context.AfterFunc(r.finCtx, hcancel)()
+	fsrc := newFrameSource(s.store, src, numTokens)
+	defer fsrc.close()
 	for i := range NumFrames(s.store.PageSize, s.store.Layers, numTokens) {
 		select {
 		case <-r.fin:
@@ -346,7 +348,7 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 			return fail(fmt.Errorf("kvtransfer: room %d: send: %w", r.Room, context.Cause(ctx)))
 		default:
 		}
-		e, payload := Frame(s.store, src, numTokens, i)
+		e, payload := fsrc.frame(i)
 		arg, err := s.cfg.eval(hctx, HookSendFrame)
 		if err != nil {
 			select {
