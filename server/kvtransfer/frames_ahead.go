@@ -18,9 +18,9 @@ type frameSource struct {
 	src       []int32
 	numTokens int
 
-	entries []Entry    // ahead only: entries[i] is final once ready reports past i
-	ready   int        // entries before this are final (the consumer's view)
-	batches chan int   // the producer's progress: entries before the value are final
+	entries []Entry  // ahead only: entries[i] is final once ready reports past i
+	ready   int      // entries before this are final (the consumer's view)
+	batches chan int // the producer's progress: entries before the value are final
 	stop    chan struct{}
 	done    chan struct{}
 }
