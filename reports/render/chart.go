@@ -14,6 +14,7 @@ import (
 	"gonum.org/v1/plot"
 	pfont "gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
@@ -105,8 +106,8 @@ func RenderSVG(c Chart, w, h vg.Length) ([]byte, error) {
 		&p.X.Tick.Label.Font, &p.Y.Tick.Label.Font, &p.Legend.TextStyle.Font} {
 		f.Variant = "Sans"
 	}
-	p.Title.Text = c.Title
 	p.Title.TextStyle.Font.Size = vg.Points(12)
+	p.Title.Text = wrapTitle(p.Title.TextStyle, c.Title, titleWidth(w))
 	p.X.Label.Text = c.XLabel
 	p.Y.Label.Text = c.YLabel
 	p.Legend.Top = true
@@ -498,6 +499,9 @@ var (
 // makes it scale with the page.
 func inlineSVG(doc []byte, id string) []byte {
 	doc = svgProlog.ReplaceAll(doc, []byte("<svg"))
+	// gonum measures text with Liberation Sans; where the reader has none, Arial and
+	// Helvetica have the same metrics, so labels still fit where they were placed.
+	doc = bytes.ReplaceAll(doc, []byte("font-family:Liberation Sans;"), []byte("font-family:Liberation Sans,Arial,Helvetica,sans-serif;"))
 	if m := svgSize.FindSubmatchIndex(doc); m != nil {
 		attr := fmt.Sprintf(`class="chart" id="%s"`, id)
 		if !bytes.Contains(doc[:bytes.IndexByte(doc, '>')], []byte("viewBox")) {
@@ -524,4 +528,30 @@ func addMarks(p *plot.Plot, marks []float64, y float64, shape draw.GlyphDrawer, 
 	p.Add(sc)
 	p.Legend.Add(fmt.Sprintf("%s (%d)", label, len(marks)), sc)
 	return nil
+}
+
+// titleWidth is the widest a title line may be in a chart w wide: a tenth to spare, as a
+// browser without Liberation Sans (or Arial) draws with a wider fallback.
+func titleWidth(w vg.Length) vg.Length { return (w - 2*vg.Centimeter) * 9 / 10 }
+
+// wrapTitle breaks a title into lines no wider than max at spaces, so a long title (a
+// gauge's metric name in a half-width chart) shows whole instead of clipped at both edges.
+// A single word wider than max keeps its own line.
+func wrapTitle(sty text.Style, title string, max vg.Length) string {
+	if sty.Width(title) <= max {
+		return title
+	}
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(title) {
+		if line != "" && sty.Width(line+" "+w) > max {
+			lines, line = append(lines, line), w
+			continue
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	return strings.Join(append(lines, line), "\n")
 }

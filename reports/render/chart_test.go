@@ -1,7 +1,12 @@
 package render
 
 import (
+	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/require"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
 
 	"github.com/stretchr/testify/assert"
 
@@ -42,4 +47,26 @@ func TestRoundTicker(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) { assert.Equal(t, tc.want, labels(tc.min, tc.max)) })
 	}
+}
+
+func TestLongTitlesWrapInsideTheChart(t *testing.T) {
+	p := plot.New()
+	sty := p.Title.TextStyle
+	sty.Font.Variant = "Sans"
+	sty.Font.Size = vg.Points(12)
+	max := titleWidth(ChartWidth / 2)
+	long := "Server gauge sglang:num_decode_prealloc_queue_reqs by process (one line per worker)"
+	require.Greater(t, sty.Width(long), max, "the case must need wrapping")
+	got := wrapTitle(sty, long, max)
+	lines := strings.Split(got, "\n")
+	require.Greater(t, len(lines), 1)
+	for _, l := range lines {
+		require.LessOrEqual(t, sty.Width(l), max, "line %q", l)
+	}
+	require.Equal(t, strings.Fields(long), strings.Fields(strings.ReplaceAll(got, "\n", " ")), "no word lost")
+	require.Equal(t, "short", wrapTitle(sty, "short", max))
+
+	svg, err := RenderSVG(Chart{Title: long, Series: []reports.Series{{Name: "a", Points: []reports.Point{{X: 0, Y: 1}, {X: 1, Y: 2}}}}}, ChartWidth/2, ChartHeight)
+	require.NoError(t, err)
+	require.Contains(t, string(svg), ">"+lines[len(lines)-1]+"<", "the title's last line is drawn")
 }
