@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"pdsoak/internal/gcfloor"
 	"pdsoak/version"
 )
 
@@ -62,6 +63,11 @@ func unknownCommand(cmd *cobra.Command, name string) error {
 // Execute runs pdserver with args and returns the process exit code: errors are printed
 // on stderr by ErrorText.
 func Execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// A server's heap is a few MB, and a request allocates 15-20 KB: at Go's 4 MiB minimum
+	// goal the router ran a GC cycle every ~170 requests, each taking its only P for the
+	// mark (GOMAXPROCS is its CPU share) and showing in the tail. The floor keeps the heap
+	// goal at 64 MiB or more while the heap is small (internal/gcfloor; GOGC=off is kept).
+	defer gcfloor.New().Start()()
 	root := NewRootCommand()
 	root.SetArgs(args)
 	root.SetOut(stdout)
