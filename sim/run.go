@@ -236,14 +236,22 @@ type FrontEnd interface {
 func (r *runner) run(ctx context.Context) error {
 	r.ctx = ctx
 	r.announce()
-	r.t0 = r.loop.Now()
-	loadEnd := r.startLoad()
-	r.startLiveness()
-	r.startSampler()
-	r.startPDCounters()
-	// The load window: to its end when there are faults (their timeline plays out over
-	// the whole duration), or until every workload is done.
-	r.runWhile(loadEnd, func() bool { return r.faults != nil || r.active > 0 })
+	// The real runner's order of a run's start (the sim has no wedge watch).
+	var startFaults func()
+	if r.faults != nil {
+		startFaults = func() { r.faults.Start(r.t0) }
+	}
+	phases.Start{
+		Samplers:  r.startSampler,
+		PD:        r.startPDCounters,
+		Probes:    r.startLiveness,
+		Open:      r.openLoad,
+		Faults:    startFaults,
+		Workloads: r.startWorkloads,
+		Window: func(toEnd bool) {
+			r.runWhile(r.t0.Add(r.sc.Duration.D()), func() bool { return toEnd || r.active > 0 })
+		},
+	}.Run()
 	// The real runner's order of a run's end (the sim has no wedge watch).
 	faultErr, _ := phases.End{
 		Drain:        r.drain,

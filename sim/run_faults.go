@@ -53,13 +53,6 @@ func (r *runner) prepareFaults() error {
 	return nil
 }
 
-// startFaults starts the timeline at t0.
-func (r *runner) startFaults() {
-	if r.faults != nil {
-		r.faults.Start(r.t0)
-	}
-}
-
 // stopFaults ends the timeline (faults held to the end are reverted) and says whether
 // it failed: a fault not applied, proved or reverted makes the run invalid
 // (ErrInfrastructure), except after an interruption — as the real runner.
