@@ -16,7 +16,7 @@
 // chaos.CheckTarget (a fault's roles, refused up front), failpoint.Tally (a failpoint's
 // status: evaluations, hits, callers held), api.StampDeadline
 // (--request-timeout, stamped by the simulated router when it runs), scheduler.WatchdogErr (/health's watchdog) and harness/judge
-// (leak verdict, self-check, server_debug reports). sim never imports the runner
+// (leak verdict, self-check, server_debug reports, what an interrupt leaves in flight). sim never imports the runner
 // (pdsoak/harness).
 //
 // Two halves meet at the Server interface (server.go):
