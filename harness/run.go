@@ -238,14 +238,11 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 	r := &runner{sc: sc, opts: opts, log: opts.Logger, led: led, hc: hc,
 		scr: scraper{hc: hc, timeout: opts.ScrapeTimeout}, lastGPU: lastGPU, flog: flog}
 	defer func() {
-		end := ledger.Event{Type: ledger.EventRunEnd}
-		if err != nil {
-			end.Error = err.Error()
-		}
+		var interrupted error
 		if ctx.Err() != nil {
-			end.Interrupted = context.Cause(ctx).Error()
+			interrupted = context.Cause(ctx)
 		}
-		led.Emit(end)
+		led.Emit(phases.RunEndEvent(err, interrupted))
 		if cerr := led.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
@@ -339,7 +336,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 		SelfCheck:    r.selfCheck,
 	}.Run()
 	if ctx.Err() != nil {
-		r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "run interrupted: " + context.Cause(ctx).Error()})
+		r.led.Emit(phases.InterruptedEvent(context.Cause(ctx)))
 	} else if why := r.failures(faultErr, selfErr); len(why) > 0 && fb.enabled() {
 		fb.write(ctx, "end", strings.Join(why, "; ")) // forensics/end
 	}
@@ -497,10 +494,11 @@ func (r *runner) stopFaults(ctx context.Context, ld *loadRun) error {
 	} else {
 		err = fmt.Errorf("harness: fault runner did not return within %v of being stopped", faultStopBound)
 	}
-	if err == nil || ctx.Err() != nil {
+	ev, failed := phases.FaultsFailed(err, ctx.Err() != nil)
+	if !failed {
 		return nil
 	}
-	r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "fault timeline failed: " + err.Error()})
+	r.led.Emit(ev)
 	return fmt.Errorf("harness: faults: %w: %w", err, ErrInfrastructure)
 }
 
@@ -508,15 +506,7 @@ func (r *runner) stopFaults(ctx context.Context, ld *loadRun) error {
 // 0. A check that could not be evaluated (Ctrl-C, no metrics endpoint, an endpoint that
 // never answered) has no Passed: it is neither a pass nor a fail.
 func (r *runner) checkLeaks(ctx context.Context) {
-	// Started lets reports judge a merged run: was any other shard still sending then?
-	started := time.Now()
-	if ctx.Err() != nil {
-		// The user wants out: no waiting for gauges.
-		r.led.Emit(judge.LeakCheckEvent(started, judge.LeakVerdict{Detail: judge.LeakInterrupted}))
-		return
-	}
-	v := leakCheck(ctx, r.scr, r.tgt.MetricsSources(), r.sc.Drain.LeakTimeout.D(), r.opts.LeakPollInterval)
-	r.led.Emit(judge.LeakCheckEvent(started, v))
+	r.led.Emit(leakCheck(ctx, r.scr, r.tgt.MetricsSources(), r.sc.Drain.LeakTimeout.D(), r.opts.LeakPollInterval))
 }
 
 // selfCheck writes self_check: was the harness on time? A late harness makes the run

@@ -120,14 +120,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 	}
 	r.led = led
 	defer func() {
-		end := ledger.Event{Type: ledger.EventRunEnd}
-		if err != nil {
-			end.Error = err.Error()
-		}
-		if r.interrupted != nil {
-			end.Interrupted = r.interrupted.Error()
-		}
-		r.emit(end)
+		r.emit(phases.RunEndEvent(err, r.interrupted))
 		if cerr := led.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
@@ -263,7 +256,7 @@ func (r *runner) run(ctx context.Context) error {
 		SelfCheck:    func() error { r.selfCheck(); return nil },
 	}.Run()
 	if r.interrupted != nil {
-		r.emit(ledger.Event{Type: ledger.EventLog, Message: "run interrupted: " + r.interrupted.Error()})
+		r.emit(phases.InterruptedEvent(r.interrupted))
 	}
 	return faultErr
 }
@@ -328,14 +321,9 @@ func (r *runner) drain() {
 }
 
 // checkLeaks writes leak_check: the Server's running/queued gauges polled on the virtual
-// clock until they read 0 or the leak timeout passes (phases.LeakCheck).
+// clock until they read 0 or the leak timeout passes (phases.CheckLeaks).
 func (r *runner) checkLeaks() {
-	started := r.loop.Now()
-	v := judge.LeakVerdict{Detail: judge.LeakInterrupted}
-	if r.interrupted == nil {
-		v = phases.LeakCheck(r.loop, r.sources, r.gauges, r.sc.Drain.LeakTimeout.D(), r.opts.LeakPollInterval)
-	}
-	r.emit(judge.LeakCheckEvent(started, v))
+	r.emit(phases.CheckLeaks(r.loop, r.interrupted != nil, r.sources, r.gauges, r.sc.Drain.LeakTimeout.D(), r.opts.LeakPollInterval))
 }
 
 // gauges reads every source's gauges (phases.ReadAll): a process that is down or

@@ -8,6 +8,7 @@ import (
 
 	"pdsoak/chaos"
 	"pdsoak/harness/client"
+	"pdsoak/harness/phases"
 	"pdsoak/harness/workload"
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
@@ -62,10 +63,11 @@ func (r *runner) stopFaults() error {
 	}
 	r.faults.Stop()
 	err := r.faults.Err()
-	if err == nil || r.interrupted != nil {
+	ev, failed := phases.FaultsFailed(err, r.interrupted != nil)
+	if !failed {
 		return nil
 	}
-	r.emit(ledger.Event{Type: ledger.EventLog, Message: "fault timeline failed: " + err.Error()})
+	r.emit(ev)
 	return fmt.Errorf("sim: faults: %w: %w", err, ErrInfrastructure)
 }
 

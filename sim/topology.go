@@ -261,27 +261,23 @@ func (t *topo) submitColocated(req *gen.Request, emit func(gen.Event)) (func(), 
 
 // Requests implements Server: each live, unpaused process's /debug/requests.
 func (t *topo) Requests() map[string][]gen.RequestInfo {
-	out := map[string][]gen.RequestInfo{}
-	if t.router != nil && t.router.alive && !t.router.paused {
-		out[ProcessRouter] = t.router.requests()
-	}
-	for _, w := range t.workers() {
-		if w.alive && !w.paused {
-			out[w.name] = w.requests()
-		}
-	}
-	return out
+	return answers(t, (*simRouter).requests, (*worker).requests)
 }
 
 // Gauges implements Server: what a scrape of each reachable process reads.
 func (t *topo) Gauges() map[string]map[string]float64 {
-	out := map[string]map[string]float64{}
-	if t.router != nil && t.router.alive && !t.router.paused {
-		out[ProcessRouter] = t.router.gauges()
+	return answers(t, (*simRouter).gauges, (*worker).gauges)
+}
+
+// answers asks every process that would answer now (alive, not stopped), by name.
+func answers[T any](t *topo, router func(*simRouter) T, worker func(*worker) T) map[string]T {
+	out := map[string]T{}
+	if r := t.router; r != nil && r.alive && !r.paused {
+		out[ProcessRouter] = router(r)
 	}
 	for _, w := range t.workers() {
 		if w.alive && !w.paused {
-			out[w.name] = w.gauges()
+			out[w.name] = worker(w)
 		}
 	}
 	return out
