@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -302,11 +303,8 @@ func (c *call) finish() {
 	}
 	res.End = r.loop.Now()
 	res.Text = c.ans.Text()
-	for i, x := range r.calls {
-		if x == c {
-			r.calls = append(r.calls[:i], r.calls[i+1:]...)
-			break
-		}
+	if i := slices.Index(r.calls, c); i >= 0 {
+		r.calls = slices.Delete(r.calls, i, i+1)
 	}
 	r.inflightN--
 	if r.interrupted != nil {
