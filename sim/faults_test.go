@@ -146,6 +146,12 @@ func TestFailpointStatusCountsItsHolders(t *testing.T) {
 	at(time.Second)
 	assert.Equal(t, failpoint.Status{Name: failpoint.EngineAdmit, Terms: "pause", Enabled: true, Evals: 2, Hits: 2, Paused: 2}, status())
 	assert.Nil(t, a.done, "held at admission")
+	e := submit(loop, srv, "e", 40, 4)
+	at(1100 * time.Millisecond)
+	assert.EqualValues(t, 3, status().Paused)
+	e.cancel()
+	at(1200 * time.Millisecond)
+	assert.EqualValues(t, 2, status().Paused, "a held caller whose client left is let go, as Eval returns when its context ends")
 
 	_, err = fps.Enable(ctx, failpoint.EngineAdmit, "sleep(5000)")
 	require.NoError(t, err)
@@ -166,4 +172,5 @@ func TestFailpointStatusCountsItsHolders(t *testing.T) {
 		assert.Len(t, s.tokens, 4)
 	}
 	assert.Equal(t, failpoint.Status{Name: failpoint.EngineAdmit}, status(), "disabled")
+	assert.Nil(t, e.done, "its client left: nothing reaches it")
 }

@@ -204,6 +204,7 @@ func (t *topo) submitColocated(req *gen.Request, emit func(gen.Event)) (func(), 
 	}
 	var seq uint64
 	var live, cancelled, heldNow bool
+	var gone func() // while the admission is held
 	out := func(ev gen.Event) {
 		if !cancelled {
 			emit(ev)
@@ -225,8 +226,11 @@ func (t *topo) submitColocated(req *gen.Request, emit func(gen.Event)) (func(), 
 		}
 		cancelled = true
 		w.post(inc, func() {
-			if live {
+			switch {
+			case live:
 				w.abort(seq)
+			case gone != nil:
+				gone()
 			}
 		})
 	}
@@ -242,7 +246,7 @@ func (t *topo) submitColocated(req *gen.Request, emit func(gen.Event)) (func(), 
 		return cancel, nil
 	}
 	var refused error
-	held := w.admit(req, out, func(s uint64, err error) {
+	gone = w.admit(req, out, func(s uint64, err error) {
 		seq, live, refused = s, err == nil, err
 		if live && cancelled {
 			w.abort(s)
@@ -251,8 +255,8 @@ func (t *topo) submitColocated(req *gen.Request, emit func(gen.Event)) (func(), 
 			out(gen.Event{Done: true, Err: err}) // the hold ended in a refusal
 		}
 	})
-	heldNow = held
-	if !held && refused != nil {
+	heldNow = gone != nil
+	if !heldNow && refused != nil {
 		return nil, refused
 	}
 	// A crash ends the stream: the connection resets.

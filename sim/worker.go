@@ -212,8 +212,9 @@ func (w *worker) fire(point string) *failpoint.Term {
 // hold keeps a caller of point's term t (a pause or a sleep) as the registry's Eval
 // does: counted in Paused or Sleeping until the failpoint lets go of it (Disable, a new
 // Enable: let runs) or, for a sleep, t.Sleep passes (slept runs), whichever is first;
-// the one that runs is posted to this incarnation. A nil func only ends the hold.
-func (w *worker) hold(point string, t *failpoint.Term, let, slept func()) {
+// the one that runs is posted to this incarnation. A nil func only ends the hold; so does
+// the returned func (the caller's context ending: Eval returns, nothing runs).
+func (w *worker) hold(point string, t *failpoint.Term, let, slept func()) (quit func()) {
 	fp, inc := w.fps[point], w.inc
 	release, done := fp.Hold(t.Action), false
 	end := func(fn func()) func() {
@@ -232,25 +233,27 @@ func (w *worker) hold(point string, t *failpoint.Term, let, slept func()) {
 	if t.Action == failpoint.ActSleep {
 		w.t.loop.After(t.Sleep, end(slept))
 	}
+	return end(nil)
 }
 
 // admit is engine.Generate: the engine/admit failpoint (a return refuses as
 // engine.AdmitFailpointError does; sleep and pause hold the admission), then arrive. reply
-// gets the outcome, at once or when the hold ends; held reports a hold.
-func (w *worker) admit(req *gen.Request, deliver func(gen.Event), reply func(uint64, error)) (held bool) {
+// gets the outcome, at once or when the hold ends. A hold returns gone, the request's
+// client leaving: as the real Eval returns when its context ends, the hold ends then and
+// nothing is admitted (nor replied: no one listens).
+func (w *worker) admit(req *gen.Request, deliver func(gen.Event), reply func(uint64, error)) (gone func()) {
 	t := w.fire(failpoint.EngineAdmit)
 	switch {
 	case t == nil || (t.Action == failpoint.ActReturn && t.Arg == ""):
 	case t.Action == failpoint.ActReturn:
 		reply(0, engine.AdmitFailpointError(t.Arg))
-		return false
+		return nil
 	case t.Action == failpoint.ActSleep || t.Action == failpoint.ActPause:
 		again := func() { reply(w.arrive(req, deliver)) }
-		w.hold(failpoint.EngineAdmit, t, again, again)
-		return true
+		return w.hold(failpoint.EngineAdmit, t, again, again)
 	}
 	reply(w.arrive(req, deliver))
-	return false
+	return nil
 }
 
 // arrive admits a request (engine.admit): the reply is the error, or the stream.
