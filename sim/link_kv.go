@@ -129,7 +129,7 @@ func (k *kvSide) dial(ep *kvtransfer.Endpoint) {
 		}
 	}
 	if err != nil {
-		k.lost(ep, fmt.Errorf("%w: dial prefill %s: %w", kvtransfer.ErrConnection, ep.Addr, err))
+		k.lost(ep, kvtransfer.DialError(ep.Addr, err))
 		return
 	}
 	p := w.t.prefill[pi]

@@ -11,6 +11,7 @@ import (
 	"pdsoak/scenarios"
 	"pdsoak/server/api"
 	"pdsoak/server/engine"
+	"pdsoak/server/failpoint"
 	"pdsoak/server/gen"
 )
 
@@ -105,15 +106,7 @@ func NewTopology(loop *Loop, sc *scenarios.Scenario) (Server, error) {
 }
 
 // draw is the failpoint percentage draw (failpoint.Fire), from the scenario's seed.
-func (t *topo) draw(percent float64) bool {
-	if percent >= 100 {
-		return true
-	}
-	if percent <= 0 {
-		return false
-	}
-	return t.fpRNG.Float64()*100 < percent
-}
+func (t *topo) draw(percent float64) bool { return failpoint.Draw(percent, t.fpRNG.Float64) }
 
 // workers lists every worker in process order.
 func (t *topo) workers() []*worker {

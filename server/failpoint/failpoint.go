@@ -203,17 +203,12 @@ func (r *Registry) log() *slog.Logger {
 	return slog.Default()
 }
 
-func (r *Registry) draw(percent float64) bool {
-	if percent >= 100 {
-		return true
-	}
-	if percent <= 0 {
-		return false
-	}
+func (r *Registry) draw(percent float64) bool { return Draw(percent, r.uniform) }
+
+func (r *Registry) uniform() float64 {
 	r.rngMu.Lock()
-	v := r.rng.Float64() * 100
-	r.rngMu.Unlock()
-	return v < percent
+	defer r.rngMu.Unlock()
+	return r.rng.Float64()
 }
 
 // ValidName reports whether name is acceptable: 1..MaxNameLen bytes of [A-Za-z0-9/_.-].

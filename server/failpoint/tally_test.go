@@ -30,3 +30,16 @@ func TestTally(t *testing.T) {
 	tl.Reset()
 	assert.Equal(t, Status{Name: "x", Paused: 1}, tl.Status("x", "", false))
 }
+
+// TestDraw: a percentage draw hits under percent; 100 and 0 decide without drawing (the
+// generator's sequence is the same whatever those terms).
+func TestDraw(t *testing.T) {
+	draws := 0
+	u := func(v float64) func() float64 { return func() float64 { draws++; return v } }
+	assert.True(t, Draw(50, u(0.4)))
+	assert.False(t, Draw(50, u(0.5)))
+	assert.True(t, Draw(100, u(0.99)))
+	assert.False(t, Draw(0, u(0)))
+	assert.False(t, Draw(-1, u(0)))
+	assert.Equal(t, 2, draws)
+}
