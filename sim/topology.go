@@ -55,8 +55,8 @@ func NewTopology(loop *Loop, sc *scenarios.Scenario) (Server, error) {
 	if sc == nil {
 		return nil, errors.New("sim: nil scenario")
 	}
-	if !sc.Embedded() || len(sc.Target.Launch) > 0 {
-		return nil, fmt.Errorf("%w: the scenario targets an external server (target.url); only the embedded reference server can be simulated", ErrNotModelled)
+	if err := Refuse(sc); err != nil {
+		return nil, err
 	}
 	ref := sc.Reference
 	if ref.Netns {
