@@ -22,14 +22,20 @@
 //	describeTarget()  // target event: /v1/models, server version (optional, bounded)
 //	startExecutor()   // client, debug probe, lag recorder
 //	newBundles()      // forensics: the first silent drop writes forensics/first-drop-<s> (async)
-//	startSamplers()   // metrics and GPU sample events, self-check ticker
-//	startWedgeWatch() // forensics.wedged_after: a wedged run writes forensics/wedged-<s> (async)
-//	runLoad()         // go faults(faultCtx, sc, chaosEnv, t0); go w.Run(ctx, t0, executor) per workload;
-//	                  // wait for the load window: scheduled … done events, fault_* events
-//	drain()           // bounded wait, then cancel leftovers: drain event
-//	stopFaults()      // revert everything, bounded
-//	checkLeaks()      // leak_check: passed, failed, or not evaluated (Passed absent) and why
-//	selfCheck()       // self_check: a late harness makes the run invalid
+//	phases.Start{}    // the start's order, shared with the simulator:
+//	  startSamplers()   // metrics and GPU sample events, self-check ticker
+//	  startPDWatch()    // pd_counter events (pd_path)
+//	  startWedgeWatch() // forensics.wedged_after: a wedged run writes forensics/wedged-<s> (async)
+//	  startProbes()     // liveness (target_down/up) and the entry's health events
+//	  openLoad()        // t0, "load started"
+//	  startFaults()     // go faults(faultCtx, sc, chaosEnv, t0)
+//	  startWorkloads()  // go w.Run(ctx, t0, executor) per workload
+//	  waitLoad()        // the load window: scheduled … done events, fault_* events
+//	phases.End{}      // the end's order, shared with the simulator:
+//	  drain()           // bounded wait, then cancel leftovers: drain event
+//	  stopFaults()      // revert everything, bounded (after the watches; then the last probes, the samplers)
+//	  checkLeaks()      // leak_check: passed, failed, or not evaluated (Passed absent) and why
+//	  selfCheck()       // self_check: a late harness makes the run invalid
 //	failures()        // drops, refused responses, drain or leak failure, errors: forensics/end
 //	bundles.wait()    // deferred, before stopTarget: bundles read the live processes
 //	stopTarget()      // deferred; run_end carries Error and, after Ctrl-C, Interrupted

@@ -81,11 +81,13 @@ func startSampler(ctx context.Context, s scraper, srcs []target.Source, led *led
 	})
 }
 
-// leakCheck scrapes every source until all leak gauges read 0 or bound passes
-// (phases.LeakCheck), each scrape cut short by the bound.
-func leakCheck(ctx context.Context, s scraper, srcs []target.Source, bound, poll time.Duration) judge.LeakVerdict {
+// leakCheck is the leak_check event (phases.CheckLeaks): every source scraped until
+// all leak gauges read 0 or bound passes, each scrape cut short by the bound; after
+// Ctrl-C, no waiting.
+func leakCheck(ctx context.Context, s scraper, srcs []target.Source, bound, poll time.Duration) ledger.Event {
+	interrupted := ctx.Err() != nil
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	read := s.readAll(srcs)
-	return phases.LeakCheck(phases.Wall(ctx), processes(srcs), func(context.Context) ([]map[string]float64, []error) { return read(ctx) }, bound, poll)
+	return phases.CheckLeaks(phases.Wall(ctx), interrupted, processes(srcs), func(context.Context) ([]map[string]float64, []error) { return read(ctx) }, bound, poll)
 }

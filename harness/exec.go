@@ -91,7 +91,7 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 	defer e.live.end(r.ID)
 	res := e.c.Do(reqCtx, &r.Request, obs)
 	if e.interrupted.Load() {
-		reclassifyAtInterrupt(&r.Request, res)
+		judge.ReclassifyAtInterrupt(&r.Request, res)
 	}
 	ruleStats.Count(res.Outcome)
 	e.emitDone(r, res, obs, tid)

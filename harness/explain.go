@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,53 +39,6 @@ func (f *faultLog) cause(o ledger.Outcome, start, end time.Time) string {
 	w := f.t.Windows()
 	f.mu.RUnlock()
 	return reports.Cause(reports.CauseRequest{Outcome: o, Start: start, End: end}, w, f.margin)
-}
-
-// atInterrupt classifies a request the harness cancelled because the run was
-// interrupted: one already past a deadline it was still waiting on was overdue, a
-// silent drop the interrupt must not hide (deadline_exceeded, with its phase and the
-// bound); the rest are unresolved_at_interrupt. Ages run from the send, as the
-// client's deadlines do.
-func atInterrupt(d client.Deadlines, stream bool, sent, headers, first, now time.Time) (o ledger.Outcome, phase ledger.Phase, bound string) {
-	phase = ledger.PhaseMidStream
-	switch {
-	case sent.IsZero():
-		return ledger.OutcomeUnresolved, ledger.PhaseConnect, ""
-	case headers.IsZero():
-		phase = ledger.PhaseBeforeHeaders
-	case first.IsZero():
-		phase = ledger.PhaseBeforeFirstToken
-	}
-	age := now.Sub(sent)
-	switch {
-	case d.Total > 0 && age > d.Total:
-		return ledger.OutcomeDeadlineExceeded, phase, "total"
-	case stream && first.IsZero() && d.FirstToken > 0 && age > d.FirstToken:
-		return ledger.OutcomeDeadlineExceeded, phase, "first_token"
-	}
-	return ledger.OutcomeUnresolved, phase, ""
-}
-
-// interruptCancelled reports whether res is a cancellation by the interrupt rather
-// than by a client-disconnect fault.
-func interruptCancelled(res *client.Result) bool {
-	return res.Outcome == ledger.OutcomeCancelled && !strings.Contains(res.Err, client.ErrClientCancel.Error())
-}
-
-// reclassifyAtInterrupt rewrites a request cancelled by the interrupt (see
-// atInterrupt); it reports whether it changed the outcome.
-func reclassifyAtInterrupt(r *client.Request, res *client.Result) bool {
-	if !interruptCancelled(res) {
-		return false
-	}
-	o, phase, bound := atInterrupt(r.Deadlines, r.Stream, res.Sent, res.Headers, res.FirstToken, res.End)
-	res.Outcome, res.Phase, res.Deadline = o, phase, bound
-	if o == ledger.OutcomeDeadlineExceeded {
-		res.Err = "harness: overdue (" + bound + " deadline passed) when the run was interrupted"
-	} else {
-		res.Err = "harness: still in flight, within its deadlines, when the run was interrupted"
-	}
-	return true
 }
 
 // liveReqs are the requests in flight, for the interrupt's look at what is overdue.

@@ -35,10 +35,6 @@ func (r *runner) chaosEnv() chaos.Env {
 	topo := r.sc.Topology()
 	env := &chaos.FuncEnv{
 		MembersFunc: topo.Members,
-		LoadFunc:    r.load,
-		DisconnectFunc: func(ctx context.Context, target string, d chaos.Disconnect) (chaos.Run, error) {
-			return r.disconnect(ctx, target, d), nil
-		},
 		ScrapeFunc: func(ctx context.Context, process string) (map[string]float64, error) {
 			for _, s := range r.tgt.MetricsSources() {
 				if s.Process == process {
@@ -49,6 +45,11 @@ func (r *runner) chaosEnv() chaos.Env {
 		},
 		EmitFunc: r.led.Emit,
 	}
+	workload.ClientFaults{Scenario: r.sc, Seq: func() int { return int(r.burstSeq.Add(1)) },
+		SendMany: func(ctx context.Context, c *workload.Common, n, conc, cancelAfter int) chaos.Run {
+			return chaos.GoRun(ctx, func(ctx context.Context, st *chaos.LiveStats) { r.sendMany(ctx, c, n, conc, cancelAfter, st) })
+		},
+		SetDisconnect: r.exec.SetDisconnect}.Fill(env)
 	if sup, ok := r.tgt.(target.Supervisor); ok {
 		env.ProcessFunc = sup.Process
 		env.SignalFunc = sup.Signal
@@ -57,38 +58,6 @@ func (r *runner) chaosEnv() chaos.Env {
 		env.LinkFunc = sup.Link
 	}
 	return env
-}
-
-// extra returns a request factory for n extra requests shaped like spec, with ids of
-// their own ("<workload>-burst<k>-<seq>") so they never collide with the workload's.
-func (r *runner) extra(spec scenarios.Workload, kind string) *workload.Common {
-	return workload.Extra(r.sc, spec, chaos.ExtraPrefix(spec.Name, kind, int(r.burstSeq.Add(1))))
-}
-
-// load implements chaos.Env.Load: a burst of extra requests through the executor,
-// recorded in the ledger like any other, counted live for the fault's verification.
-func (r *runner) load(ctx context.Context, target string, b chaos.Burst) (chaos.Run, error) {
-	c := r.extra(chaos.BurstWorkload(r.sc, target, b), "burst")
-	return chaos.GoRun(ctx, func(ctx context.Context, st *chaos.LiveStats) {
-		r.sendMany(ctx, c, b.Requests, b.Concurrency, 0, st)
-	}), nil
-}
-
-// disconnect implements chaos.Env.Disconnect: either extra streams that cancel
-// themselves after k tokens, or a rule applied to the workload's own streams.
-func (r *runner) disconnect(ctx context.Context, target string, d chaos.Disconnect) chaos.Run {
-	if d.Requests > 0 {
-		c := r.extra(chaos.AbortWorkload(r.sc, target), "abort")
-		return chaos.GoRun(ctx, func(ctx context.Context, st *chaos.LiveStats) {
-			r.sendMany(ctx, c, d.Requests, 0, d.Tokens(), st)
-		})
-	}
-	st := &chaos.LiveStats{}
-	r.exec.SetDisconnect(target, d.Tokens(), d.Fraction, st)
-	return chaos.FuncRun{
-		StatsFunc: st.Snapshot,
-		StopFunc:  func() { r.exec.SetDisconnect(target, 0, 0, nil) },
-	}
 }
 
 // sendMany sends n requests from c with at most conc in flight (0: all), each

@@ -39,7 +39,7 @@ func (r *runner) livenessSources() []target.Source {
 
 // interrupted runs right after Ctrl-C, while the requests are still in flight: from
 // now on a request the drain cancels is recorded with its age, overdue ones as silent
-// drops (see atInterrupt); and when any is already past its first-token deadline, a
+// drops (see judge.AtInterrupt); and when any is already past its first-token deadline, a
 // forensics bundle shows where the server holds them.
 func (r *runner) interrupted(ctx context.Context, fb *bundles) {
 	if ctx.Err() == nil {

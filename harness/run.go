@@ -238,14 +238,11 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 	r := &runner{sc: sc, opts: opts, log: opts.Logger, led: led, hc: hc,
 		scr: scraper{hc: hc, timeout: opts.ScrapeTimeout}, lastGPU: lastGPU, flog: flog}
 	defer func() {
-		end := ledger.Event{Type: ledger.EventRunEnd}
-		if err != nil {
-			end.Error = err.Error()
-		}
+		var interrupted error
 		if ctx.Err() != nil {
-			end.Interrupted = context.Cause(ctx).Error()
+			interrupted = context.Cause(ctx)
 		}
-		led.Emit(end)
+		led.Emit(phases.RunEndEvent(err, interrupted))
 		if cerr := led.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
@@ -295,16 +292,35 @@ func (r *runner) run(ctx context.Context) (err error) {
 	defer fb.wait() // before stopTarget: bundles read the live processes
 	r.exec.onSilentDrop = fb.silentDrop
 
-	stopSamplers := r.startSamplers(ctx)
-	defer stopSamplers()
-	stopPD := r.startPDWatch(ctx) // pdwatch.go: prefill counters, until after the drain
-	defer stopPD()
-	stopWedge := r.startWedgeWatch(ctx, fb)
-	defer stopWedge()
-
-	probes := r.startProbes(ctx) // probe.go: liveness, and the entry's health until after the drain
-	defer probes.stop()
-	ld := r.runLoad(ctx)   // load started; requests and faults run
+	// The order of a run's start, one description the simulator follows too. Every stop
+	// is deferred as well (each is idempotent), should a step panic.
+	var stopSamplers, stopPD, stopWedge func()
+	var probes *probes
+	defer func() {
+		if probes != nil {
+			probes.stop()
+		}
+		for _, f := range []func(){stopWedge, stopPD, stopSamplers} {
+			if f != nil {
+				f()
+			}
+		}
+	}()
+	ld := &loadRun{}
+	var startFaults func()
+	if r.faults != nil {
+		startFaults = func() { r.startFaults(ld) }
+	}
+	phases.Start{
+		Samplers:  func() { stopSamplers = r.startSamplers(ctx) },
+		PD:        func() { stopPD = r.startPDWatch(ctx) }, // pdwatch.go: prefill counters, until after the drain
+		Watches:   func() { stopWedge = r.startWedgeWatch(ctx, fb) },
+		Probes:    func() { probes = r.startProbes(ctx) }, // probe.go: liveness, and the entry's health until after the drain
+		Open:      func() { r.openLoad(ctx, ld) },
+		Faults:    startFaults,
+		Workloads: func() { r.startWorkloads(ctx, ld) },
+		Window:    func(toEnd bool) { r.waitLoad(ctx, ld, toEnd) },
+	}.Run()
 	r.interrupted(ctx, fb) // after Ctrl-C: what is in flight and overdue
 
 	// The order of a run's end, one description the simulator follows too.
@@ -320,7 +336,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 		SelfCheck:    r.selfCheck,
 	}.Run()
 	if ctx.Err() != nil {
-		r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "run interrupted: " + context.Cause(ctx).Error()})
+		r.led.Emit(phases.InterruptedEvent(context.Cause(ctx)))
 	} else if why := r.failures(faultErr, selfErr); len(why) > 0 && fb.enabled() {
 		fb.write(ctx, "end", strings.Join(why, "; ")) // forensics/end
 	}
@@ -460,69 +476,6 @@ func (r *runner) startSamplers(ctx context.Context) (stop func()) {
 	return sync.OnceFunc(func() { stopAux(); stopSampler(); aux.Wait(); r.lag.Stop() })
 }
 
-// loadRun is the load phase in progress.
-type loadRun struct {
-	t0         time.Time
-	done       chan struct{} // closed when every workload has returned
-	faultDone  chan struct{} // closed when the fault runner has returned
-	faultErr   error         // the fault runner's, set before faultDone closes
-	stopFaults context.CancelFunc
-}
-
-// runLoad starts the fault timeline and every workload at t0 and returns when the load
-// window is over: at the scenario's duration, or earlier when the workloads are done
-// and there are no faults (a fault timeline plays out over the whole duration).
-func (r *runner) runLoad(ctx context.Context) *loadRun {
-	sc := r.sc
-	ld := &loadRun{t0: time.Now(), done: make(chan struct{}), faultDone: make(chan struct{})}
-	loadCtx, cancelLoad := context.WithDeadline(ctx, ld.t0.Add(sc.Duration.D()))
-	defer cancelLoad()
-	r.led.Emit(ledger.Event{Time: ld.t0, Type: ledger.EventLog,
-		Message: fmt.Sprintf("load started: %d workloads for %v", len(r.workloads), sc.Duration)})
-
-	var faultCtx context.Context
-	faultCtx, ld.stopFaults = context.WithCancel(ctx)
-	if r.faults != nil {
-		env := r.chaosEnv()
-		go func() {
-			defer close(ld.faultDone)
-			defer func() {
-				if p := recover(); p != nil {
-					ld.faultErr = fmt.Errorf("harness: fault runner panicked: %v", p)
-				}
-			}()
-			ld.faultErr = r.faults(faultCtx, sc, env, ld.t0)
-		}()
-	} else {
-		close(ld.faultDone)
-	}
-
-	var sender workload.Sender = r.exec
-	if sh := r.opts.Shard; sh.enabled() {
-		sender = shardSender{s: r.exec, index: sh.Index}
-	}
-	var wl sync.WaitGroup
-	for _, w := range r.workloads {
-		wl.Go(func() {
-			// Workloads keep to their own windows; ctx only carries Ctrl-C, so whether
-			// a request at the end of a window is sent does not race the load timer.
-			st := w.Run(ctx, ld.t0, sender)
-			r.log.Info("workload finished", "workload", w.Name(), "requests", st.Requests)
-		})
-	}
-	go func() { wl.Wait(); close(ld.done) }()
-
-	if r.faults != nil {
-		<-loadCtx.Done()
-	} else {
-		select {
-		case <-ld.done:
-		case <-loadCtx.Done():
-		}
-	}
-	return ld
-}
-
 // drain lets in-flight requests run to their own deadlines within the drain bound (a
 // brief one after Ctrl-C), then cancels whatever is left and waits, bounded, for it.
 func (r *runner) drain(ctx context.Context, ld *loadRun, cancelReqs context.CancelFunc) {
@@ -541,10 +494,11 @@ func (r *runner) stopFaults(ctx context.Context, ld *loadRun) error {
 	} else {
 		err = fmt.Errorf("harness: fault runner did not return within %v of being stopped", faultStopBound)
 	}
-	if err == nil || ctx.Err() != nil {
+	ev, failed := phases.FaultsFailed(err, ctx.Err() != nil)
+	if !failed {
 		return nil
 	}
-	r.led.Emit(ledger.Event{Type: ledger.EventLog, Message: "fault timeline failed: " + err.Error()})
+	r.led.Emit(ev)
 	return fmt.Errorf("harness: faults: %w: %w", err, ErrInfrastructure)
 }
 
@@ -552,15 +506,7 @@ func (r *runner) stopFaults(ctx context.Context, ld *loadRun) error {
 // 0. A check that could not be evaluated (Ctrl-C, no metrics endpoint, an endpoint that
 // never answered) has no Passed: it is neither a pass nor a fail.
 func (r *runner) checkLeaks(ctx context.Context) {
-	// Started lets reports judge a merged run: was any other shard still sending then?
-	started := time.Now()
-	if ctx.Err() != nil {
-		// The user wants out: no waiting for gauges.
-		r.led.Emit(judge.LeakCheckEvent(started, judge.LeakVerdict{Detail: judge.LeakInterrupted}))
-		return
-	}
-	v := leakCheck(ctx, r.scr, r.tgt.MetricsSources(), r.sc.Drain.LeakTimeout.D(), r.opts.LeakPollInterval)
-	r.led.Emit(judge.LeakCheckEvent(started, v))
+	r.led.Emit(leakCheck(ctx, r.scr, r.tgt.MetricsSources(), r.sc.Drain.LeakTimeout.D(), r.opts.LeakPollInterval))
 }
 
 // selfCheck writes self_check: was the harness on time? A late harness makes the run

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -136,7 +137,7 @@ func (c *call) event(ev gen.Event) {
 		}
 		// A reset mid-response: an abrupt end, as the real client's framing sees it.
 		c.judge(client.Facts{Phase: c.phase, Headers: true, Status: c.res.Status, End: client.EndAbrupt},
-			fmt.Errorf("client: connection lost mid-stream, no [DONE]: %w", ev.Err))
+			client.LostMidStreamError(ev.Err))
 		return
 	}
 	if ev.Err != nil {
@@ -273,7 +274,7 @@ func (c *call) cancelled() {
 		return
 	}
 	c.abort()
-	c.judge(client.Facts{Cancelled: true, Phase: c.phase}, fmt.Errorf("client: cancelled: %w", context.Canceled))
+	c.judge(client.Facts{Cancelled: true, Phase: c.phase}, client.CancelledError(context.Canceled))
 }
 
 // abort closes the connection: the Server's cancel, at most once.
@@ -302,13 +303,13 @@ func (c *call) finish() {
 	}
 	res.End = r.loop.Now()
 	res.Text = c.ans.Text()
-	for i, x := range r.calls {
-		if x == c {
-			r.calls = append(r.calls[:i], r.calls[i+1:]...)
-			break
-		}
+	if i := slices.Index(r.calls, c); i >= 0 {
+		r.calls = slices.Delete(r.calls, i, i+1)
 	}
 	r.inflightN--
+	if r.interrupted != nil {
+		judge.ReclassifyAtInterrupt(&req.Request, res) // as the executor: the interrupt hides no drop
+	}
 	c.stats.Count(res.Outcome)
 	ev := workload.DoneEvent(req, res, traceparent.Derive(r.sc.Seed, req.ID).TraceIDHex())
 	if res.Outcome.SilentDrop() {

@@ -11,11 +11,13 @@
 // bounds, tombstones), chaos.Sequencer (the fault timeline itself, driven on the loop)
 // and chaos's faults (applied, proved and reverted on the model through a chaos.Env),
 // chaos/client_rules.go (client_disconnect), harness/phases (sampler, pd_path watch,
-// prober bookkeeping, drain, leak check, on the loop as a phases.Clock; phases.End, the
-// order of a run's end), harness/workload.Extras (a fault's extra requests),
-// chaos.CheckTarget (a fault's roles, refused up front), api.StampDeadline
+// prober bookkeeping, drain, leak check, on the loop as a phases.Clock; phases.Start and
+// phases.End, the order of a run's start and end), harness/workload.Extras and
+// ClientFaults (a client-side fault's extra requests and disconnect rule),
+// chaos.CheckTarget (a fault's roles, refused up front), failpoint.Tally (a failpoint's
+// status: evaluations, hits, callers held), api.StampDeadline
 // (--request-timeout, stamped by the simulated router when it runs), scheduler.WatchdogErr (/health's watchdog) and harness/judge
-// (leak verdict, self-check, server_debug reports). sim never imports the runner
+// (leak verdict, self-check, server_debug reports, what an interrupt leaves in flight). sim never imports the runner
 // (pdsoak/harness).
 //
 // Two halves meet at the Server interface (server.go):

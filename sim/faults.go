@@ -255,9 +255,21 @@ func (f *simFailpoints) Enable(_ context.Context, name, terms string) (failpoint
 	if w.fps == nil {
 		w.fps = map[string]*fpState{}
 	}
-	w.fps[name] = &fpState{chain: chain}
+	fp := w.fps[name]
+	if fp == nil {
+		fp = &fpState{}
+		w.fps[name] = fp
+	}
+	// As the registry's Enable: the counts restart, the callers held by the old terms
+	// are let go.
+	held := fp.waiters
+	fp.chain, fp.terms, fp.waiters = chain, strings.TrimSpace(terms), nil
+	fp.Reset()
+	for _, fn := range held {
+		fn()
+	}
 	w.wake()
-	return failpoint.Status{Name: name, Terms: terms, Enabled: true}, nil
+	return fp.Status(name, fp.terms, true), nil
 }
 
 func (f *simFailpoints) Disable(_ context.Context, name string) error {
@@ -274,14 +286,13 @@ func (f *simFailpoints) Disable(_ context.Context, name string) error {
 	return nil
 }
 
-// Get is the failpoint's status: its counts prove the fault (chaos's Verify). Paused
-// is not modelled (0).
+// Get is the failpoint's status, counted as the registry counts (failpoint.Tally): its
+// counts prove the fault (chaos's Verify).
 func (f *simFailpoints) Get(_ context.Context, name string) (failpoint.Status, error) {
-	st := failpoint.Status{Name: name}
 	if fp := f.w.fps[name]; f.w.inc == f.inc && fp != nil {
-		st.Enabled, st.Evals, st.Hits = true, fp.evals, fp.hits
+		return fp.Status(name, fp.terms, true), nil
 	}
-	return st, nil
+	return failpoint.Status{Name: name}, nil
 }
 
 // simLink is chaos.Link (and chaos.Dialer) on a simulated link.

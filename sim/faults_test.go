@@ -13,6 +13,7 @@ import (
 	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
+	"pdsoak/server/failpoint"
 )
 
 // The server-side faults are chaos's own, run on the model (FaultEnv): their proofs are
@@ -119,4 +120,57 @@ func TestFailpointProvedByItsHits(t *testing.T) {
 	assert.Equal(t, "failpoint engine/admit=return(overloaded) hit 1 times (colocated:1), 0 paused",
 		fault.(chaos.Evidencer).Evidence())
 	require.NoError(t, fault.Revert(context.Background(), env))
+}
+
+// TestFailpointStatusCountsItsHolders: the simulated failpoint's status is counted as
+// the registry's (failpoint.Tally): callers held by a pause are Paused and by a sleep
+// Sleeping until they are let go; new terms let go of the old ones' callers and restart
+// the counts; Disable lets go of the rest, and the requests then complete.
+func TestFailpointStatusCountsItsHolders(t *testing.T) {
+	loop, srv := build(t, coStrict)
+	env := &chaos.FuncEnv{MembersFunc: srv.sc.Topology().Members}
+	srv.FaultEnv(env)
+	fps, err := env.Failpoints("colocated")
+	require.NoError(t, err)
+	ctx := context.Background()
+	status := func() failpoint.Status {
+		st, err := fps.Get(ctx, failpoint.EngineAdmit)
+		require.NoError(t, err)
+		return st
+	}
+	at := func(d time.Duration) { loop.RunUntil(Epoch.Add(d)) }
+
+	_, err = fps.Enable(ctx, failpoint.EngineAdmit, "pause")
+	require.NoError(t, err)
+	a, b := submit(loop, srv, "a", 40, 4), submit(loop, srv, "b", 40, 4)
+	at(time.Second)
+	assert.Equal(t, failpoint.Status{Name: failpoint.EngineAdmit, Terms: "pause", Enabled: true, Evals: 2, Hits: 2, Paused: 2}, status())
+	assert.Nil(t, a.done, "held at admission")
+	e := submit(loop, srv, "e", 40, 4)
+	at(1100 * time.Millisecond)
+	assert.EqualValues(t, 3, status().Paused)
+	e.cancel()
+	at(1200 * time.Millisecond)
+	assert.EqualValues(t, 2, status().Paused, "a held caller whose client left is let go, as Eval returns when its context ends")
+
+	_, err = fps.Enable(ctx, failpoint.EngineAdmit, "sleep(5000)")
+	require.NoError(t, err)
+	c := submit(loop, srv, "c", 40, 4)
+	at(2 * time.Second)
+	assert.Equal(t, failpoint.Status{Name: failpoint.EngineAdmit, Terms: "sleep(5000)", Enabled: true, Evals: 1, Hits: 1, Sleeping: 1}, status(),
+		"the pause's callers were let go by the new terms; the counts restarted")
+	require.NotNil(t, a.done, "let go by the new terms")
+	require.NotNil(t, b.done)
+	assert.Nil(t, c.done, "sleeping")
+
+	d := submit(loop, srv, "d", 40, 4)
+	require.NoError(t, fps.Disable(ctx, failpoint.EngineAdmit))
+	at(3 * time.Second)
+	for _, s := range []*stream{a, b, c, d} {
+		require.NotNil(t, s.done, "a sleep ends early when the failpoint is disabled, as the registry's")
+		assert.NoError(t, s.done.Err)
+		assert.Len(t, s.tokens, 4)
+	}
+	assert.Equal(t, failpoint.Status{Name: failpoint.EngineAdmit}, status(), "disabled")
+	assert.Nil(t, e.done, "its client left: nothing reaches it")
 }

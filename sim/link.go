@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"pdsoak/chaos/netproxy"
@@ -192,20 +193,15 @@ func (c *conn) breakNow(err error) {
 	if !c.alive {
 		return
 	}
-	c.alive = false
-	c.l.t.loop.Stop(c.reset)
-	c.l.drop(c)
+	c.close()
 	for _, fn := range c.onBreak {
 		fn(err)
 	}
 }
 
 func (l *link) drop(c *conn) {
-	for i, x := range l.conns {
-		if x == c {
-			l.conns = append(l.conns[:i], l.conns[i+1:]...)
-			return
-		}
+	if i := slices.Index(l.conns, c); i >= 0 {
+		l.conns = slices.Delete(l.conns, i, i+1)
 	}
 }
 

@@ -129,7 +129,7 @@ func (k *kvSide) dial(ep *kvtransfer.Endpoint) {
 		}
 	}
 	if err != nil {
-		k.lost(ep, fmt.Errorf("%w: dial prefill %s: %w", kvtransfer.ErrConnection, ep.Addr, err))
+		k.lost(ep, kvtransfer.DialError(ep.Addr, err))
 		return
 	}
 	p := w.t.prefill[pi]
@@ -216,18 +216,16 @@ func (k *kvSide) pages(ep *kvtransfer.Endpoint, room uint64, es []kvtransfer.Ent
 }
 
 // hook evaluates a kvtransfer hook point's failpoint as the real Hook (failpoint.Eval)
-// does, on the Loop: cont gets the return(...) argument at once, or "" after a sleep or,
-// for a pause, once the failpoint lets go (it is evaluated again then).
+// does, on the Loop: cont gets the return(...) argument at once, or "" once a sleep or
+// a pause ends (worker.hold).
 func (k *kvSide) hook(point string, cont func(arg string)) {
-	w, inc := k.w, k.w.inc
+	w := k.w
 	switch t := w.fire(point); {
 	case t == nil:
 		cont("")
-	case t.Action == failpoint.ActPause:
-		fp := w.fps[point]
-		fp.waiters = append(fp.waiters, func() { w.post(inc, func() { k.hook(point, cont) }) })
-	case t.Action == failpoint.ActSleep:
-		w.t.loop.After(t.Sleep, func() { w.post(inc, func() { cont("") }) })
+	case t.Action == failpoint.ActPause || t.Action == failpoint.ActSleep:
+		goOn := func() { cont("") }
+		w.hold(point, t, goOn, goOn)
 	default:
 		cont(t.Arg)
 	}

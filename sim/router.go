@@ -53,7 +53,8 @@ type rleg struct {
 	w       *worker
 	c       *conn
 	seq     uint64
-	ok      bool // admitted
+	ok      bool   // admitted
+	gone    func() // while the worker holds its admission: ends the hold (the leg went)
 	over    bool
 }
 
@@ -185,7 +186,7 @@ func (q *simReq) leg(n int, prefill bool, i int, req *gen.Request) *rleg {
 	}, func(error) { w.post(winc, func() { l.abort() }) })
 	l.c.send(up, 256+8*len(req.Prompt), func() {
 		w.post(winc, func() {
-			w.admit(req, func(ev gen.Event) {
+			l.gone = w.admit(req, func(ev gen.Event) {
 				l.c.send(down, 16+4*len(ev.Tokens), func() { r.post(rinc, func() { l.event(ev) }) })
 			}, func(seq uint64, err error) {
 				if err != nil {
@@ -194,7 +195,7 @@ func (q *simReq) leg(n int, prefill bool, i int, req *gen.Request) *rleg {
 					})
 					return
 				}
-				l.ok, l.seq = true, seq
+				l.ok, l.seq, l.gone = true, seq, nil
 				if !l.c.alive || l.over {
 					w.abort(seq) // the router gave up while admission was held
 				}
@@ -234,8 +235,11 @@ func (l *rleg) end(err error, transport bool) {
 }
 
 func (l *rleg) abort() {
-	if l.ok {
+	switch {
+	case l.ok:
 		l.w.abort(l.seq)
+	case l.gone != nil:
+		l.gone()
 	}
 }
 

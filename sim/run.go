@@ -120,14 +120,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 	}
 	r.led = led
 	defer func() {
-		end := ledger.Event{Type: ledger.EventRunEnd}
-		if err != nil {
-			end.Error = err.Error()
-		}
-		if r.interrupted != nil {
-			end.Interrupted = r.interrupted.Error()
-		}
-		r.emit(end)
+		r.emit(phases.RunEndEvent(err, r.interrupted))
 		if cerr := led.Close(); cerr != nil && err == nil {
 			err = cerr
 		}
@@ -236,14 +229,22 @@ type FrontEnd interface {
 func (r *runner) run(ctx context.Context) error {
 	r.ctx = ctx
 	r.announce()
-	r.t0 = r.loop.Now()
-	loadEnd := r.startLoad()
-	r.startLiveness()
-	r.startSampler()
-	r.startPDCounters()
-	// The load window: to its end when there are faults (their timeline plays out over
-	// the whole duration), or until every workload is done.
-	r.runWhile(loadEnd, func() bool { return r.faults != nil || r.active > 0 })
+	// The real runner's order of a run's start (the sim has no wedge watch).
+	var startFaults func()
+	if r.faults != nil {
+		startFaults = func() { r.faults.Start(r.t0) }
+	}
+	phases.Start{
+		Samplers:  r.startSampler,
+		PD:        r.startPDCounters,
+		Probes:    r.startLiveness,
+		Open:      r.openLoad,
+		Faults:    startFaults,
+		Workloads: r.startWorkloads,
+		Window: func(toEnd bool) {
+			r.runWhile(r.t0.Add(r.sc.Duration.D()), func() bool { return toEnd || r.active > 0 })
+		},
+	}.Run()
 	// The real runner's order of a run's end (the sim has no wedge watch).
 	faultErr, _ := phases.End{
 		Drain:        r.drain,
@@ -255,7 +256,7 @@ func (r *runner) run(ctx context.Context) error {
 		SelfCheck:    func() error { r.selfCheck(); return nil },
 	}.Run()
 	if r.interrupted != nil {
-		r.emit(ledger.Event{Type: ledger.EventLog, Message: "run interrupted: " + r.interrupted.Error()})
+		r.emit(phases.InterruptedEvent(r.interrupted))
 	}
 	return faultErr
 }
@@ -320,14 +321,9 @@ func (r *runner) drain() {
 }
 
 // checkLeaks writes leak_check: the Server's running/queued gauges polled on the virtual
-// clock until they read 0 or the leak timeout passes (phases.LeakCheck).
+// clock until they read 0 or the leak timeout passes (phases.CheckLeaks).
 func (r *runner) checkLeaks() {
-	started := r.loop.Now()
-	v := judge.LeakVerdict{Detail: judge.LeakInterrupted}
-	if r.interrupted == nil {
-		v = phases.LeakCheck(r.loop, r.sources, r.gauges, r.sc.Drain.LeakTimeout.D(), r.opts.LeakPollInterval)
-	}
-	r.emit(judge.LeakCheckEvent(started, v))
+	r.emit(phases.CheckLeaks(r.loop, r.interrupted != nil, r.sources, r.gauges, r.sc.Drain.LeakTimeout.D(), r.opts.LeakPollInterval))
 }
 
 // gauges reads every source's gauges (phases.ReadAll): a process that is down or

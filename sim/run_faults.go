@@ -8,6 +8,7 @@ import (
 
 	"pdsoak/chaos"
 	"pdsoak/harness/client"
+	"pdsoak/harness/phases"
 	"pdsoak/harness/workload"
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
@@ -53,13 +54,6 @@ func (r *runner) prepareFaults() error {
 	return nil
 }
 
-// startFaults starts the timeline at t0.
-func (r *runner) startFaults() {
-	if r.faults != nil {
-		r.faults.Start(r.t0)
-	}
-}
-
 // stopFaults ends the timeline (faults held to the end are reverted) and says whether
 // it failed: a fault not applied, proved or reverted makes the run invalid
 // (ErrInfrastructure), except after an interruption — as the real runner.
@@ -69,10 +63,11 @@ func (r *runner) stopFaults() error {
 	}
 	r.faults.Stop()
 	err := r.faults.Err()
-	if err == nil || r.interrupted != nil {
+	ev, failed := phases.FaultsFailed(err, r.interrupted != nil)
+	if !failed {
 		return nil
 	}
-	r.emit(ledger.Event{Type: ledger.EventLog, Message: "fault timeline failed: " + err.Error()})
+	r.emit(ev)
 	return fmt.Errorf("sim: faults: %w: %w", err, ErrInfrastructure)
 }
 
@@ -133,12 +128,6 @@ func (f modelProof) Evidence() string {
 func (r *runner) env() chaos.Env {
 	env := &chaos.FuncEnv{
 		MembersFunc: r.sc.Topology().Members,
-		LoadFunc: func(_ context.Context, target string, b chaos.Burst) (chaos.Run, error) {
-			return r.sendMany(r.extra(chaos.BurstWorkload(r.sc, target, b), "burst"), b.Requests, b.Concurrency, 0), nil
-		},
-		DisconnectFunc: func(_ context.Context, target string, d chaos.Disconnect) (chaos.Run, error) {
-			return r.disconnectRun(target, d), nil
-		},
 		ScrapeFunc: func(_ context.Context, process string) (map[string]float64, error) {
 			for _, s := range r.sources {
 				if s == process {
@@ -152,27 +141,15 @@ func (r *runner) env() chaos.Env {
 		},
 		EmitFunc: r.emit,
 	}
+	workload.ClientFaults{Scenario: r.sc, Seq: func() int { r.burstSeq++; return r.burstSeq },
+		SendMany: func(_ context.Context, c *workload.Common, n, conc, cancelAfter int) chaos.Run {
+			return r.sendMany(c, n, conc, cancelAfter)
+		},
+		SetDisconnect: r.disconnect.Set}.Fill(env)
 	if r.faultEnv != nil {
 		r.faultEnv.FaultEnv(env)
 	}
 	return env
-}
-
-// extra is a request factory for a fault's extra requests (chaos.ExtraPrefix).
-func (r *runner) extra(spec scenarios.Workload, kind string) *workload.Common {
-	r.burstSeq++
-	return workload.Extra(r.sc, spec, chaos.ExtraPrefix(spec.Name, kind, r.burstSeq))
-}
-
-// disconnectRun implements chaos.Env.Disconnect: extra streams that cancel themselves
-// after k tokens, or a rule on the workloads' own streams until Stop.
-func (r *runner) disconnectRun(target string, d chaos.Disconnect) chaos.Run {
-	if d.Requests > 0 {
-		return r.sendMany(r.extra(chaos.AbortWorkload(r.sc, target), "abort"), d.Requests, 0, d.Tokens())
-	}
-	st := &chaos.LiveStats{}
-	r.disconnect.Set(target, d.Tokens(), d.Fraction, st)
-	return chaos.FuncRun{StatsFunc: st.Snapshot, StopFunc: func() { r.disconnect.Set(target, 0, 0, nil) }}
 }
 
 // sendMany sends n requests from c, conc at most in flight (0: all), counted in the

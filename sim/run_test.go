@@ -602,6 +602,43 @@ assertions: [no_silent_drops]
 	}
 }
 
+// TestInterruptHidesNoDrop: requests still in flight when the run is interrupted are
+// judged by the runner's rule (judge.ReclassifyAtInterrupt), not recorded as cancelled:
+// within their deadlines they are unresolved_at_interrupt, in the phase they were in.
+func TestInterruptHidesNoDrop(t *testing.T) {
+	sc := parse(t, `
+name: sim-interrupt-midway
+duration: 20s
+reference: {prefill: 1, decode: 1}
+deadlines: {first_token: 10s, stall: 10s, total: 30s}
+workloads: [{name: agents, type: agents, agents: 2, turns: 1}]
+assertions: [no_silent_drops]
+`)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	dir := t.TempDir()
+	hang := okBehaviour()
+	hang.delay = time.Hour // no answer at all
+	require.NoError(t, Run(ctx, sc, Options{OutDir: dir, SampleInterval: 500 * time.Millisecond,
+		OnEvent: func(ev ledger.Event) {
+			if ev.Type == ledger.EventSample { // the first one, at 0.5 s
+				cancel(context.Canceled)
+			}
+		},
+		NewServer: func(l *Loop, _ *scenarios.Scenario) (Server, error) {
+			return newFake(l, func(string) behaviour { return hang }), nil
+		}}))
+	evs, _, err := ledger.ReadFile(filepath.Join(dir, ledger.EventsFile))
+	require.NoError(t, err)
+	done := ofType(evs, ledger.EventDone)
+	require.Len(t, done, 2)
+	for _, e := range done {
+		assert.Equal(t, ledger.OutcomeUnresolved, e.Outcome, e.RequestID)
+		assert.Equal(t, ledger.PhaseBeforeHeaders, e.Phase, e.RequestID)
+		assert.Equal(t, "harness: still in flight, within its deadlines, when the run was interrupted", e.Error)
+	}
+}
+
 func TestOpenLoopMaxInFlight(t *testing.T) {
 	sc := parse(t, `
 name: sim-capped

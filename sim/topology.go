@@ -11,6 +11,7 @@ import (
 	"pdsoak/scenarios"
 	"pdsoak/server/api"
 	"pdsoak/server/engine"
+	"pdsoak/server/failpoint"
 	"pdsoak/server/gen"
 )
 
@@ -54,8 +55,8 @@ func NewTopology(loop *Loop, sc *scenarios.Scenario) (Server, error) {
 	if sc == nil {
 		return nil, errors.New("sim: nil scenario")
 	}
-	if !sc.Embedded() || len(sc.Target.Launch) > 0 {
-		return nil, fmt.Errorf("%w: the scenario targets an external server (target.url); only the embedded reference server can be simulated", ErrNotModelled)
+	if err := Refuse(sc); err != nil {
+		return nil, err
 	}
 	ref := sc.Reference
 	if ref.Netns {
@@ -105,15 +106,7 @@ func NewTopology(loop *Loop, sc *scenarios.Scenario) (Server, error) {
 }
 
 // draw is the failpoint percentage draw (failpoint.Fire), from the scenario's seed.
-func (t *topo) draw(percent float64) bool {
-	if percent >= 100 {
-		return true
-	}
-	if percent <= 0 {
-		return false
-	}
-	return t.fpRNG.Float64()*100 < percent
-}
+func (t *topo) draw(percent float64) bool { return failpoint.Draw(percent, t.fpRNG.Float64) }
 
 // workers lists every worker in process order.
 func (t *topo) workers() []*worker {
@@ -204,6 +197,7 @@ func (t *topo) submitColocated(req *gen.Request, emit func(gen.Event)) (func(), 
 	}
 	var seq uint64
 	var live, cancelled, heldNow bool
+	var gone func() // while the admission is held
 	out := func(ev gen.Event) {
 		if !cancelled {
 			emit(ev)
@@ -225,8 +219,11 @@ func (t *topo) submitColocated(req *gen.Request, emit func(gen.Event)) (func(), 
 		}
 		cancelled = true
 		w.post(inc, func() {
-			if live {
+			switch {
+			case live:
 				w.abort(seq)
+			case gone != nil:
+				gone()
 			}
 		})
 	}
@@ -242,7 +239,7 @@ func (t *topo) submitColocated(req *gen.Request, emit func(gen.Event)) (func(), 
 		return cancel, nil
 	}
 	var refused error
-	held := w.admit(req, out, func(s uint64, err error) {
+	gone = w.admit(req, out, func(s uint64, err error) {
 		seq, live, refused = s, err == nil, err
 		if live && cancelled {
 			w.abort(s)
@@ -251,8 +248,8 @@ func (t *topo) submitColocated(req *gen.Request, emit func(gen.Event)) (func(), 
 			out(gen.Event{Done: true, Err: err}) // the hold ended in a refusal
 		}
 	})
-	heldNow = held
-	if !held && refused != nil {
+	heldNow = gone != nil
+	if !heldNow && refused != nil {
 		return nil, refused
 	}
 	// A crash ends the stream: the connection resets.
@@ -261,27 +258,23 @@ func (t *topo) submitColocated(req *gen.Request, emit func(gen.Event)) (func(), 
 
 // Requests implements Server: each live, unpaused process's /debug/requests.
 func (t *topo) Requests() map[string][]gen.RequestInfo {
-	out := map[string][]gen.RequestInfo{}
-	if t.router != nil && t.router.alive && !t.router.paused {
-		out[ProcessRouter] = t.router.requests()
-	}
-	for _, w := range t.workers() {
-		if w.alive && !w.paused {
-			out[w.name] = w.requests()
-		}
-	}
-	return out
+	return answers(t, (*simRouter).requests, (*worker).requests)
 }
 
 // Gauges implements Server: what a scrape of each reachable process reads.
 func (t *topo) Gauges() map[string]map[string]float64 {
-	out := map[string]map[string]float64{}
-	if t.router != nil && t.router.alive && !t.router.paused {
-		out[ProcessRouter] = t.router.gauges()
+	return answers(t, (*simRouter).gauges, (*worker).gauges)
+}
+
+// answers asks every process that would answer now (alive, not stopped), by name.
+func answers[T any](t *topo, router func(*simRouter) T, worker func(*worker) T) map[string]T {
+	out := map[string]T{}
+	if r := t.router; r != nil && r.alive && !r.paused {
+		out[ProcessRouter] = router(r)
 	}
 	for _, w := range t.workers() {
 		if w.alive && !w.paused {
-			out[w.name] = w.gauges()
+			out[w.name] = worker(w)
 		}
 	}
 	return out

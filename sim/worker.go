@@ -48,11 +48,13 @@ type worker struct {
 }
 
 // fpState is one enabled failpoint: the chain of its terms (counts decremented by
-// failpoint.Fire), the waiters a pause holds, and its evaluations and hits since Enable.
+// failpoint.Fire), the callers it holds (waiters: what its Disable lets go), and its
+// counters, kept by the registry's own rule (failpoint.Tally).
 type fpState struct {
-	chain       []failpoint.Term
-	waiters     []func()
-	evals, hits int64
+	failpoint.Tally
+	chain   []failpoint.Term
+	terms   string
+	waiters []func()
 }
 
 // wleg is one request (a router leg, or a colocated client request) on a worker;
@@ -169,8 +171,8 @@ func (w *worker) StepBegan(time.Time) engine.Gate {
 	switch {
 	case t == nil:
 	case t.Action == failpoint.ActPause || t.Action == failpoint.ActSleep:
-		fp, inc := w.fps[failpoint.EngineStep], w.inc
-		fp.waiters = append(fp.waiters, func() { w.post(inc, func() { w.core.Release(nil); w.wake() }) })
+		// The Core ends a sleep itself; a failpoint that lets go ends either at once.
+		w.hold(failpoint.EngineStep, t, func() { w.core.Release(nil); w.wake() }, nil)
 		return engine.Gate{Hold: true, Sleep: t.Sleep}
 	case t.Action == failpoint.ActReturn && t.Arg != "":
 		return engine.Gate{Err: engine.StepFailpointError(t.Arg)}
@@ -204,38 +206,54 @@ func (w *worker) fire(point string) *failpoint.Term {
 	if fp == nil {
 		return nil
 	}
-	fp.evals++ // counted as the real registry counts them (its Status, chaos's proof)
-	t := failpoint.Fire(fp.chain, w.t.draw)
-	if t == nil || t.Action == failpoint.ActOff {
-		return nil
+	return fp.Eval(fp.chain, w.t.draw) // counted as the registry counts (its Status, chaos's proof)
+}
+
+// hold keeps a caller of point's term t (a pause or a sleep) as the registry's Eval
+// does: counted in Paused or Sleeping until the failpoint lets go of it (Disable, a new
+// Enable: let runs) or, for a sleep, t.Sleep passes (slept runs), whichever is first;
+// the one that runs is posted to this incarnation. A nil func only ends the hold; so does
+// the returned func (the caller's context ending: Eval returns, nothing runs).
+func (w *worker) hold(point string, t *failpoint.Term, let, slept func()) (quit func()) {
+	fp, inc := w.fps[point], w.inc
+	release, done := fp.Hold(t.Action), false
+	end := func(fn func()) func() {
+		return func() {
+			if done {
+				return
+			}
+			done = true
+			release()
+			if fn != nil {
+				w.post(inc, fn)
+			}
+		}
 	}
-	fp.hits++
-	return t
+	fp.waiters = append(fp.waiters, end(let))
+	if t.Action == failpoint.ActSleep {
+		w.t.loop.After(t.Sleep, end(slept))
+	}
+	return end(nil)
 }
 
 // admit is engine.Generate: the engine/admit failpoint (a return refuses as
 // engine.AdmitFailpointError does; sleep and pause hold the admission), then arrive. reply
-// gets the outcome, at once or when the hold ends; held reports a hold.
-func (w *worker) admit(req *gen.Request, deliver func(gen.Event), reply func(uint64, error)) (held bool) {
+// gets the outcome, at once or when the hold ends. A hold returns gone, the request's
+// client leaving: as the real Eval returns when its context ends, the hold ends then and
+// nothing is admitted (nor replied: no one listens).
+func (w *worker) admit(req *gen.Request, deliver func(gen.Event), reply func(uint64, error)) (gone func()) {
 	t := w.fire(failpoint.EngineAdmit)
-	inc := w.inc
 	switch {
 	case t == nil || (t.Action == failpoint.ActReturn && t.Arg == ""):
 	case t.Action == failpoint.ActReturn:
 		reply(0, engine.AdmitFailpointError(t.Arg))
-		return false
+		return nil
 	case t.Action == failpoint.ActSleep || t.Action == failpoint.ActPause:
-		again := func() { w.post(inc, func() { reply(w.arrive(req, deliver)) }) }
-		if t.Action == failpoint.ActSleep {
-			w.t.loop.After(t.Sleep, again)
-		} else {
-			fp := w.fps[failpoint.EngineAdmit]
-			fp.waiters = append(fp.waiters, again)
-		}
-		return true
+		again := func() { reply(w.arrive(req, deliver)) }
+		return w.hold(failpoint.EngineAdmit, t, again, again)
 	}
 	reply(w.arrive(req, deliver))
-	return false
+	return nil
 }
 
 // arrive admits a request (engine.admit): the reply is the error, or the stream.

@@ -1,12 +1,11 @@
 package sim
 
 import (
-	"fmt"
 	"time"
 
 	"pdsoak/harness/client"
+	"pdsoak/harness/phases"
 	"pdsoak/harness/workload"
-	"pdsoak/ledger"
 )
 
 // The workloads on the virtual clock. harness/workload decides what each sends and
@@ -16,12 +15,15 @@ import (
 // traces) still running; a unit ends only once its requests have resolved, as a real
 // workload's Run returns only then.
 
-// startLoad starts every workload at t0 and returns the end of the load window.
-func (r *runner) startLoad() time.Time {
+// openLoad opens the load window at t0 (now).
+func (r *runner) openLoad() {
+	r.t0 = r.loop.Now()
+	r.emit(phases.LoadStartedEvent(r.t0, len(r.workloads), r.sc.Duration.D()))
+}
+
+// startWorkloads starts every workload at t0.
+func (r *runner) startWorkloads() {
 	sc := r.sc
-	r.emit(ledger.Event{Type: ledger.EventLog,
-		Message: fmt.Sprintf("load started: %d workloads for %v", len(r.workloads), sc.Duration)})
-	r.startFaults()
 	for i, w := range r.workloads {
 		switch w := w.(type) {
 		case *workload.Agents:
@@ -40,7 +42,6 @@ func (r *runner) startLoad() time.Time {
 			r.startTrace(w)
 		}
 	}
-	return r.t0.Add(sc.Duration.D())
 }
 
 // window is the workload's absolute window on the virtual clock.

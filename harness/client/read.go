@@ -163,7 +163,7 @@ func (c *Client) streamEnded(ctx context.Context, res *Result, st *reqState, err
 	case f.End == EndClean:
 		err = errors.New("client: stream ended without [DONE]")
 	default:
-		err = fmt.Errorf("client: connection lost mid-stream, no [DONE]: %w", err)
+		err = LostMidStreamError(err)
 	}
 	return c.judge(res, st, f, err)
 }
@@ -202,7 +202,7 @@ func (c *Client) classifyErr(ctx context.Context, res *Result, st *reqState, err
 		case errors.Is(cause, ErrTotalDeadline): // the hard backstop past the total deadline
 			f.Deadline, f.DeadlinePhase, why = "total", f.Phase, cause
 		default:
-			f.Cancelled, why = true, fmt.Errorf("client: cancelled: %w", cause)
+			f.Cancelled, why = true, CancelledError(cause)
 		}
 	} else if f.Headers {
 		f = bodyFacts(f, err)

@@ -3,7 +3,8 @@
 // target's Prometheus text (ParseMetrics) and which gauges count (IsLeakGauge,
 // IsSampleGauge); the leak check's verdict (JudgeLeaks, LeakRound); the self-check
 // (SelfCheck, LagRecorder); the server_debug report of a silent drop (DebugReportFor,
-// ParseDebugRequests); how reports judges a scenario (ReportConfig); and the timings and
+// ParseDebugRequests); what a request the run's interrupt cancelled was
+// (ReclassifyAtInterrupt); how reports judges a scenario (ReportConfig); and the timings and
 // the ErrInfrastructure sentinel both runs share.
 //
 // The runner scrapes and polls; the simulator reads its virtual gauges; both hand the

@@ -72,7 +72,7 @@ type point struct {
 	chain   []Term        // counts are decremented in place
 	changed chan struct{} // closed when the terms change or the point is disabled
 
-	evals, hits, paused, sleeping atomic.Int64
+	Tally // its counters (tally.go)
 }
 
 // Option configures a Registry.
@@ -150,14 +150,12 @@ func (r *Registry) Eval(ctx context.Context, name string) (string, error) {
 		p.mu.Unlock()
 		return "", nil
 	}
-	p.evals.Add(1)
-	fired := Fire(p.chain, r.draw)
-	if fired == nil || fired.Action == ActOff {
+	fired := p.Eval(p.chain, r.draw)
+	if fired == nil {
 		p.mu.Unlock()
 		return "", nil
 	}
 	act, arg, sleep, changed := fired.Action, fired.Arg, fired.Sleep, p.changed
-	p.hits.Add(1)
 	p.mu.Unlock()
 
 	if ctx == nil {
@@ -175,8 +173,7 @@ func (r *Registry) Eval(ctx context.Context, name string) (string, error) {
 		}
 		panic("failpoint panic: " + name)
 	case ActSleep:
-		p.sleeping.Add(1)
-		defer p.sleeping.Add(-1)
+		defer p.Hold(act)()
 		tm := time.NewTimer(sleep)
 		defer tm.Stop()
 		select {
@@ -188,8 +185,7 @@ func (r *Registry) Eval(ctx context.Context, name string) (string, error) {
 			return "", fmt.Errorf("failpoint: %s: sleep: %w", name, ctx.Err())
 		}
 	case ActPause:
-		p.paused.Add(1)
-		defer p.paused.Add(-1)
+		defer p.Hold(act)()
 		select {
 		case <-changed:
 			return "", nil
@@ -207,17 +203,12 @@ func (r *Registry) log() *slog.Logger {
 	return slog.Default()
 }
 
-func (r *Registry) draw(percent float64) bool {
-	if percent >= 100 {
-		return true
-	}
-	if percent <= 0 {
-		return false
-	}
+func (r *Registry) draw(percent float64) bool { return Draw(percent, r.uniform) }
+
+func (r *Registry) uniform() float64 {
 	r.rngMu.Lock()
-	v := r.rng.Float64() * 100
-	r.rngMu.Unlock()
-	return v < percent
+	defer r.rngMu.Unlock()
+	return r.rng.Float64()
 }
 
 // ValidName reports whether name is acceptable: 1..MaxNameLen bytes of [A-Za-z0-9/_.-].
@@ -265,8 +256,7 @@ func (r *Registry) Enable(name, terms string) error {
 	p.desc = strings.TrimSpace(terms)
 	p.chain = chain
 	p.changed = make(chan struct{})
-	p.evals.Store(0)
-	p.hits.Store(0)
+	p.Reset()
 	p.mu.Unlock()
 	r.log().Info("failpoint enabled", "failpoint", name, "terms", p.desc)
 	return nil
@@ -358,13 +348,5 @@ func (r *Registry) List() []Status {
 func (p *point) status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return Status{
-		Name:     p.name,
-		Terms:    p.desc,
-		Enabled:  p.enabled,
-		Evals:    p.evals.Load(),
-		Hits:     p.hits.Load(),
-		Paused:   p.paused.Load(),
-		Sleeping: p.sleeping.Load(),
-	}
+	return p.Tally.Status(p.name, p.desc, p.enabled)
 }

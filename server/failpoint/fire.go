@@ -20,3 +20,16 @@ func Fire(chain []Term, draw func(percent float64) bool) *Term {
 	}
 	return nil
 }
+
+// Draw is one percentage draw: whether u (uniform in [0, 1)) falls under percent; 100
+// or more always hits and 0 or less never does, without drawing. The registry draws
+// from its seeded generator, the simulator from the scenario's.
+func Draw(percent float64, u func() float64) bool {
+	if percent >= 100 {
+		return true
+	}
+	if percent <= 0 {
+		return false
+	}
+	return u()*100 < percent
+}

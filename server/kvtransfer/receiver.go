@@ -248,7 +248,7 @@ func (r *Receiver) dial(addr string) (*link, error) {
 		if r.ctx.Err() != nil {
 			return nil, ErrClosed
 		}
-		return nil, fmt.Errorf("%w: dial prefill %s: %w", ErrConnection, addr, err)
+		return nil, DialError(addr, err)
 	}
 	l := newLink(conn, &r.cfg)
 	l.maxPage = r.shape.PageSize * r.shape.BytesPerToken
