@@ -1,0 +1,323 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"pdsoak/internal/http1"
+	"pdsoak/server/gen"
+)
+
+// genReq is a raw POST /generate as the router writes it.
+func genReq(rid, body string, extra ...string) string {
+	return "POST /generate HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: pdsoak-router\r\nContent-Type: application/json\r\n" +
+		"Content-Length: " + fmt.Sprint(len(body)) + "\r\nAccept: text/event-stream\r\nAccept-Encoding: identity\r\n" +
+		"X-Request-Id: " + rid + "\r\n" + strings.Join(extra, "") + "\r\n" + body
+}
+
+const okBody = `{"input_ids":[256,1],"sampling_params":{"max_new_tokens":2}}`
+
+// recConn records what is read from it.
+type recConn struct {
+	net.Conn
+	got bytes.Buffer
+}
+
+func (c *recConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.got.Write(p[:n])
+	return n, err
+}
+
+var dateLine = regexp.MustCompile(`\r\nDate: [^\r]*\r\n`)
+
+// exchange sends reqs one after the other on one connection to addr and returns each
+// raw response (Date values blanked); a request the server closed the connection
+// before answering reads "closed".
+func exchange(t *testing.T, addr string, reqs ...string) []string {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
+	rc := &recConn{Conn: nc}
+	var out []string
+	for _, r := range reqs {
+		rc.got.Reset()
+		if _, err := nc.Write([]byte(r)); err != nil {
+			out = append(out, "closed")
+			continue
+		}
+		_, body, err := http1.ReadResponse(rc)
+		if err != nil {
+			out = append(out, "closed")
+			continue
+		}
+		_, err = io.Copy(io.Discard, body)
+		require.NoError(t, err)
+		out = append(out, dateLine.ReplaceAllString(rc.got.String(), "\r\nDate: X\r\n"))
+	}
+	return out
+}
+
+// TestLeanWritesWhatNetHTTPWrites: the same handler answers the same requests with the
+// same bytes, behind net/http and behind the lean /generate server: streams, refusals,
+// errors before and after headers, a body over net/http's 2 KiB buffer, Connection:
+// close, keep-alive, and requests the lean server hands to net/http.
+func TestLeanWritesWhatNetHTTPWrites(t *testing.T) {
+	long := fmt.Errorf("api: %s: %w", strings.Repeat("too busy ", 300), gen.ErrUnavailable)
+	midErr := func(e *emitter) {
+		if e.send(gen.Event{Tokens: []int{'a'}}) {
+			e.send(gen.Event{Done: true, Err: fmt.Errorf("engine: held too long: %w", gen.ErrTimeout)})
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		script func(*emitter)
+		refuse error
+		reqs   []string
+	}{
+		{"stream", textScript("hi", "stop"), nil, []string{genReq("r1", okBody)}},
+		{"keep-alive", textScript("hey", "length"), nil, []string{genReq("r1", okBody), genReq("r2", okBody), genReq("r3", `{"rid":"own","input_ids":[256,1],"sampling_params":{"max_new_tokens":2}}`)}},
+		{"bad json", nil, nil, []string{genReq("r1", `{"input_ids":[256,`), genReq("r2", `{}`), genReq("r3", `{"input_ids":[256],"sampling_params":{"max_new_tokens":0}}`)}},
+		{"refused", nil, &gen.OverloadError{RetryAfter: 2 * time.Second}, []string{genReq("r1", okBody)}},
+		{"long refusal", nil, long, []string{genReq("r1", okBody), genReq("r2", okBody)}},
+		{"error mid-stream", midErr, nil, []string{genReq("r1", okBody)}},
+		{"connection close", textScript("x", "stop"), nil, []string{genReq("r1", okBody, "Connection: close\r\n"), genReq("r2", okBody)}},
+		{"then net/http", textScript("x", "stop"), nil, []string{genReq("r1", okBody), "GET /health HTTP/1.1\r\nHost: h\r\nX-Request-Id: h1\r\n\r\n", genReq("r2", okBody)}},
+		{"wrong method", nil, nil, []string{"PUT /generate HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nX-Request-Id: p\r\n\r\n"}},
+		{"malformed", nil, nil, []string{genReq("r1", okBody, "Bad Header: x\r\n")}},
+		{"too large", nil, nil, []string{genReq("r1", strings.Repeat(" ", 5000)+okBody)}},
+		{"chunked body", textScript("x", "stop"), nil, []string{"POST /generate HTTP/1.1\r\nHost: h\r\nX-Request-Id: c\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(okBody), okBody)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got [2][]string
+			for i, lean := range []bool{false, true} {
+				f := &fakeGen{script: tc.script, refuse: tc.refuse}
+				h := New(f, WithLogger(discardLogger()), WithContextLength(1024), WithMaxBodyBytes(4096))
+				var opts []ServerOption
+				if lean {
+					opts = append(opts, WithLeanGenerate())
+				}
+				url, srv, wait := runServer(t, h, opts...)
+				got[i] = exchange(t, strings.TrimPrefix(url, "http://"), tc.reqs...)
+				require.NoError(t, srv.Shutdown(context.Background()))
+				require.NoError(t, wait())
+				f.wg.Wait()
+			}
+			require.Len(t, got[1], len(tc.reqs))
+			for i := range got[0] {
+				require.Equal(t, got[0][i], got[1][i], "response %d: net/http, then lean", i)
+			}
+		})
+	}
+}
+
+// startLean serves a handler of f behind the lean server.
+func startLean(t *testing.T, f *fakeGen, opts ...ServerOption) (addr string, h *Handler) {
+	t.Helper()
+	h = New(f, WithLogger(discardLogger()), WithContextLength(1024))
+	url, srv, wait := runServer(t, h, append([]ServerOption{WithLeanGenerate()}, opts...)...)
+	t.Cleanup(func() {
+		require.NoError(t, srv.Shutdown(context.Background()))
+		require.NoError(t, wait())
+		f.wg.Wait()
+	})
+	return strings.TrimPrefix(url, "http://"), h
+}
+
+// TestLeanDroppedLegAborts: the router drops a leg by closing its connection. The
+// generation must be aborted whether the worker has written tokens or nothing at all
+// (decode waiting for its KV), which net/http's background read did and the lean
+// server's parked reader does.
+func TestLeanDroppedLegAborts(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script func(*emitter)
+	}{
+		{"nothing written", func(e *emitter) { e.hang() }},
+		{"mid-stream", func(e *emitter) {
+			if e.send(gen.Event{Tokens: []int{'a'}}) {
+				e.hang()
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeGen{started: make(chan struct{}, 4), script: func(e *emitter) {
+				if e.req.ID == "served" {
+					e.text("ok", "stop")
+					return
+				}
+				tc.script(e)
+			}}
+			addr, h := startLean(t, f)
+			for round := range 2 { // the second on a connection that served a request before
+				nc, err := net.Dial("tcp", addr)
+				require.NoError(t, err)
+				if round == 1 {
+					_, err = nc.Write([]byte(genReq("served", okBody)))
+					require.NoError(t, err)
+					<-f.started
+					_, body, err := http1.ReadResponse(nc)
+					require.NoError(t, err)
+					b, err := io.ReadAll(body)
+					require.NoError(t, err)
+					require.Contains(t, string(b), `"done":true`)
+				}
+				before := f.abortCount()
+				_, err = nc.Write([]byte(genReq("drop", okBody)))
+				require.NoError(t, err)
+				<-f.started
+				require.NoError(t, nc.Close())
+				deadline := time.After(time.Minute) // a hang guard
+				for f.abortCount() == before || h.InFlight() != 0 {
+					select {
+					case <-deadline:
+						t.Fatalf("generation not aborted after the leg was dropped (aborts %d, in flight %d)", f.abortCount(), h.InFlight())
+					case <-time.After(5 * time.Millisecond):
+					}
+				}
+			}
+		})
+	}
+}
+
+// bodyOf is the decoded body of a raw response.
+func bodyOf(t *testing.T, raw string) []byte {
+	t.Helper()
+	resp, err := http.ReadResponse(bufio.NewReader(strings.NewReader(raw)), nil)
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return b
+}
+
+// TestLeanKeepsConnections: many requests on one connection, each answered in full;
+// /health in between moves the connection to net/http, which keeps serving /generate.
+func TestLeanKeepsConnections(t *testing.T) {
+	f := &fakeGen{script: textScript("ok", "stop")}
+	addr, _ := startLean(t, f)
+	var reqs []string
+	for i := range 50 {
+		reqs = append(reqs, genReq(fmt.Sprint("k", i), okBody))
+	}
+	reqs = append(reqs, "GET /health HTTP/1.1\r\nHost: h\r\n\r\n", genReq("after", okBody))
+	for i, r := range exchange(t, addr, reqs...) {
+		require.NotEqual(t, "closed", r, "request %d", i)
+		if i < 50 || i == 51 {
+			require.Contains(t, r, "HTTP/1.1 200 OK\r\n", "request %d", i)
+			require.Contains(t, r, `"done":true`, "request %d", i)
+		}
+	}
+	require.Equal(t, 51, f.calls(), "every /generate reached the generator")
+}
+
+// TestLeanIdleAndSlowConnectionsAreCut: the reaper closes a connection idle past the
+// idle timeout and one whose head dribbles past the read-header timeout.
+func TestLeanIdleAndSlowConnectionsAreCut(t *testing.T) {
+	f := &fakeGen{script: textScript("ok", "stop")}
+	addr, _ := startLean(t, f, WithIdleTimeout(50*time.Millisecond), WithReadHeaderTimeout(50*time.Millisecond))
+	for _, tc := range []struct{ name, send string }{
+		{"idle", genReq("i", okBody)},
+		{"slow head", "POST /generate HTTP/1.1\r\nHost: h\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			defer nc.Close()
+			require.NoError(t, nc.SetReadDeadline(time.Now().Add(time.Minute))) // a hang guard
+			_, err = nc.Write([]byte(tc.send))
+			require.NoError(t, err)
+			_, err = io.ReadAll(nc) // the response, if any, then the server's close
+			var ne net.Error
+			require.False(t, errorAs(err, &ne) && ne.Timeout(), "the server never closed the connection")
+		})
+	}
+}
+
+func errorAs(err error, ne *net.Error) bool {
+	if err == nil {
+		return false
+	}
+	e, ok := err.(net.Error)
+	if ok {
+		*ne = e
+	}
+	return ok
+}
+
+// TestLeanShutdown: a /generate in flight finishes within the grace; one that does not
+// is aborted with an error event, as behind net/http.
+func TestLeanShutdown(t *testing.T) {
+	release := make(chan struct{})
+	f := &fakeGen{started: make(chan struct{}, 2), script: func(e *emitter) {
+		if !e.send(gen.Event{Tokens: []int{'a'}}) {
+			return
+		}
+		if e.req.ID == "stuck" {
+			e.hang()
+			return
+		}
+		select {
+		case <-release:
+		case <-e.ctx.Done():
+			e.abort()
+			return
+		}
+		e.send(gen.Event{Done: true, Finish: "stop"})
+	}}
+	h := New(f, WithLogger(discardLogger()), WithContextLength(1024))
+	url, srv, wait := runServer(t, h, WithLeanGenerate(), WithShutdownGrace(time.Minute))
+	addr := strings.TrimPrefix(url, "http://")
+	got := make(chan []string, 1)
+	go func() { got <- exchange(t, addr, genReq("fin", okBody), genReq("next", okBody)) }()
+	<-f.started
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(context.Background()) }()
+	require.Eventually(t, func() bool { // shutdown has begun: the listener refuses
+		c, err := net.DialTimeout("tcp", addr, 30*time.Second)
+		if err != nil {
+			return errors.Is(err, syscall.ECONNREFUSED)
+		}
+		c.Close()
+		return false
+	}, time.Minute, 2*time.Millisecond, "listener still accepting during shutdown")
+	close(release)
+	r := <-got
+	require.Contains(t, r[0], `"done":true`)
+	require.Contains(t, r[0], `"finish_reason":"stop"`)
+	require.Equal(t, "closed", r[1], "the connection ends with its response during shutdown")
+	require.NoError(t, <-done)
+	require.NoError(t, wait())
+	f.wg.Wait()
+
+	f2 := &fakeGen{started: make(chan struct{}, 1), script: f.script}
+	h2 := New(f2, WithLogger(discardLogger()), WithContextLength(1024))
+	url, srv, wait = runServer(t, h2, WithLeanGenerate(), WithShutdownGrace(50*time.Millisecond), WithAbortWait(time.Minute))
+	go func() { got <- exchange(t, strings.TrimPrefix(url, "http://"), genReq("stuck", `{"rid":"stuck","input_ids":[256,1],"sampling_params":{"max_new_tokens":2}}`)) }()
+	<-f2.started
+	require.NoError(t, srv.Shutdown(context.Background()))
+	r = <-got
+	var last gen.WorkerChunk
+	events := readSSE(t, bodyOf(t, r[0]))
+	require.NoError(t, json.Unmarshal([]byte(events[len(events)-1]), &last), "%q", r[0])
+	require.NotNil(t, last.Error, "an aborted stream ends with an error chunk: %q", r[0])
+	require.Equal(t, "unavailable", last.Error.Kind)
+	require.NoError(t, wait())
+	f2.wg.Wait()
+}
