@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,9 +44,10 @@ import (
 // idle timeout, or stuck in a head or a body past the read-header or read timeout.
 // Write deadlines are the handler's (its write guard), cleared after the response.
 type leanServer struct {
-	h    *Handler
-	hand *handoff
-	log  *slog.Logger
+	h     *Handler
+	hand  *handoff
+	log   *slog.Logger
+	paths []string // the POST paths answered here
 
 	idle, headerTimeout, readTimeout time.Duration
 
@@ -58,8 +60,8 @@ type leanServer struct {
 	done  chan struct{} // closed when the accept loop ends (stops the reaper)
 }
 
-func newLeanServer(h *Handler, srv *http.Server, log *slog.Logger) *leanServer {
-	return &leanServer{h: h, log: log, idle: srv.IdleTimeout, headerTimeout: srv.ReadHeaderTimeout,
+func newLeanServer(h *Handler, srv *http.Server, log *slog.Logger, paths []string) *leanServer {
+	return &leanServer{h: h, log: log, paths: paths, idle: srv.IdleTimeout, headerTimeout: srv.ReadHeaderTimeout,
 		readTimeout: srv.ReadTimeout, conns: map[*leanConn]struct{}{}, done: make(chan struct{})}
 }
 
@@ -394,7 +396,7 @@ func (c *leanConn) request(end int) (leanItem, int) {
 		vals = append(vals, value)
 		hdr[k] = vals[len(vals)-1 : len(vals) : len(vals)]
 	})
-	if !ok || hd.Method != http.MethodPost || hd.Target != "/generate" || hd.ContentLength > c.s.h.maxBody {
+	if !ok || hd.Method != http.MethodPost || !slices.Contains(c.s.paths, hd.Target) || hd.ContentLength > c.s.h.maxBody {
 		return leanItem{}, toNetHTTP
 	}
 	if hdr == nil {

@@ -43,7 +43,10 @@ func (c *recConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-var dateLine = regexp.MustCompile(`\r\nDate: [^\r]*\r\n`)
+var (
+	dateLine = regexp.MustCompile(`\r\nDate: [^\r]*\r\n`)
+	created  = regexp.MustCompile(`"created":[0-9]+`)
+)
 
 // exchange sends reqs one after the other on one connection to addr and returns each
 // raw response (Date values blanked); a request the server closed the connection
@@ -69,7 +72,8 @@ func exchange(t *testing.T, addr string, reqs ...string) []string {
 		}
 		_, err = io.Copy(io.Discard, body)
 		require.NoError(t, err)
-		out = append(out, dateLine.ReplaceAllString(rc.got.String(), "\r\nDate: X\r\n"))
+		raw := dateLine.ReplaceAllString(rc.got.String(), "\r\nDate: X\r\n")
+		out = append(out, created.ReplaceAllString(raw, `"created":0`))
 	}
 	return out
 }
@@ -85,25 +89,44 @@ func TestLeanWritesWhatNetHTTPWrites(t *testing.T) {
 			e.send(gen.Event{Done: true, Err: fmt.Errorf("engine: held too long: %w", gen.ErrTimeout)})
 		}
 	}
+	oai := func(path, rid, body string, extra ...string) string {
+		return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1:30000\r\nUser-Agent: pdsoak\r\nContent-Type: application/json\r\n" +
+			"Content-Length: " + fmt.Sprint(len(body)) + "\r\nX-Request-Id: " + rid + "\r\n" + strings.Join(extra, "") + "\r\n" + body
+	}
+	const chat = `{"model":"ref","messages":[{"role":"user","content":"hi"}],"max_tokens":4}`
 	for _, tc := range []struct {
 		name   string
 		script func(*emitter)
 		refuse error
 		reqs   []string
+		openai bool // the OpenAI endpoints on the lean server too (the router's front end)
 	}{
-		{"stream", textScript("hi", "stop"), nil, []string{genReq("r1", okBody)}},
-		{"keep-alive", textScript("hey", "length"), nil, []string{genReq("r1", okBody), genReq("r2", okBody), genReq("r3", `{"rid":"own","input_ids":[256,1],"sampling_params":{"max_new_tokens":2}}`)}},
-		{"bad json", nil, nil, []string{genReq("r1", `{"input_ids":[256,`), genReq("r2", `{}`), genReq("r3", `{"input_ids":[256],"sampling_params":{"max_new_tokens":0}}`)}},
-		{"refused", nil, &gen.OverloadError{RetryAfter: 2 * time.Second}, []string{genReq("r1", okBody)}},
-		{"long refusal", nil, long, []string{genReq("r1", okBody), genReq("r2", okBody)}},
-		{"error mid-stream", midErr, nil, []string{genReq("r1", okBody)}},
-		{"connection close", textScript("x", "stop"), nil, []string{genReq("r1", okBody, "Connection: close\r\n"), genReq("r2", okBody)}},
-		{"then net/http", textScript("x", "stop"), nil, []string{genReq("r1", okBody), "GET /health HTTP/1.1\r\nHost: h\r\nX-Request-Id: h1\r\n\r\n", genReq("r2", okBody)}},
-		{"wrong method", nil, nil, []string{"PUT /generate HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nX-Request-Id: p\r\n\r\n"}},
-		{"malformed", nil, nil, []string{genReq("r1", okBody, "Bad Header: x\r\n")}},
-		{"too large", nil, nil, []string{genReq("r1", strings.Repeat(" ", 5000)+okBody)}},
+		{"stream", textScript("hi", "stop"), nil, []string{genReq("r1", okBody)}, false},
+		{"keep-alive", textScript("hey", "length"), nil, []string{genReq("r1", okBody), genReq("r2", okBody), genReq("r3", `{"rid":"own","input_ids":[256,1],"sampling_params":{"max_new_tokens":2}}`)}, false},
+		{"bad json", nil, nil, []string{genReq("r1", `{"input_ids":[256,`), genReq("r2", `{}`), genReq("r3", `{"input_ids":[256],"sampling_params":{"max_new_tokens":0}}`)}, false},
+		{"refused", nil, &gen.OverloadError{RetryAfter: 2 * time.Second}, []string{genReq("r1", okBody)}, false},
+		{"long refusal", nil, long, []string{genReq("r1", okBody), genReq("r2", okBody)}, false},
+		{"error mid-stream", midErr, nil, []string{genReq("r1", okBody)}, false},
+		{"connection close", textScript("x", "stop"), nil, []string{genReq("r1", okBody, "Connection: close\r\n"), genReq("r2", okBody)}, false},
+		{"then net/http", textScript("x", "stop"), nil, []string{genReq("r1", okBody), "GET /health HTTP/1.1\r\nHost: h\r\nX-Request-Id: h1\r\n\r\n", genReq("r2", okBody)}, false},
+		{"wrong method", nil, nil, []string{"PUT /generate HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nX-Request-Id: p\r\n\r\n"}, false},
+		{"malformed", nil, nil, []string{genReq("r1", okBody, "Bad Header: x\r\n")}, false},
+		{"too large", nil, nil, []string{genReq("r1", strings.Repeat(" ", 5000)+okBody)}, false},
 		{"chunked body", textScript("x", "stop"), nil, []string{"POST /generate HTTP/1.1\r\nHost: h\r\nX-Request-Id: c\r\nTransfer-Encoding: chunked\r\n\r\n" +
-			fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(okBody), okBody)}},
+			fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(okBody), okBody)}, false},
+		{"openai", textScript("hello world", "stop"), nil, []string{
+			oai("/v1/completions", "c1", `{"model":"ref","prompt":"hi","max_tokens":16}`),
+			oai("/v1/completions", "c2", `{"model":"ref","prompt":"hi","max_tokens":16,"stream":true,"stream_options":{"include_usage":true}}`),
+			oai("/v1/completions", "c3", `{"model":"ref","prompt":"hi","max_tokens":16,"stream":true,"stop":["wor"]}`),
+			oai("/v1/chat/completions", "c4", chat),
+			oai("/v1/chat/completions", "c5", chat[:len(chat)-1]+`,"stream":true}`),
+			oai("/v1/chat/completions", "c6", `{"model":"nope","messages":[]}`),
+			oai("/v1/models", "c7", ``),
+		}, true},
+		{"openai refused", nil, &gen.OverloadError{RetryAfter: time.Second}, []string{
+			oai("/v1/completions", "r1", `{"model":"ref","prompt":"hi","stream":true}`),
+			oai("/v1/chat/completions", "r2", chat, "Connection: close\r\n"),
+		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got [2][]string
@@ -113,6 +136,9 @@ func TestLeanWritesWhatNetHTTPWrites(t *testing.T) {
 				var opts []ServerOption
 				if lean {
 					opts = append(opts, WithLeanGenerate())
+					if tc.openai {
+						opts = append(opts, WithLeanPaths("/v1/completions", "/v1/chat/completions"))
+					}
 				}
 				url, srv, wait := runServer(t, h, opts...)
 				got[i] = exchange(t, strings.TrimPrefix(url, "http://"), tc.reqs...)

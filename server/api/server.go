@@ -55,7 +55,13 @@ func WithServerLogger(l *slog.Logger) ServerOption { return func(s *Server) { s.
 // cost a worker far less CPU than through net/http, with the same bytes on the wire;
 // every other request (any other path, anything unusual) is still net/http's, on the
 // same listener (see leanServer).
-func WithLeanGenerate() ServerOption { return func(s *Server) { s.leanGenerate = true } }
+func WithLeanGenerate() ServerOption { return WithLeanPaths("/generate") }
+
+// WithLeanPaths serves POST requests to paths on the lean connection code (see
+// WithLeanGenerate); the router's front end uses it for the OpenAI generation endpoints.
+func WithLeanPaths(paths ...string) ServerOption {
+	return func(s *Server) { s.leanPaths = append(s.leanPaths, paths...) }
+}
 
 // drainer is implemented by *Handler; other handlers are shut down without it.
 type drainer interface {
@@ -77,8 +83,8 @@ type Server struct {
 	abortWait time.Duration
 	log       *slog.Logger
 
-	leanGenerate bool
-	lean         *leanServer // nil: net/http serves everything
+	leanPaths []string    // POST paths the lean server answers
+	lean      *leanServer // nil: net/http serves everything
 }
 
 // NewServer wraps h.
@@ -100,8 +106,8 @@ func NewServer(h http.Handler, opts ...ServerOption) *Server {
 		o(s)
 	}
 	s.srv.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
-	if h, ok := h.(*Handler); ok && s.leanGenerate {
-		s.lean = newLeanServer(h, s.srv, s.log)
+	if h, ok := h.(*Handler); ok && len(s.leanPaths) > 0 {
+		s.lean = newLeanServer(h, s.srv, s.log, s.leanPaths)
 	}
 	return s
 }
