@@ -175,13 +175,19 @@ func TestLeanDroppedLegAborts(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		script func(*emitter)
+		openai bool // the first round is a streamed completion (the router's front end)
 	}{
-		{"nothing written", func(e *emitter) { e.hang() }},
+		{"nothing written", func(e *emitter) { e.hang() }, false},
 		{"mid-stream", func(e *emitter) {
 			if e.send(gen.Event{Tokens: []int{'a'}}) {
 				e.hang()
 			}
-		}},
+		}, false},
+		{"openai", func(e *emitter) {
+			if e.send(gen.Event{Tokens: []int{'a'}}) {
+				e.hang()
+			}
+		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeGen{started: make(chan struct{}, 4), script: func(e *emitter) {
@@ -191,7 +197,7 @@ func TestLeanDroppedLegAborts(t *testing.T) {
 				}
 				tc.script(e)
 			}}
-			addr, h := startLean(t, f)
+			addr, h := startLean(t, f, WithLeanPaths("/v1/completions"))
 			for round := range 2 { // the second on a connection that served a request before
 				nc, err := net.Dial("tcp", addr)
 				require.NoError(t, err)
@@ -206,7 +212,12 @@ func TestLeanDroppedLegAborts(t *testing.T) {
 					require.Contains(t, string(b), `"done":true`)
 				}
 				before := f.abortCount()
-				_, err = nc.Write([]byte(genReq("drop", okBody)))
+				req := genReq("drop", okBody)
+				if round == 0 && tc.openai {
+					body := `{"prompt":"x","stream":true}`
+					req = fmt.Sprintf("POST /v1/completions HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+				}
+				_, err = nc.Write([]byte(req))
 				require.NoError(t, err)
 				<-f.started
 				require.NoError(t, nc.Close())
