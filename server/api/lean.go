@@ -204,7 +204,7 @@ func (s *leanServer) limit(c *leanConn) time.Duration {
 	case readBody:
 		return s.readTimeout
 	case readIdle:
-		if !c.active.Load() {
+		if c.pending.Load() == 0 {
 			return cmpOr(s.idle, s.readTimeout)
 		}
 	}
@@ -245,9 +245,9 @@ type leanConn struct {
 	rhdr   http.Header // the response header map, cleared per request
 	werr   error
 
-	state  atomic.Int32
-	since  atomic.Int64 // when the state began (or the last response ended)
-	active atomic.Bool  // the server goroutine has a request in hand
+	state   atomic.Int32
+	since   atomic.Int64 // when the state began (or the last response ended)
+	pending atomic.Int32 // requests handed to the server goroutine and not yet answered
 }
 
 // leanItem is a request for the server goroutine, or the hand-off of the connection to
@@ -274,7 +274,7 @@ func (c *leanConn) touch(state int32) {
 	c.since.Store(time.Now().UnixNano())
 }
 
-func (c *leanConn) idle() bool { return !c.active.Load() && c.state.Load() == readIdle }
+func (c *leanConn) idle() bool { return c.pending.Load() == 0 && c.state.Load() == readIdle }
 
 // serveLoop is the connection's server goroutine: it starts the reader, then answers
 // what the reader hands it, in order.
@@ -287,9 +287,8 @@ func (c *leanConn) serveLoop() {
 			c.s.hand.push(&prefixConn{Conn: c.nc, pre: it.handover})
 			return
 		}
-		c.active.Store(true)
 		again := c.serveOne(it)
-		c.active.Store(false)
+		c.pending.Add(-1)
 		c.since.Store(time.Now().UnixNano())
 		if !again {
 			break
@@ -355,6 +354,7 @@ func (c *leanConn) read() {
 		case endConn:
 			return
 		}
+		c.pending.Add(1) // before the hand-off: never idle in between (shutdown closes idle ones)
 		select {
 		case c.reqs <- it:
 		case <-c.sdone:
