@@ -358,3 +358,84 @@ func TestLeanShutdown(t *testing.T) {
 	require.NoError(t, wait())
 	f2.wg.Wait()
 }
+
+// FuzzLeanAgainstNetHTTP: any request (method, target, extra header lines, body) gets
+// the same answer from the lean server as from net/http for the same handler: status,
+// fields but Date, framing and body. Heads the lean server declines reach net/http
+// through the hand-off, so malformed ones are answered by net/http's own 400s.
+func FuzzLeanAgainstNetHTTP(f *testing.F) {
+	var addrs [2]string
+	for i, lean := range []bool{false, true} {
+		g := &fakeGen{script: textScript("ok", "stop")}
+		h := New(g, WithLogger(discardLogger()), WithContextLength(1024), WithMaxBodyBytes(4096))
+		opts := []ServerOption{WithServerLogger(discardLogger())}
+		if lean {
+			opts = append(opts, WithLeanGenerate())
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(f, err)
+		srv := NewServer(h, opts...)
+		errc := make(chan error, 1)
+		go func() { errc <- srv.Serve(ln) }()
+		f.Cleanup(func() { _ = srv.Shutdown(context.Background()); <-errc; g.wg.Wait() })
+		addrs[i] = ln.Addr().String()
+	}
+	for _, s := range [][4]string{
+		{"POST", "/generate", "X-Request-Id: a\r\n", okBody},
+		{"POST", "/generate", "X-Request-Id: a\r\nConnection: close\r\n", `{"input_ids":[]}`},
+		{"POST", "/generate", "X-Request-Id: a\r\nX-Request-Id: b\r\nTraceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\r\n", okBody},
+		{"POST", "/generate", "Bad Header : x\r\n", okBody},
+		{"POST", "/generate", "X-Request-Id: a\r\nExpect: 100-continue\r\n", okBody},
+		{"GET", "/generate", "X-Request-Id: a\r\n", ""},
+		{"POST", "/v1/completions", "X-Request-Id: a\r\n", `{"prompt":"x"}`},
+		{"POST", "/generate?x=1", "X-Request-Id: a\r\n", okBody},
+		{"POST", "/generate", "X-Request-Id: a\r\nContent-Type: text/plain\r\nAccept: */*\r\n", strings.Repeat("x", 5000)},
+	} {
+		f.Add(s[0], s[1], s[2], s[3])
+	}
+	f.Fuzz(func(t *testing.T, method, target, fields, body string) {
+		lower := strings.ToLower(fields)
+		if len(fields) > 2048 || len(body) > 8192 || strings.Contains(method+target, "\n") ||
+			strings.Contains(lower, "content-length") || strings.Contains(lower, "transfer-encoding") {
+			return // framing of its own: both servers wait for bytes that never come (declined heads are net/http's anyway)
+		}
+		raw := method + " " + target + " HTTP/1.1\r\nHost: h\r\n" + fields + "Content-Length: " + fmt.Sprint(len(body)) + "\r\n\r\n" + body
+		var got [2]string
+		for i, addr := range addrs {
+			got[i] = answer(t, addr, raw)
+		}
+		if got[0] != got[1] {
+			t.Fatalf("net/http and lean differ for %q:\n%s\n---\n%s", raw, got[0], got[1])
+		}
+	})
+}
+
+// answer sends raw on a fresh connection and describes the first response: status,
+// fields but Date, framing and body ("closed" when none came).
+func answer(t *testing.T, addr, raw string) string {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
+	if _, err := nc.Write([]byte(raw)); err != nil {
+		return "closed"
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+	if err != nil {
+		return "closed"
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "closed"
+	}
+	resp.Header.Del("Date")
+	if rid := resp.Header.Get("X-Request-Id"); rid != "" && !strings.Contains(raw, rid) {
+		resp.Header.Set("X-Request-Id", "random") // the handler drew one: the request had none usable
+		b = bytes.ReplaceAll(b, []byte(rid), []byte("random"))
+	}
+	var sb strings.Builder
+	_ = resp.Header.Write(&sb)
+	return fmt.Sprintf("%s\n%s%v %d %v\n%s", resp.Status, sb.String(), resp.TransferEncoding, resp.ContentLength, resp.Close, created.ReplaceAll(b, []byte(`"created":0`)))
+}
