@@ -422,7 +422,7 @@ func (c *leanConn) request(end int) (leanItem, int) {
 	if len(body) == 0 {
 		r.Body = http.NoBody
 	} else {
-		r.Body = &leanBody{Reader: bytes.NewReader(body)}
+		r.Body = &leanBody{b: body, Reader: bytes.NewReader(body)}
 	}
 	return leanItem{r: r, close: hd.Close}, serveLean
 }
@@ -439,10 +439,23 @@ func (c *leanConn) handover() {
 	}
 }
 
-// leanBody is a request body read whole.
-type leanBody struct{ *bytes.Reader }
+// leanBody is a request body read whole (within the handler's limit).
+type leanBody struct {
+	b []byte
+	*bytes.Reader
+}
 
-func (leanBody) Close() error { return nil }
+func (*leanBody) Close() error { return nil }
+
+// whole returns the body's bytes when nothing has been read of it yet, and marks it
+// read: the handler's readBody need not copy what the reader already holds.
+func (l *leanBody) whole() ([]byte, bool) {
+	if l.Len() != len(l.b) {
+		return nil, false
+	}
+	_, _ = l.Seek(0, io.SeekEnd)
+	return l.b, true
+}
 
 // handoff is the listener net/http serves: the connections the lean server hands it.
 type handoff struct {
