@@ -346,7 +346,9 @@ func TestLeanShutdown(t *testing.T) {
 	f2 := &fakeGen{started: make(chan struct{}, 1), script: f.script}
 	h2 := New(f2, WithLogger(discardLogger()), WithContextLength(1024))
 	url, srv, wait = runServer(t, h2, WithLeanGenerate(), WithShutdownGrace(50*time.Millisecond), WithAbortWait(time.Minute))
-	go func() { got <- exchange(t, strings.TrimPrefix(url, "http://"), genReq("stuck", `{"rid":"stuck","input_ids":[256,1],"sampling_params":{"max_new_tokens":2}}`)) }()
+	go func() {
+		got <- exchange(t, strings.TrimPrefix(url, "http://"), genReq("stuck", `{"rid":"stuck","input_ids":[256,1],"sampling_params":{"max_new_tokens":2}}`))
+	}()
 	<-f2.started
 	require.NoError(t, srv.Shutdown(context.Background()))
 	r = <-got

@@ -115,7 +115,8 @@ func (m *metrics) setStats(st scheduler.Stats) {
 	}
 	m.lastStats, m.statsSet = key, true
 	m.cacheSet = false // the cache gauges are written here too: setCache writes them again
-	eachStatGauge(st, func(name string, v float64) { m.stat[name].Set(v) }) // no map per publish
+	// No map per publish: eachStatGauge is StatGauges's rule without it.
+	eachStatGauge(st, func(name string, v float64) { m.stat[name].Set(v) })
 }
 
 // publishedStats is st without the fields no gauge shows, so that two Stats publish
