@@ -69,8 +69,13 @@ func newLeanServer(h *Handler, srv *http.Server, log *slog.Logger, paths []strin
 func (s *leanServer) serve(ln net.Listener) error {
 	s.mu.Lock()
 	s.ln = ln
+	closing := s.closing.Load()
 	s.mu.Unlock()
 	defer close(s.done)
+	if closing { // shut down before it served
+		_ = ln.Close()
+		return nil
+	}
 	go s.reap()
 	var backoff time.Duration
 	for {
@@ -284,6 +289,7 @@ func (c *leanConn) serveLoop() {
 	defer close(c.sdone)
 	for it := range c.reqs {
 		if it.handover != nil {
+			c.cancel() // no request of this server is left on it
 			c.s.hand.push(&prefixConn{Conn: c.nc, pre: it.handover})
 			return
 		}
@@ -322,9 +328,12 @@ func (c *leanConn) serveOne(it leanItem) (again bool) {
 
 // read is the connection's reader (see leanServer).
 func (c *leanConn) read() {
+	handedOver := false
 	defer func() {
 		c.state.Store(readDone)
-		c.cancel() // the peer went away, or the connection ended: every request on it is over
+		if !handedOver { // (a hand-off leaves a request still being answered alone)
+			c.cancel() // the peer went away, or the connection ended: every request on it is over
+		}
 		close(c.reqs)
 	}()
 	for {
@@ -332,7 +341,7 @@ func (c *leanConn) read() {
 		for end < 0 {
 			if c.n == len(c.buf) {
 				if len(c.buf) >= http1.MaxSimpleHead {
-					c.handover()
+					handedOver = c.handover()
 					return
 				}
 				c.buf = append(c.buf, make([]byte, len(c.buf))...)
@@ -349,7 +358,7 @@ func (c *leanConn) read() {
 		it, next := c.request(end)
 		switch next {
 		case toNetHTTP:
-			c.handover()
+			handedOver = c.handover()
 			return
 		case endConn:
 			return
@@ -427,15 +436,18 @@ func (c *leanConn) request(end int) (leanItem, int) {
 	return leanItem{r: r, close: hd.Close}, serveLean
 }
 
-// handover gives the connection to net/http, with the bytes read so far.
-func (c *leanConn) handover() {
+// handover gives the connection to net/http, with the bytes read so far, once the
+// server goroutine has answered what it was handed before; false when it has ended.
+func (c *leanConn) handover() bool {
 	pre := bytes.Clone(c.buf[:c.n])
 	if pre == nil {
 		pre = []byte{}
 	}
 	select {
 	case c.reqs <- leanItem{handover: pre}:
+		return true
 	case <-c.sdone:
+		return false
 	}
 }
 

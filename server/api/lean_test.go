@@ -441,3 +441,52 @@ func answer(t *testing.T, addr, raw string) string {
 	_ = resp.Header.Write(&sb)
 	return fmt.Sprintf("%s\n%s%v %d %v\n%s", resp.Status, sb.String(), resp.TransferEncoding, resp.ContentLength, resp.Close, created.ReplaceAll(b, []byte(`"created":0`)))
 }
+
+// TestLeanPipelinedHandOff: a request for net/http pipelined behind a /generate in
+// progress waits for it: the generation is not cancelled by the hand-off (the reader
+// ends there), its answer is whole, and net/http answers the next one after it.
+func TestLeanPipelinedHandOff(t *testing.T) {
+	release := make(chan struct{})
+	f := &fakeGen{started: make(chan struct{}, 1), script: func(e *emitter) {
+		select {
+		case <-release:
+			e.text("ok", "stop")
+		case <-e.ctx.Done():
+			e.abort()
+		}
+	}}
+	h := New(f, WithLogger(discardLogger()), WithContextLength(1024))
+	url, srv, wait := runServer(t, h, WithLeanGenerate())
+	defer func() {
+		require.NoError(t, srv.Shutdown(context.Background()))
+		require.NoError(t, wait())
+		f.wg.Wait()
+	}()
+	nc, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
+	_, err = nc.Write([]byte(genReq("first", okBody) + "GET /health HTTP/1.1\r\nHost: h\r\n\r\n"))
+	require.NoError(t, err)
+	<-f.started
+	require.Eventually(t, func() bool { // the reader has handed the connection over and ended
+		srv.lean.mu.Lock()
+		defer srv.lean.mu.Unlock()
+		for c := range srv.lean.conns {
+			if c.state.Load() == readDone {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, time.Millisecond)
+	close(release)
+	br := bufio.NewReader(nc)
+	for i, want := range []string{`"finish_reason":"stop"`, `"status":"ok"`} {
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err, "response %d", i)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Contains(t, string(b), want, "response %d", i)
+	}
+	require.Zero(t, f.abortCount())
+}
