@@ -33,6 +33,7 @@ type Body struct {
 	nc     net.Conn
 	lb     *[]byte // head buffer while it still holds body bytes; nil after
 	lo, hi int
+	pooled bool // lb goes back to headPool when it is let go
 
 	chunked bool
 	remain  int64 // identity: bytes left (-1: to EOF); chunked: bytes left in this chunk
@@ -49,6 +50,9 @@ type Body struct {
 // settle lets the head buffer go once its bytes are used.
 func (b *Body) settle() {
 	if b.lb != nil && b.lo >= b.hi {
+		if b.pooled {
+			headPool.Put(b.lb) // nothing else refers to it: raw copied its bytes out
+		}
 		b.lb = nil
 	}
 }
@@ -231,8 +235,9 @@ func (b *Body) dechunk(p []byte) int {
 			switch c {
 			case '\r':
 				b.st = csTrailerLF
-			case '\n':
-				b.eof = true
+			case '\n': // net/http wants the body's last line to be CRLF (FuzzReadResponseAgainstNetHTTP)
+				b.err = errBadChunk
+				return w
 			default:
 				b.st = csTrailerLine
 			}

@@ -23,6 +23,11 @@
 // IdleRace tells the caller when a failure is that race (a reused connection, the request
 // written, EOF or reset before any response byte), so it may retry once on a fresh one.
 //
+// One server-side piece: ParseRequestHead reads the simple request heads (the router's
+// /generate) that server/api's lean server answers without net/http, and declines every
+// other head, which net/http then reads (FuzzParseRequestHead: an accepted head means
+// the same to net/http).
+//
 // Main loop:
 //
 //	p := http1.NewPool(http1.WithIdleTimeout(4 * time.Second))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strconv"
+	"sync"
 )
 
 const (
@@ -53,7 +54,31 @@ type Head struct {
 func ReadResponse(nc net.Conn) (Head, *Body, error) {
 	// Not pooled: a burst reads thousands of heads at once, and a pool would keep that
 	// many buffers past the burst; this one is garbage once the stream has read its bytes.
-	buf, n, seen := make([]byte, headBuffer), 0, false
+	return readResponse(nc, make([]byte, headBuffer), false)
+}
+
+// headPool holds head buffers of ReadResponsePooled (*[]byte of len headBuffer).
+var headPool sync.Pool
+
+// ReadResponsePooled is ReadResponse with a head buffer taken from a pool and given back
+// once the body has used the bytes read along with the head: for a caller that reads
+// many short answers and holds none (the router's legs, two per request), not for one
+// that holds thousands of streams at once (a pool would keep their buffers past a burst).
+func ReadResponsePooled(nc net.Conn) (Head, *Body, error) {
+	bp, _ := headPool.Get().(*[]byte)
+	if bp == nil || len(*bp) != headBuffer {
+		bp = new([]byte)
+		*bp = make([]byte, headBuffer)
+	}
+	h, b, err := readResponse(nc, *bp, true)
+	if err != nil {
+		headPool.Put(bp) // nothing refers to it: the head's values are copies
+	}
+	return h, b, err
+}
+
+func readResponse(nc net.Conn, buf []byte, pooled bool) (Head, *Body, error) {
+	n, seen := 0, false
 	for {
 		end := headEnd(buf[:n])
 		if end < 0 {
@@ -86,7 +111,7 @@ func ReadResponse(nc net.Conn) (Head, *Body, error) {
 			n, seen = copy(buf, buf[end:n]), true // an interim answer: the real one follows
 			continue
 		}
-		b := &Body{nc: nc, lb: &buf, lo: end, hi: n, chunked: h.Chunked, remain: h.Length}
+		b := &Body{nc: nc, lb: &buf, lo: end, hi: n, chunked: h.Chunked, remain: h.Length, pooled: pooled && len(buf) == headBuffer}
 		switch {
 		case h.Status == 204 || h.Status == 304 || h.Status == 101:
 			b.chunked, b.remain = false, 0

@@ -2,6 +2,7 @@ package http1
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http/httputil"
@@ -280,4 +281,43 @@ func TestIdleRace(t *testing.T) {
 func wireErr(t *testing.T, raw string) (Head, error) {
 	h, _, _, err := wire(t, raw, 1<<20)
 	return h, err
+}
+
+// TestReadResponsePooled: bodies read from pooled head buffers stay intact while other
+// pooled reads come and go (a buffer goes back only once its body's bytes are used).
+func TestReadResponsePooled(t *testing.T) {
+	resp := func(i int) (string, string) {
+		body := strings.Repeat(string(rune('a'+i%26)), 10+i*37%500)
+		return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body), body
+	}
+	for round := range 50 {
+		type open struct {
+			b    *Body
+			want string
+			got  []byte
+		}
+		var bodies []*open
+		for i := range 4 {
+			raw, want := resp(round*4 + i)
+			_, b, err := ReadResponsePooled(&bytesConn{r: bytes.NewReader([]byte(raw))})
+			require.NoError(t, err)
+			bodies = append(bodies, &open{b: b, want: want})
+		}
+		for done := 0; done < len(bodies); { // read them interleaved, a few bytes at a time
+			done = 0
+			for _, o := range bodies {
+				var p [7]byte
+				n, err := o.b.Read(p[:])
+				o.got = append(o.got, p[:n]...)
+				if err == io.EOF {
+					done++
+				} else {
+					require.NoError(t, err)
+				}
+			}
+		}
+		for _, o := range bodies {
+			require.Equal(t, o.want, string(o.got))
+		}
+	}
 }

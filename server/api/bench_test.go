@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"pdsoak/internal/http1"
 	"pdsoak/server/gen"
 )
 
@@ -59,4 +63,95 @@ func BenchmarkStreamOverhead(b *testing.B) {
 	b.ReportMetric(float64(baseT.Microseconds())/float64(b.N), "baseline_us/req")
 	http.DefaultClient.CloseIdleConnections()
 	f.wg.Wait()
+}
+
+// BenchmarkLeanGenerate: POST /generate the way the router sends it (one keep-alive
+// connection, one request at a time, a two-token answer), against the same handler
+// behind net/http and behind the lean server, alternating blocks of 200 requests in one
+// process. lean/nethttp_cpu is the ratio of process CPU time (user + system, client
+// included: the same on both sides) per request; *_allocs/req counts every allocation
+// of the process (client included) per request.
+func BenchmarkLeanGenerate(b *testing.B) {
+	type side struct {
+		addr          string
+		nc            net.Conn
+		cpu, wall     time.Duration
+		allocs, count uint64
+	}
+	var sides [2]*side
+	for i, lean := range []bool{false, true} {
+		f := &fakeGen{script: textScript("ok", "stop")}
+		h := New(f, WithLogger(discardLogger()), WithContextLength(1024))
+		var opts []ServerOption
+		if lean {
+			opts = append(opts, WithLeanGenerate())
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := NewServer(h, append(opts, WithServerLogger(discardLogger()))...)
+		errc := make(chan error, 1)
+		go func() { errc <- srv.Serve(ln) }()
+		defer func() { _ = srv.Shutdown(context.Background()); <-errc; f.wg.Wait() }()
+		nc, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer nc.Close()
+		sides[i] = &side{addr: ln.Addr().String(), nc: nc}
+	}
+	req := []byte(genReq("bench", okBody))
+	one := func(s *side) {
+		if _, err := s.nc.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		_, body, err := http1.ReadResponse(s.nc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.Copy(io.Discard, body); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, s := range sides {
+		for range 100 { // warm-up
+			one(s)
+		}
+	}
+	const block = 200
+	var ms runtime.MemStats
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for _, s := range sides {
+			cpu0 := processCPU()
+			runtime.ReadMemStats(&ms)
+			m0, t0 := ms.Mallocs, time.Now()
+			for range block {
+				one(s)
+			}
+			s.wall += time.Since(t0)
+			s.cpu += processCPU() - cpu0
+			runtime.ReadMemStats(&ms)
+			s.allocs += ms.Mallocs - m0
+			s.count += block
+		}
+	}
+	b.StopTimer()
+	net, lean := sides[0], sides[1]
+	b.ReportMetric(float64(lean.cpu)/float64(net.cpu), "lean/nethttp_cpu")
+	b.ReportMetric(float64(lean.wall)/float64(net.wall), "lean/nethttp_wall")
+	b.ReportMetric(float64(net.cpu.Microseconds())/float64(net.count), "nethttp_cpu_us/req")
+	b.ReportMetric(float64(lean.cpu.Microseconds())/float64(lean.count), "lean_cpu_us/req")
+	b.ReportMetric(float64(net.allocs)/float64(net.count), "nethttp_allocs/req")
+	b.ReportMetric(float64(lean.allocs)/float64(lean.count), "lean_allocs/req")
+}
+
+// processCPU is this process's user + system time.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -12,6 +12,12 @@
 //		api.WithGatherer(registry), api.WithRole("colocated"))
 //	err := api.Serve(ctx, listener, h) // until ctx is done, then drain, abort, close
 //
+// WithLeanGenerate (workers) and WithLeanPaths (the router's OpenAI endpoints) answer
+// those POST requests on the package's own connection code instead of net/http's
+// (lean.go): a reader parked on each connection sees the peer go away (a dropped leg
+// still aborts its generation), the writer puts net/http's bytes on the wire, and any
+// other or unusual request hands its connection to net/http.
+//
 // Each generation request runs this loop:
 //
 //	parse + validate (400/404/413 before anything runs)

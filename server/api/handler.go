@@ -294,6 +294,11 @@ func isLoopback(remote string) bool {
 
 // readBody reads a bounded request body; a body over the limit is a 413.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+	if lb, ok := r.Body.(*leanBody); ok && int64(len(lb.b)) <= h.maxBody {
+		if b, ok := lb.whole(); ok {
+			return b, nil // the lean server read it, within the limit
+		}
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError

@@ -50,6 +50,19 @@ func WithAbortWait(d time.Duration) ServerOption { return func(s *Server) { s.ab
 // WithServerLogger sets the logger of the server's own messages.
 func WithServerLogger(l *slog.Logger) ServerOption { return func(s *Server) { s.log = l } }
 
+// WithLeanGenerate serves the worker endpoint POST /generate on the package's own
+// connection code when the handler is a *Handler: the requests the PD router sends
+// cost a worker far less CPU than through net/http, with the same bytes on the wire;
+// every other request (any other path, anything unusual) is still net/http's, on the
+// same listener (see leanServer).
+func WithLeanGenerate() ServerOption { return WithLeanPaths("/generate") }
+
+// WithLeanPaths serves POST requests to paths on the lean connection code (see
+// WithLeanGenerate); the router's front end uses it for the OpenAI generation endpoints.
+func WithLeanPaths(paths ...string) ServerOption {
+	return func(s *Server) { s.leanPaths = append(s.leanPaths, paths...) }
+}
+
 // drainer is implemented by *Handler; other handlers are shut down without it.
 type drainer interface {
 	Drain()
@@ -69,6 +82,9 @@ type Server struct {
 	grace     time.Duration
 	abortWait time.Duration
 	log       *slog.Logger
+
+	leanPaths []string    // POST paths the lean server answers
+	lean      *leanServer // nil: net/http serves everything
 }
 
 // NewServer wraps h.
@@ -90,15 +106,48 @@ func NewServer(h http.Handler, opts ...ServerOption) *Server {
 		o(s)
 	}
 	s.srv.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
+	if h, ok := h.(*Handler); ok && len(s.leanPaths) > 0 {
+		s.lean = newLeanServer(h, s.srv, s.log, s.leanPaths)
+	}
 	return s
 }
 
 // Serve accepts connections on ln until Shutdown; it returns nil after a shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if s.lean == nil {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("api: serve: %w", err)
+		}
+		return nil
+	}
+	s.lean.hand = newHandoff(ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.lean.hand) }()
+	err := s.lean.serve(ln)
+	if err != nil {
+		_ = s.srv.Close() // net/http's loop ends with the listener it was handed from
+		s.lean.closeAll()
+	}
+	if herr := <-errc; herr != nil && !errors.Is(herr, http.ErrServerClosed) && err == nil {
+		err = herr
+	}
+	if err != nil {
 		return fmt.Errorf("api: serve: %w", err)
 	}
 	return nil
+}
+
+// shutdown is http.Server.Shutdown over both servers.
+func (s *Server) shutdown(ctx context.Context) error {
+	if s.lean == nil {
+		return s.srv.Shutdown(ctx)
+	}
+	s.lean.stopAccepting()
+	err := s.srv.Shutdown(ctx)
+	if lerr := s.lean.shutdown(ctx); err == nil {
+		err = lerr
+	}
+	return err
 }
 
 // Shutdown stops the server as described on Server. ctx can cut the whole sequence
@@ -109,7 +158,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		d.Drain()
 	}
 	graceCtx, cancel := context.WithTimeout(ctx, s.grace)
-	err := s.srv.Shutdown(graceCtx)
+	err := s.shutdown(graceCtx)
 	cancel()
 	if err == nil {
 		return nil
@@ -118,13 +167,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if d != nil {
 		d.Abort()
 		abortCtx, cancel := context.WithTimeout(ctx, s.abortWait)
-		err = s.srv.Shutdown(abortCtx)
+		err = s.shutdown(abortCtx)
 		cancel()
 		if err == nil {
 			return nil
 		}
 	}
 	s.log.Warn("api: closing connections that did not finish after the abort", "abort_wait", s.abortWait)
+	if s.lean != nil {
+		s.lean.closeAll()
+	}
 	if cerr := s.srv.Close(); cerr != nil {
 		return fmt.Errorf("api: close: %w", cerr)
 	}

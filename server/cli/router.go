@@ -282,7 +282,8 @@ func runRouter(ctx context.Context, f *routerFlags, logw io.Writer, ready chan<-
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
-	err = api.Serve(ctx, ln, h, api.WithShutdownGrace(time.Duration(f.shutdownGrace)), api.WithServerLogger(log))
+	err = api.Serve(ctx, ln, h, api.WithShutdownGrace(time.Duration(f.shutdownGrace)), api.WithServerLogger(log),
+		api.WithLeanPaths("/v1/completions", "/v1/chat/completions")) // the PD path's front hop without net/http
 	log.Info("pdserver: stopped", "err", err)
 	return err
 }

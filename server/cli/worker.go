@@ -85,6 +85,7 @@ type worker struct {
 	grace    time.Duration
 	info     map[string]any
 	bootAddr string
+	role     engine.Role
 }
 
 // buildWorker turns validated flags into a started engine and a bound listener.
@@ -108,7 +109,7 @@ func buildWorker(role engine.Role, f *workerFlags, logw ioWriter) (*worker, erro
 	if err != nil {
 		return nil, &UsageError{Err: fmt.Errorf("a KV pool of %d pages (--max-total-tokens, or --mem-fraction-static × --device-memory-gb): %w", pages, err)}
 	}
-	w := &worker{log: log, grace: time.Duration(f.shutdownGrace), info: map[string]any{
+	w := &worker{log: log, role: role, grace: time.Duration(f.shutdownGrace), info: map[string]any{
 		"semantics": f.limits.Semantics, "backend": f.backend, "page_size": f.pageSize(), "pool_pages": pages,
 		"pool_tokens": pages * f.pageSize(), "max_queued_requests": f.limits.MaxQueuedRequests,
 		"max_running_requests": f.limits.MaxRunningRequests,
@@ -170,7 +171,11 @@ func (w *worker) close() {
 func (w *worker) run(ctx context.Context) error {
 	w.log.Info("pdserver: listening", "addr", "http://"+w.ln.Addr().String(), "bootstrap_addr", w.bootAddr,
 		"pool_pages", w.info["pool_pages"], "semantics", w.info["semantics"])
-	err := api.Serve(ctx, w.ln, w.handler, api.WithShutdownGrace(w.grace), api.WithServerLogger(w.log))
+	sopts := []api.ServerOption{api.WithShutdownGrace(w.grace), api.WithServerLogger(w.log)}
+	if w.role != roleColocated {
+		sopts = append(sopts, api.WithLeanGenerate()) // the router's legs: /generate without net/http
+	}
+	err := api.Serve(ctx, w.ln, w.handler, sopts...)
 	w.log.Info("pdserver: HTTP server stopped; stopping the engine", "err", err)
 	sctx, cancel := context.WithTimeout(context.Background(), engineShutdownBound)
 	defer cancel()

@@ -115,9 +115,8 @@ func (m *metrics) setStats(st scheduler.Stats) {
 	}
 	m.lastStats, m.statsSet = key, true
 	m.cacheSet = false // the cache gauges are written here too: setCache writes them again
-	for name, v := range StatGauges(st) {
-		m.stat[name].Set(v)
-	}
+	// No map per publish: eachStatGauge is StatGauges's rule without it.
+	eachStatGauge(st, func(name string, v float64) { m.stat[name].Set(v) })
 }
 
 // publishedStats is st without the fields no gauge shows, so that two Stats publish
@@ -147,27 +146,34 @@ func (m *metrics) setCache(st scheduler.Stats) {
 // simulator's workers answer scrapes with them): the queues, the KV pool in pages and
 // tokens, and its usage.
 func StatGauges(st scheduler.Stats) map[string]float64 {
+	g := make(map[string]float64, 15)
+	eachStatGauge(st, func(name string, v float64) { g[name] = v })
+	return g
+}
+
+// eachStatGauge calls set with each of StatGauges's names and values (setStats runs on
+// every loop iteration that changed a figure: building the map there was a worker's
+// largest allocation per request at zero compute).
+func eachStatGauge(st scheduler.Stats, set func(name string, v float64)) {
 	usage := 0.0
 	if st.TotalPages > 0 {
 		usage = float64(st.UsedPages) / float64(st.TotalPages)
 	}
-	return map[string]float64{
-		metricnames.Running:          float64(st.Running),
-		metricnames.Queue:            float64(st.Waiting),
-		metricnames.DecodePrealloc:   float64(st.Prealloc),
-		metricnames.DecodeTransfer:   float64(st.Transfer),
-		metricnames.PrefillBootstrap: float64(st.Bootstrap),
-		metricnames.PrefillInflight:  float64(st.Inflight),
-		metricnames.Retracted:        float64(st.Retracted),
-		metricnames.UsedTokens:       float64(st.UsedPages * st.PageSize),
-		metricnames.MaxTotalTokens:   float64(st.TotalPages * st.PageSize),
-		metricnames.KVPagesUsed:      float64(st.UsedPages),
-		metricnames.KVPagesTotal:     float64(st.TotalPages),
-		metricnames.TokenUsage:       usage,
-		metricnames.CacheHitRate:     hitRate(st),
-		metricnames.RadixLockedNodes: float64(st.LockedNodes),
-		metricnames.RadixCachedPages: float64(st.CachedPages),
-	}
+	set(metricnames.Running, float64(st.Running))
+	set(metricnames.Queue, float64(st.Waiting))
+	set(metricnames.DecodePrealloc, float64(st.Prealloc))
+	set(metricnames.DecodeTransfer, float64(st.Transfer))
+	set(metricnames.PrefillBootstrap, float64(st.Bootstrap))
+	set(metricnames.PrefillInflight, float64(st.Inflight))
+	set(metricnames.Retracted, float64(st.Retracted))
+	set(metricnames.UsedTokens, float64(st.UsedPages*st.PageSize))
+	set(metricnames.MaxTotalTokens, float64(st.TotalPages*st.PageSize))
+	set(metricnames.KVPagesUsed, float64(st.UsedPages))
+	set(metricnames.KVPagesTotal, float64(st.TotalPages))
+	set(metricnames.TokenUsage, usage)
+	set(metricnames.CacheHitRate, hitRate(st))
+	set(metricnames.RadixLockedNodes, float64(st.LockedNodes))
+	set(metricnames.RadixCachedPages, float64(st.CachedPages))
 }
 
 // CacheGauges are the prefix cache's gauges for st, published live from

@@ -221,7 +221,7 @@ func (call *legCall) send() error {
 func (call *legCall) response() (*legResponse, error) {
 	for {
 		c := call.c
-		h, body, err := http1.ReadResponse(c.Conn)
+		h, body, err := http1.ReadResponsePooled(c.Conn) // two a request, none held: pooled
 		if err == nil {
 			return &legResponse{StatusCode: h.Status, Body: body, c: c, head: h, body: body, stop: call.stop, lc: call.lc}, nil
 		}
