@@ -407,10 +407,3 @@ func (s sink) Received(room uint64, firstToken int, err error) {
 }
 func (s sink) Sent(room uint64, err error) { s.e.post(sentEv{room: room, err: err}) }
 
-// plural is "1 request", "2 requests".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}

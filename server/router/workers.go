@@ -114,5 +114,3 @@ func (r *Router) worker(i int) *worker { return r.all[i] }
 // Healthy is nil while at least one healthy prefill/decode pair exists (Routable). It
 // draws no randomness, so polling it leaves the seeded tie-breaks unchanged.
 func (r *Router) Healthy() error { return r.core.Routable() }
-
-func (r *Router) describe() string { return r.core.Describe() }
