@@ -350,9 +350,16 @@ type reqState struct {
 	// hardEnd is inspectGrace past the total deadline (zero: no total deadline): a
 	// deadline observer that hangs is cut off there.
 	hardEnd time.Time
+	// stallBase and lastProgress (nanoseconds since stallBase) time the stall deadline:
+	// progress stores the time, and the stall timer, when it fires early, re-arms itself
+	// for the rest (stall.go). stopped: the timers are stopped for good.
+	stallBase    time.Time
+	lastProgress atomic.Int64
+	stopped      atomic.Bool
 }
 
 func (s *reqState) stop() {
+	s.stopped.Store(true)
 	for _, t := range [...]*time.Timer{s.stall, s.first, s.connect, s.total} {
 		if t != nil {
 			t.Stop()

@@ -187,6 +187,17 @@ func TestClassification(t *testing.T) {
 					writeTokens(w, fl, 1)
 				}
 			}},
+		{name: "tokens keep a stream past its stall bound", stream: true, want: ledger.OutcomeOK,
+			// Two seconds of tokens 50 ms apart under a 1 s stall bound: the stall timer,
+			// re-armed by what is left rather than reset per chunk, must not fire.
+			deadline: with("stall", time.Second),
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				fl := sseHeaders(w)
+				for i := 0; i < 40 && f.sleep(r, 50*time.Millisecond); i++ {
+					writeTokens(w, fl, 1)
+				}
+				fmt.Fprint(w, chatChunk("", "stop")+"data: [DONE]\n\n")
+			}},
 		{name: "keep-alive comments forever", stream: true, want: ledger.OutcomeStalled,
 			phase: ledger.PhaseBeforeFirstToken, fired: "stall", deadline: with("stall", tightStall),
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {

@@ -53,7 +53,7 @@ func (c *Client) afterHead(ctx context.Context, req *Request, res *Result, st *r
 		st.connect.Stop()
 	}
 	if req.Deadlines.Stall > 0 {
-		st.stall = time.AfterFunc(req.Deadlines.Stall, c.fire(req, st, obs, ErrStallDeadline, "stall", nil))
+		st.armStall(req.Deadlines.Stall, c.fire(req, st, obs, ErrStallDeadline, "stall", nil))
 	}
 	if wait != nil {
 		body = waitingReader{body, wait}
@@ -105,7 +105,7 @@ func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *
 			continue // keep-alives are not progress
 		}
 		if st.stall != nil {
-			st.stall.Reset(req.Deadlines.Stall)
+			st.progress()
 		}
 		step := a.Event(ev.Type, ev.Data)
 		if step.Token && res.Chunks == 1 {
