@@ -334,38 +334,22 @@ type fired struct {
 // finishedSentinel marks a request whose result is final: no deadline may fire.
 var finishedSentinel = &fired{}
 
-// reqState tracks one request's progress for the deadline timers and the classifier.
-// The timers run on their own goroutines, so everything they read is atomic.
+// reqState tracks one request's progress for the deadline timer and the classifier.
+// The timer runs on its own goroutine, so everything it reads is atomic.
 type reqState struct {
-	phase   atomic.Int32
-	fired   atomic.Pointer[fired]
-	cancel  context.CancelCauseFunc
-	stall   *time.Timer
-	first   *time.Timer
-	connect *time.Timer
-	total   *time.Timer
+	phase  atomic.Int32
+	fired  atomic.Pointer[fired]
+	cancel context.CancelCauseFunc
+	dls    deadlines // the four deadlines on one timer (deadline.go)
 	// abortMu guards abortFn: what unblocks the transport's I/O on cancellation (h1).
 	abortMu sync.Mutex
 	abortFn func()
 	// hardEnd is inspectGrace past the total deadline (zero: no total deadline): a
 	// deadline observer that hangs is cut off there.
 	hardEnd time.Time
-	// stallBase and lastProgress (nanoseconds since stallBase) time the stall deadline:
-	// progress stores the time, and the stall timer, when it fires early, re-arms itself
-	// for the rest (stall.go). stopped: the timers are stopped for good.
-	stallBase    time.Time
-	lastProgress atomic.Int64
-	stopped      atomic.Bool
 }
 
-func (s *reqState) stop() {
-	s.stopped.Store(true)
-	for _, t := range [...]*time.Timer{s.stall, s.first, s.connect, s.total} {
-		if t != nil {
-			t.Stop()
-		}
-	}
-}
+func (s *reqState) stop() { s.dls.stop() }
 
 func (s *reqState) setAbort(f func()) {
 	s.abortMu.Lock()
@@ -402,12 +386,9 @@ type DeadlineObserver interface {
 	BeforeDeadline(req *Request, deadline string, phase ledger.Phase)
 }
 
-// fire returns the timer callback for a deadline.
-func (c *Client) fire(req *Request, st *reqState, obs Observer, cause error, name string, cond func() bool) func() {
-	return func() {
-		if cond != nil && !cond() {
-			return
-		}
+// fire returns what the deadline timer calls when a deadline fires.
+func (c *Client) fire(req *Request, st *reqState, obs Observer) func(cause error, name string) {
+	return func(cause error, name string) {
 		f := &fired{cause: cause, name: name, phase: phaseNames[st.phase.Load()], done: make(chan struct{})}
 		if cause == ErrConnectDeadline {
 			f.phase = ledger.PhaseConnect
@@ -481,8 +462,8 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 	}
 	defer st.waitFired(c.inspectGrace) // runs after the timers are stopped
 	defer cancel(nil)
-	rctx, disarm := c.armDeadlines(rctx, req, st, obs, now)
-	defer disarm()
+	c.armDeadlines(req, st, obs, now)
+	defer st.stop()
 	if c.h1 != nil {
 		return c.doH1(rctx, req, res, st, obs, path, body)
 	}
@@ -515,33 +496,21 @@ func (c *Client) doHTTP(rctx context.Context, req *Request, res *Result, st *req
 	return res
 }
 
-// armDeadlines starts the timers of the total, connect and first-token deadlines (the
-// stall timer starts with the stream) and puts a hard backstop on ctx. disarm stops them.
-func (c *Client) armDeadlines(ctx context.Context, req *Request, st *reqState, obs Observer, now time.Time) (_ context.Context, disarm func()) {
-	dl := req.Deadlines
-	if dl.Total > 0 {
-		st.total = time.AfterFunc(dl.Total, c.fire(req, st, obs, ErrTotalDeadline, "total", nil))
+// armDeadlines starts the deadline timer (the stall bound starts with the stream) and
+// sets the hard backstop past the total deadline.
+func (c *Client) armDeadlines(req *Request, st *reqState, obs Observer, now time.Time) {
+	if dl := req.Deadlines; dl.Total > 0 {
 		// Only a hanging deadline observer can keep a request past its total deadline;
 		// fire arms the backstop for that case when it calls one.
 		st.hardEnd = now.Add(dl.Total + c.inspectGrace)
 	}
-	if dl.Connect > 0 {
-		st.connect = time.AfterFunc(dl.Connect, c.fire(req, st, obs, ErrConnectDeadline, "connect",
-			func() bool { return st.phase.Load() == phConnect }))
-	}
-	if req.Stream && dl.FirstToken > 0 {
-		st.first = time.AfterFunc(dl.FirstToken, c.fire(req, st, obs, ErrFirstTokenDeadline, "first_token", nil))
-	}
-	return ctx, st.stop
+	st.dls.arm(req.Deadlines, req.Stream, &st.phase, c.fire(req, st, obs))
 }
 
 // newHTTPRequest builds the POST for req; writing it ends the connect phase.
 func (c *Client) newHTTPRequest(ctx context.Context, req *Request, st *reqState, path string, body []byte) (*http.Request, error) {
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
-		st.advance(phBeforeHeaders)
-		if st.connect != nil {
-			st.connect.Stop()
-		}
+		st.advance(phBeforeHeaders) // the connect deadline is over
 	}}
 	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, c.base+path, bytes.NewReader(body))
 	if err != nil {

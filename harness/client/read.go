@@ -49,12 +49,7 @@ func (c *Client) afterHead(ctx context.Context, req *Request, res *Result, st *r
 		return c.judge(res, st, Facts{Headers: true, Status: h.status, Invalid: true},
 			fmt.Errorf("client: stream requested, answer is %q, not text/event-stream", h.contentType))
 	}
-	if st.connect != nil {
-		st.connect.Stop()
-	}
-	if req.Deadlines.Stall > 0 {
-		st.armStall(req.Deadlines.Stall, c.fire(req, st, obs, ErrStallDeadline, "stall", nil))
-	}
+	st.dls.armStall()
 	if wait != nil {
 		body = waitingReader{body, wait}
 	}
@@ -104,9 +99,7 @@ func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *
 		if ev.Comment {
 			continue // keep-alives are not progress
 		}
-		if st.stall != nil {
-			st.progress()
-		}
+		st.dls.progress()
 		step := a.Event(ev.Type, ev.Data)
 		if step.Token && res.Chunks == 1 {
 			c.firstToken(req, res, st, obs)
@@ -123,11 +116,7 @@ func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *
 
 // firstToken moves the request past its first token: the first-token deadline is met.
 func (c *Client) firstToken(req *Request, res *Result, st *reqState, obs Observer) {
-	st.advance(phMidStream)
-	if st.first != nil {
-		st.first.Stop()
-		st.first = nil // a held stream need not keep a spent timer
-	}
+	st.advance(phMidStream) // the first-token deadline is met
 	if obs != nil {
 		obs.FirstToken(req, res.FirstToken)
 	}
