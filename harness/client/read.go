@@ -74,6 +74,9 @@ func (c *Client) refused(res *Result, st *reqState, h *head, body io.Reader) *Re
 
 // isEventStream reports whether a Content-Type header names text/event-stream.
 func isEventStream(ct string) bool {
+	if ct == "text/event-stream" {
+		return true // the common answer, without ParseMediaType's parameter map
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "text/event-stream"
 }
