@@ -352,6 +352,32 @@ func TestOKMetrics(t *testing.T) {
 	assert.Equal(t, []string{"sent", "headers:200", "first_token"}, obs.calls)
 }
 
+// The stream is read through views of the SSE reader's buffer (NextView): what the
+// result keeps of an event (its finish_reason, its stream id, its text) must survive the
+// events after it, which overwrite that buffer.
+func TestResultKeepsNothingOfTheReadBuffer(t *testing.T) {
+	f := newFake(t, func(f *fake, w http.ResponseWriter, r *http.Request) {
+		fl := sseHeaders(w)
+		fmt.Fprint(w, `data: {"id":"stream-a","choices":[{"index":0,"delta":{"content":"x1"},"finish_reason":null}]}`+"\n\n")
+		fmt.Fprint(w, `data: {"id":"stream-a","choices":[{"index":0,"delta":{"content":"y2"},"finish_reason":"eos_custom"}]}`+"\n\n")
+		fl.Flush()
+		// Events after it, in later reads, as long as it (padded with JSON whitespace):
+		// they overwrite the buffers in place.
+		ev2 := `{"id":"stream-a","choices":[{"index":0,"delta":{"content":"y2"},"finish_reason":"eos_custom"}]}`
+		usage := `{"id":"stream-a","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2}}`
+		fmt.Fprint(w, "data: "+usage[:len(usage)-1]+strings.Repeat(" ", len(ev2)-len(usage))+"}\n\n")
+		fmt.Fprint(w, ": "+strings.Repeat("z", 300)+"\n\n")
+		fl.Flush()
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	})
+	c, _ := New(f.srv.URL)
+	defer c.CloseIdleConnections()
+	res := c.Do(context.Background(), &Request{ID: "v", Model: "ref", Stream: true, Deadlines: dl}, nil)
+	require.Equal(t, ledger.OutcomeOK, res.Outcome, res.Err)
+	assert.Equal(t, "eos_custom", res.FinishReason)
+	assert.Equal(t, "x1y2", res.Text)
+}
+
 type recObs struct{ calls []string }
 
 func (o *recObs) Sent(*Request, time.Time) { o.calls = append(o.calls, "sent") }

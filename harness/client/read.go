@@ -95,7 +95,7 @@ func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *
 	a := NewAnswer(req, res, c.now)
 	defer func() { res.Text = a.Text() }()
 	for {
-		ev, err := r.Next()
+		ev, err := r.NextView() // Answer.Event keeps nothing of the data
 		if err != nil {
 			return c.streamEnded(ctx, res, st, err)
 		}
