@@ -159,6 +159,8 @@ type Client struct {
 	// header is sent with every request (target.headers); a request's own Header
 	// replaces same-named entries. Values are never logged or recorded.
 	header http.Header
+	// watch carries the end of a caller's context to its requests (watch.go).
+	watch watch
 }
 
 // Option configures a Client.
@@ -445,9 +447,10 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 		return c.finish(res, ledger.OutcomeInvalid, "", err)
 	}
 
-	// The request's context is not registered on ctx: ctx's end reaches it through one
-	// AfterFunc instead, and cancelling it also aborts the transport's I/O (h1), so no
-	// context hangs off it (a children map and a done channel for every held stream).
+	// The request's context is not registered on ctx: ctx's end reaches it through the
+	// client's watch (one AfterFunc per caller context, watch.go), and cancelling it also
+	// aborts the transport's I/O (h1), so no context hangs off it (a children map and a
+	// done channel for every held stream).
 	st := &reqState{}
 	rctx, cancelCtx := context.WithCancelCause(context.WithoutCancel(ctx))
 	cancel := func(cause error) {
@@ -455,8 +458,10 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 		st.runAbort()
 	}
 	st.cancel = cancel
-	stopParent := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-	defer stopParent()
+	if ctx.Done() != nil {
+		c.watch.add(ctx, st)
+		defer c.watch.remove(ctx, st)
+	}
 	if ctx.Err() != nil {
 		cancel(context.Cause(ctx))
 	}
