@@ -40,10 +40,20 @@ func attack(ctx context.Context, p vegeta.Pacer, workers, maxWorkers uint64, hit
 	defer wg.Wait()
 	defer close(ticks)
 	began := time.Now()
+	sleep := time.NewTimer(time.Hour) // one timer for every wait, not one per hit
+	defer sleep.Stop()
 	for count := uint64(0); ; {
 		wait, stop := p.Pace(time.Since(began), count)
-		if stop || !SleepCtx(ctx, wait) {
+		if stop || ctx.Err() != nil {
 			return
+		}
+		if wait > 0 {
+			sleep.Reset(wait)
+			select {
+			case <-sleep.C:
+			case <-ctx.Done():
+				return
+			}
 		}
 		if workers < maxWorkers {
 			select {
