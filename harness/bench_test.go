@@ -59,12 +59,17 @@ func newBenchExecutor(b testing.TB, url string, onEvent func(ledger.Event)) (*ex
 // vegetaMaxRate runs vegeta's own attack of n hits (workers > 0: at most that many
 // workers) and returns its rate of 200s and their count.
 func vegetaMaxRate(url string, body []byte, n int, workers uint64) (float64, int) {
+	return vegetaMaxRateAt(url, "/v1/chat/completions", body, n, workers)
+}
+
+// vegetaMaxRateAt is vegetaMaxRate on the given path.
+func vegetaMaxRateAt(url, path string, body []byte, n int, workers uint64) (float64, int) {
 	opts := []func(*vegeta.Attacker){vegeta.Workers(64)}
 	if workers > 0 {
 		opts = append(opts, vegeta.MaxWorkers(workers))
 	}
 	atk := vegeta.NewAttacker(opts...)
-	tr := vegeta.NewStaticTargeter(vegeta.Target{Method: "POST", URL: url + "/v1/chat/completions", Body: body})
+	tr := vegeta.NewStaticTargeter(vegeta.Target{Method: "POST", URL: url + path, Body: body})
 	start := time.Now()
 	ok := 0
 	for res := range atk.Attack(tr, hitsPacer(n), 0, "vegeta") {

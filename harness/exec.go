@@ -87,8 +87,9 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 	ruleStats, _ := r.Disconnect(e.cancelAfter(r))
 	tid := traceID(r) // once: both events carry it
 	e.emitScheduled(r, tid)
-	obs := &reqObserver{e: e, r: r, live: e.live.start(&r.Request)}
-	defer e.live.end(r.ID)
+	obs := &reqObserver{e: e, r: r}
+	e.live.track(&obs.live, &r.Request)
+	defer e.live.end(&obs.live)
 	res := e.c.Do(reqCtx, &r.Request, obs)
 	if e.interrupted.Load() {
 		judge.ReclassifyAtInterrupt(&r.Request, res)
@@ -153,7 +154,7 @@ func (e *executor) SetDisconnect(target string, afterTokens int, fraction float6
 type reqObserver struct {
 	e     *executor
 	r     *workload.Req
-	live  *liveReq
+	live  liveReq // in e.live while the request is in flight
 	debug atomic.Pointer[json.RawMessage]
 }
 

@@ -43,7 +43,7 @@ func (f *faultLog) cause(o ledger.Outcome, start, end time.Time) string {
 
 // liveReqs are the requests in flight, for the interrupt's look at what is overdue.
 type liveReqs struct {
-	m sync.Map // request id -> *liveReq
+	m sync.Map // *liveReq -> nil (keyed by pointer: a string key is boxed per request)
 }
 
 type liveReq struct {
@@ -54,19 +54,25 @@ type liveReq struct {
 }
 
 func (l *liveReqs) start(r *client.Request) *liveReq {
-	lr := &liveReq{d: r.Deadlines, stream: r.Stream}
-	l.m.Store(r.ID, lr)
+	lr := &liveReq{}
+	l.track(lr, r)
 	return lr
 }
 
-func (l *liveReqs) end(id string) { l.m.Delete(id) }
+// track adds r, recorded in lr (the executor's is a field of the request's observer).
+func (l *liveReqs) track(lr *liveReq, r *client.Request) {
+	lr.d, lr.stream = r.Deadlines, r.Stream
+	l.m.Store(lr, nil)
+}
+
+func (l *liveReqs) end(lr *liveReq) { l.m.Delete(lr) }
 
 // pastFirstToken counts the requests in flight at now that are past their
 // first-token deadline without a first token (or past their total deadline), and
 // the age of the oldest.
 func (l *liveReqs) pastFirstToken(now time.Time) (n int, oldest time.Duration) {
-	l.m.Range(func(_, v any) bool {
-		lr := v.(*liveReq)
+	l.m.Range(func(k, _ any) bool {
+		lr := k.(*liveReq)
 		sent := lr.sent.Load()
 		if sent == 0 {
 			return true

@@ -160,8 +160,10 @@ func TestLiveReqsPastFirstToken(t *testing.T) {
 	now := time.Now()
 	var l liveReqs
 	d := client.Deadlines{FirstToken: 10 * time.Second, Total: 30 * time.Second}
+	live := map[string]*liveReq{}
 	add := func(id string, stream bool, sentAgo, firstAgo time.Duration) {
 		lr := l.start(&client.Request{ID: id, Stream: stream, Deadlines: d})
+		live[id] = lr
 		if sentAgo > 0 {
 			lr.sent.Store(now.Add(-sentAgo).UnixNano())
 		}
@@ -178,7 +180,7 @@ func TestLiveReqsPastFirstToken(t *testing.T) {
 	n, oldest := l.pastFirstToken(now)
 	assert.Equal(t, 2, n)
 	assert.Equal(t, 31*time.Second, oldest)
-	l.end("too-old")
+	l.end(live["too-old"])
 	n, _ = l.pastFirstToken(now)
 	assert.Equal(t, 1, n)
 }

@@ -21,9 +21,6 @@ func traceID(r *workload.Req) string {
 	if v == "" {
 		v = r.TraceParent
 	}
-	tp, err := traceparent.Parse(v)
-	if err != nil {
-		return ""
-	}
-	return tp.TraceIDHex()
+	id, _ := traceparent.TraceIDOf(v)
+	return id
 }

@@ -4,7 +4,6 @@ import (
 	"math"
 	"pdsoak/internal/jsonnum"
 	"strconv"
-	"time"
 	"unicode/utf8"
 )
 
@@ -104,26 +103,6 @@ func appendEvent(dst []byte, ev *Event) (_ []byte, ok bool) {
 	b = appendStr(b, `,"server_version":`, ev.ServerVersion)
 	b = appendStr(b, `,"message":`, ev.Message)
 	return append(b, '}', '\n'), true
-}
-
-// appendTime writes t quoted as time.Time.MarshalJSON does (RFC 3339 with
-// nanoseconds, no monotonic reading), and ok false where MarshalJSON fails: a year of
-// other than four digits or a zone offset of 24 hours or more. The same check on the
-// written bytes as MarshalJSON's: cheaper than asking t for its year and zone first.
-func appendTime(b []byte, t time.Time) (_ []byte, ok bool) {
-	b = append(b, '"')
-	n0 := len(b)
-	b = t.AppendFormat(b, time.RFC3339Nano)
-	if b[n0+len("9999")] != '-' {
-		return b, false
-	}
-	if n := len(b); b[n-1] != 'Z' {
-		c := b[n-len("Z07:00")]
-		if ('0' <= c && c <= '9') || 10*(b[n-5]-'0')+(b[n-4]-'0') >= 24 {
-			return b, false
-		}
-	}
-	return append(b, '"'), true
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

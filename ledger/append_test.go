@@ -219,3 +219,39 @@ func TestEmitRequestEventsAllocatesNothing(t *testing.T) {
 	w.viaJSON = true // the check can fail: encoding/json's path allocates
 	assert.NotZero(t, testing.AllocsPerRun(20, func() { w.Emit(evs[4]) }))
 }
+
+// FuzzAppendTime compares appendTime with time.Time.MarshalJSON, in the order a ledger
+// sees times (two of them, a second apart or far apart, in one zone), including times
+// MarshalJSON rejects, so the table of formatted seconds is hit, missed and refilled.
+func FuzzAppendTime(f *testing.F) {
+	f.Add(int64(1764761400), int64(123456789), 0, int64(0))
+	f.Add(int64(1764761400), int64(0), 3600, int64(1))
+	f.Add(int64(1764761400), int64(100), -5*3600-30*60, int64(-16))
+	f.Add(int64(-62135596800), int64(0), 0, int64(-1))
+	f.Add(int64(253402300799), int64(999999999), 0, int64(1))
+	f.Add(int64(0), int64(10), 24*3600, int64(0))
+	f.Add(int64(1764761400), int64(5), 23*3600+59*60, int64(7))
+	f.Fuzz(func(t *testing.T, sec, nsec int64, off int, step int64) {
+		zone := time.FixedZone("z", off%(30*3600))
+		for _, at := range []time.Time{time.Unix(sec, nsec).In(zone), time.Unix(sec+step, nsec/3).In(zone),
+			time.Unix(sec, nsec).UTC(), time.Unix(sec, nsec).In(zone)} {
+			want, werr := at.MarshalJSON()
+			got, ok := appendTime(nil, at)
+			require.Equal(t, werr == nil, ok, "%v: ok", at)
+			if ok {
+				require.Equal(t, string(want), string(got), "%v", at)
+			}
+		}
+	})
+}
+
+func TestAppendTimeLocal(t *testing.T) {
+	now := time.Now()
+	for _, at := range []time.Time{now, now.Add(time.Nanosecond), now.Add(time.Second), now.Truncate(time.Second), now.UTC(), now.Round(0)} {
+		want, err := at.MarshalJSON()
+		require.NoError(t, err)
+		got, ok := appendTime(nil, at)
+		require.True(t, ok)
+		require.Equal(t, string(want), string(got))
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 )
 
 // DefaultMaxLine bounds one line (and one event's data) in bytes.
@@ -125,7 +126,15 @@ func NewReader(src io.Reader, opts ...Option) *Reader {
 // Next returns the next comment or dispatched event. It returns io.EOF when the
 // stream ends cleanly between events, ErrUnexpectedEOF when it ends inside an event,
 // and any read error of the underlying reader otherwise.
-func (r *Reader) Next() (Event, error) {
+func (r *Reader) Next() (Event, error) { return r.next(false) }
+
+// NextView is Next without copying an event's data or a comment's text: Data and Text
+// view the reader's own buffers and are valid only until the next call of Next or
+// NextView (a caller that keeps any part of them copies it). A held stream's every
+// token was one allocation of its whole chunk.
+func (r *Reader) NextView() (Event, error) { return r.next(true) }
+
+func (r *Reader) next(view bool) (Event, error) {
 	for {
 		line, err := r.line()
 		if err != nil {
@@ -139,7 +148,7 @@ func (r *Reader) Next() (Event, error) {
 			if !r.inEvent {
 				continue
 			}
-			ev, ok := r.dispatch()
+			ev, ok := r.dispatch(view)
 			if ok {
 				return ev, nil
 			}
@@ -150,7 +159,7 @@ func (r *Reader) Next() (Event, error) {
 			if len(text) > 0 && text[0] == ' ' {
 				text = text[1:]
 			}
-			return Event{Comment: true, Text: string(text), Retry: -1}, nil
+			return Event{Comment: true, Text: str(text, view), Retry: -1}, nil
 		}
 		if err := r.field(line); err != nil {
 			return Event{}, err
@@ -168,12 +177,20 @@ func (r *Reader) reset() {
 
 // dispatch ends the current event. Per the spec, an event without data is not
 // dispatched; the id field still persists as the last event id (kept here).
-func (r *Reader) dispatch() (Event, bool) {
+func (r *Reader) dispatch(view bool) (Event, bool) {
 	defer r.reset()
 	if !r.hasData {
 		return Event{}, false
 	}
-	return Event{Type: r.evType, Data: r.data.String(), ID: r.id, Retry: r.retry}, true
+	return Event{Type: r.evType, Data: str(r.data.Bytes(), view), ID: r.id, Retry: r.retry}, true
+}
+
+// str is b as a string: a copy, or (view) b's own bytes.
+func str(b []byte, view bool) string {
+	if view {
+		return unsafe.String(unsafe.SliceData(b), len(b))
+	}
+	return string(b)
 }
 
 func (r *Reader) field(line []byte) error {

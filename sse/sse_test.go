@@ -27,6 +27,24 @@ func parseAll(t testing.TB, r io.Reader) ([]Event, error) {
 	return nil, nil
 }
 
+// parseAllView is parseAll through NextView, each event's strings copied before the
+// next call (as its contract asks).
+func parseAllView(t testing.TB, r io.Reader) ([]Event, error) {
+	t.Helper()
+	p := NewReader(r, WithBufferSize(16)) // a small buffer: compaction and growth under the views
+	var out []Event
+	for i := 0; i < 100000; i++ {
+		ev, err := p.NextView()
+		if err != nil {
+			return out, err
+		}
+		ev.Data, ev.Text = strings.Clone(ev.Data), strings.Clone(ev.Text)
+		out = append(out, ev)
+	}
+	t.Fatal("parser did not terminate")
+	return nil, nil
+}
+
 func TestReader(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -149,6 +167,11 @@ func FuzzSSE(f *testing.F) {
 		bytewise, errByte := parseAll(t, iotest.OneByteReader(bytes.NewReader(in)))
 		if !equalEvents(whole, bytewise) || !errors.Is(errWhole, errByte) && errWhole.Error() != errByte.Error() {
 			t.Fatalf("chunking changed the result:\nwhole %+v %v\nbytes %+v %v", whole, errWhole, bytewise, errByte)
+		}
+		// NextView gives what Next does.
+		viewed, errView := parseAllView(t, iotest.HalfReader(bytes.NewReader(in)))
+		if !equalEvents(whole, viewed) || !errors.Is(errWhole, errView) && errWhole.Error() != errView.Error() {
+			t.Fatalf("NextView differs from Next:\nNext     %+v %v\nNextView %+v %v", whole, errWhole, viewed, errView)
 		}
 		// Round trip: an event made from the input's text survives encoding.
 		text := strings.Map(func(r rune) rune {

@@ -31,13 +31,11 @@ type TraceParent struct {
 // SHA-256 over a domain tag, the seed and the request id, so the same scenario, seed and
 // request id give the same ids on every run and in the simulator. Sampled is set.
 func Derive(seed int64, requestID string) TraceParent {
-	h := sha256.New()
-	h.Write([]byte("pdsoak traceparent v1\x00"))
-	var s [8]byte
-	binary.LittleEndian.PutUint64(s[:], uint64(seed))
-	h.Write(s[:])
-	h.Write([]byte(requestID))
-	sum := h.Sum(nil)
+	// One buffer on the stack (a request id longer than it moves it to the heap).
+	var buf [128]byte
+	b := append(buf[:0], "pdsoak traceparent v1\x00"...)
+	b = binary.LittleEndian.AppendUint64(b, uint64(seed))
+	sum := sha256.Sum256(append(b, requestID...))
 	var tp TraceParent
 	copy(tp.TraceID[:], sum[:16])
 	copy(tp.SpanID[:], sum[16:24])
@@ -55,6 +53,16 @@ func Derive(seed int64, requestID string) TraceParent {
 
 // TraceIDHex is the trace id as 32 lower-case hex digits (the ledger's trace_id).
 func (t TraceParent) TraceIDHex() string { return hex.EncodeToString(t.TraceID[:]) }
+
+// TraceIDOf is the trace id of header value s as TraceIDHex writes it, ok false where
+// Parse refuses s; without an allocation: the digits are s's own (Parse checked that
+// they are lower-case hex).
+func TraceIDOf(s string) (id string, ok bool) {
+	if _, err := Parse(s); err != nil {
+		return "", false
+	}
+	return trimOWS(s)[3:35], true
+}
 
 // SpanIDHex is the span (parent) id as 16 lower-case hex digits.
 func (t TraceParent) SpanIDHex() string { return hex.EncodeToString(t.SpanID[:]) }

@@ -2,6 +2,8 @@ package traceparent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"strings"
 	"testing"
@@ -96,6 +98,10 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		tp, err := Parse(s)
+		// TraceIDOf is Parse's trace id as TraceIDHex writes it.
+		if id, ok := TraceIDOf(s); ok != (err == nil) || (ok && id != tp.TraceIDHex()) {
+			t.Fatalf("TraceIDOf(%q) = %q, %v; Parse: %v, %v", s, id, ok, tp.TraceIDHex(), err)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("error %v does not wrap ErrInvalid", err)
@@ -109,4 +115,21 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("round trip: %q -> %q", trimmed, tp.String())
 		}
 	})
+}
+
+func TestDeriveAndTraceIDOfAllocate(t *testing.T) {
+	v := Derive(7, "ol-00000001").String()
+	require.Zero(t, testing.AllocsPerRun(100, func() { Derive(7, "ol-00000001") }))
+	require.Zero(t, testing.AllocsPerRun(100, func() { TraceIDOf(v) }))
+	// Short and past the stack buffer: the hash of the tag, the seed and the id.
+	for _, id := range []string{"r1", strings.Repeat("x", 500)} {
+		h := sha256.New()
+		h.Write([]byte("pdsoak traceparent v1\x00"))
+		h.Write(binary.LittleEndian.AppendUint64(nil, 3))
+		h.Write([]byte(id))
+		sum := h.Sum(nil)
+		tp := Derive(3, id)
+		require.Equal(t, sum[:16], tp.TraceID[:])
+		require.Equal(t, sum[16:24], tp.SpanID[:])
+	}
 }

@@ -69,7 +69,8 @@ func (a *Answer) bad() Facts { return Facts{Headers: true, Status: a.res.Status,
 
 // Event takes one SSE event of a stream (not a comment: keep-alives are not progress):
 // ok needs a chunk with a finish_reason, then [DONE]; an error event, an error object or
-// a broken invariant ends the stream.
+// a broken invariant ends the stream. Nothing of data is kept past the call (the
+// client passes the SSE reader's own buffer, sse.Reader.NextView).
 func (a *Answer) Event(typ, data string) Step {
 	if strings.TrimSpace(data) == done {
 		return a.ended(a.rcv.finished, " (stream sent [DONE])")
@@ -245,6 +246,18 @@ func (ch *chunk) errText() string {
 	return string(ch.Error)
 }
 
+// keep is s (a finish_reason) for the result to keep: a chunk's strings view the event
+// data (Event's data may be the SSE reader's buffer), so the common values are
+// constants and any other is copied.
+func keep(s string) string {
+	for _, k := range [...]string{"stop", "length", "tool_calls", "content_filter", "abort"} {
+		if s == k {
+			return k
+		}
+	}
+	return strings.Clone(s)
+}
+
 // received is what the classifier tallies of a response for the completeness rules.
 type received struct {
 	finished bool   // some choice carried a finish_reason
@@ -296,7 +309,7 @@ func (ch *chunk) apply(res *Result, rcv *received) (content string) {
 		c := &ch.Choices[i]
 		content += c.Delta.Content + c.Message.Content + c.Text
 		if c.FinishReason != "" {
-			res.FinishReason = c.FinishReason
+			res.FinishReason = keep(c.FinishReason)
 			rcv.finished = true
 		}
 	}

@@ -159,6 +159,8 @@ type Client struct {
 	// header is sent with every request (target.headers); a request's own Header
 	// replaces same-named entries. Values are never logged or recorded.
 	header http.Header
+	// watch carries the end of a caller's context to its requests (watch.go).
+	watch watch
 }
 
 // Option configures a Client.
@@ -334,16 +336,13 @@ type fired struct {
 // finishedSentinel marks a request whose result is final: no deadline may fire.
 var finishedSentinel = &fired{}
 
-// reqState tracks one request's progress for the deadline timers and the classifier.
-// The timers run on their own goroutines, so everything they read is atomic.
+// reqState tracks one request's progress for the deadline timer and the classifier.
+// The timer runs on its own goroutine, so everything it reads is atomic.
 type reqState struct {
-	phase   atomic.Int32
-	fired   atomic.Pointer[fired]
-	cancel  context.CancelCauseFunc
-	stall   *time.Timer
-	first   *time.Timer
-	connect *time.Timer
-	total   *time.Timer
+	phase  atomic.Int32
+	fired  atomic.Pointer[fired]
+	cancel context.CancelCauseFunc
+	dls    deadlines // the four deadlines on one timer (deadline.go)
 	// abortMu guards abortFn: what unblocks the transport's I/O on cancellation (h1).
 	abortMu sync.Mutex
 	abortFn func()
@@ -352,13 +351,7 @@ type reqState struct {
 	hardEnd time.Time
 }
 
-func (s *reqState) stop() {
-	for _, t := range [...]*time.Timer{s.stall, s.first, s.connect, s.total} {
-		if t != nil {
-			t.Stop()
-		}
-	}
-}
+func (s *reqState) stop() { s.dls.stop() }
 
 func (s *reqState) setAbort(f func()) {
 	s.abortMu.Lock()
@@ -395,12 +388,9 @@ type DeadlineObserver interface {
 	BeforeDeadline(req *Request, deadline string, phase ledger.Phase)
 }
 
-// fire returns the timer callback for a deadline.
-func (c *Client) fire(req *Request, st *reqState, obs Observer, cause error, name string, cond func() bool) func() {
-	return func() {
-		if cond != nil && !cond() {
-			return
-		}
+// fire returns what the deadline timer calls when a deadline fires.
+func (c *Client) fire(req *Request, st *reqState, obs Observer) func(cause error, name string) {
+	return func(cause error, name string) {
 		f := &fired{cause: cause, name: name, phase: phaseNames[st.phase.Load()], done: make(chan struct{})}
 		if cause == ErrConnectDeadline {
 			f.phase = ledger.PhaseConnect
@@ -457,9 +447,10 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 		return c.finish(res, ledger.OutcomeInvalid, "", err)
 	}
 
-	// The request's context is not registered on ctx: ctx's end reaches it through one
-	// AfterFunc instead, and cancelling it also aborts the transport's I/O (h1), so no
-	// context hangs off it (a children map and a done channel for every held stream).
+	// The request's context is not registered on ctx: ctx's end reaches it through the
+	// client's watch (one AfterFunc per caller context, watch.go), and cancelling it also
+	// aborts the transport's I/O (h1), so no context hangs off it (a children map and a
+	// done channel for every held stream).
 	st := &reqState{}
 	rctx, cancelCtx := context.WithCancelCause(context.WithoutCancel(ctx))
 	cancel := func(cause error) {
@@ -467,15 +458,17 @@ func (c *Client) Do(ctx context.Context, req *Request, obs Observer) *Result {
 		st.runAbort()
 	}
 	st.cancel = cancel
-	stopParent := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-	defer stopParent()
+	if ctx.Done() != nil {
+		c.watch.add(ctx, st)
+		defer c.watch.remove(ctx, st)
+	}
 	if ctx.Err() != nil {
 		cancel(context.Cause(ctx))
 	}
 	defer st.waitFired(c.inspectGrace) // runs after the timers are stopped
 	defer cancel(nil)
-	rctx, disarm := c.armDeadlines(rctx, req, st, obs, now)
-	defer disarm()
+	c.armDeadlines(req, st, obs, now)
+	defer st.stop()
 	if c.h1 != nil {
 		return c.doH1(rctx, req, res, st, obs, path, body)
 	}
@@ -508,33 +501,21 @@ func (c *Client) doHTTP(rctx context.Context, req *Request, res *Result, st *req
 	return res
 }
 
-// armDeadlines starts the timers of the total, connect and first-token deadlines (the
-// stall timer starts with the stream) and puts a hard backstop on ctx. disarm stops them.
-func (c *Client) armDeadlines(ctx context.Context, req *Request, st *reqState, obs Observer, now time.Time) (_ context.Context, disarm func()) {
-	dl := req.Deadlines
-	if dl.Total > 0 {
-		st.total = time.AfterFunc(dl.Total, c.fire(req, st, obs, ErrTotalDeadline, "total", nil))
+// armDeadlines starts the deadline timer (the stall bound starts with the stream) and
+// sets the hard backstop past the total deadline.
+func (c *Client) armDeadlines(req *Request, st *reqState, obs Observer, now time.Time) {
+	if dl := req.Deadlines; dl.Total > 0 {
 		// Only a hanging deadline observer can keep a request past its total deadline;
 		// fire arms the backstop for that case when it calls one.
 		st.hardEnd = now.Add(dl.Total + c.inspectGrace)
 	}
-	if dl.Connect > 0 {
-		st.connect = time.AfterFunc(dl.Connect, c.fire(req, st, obs, ErrConnectDeadline, "connect",
-			func() bool { return st.phase.Load() == phConnect }))
-	}
-	if req.Stream && dl.FirstToken > 0 {
-		st.first = time.AfterFunc(dl.FirstToken, c.fire(req, st, obs, ErrFirstTokenDeadline, "first_token", nil))
-	}
-	return ctx, st.stop
+	st.dls.arm(req.Deadlines, req.Stream, &st.phase, c.fire(req, st, obs))
 }
 
 // newHTTPRequest builds the POST for req; writing it ends the connect phase.
 func (c *Client) newHTTPRequest(ctx context.Context, req *Request, st *reqState, path string, body []byte) (*http.Request, error) {
 	trace := &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) {
-		st.advance(phBeforeHeaders)
-		if st.connect != nil {
-			st.connect.Stop()
-		}
+		st.advance(phBeforeHeaders) // the connect deadline is over
 	}}
 	hreq, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace), http.MethodPost, c.base+path, bytes.NewReader(body))
 	if err != nil {

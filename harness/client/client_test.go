@@ -187,6 +187,17 @@ func TestClassification(t *testing.T) {
 					writeTokens(w, fl, 1)
 				}
 			}},
+		{name: "tokens keep a stream past its stall bound", stream: true, want: ledger.OutcomeOK,
+			// Two seconds of tokens 50 ms apart under a 1 s stall bound: the stall timer,
+			// re-armed by what is left rather than reset per chunk, must not fire.
+			deadline: with("stall", time.Second),
+			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
+				fl := sseHeaders(w)
+				for i := 0; i < 40 && f.sleep(r, 50*time.Millisecond); i++ {
+					writeTokens(w, fl, 1)
+				}
+				fmt.Fprint(w, chatChunk("", "stop")+"data: [DONE]\n\n")
+			}},
 		{name: "keep-alive comments forever", stream: true, want: ledger.OutcomeStalled,
 			phase: ledger.PhaseBeforeFirstToken, fired: "stall", deadline: with("stall", tightStall),
 			handler: func(f *fake, w http.ResponseWriter, r *http.Request) {
@@ -339,6 +350,32 @@ func TestOKMetrics(t *testing.T) {
 	assert.Equal(t, 3, res.CompletionTokens)
 	assert.NotZero(t, res.Bytes)
 	assert.Equal(t, []string{"sent", "headers:200", "first_token"}, obs.calls)
+}
+
+// The stream is read through views of the SSE reader's buffer (NextView): what the
+// result keeps of an event (its finish_reason, its stream id, its text) must survive the
+// events after it, which overwrite that buffer.
+func TestResultKeepsNothingOfTheReadBuffer(t *testing.T) {
+	f := newFake(t, func(f *fake, w http.ResponseWriter, r *http.Request) {
+		fl := sseHeaders(w)
+		fmt.Fprint(w, `data: {"id":"stream-a","choices":[{"index":0,"delta":{"content":"x1"},"finish_reason":null}]}`+"\n\n")
+		fmt.Fprint(w, `data: {"id":"stream-a","choices":[{"index":0,"delta":{"content":"y2"},"finish_reason":"eos_custom"}]}`+"\n\n")
+		fl.Flush()
+		// Events after it, in later reads, as long as it (padded with JSON whitespace):
+		// they overwrite the buffers in place.
+		ev2 := `{"id":"stream-a","choices":[{"index":0,"delta":{"content":"y2"},"finish_reason":"eos_custom"}]}`
+		usage := `{"id":"stream-a","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2}}`
+		fmt.Fprint(w, "data: "+usage[:len(usage)-1]+strings.Repeat(" ", len(ev2)-len(usage))+"}\n\n")
+		fmt.Fprint(w, ": "+strings.Repeat("z", 300)+"\n\n")
+		fl.Flush()
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	})
+	c, _ := New(f.srv.URL)
+	defer c.CloseIdleConnections()
+	res := c.Do(context.Background(), &Request{ID: "v", Model: "ref", Stream: true, Deadlines: dl}, nil)
+	require.Equal(t, ledger.OutcomeOK, res.Outcome, res.Err)
+	assert.Equal(t, "eos_custom", res.FinishReason)
+	assert.Equal(t, "x1y2", res.Text)
 }
 
 type recObs struct{ calls []string }

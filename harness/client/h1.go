@@ -180,11 +180,7 @@ func (pc *h1Conn) finish(st *reqState, h *http1.Head, body *http1.Body) {
 // net/http path (afterHead): the same phases, timers, readers and rules.
 func (c *Client) doH1(ctx context.Context, req *Request, res *Result, st *reqState, obs Observer, path string, body []byte) *Result {
 	pc, h, rb, retries, err := c.h1.roundTrip(ctx, st, req, path, body, func() {
-		st.advance(phBeforeHeaders)
-		if st.connect != nil {
-			st.connect.Stop()
-			st.connect = nil // this goroutine is the only reader; a spent timer need not stay
-		}
+		st.advance(phBeforeHeaders) // the connect deadline is over
 	})
 	res.ConnRetry = retries
 	if err != nil {

@@ -49,12 +49,7 @@ func (c *Client) afterHead(ctx context.Context, req *Request, res *Result, st *r
 		return c.judge(res, st, Facts{Headers: true, Status: h.status, Invalid: true},
 			fmt.Errorf("client: stream requested, answer is %q, not text/event-stream", h.contentType))
 	}
-	if st.connect != nil {
-		st.connect.Stop()
-	}
-	if req.Deadlines.Stall > 0 {
-		st.stall = time.AfterFunc(req.Deadlines.Stall, c.fire(req, st, obs, ErrStallDeadline, "stall", nil))
-	}
+	st.dls.armStall()
 	if wait != nil {
 		body = waitingReader{body, wait}
 	}
@@ -79,6 +74,9 @@ func (c *Client) refused(res *Result, st *reqState, h *head, body io.Reader) *Re
 
 // isEventStream reports whether a Content-Type header names text/event-stream.
 func isEventStream(ct string) bool {
+	if ct == "text/event-stream" {
+		return true // the common answer, without ParseMediaType's parameter map
+	}
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "text/event-stream"
 }
@@ -97,16 +95,14 @@ func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *
 	a := NewAnswer(req, res, c.now)
 	defer func() { res.Text = a.Text() }()
 	for {
-		ev, err := r.Next()
+		ev, err := r.NextView() // Answer.Event keeps nothing of the data
 		if err != nil {
 			return c.streamEnded(ctx, res, st, err)
 		}
 		if ev.Comment {
 			continue // keep-alives are not progress
 		}
-		if st.stall != nil {
-			st.stall.Reset(req.Deadlines.Stall)
-		}
+		st.dls.progress()
 		step := a.Event(ev.Type, ev.Data)
 		if step.Token && res.Chunks == 1 {
 			c.firstToken(req, res, st, obs)
@@ -123,11 +119,7 @@ func (c *Client) readStream(ctx context.Context, req *Request, res *Result, st *
 
 // firstToken moves the request past its first token: the first-token deadline is met.
 func (c *Client) firstToken(req *Request, res *Result, st *reqState, obs Observer) {
-	st.advance(phMidStream)
-	if st.first != nil {
-		st.first.Stop()
-		st.first = nil // a held stream need not keep a spent timer
-	}
+	st.advance(phMidStream) // the first-token deadline is met
 	if obs != nil {
 		obs.FirstToken(req, res.FirstToken)
 	}

@@ -16,9 +16,10 @@
 //     longer than MaxRetryBudgetWait for the budget is not made. With `restart`, a session
 //     that finished its turns starts a fresh conversation (ids -c002-t001, ...) until
 //     the window ends.
-//   - open_loop: a vegeta Attacker per window whose http.Client round-trips through the
-//     Sender, so TTFT and stalls are observed; pacers constant, linear, sine and a
-//     seeded Poisson pacer. Latency is measured from each hit's ideal time in the
+//   - open_loop: vegeta's Attacker loop (attack: a pacer, workers that start when all
+//     are busy, up to max_in_flight) whose hits go straight to the Sender, so TTFT and
+//     stalls are observed; vegeta's pacers constant, linear, sine and a seeded Poisson
+//     pacer. Latency is measured from each hit's ideal time in the
 //     pacer's schedule, not from when vegeta got round to it (coordinated omission).
 //   - burst: Count requests scheduled at the same instant.
 //

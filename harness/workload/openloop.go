@@ -2,16 +2,11 @@ package workload
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"pdsoak/ledger"
 	"pdsoak/scenarios"
 )
 
@@ -20,7 +15,8 @@ import (
 const StopGrace = time.Second
 
 // OpenLoop sends requests at the times a pacer dictates, whatever happens to earlier
-// requests, through a vegeta Attacker (one per window: Attackers are single-use).
+// requests: vegeta's pacer and vegeta's Attacker loop (attack), each hit a request
+// through the Sender.
 type OpenLoop struct {
 	Common
 	Pacer vegeta.Pacer
@@ -28,8 +24,8 @@ type OpenLoop struct {
 
 // schedPacer replays a precomputed schedule: hit i is due at sched[i]; after the last
 // hit it stops, so the number of requests depends only on the scenario and seed.
-// Offsets count from the window's start; vegeta's elapsed counts from its own start,
-// offset later.
+// Offsets count from the window's start; the attack's elapsed counts from its own
+// start, offset later.
 type schedPacer struct {
 	sched  []time.Duration
 	offset time.Duration
@@ -57,48 +53,30 @@ func (o *OpenLoop) Run(ctx context.Context, start time.Time, s Sender) Stats {
 	if len(sched) == 0 {
 		return Stats{}
 	}
-	rt := &senderTransport{o: o, s: s, ctx: ctx, sched: sched, seqs: seqs}
-	opts := []func(*vegeta.Attacker){
-		// Client must be the first option touching the client: vegeta's Connections,
-		// KeepAlive, HTTP2 and MaxConnections options type-assert *http.Transport and
-		// panic on a custom RoundTripper, so none of them is used.
-		vegeta.Client(&http.Client{Transport: rt}),
-		vegeta.Workers(uint64(min(len(sched), 64))),
-		vegeta.MaxBody(0),
-	}
+	h := &hitter{o: o, s: s, ctx: ctx, sched: sched, seqs: seqs, began: from}
+	workers := uint64(min(len(sched), 64))
+	var maxWorkers uint64 // 0: unbounded
 	if o.Spec.MaxInFlight > 0 {
 		// A shard holds its share of the in-flight cap (rounded up).
 		m := o.Spec.MaxInFlight
 		if !o.Shard.whole() {
 			m = (m + o.Shard.Count - 1) / o.Shard.Count
 		}
-		opts = append(opts, vegeta.MaxWorkers(uint64(m)))
-	}
-	atk := vegeta.NewAttacker(opts...)
-	targeter := func(t *vegeta.Target) error {
-		t.Method = http.MethodPost
-		t.URL = "http://pdsoak.invalid/" + o.Spec.Name
-		return nil
+		maxWorkers = uint64(m)
 	}
 	// The schedule counts from the window's start, whenever the attack gets going.
-	rt.began = from
 	offset := time.Since(from)
-	results := atk.Attack(targeter, schedPacer{sched: sched, offset: offset, rate: o.Pacer.Rate}, 0, o.Spec.Name)
-	stopTimer := time.AfterFunc(time.Until(until.Add(StopGrace)), func() { atk.Stop() })
-	defer stopTimer.Stop()
-	stop := context.AfterFunc(ctx, func() { atk.Stop() })
+	actx, stop := context.WithCancel(ctx)
 	defer stop()
-	n := 0
-	for range results {
-		n++
-	}
-	return Stats{Requests: int(rt.sent.Load())}
+	stopTimer := time.AfterFunc(time.Until(until.Add(StopGrace)), stop)
+	defer stopTimer.Stop()
+	attack(actx, schedPacer{sched: sched, offset: offset, rate: o.Pacer.Rate}, workers, maxWorkers, h.hit)
+	return Stats{Requests: int(h.sent.Load())}
 }
 
-// senderTransport is the Attacker's RoundTripper: it turns hit number seq into the
-// seeded request seq, runs it through the Sender (which observes headers, tokens and
-// stalls) and hands vegeta a small synthetic response.
-type senderTransport struct {
+// hitter turns hit number seq into the seeded request seq, scheduled at its time in the
+// schedule, and runs it through the Sender (which observes headers, tokens and stalls).
+type hitter struct {
 	o     *OpenLoop
 	s     Sender
 	ctx   context.Context
@@ -108,28 +86,12 @@ type senderTransport struct {
 	sent  atomic.Int64
 }
 
-func (t *senderTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body != nil {
-		req.Body.Close()
-	}
-	seq, err := strconv.ParseUint(req.Header.Get("X-Vegeta-Seq"), 10, 64)
-	scheduled := time.Now()
-	if err == nil && seq < uint64(len(t.sched)) {
-		scheduled = t.began.Add(t.sched[seq])
-	}
-	t.sent.Add(1)
+func (h *hitter) hit(seq uint64) {
+	scheduled := h.began.Add(h.sched[seq])
+	h.sent.Add(1)
 	id := seq
-	if t.seqs != nil && seq < uint64(len(t.seqs)) {
-		id = t.seqs[seq]
+	if h.seqs != nil && seq < uint64(len(h.seqs)) {
+		id = h.seqs[seq]
 	}
-	res := t.s.Send(t.ctx, t.o.single(id, scheduled))
-	code := res.Status
-	if res.Outcome != ledger.OutcomeOK && (code >= 200 && code < 300 || code == 0) {
-		code = 599 // a failed request vegeta must not count as a success
-	}
-	return &http.Response{
-		Status: strconv.Itoa(code), StatusCode: code, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: http.Header{}, Body: io.NopCloser(strings.NewReader(string(res.Outcome))),
-		ContentLength: int64(len(res.Outcome)), Request: req,
-	}, nil
+	h.s.Send(h.ctx, h.o.single(id, scheduled))
 }
