@@ -19,7 +19,7 @@ type burstFault struct {
 	// the threshold for sglang:token_usage (0: not checked).
 	gauges []string
 	usage  float64
-	// sentIsEnough accepts "the whole burst is in flight" as proof (queue saturation).
+	// sentIsEnough accepts the whole burst in flight as proof (queue saturation).
 	sentIsEnough bool
 
 	run Run
@@ -66,7 +66,10 @@ func (f *burstFault) Verify(ctx context.Context, env Env) error {
 		f.evidence = fmt.Sprintf("burst %+v (sent %d): %s", f.burst, st.Sent, strings.Join(seen, ", "))
 		return nil
 	}
-	if f.sentIsEnough && st.Sent >= int64(f.burst.Requests) && st.Sent > st.Done {
+	// The whole burst in flight: every request sent, none answered. A burst capped by
+	// concurrency below its size never is: the tail of one (a fast server's last
+	// stragglers under load) proves nothing, so refusals or gauges must prove it.
+	if f.sentIsEnough && st.Sent >= int64(f.burst.Requests) && st.Done == 0 {
 		f.evidence = fmt.Sprintf("burst of %d sent, %d still in flight", st.Sent, st.Sent-st.Done)
 		return nil
 	}
