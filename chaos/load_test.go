@@ -9,8 +9,9 @@ import (
 )
 
 // TestSaturationInFlightProof: queue_saturation's in-flight proof is the whole burst
-// sent and none answered. The tail of a concurrency-capped burst (a fast server's last
-// straggler, which proved a fast server saturated on a loaded machine) is no proof.
+// sent at once and still in flight. The tail of a concurrency-capped burst (a fast
+// server's last straggler, which proved a fast server saturated on a loaded machine)
+// is no proof.
 func TestSaturationInFlightProof(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -22,10 +23,12 @@ func TestSaturationInFlightProof(t *testing.T) {
 			[]RunStats{{Sent: 3}, {Sent: 12, Done: 11}, {Sent: 12, Done: 11}, {Sent: 12, Done: 11}}, -1},
 		{"capped burst's last window", map[string]any{"requests": 12, "concurrency": 3},
 			[]RunStats{{Sent: 12, Done: 9}, {Sent: 12, Done: 9}, {Sent: 12, Done: 9}}, -1},
-		{"some of the burst answered", map[string]any{"requests": 10},
-			[]RunStats{{Sent: 4}, {Sent: 10, Done: 1}, {Sent: 10, Done: 10}}, -1},
-		{"the whole burst in flight", map[string]any{"requests": 10},
-			[]RunStats{{Sent: 4}, {Sent: 10}}, 1},
+		{"uncapped: concurrency is the size", map[string]any{"requests": 10, "concurrency": 10},
+			[]RunStats{{Sent: 4}, {Sent: 10, Done: 9}}, 1},
+		{"the whole burst answered", map[string]any{"requests": 10},
+			[]RunStats{{Sent: 4}, {Sent: 10, Done: 10}}, -1},
+		{"the whole burst sent, some still in flight", map[string]any{"requests": 10},
+			[]RunStats{{Sent: 4}, {Sent: 10, Done: 2}}, 1},
 		{"refusals prove it at once", map[string]any{"requests": 12, "concurrency": 3},
 			[]RunStats{{Sent: 3, Done: 1, Rejected: 1}}, 0},
 	}
