@@ -19,7 +19,7 @@ type burstFault struct {
 	// the threshold for sglang:token_usage (0: not checked).
 	gauges []string
 	usage  float64
-	// sentIsEnough accepts "the whole burst is in flight" as proof (queue saturation).
+	// sentIsEnough accepts the whole burst in flight as proof (queue saturation).
 	sentIsEnough bool
 
 	run Run
@@ -66,11 +66,19 @@ func (f *burstFault) Verify(ctx context.Context, env Env) error {
 		f.evidence = fmt.Sprintf("burst %+v (sent %d): %s", f.burst, st.Sent, strings.Join(seen, ", "))
 		return nil
 	}
-	if f.sentIsEnough && st.Sent >= int64(f.burst.Requests) && st.Sent > st.Done {
+	// The whole burst sent at once and still in flight. A burst capped by concurrency
+	// below its size is never all in flight: the tail of one (a fast server's last
+	// stragglers on a loaded machine) proves nothing, so refusals or gauges must.
+	if f.sentIsEnough && f.uncapped() && st.Sent >= int64(f.burst.Requests) && st.Sent > st.Done {
 		f.evidence = fmt.Sprintf("burst of %d sent, %d still in flight", st.Sent, st.Sent-st.Done)
 		return nil
 	}
 	return f.errorf("no evidence yet: burst sent %d/%d, done %d, rejected 0, and no gauge showed pressure", st.Sent, f.burst.Requests, st.Done)
+}
+
+// uncapped reports whether the whole burst goes out at once.
+func (f *burstFault) uncapped() bool {
+	return f.burst.Concurrency == 0 || f.burst.Concurrency >= f.burst.Requests
 }
 
 func (f *burstFault) Revert(context.Context, Env) error {

@@ -8,7 +8,8 @@ import (
 // queue_saturation sends a burst of concurrent requests to fill the queues. Strict
 // semantics must refuse the excess at admission (429/503 with Retry-After); sglang
 // semantics lets it sit in the PD queues. Verified by explicit refusals, a queue gauge of
-// the target process above zero, or the whole burst in flight at once.
+// the target process above zero, or the whole burst sent at once and still in flight (a
+// burst whose concurrency is below its size never is all in flight).
 func init() {
 	Register(Type{
 		Name:    "queue_saturation",

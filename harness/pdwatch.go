@@ -6,10 +6,8 @@ import (
 	"io"
 	"net/http"
 	"sync"
-	"time"
 
 	"pdsoak/harness/phases"
-	"pdsoak/harness/target"
 	"pdsoak/metricsel"
 	"pdsoak/scenarios"
 )
@@ -17,30 +15,8 @@ import (
 // What a PD stack can hide from its clients (issue 26), watched for the whole load
 // phase and the drain: each prefill process's counter that proves a prefill happened
 // (pd_counter events, for pd_path) and the entry process's /health (health events, for
-// truthful_health, written by the one prober: probe.go). reports judges both against
+// truthful_health, written by the one prober: probe.go, through phases.Health). reports judges both against
 // the requests.
-
-// healthTimeout bounds one probe: a /health that hangs is a failed probe, not a 200.
-const healthTimeout = time.Second
-
-// entryHealth is the process that answers target.url and its health URL.
-func entryHealth(sc *scenarios.Scenario, url string) (process, healthURL string) {
-	process = "target"
-	switch {
-	case len(sc.Target.Launch) > 0:
-		for _, l := range sc.Target.Launch {
-			if l.Role == "router" || l.Role == "colocated" {
-				process = l.Name
-				break
-			}
-		}
-	case sc.Embedded() && sc.Reference.Prefill == 0 && sc.Reference.Decode == 0:
-		process = target.ColocatedName
-	case sc.Embedded():
-		process = "router"
-	}
-	return process, healthEndpoint(url)
-}
 
 // startPDWatch reads every prefill counter at once and then every
 // phases.PDCounterEvery until the returned func is called; that func reads the

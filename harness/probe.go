@@ -2,10 +2,8 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,18 +17,14 @@ import (
 // One health prober for the run: every ProbeInterval each health endpoint (the target
 // and every process the harness launched) gets one GET, and that one answer feeds both
 // records: liveness (liveState: target_down / target_up, liveness.go) and, for the
-// entry process, the health events truthful_health judges (pdwatch.go's entryHealth).
+// entry process (target.EntryHealth), the health events truthful_health judges,
+// recorded by phases.Health as the simulator's prober records them.
 // Two probers at two intervals would hit the entry twice and could disagree about
 // the same moment.
 
 // DefaultProbeInterval is the period of the health probes (judge.ProbeInterval, the
 // simulator's too).
 const DefaultProbeInterval = judge.ProbeInterval
-
-// errHealthTimeout is the health event's error when the entry gives no answer within
-// healthTimeout: a /health that hangs is a failed probe, not a 200, even if it answers
-// (within livenessTimeout, so the process is alive) later.
-var errHealthTimeout = errors.New("harness: no answer within " + healthTimeout.String())
 
 // probeTarget is one health endpoint: liveness events name src.Process; health, when
 // set, is the entry process whose answers are health events too.
@@ -44,8 +38,8 @@ type probes struct {
 	r       *runner
 	targets []probeTarget
 	live    *phases.Prober
-	// healthOn: the entry's answers are written as health events (load and drain).
-	healthOn atomic.Bool
+	// health writes the entry's answers as health events (load and drain).
+	health   *phases.Health
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -55,7 +49,7 @@ type probes struct {
 // probeTargets are the liveness sources, the entry's marked for health events; an
 // entry the liveness sources do not name is added.
 func (r *runner) probeTargets() []probeTarget {
-	proc, hurl := entryHealth(r.sc, r.tgt.URL())
+	proc, hurl := target.EntryHealth(r.sc, r.tgt.URL())
 	var out []probeTarget
 	found := false
 	for _, s := range r.livenessSources() {
@@ -79,6 +73,11 @@ func (r *runner) startProbes(ctx context.Context) *probes {
 		every = DefaultProbeInterval
 	}
 	p := &probes{r: r, targets: r.probeTargets(), ctx: ctx}
+	for _, t := range p.targets {
+		if t.health != "" {
+			p.health = phases.NewHealth(t.health, t.src.URL, r.led.Emit)
+		}
+	}
 	names, urls := make([]string, len(p.targets)), make([]string, len(p.targets))
 	for i, t := range p.targets {
 		names[i], urls[i] = t.src.Process, t.src.URL
@@ -91,7 +90,6 @@ func (r *runner) startProbes(ctx context.Context) *probes {
 			r.log.Info("target up", "source", ev.Source, "url", ev.URL)
 		}
 	}
-	p.healthOn.Store(true)
 	var pctx context.Context
 	pctx, p.cancel = context.WithCancel(ctx)
 	for i := range p.targets {
@@ -112,7 +110,7 @@ func (r *runner) startProbes(ctx context.Context) *probes {
 }
 
 // stopHealth ends the health events (after the drain); liveness goes on.
-func (p *probes) stopHealth() { p.healthOn.Store(false) }
+func (p *probes) stopHealth() { p.health.Stop() }
 
 // stop ends the probing (idempotent), then gives each source that is down a few last
 // chances to answer, so a target that came back once the faults were reverted is seen
@@ -140,8 +138,8 @@ func (p *probes) stop() {
 func (p *probes) probe(ctx context.Context, i int) {
 	t := &p.targets[i]
 	var health *healthProbe
-	if t.health != "" && p.healthOn.Load() {
-		health = p.startHealth(ctx, t)
+	if t.health != "" && p.health.On() {
+		health = p.startHealth(ctx)
 	}
 	status, err := p.r.get(ctx, t.src.URL)
 	if ctx.Err() != nil {
@@ -153,22 +151,21 @@ func (p *probes) probe(ctx context.Context, i int) {
 }
 
 // healthProbe writes one health event for a probe: the answer if it came within
-// healthTimeout, else errHealthTimeout at that moment.
+// phases.HealthTimeout, else phases.ErrHealthTimeout at that moment.
 type healthProbe struct {
-	p       *probes
-	t       *probeTarget
+	h       *phases.Health
 	claimed atomic.Bool
 	timer   *time.Timer
 	fired   sync.WaitGroup
 }
 
-func (p *probes) startHealth(ctx context.Context, t *probeTarget) *healthProbe {
-	h := &healthProbe{p: p, t: t}
+func (p *probes) startHealth(ctx context.Context) *healthProbe {
+	h := &healthProbe{h: p.health}
 	h.fired.Add(1)
-	h.timer = time.AfterFunc(healthTimeout, func() {
+	h.timer = time.AfterFunc(phases.HealthTimeout, func() {
 		defer h.fired.Done()
 		if ctx.Err() == nil && h.claimed.CompareAndSwap(false, true) {
-			h.emit(0, errHealthTimeout)
+			h.h.Record(0, phases.ErrHealthTimeout)
 		}
 	})
 	return h
@@ -181,7 +178,7 @@ func (h *healthProbe) answer(status int, err error) {
 		return
 	}
 	if h.claimed.CompareAndSwap(false, true) {
-		h.emit(status, err)
+		h.h.Record(status, err)
 	}
 	h.cancel()
 }
@@ -195,14 +192,6 @@ func (h *healthProbe) cancel() {
 		h.fired.Done()
 	}
 	h.fired.Wait()
-}
-
-func (h *healthProbe) emit(status int, err error) {
-	ev := ledger.Event{Type: ledger.EventHealth, Source: h.t.health, URL: h.t.src.URL, Status: status}
-	if err != nil {
-		ev.Error = err.Error()
-	}
-	h.p.r.led.Emit(ev)
 }
 
 // get sends one GET to url on a fresh connection (a kept-alive one could outlive the
@@ -225,5 +214,6 @@ func (r *runner) get(ctx context.Context, url string) (int, error) {
 	return resp.StatusCode, nil
 }
 
-// healthEndpoint is a base URL's /health, as the liveness sources and entryHealth both spell it.
-func healthEndpoint(base string) string { return strings.TrimRight(base, "/") + "/health" }
+// healthEndpoint is a base URL's /health, as the liveness sources and
+// target.EntryHealth both spell it.
+func healthEndpoint(base string) string { return target.HealthURL(base) }

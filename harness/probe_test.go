@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"pdsoak/harness/judge"
+	"pdsoak/harness/phases"
 	"pdsoak/harness/target"
 	"pdsoak/ledger"
 	"pdsoak/scenarios"
@@ -101,7 +102,7 @@ func TestOneProbeSeesTheTargetDown(t *testing.T) {
 	}
 }
 
-// A /health that hangs is a failed health probe once healthTimeout passes, even though
+// A /health that hangs is a failed health probe once phases.HealthTimeout passes, even though
 // liveness (which waits longer) has not called it dead.
 func TestHangingHealthIsAFailedProbe(t *testing.T) {
 	release := make(chan struct{})
@@ -117,6 +118,6 @@ func TestHangingHealthIsAFailedProbe(t *testing.T) {
 	h := eventsOf(evs, ledger.EventHealth)
 	require.NotEmpty(t, h)
 	assert.Zero(t, h[0].Status)
-	assert.Equal(t, errHealthTimeout.Error(), h[0].Error)
+	assert.Equal(t, phases.ErrHealthTimeout.Error(), h[0].Error)
 	assert.Empty(t, eventsOf(evs, ledger.EventTargetDown))
 }

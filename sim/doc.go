@@ -14,8 +14,10 @@
 // prober bookkeeping, drain, leak check, on the loop as a phases.Clock; phases.Start and
 // phases.End, the order of a run's start and end), harness/workload.Extras and
 // ClientFaults (a client-side fault's extra requests and disconnect rule),
-// chaos.CheckTarget (a fault's roles, refused up front), failpoint.Tally (a failpoint's
-// status: evaluations, hits, callers held), api.StampDeadline
+// chaos.CheckTarget (a fault's roles, refused up front), failpoint.Tally and
+// failpoint.State (a failpoint's status: evaluations, hits, callers held, the counts a
+// Disable keeps), phases.Health and target.EntryHealth (the entry's health events,
+// its /health answered as api.HealthStatus), router.Up (the health gauges), api.StampDeadline
 // (--request-timeout, stamped by the simulated router when it runs), scheduler.WatchdogErr (/health's watchdog) and harness/judge
 // (leak verdict, self-check, server_debug reports, what an interrupt leaves in flight). sim never imports the runner
 // (pdsoak/harness).

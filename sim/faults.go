@@ -262,35 +262,37 @@ func (f *simFailpoints) Enable(_ context.Context, name, terms string) (failpoint
 	}
 	// As the registry's Enable: the counts restart, the callers held by the old terms
 	// are let go.
-	held := fp.waiters
-	fp.chain, fp.terms, fp.waiters = chain, strings.TrimSpace(terms), nil
-	fp.Reset()
-	for _, fn := range held {
-		fn()
-	}
+	fp.State.Enable(terms, chain)
+	fp.letGo()
 	w.wake()
-	return fp.Status(name, fp.terms, true), nil
+	return fp.Describe(name), nil
 }
 
 func (f *simFailpoints) Disable(_ context.Context, name string) error {
 	if f.w.inc != f.inc {
 		return nil // the process restarted: its failpoints went with it
 	}
-	fp := f.w.fps[name]
-	delete(f.w.fps, name)
-	if fp != nil {
-		for _, fn := range fp.waiters {
-			fn()
-		}
+	if fp := f.w.fps[name]; fp != nil {
+		fp.State.Disable() // its counts stay readable until the next Enable, as the registry's
+		fp.letGo()
 	}
 	return nil
 }
 
-// Get is the failpoint's status, counted as the registry counts (failpoint.Tally): its
+// letGo ends every hold of the failpoint's terms.
+func (fp *fpState) letGo() {
+	held := fp.waiters
+	fp.waiters = nil
+	for _, fn := range held {
+		fn()
+	}
+}
+
+// Get is the failpoint's status, counted as the registry counts (failpoint.State): its
 // counts prove the fault (chaos's Verify).
 func (f *simFailpoints) Get(_ context.Context, name string) (failpoint.Status, error) {
 	if fp := f.w.fps[name]; f.w.inc == f.inc && fp != nil {
-		return fp.Status(name, fp.terms, true), nil
+		return fp.Describe(name), nil
 	}
 	return failpoint.Status{Name: name}, nil
 }

@@ -125,7 +125,8 @@ func TestFailpointProvedByItsHits(t *testing.T) {
 // TestFailpointStatusCountsItsHolders: the simulated failpoint's status is counted as
 // the registry's (failpoint.Tally): callers held by a pause are Paused and by a sleep
 // Sleeping until they are let go; new terms let go of the old ones' callers and restart
-// the counts; Disable lets go of the rest, and the requests then complete.
+// the counts; Disable lets go of the rest, and the requests then complete; the counts
+// stay readable until the next Enable.
 func TestFailpointStatusCountsItsHolders(t *testing.T) {
 	loop, srv := build(t, coStrict)
 	env := &chaos.FuncEnv{MembersFunc: srv.sc.Topology().Members}
@@ -171,6 +172,10 @@ func TestFailpointStatusCountsItsHolders(t *testing.T) {
 		assert.NoError(t, s.done.Err)
 		assert.Len(t, s.tokens, 4)
 	}
-	assert.Equal(t, failpoint.Status{Name: failpoint.EngineAdmit}, status(), "disabled")
+	assert.Equal(t, failpoint.Status{Name: failpoint.EngineAdmit, Evals: 2, Hits: 2}, status(),
+		"disabled: its counts (c and d slept) stay until the next Enable, as the registry's")
+	_, err = fps.Enable(ctx, failpoint.EngineAdmit, "off")
+	require.NoError(t, err)
+	assert.Equal(t, failpoint.Status{Name: failpoint.EngineAdmit, Terms: "off", Enabled: true}, status(), "the next Enable restarts them")
 	assert.Nil(t, e.done, "its client left: nothing reaches it")
 }

@@ -303,7 +303,7 @@ func (k *kvSide) push(r *kvtransfer.SendRoom, s scheduler.Send) {
 			})
 		})
 	}
-	if w.fps[failpoint.KVTransferSendFrame] == nil {
+	if fp := w.fps[failpoint.KVTransferSendFrame]; fp == nil || !fp.Enabled() {
 		deliver(0, len(es))
 		done()
 		return

@@ -271,17 +271,11 @@ func (r *simRouter) requests() []gen.RequestInfo {
 
 // gauges is the router's /metrics.
 func (r *simRouter) gauges() map[string]float64 {
-	g := map[string]float64{metricnames.RouterHealthyPairs: 0}
-	if r.Routable() == nil {
-		g[metricnames.RouterHealthyPairs] = 1
-	}
+	g := map[string]float64{metricnames.RouterHealthyPairs: router.Up(r.Routable() == nil)}
 	for _, w := range r.Workers() {
 		label := `{worker="` + w.Name() + `"}`
 		g[metricnames.RouterOutstanding+label] = float64(w.Outstanding())
-		g[metricnames.RouterWorkerUp+label] = 0
-		if w.Healthy() {
-			g[metricnames.RouterWorkerUp+label] = 1
-		}
+		g[metricnames.RouterWorkerUp+label] = router.Up(w.Healthy())
 	}
 	return g
 }

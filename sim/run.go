@@ -249,6 +249,7 @@ func (r *runner) run(ctx context.Context) error {
 	faultErr, _ := phases.End{
 		Drain:        r.drain,
 		StopPD:       func() { r.stopPD(r.interrupted == nil) },
+		StopHealth:   r.stopHealth,
 		StopFaults:   r.stopFaults,
 		StopProbes:   r.stopLiveness, // last probes once the faults are reverted
 		StopSamplers: r.stopSampler,

@@ -43,17 +43,15 @@ type worker struct {
 	next              *Timer  // the Core's next Advance
 	prefillsCompleted float64 // pdsoak:prefills_completed_total
 
-	fps map[string]*fpState // failpoints enabled on this process, by point
+	fps map[string]*fpState // failpoints this process has seen enabled, by point
 	kv  kvSide
 }
 
-// fpState is one enabled failpoint: the chain of its terms (counts decremented by
-// failpoint.Fire), the callers it holds (waiters: what its Disable lets go), and its
-// counters, kept by the registry's own rule (failpoint.Tally).
+// fpState is one failpoint of the process: its terms and counters, kept by the
+// registry's own rule (failpoint.State: a Disable keeps the counts until the next
+// Enable), and the callers it holds (waiters: what a Disable or an Enable lets go).
 type fpState struct {
-	failpoint.Tally
-	chain   []failpoint.Term
-	terms   string
+	failpoint.State
 	waiters []func()
 }
 
@@ -200,13 +198,13 @@ func (w *worker) Deliver(_ time.Time, rd *scheduler.Ready) {
 	}
 }
 
-// fire evaluates a failpoint enabled on this process (nil: not enabled or nothing fired).
+// fire evaluates a failpoint of this process (nil: not enabled or nothing fired).
 func (w *worker) fire(point string) *failpoint.Term {
 	fp := w.fps[point]
 	if fp == nil {
 		return nil
 	}
-	return fp.Eval(fp.chain, w.t.draw) // counted as the registry counts (its Status, chaos's proof)
+	return fp.Fire(w.t.draw) // counted as the registry counts (its Status, chaos's proof)
 }
 
 // hold keeps a caller of point's term t (a pause or a sleep) as the registry's Eval

@@ -24,12 +24,18 @@ import (
 var agreementDefault = []string{"silent-drop-sglang", "silent-drop-strict", "transfer-stall", "zoo-decode-oom-requeue", "pd-fallback"}
 
 // agreementShort shortens the scenarios of the default set (both runs use the same file,
-// so the comparison is fair; the shortening only saves wall time in the real run).
+// so the comparison is fair; the shortening only saves wall time in the real run). The
+// incident pair also asserts truthful_health, so the entry's health events are judged
+// both ways: SGLang's optimistic /health lies through the incident, strict's does not.
 var agreementShort = map[string]map[string]any{
 	"silent-drop-sglang": {
-		"duration":  "10s",
-		"deadlines": map[string]any{"connect": "5s", "first_token": "8s", "stall": "8s", "total": "12s"},
-		"drain":     map[string]any{"timeout": "15s", "leak_timeout": "10s"},
+		"duration":   "10s",
+		"deadlines":  map[string]any{"connect": "5s", "first_token": "8s", "stall": "8s", "total": "12s"},
+		"drain":      map[string]any{"timeout": "15s", "leak_timeout": "10s"},
+		"assertions": []any{"no_silent_drops", "valid_responses", "explained_errors", "truthful_health"},
+	},
+	"silent-drop-strict": {
+		"assertions": []any{"no_silent_drops", "valid_responses", "explained_errors", "no_leaks", "truthful_health"},
 	},
 }
 

@@ -391,7 +391,7 @@ func (h *Handler) serveHealth(w http.ResponseWriter, r *http.Request) {
 		err = nil // a health that lies, on purpose (failpoint api/health)
 	}
 	if err != nil {
-		writeError(w, &apiError{status: http.StatusServiceUnavailable, kind: gen.ErrorKind(gen.ErrUnavailable),
+		writeError(w, &apiError{status: HealthStatus(err), kind: gen.ErrorKind(gen.ErrUnavailable),
 			code: "unhealthy", msg: err.Error()})
 		return
 	}

@@ -67,12 +67,9 @@ type point struct {
 	name string
 
 	mu      sync.Mutex
-	enabled bool
-	desc    string
-	chain   []Term        // counts are decremented in place
 	changed chan struct{} // closed when the terms change or the point is disabled
 
-	Tally // its counters (tally.go)
+	State // its terms and counters (state.go)
 }
 
 // Option configures a Registry.
@@ -146,11 +143,7 @@ func (r *Registry) Eval(ctx context.Context, name string) (string, error) {
 		return "", nil
 	}
 	p.mu.Lock()
-	if !p.enabled {
-		p.mu.Unlock()
-		return "", nil
-	}
-	fired := p.Eval(p.chain, r.draw)
+	fired := p.Fire(r.draw)
 	if fired == nil {
 		p.mu.Unlock()
 		return "", nil
@@ -247,18 +240,16 @@ func (r *Registry) Enable(name, terms string) error {
 	r.mu.Unlock()
 
 	p.mu.Lock()
-	if p.enabled {
+	if p.Enabled() {
 		close(p.changed)
 	} else {
 		r.active.Add(1)
 	}
-	p.enabled = true
-	p.desc = strings.TrimSpace(terms)
-	p.chain = chain
+	p.State.Enable(terms, chain)
 	p.changed = make(chan struct{})
-	p.Reset()
+	desc := p.Terms()
 	p.mu.Unlock()
-	r.log().Info("failpoint enabled", "failpoint", name, "terms", p.desc)
+	r.log().Info("failpoint enabled", "failpoint", name, "terms", desc)
 	return nil
 }
 
@@ -274,12 +265,10 @@ func (r *Registry) Disable(name string) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.enabled {
+	if !p.Enabled() {
 		return fmt.Errorf("%w: %q", ErrNotEnabled, name)
 	}
-	p.enabled = false
-	p.desc = ""
-	p.chain = nil
+	p.State.Disable()
 	close(p.changed)
 	p.changed = nil
 	r.active.Add(-1)
@@ -348,5 +337,5 @@ func (r *Registry) List() []Status {
 func (p *point) status() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.Tally.Status(p.name, p.desc, p.enabled)
+	return p.Describe(p.name)
 }

@@ -37,12 +37,7 @@ func newMetrics(r *Router) *metrics {
 			Help: "Time from Generate to the final event, by any outcome.", Buckets: latencyBuckets}),
 	}
 	healthy := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: metricnames.RouterHealthyPairs,
-		Help: "1 while at least one healthy prefill/decode pair exists."}, func() float64 {
-		if r.Healthy() == nil {
-			return 1
-		}
-		return 0
-	})
+		Help: "1 while at least one healthy prefill/decode pair exists."}, func() float64 { return Up(r.Healthy() == nil) })
 	m.reg.MustRegister(m.requests, m.errors, m.retries, m.decodeOnly, m.ttft, m.e2e, healthy, &workerCollector{r},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -66,11 +61,7 @@ func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, w := range c.r.workers() {
-		v := 0.0
-		if w.healthy.Load() {
-			v = 1
-		}
-		ch <- prometheus.MustNewConstMetric(workerUpDesc, prometheus.GaugeValue, v, w.name, w.role, w.url)
+		ch <- prometheus.MustNewConstMetric(workerUpDesc, prometheus.GaugeValue, Up(w.Healthy()), w.name, w.role, w.url)
 		ch <- prometheus.MustNewConstMetric(outstandingDesc, prometheus.GaugeValue, float64(w.Outstanding()), w.name)
 	}
 }
