@@ -119,8 +119,23 @@ func NewReader(src io.Reader, opts ...Option) *Reader {
 	for _, o := range opts {
 		o(r)
 	}
-	r.buf = make([]byte, r.bufSize)
+	// The buffer is taken (from the pool) by the first read: a Reader that is
+	// Released after its stream reuses another's instead of making its own.
 	return r
+}
+
+// ErrReleased is returned by a Reader used after Release.
+var ErrReleased = errors.New("sse: reader released")
+
+// Release gives the reader's buffer back to the shared pool for the next Reader of
+// the same buffer size: a caller that reads many short streams one after another
+// (the router's legs) then allocates no buffer per stream. The Reader is done: data
+// it had buffered is dropped and later calls return ErrReleased. Event strings from
+// Next stay valid (they are copies); those from NextView do not.
+func (r *Reader) Release() {
+	r.release()
+	r.start, r.end = 0, 0
+	r.err = ErrReleased
 }
 
 // Next returns the next comment or dispatched event. It returns io.EOF when the

@@ -177,8 +177,15 @@ func loadRun(url string, streams, perStream, maxTokens int) (float64, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			c, err := getStreamClient(url, maxTokens)
+			if err != nil {
+				failed.Add(int64(perStream))
+				firstErr.CompareAndSwap(nil, err)
+				return
+			}
+			defer putStreamClient(url, maxTokens, c)
 			for i := 0; i < perStream; i++ {
-				if err := small(url, maxTokens); err != nil {
+				if err := c.do(); err != nil {
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, err)
 				}

@@ -162,6 +162,7 @@ func (d *flowDriver) CancelLegs() {
 	}
 	d.cancel()
 	d.legs.wait()
+	d.legs.recycle() // both goroutines returned and step reads d.legs afresh: no one holds it
 	d.unlink()
 	d.legs, d.cancel, d.unlink, d.pDown, d.dDown = nil, nil, nil, nil, nil
 }

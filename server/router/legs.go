@@ -36,7 +36,7 @@ type legs struct {
 func (r *Router) sendLegs(ctx context.Context, p, d *worker, body []byte, rid string, decodeOnly bool) *legs {
 	// chunks is buffered: the decode leg reads on while the relay is busy instead of
 	// waiting for it chunk by chunk (order is kept; the leg's end comes last).
-	l := &legs{prefillDone: make(chan leg, 1), chunks: make(chan decodeChunk, 8)}
+	l := newLegs()
 	// Both requests are written here, decode's first, before any goroutine starts: the
 	// transfer starts with decode's registration, which prefill waits for, so decode's
 	// request is on the critical path and should not wait for a goroutine to be
@@ -73,6 +73,31 @@ func (r *Router) sendLegs(ctx context.Context, p, d *worker, body []byte, rid st
 }
 
 func (l *legs) wait() { l.wg.Wait() }
+
+// legsPool keeps ended attempts' legs: their two channels (1.2 KB, the chunk channel
+// most of it) were the router's largest allocation per request after the SSE buffers.
+var legsPool sync.Pool // *legs
+
+func newLegs() *legs {
+	if l, ok := legsPool.Get().(*legs); ok {
+		return l
+	}
+	return &legs{prefillDone: make(chan leg, 1), chunks: make(chan decodeChunk, 8)}
+}
+
+// recycle puts legs whose goroutines have returned (after wait) back in the pool, their
+// channels emptied of what no one read; the caller drops its pointer.
+func (l *legs) recycle() {
+	for {
+		select {
+		case <-l.prefillDone:
+		case <-l.chunks:
+		default:
+			legsPool.Put(l)
+			return
+		}
+	}
+}
 
 // pendingLeg is a leg whose request went out (lean client) or is still to be sent
 // (net/http).

@@ -22,6 +22,7 @@ var errStreamBroken = errors.New("router: worker stream broken")
 // (errStreamBroken). Comments and the event type are ignored: workers send only data.
 func readSSE(r io.Reader, fn func(gen.WorkerChunk) (done bool, err error)) error {
 	sr := sse.NewReader(r, sse.WithMaxLine(MaxEventBytes))
+	defer sr.Release() // its buffer goes to the next leg's reader
 	for {
 		ev, err := sr.Next()
 		if err != nil {
