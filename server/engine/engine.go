@@ -406,4 +406,3 @@ func (s sink) Received(room uint64, firstToken int, err error) {
 	s.e.post(receivedEv{room: room, tok: firstToken, err: err})
 }
 func (s sink) Sent(room uint64, err error) { s.e.post(sentEv{room: room, err: err}) }
-
