@@ -171,7 +171,7 @@ func BenchmarkRouterLatency(b *testing.B) {
 func loadRun(url string, streams, perStream, maxTokens int) (float64, error) {
 	var wg sync.WaitGroup
 	var failed atomic.Int64
-	var firstErr atomic.Value
+	var firstErr atomic.Pointer[error] // the first failure (errors of any type)
 	start := time.Now()
 	for s := 0; s < streams; s++ {
 		wg.Add(1)
@@ -180,21 +180,21 @@ func loadRun(url string, streams, perStream, maxTokens int) (float64, error) {
 			c, err := getStreamClient(url, maxTokens)
 			if err != nil {
 				failed.Add(int64(perStream))
-				firstErr.CompareAndSwap(nil, err)
+				firstErr.CompareAndSwap(nil, &err)
 				return
 			}
 			defer putStreamClient(url, maxTokens, c)
 			for i := 0; i < perStream; i++ {
 				if err := c.do(); err != nil {
 					failed.Add(1)
-					firstErr.CompareAndSwap(nil, err)
+					firstErr.CompareAndSwap(nil, &err)
 				}
 			}
 		}()
 	}
 	wg.Wait()
 	if failed.Load() > 0 {
-		return 0, fmt.Errorf("%d requests failed: %v", failed.Load(), firstErr.Load())
+		return 0, fmt.Errorf("%d requests failed: %v", failed.Load(), *firstErr.Load())
 	}
 	return float64(streams*perStream) / time.Since(start).Seconds(), nil
 }
