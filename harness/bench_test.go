@@ -538,6 +538,7 @@ func BenchmarkHeldStreams(b *testing.B) {
 	b.ReportMetric(figure, "held_streams")
 	b.ReportMetric(held, "held_actual")
 	b.ReportMetric(lagP99, "lag_p99_ms")
+	b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "harness_procs") // GOMAXPROCS=1 in the environment: one P (BENCHMARKS.md)
 }
 
 // BenchmarkBurst1000 runs the shipped scenario scenarios/burst-1000.yaml through the
