@@ -155,6 +155,7 @@ const (
 	holdServerEnv = "PDSOAK_HARNESS_HOLD_SERVER"
 	holdEveryEnv  = "PDSOAK_HARNESS_HOLD_EVERY"
 	holdAddrsEnv  = "PDSOAK_HARNESS_HOLD_ADDRS"
+	holdProcsEnv  = "PDSOAK_HARNESS_HOLD_PROCS" // the hold server's GOMAXPROCS (default: inherited)
 )
 
 func init() {
@@ -162,6 +163,9 @@ func init() {
 		return
 	}
 	raiseNoFile(1 << 17)
+	if n, err := strconv.Atoi(os.Getenv(holdProcsEnv)); err == nil && n > 0 {
+		runtime.GOMAXPROCS(n) // the server's Ps apart from the harness's GOMAXPROCS
+	}
 	every, _ := time.ParseDuration(os.Getenv(holdEveryEnv))
 	n, _ := strconv.Atoi(os.Getenv(holdAddrsEnv))
 	n = max(n, 1)
@@ -463,7 +467,13 @@ func BenchmarkHeldStreams(b *testing.B) {
 			}
 		}
 		gc0 := gcCycles()
+		rq0, rqOK := runQueueWait()
+		ph0 := time.Now()
 		pw.Run(context.Background(), time.Now(), ps)
+		if rq1, ok := runQueueWait(); ok && rqOK {
+			// Milliseconds per second the harness's threads were runnable but had no CPU.
+			b.ReportMetric(float64(rq1-rq0)/float64(time.Millisecond)/time.Since(ph0).Seconds(), "hold_runq_wait_ms/s")
+		}
 		// A GC cycle during the hold marks the whole held heap and stacks with one of
 		// the two Ps: the figure says whether the lag above had one in it.
 		b.ReportMetric(float64(gcCycles()-gc0), "hold_gc_cycles")
@@ -513,6 +523,9 @@ func BenchmarkHeldStreams(b *testing.B) {
 		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 		b.ReportMetric(ms(hr.SendP99), "hold_send_lag_p99_ms")
 		b.ReportMetric(ms(hr.TickP99), "hold_tick_lag_p99_ms")
+		// The tail's shape: one late wake-up or many (a p99 near the max is many).
+		b.ReportMetric(ms(hr.SendMax), "hold_send_lag_max_ms")
+		b.ReportMetric(ms(hr.TickMax), "hold_tick_lag_max_ms")
 		b.ReportMetric(ms(ramp.SendP99), "ramp_send_lag_p99_ms")
 		b.ReportMetric(ms(ramp.TickP99), "ramp_tick_lag_p99_ms")
 		cancel()
@@ -525,6 +538,7 @@ func BenchmarkHeldStreams(b *testing.B) {
 	b.ReportMetric(figure, "held_streams")
 	b.ReportMetric(held, "held_actual")
 	b.ReportMetric(lagP99, "lag_p99_ms")
+	b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "harness_procs") // GOMAXPROCS=1 in the environment: one P (BENCHMARKS.md)
 }
 
 // BenchmarkBurst1000 runs the shipped scenario scenarios/burst-1000.yaml through the

@@ -120,6 +120,11 @@ type Options struct {
 	// gcfloor.DefaultFloor; negative: none), so that a burst on a small heap does not
 	// run through GC cycles every few MB (internal/gcfloor).
 	GCFloor int64
+
+	// Procs, when positive, is the GOMAXPROCS the run sets in this process while it
+	// runs (0: the runtime's, GOMAXPROCS in the environment as usual). One P cut the
+	// send lag tail with many streams held (setProcs).
+	Procs int
 }
 
 // Shard is one part of a sharded run: shard Index (1-based) of Count runs its
@@ -214,6 +219,7 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 		return fmt.Errorf("harness: out dir: %w", err)
 	}
 	opts = opts.withDefaults()
+	defer setProcs(opts.Procs)()
 	if opts.GCFloor >= 0 {
 		defer gcfloor.New(gcfloor.WithFloor(uint64(cmp.Or(opts.GCFloor, gcfloor.DefaultFloor)))).Start()()
 	}
