@@ -36,15 +36,9 @@ type rconn struct {
 	l  *link // nil while dialing
 
 	guard pageGuard
-	// vmu is held while a batch's pages are verified; a room that ends waits for it as for
-	// the guard (fail), so nothing reads its pages once it is gone.
-	vmu sync.Mutex
 	// Reused by the connection's reader (onPages) only.
 	es      []Entry
 	dst, rd [][]byte
-	// pending is the batch verified on its own goroutine (big batches); spare a finished
-	// one whose buffers the reader takes next. Touched by the reader only.
-	pending, spare *verifyJob
 }
 
 // Result is how a Transfer ended.
@@ -64,7 +58,7 @@ type Transfer struct {
 	// Under r.mu:
 	rr      RecvRoom
 	conn    *rconn
-	reading int         // the connection's reader writes or verifies dest: batches under way (onPages)
+	reading bool        // the connection's reader is writing payloads into dest (onPages)
 	gone    atomic.Bool // set by endLocked: the reader's writes go elsewhere (pageGuard)
 	stopCtx func() bool
 
@@ -166,11 +160,8 @@ func (r *Receiver) fail(t *Transfer, err error, notify bool) {
 	}
 	reading := t.reading
 	r.mu.Unlock()
-	if reading > 0 {
+	if reading {
 		t.conn.guard.barrier() // the write into t's pages in progress, if any, is over
-		t.conn.vmu.Lock()      // and its verification
-		//lint:ignore SA2001 an empty critical section is the point: wait for the verifier
-		t.conn.vmu.Unlock()
 	}
 	r.report(t, err, -1)
 }
@@ -234,7 +225,6 @@ func (r *Receiver) run(c *rconn) {
 		r.wg.Add(1)
 		go func() { defer r.wg.Done(); l.writeLoop() }()
 		err = r.readLoop(c, l)
-		r.awaitVerify(c)
 		if de := l.err(); de != nil {
 			err = de
 		}
@@ -312,7 +302,6 @@ func (r *Receiver) readLoop(c *rconn, l *link) error {
 			}
 			continue
 		}
-		r.awaitVerify(c) // a batch's Progress comes before the messages after it (DONE)
 		// Waiting for prefill's forward pass (after REGISTER_ACK) is the engine's bound,
 		// or (sglang semantics) SGLANG_DISAGGREGATION_WAITING_TIMEOUT's: WithWaitingTimeout.
 		r.mu.Lock()
@@ -348,7 +337,7 @@ func (r *Receiver) onPages(c *rconn, l *link, h Header, table []byte) error {
 	}
 	keep := t != nil && bad == nil
 	if keep {
-		t.reading++ // fail now waits for a write under way (pageGuard)
+		t.reading = true // fail now waits for a write under way (pageGuard)
 		c.guard.gone = &t.gone
 	} else {
 		c.guard.gone = nil
@@ -366,80 +355,27 @@ func (r *Receiver) onPages(c *rconn, l *link, h Header, table []byte) error {
 	if !keep {
 		return rerr
 	}
-	r.awaitVerify(c) // the batch before: its Progress first, one verifier at a time
-	if rerr != nil {
-		r.mu.Lock()
-		t.reading--
-		r.mu.Unlock()
-		return rerr
+	var sum error
+	var n int64
+	// Under the guard: the pages are the room's only while it is not gone.
+	c.guard.mu.Lock()
+	if rerr == nil {
+		n, sum = VerifyPages(t.room, es, dst, &t.gone)
 	}
-	if payloadBytes(es) < asyncVerifyMin {
-		r.verify(c, t, es, dst)
-		return nil
-	}
-	// A big batch is verified while the reader reads the next one: the CRC of a batch on
-	// the reader's goroutine left the socket idle meanwhile (kv/raw, docs/BENCHMARKS.md).
-	j := c.spare
-	if j == nil {
-		j = &verifyJob{}
-	}
-	c.spare = nil
-	j.t, j.done = t, make(chan struct{})
-	j.es, c.es = es, j.es[:0] // the job takes the batch's buffers, the reader the job's old ones
-	j.dst, c.dst = dst, j.dst[:0]
-	c.pending = j
-	go func() {
-		defer close(j.done)
-		r.verify(c, j.t, j.es, j.dst)
-	}()
-	return nil
-}
-
-// asyncVerifyMin is the smallest PAGES batch (payload bytes) verified on a goroutine of
-// its own. The PD path's small rooms stay inline: a goroutine would cost a wake-up for
-// nothing to overlap.
-const asyncVerifyMin = 256 << 10
-
-// verifyJob is a batch of a big room whose pages are verified while the next is read.
-type verifyJob struct {
-	t    *Transfer
-	es   []Entry
-	dst  [][]byte
-	done chan struct{}
-}
-
-// awaitVerify waits for the batch being verified, if any.
-func (r *Receiver) awaitVerify(c *rconn) {
-	if j := c.pending; j != nil {
-		<-j.done
-		j.t = nil
-		clear(j.dst) // no reference to the room's pages stays behind
-		c.pending, c.spare = nil, j
-	}
-}
-
-// verify checks a batch read into t's pages against its CRCs (under vmu: the pages are
-// the room's only while it is not gone), then records its progress or fails the room.
-func (r *Receiver) verify(c *rconn, t *Transfer, es []Entry, dst [][]byte) {
-	c.vmu.Lock()
-	n, sum := VerifyPages(t.room, es, dst, &t.gone)
-	c.vmu.Unlock()
+	c.guard.mu.Unlock()
 	r.mu.Lock()
-	t.reading--
-	if sum == nil {
+	t.reading = false
+	if rerr == nil && sum == nil {
 		r.rooms.Progress(&t.rr, len(es), n)
 	}
 	r.mu.Unlock()
+	if rerr != nil {
+		return rerr
+	}
 	if sum != nil {
 		r.fail(t, sum, true)
 	}
-}
-
-func payloadBytes(es []Entry) (n int) {
-	for _, e := range es {
-		n += int(e.Len)
-	}
-	return n
+	return nil
 }
 
 // Close closes every connection, fails every transfer and waits for the receiver's

@@ -784,7 +784,7 @@ func TestCancelMidPayload(t *testing.T) {
 	require.Eventually(t, func() bool { // the reader is on the room's payload
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return tr.reading > 0
+		return tr.reading
 	}, waitBound, 5*time.Millisecond)
 	tr.Cancel("test")
 	clear(dst.LayerBytes(0, 0)) // the engine reuses the page
