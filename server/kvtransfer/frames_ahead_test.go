@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"pdsoak/kernels"
+	"pdsoak/server/gen"
 )
 
 // bigStore holds rooms of up to 4 MiB: big enough for Send to checksum ahead.
@@ -90,4 +91,42 @@ func TestBigRoomEndedEarlyLeavesPagesAlone(t *testing.T) {
 	require.ErrorIs(t, s.Send(ctx, 5, pages, 64*16, 1), context.Canceled)
 	fill(src, pages, 11) // the engine reuses the pages
 	require.Error(t, wait(t, tr).Err)
+}
+
+// A big room cancelled mid-transfer has its pages back when Cancel returns (the race
+// detector watches the write below), and the connection carries the next room.
+func TestBigRoomCancelledMidTransfer(t *testing.T) {
+	for round := range 5 {
+		var frames atomic.Int32
+		second := make(chan struct{})
+		hook := func(_ context.Context, name string) (string, error) {
+			if name == HookSendFrame && frames.Add(1) == 130 { // the second batch is under way
+				close(second)
+			}
+			return "", nil
+		}
+		src, dst := bigStore(t), bigStore(t)
+		s := NewSender(src, append(testOpts(), WithHook(hook))...)
+		require.NoError(t, s.Listen("127.0.0.1:0"))
+		r := NewReceiver(dst, testOpts()...)
+		pages := seq(0, 64)
+		fill(src, pages, uint64(round))
+		tr, err := r.Start(context.Background(), s.Addr(), 1, pages, 64*16)
+		require.NoError(t, err)
+		sent := make(chan error, 1)
+		go func() { sent <- s.Send(context.Background(), 1, pages, 64*16, 1) }()
+		<-second
+		tr.Cancel("test")
+		fill(dst, pages, 99) // the engine reuses the pages at once
+		require.ErrorIs(t, wait(t, tr).Err, gen.ErrTransfer)
+		require.Error(t, <-sent)
+
+		next, err := r.Start(context.Background(), s.Addr(), 2, pages, 64*16)
+		require.NoError(t, err)
+		require.NoError(t, s.Send(context.Background(), 2, pages, 64*16, 1))
+		require.NoError(t, wait(t, next).Err)
+		sameKV(t, src, dst, pages, pages, 64*16)
+		r.Close()
+		s.Close()
+	}
 }
