@@ -250,8 +250,9 @@ func validName(b []byte) bool {
 	return true
 }
 
-// equalFold is ASCII case-insensitive equality of b and s.
-func equalFold(b []byte, s string) bool {
+// equalFold is ASCII case-insensitive equality of b and s (as net/http's, no Unicode
+// folding); b is the wire's bytes or a string cut from them.
+func equalFold[T string | []byte](b T, s string) bool {
 	if len(b) != len(s) {
 		return false
 	}

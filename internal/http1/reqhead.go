@@ -55,30 +55,30 @@ func ParseRequestHead(head string, field func(name, value string)) (RequestHead,
 			return h, false
 		}
 		switch {
-		case eqFold(name, "Host"):
+		case equalFold(name, "Host"):
 			if hosts++; !plainHost(value) {
 				return h, false
 			}
 			h.Host = value
-		case eqFold(name, "Content-Length"):
+		case equalFold(name, "Content-Length"):
 			n, ok := digits(value)
 			if lengths++; !ok {
 				return h, false
 			}
 			h.ContentLength = n
-		case eqFold(name, "Connection"):
+		case equalFold(name, "Connection"):
 			conns++
 			for tok := range strings.SplitSeq(value, ",") {
 				switch tok = strings.Trim(tok, " \t"); {
-				case eqFold(tok, "close"):
+				case equalFold(tok, "close"):
 					h.Close = true
-				case eqFold(tok, "keep-alive"):
+				case equalFold(tok, "keep-alive"):
 				default:
 					return h, false
 				}
 			}
-		case eqFold(name, "Transfer-Encoding"), eqFold(name, "Expect"),
-			eqFold(name, "Upgrade"), eqFold(name, "Te"), eqFold(name, "Trailer"):
+		case equalFold(name, "Transfer-Encoding"), equalFold(name, "Expect"),
+			equalFold(name, "Upgrade"), equalFold(name, "Te"), equalFold(name, "Trailer"):
 			return h, false
 		}
 		h.Fields++
@@ -136,22 +136,3 @@ func digits(s string) (int64, bool) {
 	return n, true
 }
 
-// eqFold is ASCII case-insensitive equality (as net/http's, no Unicode folding).
-func eqFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
