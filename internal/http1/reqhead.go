@@ -135,4 +135,3 @@ func digits(s string) (int64, bool) {
 	}
 	return n, true
 }
-
