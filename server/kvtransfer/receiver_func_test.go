@@ -15,7 +15,6 @@ import (
 // never for a Start that fails at once. Such a transfer has no Done channel.
 func TestStartFunc(t *testing.T) {
 	type got struct {
-		res   Result
 		calls *atomic.Int32
 		ch    chan Result
 	}

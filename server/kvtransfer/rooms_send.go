@@ -147,7 +147,7 @@ func (m *SendRooms) Handle(c Conn, h Header, body []byte, peer string) (SendEven
 		if h.Room == 0 {
 			return SendEvent{}, fmt.Errorf("%w: decode %s closed the connection: %s", ErrPeer, peer, reason)
 		}
-		r, err, abandoned := m.PeerFailed(c, h.Room, reason)
+		r, abandoned, err := m.PeerFailed(c, h.Room, reason)
 		return SendEvent{Room: r, Err: err, Abandoned: abandoned}, nil
 	default:
 		return SendEvent{}, fmt.Errorf("%w: unexpected %s from decode %s", ErrProtocol, h.Type, peer)
@@ -158,17 +158,17 @@ func (m *SendRooms) Handle(c Conn, h Header, body []byte, peer string) (SendEven
 // PeerFailed is decode's FAIL for room on c. The room's Send, if one carries it, ends
 // with err; a room no Send carries yet is forgotten and tombstoned, and abandoned is the
 // reason the engine is told (AbandonedError). r is nil when c has no such room.
-func (m *SendRooms) PeerFailed(c Conn, room uint64, reason string) (r *SendRoom, err error, abandoned string) {
+func (m *SendRooms) PeerFailed(c Conn, room uint64, reason string) (r *SendRoom, abandoned string, err error) {
 	r = m.rooms[room]
 	if r == nil || r.Conn != c {
-		return nil, nil, ""
+		return nil, "", nil
 	}
 	if !r.Sending {
 		delete(m.rooms, room)
 		abandoned = "decode: " + reason
 		m.tomb.Add(room, abandoned)
 	}
-	return r, fmt.Errorf("%w: room %d: decode: %s", ErrPeer, room, reason), abandoned
+	return r, abandoned, fmt.Errorf("%w: room %d: decode: %s", ErrPeer, room, reason)
 }
 
 // ConnLost fails every room registered on c (dead with err), in room order, appended to

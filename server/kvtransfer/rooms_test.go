@@ -106,9 +106,9 @@ func TestSendRoomsEnds(t *testing.T) {
 	t.Run("decode fails a room no Send carries: abandoned, tombstoned", func(t *testing.T) {
 		m, c := NewSendRooms(4, 8, nil), &recConn{}
 		m.Register(c, 1, reg, "d")
-		r, err, abandoned := m.PeerFailed(&recConn{}, 1, "x")
+		r, _, _ := m.PeerFailed(&recConn{}, 1, "x")
 		assert.Nil(t, r, "FAIL from another connection is ignored")
-		r, err, abandoned = m.PeerFailed(c, 1, "timeout")
+		r, abandoned, err := m.PeerFailed(c, 1, "timeout")
 		require.NotNil(t, r)
 		assert.ErrorIs(t, err, ErrPeer)
 		assert.Equal(t, "decode: timeout", abandoned)
@@ -123,7 +123,7 @@ func TestSendRoomsEnds(t *testing.T) {
 		require.NoError(t, err)
 		_, err = m.Claim(1)
 		assert.ErrorIs(t, err, ErrDuplicate)
-		r, err, abandoned := m.PeerFailed(c, 1, "checksum")
+		r, abandoned, err := m.PeerFailed(c, 1, "checksum")
 		assert.Same(t, sr, r)
 		assert.ErrorIs(t, err, ErrPeer)
 		assert.Empty(t, abandoned, "the Send reports it")
@@ -287,13 +287,12 @@ func TestRecvRoomsLostAndStale(t *testing.T) {
 			cfg.StaleEndpoints = stale
 			clock := &fakeClock{now: time.Unix(0, 0)}
 			m := newTestRecv(clock, cfg)
-			var rooms []*RecvRoom
 			var ep *Endpoint
 			for _, room := range []uint64{4, 2} {
 				r := &RecvRoom{}
 				e, _, err := m.Start(r, "p:1", room, []int32{1}, 1, newEP)
 				require.NoError(t, err)
-				ep, rooms = e, append(rooms, r)
+				ep = e
 			}
 			m.Connected(ep, &recConn{})
 			lost := m.Lost(ep)
