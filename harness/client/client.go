@@ -112,9 +112,9 @@ type Result struct {
 	PromptTokens     int
 	CompletionTokens int
 	Bytes            int64
-	// ConnRetry counts the re-sends on a fresh connection after the idle keep-alive
-	// race (a reused connection the server had closed; nothing reached it). Recorded so
-	// a retry is visible, never silent.
+	// ConnRetry counts the re-sends on a fresh connection after what looked like the
+	// idle keep-alive race (a reused connection that ended before any response byte;
+	// http1.IdleRace). Recorded so a retry, and the duplicate it may be, is visible.
 	ConnRetry int
 }
 

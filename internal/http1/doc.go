@@ -20,8 +20,9 @@
 // The idle keep-alive race: a server that closes an idle connection (uvicorn after 5 s)
 // can do so just as the client reuses it. The pool closes connections idle longer than
 // its idle timeout instead of reusing them, peeks before reusing the others, and
-// IdleRace tells the caller when a failure is that race (a reused connection, the request
-// written, EOF or reset before any response byte), so it may retry once on a fresh one.
+// IdleRace tells the caller when a failure looks like that race (a reused connection, the
+// request refused, or EOF or reset before any response byte), so it may retry once on a
+// fresh one. Only a refused write proves the server never saw the request.
 //
 // One server-side piece: ParseRequestHead reads the simple request heads (the router's
 // /generate) that server/api's lean server answers without net/http, and declines every

@@ -21,7 +21,6 @@ const (
 // Pool keeps idle keep-alive connections per address, most recently used on top.
 type Pool struct {
 	idleTimeout time.Duration
-	trust       time.Duration
 	maxIdle     int
 	now         func() time.Time
 
@@ -57,18 +56,6 @@ func WithMaxIdle(n int) PoolOption {
 	}
 }
 
-// WithTrustIdle skips the liveness peek for a connection idle less than d: one in use a
-// moment ago is taken as is (a hot path saves the syscall; the idle race, should it
-// happen, is caught by IdleRace and retried). Default 0: always peek.
-func WithTrustIdle(d time.Duration) PoolOption { return func(p *Pool) { p.trust = d } }
-
-// SetTrustIdle changes WithTrustIdle's bound (tests of a pool already in use).
-func (p *Pool) SetTrustIdle(d time.Duration) {
-	p.mu.Lock()
-	p.trust = d
-	p.mu.Unlock()
-}
-
 // WithClock injects the clock (tests).
 func WithClock(now func() time.Time) PoolOption { return func(p *Pool) { p.now = now } }
 
@@ -99,9 +86,8 @@ func (p *Pool) Get(addr string) net.Conn {
 		ic := list[n-1]
 		list[n-1] = idleConn{}
 		p.idle[addr] = list[:n-1]
-		trust := p.trust
 		p.mu.Unlock()
-		if idle := now.Sub(ic.since); idle < p.idleTimeout && (idle < trust || Alive(ic.nc)) {
+		if idle := now.Sub(ic.since); idle < p.idleTimeout && Alive(ic.nc) {
 			return ic.nc
 		}
 		ic.nc.Close()
@@ -204,12 +190,15 @@ func (p *Pool) Closed() bool {
 	return p.closed
 }
 
-// IdleRace reports whether err ended a request on a reused connection in the idle
-// keep-alive race: the server closed the connection while it sat idle, so the request
-// was refused by the socket (a write error passed through WriteError) or the connection
-// ended before any byte of the response (ErrNoResponse, from ReadResponse). Nothing
-// reached a handler, so one retry on a fresh connection is safe. On a fresh connection,
-// or after any response byte, it is false.
+// IdleRace reports whether err ended a request on a reused connection the way the idle
+// keep-alive race does: the request was refused by the socket (a write error passed
+// through WriteError), or the connection ended before any byte of the response
+// (ErrNoResponse, from ReadResponse). The first proves that nothing reached a handler;
+// the second does not: a server that read the request and then died, or a proxy that
+// cut the connection, looks the same. A caller that re-sends on the second must accept a
+// possible duplicate (the harness does, and records it as conn_retry); the router's legs,
+// whose duplicate would reuse a bootstrap room, re-send only on the first. On a fresh
+// connection, or after any response byte, it is false.
 func IdleRace(reused bool, err error) bool {
 	return reused && errors.Is(err, ErrNoResponse)
 }

@@ -38,14 +38,11 @@ const (
 	// terminating chunk, normally in the same segment); past it the connection is
 	// closed instead of reused.
 	legDrainTimeout = 100 * time.Millisecond
-	// legTrustIdle is how long a connection may sit in the pool and still be reused
-	// without first checking that the worker has not closed it.
-	legTrustIdle = time.Second
 )
 
 func newLegClient(dialTimeout time.Duration) *legClient {
 	return &legClient{dialTimeout: dialTimeout, pool: http1.NewPool(http1.WithIdleTimeout(legIdleTimeout),
-		http1.WithMaxIdle(legMaxIdlePerHost), http1.WithTrustIdle(legTrustIdle))}
+		http1.WithMaxIdle(legMaxIdlePerHost))}
 }
 
 // legConn is one leg's use of a connection.
@@ -75,9 +72,10 @@ func parseLegTarget(base string) (legTarget, bool) {
 }
 
 // get returns an idle pooled connection to addr, or a new one (always a new one when
-// fresh is set). A connection in use a moment ago is taken without the liveness peek
-// (legTrustIdle): if the worker closed it even so, the write or the answer fails before
-// the worker's handler saw anything, and the call is retried on a fresh one.
+// fresh is set). The pool peeks at every connection before it is reused, so one the
+// worker closed (it restarted) is found before the request is written: a failure while
+// reading the answer is not retried (retryable), so the peek is what keeps a restarted
+// worker's stale connections from failing requests. It costs one recvfrom per leg.
 func (lc *legClient) get(ctx context.Context, addr string, fresh bool) (*legConn, error) {
 	if !fresh {
 		if nc := lc.pool.Get(addr); nc != nil {
@@ -163,9 +161,13 @@ func (lc *legClient) begin(ctx context.Context, t legTarget, body []byte, rid st
 	return call, nil
 }
 
-// retryable reports whether err on c allows one more try on a fresh connection: the idle
-// keep-alive race (a reused connection the worker had closed while it was idle, so that
-// nothing reached its handler), once.
+// retryable reports whether a failed write of the request allows one more try on a
+// fresh connection: the socket refused it (reset, broken pipe) on a reused connection
+// the worker had closed, so nothing reached its handler. Once. A failure while reading
+// the answer is never retried, whatever it looks like: the worker (or a proxy between)
+// may have read the request and then lost the connection, and a second copy would give
+// it the same bootstrap room twice (TestLegNeverSentTwice). Such a leg fails as a
+// transport failure, which the flow may retry on a new room.
 func (call *legCall) retryable(err error) bool {
 	return http1.IdleRace(call.c.reused, err) && call.attempted == 1 && call.ctx.Err() == nil
 }
@@ -219,22 +221,17 @@ func (call *legCall) send() error {
 // response waits for the worker's answer (bounded by the call's context) and reads its
 // status line and headers.
 func (call *legCall) response() (*legResponse, error) {
-	for {
-		c := call.c
-		h, body, err := http1.ReadResponsePooled(c.Conn) // two a request, none held: pooled
-		if err == nil {
-			return &legResponse{StatusCode: h.Status, Body: body, c: c, head: h, body: body, stop: call.stop, lc: call.lc}, nil
-		}
-		call.stop()
-		c.Close()
-		if !call.retryable(err) {
-			return nil, call.ctxErr(err)
-		}
-		call.lc.dropIdle(call.t.addr)
-		if err := call.write(); err != nil {
-			return nil, err
-		}
+	c := call.c
+	h, body, err := http1.ReadResponsePooled(c.Conn) // two a request, none held: pooled
+	if err == nil {
+		return &legResponse{StatusCode: h.Status, Body: body, c: c, head: h, body: body, stop: call.stop, lc: call.lc}, nil
 	}
+	call.stop()
+	c.Close()
+	if c.reused && errors.Is(err, http1.ErrNoResponse) {
+		call.lc.dropIdle(call.t.addr) // the others to this worker are most likely as dead (it restarted)
+	}
+	return nil, call.ctxErr(err) // never re-sent: the worker may have the request (retryable)
 }
 
 // finish ends the response. complete says the caller read the whole answer it wanted

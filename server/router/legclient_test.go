@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -32,50 +33,39 @@ func TestLegConnectionsReused(t *testing.T) {
 }
 
 // TestLegStaleConnectionReplaced: a worker that closed the router's idle connections
-// (it restarted, or timed them out) costs the next request nothing: the pooled
-// connection is found closed, or fails before any answer, and a fresh one is used.
+// (it restarted, or timed them out) costs the next request nothing: the pool's peek finds
+// each pooled connection closed before a request is written on it, and a fresh one is
+// used.
 func TestLegStaleConnectionReplaced(t *testing.T) {
-	tests := []struct {
-		name      string
-		trustIdle time.Duration
-	}{
-		{"found closed before use", 0},
-		{"fails before an answer, retried", time.Hour},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			p := newFake(t, "127.0.0.1:9001", prefillOK)
-			d := newFake(t, "", decodeOK)
-			// CloseClientConnections also cuts a health check that happens to be in
-			// flight (a worker closing idle connections would not): that one failed check
-			// must not mark the worker down, so two failures in a row are needed here.
-			r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d}, WithFailThreshold(2))
-			r.legs.pool.SetTrustIdle(tc.trustIdle)
-			for round := range 3 {
-				// Concurrent requests leave several connections per worker in the pool,
-				// all of which the worker then closes.
-				var chans []<-chan gen.Event
-				for range 4 {
-					ch, err := r.Generate(context.Background(), req("a"))
-					require.NoError(t, err)
-					chans = append(chans, ch)
-				}
-				for i, ch := range chans {
-					_, final := collect(t, ch)
-					require.NoError(t, final.Err, "round %d request %d", round, i)
-				}
-				require.Eventually(t, func() bool { return len(r.Requests()) == 0 }, 30*time.Second, time.Millisecond)
-				p.srv.CloseClientConnections()
-				d.srv.CloseClientConnections()
-			}
+	p := newFake(t, "127.0.0.1:9001", prefillOK)
+	d := newFake(t, "", decodeOK)
+	// CloseClientConnections also cuts a health check that happens to be in flight (a
+	// worker closing idle connections would not): that one failed check must not mark
+	// the worker down, so two failures in a row are needed here.
+	r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d}, WithFailThreshold(2))
+	for round := range 3 {
+		// Concurrent requests leave several connections per worker in the pool, all of
+		// which the worker then closes.
+		var chans []<-chan gen.Event
+		for range 4 {
 			ch, err := r.Generate(context.Background(), req("a"))
 			require.NoError(t, err)
+			chans = append(chans, ch)
+		}
+		for i, ch := range chans {
 			_, final := collect(t, ch)
-			require.NoError(t, final.Err, "after the last close")
-			require.Zero(t, counter(t, r, "pdsoak_router_retries_total"), "no request needed another pair")
-			require.NoError(t, r.Healthy())
-		})
+			require.NoError(t, final.Err, "round %d request %d", round, i)
+		}
+		require.Eventually(t, func() bool { return len(r.Requests()) == 0 }, 30*time.Second, time.Millisecond)
+		p.srv.CloseClientConnections()
+		d.srv.CloseClientConnections()
 	}
+	ch, err := r.Generate(context.Background(), req("a"))
+	require.NoError(t, err)
+	_, final := collect(t, ch)
+	require.NoError(t, final.Err, "after the last close")
+	require.Zero(t, counter(t, r, "pdsoak_router_retries_total"), "no request needed another pair")
+	require.NoError(t, r.Healthy())
 }
 
 // TestLegsThroughWithClient: a client given with WithClient carries the legs.
@@ -177,4 +167,44 @@ func TestLegConnAlive(t *testing.T) {
 			require.Eventually(t, func() bool { return !http1.Alive(nc) }, 10*time.Second, time.Millisecond)
 		})
 	}
+}
+
+// TestLegNeverSentTwice: a worker that read a leg's request and then lost the connection
+// before answering (it crashed, or a proxy between them cut it) has the request; the leg
+// client must not write it again on a fresh connection, which would give the worker the
+// same bootstrap room twice (sglang semantics answer that 400 "already in use": seen in
+// the zoo's decode-only-when-prefill-down run, where a partition cut router->prefill).
+// Only a write the socket refused is retried.
+func TestLegNeverSentTwice(t *testing.T) {
+	var calls atomic.Int32
+	p := newFake(t, "127.0.0.1:9001", func(w http.ResponseWriter, r *http.Request, wr gen.WorkerRequest) {
+		if calls.Add(1) == 2 { // the second request, on the first one's pooled connection
+			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				c.Close()
+			}
+			return
+		}
+		prefillOK(w, r, wr)
+	})
+	d := newFake(t, "", decodeOK)
+	r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d}, WithFailThreshold(100))
+	var finals []error
+	for i := range 3 {
+		ch, err := r.Generate(context.Background(), req(fmt.Sprintf("r%d", i)))
+		require.NoError(t, err)
+		_, final := collect(t, ch)
+		finals = append(finals, final.Err)
+	}
+	rooms := map[uint64]string{}
+	for _, wr := range p.requests() {
+		require.NotNil(t, wr.BootstrapRoom)
+		prev, dup := rooms[*wr.BootstrapRoom]
+		require.False(t, dup, "room %d sent to prefill twice (%s, then %s)", *wr.BootstrapRoom, prev, wr.RID)
+		rooms[*wr.BootstrapRoom] = wr.RID
+	}
+	require.NoError(t, finals[0])
+	require.NoError(t, finals[2], "the next request gets a fresh connection")
+	// The cut leg is a transport failure the flow judges (here decode still answered, so
+	// r1 may even succeed); what matters is that prefill saw each attempt once.
+	require.Len(t, rooms, 3+int(counter(t, r, "pdsoak_router_retries_total")), "one /generate per attempt")
 }
