@@ -1,13 +1,18 @@
 package e2e
 
 import (
+	"bytes"
+	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
 )
@@ -73,12 +78,17 @@ func TestSimAgreesWithReal(t *testing.T) {
 				// truthful_health judges 2-second windows in which every request failed. Its
 				// state is logged, not compared: on a loaded machine the real run's windows mix
 				// requests from before and after the drop (make test-stress saw the real
-				// sglang run fail it and the sim pass it), and the sim's own state for the
-				// sglang incident has come out both fail and pass (an open defect: the sim's
-				// health probes are not yet deterministic against its request windows).
+				// sglang run fail it and the sim pass it). The sim's side is a function of the
+				// seed: a second sim run writes the same ledger, health events included.
 				rh, _ := assertionState(real.res, reports.AssertTruthfulHealth)
 				sh, _ := assertionState(sim.res, reports.AssertTruthfulHealth)
 				t.Logf("%s: truthful_health real %s, sim %s", info.Name, rh, sh)
+				again := runHarness(t, file, "--sim")
+				a, errA := os.ReadFile(filepath.Join(sim.out, ledger.EventsFile))
+				b, errB := os.ReadFile(filepath.Join(again.out, ledger.EventsFile))
+				require.NoError(t, errors.Join(errA, errB))
+				assert.True(t, bytes.Equal(a, b), "two sim runs of one seed wrote different ledgers")
+				assert.Contains(t, string(a), `"type":"health"`, "the sim recorded the entry's health")
 			}
 			if info.Expected != "" {
 				want := map[string]reports.Verdict{"PASS": reports.VerdictPass, "FAIL": reports.VerdictFail}[info.Expected]
