@@ -5,14 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -326,14 +324,7 @@ func TestLeanShutdown(t *testing.T) {
 	<-f.started
 	done := make(chan error, 1)
 	go func() { done <- srv.Shutdown(context.Background()) }()
-	require.Eventually(t, func() bool { // shutdown has begun: the listener refuses
-		c, err := net.DialTimeout("tcp", addr, 30*time.Second)
-		if err != nil {
-			return errors.Is(err, syscall.ECONNREFUSED)
-		}
-		c.Close()
-		return false
-	}, time.Minute, 2*time.Millisecond, "listener still accepting during shutdown")
+	waitRefused(t, addr) // shutdown has begun
 	close(release)
 	r := <-got
 	require.Contains(t, r[0], `"done":true`)

@@ -99,16 +99,7 @@ func TestShutdownLetsRequestsFinish(t *testing.T) {
 	<-f.started
 	shutdownDone := make(chan error, 1)
 	go func() { shutdownDone <- srv.Shutdown(context.Background()) }()
-	// New connections are refused once shutdown began (poll: Shutdown runs concurrently).
-	// Only a refusal counts: a dial that is merely slow on a loaded machine is not one.
-	require.Eventually(t, func() bool {
-		c, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "http://"), 30*time.Second)
-		if err != nil {
-			return errors.Is(err, syscall.ECONNREFUSED)
-		}
-		c.Close()
-		return false
-	}, time.Minute, 2*time.Millisecond, "listener still accepting during shutdown")
+	waitRefused(t, strings.TrimPrefix(url, "http://"))
 	close(release)
 	r := <-got
 	events := readSSE(t, r.body)
@@ -274,4 +265,19 @@ func TestFinalFlushDeadlineClearedForTheNextRequest(t *testing.T) {
 			require.True(t, conns[0] == conns[1] && conns[1] == conns[2], "one connection for all three requests")
 		})
 	}
+}
+
+// waitRefused waits until addr refuses connections: a shutdown has begun (poll: Shutdown
+// runs concurrently). Only a refusal counts: a dial that is merely slow on a loaded
+// machine is not one.
+func waitRefused(t *testing.T, addr string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		c, err := net.DialTimeout("tcp", addr, 30*time.Second)
+		if err != nil {
+			return errors.Is(err, syscall.ECONNREFUSED)
+		}
+		c.Close()
+		return false
+	}, time.Minute, 2*time.Millisecond, "listener still accepting during shutdown")
 }

@@ -39,6 +39,17 @@ func TestFrameSourceAheadMatchesInline(t *testing.T) {
 	small.close()
 }
 
+// bigPair is a sender (with hook) and a receiver over two big stores on loopback; the
+// caller closes them (Cleanup, or at once when it reruns).
+func bigPair(t *testing.T, hook Hook) (src, dst *kernels.KVStore, s *Sender, r *Receiver) {
+	t.Helper()
+	src, dst = bigStore(t), bigStore(t)
+	s = NewSender(src, append(testOpts(), WithHook(hook))...)
+	require.NoError(t, s.Listen("127.0.0.1:0"))
+	r = NewReceiver(dst, testOpts()...)
+	return src, dst, s, r
+}
+
 func TestBigRoomRoundTrip(t *testing.T) {
 	var n atomic.Int32
 	hook := func(ctx context.Context, name string) (string, error) {
@@ -47,10 +58,7 @@ func TestBigRoomRoundTrip(t *testing.T) {
 		}
 		return "", nil
 	}
-	src, dst := bigStore(t), bigStore(t)
-	s := NewSender(src, append(testOpts(), WithHook(hook))...)
-	require.NoError(t, s.Listen("127.0.0.1:0"))
-	r := NewReceiver(dst, testOpts()...)
+	src, dst, s, r := bigPair(t, hook)
 	t.Cleanup(func() { r.Close(); s.Close() })
 	pages := seq(0, 64)
 	fill(src, pages, 9)
@@ -80,10 +88,7 @@ func TestBigRoomEndedEarlyLeavesPagesAlone(t *testing.T) {
 		}
 		return "", nil
 	}
-	src, dst := bigStore(t), bigStore(t)
-	s := NewSender(src, append(testOpts(), WithHook(hook))...)
-	require.NoError(t, s.Listen("127.0.0.1:0"))
-	r := NewReceiver(dst, testOpts()...)
+	src, _, s, r := bigPair(t, hook)
 	t.Cleanup(func() { r.Close(); s.Close() })
 	pages := seq(0, 64)
 	tr, err := r.Start(context.Background(), s.Addr(), 5, pages, 64*16)
@@ -105,10 +110,7 @@ func TestBigRoomCancelledMidTransfer(t *testing.T) {
 			}
 			return "", nil
 		}
-		src, dst := bigStore(t), bigStore(t)
-		s := NewSender(src, append(testOpts(), WithHook(hook))...)
-		require.NoError(t, s.Listen("127.0.0.1:0"))
-		r := NewReceiver(dst, testOpts()...)
+		src, dst, s, r := bigPair(t, hook)
 		pages := seq(0, 64)
 		fill(src, pages, uint64(round))
 		tr, err := r.Start(context.Background(), s.Addr(), 1, pages, 64*16)
