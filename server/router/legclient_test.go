@@ -190,6 +190,8 @@ func TestLegNeverSentTwice(t *testing.T) {
 	r := newRouter(t, []*fakeWorker{p}, []*fakeWorker{d}, WithFailThreshold(100))
 	var finals []error
 	for i := range 3 {
+		// The cut leg marks prefill down until its next health check: wait for it.
+		require.Eventually(t, func() bool { return r.Healthy() == nil }, 30*time.Second, time.Millisecond)
 		ch, err := r.Generate(context.Background(), req(fmt.Sprintf("r%d", i)))
 		require.NoError(t, err)
 		_, final := collect(t, ch)
