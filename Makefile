@@ -24,7 +24,7 @@ STRESS_CPU ?= 2
 # Benchmarks report ratios against a baseline measured in the same run (see README).
 BENCHTIME ?= 300ms
 
-.PHONY: all build run test test-race test-pure test-stress test-browser skip-browser bench bench-docs bench-all lint lint-workflows fmt soak clean image
+.PHONY: all build run test test-race test-pure test-stress test-browser skip-browser third-party-deps bench bench-docs bench-all lint lint-workflows fmt soak clean image
 
 all: build
 
@@ -39,7 +39,19 @@ run: build
 
 # test-browser runs only where chromium is installed, so `make test` needs nothing but Go
 # (.ci/run installs chromium first).
-test: build lint-workflows test-pure test-race $(if $(shell command -v chromium 2>/dev/null),test-browser,skip-browser)
+test: build lint-workflows third-party-deps test-pure test-race $(if $(shell command -v chromium 2>/dev/null),test-browser,skip-browser)
+
+# The third-party OpenAI-compatible server the e2e tests judge the harness against
+# (CopilotKit's aimock, pinned by its package-lock.json), installed with npm where npm is
+# present (again when the lock changes); without it those tests skip and say so.
+AIMOCK_DIR := harness/e2e/testdata/aimock
+third-party-deps:
+	@if cmp -s $(AIMOCK_DIR)/package-lock.json $(AIMOCK_DIR)/node_modules/.pdsoak-lock 2>/dev/null; then :; \
+	elif ! command -v npm >/dev/null; then \
+		echo "make: no npm here: the third-party server tests (harness/e2e TestThirdParty*) skip"; \
+	elif npm ci --prefix $(AIMOCK_DIR) --no-audit --no-fund --loglevel=error >/dev/null; then \
+		cp $(AIMOCK_DIR)/package-lock.json $(AIMOCK_DIR)/node_modules/.pdsoak-lock; \
+	else echo "make: npm could not install aimock: the third-party server tests skip"; fi
 
 test-pure:
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PURE_PKGS)
@@ -110,7 +122,7 @@ soak: build
 	$(BIN)/harness run scenarios/nightly-soak.yaml --duration $${SOAK_DURATION:-10m}
 
 clean:
-	rm -rf $(BIN) out bench.log bench.md
+	rm -rf $(BIN) out bench.log bench.md $(AIMOCK_DIR)/node_modules
 
 # The container image for Kubernetes (Dockerfile; see README's Kubernetes section). Not
 # part of `make test`: it needs a docker engine and pulls the base images.
