@@ -196,4 +196,3 @@ func nonZero(m map[ledger.Outcome]int) map[ledger.Outcome]int {
 	}
 	return out
 }
-
