@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,12 +53,7 @@ func referenceUp(t *testing.T) (string, map[string]string) {
 			return true // fail below, with the output
 		default:
 		}
-		resp, err := http.Get(router + "/health")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK && strings.Contains(out.String(), "router: http")
+		return testutil.Healthy(router+"/health") && strings.Contains(out.String(), "router: http")
 	}, time.Minute, 100*time.Millisecond, "pdserver up did not become healthy")
 	select {
 	case err := <-exited:

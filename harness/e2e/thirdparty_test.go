@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,14 +60,7 @@ func startAimock(t *testing.T) (string, *os.Process) {
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(url + "/health")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, time.Minute, 50*time.Millisecond, "aimock healthy at %s", url)
+	testutil.WaitHealthy(t, url+"/health", time.Minute)
 	return url, cmd.Process
 }
 

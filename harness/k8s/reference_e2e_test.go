@@ -59,14 +59,6 @@ func TestReferenceArgsServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	health := func(name string) bool {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/health", ports[name]))
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}
 	start := func(d *appsv1.Deployment) {
 		c := d.Spec.Template.Spec.Containers[0]
 		require.Equal(t, []string{k8s.PDServerBin}, c.Command)
@@ -82,7 +74,7 @@ func TestReferenceArgsServe(t *testing.T) {
 				t.Errorf("%s (%s) exited %d before the test ended", d.Name, strings.Join(args, " "), code)
 			}
 		}()
-		require.Eventually(t, func() bool { return health(d.Name) }, 30*time.Second, 20*time.Millisecond, "%s healthy", d.Name)
+		testutil.WaitHealthy(t, fmt.Sprintf("http://127.0.0.1:%d/health", ports[d.Name]), 30*time.Second)
 	}
 	// Workers first, as readiness gates the router's traffic in the cluster.
 	for _, d := range deps {

@@ -173,14 +173,7 @@ func TestSGLangServerServesAndLogsFlags(t *testing.T) {
 			"--enable-metrics", "--trust-remote-code", "--attention-backend", "fa3"}, io.Discard, &logs)
 	}()
 	url := "http://127.0.0.1:" + strconv.Itoa(port)
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(url + "/health")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 20*time.Second, 50*time.Millisecond)
+	testutil.WaitHealthy(t, url+"/health", 20*time.Second)
 	resp, err := http.Get(url + "/metrics")
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
