@@ -47,15 +47,15 @@ func aimock(t *testing.T) (node, cli string) {
 	return node, cli
 }
 
-// startAimock runs aimock on a free loopback port with the catch-all fixture and returns
-// its URL and process; the test's cleanup kills it.
-func startAimock(t *testing.T) (string, *os.Process) {
+// startAimock runs aimock on a free loopback port with the catch-all fixture (and args)
+// and returns its URL and process; the test's cleanup kills it.
+func startAimock(t *testing.T, args ...string) (string, *os.Process) {
 	t.Helper()
 	node, cli := aimock(t)
 	fixtures, err := filepath.Abs(aimockFixtures)
 	require.NoError(t, err)
 	port := testutil.FreePort(t)
-	cmd := exec.Command(node, cli, "-p", fmt.Sprint(port), "-f", fixtures, "--log-level", "warn")
+	cmd := exec.Command(node, append([]string{cli, "-p", fmt.Sprint(port), "-f", fixtures, "--log-level", "warn"}, args...)...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
@@ -114,6 +114,33 @@ assertions: [no_silent_drops, valid_responses, explained_errors]
 	assert.Equal(t, 1, r.code, "exit code of a FAIL")
 	// Only the 429s are explained (load shedding); nothing declared explains the rest.
 	assert.Equal(t, r.res.ByWorkload["ratelimit"].Requests, r.res.Causes["refused"], "causes %v", r.res.Causes)
+}
+
+// TestThirdPartyStall: aimock started with 1.5 s between SSE chunks (its --latency, which
+// also holds the head): each answer's role-only chunk arrives with the head and carries no
+// token, and the next one comes 1.5 s later, past a 1 s stall deadline. Every request is
+// a silent drop, stalled before its first token.
+func TestThirdPartyStall(t *testing.T) {
+	url, _ := startAimock(t, "--latency", "1500")
+	file := writeScenario(t, "aimock-stall", `name: third-party-aimock-stall
+seed: 1
+duration: 2s
+target: {url: `+url+`, model: gpt-4o}
+workloads:
+  - {name: plain, type: open_loop, max_tokens: 8, prompt_tokens: 16, pacer: {type: constant, rate: 2}}
+deadlines: {connect: 2s, first_token: 3s, stall: 1s, total: 8s}
+drain: {timeout: 10s}
+assertions: [no_silent_drops, valid_responses, explained_errors]
+`)
+	r := runHarness(t, file)
+	require.Positive(t, r.res.Requests, r.diagnostics())
+	assert.Equal(t, map[ledger.Outcome]int{ledger.OutcomeStalled: r.res.Requests}, nonZero(r.res.Outcomes))
+	assert.Equal(t, r.res.Requests, r.res.SilentDrops)
+	require.NotEmpty(t, r.res.Drops)
+	for _, d := range r.res.Drops {
+		assert.Equal(t, ledger.PhaseBeforeFirstToken, d.Phase, d.RequestID)
+	}
+	assert.Equal(t, reports.VerdictFail, r.res.Verdict)
 }
 
 // TestThirdPartyKilled: the same server launched by the scenario (target.launch, as the
