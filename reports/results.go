@@ -61,7 +61,12 @@ type Results struct {
 	DropRoots     map[string]int `json:"drop_roots,omitempty"`
 	DropDiagnosis string         `json:"drop_diagnosis,omitempty"`
 	// Unresolved counts requests scheduled with no terminal outcome in the ledger.
-	Unresolved int               `json:"unresolved"`
+	Unresolved int `json:"unresolved"`
+	// ConnRetries counts the requests the client re-sent once on a fresh connection
+	// because a reused one ended before any byte of the answer (done events' conn_retry):
+	// the idle keep-alive race, or a server that read the request and then lost the
+	// connection, which then saw it twice. A note says so when there are any.
+	ConnRetries int `json:"conn_retries,omitempty"`
 	Assertions []AssertionResult `json:"assertions"`
 	TTFT       Percentiles       `json:"ttft"`
 	ITL        Percentiles       `json:"itl"`
