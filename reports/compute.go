@@ -28,13 +28,13 @@ type Builder struct {
 	// connRetries counts done events with conn_retry; retried names the first few.
 	connRetries int
 	retried     []string
-	prov      *Provenance
-	scheduled map[string]bool // request id -> resolved
-	outcomes  map[ledger.Outcome]int
-	workloads map[string]int
-	drops     []SilentDrop
-	dropCount int
-	duplicate []string
+	prov        *Provenance
+	scheduled   map[string]bool // request id -> resolved
+	outcomes    map[ledger.Outcome]int
+	workloads   map[string]int
+	drops       []SilentDrop
+	dropCount   int
+	duplicate   []string
 	latencySamples
 	lag        []float64
 	samples    []sample // for recovery

@@ -66,14 +66,14 @@ type Results struct {
 	// because a reused one ended before any byte of the answer (done events' conn_retry):
 	// the idle keep-alive race, or a server that read the request and then lost the
 	// connection, which then saw it twice. A note says so when there are any.
-	ConnRetries int `json:"conn_retries,omitempty"`
-	Assertions []AssertionResult `json:"assertions"`
-	TTFT       Percentiles       `json:"ttft"`
-	ITL        Percentiles       `json:"itl"`
-	E2E        Percentiles       `json:"e2e"`
-	Lag        Percentiles       `json:"harness_lag"`
-	Faults     []FaultResult     `json:"faults"`
-	Workloads  map[string]int    `json:"workloads,omitempty"`
+	ConnRetries int               `json:"conn_retries,omitempty"`
+	Assertions  []AssertionResult `json:"assertions"`
+	TTFT        Percentiles       `json:"ttft"`
+	ITL         Percentiles       `json:"itl"`
+	E2E         Percentiles       `json:"e2e"`
+	Lag         Percentiles       `json:"harness_lag"`
+	Faults      []FaultResult     `json:"faults"`
+	Workloads   map[string]int    `json:"workloads,omitempty"`
 	// Arrivals are the replayed schedules against what was sent (Config.ArrivalWorkloads).
 	Arrivals []ArrivalCurve `json:"arrivals,omitempty"`
 	// ByWorkload breaks outcomes and latency down per workload (Workloads keeps the
