@@ -25,16 +25,14 @@ type Builder struct {
 	runErr    string
 	interrupt string
 	shard     *ledger.Shard // run_start's: a shard's ledger or a merged one
-	// connRetries counts done events with conn_retry; retried names the first few.
-	connRetries int
-	retried     []string
-	prov        *Provenance
-	scheduled   map[string]bool // request id -> resolved
-	outcomes    map[ledger.Outcome]int
-	workloads   map[string]int
-	drops       []SilentDrop
-	dropCount   int
-	duplicate   []string
+	retries   connRetries
+	prov      *Provenance
+	scheduled map[string]bool // request id -> resolved
+	outcomes  map[ledger.Outcome]int
+	workloads map[string]int
+	drops     []SilentDrop
+	dropCount int
+	duplicate []string
 	latencySamples
 	lag        []float64
 	samples    []sample // for recovery
@@ -223,12 +221,7 @@ func (b *Builder) Add(e ledger.Event) {
 		}
 		b.gpu.done(e)
 		b.addDone(e)
-		if e.ConnRetry > 0 {
-			b.connRetries++
-			if len(b.retried) < 3 {
-				b.retried = append(b.retried, e.RequestID)
-			}
-		}
+		b.retries.add(e)
 		if e.Probe != "" && e.Outcome == ledger.OutcomeOK {
 			if b.probes == nil {
 				b.probes = map[string][]probeAnswer{}
@@ -442,9 +435,7 @@ func (b *Builder) Results() *Results {
 			r.Unresolved++
 		}
 	}
-	if r.ConnRetries = b.connRetries; r.ConnRetries > 0 {
-		r.Notes = append(r.Notes, connRetryNote(r.ConnRetries, b.retried))
-	}
+	b.retries.result(r)
 	r.TTFT = percentiles(b.ttft)
 	r.ITL = percentiles(b.itl)
 	r.E2E = percentiles(b.e2e)
@@ -596,16 +587,4 @@ func (b *Builder) judge(a Assertion, r *Results) (State, string) {
 		return newState(a.Compare(rate)), fmt.Sprintf("rate(%s) = %.4g (%d of %d)", a.Arg, rate, n, r.Requests)
 	}
 	return StateNotEvaluated, "unknown assertion"
-}
-
-// connRetryNote says how many requests were re-sent after a reused connection ended
-// before any byte of the answer, and what that may mean (README: the idle keep-alive race).
-func connRetryNote(n int, ids []string) string {
-	eg := ""
-	if len(ids) > 0 {
-		eg = " (e.g. " + strings.Join(ids, ", ") + ")"
-	}
-	return fmt.Sprintf("%d %s re-sent once on a fresh connection after a reused one ended before any byte of the answer%s: "+
-		"the idle keep-alive race, or a server (or proxy) that read the request and then lost the connection, in which case the server saw it twice",
-		n, map[bool]string{true: "request was", false: "requests were"}[n == 1], eg)
 }
