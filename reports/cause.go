@@ -49,10 +49,12 @@ type CauseRequest struct {
 
 // Cause says what explains a request's outcome (see ledger.Cause*): "" for ok,
 // CauseRefused for an explicit 429/503, CauseClient for what the client ended itself
-// (cancelled, or unresolved at an interrupt), CauseFaultPrefix+name for the first fault
-// (in faults' order) that acted on what serves the request while it was in flight or
-// within margin before it began, and CauseUnexplained otherwise. It is the one rule:
-// the runner calls it when it writes each done event, and reports recomputes it for
+// (cancelled, or unresolved at an interrupt), CauseFaultPrefix+name for the fault that
+// acted on what serves the request, and CauseUnexplained otherwise. The fault is the
+// first (in faults' order) that was active while the request was in flight; failing
+// that, the first whose margin after its stop the request began in (a fault still
+// acting outranks one whose aftermath might explain it). It is the one rule: the
+// runner calls it when it writes each done event, and reports recomputes it for
 // ledgers written without causes (the simulator's, older runs).
 func Cause(req CauseRequest, faults []FaultWindow, margin time.Duration) string {
 	switch req.Outcome {
@@ -63,24 +65,35 @@ func Cause(req CauseRequest, faults []FaultWindow, margin time.Duration) string 
 	case ledger.OutcomeUnresolved:
 		return ledger.CauseClient
 	}
-	for _, f := range faults {
-		if !f.overlaps(req.Start, req.End, margin) {
-			continue
-		}
-		if clientFaultTypes[f.Type] {
-			if req.Outcome == ledger.OutcomeCancelled {
-				return ledger.CauseFaultPrefix + f.Name
-			}
-			continue
-		}
-		if req.Serves == nil || req.Serves(f.Target) {
-			return ledger.CauseFaultPrefix + f.Name
+	for _, m := range [...]time.Duration{0, margin} {
+		if name := faultCause(req, faults, m); name != "" {
+			return ledger.CauseFaultPrefix + name
 		}
 	}
 	if req.Outcome == ledger.OutcomeCancelled {
 		return ledger.CauseClient // the scenario's own cancellations, the drain's
 	}
 	return ledger.CauseUnexplained
+}
+
+// faultCause is the name of the first fault that acted on what serves req while it was
+// in flight or within margin before it began, or "".
+func faultCause(req CauseRequest, faults []FaultWindow, margin time.Duration) string {
+	for _, f := range faults {
+		if !f.overlaps(req.Start, req.End, margin) {
+			continue
+		}
+		if clientFaultTypes[f.Type] {
+			if req.Outcome == ledger.OutcomeCancelled {
+				return f.Name
+			}
+			continue
+		}
+		if req.Serves == nil || req.Serves(f.Target) {
+			return f.Name
+		}
+	}
+	return ""
 }
 
 // overlaps reports whether [start, end] meets the fault's window widened by margin

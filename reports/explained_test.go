@@ -44,6 +44,19 @@ func TestCause(t *testing.T) {
 			assert.Equal(t, tc.want, got)
 		})
 	}
+
+	// A fault still acting outranks an earlier one whose margin also covers the request
+	// (a partition, then link resets: an error during the resets is theirs).
+	part := FaultWindow{Name: "partition", Type: "network_partition", Target: "l", Start: at(2), Stop: at(4)}
+	resets := FaultWindow{Name: "resets", Type: "connection_reset", Target: "l", Start: at(4.5), Stop: at(5.5)}
+	both := []FaultWindow{part, resets}
+	cause := func(start, end float64) string {
+		return Cause(CauseRequest{Outcome: ledger.OutcomeTransportError, Start: at(start), End: at(end)}, both, DefaultCauseMargin)
+	}
+	assert.Equal(t, "fault:partition", cause(3, 3.1), "during the partition")
+	assert.Equal(t, "fault:resets", cause(4.8, 4.9), "during the resets, in the partition's margin")
+	assert.Equal(t, "fault:partition", cause(4.1, 4.2), "after the partition, before the resets")
+	assert.Equal(t, "fault:partition", cause(6, 6.1), "after both: the first in the margin")
 }
 
 // explainedLedger is a run of 4 s: an ok request, then the given extra events.
