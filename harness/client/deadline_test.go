@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"pdsoak/ledger"
 )
 
 // TestDeadlinesDue: the timer's decision, the earliest deadline still live in the
@@ -69,4 +71,21 @@ func TestStallArmedAfterTimerWentOffIdle(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stall bound never fired")
 	}
+}
+
+// TestDeadlineAfterJudgementDoesNothing: a deadline that goes off once the result is
+// judged (the request answered at its deadline, before Do's deferred calls) neither
+// inspects the server nor cancels: the answer was in time. The timer is stood in for by
+// calling what it calls, between the judgement and the end of Do.
+func TestDeadlineAfterJudgementDoesNothing(t *testing.T) {
+	c := &Client{now: time.Now, inspectGrace: time.Minute}
+	cancelled := false
+	st := &reqState{cancel: func(error) { cancelled = true }}
+	res := c.judge(&Result{}, st, Facts{Headers: true, Status: 200, End: EndClean, Done: true, Finished: true}, nil)
+	require.Equal(t, ledger.OutcomeOK, res.Outcome, res.Err)
+	obs := &inspectObs{held: func() bool { return true }}
+	c.fire(&Request{ID: "j"}, st, obs)(ErrTotalDeadline, "total")
+	st.waitFired(c.inspectGrace)
+	assert.Empty(t, obs.calls, "a request judged ok was inspected as overdue")
+	assert.False(t, cancelled)
 }
