@@ -29,6 +29,7 @@ type deadlines struct {
 	mu      sync.Mutex
 	t       *time.Timer
 	at      time.Duration // the offset the timer is set for
+	pending bool          // the timer is set and has not gone off: at is ahead
 	stopped bool
 }
 
@@ -39,7 +40,7 @@ func (d *deadlines) arm(dl Deadlines, stream bool, phase *atomic.Int32, fire fun
 	d.stallFrom.Store(-1)
 	if at, ok := d.next(); ok {
 		d.mu.Lock()
-		d.at = at
+		d.at, d.pending = at, true
 		d.t = time.AfterFunc(at, d.check)
 		d.mu.Unlock()
 	}
@@ -54,7 +55,9 @@ func (d *deadlines) armStall() {
 	d.stallFrom.Store(int64(from))
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if at := from + d.dl.Stall; !d.stopped && (d.t == nil || at < d.at) {
+	// A timer that went off and found nothing live is set again here; a check that has
+	// yet to take mu sees this bound itself.
+	if at := from + d.dl.Stall; !d.stopped && (!d.pending || at < d.at) {
 		d.set(at)
 	}
 }
@@ -78,7 +81,7 @@ func (d *deadlines) stop() {
 
 // set moves the timer to offset at (d.mu held).
 func (d *deadlines) set(at time.Duration) {
-	d.at = at
+	d.at, d.pending = at, true
 	if d.t == nil {
 		d.t = time.AfterFunc(at-time.Since(d.start), d.check)
 		return
@@ -119,19 +122,24 @@ var causes = map[string]error{"total": ErrTotalDeadline, "connect": ErrConnectDe
 	"first_token": ErrFirstTokenDeadline, "stall": ErrStallDeadline}
 
 // check runs when the timer goes off: it fires the deadline that is due, or sets the
-// timer for the next one.
+// timer for the next one. It decides under mu: a stall bound armed between its look
+// and its set would otherwise be overwritten by a later deadline (armStall saw a timer
+// still pending, check had not seen the bound).
 func (d *deadlines) check() {
+	d.mu.Lock()
+	d.pending = false
 	name, at, ok := d.due()
 	if !ok {
+		d.mu.Unlock()
 		return
 	}
 	if left := at - time.Since(d.start); left > 0 {
-		d.mu.Lock()
 		if !d.stopped {
 			d.set(at)
 		}
 		d.mu.Unlock()
 		return
 	}
+	d.mu.Unlock()
 	d.fire(causes[name], name)
 }

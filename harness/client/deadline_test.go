@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"pdsoak/ledger"
 )
 
 // TestDeadlinesDue: the timer's decision, the earliest deadline still live in the
@@ -44,4 +47,45 @@ func TestDeadlinesDue(t *testing.T) {
 			assert.Equal(t, tc.at, at)
 		})
 	}
+}
+
+// TestStallArmedAfterTimerWentOffIdle: a stream's head that arrives after the timer went
+// off with no deadline live (the connect bound over, no first-token or total bound)
+// still starts the stall bound. The timer's offset then lies in the past, so "earlier
+// than the timer" was never true of the stall bound, and a silent stream was held forever.
+func TestStallArmedAfterTimerWentOffIdle(t *testing.T) {
+	var ph atomic.Int32
+	fired := make(chan string, 4)
+	var d deadlines
+	const connect = time.Second
+	d.arm(Deadlines{Connect: connect, Stall: 50 * time.Millisecond}, true, &ph, func(_ error, name string) { fired <- name })
+	defer d.stop()
+	ph.Store(phBeforeHeaders) // written: the connect bound is over
+	// The timer goes off at the connect bound and finds nothing live.
+	require.Eventually(t, func() bool { return time.Since(d.start) > 2*connect }, time.Minute, 10*time.Millisecond)
+	ph.Store(phBeforeFirstToken)
+	d.armStall()
+	select {
+	case name := <-fired:
+		require.Equal(t, "stall", name)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stall bound never fired")
+	}
+}
+
+// TestDeadlineAfterJudgementDoesNothing: a deadline that goes off once the result is
+// judged (the request answered at its deadline, before Do's deferred calls) neither
+// inspects the server nor cancels: the answer was in time. The timer is stood in for by
+// calling what it calls, between the judgement and the end of Do.
+func TestDeadlineAfterJudgementDoesNothing(t *testing.T) {
+	c := &Client{now: time.Now, inspectGrace: time.Minute}
+	cancelled := false
+	st := &reqState{cancel: func(error) { cancelled = true }}
+	res := c.judge(&Result{}, st, Facts{Headers: true, Status: 200, End: EndClean, Done: true, Finished: true}, nil)
+	require.Equal(t, ledger.OutcomeOK, res.Outcome, res.Err)
+	obs := &inspectObs{held: func() bool { return true }}
+	c.fire(&Request{ID: "j"}, st, obs)(ErrTotalDeadline, "total")
+	st.waitFired(c.inspectGrace)
+	assert.Empty(t, obs.calls, "a request judged ok was inspected as overdue")
+	assert.False(t, cancelled)
 }

@@ -204,10 +204,15 @@ func (c *Client) classifyErr(ctx context.Context, res *Result, st *reqState, err
 
 // judge ends res with Classify's verdict on f (Settle), a deadline that already fired
 // taking precedence (a reply that arrives while the observer inspects the server is still
-// late). why explains any outcome but ok.
+// late). why explains any outcome but ok. The result is final from here: a deadline that
+// goes off later finds the sentinel, so it neither inspects the server about a request
+// already judged nor holds Do in waitFired (marked only in waitFired, it could do both
+// between the judgement and Do's deferred calls).
 func (c *Client) judge(res *Result, st *reqState, f Facts, why error) *Result {
-	if fd := st.fired.Load(); fd != nil && fd != finishedSentinel {
-		f.Deadline, f.DeadlinePhase, why = fd.name, fd.phase, fd.cause
+	if !st.fired.CompareAndSwap(nil, finishedSentinel) {
+		if fd := st.fired.Load(); fd != finishedSentinel {
+			f.Deadline, f.DeadlinePhase, why = fd.name, fd.phase, fd.cause
+		}
 	}
 	Settle(res, f, why, c.now())
 	return res

@@ -90,11 +90,13 @@ func (b *Body) Clean() bool { return b.eof }
 func (b *Body) Drain(grace time.Duration, limit int64) bool {
 	_ = b.nc.SetReadDeadline(time.Now().Add(grace))
 	_, err := io.Copy(io.Discard, io.LimitReader(b, limit))
-	_ = b.nc.SetReadDeadline(time.Time{})
 	if err == nil && !b.eof {
+		// At the limit: one more read says whether that was the end, under the same
+		// deadline (a peer that sent exactly limit bytes and holds on would hold it forever).
 		var one [1]byte
-		_, _ = b.Read(one[:]) // at the limit: one more read says whether that was the end
+		_, _ = b.Read(one[:])
 	}
+	_ = b.nc.SetReadDeadline(time.Time{})
 	return b.Done()
 }
 

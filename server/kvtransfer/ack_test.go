@@ -133,3 +133,39 @@ func TestSendRoomsOnRegister(t *testing.T) {
 	assert.Equal(t, 4, ev.Room.Reg.NumTokens)
 	assert.Equal(t, []string{"REGISTER_ACK 4"}, c.take())
 }
+
+// TestSenderEarlyAckIsNoSuccess: an ACK that arrives before the room's DONE (a decode
+// out of step) does not end its Send in success: not every frame was sent, and the
+// frames still pending on the link point at pages the caller gets back (only a Send
+// that fails forgets them).
+func TestSenderEarlyAckIsNoSuccess(t *testing.T) {
+	src := newStore(t, tLayers)
+	// The first frame waits until the room ended (the hook's context ends with it):
+	// the ACK is handled mid-transfer, never after DONE.
+	hook := func(ctx context.Context, name string) (string, error) {
+		if name == HookSendFrame {
+			select {
+			case <-ctx.Done():
+			case <-time.After(waitBound):
+			}
+		}
+		return "", nil
+	}
+	s := NewSender(src, testOpts(WithHook(hook))...)
+	require.NoError(t, s.Listen("127.0.0.1:0"))
+	defer s.Close()
+	c, err := net.Dial("tcp", s.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	c.Write(appendMessage(nil, MsgHello, 0, AppendShape(nil, Shape{tPageSize, tLayers, tBytes})))
+	c.Write(appendMessage(nil, MsgRegister, 9, AppendRegister(nil, Register{NumTokens: 3, Pages: []int32{1}})))
+	go heartbeat(c)
+	go drain(c)
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	sent := make(chan error, 1)
+	go func() { sent <- s.Send(ctx, 9, []int32{2}, 3, 5) }()
+	c.Write(appendMessage(nil, MsgAck, 9, nil))
+	err = <-sent
+	require.ErrorIs(t, err, ErrProtocol)
+}

@@ -48,6 +48,16 @@ func (r *sroom) finish(err error) {
 	r.once.Do(func() { r.err = err; close(r.fin); r.cancel() })
 }
 
+// endedEarly is why a room that ended before its DONE was written fails its Send: its
+// error, or, for decode's ACK (nil), a protocol error: not every frame was sent, and a
+// Send that returns nil leaves its pending frames on the link, pointing at the pages.
+func (r *sroom) endedEarly() error {
+	if r.err != nil {
+		return r.err
+	}
+	return fmt.Errorf("%w: room %d: ACK from decode before DONE", ErrProtocol, r.Room)
+}
+
 // NewSender returns a sender that reads pages from store. Call Listen to accept decode
 // connections.
 func NewSender(store *kernels.KVStore, opts ...Option) *Sender {
@@ -311,7 +321,7 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 	select {
 	case <-r.ready:
 	case <-r.fin:
-		return r.err
+		return r.endedEarly()
 	case <-ctx.Done():
 		return fmt.Errorf("kvtransfer: room %d: waiting for decode to register: %w", r.Room, context.Cause(ctx))
 	case <-s.ctx.Done():
@@ -343,7 +353,7 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 	for i := range NumFrames(s.store.PageSize, s.store.Layers, numTokens) {
 		select {
 		case <-r.fin:
-			return r.err
+			return r.endedEarly()
 		case <-ctx.Done():
 			return fail(fmt.Errorf("kvtransfer: room %d: send: %w", r.Room, context.Cause(ctx)))
 		default:
@@ -353,7 +363,7 @@ func (s *Sender) send(ctx context.Context, r *sroom, src []int32, numTokens, fir
 		if err != nil {
 			select {
 			case <-r.fin:
-				return r.err
+				return r.endedEarly()
 			default:
 			}
 			return fail(fmt.Errorf("%w: room %d: hook %s: %w", ErrConnection, r.Room, HookSendFrame, err))
