@@ -336,8 +336,9 @@ func (c *leanConn) read() {
 		}
 		close(c.reqs)
 	}()
+	crlf := 0 // leading CR or LF bytes the next head may still drop (see headEnd)
 	for {
-		end := http1.RequestHeadEnd(c.buf[:c.n])
+		end := c.headEnd(&crlf)
 		for end < 0 {
 			if c.n == len(c.buf) {
 				if len(c.buf) >= http1.MaxSimpleHead {
@@ -351,7 +352,7 @@ func (c *leanConn) read() {
 				c.touch(readHead)
 			}
 			c.n += m
-			if end = http1.RequestHeadEnd(c.buf[:c.n]); end < 0 && err != nil {
+			if end = c.headEnd(&crlf); end < 0 && err != nil {
 				return
 			}
 		}
@@ -363,6 +364,7 @@ func (c *leanConn) read() {
 		case endConn:
 			return
 		}
+		crlf = 4
 		c.pending.Add(1) // before the hand-off: never idle in between (shutdown closes idle ones)
 		select {
 		case c.reqs <- it:
@@ -375,6 +377,28 @@ func (c *leanConn) read() {
 			c.touch(readHead)
 		}
 	}
+}
+
+// headEnd is http1.RequestHeadEnd of the buffer once up to *crlf leading CR or LF bytes
+// are dropped: net/http drops up to 4 after a POST (RFC 9112 2.2, for clients that end a
+// body with a stray CRLF), and every request here is a POST. Without it the stray CRLF
+// reads as an empty head, net/http is handed a malformed request and answers 400.
+func (c *leanConn) headEnd(crlf *int) int {
+	i := 0
+	for i < *crlf && i < c.n && (c.buf[i] == '\r' || c.buf[i] == '\n') {
+		i++
+	}
+	if i < c.n {
+		*crlf = 0 // the head has begun
+	} else {
+		*crlf -= i
+	}
+	if i > 0 {
+		if c.n = copy(c.buf, c.buf[i:c.n]); c.n == 0 {
+			c.touch(readIdle) // no head yet: still the idle timeout
+		}
+	}
+	return http1.RequestHeadEnd(c.buf[:c.n])
 }
 
 // What the reader does with a head.

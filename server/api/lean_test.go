@@ -107,6 +107,8 @@ func TestLeanWritesWhatNetHTTPWrites(t *testing.T) {
 		{"error mid-stream", midErr, nil, []string{genReq("r1", okBody)}, false},
 		{"connection close", textScript("x", "stop"), nil, []string{genReq("r1", okBody, "Connection: close\r\n"), genReq("r2", okBody)}, false},
 		{"then net/http", textScript("x", "stop"), nil, []string{genReq("r1", okBody), "GET /health HTTP/1.1\r\nHost: h\r\nX-Request-Id: h1\r\n\r\n", genReq("r2", okBody)}, false},
+		{"CRLF after a POST", textScript("x", "stop"), nil, []string{genReq("r1", okBody) + "\r\n", genReq("r2", okBody), "\r\n\n" + genReq("r3", okBody)}, false},
+		{"CRLFs before a first request", nil, nil, []string{"\r\n" + genReq("r1", okBody)}, false},
 		{"wrong method", nil, nil, []string{"PUT /generate HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nX-Request-Id: p\r\n\r\n"}, false},
 		{"malformed", nil, nil, []string{genReq("r1", okBody, "Bad Header: x\r\n")}, false},
 		{"too large", nil, nil, []string{genReq("r1", strings.Repeat(" ", 5000)+okBody)}, false},
