@@ -228,6 +228,7 @@ const (
 	readIdle = iota // waiting for a request's first byte
 	readHead        // a head has begun
 	readBody        // reading a body
+	readWait        // a request read whole waits for the server goroutine: no timeout (net/http would not have read it yet)
 	readDone        // the reader has ended
 )
 
@@ -366,6 +367,7 @@ func (c *leanConn) read() {
 		}
 		crlf = 4
 		c.pending.Add(1) // before the hand-off: never idle in between (shutdown closes idle ones)
+		c.state.Store(readWait)
 		select {
 		case c.reqs <- it:
 		case <-c.sdone:
@@ -467,6 +469,7 @@ func (c *leanConn) handover() bool {
 	if pre == nil {
 		pre = []byte{}
 	}
+	c.state.Store(readWait)
 	select {
 	case c.reqs <- leanItem{handover: pre}:
 		return true

@@ -483,3 +483,75 @@ func TestLeanPipelinedHandOff(t *testing.T) {
 	}
 	require.Zero(t, f.abortCount())
 }
+
+// TestLeanPipelinedOutliveHeaderTimeout: requests pipelined behind a long response are
+// read whole and wait for the server goroutine; the read-header timeout is not theirs
+// (net/http reads none of them until the response ends), so the reaper must not cut the
+// connection, and the response in progress with it, once they have waited that long.
+func TestLeanPipelinedOutliveHeaderTimeout(t *testing.T) {
+	release := make(chan struct{})
+	f := &fakeGen{started: make(chan struct{}, 4), script: func(e *emitter) {
+		if e.req.ID != "hold" {
+			e.text("ok", "stop")
+			return
+		}
+		if !e.send(gen.Event{Tokens: []int{'a'}}) {
+			return
+		}
+		select {
+		case <-release:
+		case <-e.ctx.Done():
+			e.abort()
+			return
+		}
+		e.send(gen.Event{Done: true, Finish: "stop"})
+	}}
+	h := New(f, WithLogger(discardLogger()), WithContextLength(1024))
+	url, srv, wait := runServer(t, h, WithLeanGenerate(), WithReadHeaderTimeout(50*time.Millisecond))
+	defer func() {
+		require.NoError(t, srv.Shutdown(context.Background()))
+		require.NoError(t, wait())
+		f.wg.Wait()
+	}()
+	addr := strings.TrimPrefix(url, "http://")
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
+	_, err = nc.Write([]byte(genReq("hold", okBody) + genReq("b", okBody) + genReq("c", okBody)))
+	require.NoError(t, err)
+	<-f.started
+	require.Eventually(t, func() bool { // "b" waits in the channel, "c" in the reader's hand
+		srv.lean.mu.Lock()
+		defer srv.lean.mu.Unlock()
+		for c := range srv.lean.conns {
+			if c.pending.Load() == 3 {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, time.Millisecond)
+
+	// A head begun after "c" was read, cut for its read-header timeout: the reaper has
+	// swept since "c" waited past that timeout too.
+	slow, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer slow.Close()
+	require.NoError(t, slow.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
+	_, err = slow.Write([]byte("POST /generate HTTP/1.1\r\n"))
+	require.NoError(t, err)
+	_, err = io.ReadAll(slow)
+	var ne net.Error
+	require.False(t, errorAs(err, &ne) && ne.Timeout(), "the slow head was never cut")
+
+	close(release)
+	br := bufio.NewReader(nc)
+	for _, rid := range []string{"hold", "b", "c"} {
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err, "response %s", rid)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err, "response %s", rid)
+		require.Contains(t, string(b), `"finish_reason":"stop"`, "response %s", rid)
+	}
+	require.Zero(t, f.abortCount())
+}
