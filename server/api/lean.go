@@ -295,8 +295,10 @@ func (c *leanConn) serveLoop() {
 			return
 		}
 		again := c.serveOne(it)
-		c.pending.Add(-1)
+		// The idle time starts now, before the reaper may see no request pending: else it
+		// measures it from the request's start and may close the connection as it is reused.
 		c.since.Store(time.Now().UnixNano())
+		c.pending.Add(-1)
 		if !again {
 			break
 		}
