@@ -57,12 +57,16 @@ type leanServer struct {
 	mu    sync.Mutex
 	ln    net.Listener
 	conns map[*leanConn]struct{}
-	done  chan struct{} // closed when the accept loop ends (stops the reaper)
+
+	// Closed when no connection is left to reap: not when accepting ends, since a
+	// shutdown waits for connections the timeouts still bound.
+	reaped   chan struct{}
+	stopReap sync.Once
 }
 
 func newLeanServer(h *Handler, srv *http.Server, log *slog.Logger, paths []string) *leanServer {
 	return &leanServer{h: h, log: log, paths: paths, idle: srv.IdleTimeout, headerTimeout: srv.ReadHeaderTimeout,
-		readTimeout: srv.ReadTimeout, conns: map[*leanConn]struct{}{}, done: make(chan struct{})}
+		readTimeout: srv.ReadTimeout, conns: map[*leanConn]struct{}{}, reaped: make(chan struct{})}
 }
 
 // serve accepts connections on ln until it is closed; nil after a shutdown.
@@ -71,7 +75,6 @@ func (s *leanServer) serve(ln net.Listener) error {
 	s.ln = ln
 	closing := s.closing.Load()
 	s.mu.Unlock()
-	defer close(s.done)
 	if closing { // shut down before it served
 		_ = ln.Close()
 		return nil
@@ -138,6 +141,7 @@ func (s *leanServer) shutdown(ctx context.Context) error {
 	wait := time.Millisecond
 	for {
 		if s.closeIdle() == 0 {
+			s.stopReap.Do(func() { close(s.reaped) })
 			return nil
 		}
 		t := time.NewTimer(wait)
@@ -167,6 +171,7 @@ func (s *leanServer) closeIdle() int {
 // closeAll closes every connection.
 func (s *leanServer) closeAll() {
 	s.stopAccepting()
+	s.stopReap.Do(func() { close(s.reaped) })
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
@@ -186,7 +191,7 @@ func (s *leanServer) reap() {
 	defer t.Stop()
 	for {
 		select {
-		case <-s.done:
+		case <-s.reaped:
 			return
 		case <-t.C:
 		}

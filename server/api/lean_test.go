@@ -555,3 +555,36 @@ func TestLeanPipelinedOutliveHeaderTimeout(t *testing.T) {
 	}
 	require.Zero(t, f.abortCount())
 }
+
+// TestLeanShutdownCutsSlowHead: a head begun before a shutdown is still bound by the
+// read-header timeout while the shutdown waits (as net/http's read deadline bounds it),
+// so it cannot hold the shutdown for the whole grace and abort wait.
+func TestLeanShutdownCutsSlowHead(t *testing.T) {
+	f := &fakeGen{script: textScript("ok", "stop")}
+	h := New(f, WithLogger(discardLogger()), WithContextLength(1024))
+	url, srv, wait := runServer(t, h, WithLeanGenerate(), WithReadHeaderTimeout(50*time.Millisecond),
+		WithShutdownGrace(10*time.Minute), WithAbortWait(10*time.Minute))
+	nc, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
+	_, err = nc.Write([]byte("POST /generate HTTP/1.1\r\n"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { // the head has begun
+		srv.lean.mu.Lock()
+		defer srv.lean.mu.Unlock()
+		for c := range srv.lean.conns {
+			if c.state.Load() == readHead {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(context.Background()) }()
+	_, err = io.ReadAll(nc)
+	var ne net.Error
+	require.False(t, errorAs(err, &ne) && ne.Timeout(), "the slow head was not cut during the shutdown")
+	require.NoError(t, <-done)
+	require.NoError(t, wait())
+}
