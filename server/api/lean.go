@@ -417,6 +417,9 @@ const (
 	endConn   // its body could not be read
 )
 
+// minBodyBuf is the least a body's buffer starts with when its bytes are still to come.
+const minBodyBuf = 64 << 10
+
 // request parses the head in buf[:end] and reads its body.
 func (c *leanConn) request(end int) (leanItem, int) {
 	head := string(c.buf[:end])
@@ -447,13 +450,24 @@ func (c *leanConn) request(end int) (leanItem, int) {
 	if hdr == nil {
 		hdr = http.Header{}
 	}
-	body := make([]byte, hd.ContentLength)
-	k := copy(body, c.buf[end:c.n])
+	// The body grows as its bytes come, as net/http's does: a head alone must not cost
+	// the body it announces (a peer's heads would hold the limit each until timed out).
+	want := int(hd.ContentLength)
+	k := min(c.n-end, want)
+	body := make([]byte, k, min(want, max(k, minBodyBuf)))
+	copy(body, c.buf[end:end+k])
 	c.n = copy(c.buf, c.buf[end+k:c.n])
-	if k < len(body) {
+	if k < want {
 		c.touch(readBody)
-		if _, err := io.ReadFull(c.nc, body[k:]); err != nil {
-			return leanItem{}, endConn
+		for len(body) < want {
+			if len(body) == cap(body) {
+				body = slices.Grow(body, min(len(body), want-len(body)))
+			}
+			m, err := c.nc.Read(body[len(body):min(cap(body), want)])
+			body = body[:len(body)+m]
+			if err != nil && len(body) < want {
+				return leanItem{}, endConn
+			}
 		}
 	}
 	r := new(http.Request)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -587,4 +588,83 @@ func TestLeanShutdownCutsSlowHead(t *testing.T) {
 	require.False(t, errorAs(err, &ne) && ne.Timeout(), "the slow head was not cut during the shutdown")
 	require.NoError(t, <-done)
 	require.NoError(t, wait())
+}
+
+// TestLeanBodyGrowsAsItArrives: a head alone must not cost its Content-Length in memory
+// (net/http's body reader grows with the bytes that came): a few connections that send a
+// head announcing a body at the limit, and no body, hold almost nothing.
+func TestLeanBodyGrowsAsItArrives(t *testing.T) {
+	const conns, limit = 16, 4 << 20
+	f := &fakeGen{script: textScript("ok", "stop")}
+	h := New(f, WithLogger(discardLogger()), WithContextLength(1024), WithMaxBodyBytes(limit))
+	url, srv, wait := runServer(t, h, WithLeanGenerate())
+	defer func() {
+		require.NoError(t, srv.Shutdown(context.Background()))
+		require.NoError(t, wait())
+	}()
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range conns {
+		nc, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+		require.NoError(t, err)
+		defer nc.Close()
+		_, err = fmt.Fprintf(nc, "POST /generate HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n{", limit)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { // every reader waits for the rest of its body
+		srv.lean.mu.Lock()
+		defer srv.lean.mu.Unlock()
+		n := 0
+		for c := range srv.lean.conns {
+			if c.state.Load() == readBody {
+				n++
+			}
+		}
+		return n == conns
+	}, time.Minute, time.Millisecond)
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	require.Less(t, grew, int64(conns*limit/4), "heap grew %d bytes for %d heads announcing %d-byte bodies", grew, conns, limit)
+}
+
+// TestLeanSlicedRequests: heads and bodies that arrive in many small segments (a proxy
+// that slices them) are read whole, bodies past the first buffer too, and the next
+// request on the connection after them as well.
+func TestLeanSlicedRequests(t *testing.T) {
+	f := &fakeGen{script: textScript("ok", "stop")}
+	addr, _ := startLean(t, f)
+	big := strings.Repeat(" ", 3*minBodyBuf+17) + okBody
+	for _, tc := range []struct {
+		name string
+		req  string
+		size int // bytes per write
+	}{
+		{"byte by byte", genReq("s1", okBody), 1},
+		{"big body", genReq("s2", big), 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			defer nc.Close()
+			require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
+			br := bufio.NewReader(nc)
+			for round := range 2 {
+				for s := tc.req; s != ""; {
+					n := min(tc.size, len(s))
+					_, err := nc.Write([]byte(s[:n]))
+					require.NoError(t, err)
+					s = s[n:]
+				}
+				resp, err := http.ReadResponse(br, nil)
+				require.NoError(t, err, "round %d", round)
+				b, err := io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				require.Equal(t, http.StatusOK, resp.StatusCode, "round %d: %s", round, b)
+				require.Contains(t, string(b), `"finish_reason":"stop"`, "round %d", round)
+			}
+		})
+	}
 }
