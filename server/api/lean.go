@@ -361,6 +361,9 @@ func (c *leanConn) read() {
 			}
 			c.n += m
 			if end = c.headEnd(&crlf); end < 0 && err != nil {
+				if errors.Is(err, io.EOF) && c.n > 0 { // a half-close: net/http answers the cut head
+					handedOver = c.handover()
+				}
 				return
 			}
 		}
@@ -413,7 +416,7 @@ func (c *leanConn) headEnd(crlf *int) int {
 // What the reader does with a head.
 const (
 	serveLean = iota
-	toNetHTTP // a request net/http is to answer (buf is untouched)
+	toNetHTTP // a request net/http is to answer (buf[:n] holds what was read of it)
 	endConn   // its body could not be read
 )
 
@@ -466,7 +469,13 @@ func (c *leanConn) request(end int) (leanItem, int) {
 			m, err := c.nc.Read(body[len(body):min(cap(body), want)])
 			body = body[:len(body)+m]
 			if err != nil && len(body) < want {
-				return leanItem{}, endConn
+				if !errors.Is(err, io.EOF) {
+					return leanItem{}, endConn
+				}
+				// A half-close: net/http answers the short body (its handler's 400).
+				c.buf = append(append(c.buf[:0], head...), body...)
+				c.n = len(c.buf)
+				return leanItem{}, toNetHTTP
 			}
 		}
 	}

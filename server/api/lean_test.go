@@ -668,3 +668,43 @@ func TestLeanSlicedRequests(t *testing.T) {
 		})
 	}
 }
+
+// TestLeanCutRequestAnsweredAsNetHTTP: a client that half-closes the connection with a
+// request unfinished (a head or a body short of its Content-Length) gets net/http's
+// answer, a 400, from the lean server too, not a silent close. (Behind a whole request
+// net/http's own answer varies with how the bytes arrive, so that case is not compared.)
+func TestLeanCutRequestAnsweredAsNetHTTP(t *testing.T) {
+	whole := genReq("r1", okBody)
+	for _, tc := range []struct{ name, raw string }{
+		{"short body", whole[:len(whole)-5]},
+		{"cut head", "POST /generate HTTP/1.1\r\nHost: h\r\n"},
+		{"head only", "POST /generate HTTP/1.1\r\nHost: h\r\nX-Request-Id: r2\r\nContent-Length: 10\r\n\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got [2]string
+			for i, lean := range []bool{false, true} {
+				f := &fakeGen{script: textScript("x", "stop")}
+				h := New(f, WithLogger(discardLogger()), WithContextLength(1024))
+				var opts []ServerOption
+				if lean {
+					opts = append(opts, WithLeanGenerate())
+				}
+				url, srv, wait := runServer(t, h, opts...)
+				nc, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+				require.NoError(t, err)
+				require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
+				_, err = nc.Write([]byte(tc.raw))
+				require.NoError(t, err)
+				require.NoError(t, nc.(*net.TCPConn).CloseWrite())
+				b, err := io.ReadAll(nc)
+				require.NoError(t, err)
+				got[i] = dateLine.ReplaceAllString(string(b), "\r\nDate: X\r\n")
+				require.NoError(t, nc.Close())
+				require.NoError(t, srv.Shutdown(context.Background()))
+				require.NoError(t, wait())
+				f.wg.Wait()
+			}
+			require.Equal(t, got[0], got[1], "net/http, then lean")
+		})
+	}
+}
