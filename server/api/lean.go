@@ -256,6 +256,8 @@ type leanConn struct {
 	rhdr   http.Header // the response header map, cleared per request
 	werr   error
 
+	born    time.Time
+	used    atomic.Bool // a byte was read
 	state   atomic.Int32
 	since   atomic.Int64 // when the state began (or the last response ended)
 	pending atomic.Int32 // requests handed to the server goroutine and not yet answered
@@ -272,7 +274,7 @@ type leanItem struct {
 func (s *leanServer) newConn(nc net.Conn) *leanConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &leanConn{s: s, nc: nc, cancel: cancel, reqs: make(chan leanItem, 1), sdone: make(chan struct{}),
-		buf: make([]byte, 1<<10), rhdr: http.Header{}}
+		buf: make([]byte, 1<<10), rhdr: http.Header{}, born: time.Now()}
 	c.tmpl = (&http.Request{RemoteAddr: nc.RemoteAddr().String()}).WithContext(ctx)
 	c.bw = bufio.NewWriterSize(connWriter{c}, 4<<10)
 	c.body = bufio.NewWriterSize(chunks{}, bufferBeforeChunking)
@@ -285,7 +287,18 @@ func (c *leanConn) touch(state int32) {
 	c.since.Store(time.Now().UnixNano())
 }
 
-func (c *leanConn) idle() bool { return c.pending.Load() == 0 && c.state.Load() == readIdle }
+// idle reports that c has no request in hand. One that has read nothing yet is idle only
+// after newConnGrace, as in net/http (its issue 22682): its first request may be on its
+// way, and a close then is, to the client, a request lost rather than the 503 of a drain.
+func (c *leanConn) idle() bool {
+	if c.pending.Load() != 0 || c.state.Load() != readIdle {
+		return false
+	}
+	return c.used.Load() || time.Since(c.born) > newConnGrace
+}
+
+// newConnGrace is net/http's: how long a shutdown spares a connection that sent nothing.
+const newConnGrace = 5 * time.Second
 
 // serveLoop is the connection's server goroutine: it starts the reader, then answers
 // what the reader hands it, in order.
@@ -358,6 +371,9 @@ func (c *leanConn) read() {
 			m, err := c.nc.Read(c.buf[c.n:])
 			if m > 0 && c.n == 0 {
 				c.touch(readHead)
+				if !c.used.Load() {
+					c.used.Store(true)
+				}
 			}
 			c.n += m
 			if end = c.headEnd(&crlf); end < 0 && err != nil {
