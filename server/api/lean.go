@@ -377,7 +377,7 @@ func (c *leanConn) read() {
 			}
 			c.n += m
 			if end = c.headEnd(&crlf); end < 0 && err != nil {
-				if errors.Is(err, io.EOF) && c.n > 0 { // a half-close: net/http answers the cut head
+				if c.halfClosed(err) && c.n > 0 { // net/http answers the cut head
 					handedOver = c.handover()
 				}
 				return
@@ -427,6 +427,14 @@ func (c *leanConn) headEnd(crlf *int) int {
 		}
 	}
 	return http1.RequestHeadEnd(c.buf[:c.n])
+}
+
+// halfClosed reports a read that ended in EOF with no request of the connection in
+// hand: what was read of the next one is then net/http's to answer, as it would have
+// (a peer that half-closes still reads). With requests in hand, EOF cancels them instead
+// (the peer went away: see leanServer).
+func (c *leanConn) halfClosed(err error) bool {
+	return errors.Is(err, io.EOF) && c.pending.Load() == 0
 }
 
 // What the reader does with a head.
@@ -485,10 +493,10 @@ func (c *leanConn) request(end int) (leanItem, int) {
 			m, err := c.nc.Read(body[len(body):min(cap(body), want)])
 			body = body[:len(body)+m]
 			if err != nil && len(body) < want {
-				if !errors.Is(err, io.EOF) {
+				if !c.halfClosed(err) {
 					return leanItem{}, endConn
 				}
-				// A half-close: net/http answers the short body (its handler's 400).
+				// net/http answers the short body (its handler's 400).
 				c.buf = append(append(c.buf[:0], head...), body...)
 				c.n = len(c.buf)
 				return leanItem{}, toNetHTTP

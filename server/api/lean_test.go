@@ -754,3 +754,22 @@ func TestLeanShutdownSparesNewConnection(t *testing.T) {
 	require.NoError(t, <-done)
 	require.NoError(t, wait())
 }
+
+// TestLeanEOFBehindRequestAborts: a peer that pipelined a head behind a request and went
+// away before finishing it still aborts the request in hand (its EOF is not a half-close
+// for net/http to answer while a request is in hand).
+func TestLeanEOFBehindRequestAborts(t *testing.T) {
+	f := &fakeGen{started: make(chan struct{}, 1), script: func(e *emitter) { e.hang() }}
+	addr, h := startLean(t, f)
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	_, err = nc.Write([]byte(genReq("a", okBody)))
+	require.NoError(t, err)
+	<-f.started
+	_, err = nc.Write([]byte("POST /generate HTTP/1.1\r\nHost: h\r\n"))
+	require.NoError(t, err)
+	require.NoError(t, nc.(*net.TCPConn).CloseWrite())
+	require.Eventually(t, func() bool { return f.abortCount() == 1 && h.InFlight() == 0 }, time.Minute, time.Millisecond,
+		"the request in hand was not aborted")
+}
