@@ -36,9 +36,10 @@ import (
 // cancelled leg becomes an engine abort even while decode writes nothing
 // (TestLeanDroppedLegAborts). The server goroutine runs the handler with a leanWriter,
 // which writes net/http's bytes. Any other head (another path or method, a malformed
-// or unusual one, a body over the limit) hands the connection, with the bytes already
-// read, to net/http, which answers it and every later request on it as before: its
-// errors and its 4xx bodies are unchanged.
+// or unusual one, a body over the limit), or a request the peer half-closed unfinished
+// with nothing in hand, hands the connection, with the bytes already read, to net/http,
+// which answers it and every later request on it as before: its errors and its 4xx
+// bodies are unchanged.
 //
 // Timeouts without per-request deadlines: a reaper closes connections idle past the
 // idle timeout, or stuck in a head or a body past the read-header or read timeout.
