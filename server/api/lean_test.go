@@ -714,45 +714,52 @@ func TestLeanCutRequestAnsweredAsNetHTTP(t *testing.T) {
 // first request may be on its way: that request gets the draining server's 503, which a
 // client may retry, rather than a close it cannot tell from a request lost.
 func TestLeanShutdownSparesNewConnection(t *testing.T) {
-	f := &fakeGen{script: textScript("ok", "stop")}
-	h := New(f, WithLogger(discardLogger()), WithContextLength(1024))
-	url, srv, wait := runServer(t, h, WithLeanGenerate(), WithShutdownGrace(time.Minute))
-	addr := strings.TrimPrefix(url, "http://")
-	dial := func() net.Conn {
-		nc, err := net.Dial("tcp", addr)
-		require.NoError(t, err)
-		t.Cleanup(func() { nc.Close() })
-		require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
-		return nc
+	for _, tc := range []struct{ name, req string }{
+		{"lean", genReq("f", okBody)},
+		{"net/http", "GET /health HTTP/1.1\r\nHost: h\r\n\r\n"}, // handed over during the drain
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeGen{script: textScript("ok", "stop")}
+			h := New(f, WithLogger(discardLogger()), WithContextLength(1024))
+			url, srv, wait := runServer(t, h, WithLeanGenerate(), WithShutdownGrace(time.Minute))
+			addr := strings.TrimPrefix(url, "http://")
+			dial := func() net.Conn {
+				nc, err := net.Dial("tcp", addr)
+				require.NoError(t, err)
+				t.Cleanup(func() { nc.Close() })
+				require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
+				return nc
+			}
+			used := dial() // idle after one answer
+			_, err := used.Write([]byte(genReq("u", okBody)))
+			require.NoError(t, err)
+			_, body, err := http1.ReadResponse(used)
+			require.NoError(t, err)
+			_, err = io.Copy(io.Discard, body)
+			require.NoError(t, err)
+			fresh := dial()
+			require.Eventually(t, func() bool {
+				srv.lean.mu.Lock()
+				defer srv.lean.mu.Unlock()
+				return len(srv.lean.conns) == 2
+			}, time.Minute, time.Millisecond)
+
+			done := make(chan error, 1)
+			go func() { done <- srv.Shutdown(context.Background()) }()
+			_, err = io.ReadAll(used) // the shutdown has swept the idle connections
+			var ne net.Error
+			require.False(t, errorAs(err, &ne) && ne.Timeout(), "the idle connection was not closed")
+
+			_, err = fresh.Write([]byte(tc.req))
+			require.NoError(t, err)
+			resp, err := http.ReadResponse(bufio.NewReader(fresh), nil)
+			require.NoError(t, err, "the new connection was closed")
+			require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+			require.True(t, resp.Close)
+			require.NoError(t, <-done)
+			require.NoError(t, wait())
+		})
 	}
-	used := dial() // idle after one answer
-	_, err := used.Write([]byte(genReq("u", okBody)))
-	require.NoError(t, err)
-	_, body, err := http1.ReadResponse(used)
-	require.NoError(t, err)
-	_, err = io.Copy(io.Discard, body)
-	require.NoError(t, err)
-	fresh := dial()
-	require.Eventually(t, func() bool {
-		srv.lean.mu.Lock()
-		defer srv.lean.mu.Unlock()
-		return len(srv.lean.conns) == 2
-	}, time.Minute, time.Millisecond)
-
-	done := make(chan error, 1)
-	go func() { done <- srv.Shutdown(context.Background()) }()
-	_, err = io.ReadAll(used) // the shutdown has swept the idle connections
-	var ne net.Error
-	require.False(t, errorAs(err, &ne) && ne.Timeout(), "the idle connection was not closed")
-
-	_, err = fresh.Write([]byte(genReq("f", okBody)))
-	require.NoError(t, err)
-	resp, err := http.ReadResponse(bufio.NewReader(fresh), nil)
-	require.NoError(t, err, "the new connection was closed")
-	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
-	require.True(t, resp.Close)
-	require.NoError(t, <-done)
-	require.NoError(t, wait())
 }
 
 // TestLeanEOFBehindRequestAborts: a peer that pipelined a head behind a request and went
