@@ -36,9 +36,10 @@ import (
 // cancelled leg becomes an engine abort even while decode writes nothing
 // (TestLeanDroppedLegAborts). The server goroutine runs the handler with a leanWriter,
 // which writes net/http's bytes. Any other head (another path or method, a malformed
-// or unusual one, a body over the limit) hands the connection, with the bytes already
-// read, to net/http, which answers it and every later request on it as before: its
-// errors and its 4xx bodies are unchanged.
+// or unusual one, a body over the limit), or a request the peer half-closed unfinished
+// with nothing in hand, hands the connection, with the bytes already read, to net/http,
+// which answers it and every later request on it as before: its errors and its 4xx
+// bodies are unchanged.
 //
 // Timeouts without per-request deadlines: a reaper closes connections idle past the
 // idle timeout, or stuck in a head or a body past the read-header or read timeout.
@@ -57,12 +58,16 @@ type leanServer struct {
 	mu    sync.Mutex
 	ln    net.Listener
 	conns map[*leanConn]struct{}
-	done  chan struct{} // closed when the accept loop ends (stops the reaper)
+
+	// Closed when no connection is left to reap: not when accepting ends, since a
+	// shutdown waits for connections the timeouts still bound.
+	reaped   chan struct{}
+	stopReap sync.Once
 }
 
 func newLeanServer(h *Handler, srv *http.Server, log *slog.Logger, paths []string) *leanServer {
 	return &leanServer{h: h, log: log, paths: paths, idle: srv.IdleTimeout, headerTimeout: srv.ReadHeaderTimeout,
-		readTimeout: srv.ReadTimeout, conns: map[*leanConn]struct{}{}, done: make(chan struct{})}
+		readTimeout: srv.ReadTimeout, conns: map[*leanConn]struct{}{}, reaped: make(chan struct{})}
 }
 
 // serve accepts connections on ln until it is closed; nil after a shutdown.
@@ -71,7 +76,6 @@ func (s *leanServer) serve(ln net.Listener) error {
 	s.ln = ln
 	closing := s.closing.Load()
 	s.mu.Unlock()
-	defer close(s.done)
 	if closing { // shut down before it served
 		_ = ln.Close()
 		return nil
@@ -138,6 +142,7 @@ func (s *leanServer) shutdown(ctx context.Context) error {
 	wait := time.Millisecond
 	for {
 		if s.closeIdle() == 0 {
+			s.stopReap.Do(func() { close(s.reaped) })
 			return nil
 		}
 		t := time.NewTimer(wait)
@@ -167,6 +172,7 @@ func (s *leanServer) closeIdle() int {
 // closeAll closes every connection.
 func (s *leanServer) closeAll() {
 	s.stopAccepting()
+	s.stopReap.Do(func() { close(s.reaped) })
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
@@ -186,7 +192,7 @@ func (s *leanServer) reap() {
 	defer t.Stop()
 	for {
 		select {
-		case <-s.done:
+		case <-s.reaped:
 			return
 		case <-t.C:
 		}
@@ -228,6 +234,7 @@ const (
 	readIdle = iota // waiting for a request's first byte
 	readHead        // a head has begun
 	readBody        // reading a body
+	readWait        // a request read whole waits for the server goroutine: no timeout (net/http would not have read it yet)
 	readDone        // the reader has ended
 )
 
@@ -250,6 +257,8 @@ type leanConn struct {
 	rhdr   http.Header // the response header map, cleared per request
 	werr   error
 
+	born    time.Time
+	used    atomic.Bool // a byte was read
 	state   atomic.Int32
 	since   atomic.Int64 // when the state began (or the last response ended)
 	pending atomic.Int32 // requests handed to the server goroutine and not yet answered
@@ -266,7 +275,7 @@ type leanItem struct {
 func (s *leanServer) newConn(nc net.Conn) *leanConn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &leanConn{s: s, nc: nc, cancel: cancel, reqs: make(chan leanItem, 1), sdone: make(chan struct{}),
-		buf: make([]byte, 1<<10), rhdr: http.Header{}}
+		buf: make([]byte, 1<<10), rhdr: http.Header{}, born: time.Now()}
 	c.tmpl = (&http.Request{RemoteAddr: nc.RemoteAddr().String()}).WithContext(ctx)
 	c.bw = bufio.NewWriterSize(connWriter{c}, 4<<10)
 	c.body = bufio.NewWriterSize(chunks{}, bufferBeforeChunking)
@@ -279,7 +288,18 @@ func (c *leanConn) touch(state int32) {
 	c.since.Store(time.Now().UnixNano())
 }
 
-func (c *leanConn) idle() bool { return c.pending.Load() == 0 && c.state.Load() == readIdle }
+// idle reports that c has no request in hand. One that has read nothing yet is idle only
+// after newConnGrace, as in net/http (its issue 22682): its first request may be on its
+// way, and a close then is, to the client, a request lost rather than the 503 of a drain.
+func (c *leanConn) idle() bool {
+	if c.pending.Load() != 0 || c.state.Load() != readIdle {
+		return false
+	}
+	return c.used.Load() || time.Since(c.born) > newConnGrace
+}
+
+// newConnGrace is net/http's: how long a shutdown spares a connection that sent nothing.
+const newConnGrace = 5 * time.Second
 
 // serveLoop is the connection's server goroutine: it starts the reader, then answers
 // what the reader hands it, in order.
@@ -294,8 +314,10 @@ func (c *leanConn) serveLoop() {
 			return
 		}
 		again := c.serveOne(it)
-		c.pending.Add(-1)
+		// The idle time starts now, before the reaper may see no request pending: else it
+		// measures it from the request's start and may close the connection as it is reused.
 		c.since.Store(time.Now().UnixNano())
+		c.pending.Add(-1)
 		if !again {
 			break
 		}
@@ -336,8 +358,9 @@ func (c *leanConn) read() {
 		}
 		close(c.reqs)
 	}()
+	crlf := 0 // leading CR or LF bytes the next head may still drop (see headEnd)
 	for {
-		end := http1.RequestHeadEnd(c.buf[:c.n])
+		end := c.headEnd(&crlf)
 		for end < 0 {
 			if c.n == len(c.buf) {
 				if len(c.buf) >= http1.MaxSimpleHead {
@@ -349,9 +372,15 @@ func (c *leanConn) read() {
 			m, err := c.nc.Read(c.buf[c.n:])
 			if m > 0 && c.n == 0 {
 				c.touch(readHead)
+				if !c.used.Load() {
+					c.used.Store(true)
+				}
 			}
 			c.n += m
-			if end = http1.RequestHeadEnd(c.buf[:c.n]); end < 0 && err != nil {
+			if end = c.headEnd(&crlf); end < 0 && err != nil {
+				if c.halfClosed(err) && c.n > 0 { // net/http answers the cut head
+					handedOver = c.handover()
+				}
 				return
 			}
 		}
@@ -363,7 +392,9 @@ func (c *leanConn) read() {
 		case endConn:
 			return
 		}
+		crlf = 4
 		c.pending.Add(1) // before the hand-off: never idle in between (shutdown closes idle ones)
+		c.state.Store(readWait)
 		select {
 		case c.reqs <- it:
 		case <-c.sdone:
@@ -377,12 +408,45 @@ func (c *leanConn) read() {
 	}
 }
 
+// headEnd is http1.RequestHeadEnd of the buffer once up to *crlf leading CR or LF bytes
+// are dropped: net/http drops up to 4 after a POST (RFC 9112 2.2, for clients that end a
+// body with a stray CRLF), and every request here is a POST. Without it the stray CRLF
+// reads as an empty head, net/http is handed a malformed request and answers 400.
+func (c *leanConn) headEnd(crlf *int) int {
+	i := 0
+	for i < *crlf && i < c.n && (c.buf[i] == '\r' || c.buf[i] == '\n') {
+		i++
+	}
+	if i < c.n {
+		*crlf = 0 // the head has begun
+	} else {
+		*crlf -= i
+	}
+	if i > 0 {
+		if c.n = copy(c.buf, c.buf[i:c.n]); c.n == 0 {
+			c.touch(readIdle) // no head yet: still the idle timeout
+		}
+	}
+	return http1.RequestHeadEnd(c.buf[:c.n])
+}
+
+// halfClosed reports a read that ended in EOF with no request of the connection in
+// hand: what was read of the next one is then net/http's to answer, as it would have
+// (a peer that half-closes still reads). With requests in hand, EOF cancels them instead
+// (the peer went away: see leanServer).
+func (c *leanConn) halfClosed(err error) bool {
+	return errors.Is(err, io.EOF) && c.pending.Load() == 0
+}
+
 // What the reader does with a head.
 const (
 	serveLean = iota
-	toNetHTTP // a request net/http is to answer (buf is untouched)
+	toNetHTTP // a request net/http is to answer (buf[:n] holds what was read of it)
 	endConn   // its body could not be read
 )
+
+// minBodyBuf is the least a body's buffer starts with when its bytes are still to come.
+const minBodyBuf = 64 << 10
 
 // request parses the head in buf[:end] and reads its body.
 func (c *leanConn) request(end int) (leanItem, int) {
@@ -414,13 +478,30 @@ func (c *leanConn) request(end int) (leanItem, int) {
 	if hdr == nil {
 		hdr = http.Header{}
 	}
-	body := make([]byte, hd.ContentLength)
-	k := copy(body, c.buf[end:c.n])
+	// The body grows as its bytes come, as net/http's does: a head alone must not cost
+	// the body it announces (a peer's heads would hold the limit each until timed out).
+	want := int(hd.ContentLength)
+	k := min(c.n-end, want)
+	body := make([]byte, k, min(want, max(k, minBodyBuf)))
+	copy(body, c.buf[end:end+k])
 	c.n = copy(c.buf, c.buf[end+k:c.n])
-	if k < len(body) {
+	if k < want {
 		c.touch(readBody)
-		if _, err := io.ReadFull(c.nc, body[k:]); err != nil {
-			return leanItem{}, endConn
+		for len(body) < want {
+			if len(body) == cap(body) {
+				body = slices.Grow(body, min(len(body), want-len(body)))
+			}
+			m, err := c.nc.Read(body[len(body):min(cap(body), want)])
+			body = body[:len(body)+m]
+			if err != nil && len(body) < want {
+				if !c.halfClosed(err) {
+					return leanItem{}, endConn
+				}
+				// net/http answers the short body (its handler's 400).
+				c.buf = append(append(c.buf[:0], head...), body...)
+				c.n = len(c.buf)
+				return leanItem{}, toNetHTTP
+			}
 		}
 	}
 	r := new(http.Request)
@@ -443,6 +524,7 @@ func (c *leanConn) handover() bool {
 	if pre == nil {
 		pre = []byte{}
 	}
+	c.state.Store(readWait)
 	select {
 	case c.reqs <- leanItem{handover: pre}:
 		return true

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +108,8 @@ func TestLeanWritesWhatNetHTTPWrites(t *testing.T) {
 		{"error mid-stream", midErr, nil, []string{genReq("r1", okBody)}, false},
 		{"connection close", textScript("x", "stop"), nil, []string{genReq("r1", okBody, "Connection: close\r\n"), genReq("r2", okBody)}, false},
 		{"then net/http", textScript("x", "stop"), nil, []string{genReq("r1", okBody), "GET /health HTTP/1.1\r\nHost: h\r\nX-Request-Id: h1\r\n\r\n", genReq("r2", okBody)}, false},
+		{"CRLF after a POST", textScript("x", "stop"), nil, []string{genReq("r1", okBody) + "\r\n", genReq("r2", okBody), "\r\n\n" + genReq("r3", okBody)}, false},
+		{"CRLFs before a first request", nil, nil, []string{"\r\n" + genReq("r1", okBody)}, false},
 		{"wrong method", nil, nil, []string{"PUT /generate HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\nX-Request-Id: p\r\n\r\n"}, false},
 		{"malformed", nil, nil, []string{genReq("r1", okBody, "Bad Header: x\r\n")}, false},
 		{"too large", nil, nil, []string{genReq("r1", strings.Repeat(" ", 5000)+okBody)}, false},
@@ -480,4 +483,300 @@ func TestLeanPipelinedHandOff(t *testing.T) {
 		require.Contains(t, string(b), want, "response %d", i)
 	}
 	require.Zero(t, f.abortCount())
+}
+
+// TestLeanPipelinedOutliveHeaderTimeout: requests pipelined behind a long response are
+// read whole and wait for the server goroutine; the read-header timeout is not theirs
+// (net/http reads none of them until the response ends), so the reaper must not cut the
+// connection, and the response in progress with it, once they have waited that long.
+func TestLeanPipelinedOutliveHeaderTimeout(t *testing.T) {
+	release := make(chan struct{})
+	f := &fakeGen{started: make(chan struct{}, 4), script: func(e *emitter) {
+		if e.req.ID != "hold" {
+			e.text("ok", "stop")
+			return
+		}
+		if !e.send(gen.Event{Tokens: []int{'a'}}) {
+			return
+		}
+		select {
+		case <-release:
+		case <-e.ctx.Done():
+			e.abort()
+			return
+		}
+		e.send(gen.Event{Done: true, Finish: "stop"})
+	}}
+	h := New(f, WithLogger(discardLogger()), WithContextLength(1024))
+	url, srv, wait := runServer(t, h, WithLeanGenerate(), WithReadHeaderTimeout(50*time.Millisecond))
+	defer func() {
+		require.NoError(t, srv.Shutdown(context.Background()))
+		require.NoError(t, wait())
+		f.wg.Wait()
+	}()
+	addr := strings.TrimPrefix(url, "http://")
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
+	_, err = nc.Write([]byte(genReq("hold", okBody) + genReq("b", okBody) + genReq("c", okBody)))
+	require.NoError(t, err)
+	<-f.started
+	require.Eventually(t, func() bool { // "b" waits in the channel, "c" in the reader's hand
+		srv.lean.mu.Lock()
+		defer srv.lean.mu.Unlock()
+		for c := range srv.lean.conns {
+			if c.pending.Load() == 3 {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, time.Millisecond)
+
+	// A head begun after "c" was read, cut for its read-header timeout: the reaper has
+	// swept since "c" waited past that timeout too.
+	slow, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer slow.Close()
+	require.NoError(t, slow.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
+	_, err = slow.Write([]byte("POST /generate HTTP/1.1\r\n"))
+	require.NoError(t, err)
+	_, err = io.ReadAll(slow)
+	var ne net.Error
+	require.False(t, errorAs(err, &ne) && ne.Timeout(), "the slow head was never cut")
+
+	close(release)
+	br := bufio.NewReader(nc)
+	for _, rid := range []string{"hold", "b", "c"} {
+		resp, err := http.ReadResponse(br, nil)
+		require.NoError(t, err, "response %s", rid)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err, "response %s", rid)
+		require.Contains(t, string(b), `"finish_reason":"stop"`, "response %s", rid)
+	}
+	require.Zero(t, f.abortCount())
+}
+
+// TestLeanShutdownCutsSlowHead: a head begun before a shutdown is still bound by the
+// read-header timeout while the shutdown waits (as net/http's read deadline bounds it),
+// so it cannot hold the shutdown for the whole grace and abort wait.
+func TestLeanShutdownCutsSlowHead(t *testing.T) {
+	f := &fakeGen{script: textScript("ok", "stop")}
+	h := New(f, WithLogger(discardLogger()), WithContextLength(1024))
+	url, srv, wait := runServer(t, h, WithLeanGenerate(), WithReadHeaderTimeout(50*time.Millisecond),
+		WithShutdownGrace(10*time.Minute), WithAbortWait(10*time.Minute))
+	nc, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
+	_, err = nc.Write([]byte("POST /generate HTTP/1.1\r\n"))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { // the head has begun
+		srv.lean.mu.Lock()
+		defer srv.lean.mu.Unlock()
+		for c := range srv.lean.conns {
+			if c.state.Load() == readHead {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(context.Background()) }()
+	_, err = io.ReadAll(nc)
+	var ne net.Error
+	require.False(t, errorAs(err, &ne) && ne.Timeout(), "the slow head was not cut during the shutdown")
+	require.NoError(t, <-done)
+	require.NoError(t, wait())
+}
+
+// TestLeanBodyGrowsAsItArrives: a head alone must not cost its Content-Length in memory
+// (net/http's body reader grows with the bytes that came): a few connections that send a
+// head announcing a body at the limit, and no body, hold almost nothing.
+func TestLeanBodyGrowsAsItArrives(t *testing.T) {
+	const conns, limit = 16, 4 << 20
+	f := &fakeGen{script: textScript("ok", "stop")}
+	h := New(f, WithLogger(discardLogger()), WithContextLength(1024), WithMaxBodyBytes(limit))
+	url, srv, wait := runServer(t, h, WithLeanGenerate())
+	defer func() {
+		require.NoError(t, srv.Shutdown(context.Background()))
+		require.NoError(t, wait())
+	}()
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range conns {
+		nc, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+		require.NoError(t, err)
+		defer nc.Close()
+		_, err = fmt.Fprintf(nc, "POST /generate HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n{", limit)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { // every reader waits for the rest of its body
+		srv.lean.mu.Lock()
+		defer srv.lean.mu.Unlock()
+		n := 0
+		for c := range srv.lean.conns {
+			if c.state.Load() == readBody {
+				n++
+			}
+		}
+		return n == conns
+	}, time.Minute, time.Millisecond)
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	require.Less(t, grew, int64(conns*limit/4), "heap grew %d bytes for %d heads announcing %d-byte bodies", grew, conns, limit)
+}
+
+// TestLeanSlicedRequests: heads and bodies that arrive in many small segments (a proxy
+// that slices them) are read whole, bodies past the first buffer too, and the next
+// request on the connection after them as well.
+func TestLeanSlicedRequests(t *testing.T) {
+	f := &fakeGen{script: textScript("ok", "stop")}
+	addr, _ := startLean(t, f)
+	big := strings.Repeat(" ", 3*minBodyBuf+17) + okBody
+	for _, tc := range []struct {
+		name string
+		req  string
+		size int // bytes per write
+	}{
+		{"byte by byte", genReq("s1", okBody), 1},
+		{"big body", genReq("s2", big), 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			defer nc.Close()
+			require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
+			br := bufio.NewReader(nc)
+			for round := range 2 {
+				for s := tc.req; s != ""; {
+					n := min(tc.size, len(s))
+					_, err := nc.Write([]byte(s[:n]))
+					require.NoError(t, err)
+					s = s[n:]
+				}
+				resp, err := http.ReadResponse(br, nil)
+				require.NoError(t, err, "round %d", round)
+				b, err := io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				require.Equal(t, http.StatusOK, resp.StatusCode, "round %d: %s", round, b)
+				require.Contains(t, string(b), `"finish_reason":"stop"`, "round %d", round)
+			}
+		})
+	}
+}
+
+// TestLeanCutRequestAnsweredAsNetHTTP: a client that half-closes the connection with a
+// request unfinished (a head or a body short of its Content-Length) gets net/http's
+// answer, a 400, from the lean server too, not a silent close. (Behind a whole request
+// net/http's own answer varies with how the bytes arrive, so that case is not compared.)
+func TestLeanCutRequestAnsweredAsNetHTTP(t *testing.T) {
+	whole := genReq("r1", okBody)
+	for _, tc := range []struct{ name, raw string }{
+		{"short body", whole[:len(whole)-5]},
+		{"cut head", "POST /generate HTTP/1.1\r\nHost: h\r\n"},
+		{"head only", "POST /generate HTTP/1.1\r\nHost: h\r\nX-Request-Id: r2\r\nContent-Length: 10\r\n\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got [2]string
+			for i, lean := range []bool{false, true} {
+				f := &fakeGen{script: textScript("x", "stop")}
+				h := New(f, WithLogger(discardLogger()), WithContextLength(1024))
+				var opts []ServerOption
+				if lean {
+					opts = append(opts, WithLeanGenerate())
+				}
+				url, srv, wait := runServer(t, h, opts...)
+				nc, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+				require.NoError(t, err)
+				require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
+				_, err = nc.Write([]byte(tc.raw))
+				require.NoError(t, err)
+				require.NoError(t, nc.(*net.TCPConn).CloseWrite())
+				b, err := io.ReadAll(nc)
+				require.NoError(t, err)
+				got[i] = dateLine.ReplaceAllString(string(b), "\r\nDate: X\r\n")
+				require.NoError(t, nc.Close())
+				require.NoError(t, srv.Shutdown(context.Background()))
+				require.NoError(t, wait())
+				f.wg.Wait()
+			}
+			require.Equal(t, got[0], got[1], "net/http, then lean")
+		})
+	}
+}
+
+// TestLeanShutdownSparesNewConnection: a shutdown closes idle kept-alive connections at
+// once but, like net/http (its issue 22682), not a connection accepted moments ago whose
+// first request may be on its way: that request gets the draining server's 503, which a
+// client may retry, rather than a close it cannot tell from a request lost.
+func TestLeanShutdownSparesNewConnection(t *testing.T) {
+	for _, tc := range []struct{ name, req string }{
+		{"lean", genReq("f", okBody)},
+		{"net/http", "GET /health HTTP/1.1\r\nHost: h\r\n\r\n"}, // handed over during the drain
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeGen{script: textScript("ok", "stop")}
+			h := New(f, WithLogger(discardLogger()), WithContextLength(1024))
+			url, srv, wait := runServer(t, h, WithLeanGenerate(), WithShutdownGrace(time.Minute))
+			addr := strings.TrimPrefix(url, "http://")
+			dial := func() net.Conn {
+				nc, err := net.Dial("tcp", addr)
+				require.NoError(t, err)
+				t.Cleanup(func() { nc.Close() })
+				require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
+				return nc
+			}
+			used := dial() // idle after one answer
+			_, err := used.Write([]byte(genReq("u", okBody)))
+			require.NoError(t, err)
+			_, body, err := http1.ReadResponse(used)
+			require.NoError(t, err)
+			_, err = io.Copy(io.Discard, body)
+			require.NoError(t, err)
+			fresh := dial()
+			require.Eventually(t, func() bool {
+				srv.lean.mu.Lock()
+				defer srv.lean.mu.Unlock()
+				return len(srv.lean.conns) == 2
+			}, time.Minute, time.Millisecond)
+
+			done := make(chan error, 1)
+			go func() { done <- srv.Shutdown(context.Background()) }()
+			_, err = io.ReadAll(used) // the shutdown has swept the idle connections
+			var ne net.Error
+			require.False(t, errorAs(err, &ne) && ne.Timeout(), "the idle connection was not closed")
+
+			_, err = fresh.Write([]byte(tc.req))
+			require.NoError(t, err)
+			resp, err := http.ReadResponse(bufio.NewReader(fresh), nil)
+			require.NoError(t, err, "the new connection was closed")
+			require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+			require.True(t, resp.Close)
+			require.NoError(t, <-done)
+			require.NoError(t, wait())
+		})
+	}
+}
+
+// TestLeanEOFBehindRequestAborts: a peer that pipelined a head behind a request and went
+// away before finishing it still aborts the request in hand (its EOF is not a half-close
+// for net/http to answer while a request is in hand).
+func TestLeanEOFBehindRequestAborts(t *testing.T) {
+	f := &fakeGen{started: make(chan struct{}, 1), script: func(e *emitter) { e.hang() }}
+	addr, h := startLean(t, f)
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer nc.Close()
+	_, err = nc.Write([]byte(genReq("a", okBody)))
+	require.NoError(t, err)
+	<-f.started
+	_, err = nc.Write([]byte("POST /generate HTTP/1.1\r\nHost: h\r\n"))
+	require.NoError(t, err)
+	require.NoError(t, nc.(*net.TCPConn).CloseWrite())
+	require.Eventually(t, func() bool { return f.abortCount() == 1 && h.InFlight() == 0 }, time.Minute, time.Millisecond,
+		"the request in hand was not aborted")
 }

@@ -142,10 +142,13 @@ func (s *Server) shutdown(ctx context.Context) error {
 	if s.lean == nil {
 		return s.srv.Shutdown(ctx)
 	}
-	s.lean.stopAccepting()
-	err := s.srv.Shutdown(ctx)
-	if lerr := s.lean.shutdown(ctx); err == nil {
-		err = lerr
+	// The lean server first: until its connections are gone, a head one of them hands to
+	// net/http during the drain must find net/http serving, not a closed hand-off; it
+	// answers as in its shutdown (each response the last on its connection).
+	s.srv.SetKeepAlivesEnabled(false)
+	err := s.lean.shutdown(ctx)
+	if herr := s.srv.Shutdown(ctx); err == nil {
+		err = herr
 	}
 	return err
 }
