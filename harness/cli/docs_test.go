@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"pdsoak/internal/testutil"
 	"pdsoak/scenarios"
 )
 
@@ -246,10 +247,8 @@ func TestDocCommands(t *testing.T) {
 				if b.mode == "run" {
 					args = append([]string(nil), args...)
 					ports.Lock()
-					for _, name := range referencePorts {
-						p, err := freePort()
-						require.NoError(t, err)
-						env = append(env, name+"="+strconv.Itoa(p))
+					for i, p := range testutil.FreePorts(t, len(referencePorts)) {
+						env = append(env, referencePorts[i]+"="+strconv.Itoa(p))
 					}
 					ports.Unlock()
 					env = append(env, docBoundsEnv...)

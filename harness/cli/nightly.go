@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"pdsoak/harness/judge"
+	"pdsoak/internal/freeport"
 	"pdsoak/nightly"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
@@ -180,15 +180,18 @@ func (a *app) referenceEnv() (scenarios.LookupEnv, error) {
 		// measured on a 2-minute sglang-pd night), so --reference keeps them small.
 		"TURNS": "4", "PROMPT_TOKENS": "32", "TOOL_RESULT_BYTES": "64", "MAX_TOKENS": "16",
 	}
+	var missing []string
 	for _, name := range referencePorts {
-		if _, ok := os.LookupEnv(name); ok {
-			continue
+		if _, ok := os.LookupEnv(name); !ok {
+			missing = append(missing, name)
 		}
-		port, err := freePort()
-		if err != nil {
-			return nil, fmt.Errorf("harness: nightly --reference: %w", err)
-		}
-		extra[name] = strconv.Itoa(port)
+	}
+	ports, err := freeport.Loopback(len(missing)) // distinct, below the ephemeral range
+	if err != nil {
+		return nil, fmt.Errorf("harness: nightly --reference: %w", err)
+	}
+	for i, name := range missing {
+		extra[name] = strconv.Itoa(ports[i])
 	}
 	return func(k string) (string, bool) {
 		if v, ok := os.LookupEnv(k); ok {
@@ -197,16 +200,6 @@ func (a *app) referenceEnv() (scenarios.LookupEnv, error) {
 		v, ok := extra[k]
 		return v, ok
 	}, nil
-}
-
-// freePort is a port the kernel had free a moment ago.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // dryRunNight loads every spec and prints what would run.

@@ -1,4 +1,4 @@
-package testutil
+package freeport
 
 import (
 	"net"
@@ -6,16 +6,19 @@ import (
 	"testing"
 )
 
-func TestFreePortsAreDistinctBindableAndBelowTheEphemeralRange(t *testing.T) {
-	ports := FreePorts(t, 20)
+func TestLoopbackPortsAreDistinctBindableAndBelowTheEphemeralRange(t *testing.T) {
+	ports, err := Loopback(20)
+	if err != nil {
+		t.Fatal(err)
+	}
 	seen := map[int]bool{}
 	for _, p := range ports {
 		if seen[p] {
 			t.Fatalf("port %d returned twice", p)
 		}
 		seen[p] = true
-		if lo := ephemeralLow(); lo > portsFrom && (p < portsFrom || p >= lo) {
-			t.Fatalf("port %d outside [%d, %d)", p, portsFrom, lo)
+		if lo := EphemeralLow(); lo > From && (p < From || p >= lo) {
+			t.Fatalf("port %d outside [%d, %d)", p, From, lo)
 		}
 		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
