@@ -13,6 +13,7 @@ import (
 
 	"pdsoak/chaos"
 	"pdsoak/chaos/netproxy"
+	"pdsoak/internal/freeport"
 	"pdsoak/scenarios"
 	"pdsoak/server/failpoint"
 	"pdsoak/server/launcher"
@@ -204,12 +205,11 @@ type Colocated struct {
 }
 
 func startColocated(ctx context.Context, cfg config, command []string, ref scenarios.Reference, token, logDir string) (*Colocated, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Loopback(1) // not a closed :0 listener's: see freeport
 	if err != nil {
 		return nil, fmt.Errorf("target: free port: %w", err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := ports[0]
 	argv := append(append([]string(nil), command...), ColocatedName)
 	argv = append(argv, ReferenceArgs(ref)...)
 	argv = append(argv, "--host", "127.0.0.1", "--port", strconv.Itoa(port))
