@@ -76,6 +76,17 @@ func (e *emitter) text(s, finish string) {
 	e.send(gen.Event{Done: true, Finish: finish, PromptTokens: len(e.req.Prompt), CompletionTokens: len(s)})
 }
 
+// await waits for release; false (after the abort) when the request was cancelled first.
+func (e *emitter) await(release <-chan struct{}) bool {
+	select {
+	case <-release:
+		return true
+	case <-e.ctx.Done():
+		e.abort()
+		return false
+	}
+}
+
 // hang blocks until the request is cancelled.
 func (e *emitter) hang() {
 	<-e.ctx.Done()

@@ -311,10 +311,7 @@ func TestLeanShutdown(t *testing.T) {
 			e.hang()
 			return
 		}
-		select {
-		case <-release:
-		case <-e.ctx.Done():
-			e.abort()
+		if !e.await(release) {
 			return
 		}
 		e.send(gen.Event{Done: true, Finish: "stop"})
@@ -499,10 +496,7 @@ func TestLeanPipelinedOutliveHeaderTimeout(t *testing.T) {
 		if !e.send(gen.Event{Tokens: []int{'a'}}) {
 			return
 		}
-		select {
-		case <-release:
-		case <-e.ctx.Done():
-			e.abort()
+		if !e.await(release) {
 			return
 		}
 		e.send(gen.Event{Done: true, Finish: "stop"})

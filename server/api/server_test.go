@@ -82,10 +82,7 @@ func TestShutdownLetsRequestsFinish(t *testing.T) {
 		if !e.send(gen.Event{Tokens: []int{'a'}}) {
 			return
 		}
-		select {
-		case <-release:
-		case <-e.ctx.Done():
-			e.abort()
+		if !e.await(release) {
 			return
 		}
 		e.send(gen.Event{Tokens: []int{'b'}})

@@ -3,7 +3,6 @@ package kvtransfer
 import (
 	"bytes"
 	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -64,13 +63,7 @@ func TestSendRoomsAckBound(t *testing.T) {
 func TestSenderAckTimeout(t *testing.T) {
 	src := newStore(t, tLayers)
 	s := NewSender(src, testOpts(WithAckTimeout(200*time.Millisecond))...)
-	require.NoError(t, s.Listen("127.0.0.1:0"))
-	defer s.Close()
-	c, err := net.Dial("tcp", s.Addr())
-	require.NoError(t, err)
-	defer c.Close()
-	c.Write(appendMessage(nil, MsgHello, 0, AppendShape(nil, Shape{tPageSize, tLayers, tBytes})))
-	c.Write(appendMessage(nil, MsgRegister, 9, AppendRegister(nil, Register{NumTokens: 3, Pages: []int32{1}})))
+	c := rawDecode(t, s, 9)
 	go heartbeat(c)
 	fails := make(chan string, 1)
 	go func() { // decode's reader: the bytes it gets hold the room's FAIL
@@ -91,7 +84,7 @@ func TestSenderAckTimeout(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
-	err = s.Send(ctx, 9, []int32{2}, 3, 5)
+	err := s.Send(ctx, 9, []int32{2}, 3, 5)
 	require.ErrorIs(t, err, ErrTimeout)
 	assert.Contains(t, err.Error(), "no ACK from decode within 200ms")
 	select {
@@ -152,13 +145,7 @@ func TestSenderEarlyAckIsNoSuccess(t *testing.T) {
 		return "", nil
 	}
 	s := NewSender(src, testOpts(WithHook(hook))...)
-	require.NoError(t, s.Listen("127.0.0.1:0"))
-	defer s.Close()
-	c, err := net.Dial("tcp", s.Addr())
-	require.NoError(t, err)
-	defer c.Close()
-	c.Write(appendMessage(nil, MsgHello, 0, AppendShape(nil, Shape{tPageSize, tLayers, tBytes})))
-	c.Write(appendMessage(nil, MsgRegister, 9, AppendRegister(nil, Register{NumTokens: 3, Pages: []int32{1}})))
+	c := rawDecode(t, s, 9)
 	go heartbeat(c)
 	go drain(c)
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
@@ -166,6 +153,6 @@ func TestSenderEarlyAckIsNoSuccess(t *testing.T) {
 	sent := make(chan error, 1)
 	go func() { sent <- s.Send(ctx, 9, []int32{2}, 3, 5) }()
 	c.Write(appendMessage(nil, MsgAck, 9, nil))
-	err = <-sent
+	err := <-sent
 	require.ErrorIs(t, err, ErrProtocol)
 }

@@ -547,13 +547,7 @@ func TestSenderNoticesSilentDecode(t *testing.T) {
 	aborted := make(chan string, 1)
 	s := NewSender(newStore(t, tLayers), testOpts(WithHeartbeat(20*time.Millisecond, 200*time.Millisecond),
 		WithOnAbort(func(_ uint64, reason string) { aborted <- reason }))...)
-	require.NoError(t, s.Listen("127.0.0.1:0"))
-	defer s.Close()
-	c, err := net.Dial("tcp", s.Addr())
-	require.NoError(t, err)
-	defer c.Close()
-	c.Write(appendMessage(nil, MsgHello, 0, AppendShape(nil, Shape{tPageSize, tLayers, tBytes})))
-	c.Write(appendMessage(nil, MsgRegister, 12, AppendRegister(nil, Register{NumTokens: 3, Pages: []int32{1}})))
+	c := rawDecode(t, s, 12)
 	go drain(c)
 	select {
 	case reason := <-aborted:
@@ -797,4 +791,19 @@ func TestCancelMidPayload(t *testing.T) {
 	require.NoError(t, res.Err, "the next room on the connection")
 	require.Equal(t, bytes.Repeat([]byte{0x5a}, n), dst.LayerBytes(1, 2), "next room's page")
 	require.Equal(t, make([]byte, n), dst.LayerBytes(0, 0), "the cancelled room's page was written after Cancel")
+}
+
+// rawDecode listens on s and dials it as a decode written by hand: HELLO with the test
+// shape, then REGISTER of room for 3 tokens in page 1. The caller reads (or drains) the
+// connection; s and the connection are closed at the test's end.
+func rawDecode(t *testing.T, s *Sender, room uint64) net.Conn {
+	t.Helper()
+	require.NoError(t, s.Listen("127.0.0.1:0"))
+	t.Cleanup(func() { s.Close() })
+	c, err := net.Dial("tcp", s.Addr())
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	c.Write(appendMessage(nil, MsgHello, 0, AppendShape(nil, Shape{tPageSize, tLayers, tBytes})))
+	c.Write(appendMessage(nil, MsgRegister, room, AppendRegister(nil, Register{NumTokens: 3, Pages: []int32{1}})))
+	return c
 }
