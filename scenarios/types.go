@@ -277,7 +277,8 @@ type Workload struct {
 	// Pacer sets the arrival rate (open_loop).
 	Pacer *Pacer `yaml:"pacer" json:"pacer,omitempty"`
 	// MaxInFlight caps concurrent requests of an open_loop workload (0: unbounded up to
-	// the harness's limit).
+	// the harness's limit). Hits the cap still holds when the window ends (plus 1 s) are
+	// never sent; a note in the report says how many.
 	MaxInFlight int `yaml:"max_in_flight" json:"max_in_flight,omitempty"`
 	// Count is the number of requests (burst; also an optional cap for open_loop), or
 	// of distinct probe prompts (probe, default 3).

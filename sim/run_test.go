@@ -733,3 +733,35 @@ assertions: [no_silent_drops, consistent_outputs]
 	assert.Equal(t, []string{"agents-s001-t001", "agents-s001-c002-t001", "agents-s001-c003-t001", "agents-s001-c004-t001"}, convs)
 	assert.Equal(t, reports.VerdictPass, reports.Compute(evs, judge.ReportConfig(sc)).Verdict)
 }
+
+// TestOpenLoopUnsentNoted: an open loop whose max_in_flight holds hits past its window
+// (plus StopGrace) drops them, as the real attacker does, and the ledger says how many of
+// its scheduled requests were never sent (workload.UnsentNote, the runner's note too).
+func TestOpenLoopUnsentNoted(t *testing.T) {
+	yaml := `
+name: sim-unsent
+seed: 1
+duration: 1s
+reference: {prefill: 1, decode: 1}
+workloads:
+  - {name: capped, type: open_loop, max_in_flight: 1, pacer: {type: constant, rate: 20}}
+deadlines: {first_token: 5s, stall: 5s, total: 5s}
+assertions: [no_silent_drops]
+`
+	slow := behaviour{tokens: 4, gap: 200 * time.Millisecond, hangAfter: -1, failAfter: -1} // 0.8 s a request
+	evs, _, _, err := simulate(t, parse(t, yaml), planBy(map[string]behaviour{"capped": slow}))
+	require.NoError(t, err)
+	var notes []string
+	sent := 0
+	for _, e := range evs {
+		switch e.Type {
+		case ledger.EventNote:
+			notes = append(notes, e.Message)
+		case ledger.EventSent:
+			sent++
+		}
+	}
+	// 19 scheduled in [0, 1 s), one at a time at 0.8 s each until 2 s: 3 sent.
+	assert.Equal(t, 3, sent)
+	assert.Contains(t, notes, "workload capped sent 3 of its 19 scheduled requests: max_in_flight 1 held them until the window ended; the 16 others were never sent")
+}

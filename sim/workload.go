@@ -6,6 +6,7 @@ import (
 	"pdsoak/harness/client"
 	"pdsoak/harness/phases"
 	"pdsoak/harness/workload"
+	"pdsoak/ledger"
 )
 
 // The workloads on the virtual clock. harness/workload decides what each sends and
@@ -153,7 +154,7 @@ func (r *runner) startOpenLoop(o *workload.OpenLoop, noLag bool) {
 		return
 	}
 	r.active++
-	st := &openLoop{r: r, o: o, noLag: noLag, left: len(sched), stopAt: until.Add(workload.StopGrace)}
+	st := &openLoop{r: r, o: o, noLag: noLag, left: len(sched), scheduled: len(sched), stopAt: until.Add(workload.StopGrace)}
 	for i, off := range sched {
 		at := from.Add(off)
 		r.loop.At(at, func() { st.due(hit{uint64(i), at}) })
@@ -163,13 +164,15 @@ func (r *runner) startOpenLoop(o *workload.OpenLoop, noLag bool) {
 // openLoop models the attacker's workers: a due hit goes at once, or, with all
 // max_in_flight workers busy, waits for one (dropped once the attack is stopped).
 type openLoop struct {
-	r        *runner
-	o        *workload.OpenLoop
-	noLag    bool
-	left     int // hits not resolved (or dropped) yet
-	inflight int
-	queue    []hit // due hits waiting for a worker (max_in_flight)
-	stopAt   time.Time
+	r         *runner
+	o         *workload.OpenLoop
+	noLag     bool
+	left      int // hits not resolved (or dropped) yet
+	scheduled int // hits in the schedule
+	sent      int // hits fired
+	inflight  int
+	queue     []hit // due hits waiting for a worker (max_in_flight)
+	stopAt    time.Time
 }
 
 type hit struct {
@@ -190,6 +193,7 @@ func (st *openLoop) due(h hit) {
 
 func (st *openLoop) fire(h hit) {
 	st.inflight++
+	st.sent++
 	st.r.send(st.o.Single(h.seq, h.at), false, st.noLag, nil, func(*client.Result) {
 		st.inflight--
 		st.drop()
@@ -209,5 +213,8 @@ func (st *openLoop) fire(h hit) {
 func (st *openLoop) drop() {
 	if st.left--; st.left == 0 {
 		st.r.active--
+		if n := workload.UnsentNote(st.o.Name(), workload.Stats{Requests: st.sent, Scheduled: st.scheduled}, st.o.Spec.MaxInFlight); n != "" {
+			st.r.emit(ledger.Event{Type: ledger.EventNote, Message: n})
+		}
 	}
 }

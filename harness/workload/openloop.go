@@ -71,7 +71,7 @@ func (o *OpenLoop) Run(ctx context.Context, start time.Time, s Sender) Stats {
 	stopTimer := time.AfterFunc(time.Until(until.Add(StopGrace)), stop)
 	defer stopTimer.Stop()
 	attack(actx, schedPacer{sched: sched, offset: offset, rate: o.Pacer.Rate}, workers, maxWorkers, h.hit)
-	return Stats{Requests: int(h.sent.Load())}
+	return Stats{Requests: int(h.sent.Load()), Scheduled: len(sched)}
 }
 
 // hitter turns hit number seq into the seeded request seq, scheduled at its time in the

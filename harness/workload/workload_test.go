@@ -361,3 +361,26 @@ func TestAgentsBackOffOnRejection(t *testing.T) {
 			"turn %d sent sooner than the rejection's Retry-After asked", i+1)
 	}
 }
+
+// An open loop whose max_in_flight still holds hits when its window (plus StopGrace)
+// ends drops them: Stats says how many of the schedule went out, and UnsentNote says so
+// for the ledger. A loaded machine can only send fewer, never more, than the few here.
+func TestOpenLoopUnsentCounted(t *testing.T) {
+	sc := scenario(1, scenarios.Workload{Name: "ol", Type: "open_loop", MaxInFlight: 1,
+		Duration: scenarios.Duration(200 * time.Millisecond), Pacer: &scenarios.Pacer{Type: "constant", Rate: 100}})
+	f := &fakeSender{block: func(r *Req) <-chan struct{} {
+		ch := make(chan struct{})
+		time.AfterFunc(500*time.Millisecond, func() { close(ch) })
+		return ch
+	}}
+	w, _ := New(sc, 0)
+	st := w.Run(context.Background(), time.Now(), f)
+	assert.Equal(t, 19, st.Scheduled, "100/s over [0, 200ms)")
+	assert.Equal(t, len(f.sorted()), st.Requests)
+	require.Less(t, st.Requests, st.Scheduled)
+	assert.Equal(t, fmt.Sprintf("workload ol sent %d of its 19 scheduled requests: max_in_flight 1 held them until the window ended; the %d others were never sent",
+		st.Requests, 19-st.Requests), UnsentNote("ol", st, 1))
+	assert.Contains(t, UnsentNote("ol", st, 0), "the harness fell behind its schedule")
+	assert.Empty(t, UnsentNote("ol", Stats{Requests: 20, Scheduled: 20}, 1))
+	assert.Empty(t, UnsentNote("agents", Stats{Requests: 7}, 0), "not an open loop")
+}
