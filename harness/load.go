@@ -9,7 +9,6 @@ import (
 	"pdsoak/harness/phases"
 	"pdsoak/harness/workload"
 	"pdsoak/ledger"
-	"pdsoak/scenarios"
 )
 
 // The load window's steps, in the order phases.Start takes them: openLoad, startFaults,
@@ -63,8 +62,10 @@ func (r *runner) startWorkloads(ctx context.Context, ld *loadRun) {
 			// a request at the end of a window is sent does not race the load timer.
 			st := w.Run(ctx, ld.t0, sender)
 			r.log.Info("workload finished", "workload", w.Name(), "requests", st.Requests)
-			if n := workload.UnsentNote(w.Name(), st, maxInFlight(r.sc, w.Name())); n != "" {
-				r.led.Emit(ledger.Event{Type: ledger.EventNote, Message: n})
+			if o, ok := w.(*workload.OpenLoop); ok {
+				if n := o.UnsentNote(st); n != "" {
+					r.led.Emit(ledger.Event{Type: ledger.EventNote, Message: n})
+				}
 			}
 		})
 	}
@@ -84,14 +85,4 @@ func (r *runner) waitLoad(ctx context.Context, ld *loadRun, toEnd bool) {
 	case <-ld.done:
 	case <-loadCtx.Done():
 	}
-}
-
-// maxInFlight is the max_in_flight of the scenario's workload named name (0: none).
-func maxInFlight(sc *scenarios.Scenario, name string) int {
-	for _, w := range sc.Workloads {
-		if w.Name == name {
-			return w.MaxInFlight
-		}
-	}
-	return 0
 }

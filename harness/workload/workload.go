@@ -52,19 +52,19 @@ type Stats struct {
 }
 
 // UnsentNote is the ledger note for an open-loop workload that did not send its whole
-// schedule, "" when it did: hits still waiting for a worker (max_in_flight > 0) or
-// for a harness that fell behind when the window ended (plus StopGrace) are dropped, so
-// the load offered was below the scenario's. The runner and the simulator both write it.
-func UnsentNote(name string, st Stats, maxInFlight int) string {
+// schedule, "" when it did: hits still waiting for a worker (max_in_flight) or for a
+// harness that fell behind when the window ended (plus StopGrace) are dropped, so the
+// load offered was below the scenario's. The runner and the simulator both write it.
+func (c *Common) UnsentNote(st Stats) string {
 	if st.Scheduled == 0 || st.Requests >= st.Scheduled {
 		return ""
 	}
 	why := "the harness fell behind its schedule (see the self-check's send lag)"
-	if maxInFlight > 0 {
-		why = fmt.Sprintf("max_in_flight %d held them until the window ended", maxInFlight)
+	if m := c.Spec.MaxInFlight; m > 0 {
+		why = fmt.Sprintf("max_in_flight %d held them until the window ended", m)
 	}
 	return fmt.Sprintf("workload %s sent %d of its %d scheduled requests: %s; the %d others were never sent",
-		name, st.Requests, st.Scheduled, why, st.Scheduled-st.Requests)
+		c.Spec.Name, st.Requests, st.Scheduled, why, st.Scheduled-st.Requests)
 }
 
 // Common is what every workload type shares.

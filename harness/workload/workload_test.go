@@ -375,12 +375,14 @@ func TestOpenLoopUnsentCounted(t *testing.T) {
 	}}
 	w, _ := New(sc, 0)
 	st := w.Run(context.Background(), time.Now(), f)
+	ol := w.(*OpenLoop)
 	assert.Equal(t, 19, st.Scheduled, "100/s over [0, 200ms)")
 	assert.Equal(t, len(f.sorted()), st.Requests)
 	require.Less(t, st.Requests, st.Scheduled)
 	assert.Equal(t, fmt.Sprintf("workload ol sent %d of its 19 scheduled requests: max_in_flight 1 held them until the window ended; the %d others were never sent",
-		st.Requests, 19-st.Requests), UnsentNote("ol", st, 1))
-	assert.Contains(t, UnsentNote("ol", st, 0), "the harness fell behind its schedule")
-	assert.Empty(t, UnsentNote("ol", Stats{Requests: 20, Scheduled: 20}, 1))
-	assert.Empty(t, UnsentNote("agents", Stats{Requests: 7}, 0), "not an open loop")
+		st.Requests, 19-st.Requests), ol.UnsentNote(st))
+	assert.Empty(t, ol.UnsentNote(Stats{Requests: 19, Scheduled: 19}))
+	assert.Empty(t, ol.UnsentNote(Stats{Requests: 7}), "no schedule")
+	ol.Spec.MaxInFlight = 0
+	assert.Contains(t, ol.UnsentNote(st), "the harness fell behind its schedule")
 }
