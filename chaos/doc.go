@@ -15,7 +15,8 @@
 //     (SIGKILL, restart on revert), process_pause (SIGSTOP/SIGCONT), process_restart;
 //     verified from /proc/<pid>/stat;
 //   - load: queue_saturation, kv_pool_exhaustion (bursts; verified by refusals or the
-//     target's queue/KV gauges) and client_disconnect (client cancels after k tokens;
+//     target's queue/KV gauges, and queue_saturation also by a stream of a burst sent at
+//     once served to its end while another waited for its first token) and client_disconnect (client cancels after k tokens;
 //     verified by the cancel count).
 //
 // A fault that does not take effect within the verify timeout fails the run with

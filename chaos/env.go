@@ -109,6 +109,12 @@ type Run interface {
 // RunStats counts what a Run did so far.
 type RunStats struct {
 	Sent, Done, OK, Rejected, Errors, Cancelled int64
+	// FirstTokens counts the requests that received their first content token.
+	FirstTokens int64
+	// QueuedBehind is the most requests seen still waiting for their first token, sent
+	// before a stream of the same run that ended ok after more than one chunk: requests the
+	// server held back while it served another to its end (0: never seen).
+	QueuedBehind int64
 }
 
 // FuncEnv implements Env with optional function fields; a nil field makes its method

@@ -164,8 +164,8 @@ func faultCases() []faultCase {
 
 		{name: "queue_saturation", spec: spec("queue_saturation", "client", map[string]any{"requests": 10}),
 			effect: setStats(RunStats{Sent: 10, Rejected: 3}), reverted: runStopped},
-		{name: "queue_saturation in flight", spec: spec("queue_saturation", "client", map[string]any{"requests": 10}),
-			effect: setStats(RunStats{Sent: 10, Done: 2}), reverted: runStopped},
+		{name: "queue_saturation queued", spec: spec("queue_saturation", "client", map[string]any{"requests": 10}),
+			effect: setStats(RunStats{Sent: 10, Done: 2, FirstTokens: 5, QueuedBehind: 5}), reverted: runStopped},
 		{name: "kv_pool_exhaustion", spec: spec("kv_pool_exhaustion", "decode-0", map[string]any{"min_usage": 0.9}),
 			setup: func(t *testing.T, e *fakeEnv) {
 				e.members["decode-0"] = []string{"decode-0"}

@@ -19,8 +19,9 @@ type burstFault struct {
 	// the threshold for sglang:token_usage (0: not checked).
 	gauges []string
 	usage  float64
-	// sentIsEnough accepts the whole burst in flight as proof (queue saturation).
-	sentIsEnough bool
+	// waitIsEnough accepts a request of the burst seen waiting behind another as proof
+	// (queue saturation: RunStats.QueuedBehind).
+	waitIsEnough bool
 
 	run Run
 }
@@ -66,14 +67,24 @@ func (f *burstFault) Verify(ctx context.Context, env Env) error {
 		f.evidence = fmt.Sprintf("burst %+v (sent %d): %s", f.burst, st.Sent, strings.Join(seen, ", "))
 		return nil
 	}
-	// The whole burst sent at once and still in flight. A burst capped by concurrency
-	// below its size is never all in flight: the tail of one (a fast server's last
-	// stragglers on a loaded machine) proves nothing, so refusals or gauges must.
-	if f.sentIsEnough && f.uncapped() && st.Sent >= int64(f.burst.Requests) && st.Sent > st.Done {
-		f.evidence = fmt.Sprintf("burst of %d sent, %d still in flight", st.Sent, st.Sent-st.Done)
+	// A stream of the burst served to its end while others sent with it still had no
+	// first token: the server held them back. The burst must go out whole: under a
+	// concurrency cap the client starts a request as another ends, and one started
+	// late has had no time to get its first token. Requests merely in flight prove
+	// nothing: any server has some in flight.
+	if f.waitIsEnough && f.uncapped() && st.QueuedBehind > 0 {
+		f.evidence = fmt.Sprintf("burst of %d sent at once: a stream was served to its end while %d others sent with it had no first token yet",
+			st.Sent, st.QueuedBehind)
 		return nil
 	}
-	return f.errorf("no evidence yet: burst sent %d/%d, done %d, rejected 0, and no gauge showed pressure", st.Sent, f.burst.Requests, st.Done)
+	why := "no gauge showed pressure"
+	if f.waitIsEnough {
+		why = "no gauge showed pressure, and no stream was served to its end while another sent with it waited for its first token"
+		if !f.uncapped() {
+			why = "no gauge showed pressure (a burst capped by concurrency below its size is proved only by refusals or gauges)"
+		}
+	}
+	return f.errorf("no evidence yet: burst sent %d/%d, done %d, rejected 0, %s", st.Sent, f.burst.Requests, st.Done, why)
 }
 
 // uncapped reports whether the whole burst goes out at once.

@@ -8,27 +8,27 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestSaturationInFlightProof: queue_saturation's in-flight proof is the whole burst
-// sent at once and still in flight. The tail of a concurrency-capped burst (a fast
-// server's last straggler, which proved a fast server saturated on a loaded machine)
-// is no proof.
-func TestSaturationInFlightProof(t *testing.T) {
+// TestSaturationWaitProof: queue_saturation's proof from the client is a stream of a
+// burst sent at once served to its end while another sent with it still had no first
+// token. Requests merely in flight prove nothing (any server has some), nor does the
+// tail of a concurrency-capped burst (a request started late has had no time).
+func TestSaturationWaitProof(t *testing.T) {
 	tests := []struct {
 		name   string
 		params map[string]any
 		polls  []RunStats // the burst's statistics at each poll
 		proved int        // the poll that proves it (-1: none)
 	}{
-		{"capped burst's straggler", map[string]any{"requests": 12, "concurrency": 3},
-			[]RunStats{{Sent: 3}, {Sent: 12, Done: 11}, {Sent: 12, Done: 11}, {Sent: 12, Done: 11}}, -1},
-		{"capped burst's last window", map[string]any{"requests": 12, "concurrency": 3},
-			[]RunStats{{Sent: 12, Done: 9}, {Sent: 12, Done: 9}, {Sent: 12, Done: 9}}, -1},
-		{"uncapped: concurrency is the size", map[string]any{"requests": 10, "concurrency": 10},
-			[]RunStats{{Sent: 4}, {Sent: 10, Done: 9}}, 1},
+		{"capped burst, one waited", map[string]any{"requests": 12, "concurrency": 3},
+			[]RunStats{{Sent: 3}, {Sent: 12, Done: 11, QueuedBehind: 1}, {Sent: 12, Done: 11, QueuedBehind: 1}}, -1},
+		{"the whole burst in flight", map[string]any{"requests": 10},
+			[]RunStats{{Sent: 4}, {Sent: 10, Done: 2}, {Sent: 10, Done: 9}}, -1},
 		{"the whole burst answered", map[string]any{"requests": 10},
-			[]RunStats{{Sent: 4}, {Sent: 10, Done: 10}}, -1},
-		{"the whole burst sent, some still in flight", map[string]any{"requests": 10},
-			[]RunStats{{Sent: 4}, {Sent: 10, Done: 2}}, 1},
+			[]RunStats{{Sent: 4}, {Sent: 10, Done: 10, FirstTokens: 10}}, -1},
+		{"uncapped: concurrency is the size", map[string]any{"requests": 10, "concurrency": 10},
+			[]RunStats{{Sent: 4}, {Sent: 10, Done: 1, QueuedBehind: 6}}, 1},
+		{"one waited behind a stream served to its end", map[string]any{"requests": 10},
+			[]RunStats{{Sent: 10}, {Sent: 10, Done: 3, QueuedBehind: 1}}, 1},
 		{"refusals prove it at once", map[string]any{"requests": 12, "concurrency": 3},
 			[]RunStats{{Sent: 3, Done: 1, Rejected: 1}}, 0},
 	}

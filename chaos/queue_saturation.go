@@ -8,8 +8,8 @@ import (
 // queue_saturation sends a burst of concurrent requests to fill the queues. Strict
 // semantics must refuse the excess at admission (429/503 with Retry-After); sglang
 // semantics lets it sit in the PD queues. Verified by explicit refusals, a queue gauge of
-// the target process above zero, or the whole burst sent at once and still in flight (a
-// burst whose concurrency is below its size never is all in flight).
+// the target process above zero, or, for a burst sent at once, a stream of it served to
+// its end while another still waited for its first token (RunStats.QueuedBehind).
 func init() {
 	Register(Type{
 		Name:    "queue_saturation",
@@ -28,7 +28,7 @@ func init() {
 			if err := p.done(); err != nil {
 				return nil, err
 			}
-			return &burstFault{base: b, burst: burst, sentIsEnough: true, gauges: []string{
+			return &burstFault{base: b, burst: burst, waitIsEnough: true, gauges: []string{
 				metricnames.Queue, metricnames.DecodePrealloc, metricnames.DecodeTransfer, metricnames.PrefillBootstrap,
 			}}, nil
 		},

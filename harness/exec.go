@@ -84,17 +84,17 @@ func (e *executor) send(reqCtx context.Context, r *workload.Req) *client.Result 
 		r.Scheduled = time.Now()
 	}
 	stampTrace(e.seed, r)
-	ruleStats, _ := r.Disconnect(e.cancelAfter(r))
+	tally := r.Tally(e.cancelAfter(r))
 	tid := traceID(r) // once: both events carry it
 	e.emitScheduled(r, tid)
-	obs := &reqObserver{e: e, r: r}
+	obs := &reqObserver{e: e, r: r, tally: tally}
 	e.live.track(&obs.live, &r.Request)
 	defer e.live.end(&obs.live)
 	res := e.c.Do(reqCtx, &r.Request, obs)
 	if e.interrupted.Load() {
 		judge.ReclassifyAtInterrupt(&r.Request, res)
 	}
-	ruleStats.Count(res.Outcome)
+	tally.Done(res)
 	e.emitDone(r, res, obs, tid)
 	return res
 }
@@ -155,11 +155,13 @@ type reqObserver struct {
 	e     *executor
 	r     *workload.Req
 	live  liveReq // in e.live while the request is in flight
+	tally *workload.Tally
 	debug atomic.Pointer[json.RawMessage]
 }
 
 func (o *reqObserver) Sent(req *client.Request, at time.Time) {
 	o.live.sent.Store(at.UnixNano())
+	o.tally.Began()
 	lag := at.Sub(req.Scheduled)
 	if !o.e.noLag[o.r.Workload] {
 		o.e.lag.Send(lag)
@@ -179,6 +181,7 @@ func (o *reqObserver) Headers(req *client.Request, at time.Time, status int) {
 
 func (o *reqObserver) FirstToken(req *client.Request, at time.Time) {
 	o.live.first.Store(at.UnixNano())
+	o.tally.FirstToken()
 	o.e.led.Emit(workload.FirstTokenEvent(o.r, at))
 	if o.e.debugOn() {
 		o.e.log.Debug("first token", "request_id", req.ID, "ttft", at.Sub(req.Scheduled))

@@ -84,9 +84,10 @@ func (r *runner) sendMany(ctx context.Context, c *workload.Common, n, conc, canc
 		}
 		wg.Add(1)
 		st.Sent.Add(1)
+		req.Counted = st // the executor counts its progress and outcome
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			st.Count(r.exec.SendCtx(ctx, req).Outcome)
+			r.exec.SendCtx(ctx, req)
 		}()
 	}
 	wg.Wait()

@@ -43,6 +43,9 @@ type badServer struct {
 	defects []string
 	// leak makes the running gauge stay above 0.
 	leak bool
+	// slots, when set, is the server's capacity: a request waits for a slot before its
+	// response headers go out (a queue in front of the model, as a server at capacity).
+	slots chan struct{}
 }
 
 var allDefects = []string{"ok", "ok", "ok", "ok", "reject", "hang", "headers_then_nothing", "stall", "comments",
@@ -119,6 +122,16 @@ func (b *badServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		delete(b.held, id)
 		b.mu.Unlock()
 	}()
+	if b.slots != nil {
+		select {
+		case b.slots <- struct{}{}:
+			defer func() { <-b.slots }()
+		case <-r.Context().Done():
+			return
+		case <-b.stop:
+			return
+		}
+	}
 	sse := func() http.Flusher {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(200)
@@ -135,6 +148,15 @@ func (b *badServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f := sse()
 		tok(f, "hello ")
 		tok(f, "world")
+		fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	case "slow_ok": // six tokens, 40 ms apart
+		f := sse()
+		for i := range 6 {
+			if i > 0 {
+				time.Sleep(40 * time.Millisecond)
+			}
+			tok(f, "t ")
+		}
 		fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
 	case "reject":
 		w.Header().Set("Retry-After", "1")

@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 
-	"pdsoak/chaos"
 	"pdsoak/harness/client"
 	"pdsoak/harness/judge"
 	"pdsoak/harness/workload"
@@ -32,7 +31,7 @@ type call struct {
 	ans    client.Answer
 	out    *api.Answer // what the front end writes
 	onDone func(*client.Result)
-	stats  *chaos.LiveStats // a fault's live statistics (nil: none)
+	tally  *workload.Tally // the fault statistics it counts in
 
 	cancel func() // the Server's: the client closing the connection
 	phase  ledger.Phase
@@ -47,24 +46,23 @@ type call struct {
 // calls onDone with its result after its done event. A fault's extra request (extra)
 // is sent as any other; noLag: the workload is throttled on purpose (max_in_flight), so
 // its sends say nothing about the harness.
-func (r *runner) send(req *workload.Req, _, noLag bool, stats *chaos.LiveStats, onDone func(*client.Result)) (c *call) {
+func (r *runner) send(req *workload.Req, _, noLag bool, onDone func(*client.Result)) (c *call) {
 	now := r.loop.Now()
 	if req.Scheduled.IsZero() {
 		req.Scheduled = now
 	}
-	c = &call{r: r, req: req, onDone: onDone, stats: stats,
+	c = &call{r: r, req: req, onDone: onDone,
 		res: &client.Result{ID: req.ID, Scheduled: req.Scheduled, Sent: now}}
 	c.ans = client.NewAnswer(&req.Request, c.res, r.loop.Now)
 	r.calls = append(r.calls, c)
 	r.inflightN++
-	if st, ok := req.Disconnect(r.disconnect.CancelAfter(req.Workload, req.ID, req.Stream)); ok {
-		c.stats = st
-	}
+	c.tally = req.Tally(r.disconnect.CancelAfter(req.Workload, req.ID, req.Stream))
 	r.emit(workload.ScheduledEvent(req, traceparent.Derive(r.sc.Seed, req.ID).TraceIDHex()))
 	if !noLag {
 		r.sends++
 	}
 	r.emit(workload.SentEvent(req, now))
+	c.tally.Began()
 	c.phase = ledger.PhaseConnect
 	body, path, err := client.Body(&req.Request)
 	if err != nil {
@@ -226,6 +224,7 @@ func (c *call) data(v any) {
 func (c *call) firstToken() {
 	c.phase = ledger.PhaseMidStream
 	c.r.loop.Stop(c.first)
+	c.tally.FirstToken()
 	c.r.emit(workload.FirstTokenEvent(c.req, c.res.FirstToken))
 }
 
@@ -310,7 +309,7 @@ func (c *call) finish() {
 	if r.interrupted != nil {
 		judge.ReclassifyAtInterrupt(&req.Request, res) // as the executor: the interrupt hides no drop
 	}
-	c.stats.Count(res.Outcome)
+	c.tally.Done(res)
 	ev := workload.DoneEvent(req, res, traceparent.Derive(r.sc.Seed, req.ID).TraceIDHex())
 	if res.Outcome.SilentDrop() {
 		ev.ServerDebug = c.debug

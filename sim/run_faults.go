@@ -166,7 +166,8 @@ func (r *runner) sendMany(c *workload.Common, n, conc, cancelAfter int) chaos.Ru
 		}
 		if req := x.Next(); req != nil {
 			st.Sent.Add(1)
-			mine = append(mine, r.send(req, true, false, st, func(*client.Result) { fire() }))
+			req.Counted = st
+			mine = append(mine, r.send(req, true, false, func(*client.Result) { fire() }))
 		}
 	}
 	for range x.Window() {

@@ -70,18 +70,50 @@ func EndpointName(ep string) string {
 	return ep
 }
 
-// Disconnect applies what a client_disconnect rule (chaos.DisconnectRules.CancelAfter)
-// says of r, as the executor and the simulator both do: a request with no
-// CancelAfterTokens of its own that the rule picks (k > 0) cancels itself after k
-// tokens, and is counted as sent in the rule's statistics st (nil: none), which then
-// count its outcome. applied reports whether the rule took the request.
-func (r *Req) Disconnect(k int, st *chaos.LiveStats) (_ *chaos.LiveStats, applied bool) {
+// Tally applies what a client_disconnect rule (chaos.DisconnectRules.CancelAfter) says
+// of r, as the executor and the simulator both do, and returns the fault statistics r
+// counts in: its own (Req.Counted, a burst's) and, when the rule picks it, the rule's.
+// A request with no CancelAfterTokens of its own that the rule picks (k > 0) cancels
+// itself after k tokens and is counted as sent in the rule's statistics st (nil: none).
+func (r *Req) Tally(k int, st *chaos.LiveStats) *Tally {
+	t := &Tally{stats: [2]*chaos.LiveStats{r.Counted}}
 	if k <= 0 || r.CancelAfterTokens != 0 {
-		return nil, false
+		return t
 	}
 	r.CancelAfterTokens = k
 	if st != nil {
 		st.Sent.Add(1)
 	}
-	return st, true
+	t.stats[1] = st
+	return t
+}
+
+// Tally is the fault statistics one request counts in (nil entries: none): the
+// executor and the simulator's client report its progress through it, from the
+// request's own goroutine or loop.
+type Tally struct {
+	stats [2]*chaos.LiveStats
+	first bool
+}
+
+// Began: the client began sending the request.
+func (t *Tally) Began() {
+	for _, s := range t.stats {
+		s.Began()
+	}
+}
+
+// FirstToken: its first content token arrived.
+func (t *Tally) FirstToken() {
+	t.first = true
+	for _, s := range t.stats {
+		s.FirstToken()
+	}
+}
+
+// Done: it ended with res (the first token counted is the one FirstToken was told of).
+func (t *Tally) Done(res *client.Result) {
+	for _, s := range t.stats {
+		s.Count(res.Outcome, t.first, res.Chunks)
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"pdsoak/chaos"
 	"pdsoak/harness/client"
 	"pdsoak/scenarios"
 )
@@ -25,6 +26,9 @@ type Req struct {
 	// Probe names the probe prompt (probe workloads): its answers are recorded and
 	// compared by consistent_outputs.
 	Probe string
+	// Counted is the statistics of the fault whose extra request this is (a burst's),
+	// which its progress updates (Tally); nil: none.
+	Counted *chaos.LiveStats
 }
 
 // Sender runs one request to its end and returns its result, for every request. The
