@@ -1,5 +1,6 @@
-// Package freeport picks loopback TCP ports that are free now, for a process that must be
-// told its port before it starts (a launch pack's --port, a test's server).
+// Package freeport picks TCP ports that are free now on a local address (loopback by default),
+// for a process that must be told its port before it starts (a launch pack's --port, the
+// launcher's workers, a test's server).
 //
 // Why not a listener on port 0: the kernel hands out a port from its ephemeral range,
 // and once that listener closes the same port soon goes to the next listener on port 0

@@ -14,7 +14,10 @@ const From = 10000
 
 // Loopback returns n distinct loopback TCP ports that were free when drawn: below the
 // kernel's ephemeral range where there is room (see the package doc), else from it.
-func Loopback(n int) ([]int, error) {
+func Loopback(n int) ([]int, error) { return On("127.0.0.1", n) }
+
+// On is Loopback for another local address (a process that listens on host).
+func On(host string, n int) ([]int, error) {
 	hi := EphemeralLow()
 	var out []int
 	seen := map[int]bool{}
@@ -26,7 +29,7 @@ func Loopback(n int) ([]int, error) {
 		if seen[p] {
 			continue
 		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
 		if err != nil {
 			continue
 		}
@@ -38,7 +41,7 @@ func Loopback(n int) ([]int, error) {
 		}
 	}
 	if len(out) < n {
-		return out, fmt.Errorf("freeport: found %d free loopback ports of %d", len(out), n)
+		return out, fmt.Errorf("freeport: found %d free ports of %d on %s", len(out), n, host)
 	}
 	return out, nil
 }

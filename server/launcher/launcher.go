@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"pdsoak/internal/freeport"
 	"pdsoak/supervisor"
 )
 
@@ -360,14 +361,15 @@ func (t *Topology) port(p *proc, placed int) (int, error) {
 	return freePort(p.host)
 }
 
-// freePort asks the kernel for a free port on host.
+// freePort is a port free on host now, below the kernel's ephemeral range (freeport:
+// a closed port-0 listener's port soon goes to another socket, and the process that
+// is told it finds it taken).
 func freePort(host string) (int, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	ps, err := freeport.On(host, 1)
 	if err != nil {
 		return 0, fmt.Errorf("launcher: no free port on %s: %w", host, err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return ps[0], nil
 }
 
 // run starts p's process under a supervisor (a new one: the arguments may have
