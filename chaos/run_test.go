@@ -48,64 +48,50 @@ func TestFuncRun(t *testing.T) {
 
 // TestLiveStatsQueuedBehind: RunStats.QueuedBehind is the most requests seen still
 // waiting for a first token when a stream ended ok after more than one chunk; a
-// one-chunk answer, an error, or waiting requests that all got their token first
-// count nothing.
+// one-chunk answer, a failed stream, errors without a token, or waiting requests that
+// all got their token first count nothing.
 func TestLiveStatsQueuedBehind(t *testing.T) {
-	begin := func(s *LiveStats, n int) {
-		for range n {
-			s.Sent.Add(1)
-			s.Began()
-		}
+	// Each step on a LiveStats whose 5 requests have begun: t is a first token, and an
+	// outcome ends a request (with its first token or not, after so many chunks).
+	type end struct {
+		o      ledger.Outcome
+		first  bool
+		chunks int
 	}
-	t.Run("a stream served while others wait", func(t *testing.T) {
-		var s LiveStats
-		begin(&s, 5)
-		s.FirstToken()
-		s.Count(ledger.OutcomeOK, true, 3)
-		assert.Equal(t, int64(4), s.Snapshot().QueuedBehind)
-		s.FirstToken()
-		s.FirstToken()
-		s.Count(ledger.OutcomeOK, true, 3) // two still wait: the most seen stays
-		assert.Equal(t, int64(4), s.Snapshot().QueuedBehind)
-	})
-	t.Run("everyone had a first token", func(t *testing.T) {
-		var s LiveStats
-		begin(&s, 3)
-		for range 3 {
-			s.FirstToken()
-		}
-		s.Count(ledger.OutcomeOK, true, 5)
-		assert.Zero(t, s.Snapshot().QueuedBehind)
-	})
-	t.Run("one chunk is no proof", func(t *testing.T) {
-		var s LiveStats
-		begin(&s, 3)
-		s.FirstToken()
-		s.Count(ledger.OutcomeOK, true, 1)
-		assert.Zero(t, s.Snapshot().QueuedBehind)
-	})
-	t.Run("errors without a token do not wait", func(t *testing.T) {
-		var s LiveStats
-		begin(&s, 3)
-		s.Count(ledger.OutcomeHTTPError, false, 0)
-		s.Count(ledger.OutcomeRejected, false, 0)
-		s.FirstToken()
-		s.Count(ledger.OutcomeOK, true, 4)
-		st := s.Snapshot()
-		assert.Zero(t, st.QueuedBehind)
-		assert.Equal(t, RunStats{Sent: 3, Done: 3, OK: 1, Rejected: 1, Errors: 1, FirstTokens: 1}, st)
-	})
-	t.Run("a failed stream proves nothing", func(t *testing.T) {
-		var s LiveStats
-		begin(&s, 3)
-		s.FirstToken()
-		s.Count(ledger.OutcomeStalled, true, 4)
-		assert.Zero(t, s.Snapshot().QueuedBehind)
-	})
-	t.Run("nil counts nothing", func(t *testing.T) {
-		var s *LiveStats
-		s.Began()
-		s.FirstToken()
-		s.Count(ledger.OutcomeOK, true, 2)
-	})
+	ok := func(chunks int) end { return end{ledger.OutcomeOK, true, chunks} }
+	tests := []struct {
+		name  string
+		steps []any // "t" or an end
+		want  int64
+	}{
+		{"a stream served while four wait", []any{"t", ok(3)}, 4},
+		{"the most seen stays", []any{"t", ok(3), "t", "t", ok(3)}, 4},
+		{"everyone had a first token", []any{"t", "t", "t", "t", "t", ok(5)}, 0},
+		{"one chunk is no proof", []any{"t", ok(1)}, 0},
+		{"a failed stream proves nothing", []any{"t", end{ledger.OutcomeStalled, true, 4}}, 0},
+		{"errors without a token do not wait", []any{end{ledger.OutcomeHTTPError, false, 0},
+			end{ledger.OutcomeRejected, false, 0}, "t", "t", "t", ok(4)}, 0},
+		{"those that ended without a token are not waiting", []any{end{ledger.OutcomeHTTPError, false, 0}, "t", ok(2)}, 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var s LiveStats
+			for range 5 {
+				s.Sent.Add(1)
+				s.Began()
+			}
+			for _, st := range tc.steps {
+				if e, isEnd := st.(end); isEnd {
+					s.Count(e.o, e.first, e.chunks)
+				} else {
+					s.FirstToken()
+				}
+			}
+			assert.Equal(t, tc.want, s.Snapshot().QueuedBehind)
+		})
+	}
+	var none *LiveStats // a nil LiveStats counts nothing
+	none.Began()
+	none.FirstToken()
+	none.Count(ledger.OutcomeOK, true, 2)
 }
