@@ -79,7 +79,8 @@ func (f *burstFault) Verify(ctx context.Context, env Env) error {
 	}
 	why := "no gauge showed pressure"
 	if f.waitIsEnough {
-		why = "no gauge showed pressure, and no stream was served to its end while another sent with it waited for its first token"
+		why = "no gauge showed pressure, and no stream was served to its end while another sent with it waited for its first token" +
+			" (a burst of non-streamed requests is proved only by refusals or a queue gauge of a target process)"
 		if !f.uncapped() {
 			why = "no gauge showed pressure (a burst capped by concurrency below its size is proved only by refusals or gauges)"
 		}
