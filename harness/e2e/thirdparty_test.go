@@ -148,6 +148,41 @@ assertions: [no_silent_drops, valid_responses, explained_errors]
 	assert.Equal(t, reports.VerdictFail, r.res.Verdict)
 }
 
+// TestThirdPartyBurstNotQueued: a queue_saturation burst against aimock, which answers
+// every request at once (100 ms before each chunk, no capacity limit), is not proved: no
+// refusal, no gauge (aimock has no metrics), and no stream of it was served to its end
+// while another still waited for its first token. The run is invalid, not passed on
+// "requests in flight", which any server shows.
+func TestThirdPartyBurstNotQueued(t *testing.T) {
+	url, _ := startAimock(t, "--latency", "100")
+	file := writeScenario(t, "aimock-burst", `name: third-party-aimock-burst
+seed: 1
+duration: 3s
+target: {url: `+url+`, model: gpt-4o}
+workloads:
+  - {name: plain, type: open_loop, stream: true, max_tokens: 8, prompt_tokens: 16, pacer: {type: constant, rate: 2}}
+faults:
+  - {name: flood, type: queue_saturation, target: plain, at: 1s, for: 2s, params: {requests: 20}}
+deadlines: {connect: 4s, first_token: 4s, stall: 4s, total: 20s}
+drain: {timeout: 20s}
+assertions: [no_silent_drops]
+`)
+	r := runHarness(t, file)
+	assert.Equal(t, 3, r.code, "exit code of an unproved fault\n%s", r.diagnostics())
+	assert.Contains(t, r.stdout+r.stderr, "no stream was served to its end while another sent with it waited for its first token")
+	evs, _, err := ledger.ReadFile(filepath.Join(r.out, "events.jsonl"))
+	require.NoError(t, err)
+	burst := 0
+	for _, e := range evs {
+		if e.Type == ledger.EventDone && strings.Contains(e.RequestID, "-burst") {
+			burst++
+			assert.Equal(t, ledger.OutcomeOK, e.Outcome, e.RequestID)
+			assert.Greater(t, e.Chunks, 1, "%s: a stream of several chunks", e.RequestID)
+		}
+	}
+	assert.Equal(t, 20, burst, "the whole burst was answered")
+}
+
 // TestThirdPartyKilled: the same server launched by the scenario (target.launch, as the
 // packs launch vLLM) and SIGKILLed by a declared process_kill passes, every error
 // explained by the fault and the outage on record; killed from outside, with nothing
