@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
@@ -18,17 +17,6 @@ import (
 // ends it reverts everything first. An error means a fault could not be applied,
 // verified or reverted: the run is invalid (ErrInfrastructure).
 type FaultRunner func(ctx context.Context, sc *scenarios.Scenario, env chaos.Env, start time.Time) error
-
-// ChaosTimeline is the default FaultRunner: the chaos package's Timeline.
-func ChaosTimeline(log *slog.Logger) FaultRunner {
-	return func(ctx context.Context, sc *scenarios.Scenario, env chaos.Env, start time.Time) error {
-		tl, err := chaos.NewTimeline(sc.Faults, chaos.WithLogger(log))
-		if err != nil {
-			return err
-		}
-		return tl.Run(ctx, env, start)
-	}
-}
 
 // chaosEnv builds the chaos.Env of a run.
 func (r *runner) chaosEnv() chaos.Env {

@@ -80,8 +80,8 @@ type Options struct {
 	// PDServerCommand is argv that runs the reference server binary's root command,
 	// e.g. [os.Executable(), "pdserver"]; the launcher appends the role and flags.
 	PDServerCommand []string
-	// Faults runs the fault timeline (nil: ChaosTimeline, the chaos package's
-	// Timeline). Scenarios without faults never call it.
+	// Faults runs the fault timeline (nil: the chaos package's Timeline). Scenarios
+	// without faults never call it.
 	Faults FaultRunner
 	// Notes are messages for the report's reader (e.g. a flag that cannot apply to the
 	// chosen target); each becomes a note event right after run_start.
