@@ -43,10 +43,10 @@ type call struct {
 }
 
 // send starts req at the loop's now (the scheduled time is req.Scheduled, or now) and
-// calls onDone with its result after its done event. A fault's extra request (extra)
-// is sent as any other; noLag: the workload is throttled on purpose (max_in_flight), so
-// its sends say nothing about the harness.
-func (r *runner) send(req *workload.Req, _, noLag bool, onDone func(*client.Result)) (c *call) {
+// calls onDone with its result after its done event. A fault's extra request is sent as
+// any other; noLag: the workload is throttled on purpose (max_in_flight), so its sends
+// say nothing about the harness.
+func (r *runner) send(req *workload.Req, noLag bool, onDone func(*client.Result)) (c *call) {
 	now := r.loop.Now()
 	if req.Scheduled.IsZero() {
 		req.Scheduled = now

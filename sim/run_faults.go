@@ -167,7 +167,7 @@ func (r *runner) sendMany(c *workload.Common, n, conc, cancelAfter int) chaos.Ru
 		if req := x.Next(); req != nil {
 			st.Sent.Add(1)
 			req.Counted = st
-			mine = append(mine, r.send(req, true, false, func(*client.Result) { fire() }))
+			mine = append(mine, r.send(req, false, func(*client.Result) { fire() }))
 		}
 	}
 	for range x.Window() {

@@ -78,7 +78,7 @@ func (r *runner) batch(reqs []*workload.Req, then func()) {
 		then()
 	}
 	for _, q := range reqs {
-		r.send(q, false, false, func(*client.Result) {
+		r.send(q, false, func(*client.Result) {
 			if left--; left == 0 {
 				then()
 			}
@@ -103,7 +103,7 @@ func (r *runner) agent(s *workload.Session, until time.Time, st workload.Step) {
 			r.active--
 			return
 		}
-		r.send(s.Req(r.loop.Now()), false, false, func(res *client.Result) {
+		r.send(s.Req(r.loop.Now()), false, func(res *client.Result) {
 			now := r.loop.Now()
 			r.agent(s, until, s.Result(now, res, r.interrupted != nil || !now.Before(until)))
 		})
@@ -194,7 +194,7 @@ func (st *openLoop) due(h hit) {
 func (st *openLoop) fire(h hit) {
 	st.inflight++
 	st.sent++
-	st.r.send(st.o.Single(h.seq, h.at), false, st.noLag, func(*client.Result) {
+	st.r.send(st.o.Single(h.seq, h.at), st.noLag, func(*client.Result) {
 		st.inflight--
 		st.drop()
 		// A worker is free: the oldest waiting hit goes, unless the attack was stopped.
