@@ -12,8 +12,9 @@
 // and chaos's faults (applied, proved and reverted on the model through a chaos.Env),
 // chaos/client_rules.go (client_disconnect), harness/phases (sampler, pd_path watch,
 // prober bookkeeping, drain, leak check, on the loop as a phases.Clock; phases.Start and
-// phases.End, the order of a run's start and end), harness/workload.Extras and
-// ClientFaults (a client-side fault's extra requests and disconnect rule),
+// phases.End, the order of a run's start and end), harness/workload.Extras,
+// ClientFaults and Tally (a client-side fault's extra requests, disconnect rule and
+// statistics),
 // chaos.CheckTarget (a fault's roles, refused up front), failpoint.Tally and
 // failpoint.State (a failpoint's status: evaluations, hits, callers held, the counts a
 // Disable keeps), phases.Health and target.EntryHealth (the entry's health events,
