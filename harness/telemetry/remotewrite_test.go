@@ -218,3 +218,37 @@ func TestWriteRequestMarshalToSizedBuffer(t *testing.T) {
 	assert.Error(t, err)
 	assert.Equal(t, 0, (&writeRequest{}).Size())
 }
+
+// Remote write 1.0 says a label set "MUST NOT contain any empty label names or values",
+// and receivers act on it (Thanos Receive drops such a series and answers the push with
+// an error). A scrape drops an empty-valued label; a push must too: an ok request's
+// cause is "" and a run without --label has run_info{label=""}.
+func TestPusherSendsNoEmptyLabelValues(t *testing.T) {
+	rc := &receiver{}
+	srv := rc.start(t)
+	m := NewMetrics(Labels{Scenario: "s", Seed: 7}, false) // no Label: run_info's label is ""
+	feed(m)
+	p, err := NewPusher(srv.URL, m.Gatherer())
+	require.NoError(t, err)
+	require.NoError(t, p.Push(context.Background()))
+	require.Len(t, rc.pushes, 1)
+	okSeen, infoSeen := false, false
+	for _, ts := range rc.pushes[0] {
+		for _, l := range ts.labels {
+			assert.NotEmpty(t, l.name, "%v", ts.labels)
+			assert.NotEmpty(t, l.value, "label %q of %v", l.name, ts.labels)
+		}
+		switch ts.get("__name__") {
+		case SeriesRequests:
+			if ts.get("outcome") == "ok" {
+				okSeen = true
+				assert.Equal(t, 1.0, ts.value)
+			}
+		case SeriesRunInfo:
+			infoSeen = true
+			assert.Equal(t, "7", ts.get("seed"))
+		}
+	}
+	assert.True(t, okSeen, "the ok requests' series is still sent, without its empty cause")
+	assert.True(t, infoSeen, "run_info is still sent, without its empty label")
+}

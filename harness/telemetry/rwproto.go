@@ -82,17 +82,25 @@ func (w *writeRequest) MarshalToSizedBuffer(dst []byte) (int, error) {
 // toSeries flattens gathered families into remote-write series at timestamp ms, the way
 // Prometheus itself would store a scrape of them: histograms as _bucket{le}, _sum and
 // _count, summaries as {quantile}, _sum and _count. extra labels go on every series.
+// Labels with an empty value are dropped.
 func toSeries(mfs []*dto.MetricFamily, ms int64, extra map[string]string) []timeSeries {
 	var out []timeSeries
 	for _, mf := range mfs {
 		name := mf.GetName()
 		for _, m := range mf.GetMetric() {
+			// Empty values are left out, as a scrape leaves them out: remote write 1.0
+			// forbids them, and receivers drop or refuse such series (an ok request's
+			// cause is "", a run without --label has run_info{label=""}).
 			base := make([]label, 0, len(m.GetLabel())+len(extra)+2)
 			for _, lp := range m.GetLabel() {
-				base = append(base, label{lp.GetName(), lp.GetValue()})
+				if lp.GetValue() != "" {
+					base = append(base, label{lp.GetName(), lp.GetValue()})
+				}
 			}
 			for k, v := range extra {
-				base = append(base, label{k, v})
+				if v != "" {
+					base = append(base, label{k, v})
+				}
 			}
 			add := func(n string, v float64, more ...label) {
 				ls := append(append(append(make([]label, 0, len(base)+len(more)+1), base...), more...), label{"__name__", n})
