@@ -31,6 +31,8 @@ type Pusher struct {
 
 	mu      sync.Mutex // one push at a time: a ticker push and the final one never race
 	pushes  int
+	bg      context.Context // the periodic pushes' context, cancelled by Close
+	cancel  context.CancelFunc
 	stop    chan struct{}
 	done    chan struct{}
 	once    sync.Once
@@ -66,6 +68,7 @@ func NewPusher(url string, g prometheus.Gatherer, opts ...PushOption) (*Pusher, 
 	if p.interval <= 0 {
 		return nil, fmt.Errorf("telemetry: remote write interval %v must be positive", p.interval)
 	}
+	p.bg, p.cancel = context.WithCancel(context.Background())
 	// A few short retries: a push that cannot get through is retried at the next tick
 	// with fresher values, not held for minutes.
 	api, err := remote.NewAPI(url, remote.WithAPIPath(""), remote.WithAPIHTTPClient(&http.Client{Timeout: p.timeout}),
@@ -115,7 +118,7 @@ func (p *Pusher) Start() {
 			case <-p.stop:
 				return
 			case <-t.C:
-				if err := p.Push(context.Background()); err != nil {
+				if err := p.Push(p.bg); err != nil {
 					p.log.Warn("remote write failed", "err", err)
 				}
 			}
@@ -124,9 +127,11 @@ func (p *Pusher) Start() {
 }
 
 // Close stops the ticker (when started) and makes the final push; its error is the
-// final push's. Call it once, after Start if Start is called at all.
+// final push's. A periodic push still in flight is abandoned (the final push has fresher
+// values), so that a collector that does not answer cannot hold Close past ctx. Call it
+// once, after Start if Start is called at all.
 func (p *Pusher) Close(ctx context.Context) error {
-	p.once.Do(func() { close(p.stop) })
+	p.once.Do(func() { close(p.stop); p.cancel() })
 	if p.started {
 		<-p.done
 	}

@@ -252,3 +252,43 @@ func TestPusherSendsNoEmptyLabelValues(t *testing.T) {
 	assert.True(t, okSeen, "the ok requests' series is still sent, without its empty cause")
 	assert.True(t, infoSeen, "run_info is still sent, without its empty label")
 }
+
+// A run that ends while a periodic push hangs on a collector that does not answer: Close
+// is bounded by its ctx (the CLI gives it 15 s for the push and the span flush together),
+// not by the hung push's own timeout, which here is an hour.
+func TestPusherCloseDoesNotWaitOutAHungPush(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		select { // never answers while the test runs
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // runs first: the handler returns, then the server closes
+	p, err := NewPusher(srv.URL, NewMetrics(Labels{Scenario: "s"}, false).Gatherer(),
+		WithPushInterval(time.Millisecond), WithPushTimeout(time.Hour))
+	require.NoError(t, err)
+	p.Start()
+	<-arrived // a periodic push is in flight and will not be answered
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the caller's bound has passed
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close(ctx) }()
+	require.Eventually(t, func() bool {
+		select {
+		case err = <-closed:
+			return true
+		default:
+			return false
+		}
+	}, 30*time.Second, 10*time.Millisecond, "Close waited for the hung periodic push instead of its ctx")
+	require.ErrorContains(t, err, "telemetry: remote write", "the final push could not be made within ctx")
+	assert.Equal(t, 0, p.Pushes())
+}
