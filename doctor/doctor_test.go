@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"pdsoak/harness/forensics"
 )
 
 // fakeProbe is a machine described by its fields.
@@ -155,4 +158,19 @@ func TestWorkflowPinsMatchDoctor(t *testing.T) {
 	for pkg, v := range Pins {
 		assert.Regexp(t, "`"+regexp.QuoteMeta(pkg)+`(\[all\])?`+"` \\| "+regexp.QuoteMeta(v)+" \\|", string(doc), "%s in the docs' table", pkg)
 	}
+}
+
+// A GPU process is named by its command (doctor tells the user what to stop), not "?":
+// NVML gives only its pid.
+func TestSystemGPUsNameTheirProcesses(t *testing.T) {
+	snap := func(context.Context) (*forensics.GPUReport, error) {
+		return &forensics.GPUReport{Devices: []forensics.GPUDevice{{Index: 0, Name: "NVIDIA H200",
+			Processes: []forensics.GPUProcess{{PID: uint32(os.Getpid()), MemUsed: 2 << 20}}}}}, nil
+	}
+	gpus, note := system{python: "python3", nvml: snap}.GPUs(context.Background())
+	require.Empty(t, note)
+	require.Len(t, gpus, 1)
+	require.Len(t, gpus[0].Processes, 1)
+	self := filepath.Base(os.Args[0])
+	assert.Equal(t, fmt.Sprintf("pid %d (%s, 2 MiB)", os.Getpid(), self), gpus[0].Processes[0])
 }

@@ -18,6 +18,7 @@ import (
 // system is the machine doctor runs on.
 type system struct {
 	python string
+	nvml   forensics.GPUSnapshot // forensics.NVMLSnapshot
 }
 
 // System is the real machine; python is the interpreter to ask ("" : python3 on PATH).
@@ -25,17 +26,19 @@ func System(python string) Probe {
 	if python == "" {
 		python = "python3"
 	}
-	return system{python: python}
+	return system{python: python, nvml: forensics.NVMLSnapshot}
 }
 
 func (s system) GPUs(ctx context.Context) ([]GPU, string) {
-	rep, err := forensics.NVMLSnapshot(ctx)
+	rep, err := s.nvml(ctx)
 	if err != nil {
 		return nil, err.Error()
 	}
 	if rep.Note != "" && len(rep.Devices) == 0 {
 		return nil, rep.Note
 	}
+	// NVML gives pids only; the command lines come from /proc.
+	rep.MapProcesses("/proc", nil)
 	var out []GPU
 	for _, d := range rep.Devices {
 		g := GPU{Index: d.Index, Name: d.Name}
