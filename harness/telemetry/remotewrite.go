@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -92,7 +93,14 @@ func (p *Pusher) Push(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	req := &writeRequest{series: toSeries(mfs, p.now().UnixMilli(), p.extra)}
-	if _, werr := p.api.Write(ctx, remote.WriteV1MessageType, req); werr != nil {
+	// A retry that outlasts ctx (a 429's Retry-After, a slow 5xx) ends in ctx's error
+	// alone; the collector's last answer says why.
+	var last error
+	if _, werr := p.api.Write(ctx, remote.WriteV1MessageType, req,
+		remote.WithWriteRetryCallback(func(err error) { last = err })); werr != nil {
+		if last != nil && ctx.Err() != nil {
+			return fmt.Errorf("telemetry: remote write: %w (last answer: %s)", werr, strings.TrimSpace(last.Error()))
+		}
 		return fmt.Errorf("telemetry: remote write: %w", werr)
 	}
 	p.pushes++

@@ -292,3 +292,19 @@ func TestPusherCloseDoesNotWaitOutAHungPush(t *testing.T) {
 	require.ErrorContains(t, err, "telemetry: remote write", "the final push could not be made within ctx")
 	assert.Equal(t, 0, p.Pushes())
 }
+
+// A collector that rate-limits (429 with a Retry-After longer than the push's bound): the
+// push fails, and its error says the collector refused it, not only that time ran out.
+func TestPusherRateLimitedSaysSo(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "3600")
+		http.Error(w, "ingestion rate limit exceeded", http.StatusTooManyRequests)
+	}))
+	t.Cleanup(srv.Close)
+	p, err := NewPusher(srv.URL, NewMetrics(Labels{Scenario: "s"}, false).Gatherer(), WithPushTimeout(200*time.Millisecond))
+	require.NoError(t, err)
+	err = p.Push(context.Background())
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "429")
+	assert.ErrorContains(t, err, "ingestion rate limit exceeded")
+}
