@@ -26,7 +26,7 @@ func TestK8sRender(t *testing.T) {
 		stderr   string
 	}{
 		{name: "embedded scenario", args: []string{"k8s", "render", "smoke", "--shards", "2", "--image", "pdsoak:dev"}, code: ExitPass,
-			contains: []string{"completionMode: Indexed", "parallelism: 2", "kind: ConfigMap", "kind: PersistentVolumeClaim", "wait-shards", "/out/shard-2"}},
+			contains: []string{"completionMode: Indexed", "parallelism: 2", "kind: ConfigMap", "kind: PersistentVolumeClaim", "wait-shards", "/shard-2\n"}},
 		{name: "target and volume", args: []string{"k8s", "render", "smoke", "--shards", "3", "--image", "i", "--target", "http://pdsoak-router.soak.svc:30000", "--metrics-url", "http://pdsoak-router.soak.svc:30000/metrics", "--out-volume", "mine", "--namespace", "soak"}, code: ExitPass,
 			contains: []string{"- http://pdsoak-router.soak.svc:30000\n", "- http://pdsoak-router.soak.svc:30000/metrics\n", "claimName: mine", "namespace: soak"}},
 		{name: "target without metrics", args: []string{"k8s", "render", "smoke", "--shards", "1", "--image", "i", "--target", "http://r:30000"}, code: ExitUsage, stderr: "no_leaks"},

@@ -232,7 +232,8 @@ func TestRenderRun(t *testing.T) {
 			c := js.Template.Spec.Containers[0]
 			assert.Equal(t, o.Image, c.Image)
 			assert.Equal(t, []string{k8s.HarnessBin}, c.Command)
-			wantArgs := []string{"k8s", "shard", "--shards", fmt.Sprint(tc.shards), "--out-root", "/out", "--", "/scenario/scenario.yaml"}
+			root := "/out/" + shards.Labels[k8s.LabelRunID]
+			wantArgs := []string{"k8s", "shard", "--shards", fmt.Sprint(tc.shards), "--out-root", root, "--", "/scenario/scenario.yaml"}
 			if o.Target != "" {
 				wantArgs = append(wantArgs, "--target", o.Target)
 			}
@@ -249,13 +250,13 @@ func TestRenderRun(t *testing.T) {
 			checkPod(t, "merge", ms.Template.Spec, ms.Template.Labels, "merge")
 			require.Len(t, ms.Template.Spec.InitContainers, 1)
 			w := ms.Template.Spec.InitContainers[0]
-			assert.Equal(t, []string{"k8s", "wait-shards", "--out-root", "/out", "--shards", fmt.Sprint(tc.shards), "--timeout", b.ShardDeadline.String()}, w.Args)
+			assert.Equal(t, []string{"k8s", "wait-shards", "--out-root", root, "--shards", fmt.Sprint(tc.shards), "--timeout", b.ShardDeadline.String()}, w.Args)
 			require.Len(t, ms.Template.Spec.Containers, 1)
 			mergeArgs := []string{"merge"}
 			for i := 1; i <= tc.shards; i++ {
-				mergeArgs = append(mergeArgs, fmt.Sprintf("/out/shard-%d", i))
+				mergeArgs = append(mergeArgs, fmt.Sprintf("%s/shard-%d", root, i))
 			}
-			assert.Equal(t, append(mergeArgs, "--out", "/out/merged"), ms.Template.Spec.Containers[0].Args)
+			assert.Equal(t, append(mergeArgs, "--out", root+"/merged"), ms.Template.Spec.Containers[0].Args)
 			assertClaim(t, ms.Template.Spec, claim)
 
 			// Names and the run id label are shared and valid.
@@ -486,4 +487,43 @@ func FuzzRunNames(f *testing.F) {
 		require.Empty(t, validation.IsDNS1123Subdomain(d.configMaps[0].Name))
 		require.Empty(t, validation.IsDNS1123Subdomain(d.pvcs[0].Name))
 	})
+}
+
+// Two runs on one existing claim (--out-volume: a bucket or share kept across runs): each
+// run's shards, markers and merge live in a directory of their own. On shared paths the
+// second run's merge found the first run's markers at once and merged the first run's
+// shard directories (or a mix, while its own shards rewrote them): the old verdict
+// reported as the new run's.
+func TestRunsSharingAClaimUseTheirOwnPaths(t *testing.T) {
+	roots := map[string]string{} // run id -> its paths, joined
+	for _, name := range []string{"smoke", "nightly-soak"} {
+		sc, content := loadScenario(t, name)
+		objs, err := k8s.RenderRun(sc, content, k8s.RunOptions{Shards: 2, Image: "i", OutVolume: "shared-out"})
+		require.NoError(t, err)
+		var paths []string
+		for _, o := range objs {
+			j, ok := o.(*batchv1.Job)
+			if !ok {
+				continue
+			}
+			for _, c := range append(j.Spec.Template.Spec.InitContainers, j.Spec.Template.Spec.Containers...) {
+				for i, a := range c.Args {
+					if a == "--out-root" || a == "--out" {
+						paths = append(paths, c.Args[i+1])
+					}
+					if strings.HasPrefix(a, k8s.OutDir+"/") {
+						paths = append(paths, a)
+					}
+				}
+			}
+		}
+		require.NotEmpty(t, paths)
+		run := objs[0].(*corev1.ConfigMap).Labels[k8s.LabelRunID]
+		for _, p := range paths {
+			root := k8s.RunRoot(run)
+			assert.True(t, p == root || strings.HasPrefix(p, root+"/"), "%s: %s is not under the run's own directory %s", name, p, root)
+		}
+		roots[run] = strings.Join(paths, " ")
+	}
+	assert.Len(t, roots, 2, "two runs, two run ids")
 }

@@ -66,6 +66,11 @@ type RunOptions struct {
 	Merge Resources
 }
 
+// RunRoot is a run's directory on the shared volume: the claim may be kept across runs
+// (--out-volume), and a merge that found another run's markers there would merge that
+// run's shards and report its verdict.
+func RunRoot(runID string) string { return path.Join(OutDir, runID) }
+
 // MarkerPath is the file shard i (1-based) writes on the shared volume once its run
 // ended with a verdict (pass or fail); the merge Job waits for all of them.
 func MarkerPath(root string, i int) string { return path.Join(root, fmt.Sprintf("shard-%d.done", i)) }
@@ -155,6 +160,7 @@ func RenderRun(sc *scenarios.Scenario, content []byte, o RunOptions) ([]runtime.
 	}
 	runID := dnsLabel(o.RunID, 40) // "pdsoak-"+runID+"-shards" stays a 63-character label (the pods carry the Job name as a label)
 	base := "pdsoak-" + runID
+	root := RunRoot(runID)
 	labels := func(component string) map[string]string {
 		return map[string]string{LabelName: AppName, LabelPartOf: AppName, LabelComponent: component,
 			LabelInstance: base, LabelManagedBy: "harness-k8s-render", LabelRunID: runID}
@@ -207,9 +213,9 @@ func RenderRun(sc *scenarios.Scenario, content []byte, o RunOptions) ([]runtime.
 	env := []corev1.EnvVar{{Name: "TMPDIR", Value: "/tmp"}, {Name: "HOME", Value: "/tmp"}}
 
 	// The image has no shell, so `harness k8s shard` does what
-	//   harness run /scenario/scenario.yaml --shard $((JOB_COMPLETION_INDEX+1))/N --out /out/shard-$((JOB_COMPLETION_INDEX+1))
+	//   harness run /scenario/scenario.yaml --shard $((JOB_COMPLETION_INDEX+1))/N --out /out/RUN/shard-$((JOB_COMPLETION_INDEX+1))
 	// would, and writes the shard's marker.
-	shardArgs := []string{"k8s", "shard", "--shards", strconv.Itoa(o.Shards), "--out-root", OutDir, "--",
+	shardArgs := []string{"k8s", "shard", "--shards", strconv.Itoa(o.Shards), "--out-root", root, "--",
 		path.Join(ScenarioDir, ScenarioFile)}
 	if o.Target != "" {
 		shardArgs = append(shardArgs, "--target", o.Target)
@@ -260,9 +266,9 @@ func RenderRun(sc *scenarios.Scenario, content []byte, o RunOptions) ([]runtime.
 
 	mergeArgs := []string{"merge"}
 	for i := 1; i <= o.Shards; i++ {
-		mergeArgs = append(mergeArgs, ShardDir(OutDir, i))
+		mergeArgs = append(mergeArgs, ShardDir(root, i))
 	}
-	mergeArgs = append(mergeArgs, "--out", MergedDir(OutDir))
+	mergeArgs = append(mergeArgs, "--out", MergedDir(root))
 	waitRes := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
@@ -296,7 +302,7 @@ func RenderRun(sc *scenarios.Scenario, content []byte, o RunOptions) ([]runtime.
 					InitContainers: []corev1.Container{{
 						Name: "wait-shards", Image: o.Image, ImagePullPolicy: corev1.PullIfNotPresent,
 						Command: []string{HarnessBin},
-						Args: []string{"k8s", "wait-shards", "--out-root", OutDir, "--shards", strconv.Itoa(o.Shards),
+						Args: []string{"k8s", "wait-shards", "--out-root", root, "--shards", strconv.Itoa(o.Shards),
 							"--timeout", b.ShardDeadline.String()},
 						Resources: waitRes, VolumeMounts: mounts, SecurityContext: containerSecurity(),
 					}},
