@@ -3,11 +3,13 @@ package telemetry
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -36,6 +38,10 @@ type Tracer struct {
 	tp   *sdktrace.TracerProvider
 	tr   trace.Tracer
 	seed int64
+	exp  *countingExporter
+	// ended counts the spans handed to the SDK, which drops what its queue cannot hold
+	// (a collector slower than the run) without a word; Close compares it with exp's.
+	ended atomic.Int64
 
 	mu     sync.Mutex
 	faults []faultWindow
@@ -71,9 +77,10 @@ func NewTracer(ctx context.Context, endpoint string, l Labels, log *slog.Logger)
 	if l.Shard != "" {
 		attrs = append(attrs, attribute.String("pdsoak.shard", l.Shard))
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithIDGenerator(requestIDs{}),
+	cexp := &countingExporter{SpanExporter: exp}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(cexp), sdktrace.WithIDGenerator(requestIDs{}),
 		sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithResource(resource.NewSchemaless(attrs...)))
-	return &Tracer{tp: tp, tr: tp.Tracer("pdsoak/harness/telemetry"), seed: l.Seed}, nil
+	return &Tracer{tp: tp, tr: tp.Tracer("pdsoak/harness/telemetry"), seed: l.Seed, exp: cexp}, nil
 }
 
 // Observe tracks fault windows and turns each done event into a span.
@@ -135,14 +142,35 @@ func (t *Tracer) span(ev ledger.Event) {
 		sp.SetStatus(codes.Ok, "")
 	}
 	sp.End(trace.WithTimestamp(ev.Time))
+	t.ended.Add(1)
 }
 
-// Close flushes the spans still batched and stops the exporter, within ctx.
+// Close flushes the spans still batched and stops the exporter, within ctx. Spans that
+// never reached the collector (dropped, or not flushed in time) are an error that says
+// how many.
 func (t *Tracer) Close(ctx context.Context) error {
-	if err := t.tp.Shutdown(ctx); err != nil {
+	err := t.tp.Shutdown(ctx)
+	if lost, n := t.ended.Load()-t.exp.exported.Load(), t.ended.Load(); lost > 0 {
+		err = errors.Join(err, fmt.Errorf("%d of %d spans were not exported (the collector was too slow or unreachable)", lost, n))
+	}
+	if err != nil {
 		return fmt.Errorf("telemetry: OTLP: %w", err)
 	}
 	return nil
+}
+
+// countingExporter counts the spans the collector accepted.
+type countingExporter struct {
+	sdktrace.SpanExporter
+	exported atomic.Int64
+}
+
+func (c *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	err := c.SpanExporter.ExportSpans(ctx, spans)
+	if err == nil {
+		c.exported.Add(int64(len(spans)))
+	}
+	return err
 }
 
 // requestIDs gives a span the ids of the request's traceparent, which the context

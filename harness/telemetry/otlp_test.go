@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -129,4 +130,49 @@ func TestStartRefusesABadListenAddress(t *testing.T) {
 	nilT.Observe(ledgerDone())
 	assert.NoError(t, nilT.Close(context.Background()))
 	assert.Equal(t, "", nilT.MetricsAddr())
+}
+
+// A collector slower than the run: the SDK's span queue (2048) fills and it drops the
+// rest without a word. The harness's Close says how many of the run's spans never
+// reached the collector, instead of a trace backend that silently lacks them.
+func TestTracerSaysWhenSpansWereDropped(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	var mu sync.Mutex
+	got := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-release // the collector answers nothing until the run has sent everything
+		body, err := io.ReadAll(r.Body)
+		require.NoError(t, err)
+		var req coltrace.ExportTraceServiceRequest
+		require.NoError(t, proto.Unmarshal(body, &req))
+		mu.Lock()
+		for _, rs := range req.GetResourceSpans() {
+			for _, ss := range rs.GetScopeSpans() {
+				got += len(ss.GetSpans())
+			}
+		}
+		mu.Unlock()
+		b, _ := proto.Marshal(&coltrace.ExportTraceServiceResponse{})
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		_, _ = w.Write(b)
+	}))
+	t.Cleanup(srv.Close)
+	tr, err := NewTracer(context.Background(), srv.URL, Labels{Scenario: "s", Seed: 1}, nil)
+	require.NoError(t, err)
+	const n = 5000 // more than one export in flight, a batch and the queue hold
+	for i := range n {
+		ev := ledgerDone()
+		ev.RequestID = fmt.Sprintf("r-%d", i)
+		tr.Observe(ev)
+	}
+	open()
+	err = tr.Close(context.Background())
+	mu.Lock()
+	defer mu.Unlock()
+	require.Less(t, got, n, "the SDK dropped spans (else this test shows nothing)")
+	require.Error(t, err, "%d of %d spans reached the collector and Close said nothing", got, n)
+	assert.ErrorContains(t, err, fmt.Sprintf("%d of %d spans", n-got, n))
 }
