@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,6 +66,16 @@ type Labels struct {
 	Shard    string // "i" of --shard i/n; "" for a whole run
 }
 
+// valid makes every label UTF-8: --label is whatever bytes the command line held, and
+// client_golang panics on a label value that is not UTF-8 (OTLP's protobuf strings refuse
+// it too).
+func (l Labels) valid() Labels {
+	for _, s := range []*string{&l.Scenario, &l.Label, &l.Shard} {
+		*s = strings.ToValidUTF8(*s, "\uFFFD")
+	}
+	return l
+}
+
 // Metrics is the live registry: it follows the ledger's events (Observe) and exposes
 // them as Prometheus series. Safe for concurrent use.
 type Metrics struct {
@@ -86,6 +97,7 @@ type Metrics struct {
 // NewMetrics builds the registry for one run. withProcess adds the Go runtime and
 // process collectors (go_*, process_*), which a /metrics endpoint usually carries.
 func NewMetrics(l Labels, withProcess bool) *Metrics {
+	l = l.valid()
 	reg := prometheus.NewRegistry()
 	run := prometheus.Labels{"scenario": l.Scenario}
 	if l.Shard != "" {

@@ -60,6 +60,7 @@ func NewTracer(ctx context.Context, endpoint string, l Labels, log *slog.Logger)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	l = l.valid()
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("OTLP export failed", "err", err) }))
 	url := strings.TrimRight(endpoint, "/")
 	if !strings.HasSuffix(url, "/v1/traces") {

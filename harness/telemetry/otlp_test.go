@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -175,4 +176,33 @@ func TestTracerSaysWhenSpansWereDropped(t *testing.T) {
 	require.Less(t, got, n, "the SDK dropped spans (else this test shows nothing)")
 	require.Error(t, err, "%d of %d spans reached the collector and Close said nothing", got, n)
 	assert.ErrorContains(t, err, fmt.Sprintf("%d of %d spans", n-got, n))
+}
+
+// --label is whatever the command line held (a branch name in a legacy encoding, say): a
+// byte string that is not UTF-8 must neither panic the registry (client_golang refuses
+// such a label value) nor make every OTLP export fail (protobuf strings are UTF-8).
+func TestLabelThatIsNotUTF8(t *testing.T) {
+	rc := &otlpReceiver{}
+	srv := rc.start(t)
+	rw := &receiver{}
+	rws := rw.start(t)
+	l := Labels{Scenario: "s", Seed: 7, Label: "feature/caf\xe9"}
+	tel, err := Start(context.Background(), Config{MetricsListen: "127.0.0.1:0", RemoteWrite: rws.URL,
+		RemoteWriteInterval: time.Hour, OTLPEndpoint: srv.URL, Labels: l})
+	require.NoError(t, err)
+	feed(tel)
+	assert.Equal(t, 3.0, scrape(t, "http://"+tel.MetricsAddr()+"/metrics")[SeriesRequests])
+	require.NoError(t, tel.Close(context.Background()))
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	assert.Len(t, rc.spans, 3, "the spans were exported")
+	assert.Equal(t, "feature/caf\uFFFD", rc.resource["pdsoak.label"])
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	require.Len(t, rw.pushes, 1, "the final push")
+	for _, ts := range rw.pushes[0] {
+		if ts.get("__name__") == SeriesRunInfo {
+			assert.Equal(t, "feature/caf\uFFFD", ts.get("label"))
+		}
+	}
 }
