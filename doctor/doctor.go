@@ -138,6 +138,26 @@ func Write(w io.Writer, checks []Check) {
 	fmt.Fprintf(w, "doctor: not ready: %d missing\n", missing)
 }
 
+// packPorts are the default ports of each stack's packs (scenarios/targets/sglang-pd.yaml
+// and vllm-pd.yaml): router or proxy, prefill, decode, and the bootstrap, metrics or NIXL
+// side-channel ports.
+var packPorts = map[string][]int{
+	"sglang": {30000, 30100, 30200, 8998, 29000},
+	"vllm":   {8100, 8200, 8192, 5600, 5700},
+}
+
+// DefaultPorts are the ports a night of stack (as Config.Stack) needs free.
+func DefaultPorts(stack string) []int {
+	st := stacks(Config{Stack: stack})
+	var out []int
+	for _, s := range []string{"sglang", "vllm"} {
+		if st[s] {
+			out = append(out, packPorts[s]...)
+		}
+	}
+	return out
+}
+
 func stacks(cfg Config) map[string]bool {
 	s := cfg.Stack
 	if s == "" {

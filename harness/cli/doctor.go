@@ -35,6 +35,9 @@ Exit codes: 0 ready (warnings allowed), 1 not ready, 2 bad usage.`,
 					return usageError("--stack: want sglang, vllm or sglang,vllm, got %q", f)
 				}
 			}
+			if !cmd.Flags().Changed("port") {
+				cfg.Ports = doctor.DefaultPorts(cfg.Stack) // the packs of this stack, not SGLang's for vLLM
+			}
 			checks := doctor.Run(cmd.Context(), cfg, doctor.System(python))
 			doctor.Write(cmd.OutOrStdout(), checks)
 			if !doctor.Ready(checks) {
@@ -48,7 +51,7 @@ Exit codes: 0 ready (warnings allowed), 1 not ready, 2 bad usage.`,
 	fs.StringVar(&cfg.Backend, "backend", envOr("TRANSFER_BACKEND", "mooncake"), "SGLang's KV transfer backend: mooncake or nixl (default $TRANSFER_BACKEND, else mooncake)")
 	fs.IntVar(&cfg.GPUs, "gpus", 2, "GPUs the packs need (0 skips the GPU check)")
 	fs.StringVar(&cfg.ModelPath, "model", envOr("MODEL_PATH", ""), "the model: a local directory or a Hugging Face id (default $MODEL_PATH)")
-	fs.IntSliceVar(&cfg.Ports, "port", []int{30000, 30100, 30200, 8998, 29000}, "ports that must be free (the SGLang packs' defaults)")
+	fs.IntSliceVar(&cfg.Ports, "port", nil, "ports that must be free (default: the --stack packs' defaults)")
 	fs.StringVar(&cfg.Archive, "archive", "nightly", "the nightly archive (free disk is checked on its file system)")
 	fs.Float64Var(&cfg.MinFreeGiB, "min-free-gib", 20, "free disk the archive needs, GiB")
 	fs.BoolVar(&cfg.NeedGH, "gh", false, "also require the gh CLI")
