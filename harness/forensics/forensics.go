@@ -192,6 +192,14 @@ func Write(ctx context.Context, dir, trigger, reason string, src Sources, cfg Co
 	m := &Manifest{Trigger: trigger, Reason: reason, Dir: filepath.Base(dir), Started: cfg.Now()}
 	bctx, cancel := context.WithTimeout(ctx, cfg.BundleTimeout)
 	defer cancel()
+	// Why a collector did not finish: the bound, or the caller cutting the bundle short
+	// (a second Ctrl-C cancels the interrupt bundle after a moment, not after the bound).
+	unfinished := func() string {
+		if ctx.Err() != nil {
+			return fmt.Sprintf("cut short: %v", context.Cause(ctx))
+		}
+		return fmt.Sprintf("not finished within the bundle bound %v", cfg.BundleTimeout)
+	}
 
 	jobs := plan(src, cfg)
 	items := make([]Item, len(jobs))
@@ -201,7 +209,7 @@ func Write(ctx context.Context, dir, trigger, reason string, src Sources, cfg Co
 		done[i] = make(chan struct{})
 		go func() {
 			defer close(done[i])
-			it := runJob(bctx, dir, j, cfg)
+			it := runJob(bctx, dir, j, cfg, unfinished)
 			mu.Lock()
 			items[i] = it
 			mu.Unlock()
@@ -218,8 +226,7 @@ func Write(ctx context.Context, dir, trigger, reason string, src Sources, cfg Co
 			default:
 				mu.Lock()
 				if items[i].File == "" {
-					items[i] = Item{Collector: j.collector, Process: j.process, File: j.file,
-						Error: fmt.Sprintf("not finished within the bundle bound %v", cfg.BundleTimeout)}
+					items[i] = Item{Collector: j.collector, Process: j.process, File: j.file, Error: unfinished()}
 				}
 				mu.Unlock()
 			}
@@ -240,21 +247,19 @@ func Write(ctx context.Context, dir, trigger, reason string, src Sources, cfg Co
 	return m, nil
 }
 
-// runJob runs one collector under its timeout and writes its file, or a note file.
-func runJob(ctx context.Context, dir string, j job, cfg Config) Item {
+// runJob runs one collector under its timeout and writes its file, or a note file;
+// unfinished says why when the bundle ended first.
+func runJob(ctx context.Context, dir string, j job, cfg Config, unfinished func() string) Item {
 	start := time.Now()
 	it := Item{Collector: j.collector, Process: j.process, File: j.file}
 	cctx, cancel := context.WithTimeout(ctx, cfg.CollectorTimeout)
 	defer cancel()
 	data, err := j.run(cctx)
 	it.Seconds = time.Since(start).Seconds()
-	if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-		// Past the bundle bound: Write has recorded this collector as unfinished and
-		// may have written the manifest; nothing more goes into the bundle.
-		if err == nil {
-			err = ctx.Err()
-		}
-		return Item{Collector: j.collector, Process: j.process, File: j.file, Error: err.Error(), Seconds: it.Seconds}
+	if ctx.Err() != nil {
+		// Past the bundle bound, or cut short: Write has recorded this collector as
+		// unfinished and may have written the manifest; nothing more goes into the bundle.
+		return Item{Collector: j.collector, Process: j.process, File: j.file, Error: unfinished(), Seconds: it.Seconds}
 	}
 	if errors.Is(err, ErrNotOffered) {
 		it.File, it.Skipped = "", err.Error()

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -303,4 +304,25 @@ func TestPythonProcessGetsPySpy(t *testing.T) {
 	pi, err := os.ReadFile(filepath.Join(dir, "proc", "sglang-decode.json"))
 	require.NoError(t, err)
 	assert.Contains(t, string(pi), "time.sleep(60)")
+}
+
+// A bundle cut short by its caller (a second Ctrl-C cancels the interrupt bundle) says
+// so: its unfinished collectors did not run into the 30 s bundle bound, and a collector
+// that returns once cut short writes nothing the manifest does not list.
+func TestWriteCutShort(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-r.Context().Done() // answers nothing
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	go func() { <-arrived; cancel(errors.New("interrupted again")) }()
+	dir := t.TempDir()
+	m, err := Write(ctx, dir, "interrupt", "", Sources{Debug: []Endpoint{{Process: "p", URL: srv.URL}}}, Config{GPU: noGPU})
+	require.NoError(t, err)
+	it := item(*m, "debug-requests/p.json")
+	require.NotNil(t, it, "%+v", m.Items)
+	assert.NotContains(t, it.Error, "bundle bound")
+	assert.Contains(t, it.Error, "cut short: interrupted again")
 }
