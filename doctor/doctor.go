@@ -232,10 +232,17 @@ func pythonCheck(ctx context.Context, p Probe, pkg string) Check {
 		return Check{Name: pkg, Status: Missing, Detail: "no Python: " + err.Error(), Fix: "install Python 3.11 (actions/setup-python) and then " + pipInstall(pkg)}
 	case v == "":
 		return Check{Name: pkg, Status: Missing, Detail: "not installed", Fix: pipInstall(pkg)}
-	case Pins[pkg] != "" && v != Pins[pkg]:
+	case Pins[pkg] != "" && publicVersion(v) != Pins[pkg]:
 		return Check{Name: pkg, Status: Warn, Detail: fmt.Sprintf("%s installed, the nightly pins %s", v, Pins[pkg]), Fix: pipInstall(pkg)}
 	}
 	return Check{Name: pkg, Status: OK, Detail: v}
+}
+
+// publicVersion drops a PEP 440 local version ("+cu126" of a CUDA variant wheel), which
+// pip's ==PIN accepts as the pinned version.
+func publicVersion(v string) string {
+	pub, _, _ := strings.Cut(v, "+")
+	return pub
 }
 
 func rdmaCheck(p Probe) Check {

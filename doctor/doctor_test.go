@@ -89,6 +89,9 @@ func TestDoctor(t *testing.T) {
 		{name: "another version warns", cfg: cfg, probe: func(p *fakeProbe) { p.python["sglang"] = "0.4.10" }, ready: true, expect: map[string]Status{"sglang": Warn}},
 		{name: "nixl backend", cfg: Config{Backend: "nixl"}, probe: func(p *fakeProbe) { delete(p.python, "nixl") }, expect: map[string]Status{"nixl": Missing}, fix: `pip install "nixl==` + Pins["nixl"] + `"`},
 		{name: "vllm stack", cfg: Config{Stack: "vllm", ModelPath: "/models/q"}, probe: func(p *fakeProbe) {}, ready: true, expect: map[string]Status{"vllm": OK, "nixl": OK}},
+		// A CUDA variant wheel (vLLM's +cu126 builds) is the pinned version: pip's ==PIN
+		// accepts it, so doctor must not warn and tell to reinstall it.
+		{name: "local version of the pin", cfg: Config{Stack: "vllm", ModelPath: "/models/q"}, probe: func(p *fakeProbe) { p.python["vllm"] = Pins["vllm"] + "+cu126" }, ready: true, expect: map[string]Status{"vllm": OK}},
 		{name: "no python", cfg: Config{}, probe: func(p *fakeProbe) { p.noPy = true }, expect: map[string]Status{"sglang": Missing}, fix: "install Python 3.11"},
 		{name: "no RDMA warns", cfg: cfg, probe: func(p *fakeProbe) { p.rdma = nil }, ready: true, expect: map[string]Status{"rdma": Warn}},
 		{name: "busy port", cfg: cfg, probe: func(p *fakeProbe) { p.busy = map[int]bool{30000: true} }, expect: map[string]Status{"port 30000": Missing}},
