@@ -135,6 +135,7 @@ func compareRun(archive string, history []reports.HistoryEntry, night string, rr
 	rr.Regressed = rr.Comparison == CompareRegressed
 	rr.Regressions = c.Regressions
 	rr.Contended = c.Contended
+	rr.Invalid = c.Invalid
 }
 
 func writeCompare(out string, c *reports.Comparison, base, nw *reports.Run, baseDir, newDir string) error {

@@ -79,6 +79,9 @@ type RunResult struct {
 	Regressions []string `json:"regressions,omitempty"`
 	// Contended names the contended runs when the comparison is inconclusive.
 	Contended []string `json:"contended,omitempty"`
+	// Invalid names the invalid runs (tonight's, interrupted or failed by its target or
+	// the harness) when the comparison is inconclusive.
+	Invalid []string `json:"invalid,omitempty"`
 }
 
 // Baseline is one good night considered as a baseline of a run.
@@ -223,7 +226,7 @@ func regressedText(rr RunResult) string {
 	case CompareRegressed:
 		return fmt.Sprintf(", REGRESSED against %d pooled baseline nights", n)
 	case CompareInconclusive:
-		return fmt.Sprintf(", INCONCLUSIVE against %d pooled baseline nights (contended: %s)", n, strings.Join(rr.Contended, "; "))
+		return fmt.Sprintf(", INCONCLUSIVE against %d pooled baseline nights (%s)", n, strings.Join(append(append([]string(nil), rr.Invalid...), rr.Contended...), "; "))
 	case CompareOK:
 		return fmt.Sprintf(", no regression against %d pooled baseline nights", n)
 	}

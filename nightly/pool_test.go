@@ -3,6 +3,7 @@ package nightly
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -136,4 +137,44 @@ func TestSummaryInconclusive(t *testing.T) {
 	assert.Contains(t, b.String(), "| s | 0 | pass | n0 | **INCONCLUSIVE** (contended) |")
 	assert.Contains(t, b.String(), "- s: inconclusive, not judged: NEW was contended: cpu pressure 80% > 40%; rerun on a quiet machine")
 	assert.NotContains(t, b.String(), "p99(ttft) +40%", "a contended run's figures are not reported as regressions")
+}
+
+// TestNightInterruptedRunIsNotARegression: two good nights, then a night whose run is
+// interrupted (the job's SIGTERM): its ledger ends interrupted, its verdict is invalid
+// (exit 3). The comparison with the good nights must not turn that into a regression
+// (exit 1): an invalid run's figures cannot be trusted, so the night is 3, as the README
+// promises for an invalid run.
+func TestNightInterruptedRunIsNotARegression(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "a")
+	clock := time.Date(2026, 12, 1, 2, 17, 0, 0, time.UTC)
+	good := simRun(func() string { return "tinyref" })
+	interrupted := func(ctx context.Context, r RunRequest) (int, error) {
+		cut, cancel := context.WithCancel(ctx)
+		cancel() // the signal arrives as the run starts
+		if _, err := good(cut, r); err != nil {
+			return 0, err
+		}
+		if v := readVerdict(r.OutDir); v != string(reports.VerdictInvalid) {
+			return 0, fmt.Errorf("the interrupted run's verdict is %q, want invalid", v)
+		}
+		return ExitInfra, nil
+	}
+	var last *Result
+	for i, run := range []RunFunc{good, good, interrupted} {
+		cfg := Config{Archive: archive, SHA: strings.Repeat(string(rune('a'+i)), 8), Specs: []Spec{{Scenario: "pooled"}}}
+		res, err := Run(context.Background(), cfg, run, judge.ReportConfig, WithClock(func() time.Time { return clock }))
+		require.NoError(t, err)
+		clock = clock.Add(24 * time.Hour)
+		last = res
+	}
+	rr := last.Runs[0]
+	require.Len(t, pooled(rr.Baselines), 2, "both good nights are the baseline")
+	assert.False(t, rr.Regressed, "an interrupted run is not evidence of a regression: %q", rr.Regressions)
+	assert.Equal(t, CompareInconclusive, rr.Comparison)
+	assert.Equal(t, ExitInfra, last.Code, "an invalid run makes the night 3, not 1")
+	summary, err := os.ReadFile(filepath.Join(archive, NightsDir, last.Night, SummaryFile))
+	require.NoError(t, err)
+	assert.Contains(t, string(summary), "INVALID (exit 3)")
+	assert.Contains(t, string(summary), "NEW was invalid")
+	assert.NotContains(t, string(summary), "contended")
 }

@@ -144,7 +144,11 @@ type Comparison struct {
 	// Contended names each run whose contention exceeded a bound and by how much: the
 	// answer is then inconclusive, never a regression.
 	Contended []string
-	baseRuns  []*Run
+	// Invalid names each run whose verdict was invalid (interrupted, its target or the
+	// harness failed) and why: its figures cannot be trusted, so the answer is
+	// inconclusive too, never a regression; --ignore-contention does not lift it.
+	Invalid  []string
+	baseRuns []*Run
 }
 
 // Comparable says whether the two runs ran the same scenario.
@@ -154,8 +158,24 @@ func (c *Comparison) Comparable() bool { return c.BaseDigest == c.NewDigest }
 // quiet enough to say so (not Inconclusive).
 func (c *Comparison) Regressed() bool { return len(c.Regressions) > 0 && !c.Inconclusive() }
 
-// Inconclusive reports whether a run was too contended to judge the server by.
-func (c *Comparison) Inconclusive() bool { return len(c.Contended) > 0 }
+// Inconclusive reports whether a run was too contended, or invalid, to judge the server by.
+func (c *Comparison) Inconclusive() bool { return len(c.Contended) > 0 || len(c.Invalid) > 0 }
+
+// NotJudged says why the answer is inconclusive: the invalid runs, then the contended.
+func (c *Comparison) NotJudged() []string {
+	return append(append([]string(nil), c.Invalid...), c.Contended...)
+}
+
+// InconclusiveCause is the short reason ("a run was contended", "a run was invalid").
+func (c *Comparison) InconclusiveCause() string {
+	switch {
+	case len(c.Invalid) > 0 && len(c.Contended) > 0:
+		return "a run was invalid, a run was contended"
+	case len(c.Invalid) > 0:
+		return "a run was invalid"
+	}
+	return "a run was contended"
+}
 
 // Compare compares two runs. The digests are ScenarioDigest's of each run's scenario.
 func Compare(base, new *Run, baseDigest, newDigest string, opts CompareOptions) *Comparison {
@@ -168,6 +188,7 @@ func Compare(base, new *Run, baseDigest, newDigest string, opts CompareOptions) 
 func (c *Comparison) compare(base, new *Run) {
 	b, n := base.Results, new.Results
 	c.contended()
+	c.invalid()
 
 	if b.SilentDrops == 0 && n.SilentDrops > 0 {
 		c.Regressions = append(c.Regressions, fmt.Sprintf("NEW has %s where BASE had none", format.Plural(n.SilentDrops, "silent drop")))
@@ -359,7 +380,7 @@ func ScenarioDigest(scenarioJSON []byte) (string, error) {
 func (c *Comparison) VerdictText() string {
 	switch {
 	case c.Inconclusive():
-		s := "INCONCLUSIVE: " + strings.Join(c.Contended, "; ")
+		s := "INCONCLUSIVE: " + strings.Join(c.NotJudged(), "; ")
 		if len(c.Regressions) > 0 {
 			s += fmt.Sprintf(" (%s not judged)", format.Plural(len(c.Regressions), "would-be regression"))
 		}

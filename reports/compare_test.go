@@ -92,3 +92,29 @@ func TestScenarioDigest(t *testing.T) {
 	_, err = ScenarioDigest([]byte("{"))
 	assert.Error(t, err)
 }
+
+// TestCompareInvalidRunIsInconclusive: an invalid run (interrupted, its target or the
+// harness failed) is not whole. Compared with a good run it is no evidence of a
+// regression: the answer is inconclusive, naming the run and why, its would-be
+// regressions listed, not judged; a FAIL stays a regression.
+func TestCompareInvalidRunIsInconclusive(t *testing.T) {
+	good := synthetic(1000, 0, ledger.OutcomeRejected, 0.1, VerdictPass)
+	cut := synthetic(300, 150, ledger.OutcomeTransportError, 0.2, VerdictInvalid)
+	cut.Results.InvalidReasons = []string{"interrupted before the run completed: SIGTERM"}
+
+	c := Compare(good, cut, "d", "d", CompareOptions{})
+	assert.True(t, c.Inconclusive())
+	assert.False(t, c.Regressed(), "%q", c.Regressions)
+	assert.NotEmpty(t, c.Regressions, "the would-be regressions are still listed")
+	assert.Equal(t, []string{"NEW was invalid (interrupted before the run completed: SIGTERM)"}, c.Invalid)
+	assert.Contains(t, c.VerdictText(), "INCONCLUSIVE: NEW was invalid (interrupted")
+
+	c = Compare(cut, good, "d", "d", CompareOptions{})
+	assert.Equal(t, []string{"BASE was invalid (interrupted before the run completed: SIGTERM)"}, c.Invalid)
+	assert.False(t, c.Regressed())
+
+	failed := synthetic(1000, 1, ledger.OutcomeStalled, 0.1, VerdictFail)
+	c = Compare(good, failed, "d", "d", CompareOptions{})
+	assert.False(t, c.Inconclusive())
+	assert.True(t, c.Regressed(), "a failed run is evidence")
+}
