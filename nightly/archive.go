@@ -196,7 +196,7 @@ func prune(archive, tonight string, o options) []string {
 // writeTrend renders ARCHIVE/index.html from the whole history; each row links its own
 // night's report.html when that night is still archived.
 func writeTrend(archive string) error {
-	entries, err := readHistory(filepath.Join(archive, HistoryFile))
+	entries, problems, err := readHistoryProblems(filepath.Join(archive, HistoryFile))
 	if err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func writeTrend(archive string) error {
 		return rel
 	}
 	var buf bytes.Buffer
-	if err := render.WriteTrend(&buf, entries, nil, link); err != nil {
+	if err := render.WriteTrend(&buf, entries, problems, link); err != nil {
 		return fmt.Errorf("nightly: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(archive, reports.TrendFile), buf.Bytes(), 0o644); err != nil {

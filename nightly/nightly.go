@@ -284,17 +284,24 @@ func scenarioBase(s string) string {
 }
 
 func readHistory(path string) ([]reports.HistoryEntry, error) {
+	entries, _, err := readHistoryProblems(path)
+	return entries, err
+}
+
+// readHistoryProblems is readHistory with the malformed lines it skipped (the trend page
+// lists them).
+func readHistoryProblems(path string) ([]reports.HistoryEntry, []reports.HistoryProblem, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("nightly: history: %w", err)
+		return nil, nil, fmt.Errorf("nightly: history: %w", err)
 	}
 	defer f.Close()
-	entries, _, err := reports.ReadHistory(f)
+	entries, problems, err := reports.ReadHistory(f)
 	if err != nil {
-		return nil, fmt.Errorf("nightly: %w", err)
+		return nil, nil, fmt.Errorf("nightly: %w", err)
 	}
-	return entries, nil
+	return entries, problems, nil
 }
