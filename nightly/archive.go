@@ -69,8 +69,9 @@ const CompareDir = "compare"
 // (reports.CompareRuns), writes compare.md and compare.html into <run>/compare/, and
 // fills rr's baselines, comparison state, regressions and contention. A baseline night
 // whose run was made against something else (Refusal: sim vs real, backend, profile,
-// server version, target.launch ports aside) is listed as refused and not pooled; one that
-// cannot be read is logged and left out. No usable baseline: no comparison.
+// server version, target.launch ports aside), or was contended above the compare
+// options' bounds, is listed as refused and not pooled; one that cannot be read is
+// logged and left out. No usable baseline: no comparison.
 func compareRun(archive string, history []reports.HistoryEntry, night string, rr *RunResult, reportConfig ReportConfigFunc, o options) {
 	dir := filepath.Join(archive, filepath.FromSlash(rr.Dir))
 	tonight, digest, data, err := loadRun(dir, reportConfig)
@@ -105,6 +106,11 @@ func compareRun(archive string, history []reports.HistoryEntry, night string, rr
 			entry.Refused = []string{"its scenario differs (digest " + bd + " vs " + digest + ")"}
 		default:
 			entry.Refused = Refusal(bid, id)
+		}
+		// A night that passed on a busy machine is no bar: pooled, it would make every
+		// comparison of the next nights inconclusive, however quiet they were.
+		if ex := base.Results.Contention.Exceeded(o.compare.Contention); len(entry.Refused) == 0 && len(ex) > 0 {
+			entry.Refused = []string{"its run was contended: " + strings.Join(ex, ", ")}
 		}
 		rr.Baselines = append(rr.Baselines, entry)
 		if len(entry.Refused) > 0 {

@@ -178,3 +178,58 @@ func TestNightInterruptedRunIsNotARegression(t *testing.T) {
 	assert.Contains(t, string(summary), "NEW was invalid")
 	assert.NotContains(t, string(summary), "contended")
 }
+
+// busy makes a run's ledger say its machine was contended: CPU pressure 90% in every
+// window (a compile beside the soak), the run itself unchanged.
+func busy(run RunFunc) RunFunc {
+	return func(ctx context.Context, r RunRequest) (int, error) {
+		code, err := run(ctx, r)
+		if err != nil {
+			return code, err
+		}
+		path := filepath.Join(r.OutDir, ledger.EventsFile)
+		evs, _, err := ledger.ReadFile(path)
+		if err != nil {
+			return 0, err
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		for i := 1; i <= 3; i++ {
+			line, _ := json.Marshal(ledger.Event{Time: evs[0].Time.Add(time.Duration(i) * time.Second), Type: ledger.EventSample,
+				Source: ledger.ContentionSource, Metrics: map[string]float64{ledger.ContentionCPUPressure: 0.9}})
+			if _, err := f.Write(append(line, '\n')); err != nil {
+				return 0, err
+			}
+		}
+		return code, nil
+	}
+}
+
+// TestNightContendedBaselineNotPooled: night 2 passed on a busy machine. Pooled, it
+// would make every comparison of the next --baseline-nights quiet nights inconclusive
+// (exit 3) though nothing about them was: it is listed as refused, saying why, and the
+// quiet nights are compared.
+func TestNightContendedBaselineNotPooled(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "a")
+	clock := time.Date(2026, 12, 1, 2, 17, 0, 0, time.UTC)
+	good := simRun(func() string { return "tinyref" })
+	var results []*Result
+	for i, run := range []RunFunc{good, busy(good), good} {
+		cfg := Config{Archive: archive, SHA: strings.Repeat(string(rune('a'+i)), 8), Specs: []Spec{{Scenario: "pooled"}}}
+		res, err := Run(context.Background(), cfg, run, judge.ReportConfig, WithClock(func() time.Time { return clock }))
+		require.NoError(t, err)
+		clock = clock.Add(24 * time.Hour)
+		results = append(results, res)
+	}
+	rr := results[2].Runs[0]
+	assert.Equal(t, CompareOK, rr.Comparison, "%q", rr.Contended)
+	assert.Equal(t, ExitPass, results[2].Code, "a quiet night that passed")
+	require.Len(t, rr.Baselines, 2)
+	assert.Equal(t, results[1].Night, rr.Baselines[0].Night)
+	require.Len(t, rr.Baselines[0].Refused, 1, "the busy night is not a bar")
+	assert.Contains(t, rr.Baselines[0].Refused[0], "contended: CPU pressure")
+	assert.Equal(t, []Baseline{rr.Baselines[1]}, pooled(rr.Baselines))
+}

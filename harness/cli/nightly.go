@@ -40,8 +40,8 @@ func (a *app) nightlyCommand() *cobra.Command {
   ARCHIVE/nights/<date>-<sha>/<scenario>/   each run's outputs (report.html, ...), and
       compare/ against its baseline nights pooled into one (the last --baseline-nights
       nights whose run of the same scenario, unchanged, passed; a night whose run was
-      made against something else, such as another backend or server version, is
-      listed as refused and not pooled)
+      made against something else, such as another backend or server version, or on a
+      contended machine, is listed as refused and not pooled)
   ARCHIVE/nights/<date>-<sha>/night.json    the night's manifest; summary.md its summary
   ARCHIVE/history.jsonl                     one line per run, pointing at its night
   ARCHIVE/index.html                        the trend page: each row links its own night
