@@ -130,6 +130,12 @@ func compareRun(archive string, history []reports.HistoryEntry, night string, rr
 		o.logger.Warn("compare", "dir", dir, "err", err)
 		return
 	}
+	// The answer first: files that cannot be written (a full disk) must not lose it.
+	rr.Comparison = StateOf(c)
+	rr.Regressed = rr.Comparison == CompareRegressed
+	rr.Regressions = c.Regressions
+	rr.Contended = c.Contended
+	rr.Invalid = c.Invalid
 	out := filepath.Join(dir, CompareDir)
 	if err := writeCompare(out, c, pool[0], tonight, poolDir, dir); err != nil {
 		o.logger.Warn("compare: write", "dir", out, "err", err)
@@ -137,11 +143,6 @@ func compareRun(archive string, history []reports.HistoryEntry, night string, rr
 	}
 	rel, _ := filepath.Rel(archive, filepath.Join(out, reports.CompareHTMLFile))
 	rr.Compare = filepath.ToSlash(rel)
-	rr.Comparison = StateOf(c)
-	rr.Regressed = rr.Comparison == CompareRegressed
-	rr.Regressions = c.Regressions
-	rr.Contended = c.Contended
-	rr.Invalid = c.Invalid
 }
 
 func writeCompare(out string, c *reports.Comparison, base, nw *reports.Run, baseDir, newDir string) error {

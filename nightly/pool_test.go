@@ -35,12 +35,17 @@ assertions: [no_silent_drops]
 // backend backend() gives for the night, and leaves what a harness run leaves: the
 // ledger, scenario.json, results.json and a history line.
 func simRun(backend func() string) RunFunc {
+	return simRunWith(func(sc *scenarios.Scenario) { sc.Reference.Backend = backend() })
+}
+
+// simRunWith is simRun with the scenario changed by mod first.
+func simRunWith(mod func(*scenarios.Scenario)) RunFunc {
 	return func(ctx context.Context, r RunRequest) (int, error) {
 		sc, err := scenarios.Parse("pooled.yaml", []byte(poolYAML))
 		if err != nil {
 			return 0, err
 		}
-		sc.Reference.Backend = backend()
+		mod(sc)
 		if err := sim.Run(ctx, sc, sim.Options{OutDir: r.OutDir}); err != nil {
 			return 0, err
 		}
@@ -232,4 +237,43 @@ func TestNightContendedBaselineNotPooled(t *testing.T) {
 	require.Len(t, rr.Baselines[0].Refused, 1, "the busy night is not a bar")
 	assert.Contains(t, rr.Baselines[0].Refused[0], "contended: CPU pressure")
 	assert.Equal(t, []Baseline{rr.Baselines[1]}, pooled(rr.Baselines))
+}
+
+// TestNightRegressionKeptWhenCompareCannotBeWritten: tonight's run is twice as slow as
+// the good night before, and its compare/ directory cannot be written (a full disk; here
+// a file in its way). The regression must still be the night's answer (exit 1), not
+// lost with the files.
+func TestNightRegressionKeptWhenCompareCannotBeWritten(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "a")
+	clock := time.Date(2026, 12, 1, 2, 17, 0, 0, time.UTC)
+	speed := func(slowdown string) RunFunc {
+		return simRunWith(func(sc *scenarios.Scenario) {
+			sc.Reference.Backend = "simtime"
+			if slowdown != "" {
+				sc.Reference.Args = append(sc.Reference.Args, "--sim-slowdown", slowdown)
+			}
+		})
+	}
+	blocked := func(ctx context.Context, r RunRequest) (int, error) {
+		code, err := speed("1.0")(ctx, r)
+		if err != nil {
+			return code, err
+		}
+		return code, os.WriteFile(filepath.Join(r.OutDir, CompareDir), []byte("in the way"), 0o644)
+	}
+	var results []*Result
+	for i, run := range []RunFunc{speed(""), blocked} {
+		cfg := Config{Archive: archive, SHA: strings.Repeat(string(rune('a'+i)), 8), Specs: []Spec{{Scenario: "pooled"}}}
+		res, err := Run(context.Background(), cfg, run, judge.ReportConfig, WithClock(func() time.Time { return clock }))
+		require.NoError(t, err)
+		clock = clock.Add(24 * time.Hour)
+		results = append(results, res)
+	}
+	rr := results[1].Runs[0]
+	require.Len(t, pooled(rr.Baselines), 1)
+	assert.Equal(t, CompareRegressed, rr.Comparison, "twice as slow")
+	assert.True(t, rr.Regressed)
+	assert.NotEmpty(t, rr.Regressions)
+	assert.Empty(t, rr.Compare, "no compare.html was written")
+	assert.Equal(t, ExitFail, results[1].Code)
 }
