@@ -118,3 +118,20 @@ func TestCompareInvalidRunIsInconclusive(t *testing.T) {
 	assert.False(t, c.Inconclusive())
 	assert.True(t, c.Regressed(), "a failed run is evidence")
 }
+
+// TestMinTailBoundary: p90 is gated from 100 samples, p99 from 1,000 (10 beyond each, as
+// the README says); 1 - 0.9 in floating point is a hair under 0.1, which left p90 of a
+// 100-request run ungated.
+func TestMinTailBoundary(t *testing.T) {
+	for _, n := range []int{100, 1000} {
+		c := Compare(synthetic(n, 0, ledger.OutcomeRejected, 0.1, VerdictPass), synthetic(n, 0, ledger.OutcomeRejected, 0.2, VerdictPass), "d", "d", CompareOptions{})
+		for _, r := range c.Rows {
+			switch {
+			case r.Figure == "p90(ttft)", r.Figure == "p99(ttft)" && n == 1000:
+				assert.NotNil(t, r.CI, "%d samples: %s is gated (%s)", n, r.Figure, r.Why)
+			case r.Figure == "p99(ttft)":
+				assert.Nil(t, r.CI, "%d samples: p99 is not", n)
+			}
+		}
+	}
+}
