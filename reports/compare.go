@@ -327,7 +327,7 @@ func (c *Comparison) latency(group string, bs, ns *Samples, bt, bi, be, nt, ni, 
 }
 
 // faults compares time to recover per fault, matched by name. A fault that recovered in
-// BASE and did not in NEW is a regression; the time itself is one number per fault, too
+// BASE and, measured, did not in NEW is a regression; the time itself is one number per fault, too
 // noisy to gate on, so it is shown, not judged.
 func (c *Comparison) faults(bf, nf []FaultResult) {
 	idx := map[string]FaultResult{}
@@ -340,7 +340,11 @@ func (c *Comparison) faults(bf, nf []FaultResult) {
 			continue
 		}
 		row := Row{Group: "run", Figure: "time to recover " + f.Name, Unit: "s", Base: optFloat(b.TimeToRecover), New: optFloat(f.TimeToRecover)}
-		if b.Recovered != nil && *b.Recovered && (f.Recovered == nil || !*f.Recovered) {
+		switch {
+		case b.Recovered != nil && *b.Recovered && f.Recovered == nil:
+			// No request after it stopped (a shorter run): not measured, not a failure.
+			row.Why = "not measured in NEW (no request after it stopped)"
+		case b.Recovered != nil && *b.Recovered && !*f.Recovered:
 			row.Regression = true
 			row.Why = "recovered in BASE, not in NEW"
 		}

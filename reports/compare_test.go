@@ -135,3 +135,19 @@ func TestMinTailBoundary(t *testing.T) {
 		}
 	}
 }
+
+// TestCompareRecoveryNotMeasured: a fault whose recovery NEW could not measure (no
+// request after it stopped: Recovered nil, as in a shorter run of the same scenario) is
+// shown, not judged; one that was measured and did not recover is a regression.
+func TestCompareRecoveryNotMeasured(t *testing.T) {
+	withFault := func(recovered *bool) *Run {
+		r := synthetic(1000, 0, ledger.OutcomeRejected, 0.1, VerdictPass)
+		r.Results.Faults = []FaultResult{{Name: "kill", Type: "process_kill", Stop: Float(10), Recovered: recovered}}
+		return r
+	}
+	c := Compare(withFault(ledger.Bool(true)), withFault(nil), "d", "d", CompareOptions{})
+	assert.False(t, c.Regressed(), "%q", c.Regressions)
+	c = Compare(withFault(ledger.Bool(true)), withFault(ledger.Bool(false)), "d", "d", CompareOptions{})
+	require.True(t, c.Regressed())
+	assert.Contains(t, c.Regressions[0], "recovered in BASE, not in NEW")
+}
