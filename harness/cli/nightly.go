@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -128,7 +129,11 @@ usage or a scenario that does not load (nothing ran); 3 a run was invalid.`,
 			res, err := nightly.Run(ctx, nightly.Config{Archive: archive, SHA: sha, Specs: specs}, run, judge.ReportConfig,
 				nightly.WithClock(a.now), nightly.WithPreflight(load), nightly.WithBaselineNights(baselineNights), nightly.WithKeep(keep),
 				nightly.WithCompareOptions(reports.CompareOptions{Tolerance: tol}), nightly.WithStepSummary(step),
-				nightly.WithOutput(out))
+				nightly.WithOutput(out),
+				// What the night could not do (a baseline it could not read, compare/ it could
+				// not write, a night it could not prune) is said on stderr; without a logger
+				// it went nowhere.
+				nightly.WithLogger(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))))
 			switch {
 			case errors.Is(err, nightly.ErrUsage):
 				return &ExitError{Code: ExitUsage, Err: err}
