@@ -80,6 +80,34 @@ func (in *mergeInput) next() bool {
 	}
 }
 
+// missingShards lists the indices in 1..count that seen lacks, runs of them as "a-b":
+// its size follows the shards given, not count, which a ledger may claim to be anything.
+func missingShards(seen map[int]string, count int) []string {
+	var have []int
+	for i := range seen {
+		if i >= 1 && i <= count {
+			have = append(have, i)
+		}
+	}
+	sort.Ints(have)
+	var out []string
+	span := func(a, b int) {
+		switch {
+		case a == b:
+			out = append(out, fmt.Sprint(a))
+		case a < b:
+			out = append(out, fmt.Sprintf("%d-%d", a, b))
+		}
+	}
+	next := 1
+	for _, i := range have {
+		span(next, i-1)
+		next = i + 1
+	}
+	span(next, count)
+	return out
+}
+
 type mergeHeap []*mergeInput
 
 func (h mergeHeap) Len() int { return len(h) }
@@ -146,6 +174,8 @@ func Merge(paths []string, w io.Writer, problems ...string) (MergeResult, error)
 	for _, in := range ins {
 		s := in.start
 		switch {
+		case in.shard.Index < 1 || in.shard.Index > in.shard.Count:
+			problem("%s: run_start shard %d/%d: the index is not within 1..count", in.path, in.shard.Index, in.shard.Count)
 		case in.shard.Count != count:
 			problem("%s is shard %d/%d, but %s is of %d shards", in.path, in.shard.Index, in.shard.Count, first.path, count)
 		case s.Scenario != first.start.Scenario || s.Seed != first.start.Seed:
@@ -156,13 +186,7 @@ func Merge(paths []string, w io.Writer, problems ...string) (MergeResult, error)
 		}
 		seen[in.shard.Index] = in.path
 	}
-	var missing []string
-	for i := 1; i <= count; i++ {
-		if _, ok := seen[i]; !ok {
-			missing = append(missing, fmt.Sprint(i))
-		}
-	}
-	if len(missing) > 0 {
+	if missing := missingShards(seen, count); len(missing) > 0 {
 		problem("shard %s of %d missing", strings.Join(missing, ", "), count)
 	}
 

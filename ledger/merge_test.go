@@ -197,3 +197,68 @@ func FuzzUnshardID(f *testing.F) {
 		}
 	})
 }
+
+// TestMergeOddShardCounts: a run_start whose shard count is absurd (a corrupted or
+// hand-edited ledger, or --shard 1/1000000000000) or whose index lies outside it is a
+// problem the merge names, file and field; it does not make the merge list a trillion
+// missing shards one by one (it never returned, growing without bound).
+func TestMergeOddShardCounts(t *testing.T) {
+	dir := t.TempDir()
+	huge := shardLedger(1, 1, 3)
+	huge[0].Shard.Count = 1 << 40
+	res, err := Merge([]string{writeLedger(t, dir, "huge", huge, 0)}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Contains(t, res.Problems, fmt.Sprintf("shard 2-%d of %d missing", 1<<40, 1<<40))
+
+	out := shardLedger(5, 4, 3)
+	res, err = Merge([]string{writeLedger(t, dir, "out", out, 0)}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Contains(t, res.Problems, filepath.Join(dir, "out")+": run_start shard 5/4: the index is not within 1..count")
+}
+
+// FuzzMerge: whatever a shard's ledger holds after its run_start, Merge returns (an
+// error or a merged ledger) and never panics or runs away; what it writes starts with
+// run_start and ends with run_end (lines are passed through whole, not re-checked: a
+// line reports cannot read makes the merged run invalid there), and a ledger without a
+// run_end is always a problem.
+func FuzzMerge(f *testing.F) {
+	var b bytes.Buffer
+	for _, e := range shardLedger(1, 1, 4) {
+		line, _ := json.Marshal(e)
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	whole := b.Bytes()
+	f.Add(whole)
+	f.Add(whole[:len(whole)-7])
+	f.Add([]byte(`{"time":"2026-01-02T03:04:05Z","type":"run_start","shard":{"index":1,"count":3}}` + "\n{\n"))
+	f.Add([]byte(`{"time":"2026-01-02T03:04:05Z","type":"run_start","shard":{"index":2,"count":1}}` + "\n"))
+	f.Add([]byte(`{"time":"2026-01-02T03:04:05Z","type":"run_start","shard":{"index":1,"count":-4}}` + "\n"))
+	f.Add([]byte(`{"time":"x","type":"done"}`))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p := filepath.Join(dir, "shard")
+		require.NoError(t, os.WriteFile(p, data, 0o644))
+		var out bytes.Buffer
+		res, err := Merge([]string{p}, &out)
+		if err != nil {
+			return
+		}
+		lines := bytes.Split(bytes.TrimSuffix(out.Bytes(), []byte("\n")), []byte("\n"))
+		var first, last mergeHead
+		require.NoError(t, json.Unmarshal(lines[0], &first))
+		require.NoError(t, json.Unmarshal(lines[len(lines)-1], &last))
+		assert.Equal(t, EventRunStart, first.Type)
+		assert.Equal(t, EventRunEnd, last.Type)
+		ended := false
+		for _, line := range bytes.Split(data, []byte("\n")) {
+			var h mergeHead
+			if json.Unmarshal(line, &h) == nil && h.Type == EventRunEnd {
+				ended = true
+			}
+		}
+		if !ended {
+			assert.NotEmpty(t, res.Problems, "a ledger without run_end merged without a problem")
+		}
+	})
+}

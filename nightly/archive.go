@@ -69,8 +69,9 @@ const CompareDir = "compare"
 // (reports.CompareRuns), writes compare.md and compare.html into <run>/compare/, and
 // fills rr's baselines, comparison state, regressions and contention. A baseline night
 // whose run was made against something else (Refusal: sim vs real, backend, profile,
-// server version, target.launch ports aside) is listed as refused and not pooled; one that
-// cannot be read is logged and left out. No usable baseline: no comparison.
+// server version, target.launch ports aside), or was contended above the compare
+// options' bounds, is listed as refused and not pooled; one that cannot be read is
+// logged and left out. No usable baseline: no comparison.
 func compareRun(archive string, history []reports.HistoryEntry, night string, rr *RunResult, reportConfig ReportConfigFunc, o options) {
 	dir := filepath.Join(archive, filepath.FromSlash(rr.Dir))
 	tonight, digest, data, err := loadRun(dir, reportConfig)
@@ -106,6 +107,11 @@ func compareRun(archive string, history []reports.HistoryEntry, night string, rr
 		default:
 			entry.Refused = Refusal(bid, id)
 		}
+		// A night that passed on a busy machine is no bar: pooled, it would make every
+		// comparison of the next nights inconclusive, however quiet they were.
+		if ex := base.Results.Contention.Exceeded(o.compare.Contention); len(entry.Refused) == 0 && len(ex) > 0 {
+			entry.Refused = []string{"its run was contended: " + strings.Join(ex, ", ")}
+		}
 		rr.Baselines = append(rr.Baselines, entry)
 		if len(entry.Refused) > 0 {
 			o.logger.Warn("compare: baseline refused", "night", entry.Night, "differences", strings.Join(entry.Refused, "; "))
@@ -124,6 +130,12 @@ func compareRun(archive string, history []reports.HistoryEntry, night string, rr
 		o.logger.Warn("compare", "dir", dir, "err", err)
 		return
 	}
+	// The answer first: files that cannot be written (a full disk) must not lose it.
+	rr.Comparison = StateOf(c)
+	rr.Regressed = rr.Comparison == CompareRegressed
+	rr.Regressions = c.Regressions
+	rr.Contended = c.Contended
+	rr.Invalid = c.Invalid
 	out := filepath.Join(dir, CompareDir)
 	if err := writeCompare(out, c, pool[0], tonight, poolDir, dir); err != nil {
 		o.logger.Warn("compare: write", "dir", out, "err", err)
@@ -131,10 +143,6 @@ func compareRun(archive string, history []reports.HistoryEntry, night string, rr
 	}
 	rel, _ := filepath.Rel(archive, filepath.Join(out, reports.CompareHTMLFile))
 	rr.Compare = filepath.ToSlash(rel)
-	rr.Comparison = StateOf(c)
-	rr.Regressed = rr.Comparison == CompareRegressed
-	rr.Regressions = c.Regressions
-	rr.Contended = c.Contended
 }
 
 func writeCompare(out string, c *reports.Comparison, base, nw *reports.Run, baseDir, newDir string) error {
@@ -195,7 +203,7 @@ func prune(archive, tonight string, o options) []string {
 // writeTrend renders ARCHIVE/index.html from the whole history; each row links its own
 // night's report.html when that night is still archived.
 func writeTrend(archive string) error {
-	entries, err := readHistory(filepath.Join(archive, HistoryFile))
+	entries, problems, err := readHistoryProblems(filepath.Join(archive, HistoryFile))
 	if err != nil {
 		return err
 	}
@@ -210,7 +218,7 @@ func writeTrend(archive string) error {
 		return rel
 	}
 	var buf bytes.Buffer
-	if err := render.WriteTrend(&buf, entries, nil, link); err != nil {
+	if err := render.WriteTrend(&buf, entries, problems, link); err != nil {
 		return fmt.Errorf("nightly: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(archive, reports.TrendFile), buf.Bytes(), 0o644); err != nil {

@@ -94,12 +94,12 @@ const (
 	CompareNone         CompareState = ""             // no good night to compare with yet
 	CompareOK           CompareState = "ok"           // compared: no regression
 	CompareRegressed    CompareState = "regressed"    // compared: a regression (exit 1)
-	CompareInconclusive CompareState = "inconclusive" // a run was contended: no answer (exit 3)
+	CompareInconclusive CompareState = "inconclusive" // a run was contended or invalid: no answer (exit 3)
 )
 
 // StateOf is a comparison's state: inconclusive when a run's contention was above the
-// bounds (the machine may explain any difference, so a regression is not claimed),
-// else regressed or ok. nil: no comparison.
+// bounds (the machine may explain any difference, so a regression is not claimed) or a
+// run was invalid (not whole), else regressed or ok. nil: no comparison.
 func StateOf(c *reports.Comparison) CompareState {
 	switch {
 	case c == nil:

@@ -79,6 +79,9 @@ type RunResult struct {
 	Regressions []string `json:"regressions,omitempty"`
 	// Contended names the contended runs when the comparison is inconclusive.
 	Contended []string `json:"contended,omitempty"`
+	// Invalid names the invalid runs (tonight's, interrupted or failed by its target or
+	// the harness) when the comparison is inconclusive.
+	Invalid []string `json:"invalid,omitempty"`
 }
 
 // Baseline is one good night considered as a baseline of a run.
@@ -223,7 +226,7 @@ func regressedText(rr RunResult) string {
 	case CompareRegressed:
 		return fmt.Sprintf(", REGRESSED against %d pooled baseline nights", n)
 	case CompareInconclusive:
-		return fmt.Sprintf(", INCONCLUSIVE against %d pooled baseline nights (contended: %s)", n, strings.Join(rr.Contended, "; "))
+		return fmt.Sprintf(", INCONCLUSIVE against %d pooled baseline nights (%s)", n, strings.Join(append(append([]string(nil), rr.Invalid...), rr.Contended...), "; "))
 	case CompareOK:
 		return fmt.Sprintf(", no regression against %d pooled baseline nights", n)
 	}
@@ -281,17 +284,24 @@ func scenarioBase(s string) string {
 }
 
 func readHistory(path string) ([]reports.HistoryEntry, error) {
+	entries, _, err := readHistoryProblems(path)
+	return entries, err
+}
+
+// readHistoryProblems is readHistory with the malformed lines it skipped (the trend page
+// lists them).
+func readHistoryProblems(path string) ([]reports.HistoryEntry, []reports.HistoryProblem, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("nightly: history: %w", err)
+		return nil, nil, fmt.Errorf("nightly: history: %w", err)
 	}
 	defer f.Close()
-	entries, _, err := reports.ReadHistory(f)
+	entries, problems, err := reports.ReadHistory(f)
 	if err != nil {
-		return nil, fmt.Errorf("nightly: %w", err)
+		return nil, nil, fmt.Errorf("nightly: %w", err)
 	}
-	return entries, nil
+	return entries, problems, nil
 }

@@ -148,3 +148,20 @@ func TestRunInterrupted(t *testing.T) {
 	assert.FileExists(t, filepath.Join(archive, NightsDir, res.Night, NightFile))
 	assert.FileExists(t, filepath.Join(archive, reports.TrendFile))
 }
+
+// TestTrendShowsMalformedHistoryLines: a history line that does not parse (torn by a
+// full disk, hand-edited) is skipped, but the trend page says so, as harness trend's
+// does, rather than lose a night without a word.
+func TestTrendShowsMalformedHistoryLines(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "a")
+	require.NoError(t, os.MkdirAll(archive, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(archive, HistoryFile), []byte(`{"scenario":"pack","digest":"d","ti`+"\n"), 0o644))
+	var calls []RunRequest
+	res, err := Run(context.Background(), Config{Archive: archive, Specs: []Spec{{Scenario: "pack"}}}, fakeRun(nil, &calls), noReportConfig)
+	require.NoError(t, err)
+	assert.Equal(t, ExitPass, res.Code)
+	page, err := os.ReadFile(filepath.Join(archive, reports.TrendFile))
+	require.NoError(t, err)
+	assert.Contains(t, string(page), "Skipped malformed history lines")
+	assert.Contains(t, string(page), "line 1: ")
+}

@@ -3,6 +3,7 @@ package nightly
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,12 +35,17 @@ assertions: [no_silent_drops]
 // backend backend() gives for the night, and leaves what a harness run leaves: the
 // ledger, scenario.json, results.json and a history line.
 func simRun(backend func() string) RunFunc {
+	return simRunWith(func(sc *scenarios.Scenario) { sc.Reference.Backend = backend() })
+}
+
+// simRunWith is simRun with the scenario changed by mod first.
+func simRunWith(mod func(*scenarios.Scenario)) RunFunc {
 	return func(ctx context.Context, r RunRequest) (int, error) {
 		sc, err := scenarios.Parse("pooled.yaml", []byte(poolYAML))
 		if err != nil {
 			return 0, err
 		}
-		sc.Reference.Backend = backend()
+		mod(sc)
 		if err := sim.Run(ctx, sc, sim.Options{OutDir: r.OutDir}); err != nil {
 			return 0, err
 		}
@@ -136,4 +142,138 @@ func TestSummaryInconclusive(t *testing.T) {
 	assert.Contains(t, b.String(), "| s | 0 | pass | n0 | **INCONCLUSIVE** (contended) |")
 	assert.Contains(t, b.String(), "- s: inconclusive, not judged: NEW was contended: cpu pressure 80% > 40%; rerun on a quiet machine")
 	assert.NotContains(t, b.String(), "p99(ttft) +40%", "a contended run's figures are not reported as regressions")
+}
+
+// TestNightInterruptedRunIsNotARegression: two good nights, then a night whose run is
+// interrupted (the job's SIGTERM): its ledger ends interrupted, its verdict is invalid
+// (exit 3). The comparison with the good nights must not turn that into a regression
+// (exit 1): an invalid run's figures cannot be trusted, so the night is 3, as the README
+// promises for an invalid run.
+func TestNightInterruptedRunIsNotARegression(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "a")
+	clock := time.Date(2026, 12, 1, 2, 17, 0, 0, time.UTC)
+	good := simRun(func() string { return "tinyref" })
+	interrupted := func(ctx context.Context, r RunRequest) (int, error) {
+		cut, cancel := context.WithCancel(ctx)
+		cancel() // the signal arrives as the run starts
+		if _, err := good(cut, r); err != nil {
+			return 0, err
+		}
+		if v := readVerdict(r.OutDir); v != string(reports.VerdictInvalid) {
+			return 0, fmt.Errorf("the interrupted run's verdict is %q, want invalid", v)
+		}
+		return ExitInfra, nil
+	}
+	var last *Result
+	for i, run := range []RunFunc{good, good, interrupted} {
+		cfg := Config{Archive: archive, SHA: strings.Repeat(string(rune('a'+i)), 8), Specs: []Spec{{Scenario: "pooled"}}}
+		res, err := Run(context.Background(), cfg, run, judge.ReportConfig, WithClock(func() time.Time { return clock }))
+		require.NoError(t, err)
+		clock = clock.Add(24 * time.Hour)
+		last = res
+	}
+	rr := last.Runs[0]
+	require.Len(t, pooled(rr.Baselines), 2, "both good nights are the baseline")
+	assert.False(t, rr.Regressed, "an interrupted run is not evidence of a regression: %q", rr.Regressions)
+	assert.Equal(t, CompareInconclusive, rr.Comparison)
+	assert.Equal(t, ExitInfra, last.Code, "an invalid run makes the night 3, not 1")
+	summary, err := os.ReadFile(filepath.Join(archive, NightsDir, last.Night, SummaryFile))
+	require.NoError(t, err)
+	assert.Contains(t, string(summary), "INVALID (exit 3)")
+	assert.Contains(t, string(summary), "NEW was invalid")
+	assert.NotContains(t, string(summary), "contended")
+}
+
+// busy makes a run's ledger say its machine was contended: CPU pressure 90% in every
+// window (a compile beside the soak), the run itself unchanged.
+func busy(run RunFunc) RunFunc {
+	return func(ctx context.Context, r RunRequest) (int, error) {
+		code, err := run(ctx, r)
+		if err != nil {
+			return code, err
+		}
+		path := filepath.Join(r.OutDir, ledger.EventsFile)
+		evs, _, err := ledger.ReadFile(path)
+		if err != nil {
+			return 0, err
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return 0, err
+		}
+		defer f.Close()
+		for i := 1; i <= 3; i++ {
+			line, _ := json.Marshal(ledger.Event{Time: evs[0].Time.Add(time.Duration(i) * time.Second), Type: ledger.EventSample,
+				Source: ledger.ContentionSource, Metrics: map[string]float64{ledger.ContentionCPUPressure: 0.9}})
+			if _, err := f.Write(append(line, '\n')); err != nil {
+				return 0, err
+			}
+		}
+		return code, nil
+	}
+}
+
+// TestNightContendedBaselineNotPooled: night 2 passed on a busy machine. Pooled, it
+// would make every comparison of the next --baseline-nights quiet nights inconclusive
+// (exit 3) though nothing about them was: it is listed as refused, saying why, and the
+// quiet nights are compared.
+func TestNightContendedBaselineNotPooled(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "a")
+	clock := time.Date(2026, 12, 1, 2, 17, 0, 0, time.UTC)
+	good := simRun(func() string { return "tinyref" })
+	var results []*Result
+	for i, run := range []RunFunc{good, busy(good), good} {
+		cfg := Config{Archive: archive, SHA: strings.Repeat(string(rune('a'+i)), 8), Specs: []Spec{{Scenario: "pooled"}}}
+		res, err := Run(context.Background(), cfg, run, judge.ReportConfig, WithClock(func() time.Time { return clock }))
+		require.NoError(t, err)
+		clock = clock.Add(24 * time.Hour)
+		results = append(results, res)
+	}
+	rr := results[2].Runs[0]
+	assert.Equal(t, CompareOK, rr.Comparison, "%q", rr.Contended)
+	assert.Equal(t, ExitPass, results[2].Code, "a quiet night that passed")
+	require.Len(t, rr.Baselines, 2)
+	assert.Equal(t, results[1].Night, rr.Baselines[0].Night)
+	require.Len(t, rr.Baselines[0].Refused, 1, "the busy night is not a bar")
+	assert.Contains(t, rr.Baselines[0].Refused[0], "contended: CPU pressure")
+	assert.Equal(t, []Baseline{rr.Baselines[1]}, pooled(rr.Baselines))
+}
+
+// TestNightRegressionKeptWhenCompareCannotBeWritten: tonight's run is twice as slow as
+// the good night before, and its compare/ directory cannot be written (a full disk; here
+// a file in its way). The regression must still be the night's answer (exit 1), not
+// lost with the files.
+func TestNightRegressionKeptWhenCompareCannotBeWritten(t *testing.T) {
+	archive := filepath.Join(t.TempDir(), "a")
+	clock := time.Date(2026, 12, 1, 2, 17, 0, 0, time.UTC)
+	speed := func(slowdown string) RunFunc {
+		return simRunWith(func(sc *scenarios.Scenario) {
+			sc.Reference.Backend = "simtime"
+			if slowdown != "" {
+				sc.Reference.Args = append(sc.Reference.Args, "--sim-slowdown", slowdown)
+			}
+		})
+	}
+	blocked := func(ctx context.Context, r RunRequest) (int, error) {
+		code, err := speed("1.0")(ctx, r)
+		if err != nil {
+			return code, err
+		}
+		return code, os.WriteFile(filepath.Join(r.OutDir, CompareDir), []byte("in the way"), 0o644)
+	}
+	var results []*Result
+	for i, run := range []RunFunc{speed(""), blocked} {
+		cfg := Config{Archive: archive, SHA: strings.Repeat(string(rune('a'+i)), 8), Specs: []Spec{{Scenario: "pooled"}}}
+		res, err := Run(context.Background(), cfg, run, judge.ReportConfig, WithClock(func() time.Time { return clock }))
+		require.NoError(t, err)
+		clock = clock.Add(24 * time.Hour)
+		results = append(results, res)
+	}
+	rr := results[1].Runs[0]
+	require.Len(t, pooled(rr.Baselines), 1)
+	assert.Equal(t, CompareRegressed, rr.Comparison, "twice as slow")
+	assert.True(t, rr.Regressed)
+	assert.NotEmpty(t, rr.Regressions)
+	assert.Empty(t, rr.Compare, "no compare.html was written")
+	assert.Equal(t, ExitFail, results[1].Code)
 }

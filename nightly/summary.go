@@ -46,6 +46,9 @@ func WriteSummary(w io.Writer, res *Result, runSummary func(dir string) string) 
 			state = fmt.Sprintf("**REGRESSION** (%d pooled)", len(pooled(r.Baselines)))
 		case CompareInconclusive:
 			state = "**INCONCLUSIVE** (contended)"
+			if len(r.Contended) == 0 {
+				state = "**INCONCLUSIVE** (invalid run)"
+			}
 		}
 		name := r.Scenario
 		if r.Soak {
@@ -63,7 +66,11 @@ func WriteSummary(w io.Writer, res *Result, runSummary func(dir string) string) 
 			}
 		}
 		if r.Comparison == CompareInconclusive {
-			fmt.Fprintf(w, "\n- %s: inconclusive, not judged: %s; rerun on a quiet machine", r.Scenario, strings.Join(r.Contended, "; "))
+			advice := "rerun on a quiet machine"
+			if len(r.Contended) == 0 {
+				advice = "an invalid run is not whole; rerun"
+			}
+			fmt.Fprintf(w, "\n- %s: inconclusive, not judged: %s; %s", r.Scenario, strings.Join(append(append([]string(nil), r.Invalid...), r.Contended...), "; "), advice)
 		}
 		for _, b := range r.Baselines {
 			if len(b.Refused) > 0 {

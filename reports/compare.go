@@ -144,7 +144,11 @@ type Comparison struct {
 	// Contended names each run whose contention exceeded a bound and by how much: the
 	// answer is then inconclusive, never a regression.
 	Contended []string
-	baseRuns  []*Run
+	// Invalid names each run whose verdict was invalid (interrupted, its target or the
+	// harness failed) and why: its figures cannot be trusted, so the answer is
+	// inconclusive too, never a regression; --ignore-contention does not lift it.
+	Invalid  []string
+	baseRuns []*Run
 }
 
 // Comparable says whether the two runs ran the same scenario.
@@ -154,8 +158,24 @@ func (c *Comparison) Comparable() bool { return c.BaseDigest == c.NewDigest }
 // quiet enough to say so (not Inconclusive).
 func (c *Comparison) Regressed() bool { return len(c.Regressions) > 0 && !c.Inconclusive() }
 
-// Inconclusive reports whether a run was too contended to judge the server by.
-func (c *Comparison) Inconclusive() bool { return len(c.Contended) > 0 }
+// Inconclusive reports whether a run was too contended, or invalid, to judge the server by.
+func (c *Comparison) Inconclusive() bool { return len(c.Contended) > 0 || len(c.Invalid) > 0 }
+
+// NotJudged says why the answer is inconclusive: the invalid runs, then the contended.
+func (c *Comparison) NotJudged() []string {
+	return append(append([]string(nil), c.Invalid...), c.Contended...)
+}
+
+// InconclusiveCause is the short reason ("a run was contended", "a run was invalid").
+func (c *Comparison) InconclusiveCause() string {
+	switch {
+	case len(c.Invalid) > 0 && len(c.Contended) > 0:
+		return "a run was invalid, a run was contended"
+	case len(c.Invalid) > 0:
+		return "a run was invalid"
+	}
+	return "a run was contended"
+}
 
 // Compare compares two runs. The digests are ScenarioDigest's of each run's scenario.
 func Compare(base, new *Run, baseDigest, newDigest string, opts CompareOptions) *Comparison {
@@ -168,6 +188,7 @@ func Compare(base, new *Run, baseDigest, newDigest string, opts CompareOptions) 
 func (c *Comparison) compare(base, new *Run) {
 	b, n := base.Results, new.Results
 	c.contended()
+	c.invalid()
 
 	if b.SilentDrops == 0 && n.SilentDrops > 0 {
 		c.Regressions = append(c.Regressions, fmt.Sprintf("NEW has %s where BASE had none", format.Plural(n.SilentDrops, "silent drop")))
@@ -284,7 +305,8 @@ func (c *Comparison) latency(group string, bs, ns *Samples, bt, bi, be, nt, ni, 
 		cis, oks := BootstrapRelDiffsGrouped(m.bx, m.be, m.nx, m.ne, []float64{0.5, 0.9, 0.99}, o.Resamples, o.Level, o.Seed)
 		for i, q := range qs {
 			row := Row{Group: group, Figure: q.name + "(" + m.name + ")", Base: q.bv, New: q.nv, Unit: "s", Spread: c.baseSpread(group, m.name, q.q)}
-			if tail := float64(min(len(m.bx), len(m.nx))) * (1 - q.q); tail < float64(o.MinTail) {
+			// The epsilon: 1 - 0.9 is a hair under 0.1, and 100 samples have 10 beyond p90.
+			if tail := float64(min(len(m.bx), len(m.nx))) * (1 - q.q); tail < float64(o.MinTail)-1e-9 {
 				if len(m.bx) > 0 && len(m.nx) > 0 {
 					row.Why = fmt.Sprintf("not gated: fewer than %d samples beyond %s", o.MinTail, q.name)
 				}
@@ -305,7 +327,7 @@ func (c *Comparison) latency(group string, bs, ns *Samples, bt, bi, be, nt, ni, 
 }
 
 // faults compares time to recover per fault, matched by name. A fault that recovered in
-// BASE and did not in NEW is a regression; the time itself is one number per fault, too
+// BASE and, measured, did not in NEW is a regression; the time itself is one number per fault, too
 // noisy to gate on, so it is shown, not judged.
 func (c *Comparison) faults(bf, nf []FaultResult) {
 	idx := map[string]FaultResult{}
@@ -318,7 +340,11 @@ func (c *Comparison) faults(bf, nf []FaultResult) {
 			continue
 		}
 		row := Row{Group: "run", Figure: "time to recover " + f.Name, Unit: "s", Base: optFloat(b.TimeToRecover), New: optFloat(f.TimeToRecover)}
-		if b.Recovered != nil && *b.Recovered && (f.Recovered == nil || !*f.Recovered) {
+		switch {
+		case b.Recovered != nil && *b.Recovered && f.Recovered == nil:
+			// No request after it stopped (a shorter run): not measured, not a failure.
+			row.Why = "not measured in NEW (no request after it stopped)"
+		case b.Recovered != nil && *b.Recovered && !*f.Recovered:
 			row.Regression = true
 			row.Why = "recovered in BASE, not in NEW"
 		}
@@ -359,7 +385,7 @@ func ScenarioDigest(scenarioJSON []byte) (string, error) {
 func (c *Comparison) VerdictText() string {
 	switch {
 	case c.Inconclusive():
-		s := "INCONCLUSIVE: " + strings.Join(c.Contended, "; ")
+		s := "INCONCLUSIVE: " + strings.Join(c.NotJudged(), "; ")
 		if len(c.Regressions) > 0 {
 			s += fmt.Sprintf(" (%s not judged)", format.Plural(len(c.Regressions), "would-be regression"))
 		}

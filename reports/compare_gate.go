@@ -150,6 +150,30 @@ func (c *Comparison) contended() {
 	}
 }
 
+// invalid fills Invalid from each run's verdict: an invalid run (interrupted, or its
+// target or the harness failed) is not whole, so comparing its figures, or its verdict,
+// says nothing about the server.
+func (c *Comparison) invalid() {
+	why := func(r *Results) string {
+		if len(r.InvalidReasons) == 0 {
+			return "invalid"
+		}
+		return "invalid (" + strings.Join(r.InvalidReasons, "; ") + ")"
+	}
+	for i, r := range c.baseRuns {
+		if r.Results.Verdict == VerdictInvalid {
+			name := "BASE"
+			if len(c.baseRuns) > 1 {
+				name = fmt.Sprintf("BASE %d of %d", i+1, len(c.baseRuns))
+			}
+			c.Invalid = append(c.Invalid, name+" was "+why(r.Results))
+		}
+	}
+	if c.New.Verdict == VerdictInvalid {
+		c.Invalid = append(c.Invalid, "NEW was "+why(c.New))
+	}
+}
+
 // CompareRuns compares NEW with one or more BASE runs of the same scenario (a nightly's
 // "last N good nights"): the BASE runs are pooled (PoolRuns) and NEW is compared with
 // their pooled distribution; each latency row reports the spread of the BASE runs' own

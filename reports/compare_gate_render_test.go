@@ -132,3 +132,20 @@ func TestCompareHTMLLinksRegressions(t *testing.T) {
 	assert.Contains(t, page.String(), `Inconclusive: NEW was contended: CPU pressure`)
 	assert.Contains(t, page.String(), "Would-be regressions (not judged)")
 }
+
+// TestInvalidRunRendered: compare.md and compare.html say an invalid run made the answer
+// inconclusive, and do not blame the machine.
+func TestInvalidRunRendered(t *testing.T) {
+	base := reports.Synthetic(1000, 0, ledger.OutcomeRejected, 0.1, reports.VerdictPass)
+	cut := reports.Synthetic(1000, 0, ledger.OutcomeRejected, 0.2, reports.VerdictInvalid)
+	cut.Results.InvalidReasons = []string{"interrupted before the run completed: SIGTERM"}
+	c := reports.Compare(base, cut, "d", "d", reports.CompareOptions{})
+	var md, page bytes.Buffer
+	require.NoError(t, render.WriteCompareMarkdown(&md, c))
+	require.NoError(t, render.WriteCompareHTML(&page, c, nil, nil))
+	assert.Contains(t, md.String(), "**Inconclusive:** NEW was invalid (interrupted before the run completed: SIGTERM). An invalid run is not whole")
+	assert.Contains(t, md.String(), "## Would-be regressions (not judged: a run was invalid)")
+	assert.Contains(t, page.String(), `<span class="warn">INCONCLUSIVE (a run was invalid)</span>`)
+	assert.Contains(t, page.String(), `Inconclusive: NEW was invalid (interrupted before the run completed: SIGTERM). An invalid run is not whole`)
+	assert.NotContains(t, md.String()+page.String(), "quiet machine")
+}

@@ -92,3 +92,62 @@ func TestScenarioDigest(t *testing.T) {
 	_, err = ScenarioDigest([]byte("{"))
 	assert.Error(t, err)
 }
+
+// TestCompareInvalidRunIsInconclusive: an invalid run (interrupted, its target or the
+// harness failed) is not whole. Compared with a good run it is no evidence of a
+// regression: the answer is inconclusive, naming the run and why, its would-be
+// regressions listed, not judged; a FAIL stays a regression.
+func TestCompareInvalidRunIsInconclusive(t *testing.T) {
+	good := synthetic(1000, 0, ledger.OutcomeRejected, 0.1, VerdictPass)
+	cut := synthetic(300, 150, ledger.OutcomeTransportError, 0.2, VerdictInvalid)
+	cut.Results.InvalidReasons = []string{"interrupted before the run completed: SIGTERM"}
+
+	c := Compare(good, cut, "d", "d", CompareOptions{})
+	assert.True(t, c.Inconclusive())
+	assert.False(t, c.Regressed(), "%q", c.Regressions)
+	assert.NotEmpty(t, c.Regressions, "the would-be regressions are still listed")
+	assert.Equal(t, []string{"NEW was invalid (interrupted before the run completed: SIGTERM)"}, c.Invalid)
+	assert.Contains(t, c.VerdictText(), "INCONCLUSIVE: NEW was invalid (interrupted")
+
+	c = Compare(cut, good, "d", "d", CompareOptions{})
+	assert.Equal(t, []string{"BASE was invalid (interrupted before the run completed: SIGTERM)"}, c.Invalid)
+	assert.False(t, c.Regressed())
+
+	failed := synthetic(1000, 1, ledger.OutcomeStalled, 0.1, VerdictFail)
+	c = Compare(good, failed, "d", "d", CompareOptions{})
+	assert.False(t, c.Inconclusive())
+	assert.True(t, c.Regressed(), "a failed run is evidence")
+}
+
+// TestMinTailBoundary: p90 is gated from 100 samples, p99 from 1,000 (10 beyond each, as
+// the README says); 1 - 0.9 in floating point is a hair under 0.1, which left p90 of a
+// 100-request run ungated.
+func TestMinTailBoundary(t *testing.T) {
+	for _, n := range []int{100, 1000} {
+		c := Compare(synthetic(n, 0, ledger.OutcomeRejected, 0.1, VerdictPass), synthetic(n, 0, ledger.OutcomeRejected, 0.2, VerdictPass), "d", "d", CompareOptions{})
+		for _, r := range c.Rows {
+			switch {
+			case r.Figure == "p90(ttft)", r.Figure == "p99(ttft)" && n == 1000:
+				assert.NotNil(t, r.CI, "%d samples: %s is gated (%s)", n, r.Figure, r.Why)
+			case r.Figure == "p99(ttft)":
+				assert.Nil(t, r.CI, "%d samples: p99 is not", n)
+			}
+		}
+	}
+}
+
+// TestCompareRecoveryNotMeasured: a fault whose recovery NEW could not measure (no
+// request after it stopped: Recovered nil, as in a shorter run of the same scenario) is
+// shown, not judged; one that was measured and did not recover is a regression.
+func TestCompareRecoveryNotMeasured(t *testing.T) {
+	withFault := func(recovered *bool) *Run {
+		r := synthetic(1000, 0, ledger.OutcomeRejected, 0.1, VerdictPass)
+		r.Results.Faults = []FaultResult{{Name: "kill", Type: "process_kill", Stop: Float(10), Recovered: recovered}}
+		return r
+	}
+	c := Compare(withFault(ledger.Bool(true)), withFault(nil), "d", "d", CompareOptions{})
+	assert.False(t, c.Regressed(), "%q", c.Regressions)
+	c = Compare(withFault(ledger.Bool(true)), withFault(ledger.Bool(false)), "d", "d", CompareOptions{})
+	require.True(t, c.Regressed())
+	assert.Contains(t, c.Regressions[0], "recovered in BASE, not in NEW")
+}

@@ -53,15 +53,23 @@ func NewHistoryEntry(r *Results, digest, label, dir string) HistoryEntry {
 
 // AppendHistory appends e to path as one JSON line. The file is opened O_APPEND and the
 // line written in one write, so runs appending to one file at once do not interleave
-// (a local file system appends each write whole).
+// (a local file system appends each write whole). When the file does not end with a
+// newline (a line cut short: a full disk, a writer killed mid-line), the line starts
+// with one, so that it is not glued to the torn bytes and lost with them.
 func AppendHistory(path string, e HistoryEntry) error {
 	line, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("reports: history: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return fmt.Errorf("reports: history: %w", err)
+	}
+	if torn, err := endsTorn(f); err != nil {
+		f.Close()
+		return fmt.Errorf("reports: history: %w", err)
+	} else if torn {
+		line = append([]byte{'\n'}, line...)
 	}
 	_, werr := f.Write(append(line, '\n'))
 	if cerr := f.Close(); werr == nil {
@@ -71,6 +79,19 @@ func AppendHistory(path string, e HistoryEntry) error {
 		return fmt.Errorf("reports: history: %w", werr)
 	}
 	return nil
+}
+
+// endsTorn reports whether f is not empty and its last byte is not a newline.
+func endsTorn(f *os.File) (bool, error) {
+	info, err := f.Stat()
+	if err != nil || info.Size() == 0 {
+		return false, err
+	}
+	last := make([]byte, 1)
+	if _, err := f.ReadAt(last, info.Size()-1); err != nil {
+		return false, err
+	}
+	return last[0] != '\n', nil
 }
 
 // ErrBadHistoryLine marks a history line that is not a run.

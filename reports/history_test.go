@@ -87,3 +87,27 @@ func FuzzParseHistoryLine(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendHistoryAfterTornLine: a run's line was cut short (the disk filled up, or a
+// writer died mid-line) and has no newline. The next run's line must still be a line
+// of its own: appended straight after the torn bytes, both would be one malformed line
+// and the good run would vanish from the trend and never be a baseline.
+func TestAppendHistoryAfterTornLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	good := HistoryEntry{Scenario: "s", Digest: "d", Time: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC), Verdict: VerdictPass}
+	require.NoError(t, AppendHistory(path, good))
+	full, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, append(full, full[:len(full)/2]...), 0o644)) // torn: no newline
+
+	good.Label = "after the torn line"
+	require.NoError(t, AppendHistory(path, good))
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	got, problems, err := ReadHistory(bytes.NewReader(data))
+	require.NoError(t, err)
+	require.Len(t, got, 2, "the line after the torn one is read")
+	assert.Equal(t, "after the torn line", got[1].Label)
+	require.Len(t, problems, 1, "the torn line alone is reported")
+	assert.Equal(t, 2, problems[0].Line)
+}

@@ -24,7 +24,8 @@ const (
 	ExitNoRegression  = 0
 	ExitRegression    = 1
 	ExitNotComparable = 2
-	// ExitInconclusive: a run's machine was too contended to judge the server by.
+	// ExitInconclusive: a run's machine was too contended, or a run invalid, to judge
+	// the server by.
 	ExitInconclusive = 3
 )
 
@@ -98,13 +99,15 @@ Gates (noise-aware, calibrated: docs/COMPARE.md):
   outcomes  a bad outcome's rate (or ok's fall) regresses when a two-proportion z-test
             gives p < 0.01 and the rate moved by at least 1 percentage point
   drops     any silent drop in NEW where BASE had none
-  verdict   BASE passed and NEW did not
+  verdict   BASE passed and NEW failed
   recovery  a fault that recovered in BASE did not in NEW
 
 Contention: every real run records its machine's CPU pressure, steal and the harness's
 own lag. When a run's contention exceeds a bound (--max-cpu-pressure, --max-tick-lag,
 --max-send-lag) the answer is INCONCLUSIVE (exit 3), naming the run and by how much: a
-busy runner is not a regression. --ignore-contention judges anyway.
+busy runner is not a regression. --ignore-contention judges anyway. An invalid run
+(interrupted, its target or the harness failed) is not whole: the answer is INCONCLUSIVE
+too (exit 3), whatever --ignore-contention says.
 
 Refusals: runs of different scenarios (digests), a simulated and a real run, or runs
 against different backends, profiles, server versions or target.launch commands are not
@@ -188,7 +191,7 @@ Exit codes: 0 no regression, 1 regression, 2 not comparable or bad usage, 3 inco
 			}
 			c.Forced = digestDiff || len(differences) > 0
 			c.Differences = differences
-			ignored := ignoreContention && c.Inconclusive()
+			ignored := ignoreContention && len(c.Contended) > 0
 			if ignored {
 				c.Contended = nil
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -40,8 +41,8 @@ func (a *app) nightlyCommand() *cobra.Command {
   ARCHIVE/nights/<date>-<sha>/<scenario>/   each run's outputs (report.html, ...), and
       compare/ against its baseline nights pooled into one (the last --baseline-nights
       nights whose run of the same scenario, unchanged, passed; a night whose run was
-      made against something else, such as another backend or server version, is
-      listed as refused and not pooled)
+      made against something else, such as another backend or server version, or on a
+      contended machine, is listed as refused and not pooled)
   ARCHIVE/nights/<date>-<sha>/night.json    the night's manifest; summary.md its summary
   ARCHIVE/history.jsonl                     one line per run, pointing at its night
   ARCHIVE/index.html                        the trend page: each row links its own night
@@ -128,7 +129,11 @@ usage or a scenario that does not load (nothing ran); 3 a run was invalid.`,
 			res, err := nightly.Run(ctx, nightly.Config{Archive: archive, SHA: sha, Specs: specs}, run, judge.ReportConfig,
 				nightly.WithClock(a.now), nightly.WithPreflight(load), nightly.WithBaselineNights(baselineNights), nightly.WithKeep(keep),
 				nightly.WithCompareOptions(reports.CompareOptions{Tolerance: tol}), nightly.WithStepSummary(step),
-				nightly.WithOutput(out))
+				nightly.WithOutput(out),
+				// What the night could not do (a baseline it could not read, compare/ it could
+				// not write, a night it could not prune) is said on stderr; without a logger
+				// it went nowhere.
+				nightly.WithLogger(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))))
 			switch {
 			case errors.Is(err, nightly.ErrUsage):
 				return &ExitError{Code: ExitUsage, Err: err}

@@ -147,13 +147,13 @@ figcaption{font-weight:bold;font-size:13px;margin:.3em 0 0 .5em}`
 var compareTmpl = template.Must(template.New("compare").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>compare {{.C.New.Scenario}}</title><style>` + pageStyle + `</style></head>
 <body>
-<h1>compare {{.C.New.Scenario}}: <span class="{{if .C.Regressed}}fail{{else if .C.Inconclusive}}warn{{else}}pass{{end}}">{{if .C.Inconclusive}}INCONCLUSIVE (a run was contended){{else}}{{.C.VerdictText}}{{end}}</span></h1>
+<h1>compare {{.C.New.Scenario}}: <span class="{{if .C.Regressed}}fail{{else if .C.Inconclusive}}warn{{else}}pass{{end}}">{{if .C.Inconclusive}}INCONCLUSIVE ({{.C.InconclusiveCause}}){{else}}{{.C.VerdictText}}{{end}}</span></h1>
 <p>BASE: {{.C.Base.Verdict}}, seed {{.C.Base.Seed}}, {{.C.Base.Requests}} requests, {{.C.Base.Target}} (digest {{.C.BaseDigest}}){{if .C.BaseReport}}, <a href="{{.C.BaseReport}}">report</a>{{end}}<br>
 NEW: {{.C.New.Verdict}}, seed {{.C.New.Seed}}, {{.C.New.Requests}} requests, {{.C.New.Target}} (digest {{.C.NewDigest}}){{if .C.NewReport}}, <a href="{{.C.NewReport}}">report</a>{{end}}</p>
 {{if and .C.Forced (ne .C.BaseDigest .C.NewDigest)}}<p class="fail">Forced: the scenarios differ; compared anyway with --force.</p>{{end}}
 {{if .C.Differences}}<p class="fail">Forced: the runs' provenance differs ({{range $i, $d := .C.Differences}}{{if $i}}; {{end}}{{$d}}{{end}}); compared anyway with --force.</p>{{end}}
 {{range .Contention}}<p class="legend">{{.}}</p>{{end}}
-{{if .C.Inconclusive}}<p class="warn">Inconclusive: {{range $i, $d := .C.Contended}}{{if $i}}; {{end}}{{$d}}{{end}}. The machine, not the server, may explain any difference: rerun on a quiet machine.</p>{{end}}
+{{if .C.Inconclusive}}<p class="warn">Inconclusive: {{range $i, $d := .C.NotJudged}}{{if $i}}; {{end}}{{$d}}{{end}}. {{if .C.Contended}}The machine, not the server, may explain any difference: rerun on a quiet machine.{{else}}An invalid run is not whole: its figures cannot be trusted; rerun.{{end}}</p>{{end}}
 {{if .Regs}}<h2>{{if .C.Inconclusive}}Would-be regressions (not judged){{else}}Regressions{{end}}</h2><ul>{{range .Regs}}<li>{{if .Anchor}}<a href="#{{.Anchor}}">{{.Text}}</a>{{else}}{{.Text}}{{end}}</li>{{end}}</ul>{{end}}
 <h2>Timelines</h2>
 <p>Both runs on one time axis (seconds since each run's load start): BASE in blue, NEW in red; fault windows shaded, recoveries dashed.</p>

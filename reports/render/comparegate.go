@@ -36,11 +36,19 @@ func writeGateNotes(b *strings.Builder, c *reports.Comparison) {
 		fmt.Fprintf(b, "- %s\n", line)
 	}
 	if c.Inconclusive() {
-		b.WriteString("\n**Inconclusive:** " + mdEscape(strings.Join(c.Contended, "; ")) + ". The machine, not the server, may explain any difference; rerun on a quiet machine.\n")
+		b.WriteString("\n**Inconclusive:** " + mdEscape(strings.Join(c.NotJudged(), "; ")) + ". " + notJudgedAdvice(c) + "\n")
 	}
 	if len(c.Differences) > 0 {
 		b.WriteString("\n**Forced:** the runs' provenance differs (" + mdEscape(strings.Join(c.Differences, "; ")) + "); compared anyway with --force.\n")
 	}
+}
+
+// notJudgedAdvice says why an inconclusive answer's differences are not the server's.
+func notJudgedAdvice(c *reports.Comparison) string {
+	if len(c.Invalid) > 0 && len(c.Contended) == 0 {
+		return "An invalid run is not whole: its figures cannot be trusted; rerun."
+	}
+	return "The machine, not the server, may explain any difference; rerun on a quiet machine."
 }
 
 // chartAnchor is the id of compare.html's chart that draws a row's figure ("" none).

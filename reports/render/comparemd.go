@@ -23,7 +23,7 @@ func WriteCompareMarkdown(w io.Writer, c *reports.Comparison) error {
 	}
 	if len(c.Regressions) > 0 {
 		if c.Inconclusive() {
-			b.WriteString("\n## Would-be regressions (not judged: a run was contended)\n\n")
+			b.WriteString("\n## Would-be regressions (not judged: " + c.InconclusiveCause() + ")\n\n")
 		} else {
 			b.WriteString("\n## Regressions\n\n")
 		}
