@@ -112,9 +112,9 @@ func (r *runner) startProbes(ctx context.Context) *probes {
 // stopHealth ends the health events (after the drain); liveness goes on.
 func (p *probes) stopHealth() { p.health.Stop() }
 
-// stop ends the probing (idempotent), then gives each source that is down a few last
-// chances to answer, so a target that came back once the faults were reverted is seen
-// to.
+// stop ends the probing (idempotent), then gives the sources their last say
+// (phases.Prober.FinalTries): a target that came back once the faults were reverted is
+// seen to, and one that died as the load ended is seen dead.
 func (p *probes) stop() {
 	p.stopOnce.Do(func() {
 		p.stopHealth()
@@ -123,8 +123,8 @@ func (p *probes) stop() {
 		if p.ctx.Err() != nil {
 			return // interrupted: no waiting
 		}
-		p.live.FinalTries(phases.Wall(p.ctx), func(down []int) {
-			for _, i := range down {
+		p.live.FinalTries(phases.Wall(p.ctx), func(due []int) {
+			for _, i := range due {
 				p.wg.Go(func() { p.probe(p.ctx, i) })
 			}
 			p.wg.Wait()
