@@ -207,7 +207,9 @@ func (t *Launched) Stop(ctx context.Context) error {
 	if t.links != nil {
 		errs = append(errs, t.links.Close())
 	}
-	if err := checkGroupsGone(ctx, groups, teardownBound); err != nil {
+	// Its own bound, not what is left of ctx: when the stops used ctx up, the processes
+	// they SIGKILLed as it ran out (and their children) are still dying, not left behind.
+	if err := checkGroupsGone(context.WithoutCancel(ctx), groups, teardownBound); err != nil {
 		errs = append(errs, err)
 	} else if len(groups) > 0 {
 		t.cfg.log.Info("teardown checked: no launched process left", "groups", len(groups))
