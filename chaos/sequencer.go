@@ -334,6 +334,9 @@ func (s *Sequencer) giveUp(e *seqEntry) {
 	s.log.Error("fault not verified", "fault", e.spec.Name, "err", last, "why", why)
 	ev := s.event(ledger.EventFaultVerified, e)
 	ev.Passed, ev.Error, ev.Detail = ledger.Bool(false), last.Error(), "no proof "+why
+	if s.stopping && !s.aborted {
+		ev.Detail = ledger.ProofCutAtStop // reports tells an interrupt's cut from a failure by it
+	}
 	s.rt.Emit(ev)
 	e.state = stateDone
 	s.fail(NotVerifiedError(why, e.spec.Name, last), false)
