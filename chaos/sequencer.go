@@ -264,6 +264,9 @@ func (s *Sequencer) apply(step int, e *seqEntry) {
 			s.rt.Emit(ev)
 			v := s.event(ledger.EventFaultVerified, e)
 			v.Passed, v.Error, v.Detail = ledger.Bool(false), err.Error(), "apply failed"
+			if s.stopping && !s.aborted {
+				v.Detail = ledger.ProofCutAtStop // the run's stop cut the call short (an interrupt's ctx)
+			}
 			s.rt.Emit(v)
 			e.state = stateDone
 			s.fail(ApplyFailedError(e.spec.Name, err), false)
