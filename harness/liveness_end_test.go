@@ -24,6 +24,17 @@ import (
 // twice or even once; the final tries must still find it dead, or the run passes with
 // its target gone and no outage on record.
 func TestTargetGoneAtTheEndFails(t *testing.T) {
+	for _, keepAlive := range []bool{false, true} {
+		// With keep-alive, the connections it already has outlive its listener: the
+		// probe must not ride one of them (one the metrics or target-info GETs left
+		// idle) and call a target that refuses every new connection alive.
+		t.Run(map[bool]string{false: "connections closed", true: "idle connections kept"}[keepAlive], func(t *testing.T) {
+			targetGoneAtTheEnd(t, keepAlive)
+		})
+	}
+}
+
+func targetGoneAtTheEnd(t *testing.T, keepAlive bool) {
 	var srv *httptest.Server
 	srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost { // /health, /v1/models
@@ -36,7 +47,7 @@ func TestTargetGoneAtTheEndFails(t *testing.T) {
 		fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"},\"finish_reason\":null}]}\n\n")
 		fmt.Fprint(w, "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
 	}))
-	srv.Config.SetKeepAlivesEnabled(false) // no connection outlives its answer, as none outlives a dead process
+	srv.Config.SetKeepAlivesEnabled(keepAlive)
 	srv.Start()
 	t.Cleanup(srv.Close)
 
