@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,7 +136,8 @@ func (p *probes) stop() {
 	})
 }
 
-// probe sends one GET to target i and records what it says. Only one probe of a
+// probe sends one GET to target i (or reads its process state: processURL) and
+// records what it says. Only one probe of a
 // target runs at a time (its loop, or the final tries after that loop ended), so its
 // liveness needs no lock. A probe cut short by ctx says nothing.
 func (p *probes) probe(ctx context.Context, i int) {
@@ -144,7 +146,13 @@ func (p *probes) probe(ctx context.Context, i int) {
 	if t.health != "" && p.health.On() {
 		health = p.startHealth(ctx)
 	}
-	status, err := get(ctx, p.hc, t.src.URL)
+	var status int
+	var err error
+	if name, ok := strings.CutPrefix(t.src.URL, processURL); ok {
+		err = p.r.tgt.(processAlive).Alive(name)
+	} else {
+		status, err = get(ctx, p.hc, t.src.URL)
+	}
 	if ctx.Err() != nil {
 		health.cancel()
 		return
