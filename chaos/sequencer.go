@@ -264,6 +264,9 @@ func (s *Sequencer) apply(step int, e *seqEntry) {
 			s.rt.Emit(ev)
 			v := s.event(ledger.EventFaultVerified, e)
 			v.Passed, v.Error, v.Detail = ledger.Bool(false), err.Error(), "apply failed"
+			if s.stopping && !s.aborted {
+				v.Detail = ledger.ProofCutAtStop // the run's stop cut the call short (an interrupt's ctx)
+			}
 			s.rt.Emit(v)
 			e.state = stateDone
 			s.fail(ApplyFailedError(e.spec.Name, err), false)
@@ -334,6 +337,9 @@ func (s *Sequencer) giveUp(e *seqEntry) {
 	s.log.Error("fault not verified", "fault", e.spec.Name, "err", last, "why", why)
 	ev := s.event(ledger.EventFaultVerified, e)
 	ev.Passed, ev.Error, ev.Detail = ledger.Bool(false), last.Error(), "no proof "+why
+	if s.stopping && !s.aborted {
+		ev.Detail = ledger.ProofCutAtStop // reports tells an interrupt's cut from a failure by it
+	}
 	s.rt.Emit(ev)
 	e.state = stateDone
 	s.fail(NotVerifiedError(why, e.spec.Name, last), false)

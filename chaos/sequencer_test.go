@@ -67,6 +67,10 @@ func (v *virtualRT) Do(op Op, done func(error)) {
 	kind := map[OpKind]string{OpApply: "apply", OpVerify: "verify", OpRevert: "revert"}[op.Kind]
 	v.calls = append(v.calls, fmt.Sprintf("%v %s:%s", v.now.Sub(v.t0), kind, op.Fault.(*pollFault).name))
 	err := op.Call(context.Background(), nil)
+	if f := op.Fault.(*pollFault); op.Kind == OpApply && f.applyFor > 0 {
+		v.At(v.now.Add(f.applyFor), func() { done(err) }) // a slow Apply (a restart's health wait)
+		return
+	}
 	if v.async {
 		v.At(v.now, func() { done(err) })
 		return
@@ -103,6 +107,7 @@ type pollFault struct {
 	polls     int
 	applyErr  error
 	revertErr error
+	applyFor  time.Duration // Apply answers this long after it was called
 }
 
 func (f *pollFault) Apply(context.Context, Env) error { return f.applyErr }
@@ -194,6 +199,18 @@ func TestSequencer(t *testing.T) {
 				assert.Equal(t, "no proof before the run ended", rt.details["slow"])
 				assert.Equal(t, []string{"2s fault_stop:slow", "2s fault_stop:held"}, rt.events[len(rt.events)-2:])
 				assert.NotContains(t, rt.calls, "cancel", "an ended run is not an abort")
+			})
+			t.Run("stopped while applying: the apply cut short is the stop's, as a proof cut short", func(t *testing.T) {
+				rt := newVirtualRT()
+				rt.async = async
+				s := sequencer(rt, time.Hour, []scenarios.Fault{{At: d("0s")}},
+					&pollFault{name: "restart", applyFor: 5 * time.Second, applyErr: fmt.Errorf("health wait: %w", context.Canceled)})
+				s.Start(rt.t0)
+				rt.run(time.Second)
+				s.Stop()
+				rt.run(time.Hour)
+				require.True(t, s.Finished())
+				assert.Equal(t, ledger.ProofCutAtStop, rt.details["restart"])
 			})
 			t.Run("same instant: a revert's call returns before the apply due with it starts", func(t *testing.T) {
 				rt := newVirtualRT()

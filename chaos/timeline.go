@@ -160,6 +160,12 @@ func (t *Timeline) Run(ctx context.Context, env Env, start time.Time) error {
 	for !seq.Finished() {
 		select {
 		case fn := <-rt.posts:
+			// A call the stop's ctx cut short answers after ctx ended: the Sequencer
+			// hears of the stop first, so it tells that answer from a failure.
+			if stopped != nil && ctx.Err() != nil {
+				stopped = nil
+				seq.Stop()
+			}
 			fn()
 		case <-stopped:
 			stopped = nil

@@ -15,7 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"pdsoak/harness/judge"
 	"pdsoak/ledger"
+	"pdsoak/reports"
 	"pdsoak/scenarios"
 )
 
@@ -201,4 +203,48 @@ func TestEmbeddedCancel(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, routers, "the ledger names the router")
+}
+
+// A launched process with no health_url is still watched: its process state is its
+// liveness (processURL). One that exits mid-run with no fault declared fails the run and
+// says it did not come back, as one with a /health would.
+func TestLaunchedProcessWithoutHealthURLSeenDead(t *testing.T) {
+	bin := fakepd(t)
+	port := freePort(t)
+	yaml := fmt.Sprintf(`
+name: launched-sidecar
+duration: 6s
+target:
+  url: http://127.0.0.1:%[1]d
+  launch:
+    - name: sidecar
+      role: decode
+      command: [/bin/sh, -c, "sleep 3"]
+    - name: server
+      role: colocated
+      command: [%[2]q, colocated, --port, "%[1]d"]
+      health_url: http://127.0.0.1:%[1]d/health
+      start_timeout: 20s
+workloads:
+  - {name: ol, type: open_loop, pacer: {type: constant, rate: 10}}
+deadlines: {connect: 2s, first_token: 3s, stall: 2s, total: 5s}
+drain: {timeout: 30s}
+self_check: {max_lag: 30s}
+assertions: [no_silent_drops]
+`, port, bin)
+	sc := parseScenario(t, yaml)
+	dir := t.TempDir()
+	require.NoError(t, Run(context.Background(), sc, Options{OutDir: dir}))
+	evs := readLedger(t, dir)
+	var down []ledger.Event
+	for _, ev := range eventsOf(evs, ledger.EventTargetDown) {
+		if ev.Source == "sidecar" {
+			down = append(down, ev)
+		}
+	}
+	require.NotEmpty(t, down, "the sidecar's exit is on record")
+	assert.Equal(t, "process://sidecar", down[0].URL)
+	res := reports.Compute(evs, judge.ReportConfig(sc))
+	assert.Equal(t, reports.VerdictFail, res.Verdict)
+	assert.Contains(t, strings.Join(res.Notes, "\n")+fmt.Sprint(res.Liveness), "did not come back")
 }

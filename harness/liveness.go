@@ -15,7 +15,8 @@ import (
 const livenessTimeout = judge.LivenessTimeout
 
 // livenessSources are the health endpoints to probe: every process of the embedded
-// topology, every launched process with a health_url, and the target's own /health.
+// topology, every launched process (its health_url, or its process state when it has
+// none: processURL), and the target's own /health.
 func (r *runner) livenessSources() []target.Source {
 	var out []target.Source
 	seen := map[string]bool{}
@@ -30,11 +31,25 @@ func (r *runner) livenessSources() []target.Source {
 			add(p.Name, p.URL+"/health")
 		}
 	}
+	_, procs := r.tgt.(processAlive)
 	for _, l := range r.sc.Target.Launch {
+		if l.HealthURL == "" && procs {
+			add(l.Name, processURL+l.Name) // a process that dies is seen dead even without /health
+			continue
+		}
 		add(l.Name, l.HealthURL)
 	}
 	add("target", healthEndpoint(r.tgt.URL()))
 	return out
+}
+
+// processURL names a liveness source probed by its process state (processAlive), not
+// over HTTP: a launched process with no health_url. It is the URL its events carry.
+const processURL = "process://"
+
+// processAlive is implemented by a target that launched its processes (target.Launched).
+type processAlive interface {
+	Alive(name string) error
 }
 
 // interrupted runs right after Ctrl-C, while the requests are still in flight: from

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"pdsoak/harness/phases"
 	"pdsoak/harness/target"
 	"pdsoak/ledger"
+	"pdsoak/scenarios"
 )
 
 // One health prober for the run: every ProbeInterval each health endpoint (the target
@@ -39,9 +41,11 @@ type probes struct {
 	targets []probeTarget
 	live    *phases.Prober
 	// health writes the entry's answers as health events (load and drain).
-	health   *phases.Health
-	ctx      context.Context
-	cancel   context.CancelFunc
+	health *phases.Health
+	ctx    context.Context
+	cancel context.CancelFunc
+	// hc opens a new connection for every probe (probeClient).
+	hc       *http.Client
 	wg       sync.WaitGroup
 	stopOnce sync.Once
 }
@@ -72,7 +76,7 @@ func (r *runner) startProbes(ctx context.Context) *probes {
 	if every <= 0 {
 		every = DefaultProbeInterval
 	}
-	p := &probes{r: r, targets: r.probeTargets(), ctx: ctx}
+	p := &probes{r: r, targets: r.probeTargets(), ctx: ctx, hc: probeClient(r.sc)}
 	for _, t := range p.targets {
 		if t.health != "" {
 			p.health = phases.NewHealth(t.health, t.src.URL, r.led.Emit)
@@ -112,9 +116,9 @@ func (r *runner) startProbes(ctx context.Context) *probes {
 // stopHealth ends the health events (after the drain); liveness goes on.
 func (p *probes) stopHealth() { p.health.Stop() }
 
-// stop ends the probing (idempotent), then gives each source that is down a few last
-// chances to answer, so a target that came back once the faults were reverted is seen
-// to.
+// stop ends the probing (idempotent), then gives the sources their last say
+// (phases.Prober.FinalTries): a target that came back once the faults were reverted is
+// seen to, and one that died as the load ended is seen dead.
 func (p *probes) stop() {
 	p.stopOnce.Do(func() {
 		p.stopHealth()
@@ -123,8 +127,8 @@ func (p *probes) stop() {
 		if p.ctx.Err() != nil {
 			return // interrupted: no waiting
 		}
-		p.live.FinalTries(phases.Wall(p.ctx), func(down []int) {
-			for _, i := range down {
+		p.live.FinalTries(phases.Wall(p.ctx), func(due []int) {
+			for _, i := range due {
 				p.wg.Go(func() { p.probe(p.ctx, i) })
 			}
 			p.wg.Wait()
@@ -132,7 +136,8 @@ func (p *probes) stop() {
 	})
 }
 
-// probe sends one GET to target i and records what it says. Only one probe of a
+// probe sends one GET to target i (or reads its process state: processURL) and
+// records what it says. Only one probe of a
 // target runs at a time (its loop, or the final tries after that loop ended), so its
 // liveness needs no lock. A probe cut short by ctx says nothing.
 func (p *probes) probe(ctx context.Context, i int) {
@@ -141,7 +146,13 @@ func (p *probes) probe(ctx context.Context, i int) {
 	if t.health != "" && p.health.On() {
 		health = p.startHealth(ctx)
 	}
-	status, err := p.r.get(ctx, t.src.URL)
+	var status int
+	var err error
+	if name, ok := strings.CutPrefix(t.src.URL, processURL); ok {
+		err = p.r.tgt.(processAlive).Alive(name)
+	} else {
+		status, err = get(ctx, p.hc, t.src.URL)
+	}
 	if ctx.Err() != nil {
 		health.cancel()
 		return
@@ -194,10 +205,26 @@ func (h *healthProbe) cancel() {
 	h.fired.Wait()
 }
 
-// get sends one GET to url on a fresh connection (a kept-alive one could outlive the
-// process it was made to) and returns the status; err when no HTTP answer came within
-// livenessTimeout (a 503 is an answer: a live process saying it is unwell).
-func (r *runner) get(ctx context.Context, url string) (int, error) {
+// probeClient is the prober's client: the run's auxiliary transport with keep-alives
+// off. req.Close alone does not keep http.Transport from handing a probe an idle
+// connection the metrics or target-info GETs left, and that connection can outlive the
+// target's listener (or the process behind a proxy): a target refusing every new
+// connection then passed for alive.
+func probeClient(sc *scenarios.Scenario) *http.Client {
+	tr := auxTransport(sc)
+	switch t := tr.(type) {
+	case *http.Transport:
+		t.DisableKeepAlives = true
+	case *targetHeaders:
+		t.base.DisableKeepAlives = true
+	}
+	return &http.Client{Transport: tr}
+}
+
+// get sends one GET to url on a fresh connection (hc is probeClient's) and returns the
+// status; err when no HTTP answer came within livenessTimeout (a 503 is an answer: a
+// live process saying it is unwell).
+func get(ctx context.Context, hc *http.Client, url string) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, livenessTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -205,7 +232,7 @@ func (r *runner) get(ctx context.Context, url string) (int, error) {
 		return 0, err
 	}
 	req.Close = true
-	resp, err := r.hc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, err
 	}

@@ -47,6 +47,11 @@ const (
 	CauseFaultPrefix = "fault:"
 )
 
+// ProofCutAtStop is a failed fault_verified event's Detail when the run stopped (its
+// load ended, or it was interrupted) while the fault's proof was still pending: in an
+// interrupted run, the interrupt is what left it unproved.
+const ProofCutAtStop = "no proof before the run ended"
+
 // Valid reports whether o is part of the taxonomy.
 func (o Outcome) Valid() bool {
 	for _, k := range Outcomes {

@@ -97,6 +97,8 @@ type faultState struct {
 	res   FaultResult
 	start time.Time
 	stop  time.Time
+	// cut: its proof was still pending when the run stopped (ledger.ProofCutAtStop).
+	cut bool
 }
 
 // NewBuilder returns an empty Builder.
@@ -262,6 +264,7 @@ func (b *Builder) Add(e ledger.Event) {
 		if e.Detail != "" {
 			f.res.Detail = joinDetail(f.res.Detail, e.Detail)
 		}
+		f.cut = f.cut || (!ok && e.Detail == ledger.ProofCutAtStop)
 	case ledger.EventDrain:
 		if b.shard.Merged() {
 			b.merged.drained(e.Part, e.Time)
@@ -470,8 +473,14 @@ func (b *Builder) Results() *Results {
 	if b.self != nil && !b.self.Passed {
 		r.InvalidReasons = append(r.InvalidReasons, "harness self-check failed (the harness was the bottleneck): "+b.self.Detail)
 	}
-	for _, f := range r.Faults {
-		if f.Verified != nil && !*f.Verified {
+	for i, f := range r.Faults {
+		switch {
+		case f.Verified == nil || *f.Verified:
+		case b.interrupt != "" && b.faults[i].cut:
+			// The interrupt left it unproved: a reason from the interrupt, as
+			// judgedOnEvidence counts them, not the fault's failure.
+			r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("fault %s (%s on %s) not evaluated: interrupted before its proof", f.Name, f.Type, f.Target))
+		default:
 			r.InvalidReasons = append(r.InvalidReasons, fmt.Sprintf("fault %s (%s on %s) did not take effect: %s", f.Name, f.Type, f.Target, f.Detail))
 		}
 	}

@@ -195,14 +195,10 @@ func (x *explainAcc) results(r *Results, start time.Time, margin time.Duration) 
 		if !o.up.IsZero() {
 			l.Up = Float(o.up.Sub(start).Seconds())
 		}
-		for _, f := range windows {
-			if clientFaultTypes[f.Type] {
-				continue
-			}
-			if f.overlaps(o.down, o.down, margin) {
-				l.Fault, l.Expected = f.Name, f.Permanent
-				break
-			}
+		if f, ok := outageFault(o, windows, margin); ok {
+			// restart: false excuses only what the fault stopped, not a process that
+			// died beside it.
+			l.Fault, l.Expected = f.Name, f.Permanent && f.aimedAt(o.source)
 		}
 		l.Detail = outageSentence(l)
 		r.Liveness = append(r.Liveness, l)
@@ -212,6 +208,34 @@ func (x *explainAcc) results(r *Results, start time.Time, margin time.Duration) 
 			r.Notes = append(r.Notes, l.Detail)
 		}
 	}
+}
+
+// outageFault is the fault that explains an outage: the first acting on the source
+// itself when it went down (or within margin after), else the first acting on anything
+// then (a fault elsewhere in the topology may still take a process down).
+func outageFault(o outage, windows []FaultWindow, margin time.Duration) (FaultWindow, bool) {
+	var first *FaultWindow
+	for i, f := range windows {
+		if clientFaultTypes[f.Type] || !f.overlaps(o.down, o.down, margin) {
+			continue
+		}
+		if f.aimedAt(o.source) {
+			return f, true
+		}
+		if first == nil {
+			first = &windows[i]
+		}
+	}
+	if first == nil {
+		return FaultWindow{}, false
+	}
+	return *first, true
+}
+
+// aimedAt reports whether the fault's target names the liveness source: the process
+// itself, or its role (the reference topology names a role's processes role-N).
+func (f FaultWindow) aimedAt(source string) bool {
+	return f.Target == source || strings.HasPrefix(source, f.Target+"-")
 }
 
 // outageSentence says what happened to a source in one sentence.

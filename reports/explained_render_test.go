@@ -130,6 +130,37 @@ func TestExplainedErrors(t *testing.T) {
 		assert.Equal(t, reports.StateFail, a.State)
 		assert.Contains(t, a.Detail, "prefill-0 went down at 2.2 s and did not come back (fault kill-prefill)")
 	})
+	t.Run("a kill declared without restart excuses only what it killed", func(t *testing.T) {
+		// prefill-0 is killed for good; the router dies meanwhile on its own and stays
+		// dead: the kill's restart: false is no excuse for the router.
+		l := append(append([]ledger.Event{}, evs...),
+			ledger.Event{Time: at(2), Type: ledger.EventFaultStart, Fault: "kill-prefill", FaultType: "prefill_crash", Target: "prefill", Params: map[string]any{"restart": false}},
+			ledger.Event{Time: at(2.2), Type: ledger.EventTargetDown, Source: "prefill-0"},
+			ledger.Event{Time: at(2.5), Type: ledger.EventTargetDown, Source: "router"},
+			ledger.Event{Time: at(3), Type: ledger.EventFaultStop, Fault: "kill-prefill"})
+		r, a := judge(reports.ExplainedLedger(l...))
+		assert.Equal(t, reports.StateFail, a.State, a.Detail)
+		require.Len(t, r.Liveness, 2)
+		assert.True(t, r.Liveness[0].Expected, "%+v", r.Liveness[0])
+		assert.False(t, r.Liveness[1].Expected, "%+v", r.Liveness[1])
+		assert.Contains(t, a.Detail, "router went down at 2.5 s and did not come back")
+		assert.NotContains(t, a.Detail, "prefill-0")
+	})
+	t.Run("the fault aimed at a source explains its outage before another active one", func(t *testing.T) {
+		// A slow link is on when prefill-0 is killed for good: the kill, not the link,
+		// explains prefill-0's outage, and it was declared never to end.
+		l := append(append([]ledger.Event{}, evs...),
+			ledger.Event{Time: at(1), Type: ledger.EventFaultStart, Fault: "slow", FaultType: "network_latency", Target: "router->decode"},
+			ledger.Event{Time: at(2), Type: ledger.EventFaultStart, Fault: "kill-prefill", FaultType: "prefill_crash", Target: "prefill", Params: map[string]any{"restart": false}},
+			ledger.Event{Time: at(2.2), Type: ledger.EventTargetDown, Source: "prefill-0"},
+			ledger.Event{Time: at(3), Type: ledger.EventFaultStop, Fault: "kill-prefill"},
+			ledger.Event{Time: at(5), Type: ledger.EventFaultStop, Fault: "slow"})
+		r, a := judge(reports.ExplainedLedger(l...))
+		assert.Equal(t, reports.StatePass, a.State, a.Detail)
+		require.Len(t, r.Liveness, 1)
+		assert.Equal(t, "kill-prefill", r.Liveness[0].Fault)
+		assert.True(t, r.Liveness[0].Expected)
+	})
 	t.Run("an outage outside any fault fails even when it ends", func(t *testing.T) {
 		l := append(append([]ledger.Event{}, evs...),
 			ledger.Event{Time: at(2.2), Type: ledger.EventTargetDown, Source: "target"},

@@ -81,6 +81,21 @@ func TestVerdicts(t *testing.T) {
 			Config{}, VerdictInvalid, "harness self-check failed (the harness was the bottleneck): p99 lag 2s"},
 		{"interruption is invalid", with(done("a", 1, ledger.OutcomeOK),
 			ev(ledger.EventRunEnd, 3, func(e *ledger.Event) { e.Interrupted = "interrupt signal received" })), Config{}, VerdictInvalid, "interrupted before the run completed: interrupt signal received"},
+		{"a silent drop before the interrupt fails although the interrupt cut a fault's proof short", with(done("a", 1, ledger.OutcomeStalled),
+			ev(ledger.EventFaultStart, 1, func(e *ledger.Event) { e.Fault = "f"; e.FaultType = "failpoint"; e.Target = "decode" }),
+			ev(ledger.EventFaultVerified, 2, func(e *ledger.Event) {
+				e.Fault = "f"
+				e.Passed = ledger.Bool(false)
+				e.Detail = "no proof before the run ended"
+			}),
+			ev(ledger.EventRunEnd, 3, func(e *ledger.Event) { e.Interrupted = "interrupt signal received" })), Config{}, VerdictFail, ""},
+		{"a fault with no proof at an uninterrupted end is invalid", with(done("a", 1, ledger.OutcomeStalled),
+			ev(ledger.EventFaultStart, 1, func(e *ledger.Event) { e.Fault = "f" }),
+			ev(ledger.EventFaultVerified, 2, func(e *ledger.Event) {
+				e.Fault = "f"
+				e.Passed = ledger.Bool(false)
+				e.Detail = "no proof before the run ended"
+			})), Config{}, VerdictInvalid, "did not take effect"},
 		{"no leak check: no_leaks not evaluated", with(done("a", 1, ledger.OutcomeOK)), Config{Assertions: []string{AssertNoLeaks}}, VerdictInvalid, "no_leaks not evaluated: no leak check in the ledger"},
 		{"skipped leak check: no_leaks not evaluated", with(done("a", 1, ledger.OutcomeOK), leak(nil, "metrics endpoint never answered")),
 			Config{Assertions: []string{AssertNoLeaks}}, VerdictInvalid, "no_leaks not evaluated: metrics endpoint never answered"},

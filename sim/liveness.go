@@ -160,8 +160,8 @@ func (r *runner) stopHealth() {
 	}
 }
 
-// stopLiveness ends the probing (after the faults are reverted) and gives each process
-// that is down its last chances (phases.Prober.FinalTries), as the runner.
+// stopLiveness ends the probing (after the faults are reverted) and gives the processes
+// their last say (phases.Prober.FinalTries), as the runner.
 func (r *runner) stopLiveness() {
 	lv := r.live
 	if lv == nil || lv.stop == nil {
@@ -172,8 +172,8 @@ func (r *runner) stopLiveness() {
 	if r.interrupted != nil {
 		return
 	}
-	lv.p.FinalTries(r.loop, func(down []int) {
-		for _, i := range down {
+	lv.p.FinalTries(r.loop, func(due []int) {
+		for _, i := range due {
 			r.probeLive(i, true)
 		}
 	})

@@ -22,8 +22,10 @@ const (
 	LivenessTimeout = 10 * time.Second
 	// LivenessFailures is how many failed probes in a row make a source down.
 	LivenessFailures = 2
-	// LivenessFinalTries are the last probes of a down source once the faults are
-	// reverted, LivenessFinalGap apart: did it come back?
+	// LivenessFinalTries are the last probes once the faults are reverted,
+	// LivenessFinalGap apart: every source gets the first (one that died since its last
+	// probe has not failed one yet), a failing or down one all: did it come back, or is
+	// it gone?
 	LivenessFinalTries = 3
 	LivenessFinalGap   = time.Second
 )
@@ -53,6 +55,9 @@ func (s *Liveness) Observe(ok bool) (ledger.EventType, bool) {
 	}
 	return "", false
 }
+
+// Failing reports whether the last probe failed (down, or on its way there).
+func (s *Liveness) Failing() bool { return s.fails > 0 }
 
 // Down reports whether the source is down.
 func (s *Liveness) Down() bool { return s.down }

@@ -211,7 +211,8 @@ func TestProber(t *testing.T) {
 	assert.True(t, p.Down(1))
 	assert.Equal(t, 1, changes)
 
-	// The last tries: decode-0 answers on the second, judge.LivenessFinalGap later.
+	// The last tries: every source is asked once, then decode-0 again: it answers on the
+	// second, judge.LivenessFinalGap later.
 	clk := newStepClock()
 	var tries []string
 	answers := []bool{false, true}
@@ -220,7 +221,7 @@ func TestProber(t *testing.T) {
 		p.Observe(1, answers[0])
 		answers = answers[1:]
 	})
-	assert.Equal(t, []string{"0s [1]", judge.LivenessFinalGap.String() + " [1]"}, tries)
+	assert.Equal(t, []string{"0s [0 1]", judge.LivenessFinalGap.String() + " [1]"}, tries)
 	assert.Equal(t, []string{"target_down decode-0", "target_up decode-0"}, evs)
 
 	// A source that never answers gets exactly judge.LivenessFinalTries.
@@ -229,4 +230,20 @@ func TestProber(t *testing.T) {
 	n := 0
 	p.FinalTries(newStepClock(), func([]int) { n++; p.Observe(0, false) })
 	assert.Equal(t, judge.LivenessFinalTries, n)
+
+	// A source that died after its last periodic probe, which it passed, is asked too and
+	// found down; the healthy one is asked once.
+	evs = nil
+	q := NewProber([]string{"router", "decode-0"}, []string{"u0", "u1"}, func(ev ledger.Event) { evs = append(evs, string(ev.Type)+" "+ev.Source) })
+	q.Observe(0, true)
+	q.Observe(1, true)
+	tries = nil
+	q.FinalTries(newStepClock(), func(due []int) {
+		tries = append(tries, fmt.Sprint(due))
+		for _, i := range due {
+			q.Observe(i, i == 0)
+		}
+	})
+	assert.Equal(t, []string{"[0 1]", "[1]", "[1]"}, tries)
+	assert.Equal(t, []string{"target_down decode-0"}, evs)
 }

@@ -41,20 +41,23 @@ func (p *Prober) Observe(i int, ok bool) {
 // Down reports whether source i is down.
 func (p *Prober) Down(i int) bool { return p.states[i].Down() }
 
-// FinalTries gives each source that is down judge.LivenessFinalTries last chances,
-// judge.LivenessFinalGap apart, once the faults are reverted: did it come back? probe
-// asks the sources given (all of them at once) and Observes the answers.
+// FinalTries gives the sources their last say once the faults are reverted: every
+// source is asked once (one that died after its last periodic probe, as the load
+// ended, has not failed a probe yet and would pass for alive), then each that is
+// failing or down is asked again, judge.LivenessFinalTries times in all,
+// judge.LivenessFinalGap apart: did it come back, or is it gone? probe asks the sources
+// given (all of them at once) and Observes the answers.
 func (p *Prober) FinalTries(clk Clock, probe func(sources []int)) {
 	for try := 0; try < judge.LivenessFinalTries; try++ {
-		var down []int
+		var due []int
 		for i := range p.names {
-			if p.Down(i) {
-				down = append(down, i)
+			if try == 0 || p.states[i].Failing() {
+				due = append(due, i)
 			}
 		}
-		if len(down) == 0 || (try > 0 && !clk.Sleep(judge.LivenessFinalGap)) {
+		if len(due) == 0 || (try > 0 && !clk.Sleep(judge.LivenessFinalGap)) {
 			return
 		}
-		probe(down)
+		probe(due)
 	}
 }

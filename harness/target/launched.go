@@ -207,7 +207,9 @@ func (t *Launched) Stop(ctx context.Context) error {
 	if t.links != nil {
 		errs = append(errs, t.links.Close())
 	}
-	if err := checkGroupsGone(ctx, groups, teardownBound); err != nil {
+	// Its own bound, not what is left of ctx: when the stops used ctx up, the processes
+	// they SIGKILLed as it ran out (and their children) are still dying, not left behind.
+	if err := checkGroupsGone(context.WithoutCancel(ctx), groups, teardownBound); err != nil {
 		errs = append(errs, err)
 	} else if len(groups) > 0 {
 		t.cfg.log.Info("teardown checked: no launched process left", "groups", len(groups))
@@ -298,6 +300,29 @@ func (t *Launched) Process(name string) (chaos.Process, error) {
 		out.URL = u.Scheme + "://" + u.Host
 	}
 	return out, nil
+}
+
+// Alive is the liveness of a launched process with no health_url, which nothing else
+// probes: an error when it exited (a crash the harness did not ask for, or one it did)
+// or is stopped (SIGSTOP), as a health probe would fail then.
+func (t *Launched) Alive(name string) error {
+	_, p, err := t.find(name)
+	if err != nil {
+		return err
+	}
+	st, err := p.State()
+	switch {
+	case err != nil:
+		return fmt.Errorf("target: %s: %w", name, err)
+	case st == supervisor.StateGone || st == supervisor.StateZombie:
+		if ex := p.Exit(); ex.Status != "" {
+			return fmt.Errorf("target: %s (pid %d) exited: %s", name, ex.PID, ex.Status)
+		}
+		return fmt.Errorf("target: %s exited", name)
+	case st == supervisor.StateStopped:
+		return fmt.Errorf("target: %s (pid %d) is stopped", name, p.PID())
+	}
+	return nil
 }
 
 // Signal implements Supervisor: the signal goes to the process's whole group.

@@ -2,7 +2,9 @@ package target
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os/exec"
 	"strconv"
@@ -104,4 +106,43 @@ func TestLaunchedLinkErrors(t *testing.T) {
 	spec.Command = append(spec.Command, "--x={link:nope}")
 	_, err := StartLaunched(context.Background(), scenarios.Target{URL: "http://127.0.0.1:1", Launch: []scenarios.Launch{spec}}, t.TempDir())
 	require.ErrorContains(t, err, "{link:nope}: target.links is empty")
+}
+
+// Processes that ignore SIGTERM use up the caller's bound in Stop (each has the stop
+// timeout before SIGKILL), and the ones SIGKILLed as it runs out are still dying when
+// the teardown is checked. The check must give them its own bound rather than call
+// them left behind at once (ErrLeftBehind makes the run invalid).
+func TestStopOutOfTimeWaitsForTheKilled(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	spec := scenarios.Launch{Name: "stubborn", Role: "colocated", Command: []string{"sh", "-c", `trap "" TERM; sleep 300`}}
+	l, err := StartLaunched(context.Background(), scenarios.Target{URL: "http://" + ln.Addr().String(), Launch: []scenarios.Launch{spec}},
+		t.TempDir(), WithStopTimeout(time.Minute, 0))
+	require.NoError(t, err)
+	p, err := l.Process("stubborn")
+	require.NoError(t, err)
+	// A member of its process group that dies as the group is signalled but is reaped
+	// (by this test, its parent) only a moment after its leader: a worker still exiting.
+	member := exec.Command("sleep", "300")
+	member.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: p.PID}
+	require.NoError(t, member.Start())
+	reaped := make(chan struct{})
+	go func() {
+		defer close(reaped)
+		for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if errors.Is(syscall.Kill(p.PID, 0), syscall.ESRCH) {
+				break // the leader is gone: Stop is at its teardown check
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+		_ = member.Wait()
+	}()
+	// The caller's bound runs out long before the stop timeout: SIGKILL then.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err = l.Stop(ctx)
+	<-reaped
+	require.NoError(t, err)
+	assert.ErrorIs(t, syscall.Kill(-p.PID, 0), syscall.ESRCH)
 }
