@@ -159,22 +159,9 @@ func ExitCode(runs []RunResult) int {
 	return code
 }
 
-// Ports a launched target's processes listen on differ from night to night (harness
-// nightly --reference takes free ports) without changing what is measured; Refusal
-// masks them before comparing identities.
-var (
-	portFlagRE = regexp.MustCompile(`(--[A-Za-z0-9-]*port[A-Za-z0-9-]*[= ])[0-9]+`)
-	hostPortRE = regexp.MustCompile(`((?:[0-9]{1,3}\.){3}[0-9]{1,3}|localhost|\[[0-9a-fA-F:]+\]):[0-9]+`)
-)
-
-func maskPorts(launch string) string {
-	return hostPortRE.ReplaceAllString(portFlagRE.ReplaceAllString(launch, "${1}<port>"), "${1}:<port>")
-}
-
 // Refusal says why a baseline night's run cannot be pooled with tonight's: how their
 // identities differ (sim vs real, backend, profile, server version, target.launch),
-// ports aside. None: pool it.
+// ports aside (reports.MaskPorts). None: pool it.
 func Refusal(base, tonight reports.Identity) []string {
-	base.Launch, tonight.Launch = maskPorts(base.Launch), maskPorts(tonight.Launch)
 	return base.Differences(tonight)
 }

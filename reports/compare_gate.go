@@ -3,6 +3,7 @@ package reports
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -248,7 +249,8 @@ func IdentityOf(r *Results, scenarioJSON []byte) (Identity, error) {
 	return id, nil
 }
 
-// Differences says, field by field, how two identities differ (none: comparable).
+// Differences says, field by field, how two identities differ (none: comparable);
+// launches that differ only in their ports do not (MaskPorts).
 func (a Identity) Differences(b Identity) []string {
 	var out []string
 	diff := func(what, x, y string) {
@@ -262,8 +264,25 @@ func (a Identity) Differences(b Identity) []string {
 	diff("backend", a.Backend, b.Backend)
 	diff("profile", a.Profile, b.Profile)
 	diff("server version", a.ServerVersion, b.ServerVersion)
-	diff("target.launch", a.Launch, b.Launch)
+	if MaskPorts(a.Launch) != MaskPorts(b.Launch) {
+		diff("target.launch", a.Launch, b.Launch)
+	}
 	return out
+}
+
+// Ports a launched target's processes listen on differ from run to run (harness nightly
+// --reference and the launcher take free ports) without changing what is measured: two
+// launches that differ only in their ports are the same target (compare, the nightly's
+// pooling and the trend page's change marks all judge them so).
+var (
+	portFlagRE = regexp.MustCompile(`(--[A-Za-z0-9-]*port[A-Za-z0-9-]*[= ])[0-9]+`)
+	hostPortRE = regexp.MustCompile(`((?:[0-9]{1,3}\.){3}[0-9]{1,3}|localhost|\[[0-9a-fA-F:]+\]):[0-9]+`)
+)
+
+// MaskPorts is launch (Identity.Launch) with its port numbers replaced by <port>: port
+// flags (--port=N, --grpc-port N) and host:port addresses.
+func MaskPorts(launch string) string {
+	return hostPortRE.ReplaceAllString(portFlagRE.ReplaceAllString(launch, "${1}<port>"), "${1}:<port>")
 }
 
 // ContentionLines are each run's contention ("BASE contention: ..."), for compare.md and compare.html.

@@ -140,8 +140,12 @@ func TestIdentityDifferences(t *testing.T) {
 	assert.Equal(t, []string{`backend "simtime" vs "tinyref"`, `profile "llama3-8b-h100" vs (none)`}, a.Differences(id("", "", `{}`)))
 	l := id("", "0.4.1", launch)
 	assert.Equal(t, "decode: python3 -m sglang.launch_server --port 30001", l.Launch)
-	assert.Equal(t, []string{`server version "0.4.1" vs "0.4.2"`, `target.launch "decode: python3 -m sglang.launch_server --port 30001" vs "decode: python3 -m sglang.launch_server --port 30002"`},
-		l.Differences(id("", "0.4.2", strings.Replace(launch, "30001", "30002", 1))))
+	assert.Equal(t, []string{`server version "0.4.1" vs "0.4.2"`}, l.Differences(id("", "0.4.2", strings.Replace(launch, "30001", "30002", 1))),
+		"launches that differ only in their ports are the same target")
+	assert.Equal(t, []string{`target.launch "decode: python3 -m sglang.launch_server --port 30001" vs "decode: python3 -m sglang.launch_server --port 30001 --tp 2"`},
+		l.Differences(id("", "0.4.1", strings.Replace(launch, `"30001"]`, `"30001", "--tp", "2"]`, 1))))
+	assert.Equal(t, "x --port=<port> y 127.0.0.1:<port> [::1]:<port> --grpc-port <port> --base-gpu-id=1",
+		MaskPorts("x --port=30000 y 127.0.0.1:8998 [::1]:9 --grpc-port 7 --base-gpu-id=1"))
 	_, err := IdentityOf(&Results{}, []byte("{"))
 	assert.ErrorContains(t, err, "reports: identity")
 }

@@ -71,3 +71,24 @@ func TestTrendLabelsAndChanges(t *testing.T) {
 	assert.Equal(t, "Silent drops", FigureLabel("silent_drops"))
 	assert.Equal(t, "new figure", FigureLabel("new_figure"))
 }
+
+// TestTrendIgnoresPortOnlyLaunchChanges: nightly --reference takes free ports each
+// night, so launches that differ only in their ports mark no change; another flag does.
+func TestTrendIgnoresPortOnlyLaunchChanges(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 2, 0, 0, 0, time.UTC)
+	entry := func(day int, launch string) reports.HistoryEntry {
+		return reports.HistoryEntry{Scenario: "nightly", Digest: "d1", Time: t0.Add(time.Duration(day) * 24 * time.Hour),
+			Verdict: reports.VerdictPass, Figures: map[string]float64{"ttft_p50": 0.1},
+			Identity: &reports.Identity{Mode: "real", Backend: "launched", Launch: launch}}
+	}
+	entries := []reports.HistoryEntry{
+		entry(0, "decode: pdserver --port=34521 --prefill http://127.0.0.1:40055"),
+		entry(1, "decode: pdserver --port=39025 --prefill http://127.0.0.1:32999"),
+		entry(2, "decode: pdserver --port=39025 --prefill http://127.0.0.1:32999 --tp 2"),
+	}
+	var buf bytes.Buffer
+	require.NoError(t, WriteTrend(&buf, entries, nil, func(reports.HistoryEntry) string { return "" }))
+	page := buf.String()
+	assert.Equal(t, 1, strings.Count(page, "<td>launch "), "one launch change, the flag's:\n%s", page)
+	assert.Contains(t, page, "--tp 2&#34;</td>")
+}
