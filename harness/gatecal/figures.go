@@ -138,11 +138,17 @@ func (r *Report) Choose() (rel, tail map[string]float64) {
 }
 
 // Met reports whether the gate's floors meet the goals: false alarms over every latency
-// row, and detection of each slowdown on TTFT and on ITL.
+// row, and detection of each slowdown on TTFT and on ITL. A goal with no pairs to
+// measure it is not met: 0 of 0 is no evidence.
 func (r *Report) Met() (bool, []string) {
 	var why []string
-	if fa, n := r.Rate(0, "", "", r.Floors); fa > GoalFalseAlarm {
+	if fa, n := r.Rate(0, "", "", r.Floors); n == 0 {
+		why = append(why, "false alarms not measured: no same-server pairs")
+	} else if fa > GoalFalseAlarm {
 		why = append(why, fmt.Sprintf("false alarms %.1f%% of %d same-server pairs (goal ≤ %g%%)", 100*fa, n, 100*GoalFalseAlarm))
+	}
+	if len(r.Slowdowns) == 0 {
+		why = append(why, "detection not measured: no slowdowns")
 	}
 	for _, s := range r.Slowdowns {
 		goal := GoalDetect10
@@ -150,7 +156,9 @@ func (r *Report) Met() (bool, []string) {
 			goal = GoalDetect25
 		}
 		for _, m := range []string{"ttft", "itl"} {
-			if d, n := r.Rate(s, m, "", r.Floors); d < goal {
+			if d, n := r.Rate(s, m, "", r.Floors); n == 0 {
+				why = append(why, fmt.Sprintf("%s detection %g%% slower not measured: no pairs", strings.ToUpper(m), 100*s))
+			} else if d < goal {
 				why = append(why, fmt.Sprintf("%s detected in %.1f%% of %d pairs %g%% slower (goal ≥ %g%%)", strings.ToUpper(m), 100*d, n, 100*s, 100*goal))
 			}
 		}

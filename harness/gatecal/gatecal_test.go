@@ -80,3 +80,15 @@ func TestRateAndChoose(t *testing.T) {
 	d, _ = rep.Rate(0.1, "itl", "p90", floors)
 	assert.Zero(t, d, "no p90 row")
 }
+
+// TestMetNeedsPairs: a goal with no pairs to measure it is not met (a saved file with no
+// same-server pairs, or none at a slowdown, once printed "Goals met" on 0 of 0).
+func TestMetNeedsPairs(t *testing.T) {
+	floors := reports.CompareOptions{}.EffectiveFloors()
+	ok, why := (&Report{Floors: floors}).Met()
+	assert.False(t, ok)
+	assert.Equal(t, []string{"false alarms not measured: no same-server pairs", "detection not measured: no slowdowns"}, why)
+	ok, why = (&Report{Floors: floors, Slowdowns: []float64{0.1}, Results: []Pair{{}}}).Met()
+	assert.False(t, ok)
+	assert.Equal(t, []string{"TTFT detection 10% slower not measured: no pairs", "ITL detection 10% slower not measured: no pairs"}, why)
+}
