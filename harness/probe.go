@@ -137,9 +137,9 @@ func (p *probes) stop() {
 }
 
 // probe sends one GET to target i (or reads its process state: processURL) and
-// records what it says. Only one probe of a
-// target runs at a time (its loop, or the final tries after that loop ended), so its
-// liveness needs no lock. A probe cut short by ctx says nothing.
+// records what it says. Only one probe of a target runs at a time (its loop, or the
+// final tries after that loop ended), so its liveness needs no lock. A probe cut short
+// by ctx says nothing.
 func (p *probes) probe(ctx context.Context, i int) {
 	t := &p.targets[i]
 	var health *healthProbe

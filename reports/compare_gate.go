@@ -249,23 +249,36 @@ func IdentityOf(r *Results, scenarioJSON []byte) (Identity, error) {
 	return id, nil
 }
 
-// Differences says, field by field, how two identities differ (none: comparable);
-// launches that differ only in their ports do not (MaskPorts).
-func (a Identity) Differences(b Identity) []string {
-	var out []string
-	diff := func(what, x, y string) {
-		if x != y {
-			out = append(out, fmt.Sprintf("%s %s vs %s", what, format.OrNone(x), format.OrNone(y)))
+// IdentityChange is one field in which two identities differ.
+type IdentityChange struct {
+	What, From, To string // "mode", "backend", "profile", "server version", "target.launch"
+}
+
+// Changes lists, field by field, how b differs from a; launches that differ only in
+// their ports do not (MaskPorts). Compare's Differences and the trend page's change
+// marks both read it.
+func (a Identity) Changes(b Identity) []IdentityChange {
+	var out []IdentityChange
+	for _, f := range []IdentityChange{
+		{"mode", a.Mode, b.Mode}, {"backend", a.Backend, b.Backend}, {"profile", a.Profile, b.Profile},
+		{"server version", a.ServerVersion, b.ServerVersion}, {"target.launch", a.Launch, b.Launch},
+	} {
+		if f.From != f.To && (f.What != "target.launch" || MaskPorts(f.From) != MaskPorts(f.To)) {
+			out = append(out, f)
 		}
 	}
-	if a.Mode != b.Mode {
-		out = append(out, fmt.Sprintf("%s run vs %s run (a simulated run is not a measurement of a real one)", a.Mode, b.Mode))
-	}
-	diff("backend", a.Backend, b.Backend)
-	diff("profile", a.Profile, b.Profile)
-	diff("server version", a.ServerVersion, b.ServerVersion)
-	if MaskPorts(a.Launch) != MaskPorts(b.Launch) {
-		diff("target.launch", a.Launch, b.Launch)
+	return out
+}
+
+// Differences says how two identities differ (none: comparable), one sentence a change.
+func (a Identity) Differences(b Identity) []string {
+	var out []string
+	for _, c := range a.Changes(b) {
+		if c.What == "mode" {
+			out = append(out, fmt.Sprintf("%s run vs %s run (a simulated run is not a measurement of a real one)", c.From, c.To))
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %s vs %s", c.What, format.OrNone(c.From), format.OrNone(c.To)))
 	}
 	return out
 }

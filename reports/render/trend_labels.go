@@ -34,17 +34,8 @@ func trendChanges(prev, cur reports.HistoryEntry) []string {
 	if prev.Identity == nil || cur.Identity == nil {
 		return out
 	}
-	a, b := *prev.Identity, *cur.Identity
-	for _, f := range []struct{ what, x, y string }{
-		{"mode", a.Mode, b.Mode}, {"backend", a.Backend, b.Backend}, {"profile", a.Profile, b.Profile},
-		{"server version", a.ServerVersion, b.ServerVersion}, {"launch", a.Launch, b.Launch},
-	} {
-		if f.what == "launch" && reports.MaskPorts(f.x) == reports.MaskPorts(f.y) {
-			continue // only the ports moved: the same target
-		}
-		if f.x != f.y {
-			out = append(out, fmt.Sprintf("%s %s → %s", f.what, format.OrNone(f.x), format.OrNone(f.y)))
-		}
+	for _, c := range prev.Identity.Changes(*cur.Identity) {
+		out = append(out, fmt.Sprintf("%s %s → %s", c.What, format.OrNone(c.From), format.OrNone(c.To)))
 	}
 	return out
 }

@@ -89,6 +89,6 @@ func TestTrendIgnoresPortOnlyLaunchChanges(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, WriteTrend(&buf, entries, nil, func(reports.HistoryEntry) string { return "" }))
 	page := buf.String()
-	assert.Equal(t, 1, strings.Count(page, "<td>launch "), "one launch change, the flag's:\n%s", page)
+	assert.Equal(t, 1, strings.Count(page, "<td>target.launch "), "one launch change, the flag's:\n%s", page)
 	assert.Contains(t, page, "--tp 2&#34;</td>")
 }
