@@ -119,15 +119,25 @@ func (l *link) writeLoop() {
 				return
 			}
 		case <-l.notify:
-			l.qmu.Lock()
-			q := l.q
-			l.q = nil
-			l.qmu.Unlock()
-			for _, m := range q {
+			// Each message leaves the queue only once written: while the queue is not
+			// empty tryInline queues behind it. (Taking the whole queue first let an
+			// inline write, partial on a full socket, land between two of its messages.)
+			for {
+				l.qmu.Lock()
+				if len(l.q) == 0 {
+					l.qmu.Unlock()
+					break
+				}
+				m := l.q[0]
+				l.qmu.Unlock()
 				if err := l.write(m); err != nil {
 					l.kill(fmt.Errorf("%w: write to %s: %w", ErrConnection, l.peer, err))
 					return
 				}
+				l.qmu.Lock()
+				l.q[0] = nil
+				l.q = l.q[1:]
+				l.qmu.Unlock()
 			}
 		}
 	}
