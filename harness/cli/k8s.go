@@ -45,10 +45,12 @@ func (a *app) k8sRenderCommand() *cobra.Command {
 		Long: `render prints multi-document YAML for kubectl apply -f -: a ConfigMap holding the
 scenario file, a ReadWriteMany PersistentVolumeClaim for the output (unless --out-volume names
 an existing one), an Indexed Job of N pods where pod JOB_COMPLETION_INDEX runs
-  harness run /scenario/scenario.yaml --shard $((JOB_COMPLETION_INDEX+1))/N --out /out/shard-$((JOB_COMPLETION_INDEX+1))
+  harness run /scenario/scenario.yaml --shard $((JOB_COMPLETION_INDEX+1))/N --out /out/RUN/shard-$((JOB_COMPLETION_INDEX+1))
 and a merge Job whose initContainer waits (bounded by the shard Job's deadline) for every
-shard's marker /out/shard-I.done before it runs
-  harness merge /out/shard-1 ... /out/shard-N --out /out/merged
+shard's marker /out/RUN/shard-I.done before it runs
+  harness merge /out/RUN/shard-1 ... /out/RUN/shard-N --out /out/RUN/merged
+RUN is the run id (label pdsoak.dev/run-id): every render is a new run, named after the
+scenario, the time and four random characters; --run-id chooses it.
 Deadlines and retries are derived from the scenario's duration, deadlines and drain.
 For an object store, mount a bucket through a CSI driver as a PVC and pass --out-volume.`,
 		Args: exactlyOne,
@@ -85,7 +87,7 @@ For an object store, mount a bucket through a CSI driver as a PVC and pass --out
 	fl.StringVar(&o.StorageClass, "storage-class", "", "storage class of the rendered output PVC (default: the cluster's)")
 	fl.StringVar(&o.Target, "target", "", "endpoint URL every shard drives, e.g. "+k8s.RouterURL("NS")+" (default: the scenario's target)")
 	fl.StringVar(&o.MetricsURL, "metrics-url", "", "the target's Prometheus endpoint for every shard, e.g. "+k8s.RouterURL("NS")+"/metrics (needed by no_leaks with --target)")
-	fl.StringVar(&o.RunID, "run-id", "", "names and labels the run's objects (default: the scenario name and a hash of the inputs)")
+	fl.StringVar(&o.RunID, "run-id", "", "names and labels the run's objects (default: a fresh one per render: the scenario name, the time and four random characters)")
 	fl.StringVar(&o.Shard.CPU, "cpu", k8s.DefaultCPU, "CPU request of a shard pod (limit: twice it)")
 	fl.StringVar(&o.Shard.Memory, "memory", k8s.DefaultMemory, "memory request and limit of a shard pod")
 	fl.StringVar(&o.Merge.CPU, "merge-cpu", k8s.DefaultMergeCPU, "CPU request of the merge pod (limit: twice it)")

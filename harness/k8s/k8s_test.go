@@ -442,7 +442,7 @@ func TestRouterURL(t *testing.T) {
 // TestGolden pins the rendered output (go test ./harness/k8s -run Golden -update).
 func TestGolden(t *testing.T) {
 	sc, content := loadScenario(t, "smoke")
-	run, err := k8s.RenderRun(sc, content, k8s.RunOptions{Shards: 4, Image: "pdsoak:dev", Namespace: "soak"})
+	run, err := k8s.RenderRun(sc, content, k8s.RunOptions{Shards: 4, Image: "pdsoak:dev", Namespace: "soak", RunID: "smoke-f9396370"})
 	require.NoError(t, err)
 	ref, err := k8s.RenderReference(k8s.ReferenceOptions{Prefill: 1, Decode: 1, Image: "pdsoak:dev", Namespace: "soak"})
 	require.NoError(t, err)
@@ -487,6 +487,39 @@ func FuzzRunNames(f *testing.F) {
 		require.Empty(t, validation.IsDNS1123Subdomain(d.configMaps[0].Name))
 		require.Empty(t, validation.IsDNS1123Subdomain(d.pvcs[0].Name))
 	})
+}
+
+// Every render is a run of its own: a nightly renders the same inputs every night, and
+// when the names were a hash of the inputs the second night's `kubectl apply` met the first
+// night's finished Jobs ("unchanged"), ran nothing, and `kubectl wait` reported the old
+// verdict. --run-id still chooses the names.
+func TestEveryRenderIsANewRun(t *testing.T) {
+	sc, content := loadScenario(t, "smoke")
+	o := k8s.RunOptions{Shards: 2, Image: "pdsoak:dev", OutVolume: "kept"}
+	ids := map[string]bool{}
+	for range 3 {
+		objs, err := k8s.RenderRun(sc, content, o)
+		require.NoError(t, err)
+		run := objs[0].(*corev1.ConfigMap).Labels[k8s.LabelRunID]
+		assert.Regexp(t, `^smoke-\d{10}-[a-z2-7]{4}$`, run)
+		for _, obj := range objs {
+			if j, ok := obj.(*batchv1.Job); ok {
+				assert.Contains(t, j.Name, run, "the Jobs are named after the run")
+			}
+		}
+		ids[run] = true
+	}
+	assert.Len(t, ids, 3, "three renders of the same inputs, three runs")
+
+	o.RunID = "nightly-1203"
+	objs, err := k8s.RenderRun(sc, content, o)
+	require.NoError(t, err)
+	assert.Equal(t, "nightly-1203", objs[0].(*corev1.ConfigMap).Labels[k8s.LabelRunID], "--run-id is kept")
+
+	at := time.Date(2026, 12, 3, 22, 41, 0, 0, time.FixedZone("CET", 3600))
+	id := k8s.NewRunID("A Very Long Scenario Name That Goes On And On", at)
+	assert.Regexp(t, `^a-very-long-scenario-nam-2612032141-[a-z2-7]{4}$`, id, "the name cut to 24, the time in UTC")
+	assert.LessOrEqual(t, len(id), 40)
 }
 
 // Two runs on one existing claim (--out-volume: a bucket or share kept across runs): each

@@ -1,12 +1,12 @@
 package k8s
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
+	"crypto/rand"
 	"fmt"
 	"math"
 	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -59,8 +59,8 @@ type RunOptions struct {
 	// MetricsURL is passed to every shard as --metrics-url (the target's Prometheus
 	// endpoint, e.g. the router Service's /metrics), for no_leaks against a --target.
 	MetricsURL string
-	// RunID names and labels this run's objects; empty derives it from the scenario's
-	// content and the options, so rendering twice gives the same names.
+	// RunID names and labels this run's objects; empty is a fresh one (NewRunID), so
+	// every render is a run of its own.
 	RunID string
 	Shard Resources
 	Merge Resources
@@ -111,11 +111,15 @@ func BoundsOf(sc *scenarios.Scenario) Bounds {
 
 func seconds(d time.Duration) *int64 { return ptr(int64(math.Ceil(d.Seconds()))) }
 
-// RunID derives a run id: the scenario's name and a hash of everything rendered.
-func RunID(sc *scenarios.Scenario, content []byte, o RunOptions) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%d\x00%s\x00%s\x00%s\x00", content, o.Shards, o.Image, o.Target, o.MetricsURL)
-	return dnsLabel(sc.Name, 30) + "-" + hex.EncodeToString(h.Sum(nil))[:8]
+// NewRunID is a fresh run id for a scenario named name: the name, the time of the
+// render (UTC, to the minute) and four random characters. Why fresh and not a hash of the
+// inputs: a nightly renders the same inputs every night, and with the same names the second
+// night's `kubectl apply` answered "unchanged" to the first night's finished Jobs (kept a
+// week, TTLSecondsAfterFinished), ran nothing, and `kubectl wait` and the merge's logs
+// reported the old night's verdict as the new one's. --run-id chooses one (to render a
+// run's manifests again).
+func NewRunID(name string, now time.Time) string {
+	return dnsLabel(name, 24) + "-" + now.UTC().Format("0601021504") + "-" + strings.ToLower(rand.Text()[:4])
 }
 
 // RenderRun renders a sharded run of sc: the scenario ConfigMap, the output PVC (unless
@@ -156,7 +160,7 @@ func RenderRun(sc *scenarios.Scenario, content []byte, o RunOptions) ([]runtime.
 		return nil, fmt.Errorf("k8s: --storage %q: %w", o.StorageSize, err)
 	}
 	if o.RunID == "" {
-		o.RunID = RunID(sc, content, o)
+		o.RunID = NewRunID(sc.Name, time.Now())
 	}
 	runID := dnsLabel(o.RunID, 40) // "pdsoak-"+runID+"-shards" stays a 63-character label (the pods carry the Job name as a label)
 	base := "pdsoak-" + runID
