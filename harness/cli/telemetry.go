@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/pflag"
 
@@ -25,12 +26,14 @@ const telemetryCloseBound = 15 * time.Second
 // --otlp-endpoint.
 type telemetryFlags struct {
 	listen, remoteWrite, otlp string
+	instance                  string
 	interval                  time.Duration
 }
 
 func (f *telemetryFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.listen, "metrics-listen", "", "serve the run's live Prometheus series (pdsoak_*) on http://ADDR/metrics until its reports are written, e.g. 127.0.0.1:9464")
 	fs.StringVar(&f.remoteWrite, "prometheus-remote-write", "", "push the same series to this Prometheus remote-write URL (remote write 1.0, e.g. http://prometheus:9090/api/v1/write) every --remote-write-interval and once at the end")
+	fs.StringVar(&f.instance, "remote-write-instance", "", "the instance label of every pushed series (default: HOST:PID), so that runs pushing at once write series of their own")
 	fs.DurationVar(&f.interval, "remote-write-interval", telemetry.DefaultPushInterval, "how often --prometheus-remote-write pushes")
 	fs.StringVar(&f.otlp, "otlp-endpoint", "", "export one span per request over OTLP/HTTP to this endpoint (e.g. http://collector:4318), with the trace id each request's traceparent header carried")
 }
@@ -39,7 +42,7 @@ func (f *telemetryFlags) register(fs *pflag.FlagSet) {
 // usage error naming the flag.
 func (f *telemetryFlags) config(sc *scenarios.Scenario, sh harness.Shard, label string, log *slog.Logger) (telemetry.Config, error) {
 	c := telemetry.Config{MetricsListen: f.listen, RemoteWrite: f.remoteWrite, OTLPEndpoint: f.otlp,
-		RemoteWriteInterval: f.interval, Logger: log,
+		RemoteWriteInterval: f.interval, Instance: f.instance, Logger: log,
 		Labels: telemetry.Labels{Scenario: sc.Name, Seed: sc.Seed, Label: label}}
 	if sh.Count > 0 {
 		c.Labels.Shard = strconv.Itoa(sh.Index)
@@ -57,6 +60,12 @@ func (f *telemetryFlags) config(sc *scenarios.Scenario, sh harness.Shard, label 
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			return c, usageError("%s %q: want an http:// or https:// URL with a host", u.flag, u.val)
 		}
+	}
+	if f.instance != "" && f.remoteWrite == "" {
+		return c, usageError("--remote-write-instance %q: needs --prometheus-remote-write", f.instance)
+	}
+	if !utf8.ValidString(f.instance) {
+		return c, usageError("--remote-write-instance %q: not UTF-8 (Prometheus refuses such a label value)", f.instance)
 	}
 	if f.remoteWrite != "" && f.interval <= 0 {
 		return c, usageError("--remote-write-interval %v: must be positive", f.interval)

@@ -32,6 +32,7 @@ import (
 	"pdsoak/harness"
 	"pdsoak/harness/telemetry"
 	"pdsoak/ledger"
+	"pdsoak/reports"
 	"pdsoak/scenarios"
 	"pdsoak/server/api"
 	"pdsoak/server/gen"
@@ -187,6 +188,8 @@ func TestTelemetryFlagErrors(t *testing.T) {
 		{"listen on a busy port", []string{"--metrics-listen", busy.Addr().String()}, "telemetry: metrics listener"},
 		{"remote write not a URL", []string{"--prometheus-remote-write", "prometheus:9090"}, "--prometheus-remote-write \"prometheus:9090\": want an http:// or https:// URL"},
 		{"otlp without host", []string{"--otlp-endpoint", "http://"}, "--otlp-endpoint"},
+		{"instance without remote write", []string{"--remote-write-instance", "ci-7"}, `--remote-write-instance "ci-7": needs --prometheus-remote-write`},
+		{"instance not UTF-8", []string{"--prometheus-remote-write", "http://127.0.0.1:1/api/v1/write", "--remote-write-instance", "a\xffb"}, "--remote-write-instance \"a\\xffb\": not UTF-8"},
 		{"zero interval", []string{"--prometheus-remote-write", "http://127.0.0.1:1/api/v1/write", "--remote-write-interval", "0s"}, "--remote-write-interval 0s: must be positive"},
 	}
 	for _, tt := range tests {
@@ -217,41 +220,64 @@ func TestPrometheusRemoteWriteMatchesResults(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprint(w, `{"error":{"message":"overloaded","type":"overloaded","code":503}}`)
 	})
-	out := filepath.Join(t.TempDir(), "out")
-	code, stdout, stderr := execute(t, []string{"run", e2eScenario(t, false), "--target", srv.URL, "--out", out, "-q",
-		"--prometheus-remote-write", prom + "/api/v1/write", "--remote-write-interval", "300ms", "--label", "abc123", "--seed", "5"},
-		WithRunner(harnessRun))
-	require.Equal(t, ExitPass, code, "%s\n%s", stdout, stderr)
-	assert.NotContains(t, stderr, "telemetry", "every push was accepted")
-	res := readResults(t, out)
-
-	byOutcome := map[string]float64{}
-	for _, s := range promQuery(t, prom, `sum by (outcome) (pdsoak_requests_total{scenario="e2e"})`) {
-		byOutcome[s.labels["outcome"]] = s.value
+	// Two runs of one scenario push at once, as two CI jobs or a nightly on two machines
+	// do: each with an instance of its own, so Prometheus holds both runs whole. With
+	// one instance for both, Prometheus kept one counter that each run overwrote in turn
+	// (a query saw 12 of the 36 requests).
+	sc := e2eScenario(t, false)
+	results := make([]reports.Results, 2)
+	var wg sync.WaitGroup
+	for i, inst := range []string{"ci-a", "ci-b"} {
+		wg.Go(func() {
+			out := filepath.Join(t.TempDir(), "out")
+			code, stdout, stderr := execute(t, []string{"run", sc, "--target", srv.URL, "--out", out, "-q",
+				"--prometheus-remote-write", prom + "/api/v1/write", "--remote-write-interval", "300ms",
+				"--remote-write-instance", inst, "--label", "abc123", "--seed", "5"},
+				WithRunner(harnessRun))
+			if assert.Equal(t, ExitPass, code, "%s\n%s", stdout, stderr) {
+				assert.NotContains(t, stderr, "telemetry", "every push was accepted")
+				results[i] = readResults(t, out)
+			}
+		})
 	}
-	want := map[string]float64{}
-	total := 0
-	for o, n := range res.Outcomes {
-		total += n
-		if n > 0 {
-			want[string(o)] = float64(n)
+	wg.Wait()
+	require.False(t, t.Failed())
+
+	for i, inst := range []string{"ci-a", "ci-b"} {
+		res := results[i]
+		byOutcome := map[string]float64{}
+		for _, s := range promQuery(t, prom, `sum by (outcome) (pdsoak_requests_total{scenario="e2e",instance="`+inst+`"})`) {
+			byOutcome[s.labels["outcome"]] = s.value
 		}
-	}
-	require.Positive(t, total, "the run sent requests (how many depends on the machine: the comparison is what matters)")
-	assert.Equal(t, want, byOutcome, "Prometheus has results.json's outcome counts")
-	assert.NotZero(t, want["rejected"], "the run had refusals: the comparison covers more than one outcome")
+		want := map[string]float64{}
+		total := 0
+		for o, n := range res.Outcomes {
+			total += n
+			if n > 0 {
+				want[string(o)] = float64(n)
+			}
+		}
+		require.Positive(t, total, "the run sent requests (how many depends on the machine: the comparison is what matters)")
+		assert.Equal(t, want, byOutcome, "Prometheus has %s's results.json outcome counts", inst)
+		assert.NotZero(t, want["rejected"], "the run had refusals: the comparison covers more than one outcome")
 
-	one := func(q string) float64 {
-		s := promQuery(t, prom, q)
-		require.Len(t, s, 1, q)
-		return s[0].value
+		one := func(q string) float64 {
+			s := promQuery(t, prom, q)
+			require.Len(t, s, 1, q)
+			return s[0].value
+		}
+		sel := `{instance="` + inst + `"}`
+		assert.Equal(t, float64(total), one(`sum(pdsoak_e2e_seconds_count`+sel+`)`), "one e2e sample per request")
+		assert.Equal(t, float64(res.SilentDrops), one(`sum(pdsoak_silent_drops_total`+sel+`) or vector(0)`))
+		assert.Equal(t, 0.0, one(`sum(pdsoak_in_flight`+sel+`)`), "nothing in flight at the final push")
 	}
-	assert.Equal(t, float64(total), one(`sum(pdsoak_e2e_seconds_count)`), "one e2e sample per request")
-	assert.Equal(t, float64(res.SilentDrops), one(`sum(pdsoak_silent_drops_total) or vector(0)`))
-	assert.Equal(t, 0.0, one(`sum(pdsoak_in_flight)`), "nothing in flight at the final push")
 	info := promQuery(t, prom, `pdsoak_run_info`)
-	require.Len(t, info, 1)
-	assert.Equal(t, map[string]string{"__name__": "pdsoak_run_info", "scenario": "e2e", "seed": "5", "label": "abc123"}, info[0].labels)
+	require.Len(t, info, 2, "one run_info per run")
+	for _, s := range info {
+		assert.Contains(t, []string{"ci-a", "ci-b"}, s.labels["instance"])
+		delete(s.labels, "instance")
+		assert.Equal(t, map[string]string{"__name__": "pdsoak_run_info", "scenario": "e2e", "seed": "5", "label": "abc123", "job": "pdsoak"}, s.labels)
+	}
 
 	// Every query of the shipped Grafana dashboard is PromQL this Prometheus runs, over
 	// the series this run stored.

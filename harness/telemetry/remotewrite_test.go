@@ -7,6 +7,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -307,4 +309,27 @@ func TestPusherRateLimitedSaysSo(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "429")
 	assert.ErrorContains(t, err, "ingestion rate limit exceeded")
+}
+
+// A run's pushed series name their source (job, instance: this host and process by
+// default), as a scrape's would: two runs of one scenario pushing at once write series of
+// their own instead of overwriting one counter in turn.
+func TestStartPushesJobAndInstance(t *testing.T) {
+	for _, tc := range []struct{ instance, want string }{{"", DefaultInstance()}, {"ci-7", "ci-7"}} {
+		rc := &receiver{}
+		srv := rc.start(t)
+		tel, err := Start(context.Background(), Config{RemoteWrite: srv.URL, RemoteWriteInterval: time.Hour,
+			Instance: tc.instance, Labels: Labels{Scenario: "s"}})
+		require.NoError(t, err)
+		require.NoError(t, tel.Close(context.Background()))
+		rc.mu.Lock()
+		require.NotEmpty(t, rc.pushes, "the final push")
+		for _, ts := range rc.pushes[len(rc.pushes)-1] {
+			assert.Equal(t, PushJob, ts.get("job"), ts.get("__name__"))
+			assert.Equal(t, tc.want, ts.get("instance"), ts.get("__name__"))
+		}
+		rc.mu.Unlock()
+	}
+	host, _ := os.Hostname()
+	assert.Equal(t, host+":"+strconv.Itoa(os.Getpid()), DefaultInstance())
 }

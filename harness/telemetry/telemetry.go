@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"strconv"
 	"time"
 
 	"pdsoak/ledger"
@@ -20,7 +22,25 @@ type Config struct {
 	// OTLPEndpoint is the OTLP/HTTP endpoint of the span exporter ("": none).
 	OTLPEndpoint string
 	Labels       Labels
-	Logger       *slog.Logger
+	// Instance is the instance label of every pushed series ("": DefaultInstance).
+	Instance string
+	Logger   *slog.Logger
+}
+
+// PushJob is the job label of every pushed series.
+const PushJob = "pdsoak"
+
+// DefaultInstance is the instance label a run's pushed series carry: this host and
+// process. Why pushed series need one: a scrape gets job and instance from Prometheus,
+// a push from nobody, and two runs of one scenario pushing at once (two CI jobs, a
+// nightly on two machines) wrote the same series: Prometheus kept one counter that each
+// run overwrote in turn, and a query saw 12 of the two runs' 36 requests.
+func DefaultInstance() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return host + ":" + strconv.Itoa(os.Getpid())
 }
 
 // Enabled reports whether any output is configured.
@@ -55,7 +75,11 @@ func Start(ctx context.Context, c Config) (_ *Telemetry, err error) {
 		log.Info("metrics listener up", "addr", t.listener.Addr())
 	}
 	if c.RemoteWrite != "" {
-		opts := []PushOption{WithPushLogger(log)}
+		inst := c.Instance
+		if inst == "" {
+			inst = DefaultInstance()
+		}
+		opts := []PushOption{WithPushLogger(log), WithPushLabels(map[string]string{"job": PushJob, "instance": inst})}
 		if c.RemoteWriteInterval > 0 {
 			opts = append(opts, WithPushInterval(c.RemoteWriteInterval))
 		}
