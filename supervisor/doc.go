@@ -10,7 +10,7 @@
 //	p.Signal(syscall.SIGSTOP)    // to the whole process group
 //	p.State()                    // from /proc: running, stopped, zombie, gone
 //	err = p.Restart(ctx)         // same argv, same ports; rate-limited
-//	err = p.Stop(ctx)            // SIGTERM (+SIGCONT), SIGKILL after the stop timeout
+//	err = p.Stop(ctx)            // SIGTERM (+SIGCONT), SIGKILL after the stop timeout; bounded reap (ErrNotReaped)
 //
 // Each run of the process is owned by one goroutine, its main loop:
 //

@@ -68,3 +68,43 @@ func stateOf(letter byte) State {
 		return StateRunning
 	}
 }
+
+// NotReapedWhy says why pid, sent SIGKILL, has not been reaped, from /proc: stuck in a
+// kernel call (state D: a GPU driver or a hung filesystem; it ends when the call returns),
+// or held by a tracer (a debugger or profiler attached to it: its exit goes to the tracer
+// first, and its parent cannot reap it until the tracer collects it or detaches).
+func NotReapedWhy(pid int) string {
+	stat, err := os.ReadFile(ProcRoot + "/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "its /proc entry is unreadable: " + err.Error()
+	}
+	letter, err := ParseStat(stat)
+	if err != nil {
+		return err.Error()
+	}
+	status, _ := os.ReadFile(ProcRoot + "/" + strconv.Itoa(pid) + "/status")
+	tracer := ParseTracerPid(status)
+	switch {
+	case letter == 'D':
+		return "in uninterruptible sleep (state D): stuck in a kernel call, such as a GPU driver's or a hung filesystem's; it ends only when that call returns"
+	case tracer > 0:
+		return fmt.Sprintf("traced by pid %d (state %c): a debugger or profiler is attached, and the exit is reported to it first; detach it", tracer, letter)
+	default:
+		return fmt.Sprintf("state %c", letter)
+	}
+}
+
+// ParseTracerPid returns the TracerPid field of a /proc/<pid>/status file (0: none, or
+// not found).
+func ParseTracerPid(status []byte) int {
+	for line := range bytes.Lines(status) {
+		if v, ok := bytes.CutPrefix(line, []byte("TracerPid:")); ok {
+			n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
+			if err != nil || n < 0 {
+				return 0
+			}
+			return n
+		}
+	}
+	return 0
+}

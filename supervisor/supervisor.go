@@ -22,6 +22,10 @@ import (
 const (
 	// DefaultStopTimeout is how long Stop waits after SIGTERM before SIGKILL.
 	DefaultStopTimeout = 10 * time.Second
+	// DefaultReapTimeout bounds Stop's wait for the process to be reaped after SIGKILL.
+	// Exit after SIGKILL takes a process's teardown in the kernel (a GPU process freeing
+	// its device memory: seconds); past this bound it is stuck (NotReapedWhy).
+	DefaultReapTimeout = 30 * time.Second
 	// DefaultHealthTimeout bounds WaitHealthy.
 	DefaultHealthTimeout = 60 * time.Second
 	// DefaultHealthBackoff is the first pause between health checks; it doubles after
@@ -35,6 +39,10 @@ const (
 	DefaultRestartEvery = time.Second
 	DefaultRestartBurst = 5
 )
+
+// ErrNotReaped is wrapped by Stop when the process is still not reaped the reap timeout
+// after SIGKILL; the error says why (NotReapedWhy).
+var ErrNotReaped = errors.New("supervisor: not reaped after SIGKILL")
 
 // ErrExited is returned by WaitHealthy when the process exits before it is healthy.
 var ErrExited = errors.New("supervisor: process exited")
@@ -57,6 +65,7 @@ type config struct {
 	logPath             string
 	healthURL           string
 	stopTimeout         time.Duration
+	reapTimeout         time.Duration
 	healthTimeout       time.Duration
 	backoff, backoffMax time.Duration
 	healthReqTimeout    time.Duration
@@ -81,6 +90,9 @@ func WithHealthURL(url string) Option { return func(c *config) { c.healthURL = u
 
 // WithStopTimeout sets the SIGTERM→SIGKILL bound of Stop and Restart (<= 0: default).
 func WithStopTimeout(d time.Duration) Option { return func(c *config) { c.stopTimeout = d } }
+
+// WithReapTimeout bounds Stop's wait for the reap after SIGKILL (<= 0: default).
+func WithReapTimeout(d time.Duration) Option { return func(c *config) { c.reapTimeout = d } }
 
 // WithHealthTimeout bounds WaitHealthy (<= 0: default).
 func WithHealthTimeout(d time.Duration) Option { return func(c *config) { c.healthTimeout = d } }
@@ -133,6 +145,9 @@ func Start(name string, argv []string, opts ...Option) (*Process, error) {
 	}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.reapTimeout <= 0 {
+		cfg.reapTimeout = DefaultReapTimeout
 	}
 	if cfg.stopTimeout <= 0 {
 		cfg.stopTimeout = DefaultStopTimeout
@@ -423,13 +438,15 @@ func (p *Process) Kill(ctx context.Context) error {
 	case <-exited:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("supervisor: %s not reaped after SIGKILL: %w", p.name, ctx.Err())
+		return fmt.Errorf("supervisor: %s not reaped after SIGKILL: %w (%s)", p.name, ctx.Err(), NotReapedWhy(p.PID()))
 	}
 }
 
 // Stop ends the process: SIGTERM to its group (and SIGCONT, so a paused process can
 // handle it), then SIGKILL after the stop timeout or when ctx ends. It returns once
-// the process is reaped; stopping a process that has ended is a no-op.
+// the process is reaped, or with an error wrapping ErrNotReaped when it is not the reap
+// timeout after SIGKILL: a tool that proves servers never hang must not hang on a process
+// stuck in the kernel. Stopping a process that has ended is a no-op.
 func (p *Process) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	pid, exited := p.pid, p.exited
@@ -453,7 +470,15 @@ func (p *Process) Stop(ctx context.Context) error {
 	}
 	// The group too: whatever the leader forked must not outlive it.
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	<-exited
+	reap := time.NewTimer(p.cfg.reapTimeout)
+	defer reap.Stop()
+	select {
+	case <-exited:
+	case <-reap.C:
+		why := NotReapedWhy(pid)
+		p.log.Error("supervisor: process not reaped after SIGKILL", "name", p.name, "pid", pid, "waited", p.cfg.reapTimeout, "why", why)
+		return fmt.Errorf("%w: %s (pid %d), %v after SIGKILL: %s", ErrNotReaped, p.name, pid, p.cfg.reapTimeout, why)
+	}
 	p.wg.Wait()
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"pdsoak/internal/testutil"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +23,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
+
+// ptraceSeize is PTRACE_SEIZE (linux/ptrace.h), which package syscall does not name.
+const ptraceSeize = 0x4206
 
 // childEnv makes the test binary a fake child process (see childMain).
 const childEnv = "SUPERVISOR_TEST_CHILD"
@@ -62,6 +66,15 @@ func childMain(mode string, args []string) {
 	case "exit":
 		fmt.Println("fatal: cannot start")
 		os.Exit(3)
+	case "tracer": // attaches to pid args[0] with PTRACE_SEIZE and never collects it
+		runtime.LockOSThread() // ptrace requests belong to the attaching thread
+		pid, _ := strconv.Atoi(args[0])
+		if _, _, e := syscall.Syscall6(syscall.SYS_PTRACE, ptraceSeize, uintptr(pid), 0, 0, 0, 0); e != 0 {
+			fmt.Println("SEIZE", e)
+			os.Exit(1)
+		}
+		fmt.Println("ATTACHED")
+		time.Sleep(time.Minute) // bounded: the test kills it long before
 	case "parent":
 		p, err := Start("sleeper", []string{"sleep", "1000"}, WithLog(args[0]))
 		if err != nil {
@@ -280,4 +293,76 @@ func TestStartErrors(t *testing.T) {
 			assert.True(t, strings.HasPrefix(err.Error(), "supervisor: "), err.Error())
 		})
 	}
+}
+
+// A process that SIGKILL cannot get reaped must not hang Stop, and the error says why.
+// Real cause, made here: a tracer (as a debugger or py-spy attached to a hung server)
+// that never collects its tracee's exit, so the parent cannot reap it (the other real
+// cause, a process stuck in a kernel call in state D, cannot be made on demand).
+func TestStopBoundedWhenNotReaped(t *testing.T) {
+	p, err := Start("sleeper", []string{"sleep", "1000"}, WithStopTimeout(200*time.Millisecond), WithReapTimeout(500*time.Millisecond))
+	require.NoError(t, err)
+	argv, _ := self(t, "tracer", strconv.Itoa(p.PID()))
+	tracer := exec.Command(argv[0], argv[1:]...)
+	tracer.Env = append(os.Environ(), childEnv+"=tracer")
+	out, err := tracer.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, tracer.Start())
+	sc := bufio.NewScanner(out)
+	var line string
+	for sc.Scan() {
+		if line = sc.Text(); strings.HasPrefix(line, "ATTACHED") || strings.HasPrefix(line, "SEIZE") {
+			break
+		}
+	}
+	if strings.HasPrefix(line, "SEIZE") {
+		_ = tracer.Wait()
+		require.NoError(t, p.Stop(context.Background()))
+		t.Skipf("SKIPPED, not passed: ptrace is not permitted here (%s)", line)
+	}
+	require.Equal(t, "ATTACHED", line)
+
+	start := time.Now()
+	err = p.Stop(context.Background())
+	took := time.Since(start)
+	require.ErrorIs(t, err, ErrNotReaped, "the tracer holds the exit: Stop returns, bounded")
+	assert.Contains(t, err.Error(), fmt.Sprintf("traced by pid %d", tracer.Process.Pid))
+	assert.Contains(t, err.Error(), "sleeper")
+	assert.Less(t, took, 30*time.Second, "bounded by the stop and reap timeouts, not the tracer")
+	select {
+	case <-p.Exited():
+		t.Fatal("reaped while the tracer holds it")
+	default:
+	}
+
+	// Once the tracer is gone the process is reaped, and Stop is a no-op again.
+	require.NoError(t, tracer.Process.Kill())
+	_ = tracer.Wait()
+	select {
+	case <-p.Exited():
+	case <-time.After(30 * time.Second):
+		t.Fatal("not reaped after the tracer died")
+	}
+	require.NoError(t, p.Stop(context.Background()))
+}
+
+func TestParseTracerPid(t *testing.T) {
+	assert.Equal(t, 4242, ParseTracerPid([]byte("Name:\tsleep\nState:\tZ (zombie)\nTracerPid:\t4242\nUid:\t0\n")))
+	assert.Equal(t, 0, ParseTracerPid([]byte("Name:\tsleep\nTracerPid:\t0\n")))
+	assert.Equal(t, 0, ParseTracerPid([]byte("TracerPid:\tx\n")))
+	assert.Equal(t, 0, ParseTracerPid(nil))
+	status, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	assert.Equal(t, 0, ParseTracerPid(status), "this test is not traced")
+}
+
+func FuzzParseTracerPid(f *testing.F) {
+	f.Add([]byte("TracerPid:\t12\n"))
+	f.Add([]byte("TracerPid:\t-3\n"))
+	f.Add([]byte("Name:\tx\nTracerPid:\t99999999999999999999\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if n := ParseTracerPid(b); n < 0 {
+			t.Fatalf("negative pid %d", n)
+		}
+	})
 }
