@@ -48,8 +48,11 @@ var zooCases = []zooCase{
 	{name: "bootstrap-freeze-at-rate", assertion: reports.AssertNoSilentDrops, stage: "prefill-0: bootstrap"},
 	// The leak needs a request's timeout to fire while it is in a prefill forward pass
 	// (the aborted result is dropped without unlocking its radix nodes): timing decides
-	// whether a given run hits it; up to three runs must.
-	{name: "prefill-abort-cache-leak", assertion: reports.AssertNoLeaks, gauge: "prefill-0/pdsoak:radix_cache_locked_nodes", tries: 3},
+	// whether a given run hits it; one of up to five runs must. Five, not three: under
+	// make test-stress two of three runs were invalid (prefill took no step in the
+	// stall's proof window while 8 zoo runs and stress-ng shared 2 cores) and the third
+	// missed the race.
+	{name: "prefill-abort-cache-leak", assertion: reports.AssertNoLeaks, gauge: "prefill-0/pdsoak:radix_cache_locked_nodes", tries: 5},
 }
 
 // zooParallel bounds the harness runs TestZoo has in flight (each starts a router, a
