@@ -26,6 +26,7 @@ import (
 	"pdsoak/ledger"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
+	"pdsoak/supervisor"
 )
 
 // ErrInfrastructure marks a run that could not be judged: the target could not be
@@ -274,8 +275,9 @@ func (r *runner) run(ctx context.Context) (err error) {
 	}
 	r.tgt = tgt
 	defer func() {
-		// A launched process left behind by the teardown makes the run invalid.
-		if serr := r.stopTarget(ctx); errors.Is(serr, target.ErrLeftBehind) {
+		// A launched process left behind by the teardown, or one SIGKILL could not get
+		// reaped (the embedded topology's), makes the run invalid.
+		if serr := r.stopTarget(ctx); errors.Is(serr, target.ErrLeftBehind) || errors.Is(serr, supervisor.ErrNotReaped) {
 			err = errors.Join(err, fmt.Errorf("harness: teardown: %w: %w", serr, ErrInfrastructure))
 		}
 	}()
