@@ -63,6 +63,9 @@ func (r *runner) startWorkloads(ctx context.Context, ld *loadRun) {
 			st := w.Run(ctx, ld.t0, sender)
 			r.log.Info("workload finished", "workload", w.Name(), "requests", st.Requests)
 			if o, ok := w.(*workload.OpenLoop); ok {
+				if ctx.Err() != nil {
+					st.Stopped = context.Cause(ctx)
+				}
 				if n := o.UnsentNote(st); n != "" {
 					r.led.Emit(ledger.Event{Type: ledger.EventNote, Message: n})
 				}

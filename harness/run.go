@@ -241,6 +241,18 @@ func Run(ctx context.Context, sc *scenarios.Scenario, opts Options) (err error) 
 	if err != nil {
 		return err
 	}
+	// A ledger that can no longer be written (a full disk) ends the run as an interrupt
+	// does, with its error as the cause: every later event is lost, and hours of load
+	// nobody can judge are worse than an invalid run that says why at once.
+	ctx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	go func() {
+		select {
+		case <-led.Failed():
+			cancelRun(led.Err())
+		case <-ctx.Done():
+		}
+	}()
 	hc := &http.Client{Transport: auxTransport(sc)} // clientopts.go
 	r := &runner{sc: sc, opts: opts, log: opts.Logger, led: led, hc: hc,
 		scr: scraper{hc: hc, timeout: opts.ScrapeTimeout}, lastGPU: lastGPU, flog: flog}

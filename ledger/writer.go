@@ -18,6 +18,7 @@ type Writer struct {
 	w       *bufio.Writer
 	onEvent func(Event)
 	err     error
+	failed  chan struct{} // closed when err is first set (Failed)
 	closed  bool
 	stop    chan struct{}
 	done    chan struct{}
@@ -50,7 +51,7 @@ func Create(path string, onEvent func(Event)) (*Writer, error) {
 		return nil, fmt.Errorf("ledger: create: %w", err)
 	}
 	l := &Writer{f: f, w: bufio.NewWriterSize(f, 256<<10), onEvent: onEvent,
-		stop: make(chan struct{}), done: make(chan struct{})}
+		failed: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go l.flusher()
 	return l, nil
 }
@@ -66,7 +67,7 @@ func (l *Writer) flusher() {
 		case <-t.C:
 			l.mu.Lock()
 			if !l.closed && l.err == nil {
-				l.err = l.w.Flush()
+				l.fail(l.w.Flush())
 			}
 			l.mu.Unlock()
 		}
@@ -91,10 +92,11 @@ func (l *Writer) Emit(ev Event) {
 		return
 	}
 	if l.err == nil {
-		l.err = merr
+		l.fail(merr)
 	}
 	if l.err == nil {
-		_, l.err = l.w.Write(line)
+		_, err := l.w.Write(line)
+		l.fail(err)
 	}
 	cb := l.onEvent
 	l.mu.Unlock()
@@ -129,8 +131,30 @@ func (l *Writer) Flush() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.closed && l.err == nil {
-		l.err = l.w.Flush()
+		l.fail(l.w.Flush())
 	}
+	if l.err != nil {
+		return fmt.Errorf("ledger: %w", l.err)
+	}
+	return nil
+}
+
+// fail records err (nil: nothing) as the writer's error, the first one only; l.mu held.
+func (l *Writer) fail(err error) {
+	if err != nil && l.err == nil {
+		l.err = err
+		close(l.failed)
+	}
+}
+
+// Failed is closed once the ledger cannot be written (a full disk, an I/O error): every
+// event after that is lost, so a run that goes on can no longer be judged (Err says why).
+func (l *Writer) Failed() <-chan struct{} { return l.failed }
+
+// Err is the first error the ledger met (nil: none).
+func (l *Writer) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.err != nil {
 		return fmt.Errorf("ledger: %w", l.err)
 	}

@@ -70,3 +70,30 @@ func TestWriterCreateError(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist)
 	assert.Contains(t, err.Error(), "ledger: ")
 }
+
+// A ledger that cannot be written says so at once (Failed, Err), so the run can stop
+// rather than drive load nobody can judge. /dev/full refuses every write with ENOSPC, as
+// a full disk does.
+func TestWriterFailedOnFullDisk(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skipf("SKIPPED, not passed: no /dev/full here (%v)", err)
+	}
+	w, err := Create("/dev/full", nil)
+	require.NoError(t, err)
+	select {
+	case <-w.Failed():
+		t.Fatal("failed before anything was written")
+	default:
+	}
+	require.NoError(t, w.Err())
+	w.Emit(Event{Type: EventNote, Message: "lost"})
+	require.Error(t, w.Flush())
+	select {
+	case <-w.Failed():
+	default:
+		t.Fatal("Failed not closed after a failed write")
+	}
+	assert.ErrorContains(t, w.Err(), "no space left on device")
+	w.Emit(Event{Type: EventNote, Message: "also lost"}) // no second close of Failed
+	assert.Error(t, w.Close())
+}

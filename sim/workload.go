@@ -213,7 +213,7 @@ func (st *openLoop) fire(h hit) {
 func (st *openLoop) drop() {
 	if st.left--; st.left == 0 {
 		st.r.active--
-		if n := st.o.UnsentNote(workload.Stats{Requests: st.sent, Scheduled: st.scheduled}); n != "" {
+		if n := st.o.UnsentNote(workload.Stats{Requests: st.sent, Scheduled: st.scheduled, Stopped: st.r.interrupted}); n != "" {
 			st.r.emit(ledger.Event{Type: ledger.EventNote, Message: n})
 		}
 	}

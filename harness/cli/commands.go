@@ -331,6 +331,9 @@ func (a *app) runScenario(parent context.Context, sc *scenarios.Scenario, notes 
 	// `harness report` recomputes them.
 	res, ledgerRead := computeResults(outDir, sc)
 	if err := render.WriteAll(outDir, res); err != nil {
+		if runErr != nil { // the cause comes first (a full disk stopped the ledger too)
+			fmt.Fprintln(stderr, "harness: run failed:", reports.Readable(runErr.Error()))
+		}
 		return &ExitError{Code: ExitInfra, Err: err}
 	}
 	publish(outDir, res, hist, stderr)

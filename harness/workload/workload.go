@@ -53,6 +53,9 @@ type Stats struct {
 	// Scheduled is how many requests an open loop's schedule held for this process (0:
 	// not an open loop); fewer Requests means some were never sent (UnsentNote).
 	Scheduled int
+	// Stopped is what cut the run short before the schedule was due (Ctrl-C, a ledger
+	// that could not be written; nil: nothing).
+	Stopped error
 }
 
 // UnsentNote is the ledger note for an open-loop workload that did not send its whole
@@ -64,7 +67,10 @@ func (c *Common) UnsentNote(st Stats) string {
 		return ""
 	}
 	why := "the harness fell behind its schedule (see the self-check's send lag)"
-	if m := c.Spec.MaxInFlight; m > 0 {
+	switch m := c.Spec.MaxInFlight; {
+	case st.Stopped != nil:
+		why = fmt.Sprintf("the run was stopped before they were due (%v)", st.Stopped)
+	case m > 0:
 		why = fmt.Sprintf("max_in_flight %d held them until the window ended", m)
 	}
 	return fmt.Sprintf("workload %s sent %d of its %d scheduled requests: %s; the %d others were never sent",

@@ -3,6 +3,7 @@ package workload
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sort"
@@ -385,4 +386,6 @@ func TestOpenLoopUnsentCounted(t *testing.T) {
 	assert.Empty(t, ol.UnsentNote(Stats{Requests: 7}), "no schedule")
 	ol.Spec.MaxInFlight = 0
 	assert.Contains(t, ol.UnsentNote(st), "the harness fell behind its schedule")
+	st.Stopped = errors.New("interrupted: signal")
+	assert.Contains(t, ol.UnsentNote(st), "the run was stopped before they were due (interrupted: signal)", "not blamed on the harness's lag")
 }
