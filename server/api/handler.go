@@ -299,12 +299,20 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 			return b, nil // the lean server read it, within the limit
 		}
 	}
+	tooLarge := &apiError{status: http.StatusRequestEntityTooLarge, kind: "invalid_request",
+		code: "request_too_large", msg: fmt.Sprintf("request body is larger than %d bytes", h.maxBody)}
+	if r.ContentLength > h.maxBody {
+		// From the head alone: no 100 Continue asking for a body to be refused, and no
+		// wait (up to the read timeout) for a body the client has not sent. The close
+		// keeps net/http from reading the unread body before it answers.
+		w.Header().Set("Connection", "close")
+		return nil, tooLarge
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, &apiError{status: http.StatusRequestEntityTooLarge, kind: "invalid_request",
-				code: "request_too_large", msg: fmt.Sprintf("request body is larger than %d bytes", h.maxBody)}
+			return nil, tooLarge
 		}
 		return nil, invalid("", fmt.Sprintf("reading request body: %v", err))
 	}
