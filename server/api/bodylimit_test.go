@@ -2,8 +2,11 @@ package api
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -47,6 +50,54 @@ func TestOversizedBodyRefusedBeforeUpload(t *testing.T) {
 			d := errorOf(t, response{status: resp.StatusCode, header: resp.Header, body: []byte(b.String())})
 			require.Equal(t, "request_too_large", *d.Code)
 			require.Zero(t, f.calls())
+		})
+	}
+}
+
+// TestEncodedBodyRefused: a body with a content coding (Content-Encoding: gzip) is
+// refused with 415 naming the coding, on the lean front and on net/http: it was read as
+// if it were plain JSON, so a gzip body got a misleading "not valid UTF-8" and a plain one
+// labelled gzip was served as if the label were not there.
+func TestEncodedBodyRefused(t *testing.T) {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(`{"prompt":"hi","max_tokens":2}`))
+	require.NoError(t, zw.Close())
+	for _, tc := range []struct{ name, coding, body string }{
+		{"gzip", "gzip", gz.String()},
+		{"plain labelled gzip", "gzip", `{"prompt":"hi","max_tokens":2}`},
+		{"deflate", "deflate", `{"prompt":"hi","max_tokens":2}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeGen{script: textScript("ok", "stop")}
+			addr, _ := startLean(t, f, WithLeanPaths("/v1/completions"))
+			for _, path := range []string{"/v1/completions", "/v1/chat/completions"} { // lean, net/http
+				raw := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Encoding: %s\r\nContent-Length: %d\r\n\r\n%s",
+					path, tc.coding, len(tc.body), tc.body)
+				nc, err := net.Dial("tcp", addr)
+				require.NoError(t, err)
+				require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
+				_, err = nc.Write([]byte(raw))
+				require.NoError(t, err)
+				br := bufio.NewReader(nc)
+				resp, err := http.ReadResponse(br, nil)
+				require.NoError(t, err)
+				b, err := io.ReadAll(resp.Body)
+				require.NoError(t, err)
+				require.Equal(t, http.StatusUnsupportedMediaType, resp.StatusCode, "%s: %s", path, b)
+				d := errorOf(t, response{status: resp.StatusCode, header: resp.Header, body: b})
+				require.Contains(t, d.Message, tc.coding)
+				// The connection is still good for the next request.
+				ok := `{"prompt":"hi","max_tokens":2}`
+				_, err = fmt.Fprintf(nc, "POST /v1/completions HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n%s", len(ok), ok)
+				require.NoError(t, err)
+				resp, err = http.ReadResponse(br, nil)
+				require.NoError(t, err)
+				_, _ = io.Copy(io.Discard, resp.Body)
+				require.Equal(t, http.StatusOK, resp.StatusCode)
+				nc.Close()
+			}
+			require.Equal(t, 2, f.calls(), "only the plain requests after the refusals generate")
 		})
 	}
 }

@@ -294,6 +294,12 @@ func isLoopback(remote string) bool {
 
 // readBody reads a bounded request body; a body over the limit is a 413.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+	if ce := contentCoding(r.Header); ce != "" {
+		// Read as it is, a coded body is either garbage or a lie about its bytes.
+		w.Header().Set("Accept-Encoding", "identity")
+		return nil, &apiError{status: http.StatusUnsupportedMediaType, kind: "invalid_request",
+			code: "unsupported_content_encoding", msg: fmt.Sprintf("request body has Content-Encoding %q; only identity is accepted", ce)}
+	}
 	if lb, ok := r.Body.(*leanBody); ok && int64(len(lb.b)) <= h.maxBody {
 		if b, ok := lb.whole(); ok {
 			return b, nil // the lean server read it, within the limit
@@ -317,6 +323,19 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 		return nil, invalid("", fmt.Sprintf("reading request body: %v", err))
 	}
 	return body, nil
+}
+
+// contentCoding is the first content coding of a request body other than identity ("":
+// none).
+func contentCoding(hdr http.Header) string {
+	for _, v := range hdr.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return c
+			}
+		}
+	}
+	return ""
 }
 
 // writeGuard arms a write deadline before each write to the client, so a client that
