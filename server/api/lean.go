@@ -208,16 +208,20 @@ func (s *leanServer) reap() {
 }
 
 // limit is the timeout that applies to c now (0: none).
+// While a response is in progress, a next request's bytes wait as in net/http, which
+// starts reading (and timing) them when that response ends: the timeouts are the next
+// request's, not a reason to cut the response (serveLoop restarts since at its end).
 func (s *leanServer) limit(c *leanConn) time.Duration {
+	if c.pending.Load() != 0 {
+		return 0
+	}
 	switch c.state.Load() {
 	case readHead:
 		return cmpOr(s.headerTimeout, s.readTimeout)
 	case readBody:
 		return s.readTimeout
 	case readIdle:
-		if c.pending.Load() == 0 {
-			return cmpOr(s.idle, s.readTimeout)
-		}
+		return cmpOr(s.idle, s.readTimeout)
 	}
 	return 0
 }
