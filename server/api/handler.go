@@ -242,6 +242,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt, ok := h.routes[path]
+	if id, one := strings.CutPrefix(path, "/v1/models/"); one && id != "" {
+		// An OpenAI client's models.retrieve; ids may hold slashes (org/name).
+		rt, ok = route{[]string{http.MethodGet, http.MethodHead}, func(w http.ResponseWriter, r *http.Request) { h.serveModel(w, r, id) }}, true
+	}
 	if !ok {
 		writeError(w, &apiError{status: http.StatusNotFound, kind: "invalid_request", code: "not_found",
 			msg: fmt.Sprintf("no route for %s", path)})
@@ -398,12 +402,27 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) modelObject() map[string]any {
 	m := map[string]any{"id": h.model, "object": "model", "created": h.created, "owned_by": "pdsoak", "root": h.model}
 	if h.contextLen > 0 {
 		m["max_model_len"] = h.contextLen
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{m}})
+	return m
+}
+
+func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{h.modelObject()}})
+}
+
+// serveModel is GET /v1/models/{id}: the served model, or a 404 as for a request naming
+// another one.
+func (h *Handler) serveModel(w http.ResponseWriter, r *http.Request, id string) {
+	if id != h.model {
+		writeError(w, &apiError{status: http.StatusNotFound, kind: gen.ErrorKind(gen.ErrInvalid), code: "model_not_found", param: "model",
+			msg: fmt.Sprintf("the model %q does not exist; this server serves %q", id, h.model)})
+		return
+	}
+	writeJSON(w, http.StatusOK, h.modelObject())
 }
 
 func (h *Handler) serveHealth(w http.ResponseWriter, r *http.Request) {
