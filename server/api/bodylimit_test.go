@@ -101,3 +101,23 @@ func TestEncodedBodyRefused(t *testing.T) {
 		})
 	}
 }
+
+// FuzzContentCoding: contentCoding names a coding of the header, other than identity,
+// exactly when there is one.
+func FuzzContentCoding(f *testing.F) {
+	for _, s := range []string{"", "gzip", "identity", " Identity , gzip", ",,", "br, identity"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		got := contentCoding(http.Header{"Content-Encoding": {v}})
+		want := false
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				want = true
+			}
+		}
+		if (got != "") != want || (got != "" && (!strings.Contains(v, got) || strings.EqualFold(got, "identity"))) {
+			t.Fatalf("contentCoding(%q) = %q", v, got)
+		}
+	})
+}
