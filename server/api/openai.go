@@ -103,6 +103,15 @@ func decode(body []byte, v any) *apiError {
 	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
+			if num, ok := strings.CutPrefix(te.Value, "number "); ok && jsonType(te.Type.Kind().String()) == "number" {
+				// The right JSON type, a value the field cannot hold: a fraction for an
+				// integer, or out of range.
+				what := "a number in range"
+				if k := te.Type.Kind().String(); strings.HasPrefix(k, "int") || strings.HasPrefix(k, "uint") {
+					what = "an integer in range"
+				}
+				return invalid(te.Field, fmt.Sprintf("field %q must be %s (got %s)", te.Field, what, num))
+			}
 			return invalid(te.Field, fmt.Sprintf("field %q must be of JSON type %s, not %s", te.Field, jsonType(te.Type.Kind().String()), te.Value))
 		}
 		return invalid("", fmt.Sprintf("malformed JSON: %v", err))

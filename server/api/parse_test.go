@@ -69,3 +69,22 @@ func TestRefusalFor(t *testing.T) {
 	assert.Equal(t, "transfer", r.Body.Error.Stage)
 	assert.Equal(t, "api: transfer: kv transfer failed", r.Error())
 }
+
+// TestNumberOutOfRangeMessage: a number the field cannot hold (a fraction for an
+// integer, or out of range) is named as such; the message said the field "must be of JSON
+// type number, not number 1e400", a contradiction to the client.
+func TestNumberOutOfRangeMessage(t *testing.T) {
+	h := New(&fakeGen{}, WithLogger(discardLogger()), WithContextLength(1024))
+	for body, want := range map[string]string{
+		`{"prompt":"x","max_tokens":1e400}`:  `field "max_tokens" must be an integer in range (got 1e400)`,
+		`{"prompt":"x","max_tokens":2.5}`:    `field "max_tokens" must be an integer in range (got 2.5)`,
+		`{"prompt":"x","seed":1e20}`:         `field "seed" must be an integer in range (got 1e20)`,
+		`{"prompt":"x","temperature":1e999}`: `field "temperature" must be a number in range (got 1e999)`,
+		`{"prompt":"x","max_tokens":"5"}`:    `field "max_tokens" must be of JSON type number, not string`,
+	} {
+		_, r := h.ParseOpenAI("/v1/completions", []byte(body))
+		if r == nil || r.Status != 400 || r.Body.Error.Message != want {
+			t.Errorf("%s: got %+v, want 400 %q", body, r, want)
+		}
+	}
+}
