@@ -103,20 +103,54 @@ func decode(body []byte, v any) *apiError {
 	if err := json.Unmarshal(body, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			if num, ok := strings.CutPrefix(te.Value, "number "); ok && jsonType(te.Type.Kind().String()) == "number" {
-				// The right JSON type, a value the field cannot hold: a fraction for an
-				// integer, or out of range.
-				what := "a number in range"
-				if k := te.Type.Kind().String(); strings.HasPrefix(k, "int") || strings.HasPrefix(k, "uint") {
-					what = "an integer in range"
-				}
-				return invalid(te.Field, fmt.Sprintf("field %q must be %s (got %s)", te.Field, what, num))
-			}
-			return invalid(te.Field, fmt.Sprintf("field %q must be of JSON type %s, not %s", te.Field, jsonType(te.Type.Kind().String()), te.Value))
+			return typeError(te, "")
 		}
 		return invalid("", fmt.Sprintf("malformed JSON: %v", err))
 	}
 	return nil
+}
+
+// typeError is the 400 of a JSON value of the wrong type for its field, named under
+// prefix (the path of the value decoded, "" for the body).
+func typeError(te *json.UnmarshalTypeError, prefix string) *apiError {
+	field := te.Field
+	if prefix != "" && field != "" {
+		field = prefix + "." + field
+	} else if prefix != "" {
+		field = prefix
+	}
+	if field == "" {
+		return invalid("", fmt.Sprintf("request body must be a JSON object, not %s", te.Value))
+	}
+	if num, ok := strings.CutPrefix(te.Value, "number "); ok && jsonType(te.Type.Kind().String()) == "number" {
+		// The right JSON type, a value the field cannot hold: a fraction for an
+		// integer, or out of range.
+		what := "a number in range"
+		if k := te.Type.Kind().String(); strings.HasPrefix(k, "int") || strings.HasPrefix(k, "uint") {
+			what = "an integer in range"
+		}
+		return invalid(field, fmt.Sprintf("field %q must be %s (got %s)", field, what, num))
+	}
+	return invalid(field, fmt.Sprintf("field %q must be of JSON type %s, not %s", field, jsonType(te.Type.Kind().String()), te.Value))
+}
+
+// messageTypeError names the message a type error under messages is in: encoding/json
+// names the field (messages.role), not which message holds it.
+func messageTypeError(body []byte, e *apiError) *apiError {
+	var raw struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if json.Unmarshal(body, &raw) != nil {
+		return e // messages itself has the wrong type
+	}
+	for i, m := range raw.Messages {
+		var cm ChatMessage
+		var te *json.UnmarshalTypeError
+		if err := json.Unmarshal(m, &cm); errors.As(err, &te) {
+			return typeError(te, fmt.Sprintf("messages[%d]", i))
+		}
+	}
+	return e
 }
 
 func jsonType(kind string) string {
@@ -332,6 +366,9 @@ func (h *Handler) checkIDs(param string, ids []int) *apiError {
 func (h *Handler) parseChat(body []byte) (*job, *apiError) {
 	var cr ChatRequest
 	if err := decode(body, &cr); err != nil {
+		if strings.HasPrefix(err.param, "messages.") || err.param == "messages" {
+			err = messageTypeError(body, err)
+		}
 		return nil, err
 	}
 	if len(cr.Messages) == 0 {

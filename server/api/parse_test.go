@@ -88,3 +88,34 @@ func TestNumberOutOfRangeMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestTypeErrorNamesTheField: a wrong JSON type inside a message names the message
+// (messages[1].role, as the other message errors do; encoding/json said "messages.role",
+// which of several it did not say), and a body that is not an object says so rather than
+// naming a field "".
+func TestTypeErrorNamesTheField(t *testing.T) {
+	h := New(&fakeGen{}, WithLogger(discardLogger()), WithContextLength(1024))
+	for _, tc := range []struct{ path, body, param, msg string }{
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"},{"role":7,"content":"y"}]}`,
+			"messages[1].role", `field "messages[1].role" must be of JSON type string, not number`},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x","name":false}]}`,
+			"messages[0].name", `field "messages[0].name" must be of JSON type string, not bool`},
+		{"/v1/chat/completions", `{"messages":["hi"]}`,
+			"messages[0]", `field "messages[0]" must be of JSON type object, not string`},
+		{"/v1/completions", `[1,2]`, "", `request body must be a JSON object, not array`},
+		{"/v1/chat/completions", `"hi"`, "", `request body must be a JSON object, not string`},
+	} {
+		_, r := h.ParseOpenAI(tc.path, []byte(tc.body))
+		if r == nil {
+			t.Errorf("%s: accepted", tc.body)
+			continue
+		}
+		got := ""
+		if p := r.Body.Error.Param; p != nil {
+			got = *p
+		}
+		if r.Status != 400 || got != tc.param || r.Body.Error.Message != tc.msg {
+			t.Errorf("%s: got %d param %q %q, want param %q %q", tc.body, r.Status, got, r.Body.Error.Message, tc.param, tc.msg)
+		}
+	}
+}
