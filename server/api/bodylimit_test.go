@@ -121,3 +121,30 @@ func FuzzContentCoding(f *testing.F) {
 		}
 	})
 }
+
+// TestStalledBodyIs408: a body that stops short of its Content-Length until the read
+// timeout is a 408 in OpenAI's shape, not a 400 invalid_request quoting the socket's
+// "i/o timeout" (the request was not invalid; it never came whole).
+func TestStalledBodyIs408(t *testing.T) {
+	f := &fakeGen{script: textScript("ok", "stop")}
+	h := New(f, WithLogger(discardLogger()), WithContextLength(1024))
+	url, srv, wait := runServer(t, h, WithReadTimeout(100*time.Millisecond))
+	defer func() {
+		require.NoError(t, srv.Shutdown(context.Background()))
+		require.NoError(t, wait())
+	}()
+	nc, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	require.NoError(t, err)
+	defer nc.Close()
+	require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
+	_, err = nc.Write([]byte("POST /v1/completions HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n{\"prompt\":"))
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusRequestTimeout, resp.StatusCode, "%s", b)
+	d := errorOf(t, response{status: resp.StatusCode, header: resp.Header, body: b})
+	require.Equal(t, "request_timeout", *d.Code)
+	require.Zero(t, f.calls())
+}

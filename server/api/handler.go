@@ -324,6 +324,11 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 		if errors.As(err, &mbe) {
 			return nil, tooLarge
 		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return nil, &apiError{status: http.StatusRequestTimeout, kind: "invalid_request", code: "request_timeout",
+				msg: "the request body did not arrive whole within the read timeout"}
+		}
 		return nil, invalid("", fmt.Sprintf("reading request body: %v", err))
 	}
 	return body, nil
