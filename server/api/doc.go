@@ -1,6 +1,6 @@
 // Package api is the HTTP front end of a pdsoak process: the OpenAI API
-// (/v1/completions, /v1/chat/completions, /v1/models), the worker endpoint the PD router
-// calls (POST /generate, wire format in server/gen/wire.go), and the operational
+// (/v1/completions, /v1/chat/completions, /v1/models and /v1/models/{id}), the worker
+// endpoint the PD router calls (POST /generate, wire format in server/gen/wire.go), and the operational
 // endpoints (/health, /metrics, /debug/requests, /debug/pprof/, /server_info, and the
 // failpoint admin API under /admin/ when one is given). It is the only place where
 // generator errors become HTTP status codes (StatusFor).
