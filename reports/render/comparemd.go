@@ -12,9 +12,9 @@ import (
 // WriteCompareMarkdown writes compare.md.
 func WriteCompareMarkdown(w io.Writer, c *reports.Comparison) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# compare %s: %s\n\n", c.New.Scenario, c.VerdictText())
-	fmt.Fprintf(&b, "- BASE: %s, seed %d, %s, %s, started %s (digest %s)\n", c.Base.Verdict, c.Base.Seed, format.Plural(c.Base.Requests, "request"), c.Base.Target, c.Base.Start.UTC().Format("2006-01-02 15:04:05Z"), c.BaseDigest)
-	fmt.Fprintf(&b, "- NEW: %s, seed %d, %s, %s, started %s (digest %s)\n", c.New.Verdict, c.New.Seed, format.Plural(c.New.Requests, "request"), c.New.Target, c.New.Start.UTC().Format("2006-01-02 15:04:05Z"), c.NewDigest)
+	fmt.Fprintf(&b, "# compare %s: %s\n\n", mdEscape(c.New.Scenario), c.VerdictText())
+	fmt.Fprintf(&b, "- BASE: %s, seed %d, %s, %s, started %s (digest %s)\n", c.Base.Verdict, c.Base.Seed, format.Plural(c.Base.Requests, "request"), mdEscape(c.Base.Target), c.Base.Start.UTC().Format("2006-01-02 15:04:05Z"), c.BaseDigest)
+	fmt.Fprintf(&b, "- NEW: %s, seed %d, %s, %s, started %s (digest %s)\n", c.New.Verdict, c.New.Seed, format.Plural(c.New.Requests, "request"), mdEscape(c.New.Target), c.New.Start.UTC().Format("2006-01-02 15:04:05Z"), c.NewDigest)
 	fmt.Fprintf(&b, "- gates: latency regresses when the %g%% bootstrap interval (%d resamples; an agent's turns are resampled together, open-loop requests one by one, ITL by whole requests) of its relative change lies above its floor and it grew by at least its absolute floor (%s); an outcome rate when a two-proportion z-test gives p < %g and it moved by ≥ %g; any silent drop in NEW where BASE had none; a percentile with fewer than %d samples beyond it (on either side) is shown, not gated\n",
 		100*c.Options.Level, c.Options.Resamples, floorsText(c.Options.Floors), c.Options.Alpha, c.Options.MinRateChange, c.Options.MinTail)
 	writeGateNotes(&b, c)

@@ -47,7 +47,7 @@ func pdMarkdown(r *reports.Results) string {
 	if len(r.HealthLies) > 0 {
 		b.WriteString("\n## Health lies\n\n| process | from (s) | to (s) | probes 200 | requests, all failed | detail |\n|---|---:|---:|---:|---:|---|\n")
 		for _, l := range r.HealthLies {
-			fmt.Fprintf(&b, "| %s | %g | %g | %d | %d | %s |\n", l.Source, l.Start, l.End, l.Probes, l.Requests, mdEscape(l.Detail))
+			fmt.Fprintf(&b, "| %s | %g | %g | %d | %d | %s |\n", mdEscape(l.Source), l.Start, l.End, l.Probes, l.Requests, mdEscape(l.Detail))
 		}
 	}
 	return b.String()

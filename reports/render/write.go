@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 
 	"pdsoak/ledger"
 	"pdsoak/reports"
@@ -242,12 +243,12 @@ func VerdictLine(r *reports.Results) string {
 	return s
 }
 
-// provenanceLine is summary.md's line about where and how the run was made.
+// provenanceLine is summary.md's line about where and how the run was made, escaped.
 func provenanceLine(p *reports.Provenance) string {
 	var parts []string
 	add := func(label, v string) {
 		if v != "" {
-			parts = append(parts, label+v)
+			parts = append(parts, label+mdEscape(v))
 		}
 	}
 	h := p.HarnessVersion
@@ -267,7 +268,7 @@ func provenanceLine(p *reports.Provenance) string {
 		add("models ", strings.Join(ids, ", "))
 	}
 	if len(p.CommandLine) > 0 {
-		add("command ", "`"+strings.ReplaceAll(strings.Join(p.CommandLine, " "), "`", "'")+"`")
+		parts = append(parts, "command "+mdSpan(strings.Join(p.CommandLine, " ")))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -294,9 +295,9 @@ func modelIDs(raw json.RawMessage) []string {
 // WriteMarkdown writes summary.md.
 func WriteMarkdown(w io.Writer, r *reports.Results) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# %s: %s\n\n", r.Scenario, verdictWord(r.Verdict))
-	fmt.Fprintf(&b, "- target: `%s`\n- seed: %d\n- duration: %.1f s\n- requests: %d (%.2f/s)\n- silent drops: **%d**\n",
-		r.Target, r.Seed, r.Duration, r.Requests, r.Throughput, r.SilentDrops)
+	fmt.Fprintf(&b, "# %s: %s\n\n", mdEscape(r.Scenario), verdictWord(r.Verdict))
+	fmt.Fprintf(&b, "- target: %s\n- seed: %d\n- duration: %.1f s\n- requests: %d (%.2f/s)\n- silent drops: **%d**\n",
+		mdSpan(r.Target), r.Seed, r.Duration, r.Requests, r.Throughput, r.SilentDrops)
 	if r.Mode == ledger.ModeSim {
 		b.WriteString("- mode: **simulated** (`harness run --sim`: virtual clock, times are virtual)\n")
 	}
@@ -305,18 +306,18 @@ func WriteMarkdown(w io.Writer, r *reports.Results) error {
 	}
 	if r.Provenance != nil {
 		if line := provenanceLine(r.Provenance); line != "" {
-			fmt.Fprintf(&b, "- provenance: %s\n", mdEscape(line))
+			fmt.Fprintf(&b, "- provenance: %s\n", line)
 		}
 	}
 	if len(r.InvalidReasons) > 0 {
 		b.WriteString("\n**The run is invalid:**\n\n")
 		for _, s := range r.InvalidReasons {
-			fmt.Fprintf(&b, "- %s\n", s)
+			fmt.Fprintf(&b, "- %s\n", mdEscape(s))
 		}
 	}
 	b.WriteString("\n## Assertions\n\n| assertion | result | detail |\n|---|---|---|\n")
 	for _, a := range r.Assertions {
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", a.Name, mark(a.State), mdEscape(a.Detail))
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", mdCode(a.Name), mark(a.State), mdEscape(a.Detail))
 	}
 	b.WriteString("\n## Outcomes\n\n| outcome | count |\n|---|---:|\n")
 	for _, o := range ledger.Outcomes {
@@ -342,7 +343,7 @@ func WriteMarkdown(w io.Writer, r *reports.Results) error {
 	if len(r.Faults) > 0 {
 		b.WriteString("\n## Faults\n\n| fault | type | target | start | stop | verified | time to recover |\n|---|---|---|---:|---:|---|---:|\n")
 		for _, f := range r.Faults {
-			fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %s | %s | %s |\n", f.Name, f.Type, f.Target, f.Start,
+			fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %s | %s | %s |\n", mdEscape(f.Name), mdEscape(f.Type), mdEscape(f.Target), f.Start,
 				optSeconds(f.Stop, "%.1f"), optBool(f.Verified), recoveryCell(f))
 		}
 	}
@@ -353,12 +354,12 @@ func WriteMarkdown(w io.Writer, r *reports.Results) error {
 				fmt.Fprintf(&b, "\n… %d more in results.json\n", r.SilentDrops-50)
 				break
 			}
-			fmt.Fprintf(&b, "| `%s` | %s | %s | %.1f | %s |\n", d.RequestID, d.Workload, d.Phase, d.Age, debugCell(d.ServerDebug))
+			fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %s |\n", mdCode(d.RequestID), mdEscape(d.Workload), mdEscape(string(d.Phase)), d.Age, debugCell(d.ServerDebug))
 		}
 	}
 	b.WriteString(pdMarkdown(r)) // pd_path and health_lies (pdmarkdown.go)
 	if r.Leak != nil && r.Leak.State == reports.StateNotEvaluated {
-		fmt.Fprintf(&b, "\n## Leak check\n\nNot evaluated: %s\n", r.Leak.Detail)
+		fmt.Fprintf(&b, "\n## Leak check\n\nNot evaluated: %s\n", mdEscape(r.Leak.Detail))
 	}
 	if r.Leak != nil && len(r.Leak.Metrics) > 0 {
 		b.WriteString("\n## Gauges after drain\n\n| gauge | value |\n|---|---:|\n")
@@ -368,7 +369,7 @@ func WriteMarkdown(w io.Writer, r *reports.Results) error {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			fmt.Fprintf(&b, "| `%s` | %g |\n", k, r.Leak.Metrics[k])
+			fmt.Fprintf(&b, "| %s | %g |\n", mdCode(k), r.Leak.Metrics[k])
 		}
 	}
 	if len(r.Notes) > 0 {
@@ -453,12 +454,34 @@ func truncate(s string, n int) string {
 
 func debugCell(raw json.RawMessage) string {
 	if s := serverSaid(raw, 300); s != "" {
-		return "`" + strings.ReplaceAll(s, "`", "'") + "`"
+		return mdCode(s)
 	}
 	return "-"
 }
 
-func mdEscape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+// mdEscape makes text from the server or the user (error bodies, names, details) safe
+// in a table cell, a list item or a heading: it stays on its line (a newline would end
+// the table or forge a heading), its pipes do not split cells, and it opens no HTML.
+func mdEscape(s string) string { return mdText.Replace(mdLine(s)) }
+
+// mdCode is mdEscape for a code span in a table cell: backslash escapes do not work
+// there, but GFM's escaped pipe does.
+func mdCode(s string) string { return strings.ReplaceAll(mdSpan(s), "|", `\|`) }
+
+// mdSpan is s as a code span outside a table.
+func mdSpan(s string) string { return "`" + strings.ReplaceAll(mdLine(s), "`", "'") + "`" }
+
+var mdText = strings.NewReplacer(`\`, `\\`, "|", `\|`, "<", "&lt;", "`", "'")
+
+// mdLine puts s on one line of valid UTF-8 with no control characters.
+func mdLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
+}
 
 // WriteTable prints the end-of-run summary table for a terminal.
 func WriteTable(w io.Writer, r *reports.Results) error {

@@ -1,0 +1,93 @@
+package render
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"pdsoak/ledger"
+	"pdsoak/reports"
+)
+
+// hostile is text a server under test or a user can put in a report: table and list
+// breakers, a fake heading, HTML, a control character and invalid UTF-8.
+const hostile = "a|b\\|c\n# x: PASS\n| forged | row |\r`code`<script>alert(1)</script>\x00\x1b\xff"
+
+// hostileResults is an invalid run whose every free-text field is hostile.
+func hostileResults() *reports.Results {
+	debug, _ := json.Marshal(map[string]string{"where": hostile})
+	return &reports.Results{
+		Verdict: reports.VerdictInvalid, Scenario: hostile, Target: hostile,
+		Outcomes:       map[ledger.Outcome]int{ledger.OutcomeStalled: 1},
+		Requests:       1,
+		SilentDrops:    1,
+		InvalidReasons: []string{"run failed: " + hostile},
+		Assertions:     []reports.AssertionResult{{Name: hostile, State: reports.StateNotEvaluated, Detail: hostile}},
+		Faults:         []reports.FaultResult{{Name: hostile, Type: hostile, Target: hostile, Detail: hostile}},
+		Drops:          []reports.SilentDrop{{RequestID: hostile, Workload: hostile, Phase: ledger.Phase(hostile), ServerDebug: debug}},
+		ByWorkload:     map[string]reports.WorkloadResult{hostile: {Outcomes: map[ledger.Outcome]int{}}},
+		HealthLies:     []reports.HealthLie{{Source: hostile, Detail: hostile}},
+		Liveness:       []reports.LivenessResult{{Source: hostile}},
+		Leak:           &reports.CheckResult{State: reports.StateNotEvaluated, Detail: hostile, Metrics: map[string]float64{hostile: 1}},
+		Notes:          []string{hostile},
+		Provenance:     &reports.Provenance{Provenance: ledger.Provenance{Host: hostile, CommandLine: []string{"harness", hostile}}, ServerVersion: hostile},
+	}
+}
+
+// mdCells counts a table row's cells as GitHub (cmark-gfm) splits them: on every pipe
+// not preceded by a backslash, in code spans too.
+func mdCells(row string) int {
+	n := 0
+	for i := 0; i < len(row); i++ {
+		if row[i] == '|' && (i == 0 || row[i-1] != '\\') {
+			n++
+		}
+	}
+	return n - 1
+}
+
+var codeSpan = regexp.MustCompile("`[^`\n]*`")
+
+// checkMarkdown fails when text broke out of its place: a second level-1 heading,
+// a table row with the wrong number of cells or a line inside a table that is no row,
+// raw HTML outside a code span, a control character or invalid UTF-8.
+func checkMarkdown(t *testing.T, md string) {
+	t.Helper()
+	require.True(t, utf8.ValidString(md), "invalid UTF-8")
+	for _, r := range md {
+		require.False(t, unicode.IsControl(r) && r != '\n', "control character %q", r)
+	}
+	lines := strings.Split(md, "\n")
+	cells := -1 // the current table's width; -1 outside a table
+	for i, l := range lines {
+		if i > 0 {
+			require.False(t, strings.HasPrefix(l, "# "), "line %d is a forged heading: %q", i+1, l)
+		}
+		require.NotContains(t, codeSpan.ReplaceAllString(l, ""), "<", "line %d has raw HTML: %q", i+1, l)
+		switch {
+		case l == "":
+			cells = -1
+		case cells < 0 && strings.HasPrefix(l, "|") && i+1 < len(lines) && strings.HasPrefix(lines[i+1], "|---"):
+			cells = mdCells(l)
+		case cells >= 0:
+			require.True(t, strings.HasPrefix(l, "|"), "line %d inside a table is no row: %q", i+1, l)
+			require.Equal(t, cells, mdCells(l), "line %d: %q", i+1, l)
+		}
+	}
+}
+
+// TestMarkdownEscapesHostileText: what the server or the user wrote stays inside its
+// cell, list item or heading, and the invalid run is not called PASS in a heading.
+func TestMarkdownEscapesHostileText(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, WriteMarkdown(&buf, hostileResults()))
+	md := buf.String()
+	checkMarkdown(t, md)
+	require.True(t, strings.HasSuffix(strings.SplitN(md, "\n", 2)[0], ": INVALID"), md)
+}
