@@ -34,7 +34,7 @@ func TestFaultCases(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cases := faultCases(tt.f, "pdsoak.x")
+			cases := faultCases(tt.f, "pdsoak.x", true)
 			require.Len(t, cases, 3)
 			for i, c := range cases {
 				got := ""
