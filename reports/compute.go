@@ -2,7 +2,9 @@ package reports
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,6 +54,7 @@ type Builder struct {
 	pd         pdAcc                    // pd_path and truthful_health (pdpath.go, health.go)
 	explain    explainAcc               // causes of non-ok outcomes, target liveness
 	contention contentionAcc            // the machine's own contention (harness/contention)
+	unknown    map[ledger.EventType]int // events of a type this harness does not know
 }
 
 // workloadStats is one workload's share of the ledger (results.json's by_workload).
@@ -293,6 +296,14 @@ func (b *Builder) Add(e ledger.Event) {
 		if e.LagP99 > 0 || e.LagMax > 0 {
 			b.self.Metrics = map[string]float64{"lag_p99": e.LagP99, "lag_max": e.LagMax}
 		}
+	case ledger.EventHeaders, ledger.EventFirstToken, ledger.EventLog, ledger.EventTargetDown, ledger.EventTargetUp:
+		// Known; what reports needs of them is read above (explain) or from done.
+	default:
+		// A newer harness's event, or an edited ledger: said in the notes, not dropped.
+		if b.unknown == nil {
+			b.unknown = map[ledger.EventType]int{}
+		}
+		b.unknown[e.Type]++
 	}
 }
 
@@ -411,6 +422,13 @@ func (b *Builder) Results() *Results {
 		b.leak, notes = b.merged.judge(b.start)
 		r.Leak = b.leak
 		r.Notes = append(r.Notes, notes...)
+	}
+	for i, t := range slices.Sorted(maps.Keys(b.unknown)) {
+		if i == 5 { // an edited or corrupt ledger can hold any number of types
+			r.Notes = append(r.Notes, fmt.Sprintf("and %d more unknown event types", len(b.unknown)-5))
+			break
+		}
+		r.Notes = append(r.Notes, fmt.Sprintf("the ledger has %s of unknown type %q (a newer harness wrote them?); they were ignored", format.Plural(b.unknown[t], "event"), t))
 	}
 	if b.prov != nil {
 		p := *b.prov

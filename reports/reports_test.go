@@ -237,3 +237,23 @@ func TestHeldAt(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownEventTypeNoted: a ledger line of a type this harness does not know (a
+// newer harness wrote it, or the ledger was edited) is said in the report, not dropped
+// in silence; the types it knows but does not judge say nothing.
+func TestUnknownEventTypeNoted(t *testing.T) {
+	evs := []ledger.Event{
+		fixture.Ev(ledger.EventRunStart, 0, nil),
+		fixture.Ev(ledger.EventScheduled, 0.1, func(e *ledger.Event) { e.RequestID = "a" }),
+		fixture.Ev(ledger.EventHeaders, 0.2, func(e *ledger.Event) { e.RequestID = "a" }),
+		fixture.Ev(ledger.EventFirstToken, 0.3, func(e *ledger.Event) { e.RequestID = "a" }),
+		fixture.Ev(ledger.EventLog, 0.3, nil),
+		fixture.Ev("mystery", 0.4, nil),
+		fixture.Ev("mystery", 0.5, nil),
+		fixture.Done("a", 1, ledger.OutcomeOK),
+		fixture.Ev(ledger.EventRunEnd, 1.1, nil),
+	}
+	r := Compute(evs, Config{})
+	require.Len(t, r.Notes, 1, "%q", r.Notes)
+	assert.Contains(t, r.Notes[0], `2 events of unknown type "mystery"`)
+}
