@@ -91,3 +91,19 @@ func TestMarkdownEscapesHostileText(t *testing.T) {
 	checkMarkdown(t, md)
 	require.True(t, strings.HasSuffix(strings.SplitN(md, "\n", 2)[0], ": INVALID"), md)
 }
+
+// TestTableWritesNoControlCharacters: the terminal table and the verdict line (harness
+// run's last words, a CI log) print server and user text without escape sequences or line breaks that
+// could rewrite the terminal or forge a line such as "PASS".
+func TestTableWritesNoControlCharacters(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, WriteTable(&buf, hostileResults()))
+	out := buf.String() + VerdictLine(hostileResults())
+	require.True(t, utf8.ValidString(out), "invalid UTF-8")
+	for _, r := range out {
+		require.False(t, unicode.IsControl(r) && r != '\n', "control character %q in %q", r, out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		require.False(t, strings.HasPrefix(l, "# x: PASS") || strings.HasPrefix(l, "| forged"), "forged line %q", l)
+	}
+}

@@ -253,7 +253,7 @@ func VerdictLine(r *reports.Results) string {
 	case reports.VerdictInvalid:
 		s += "; " + strings.Join(r.InvalidReasons, "; ")
 	}
-	return s
+	return oneLine(s)
 }
 
 // provenanceLine is summary.md's line about where and how the run was made, escaped.
@@ -475,19 +475,19 @@ func debugCell(raw json.RawMessage) string {
 // mdEscape makes text from the server or the user (error bodies, names, details) safe
 // in a table cell, a list item or a heading: it stays on its line (a newline would end
 // the table or forge a heading), its pipes do not split cells, and it opens no HTML.
-func mdEscape(s string) string { return mdText.Replace(mdLine(s)) }
+func mdEscape(s string) string { return mdText.Replace(oneLine(s)) }
 
 // mdCode is mdEscape for a code span in a table cell: backslash escapes do not work
 // there, but GFM's escaped pipe does.
 func mdCode(s string) string { return strings.ReplaceAll(mdSpan(s), "|", `\|`) }
 
 // mdSpan is s as a code span outside a table.
-func mdSpan(s string) string { return "`" + strings.ReplaceAll(mdLine(s), "`", "'") + "`" }
+func mdSpan(s string) string { return "`" + strings.ReplaceAll(oneLine(s), "`", "'") + "`" }
 
 var mdText = strings.NewReplacer(`\`, `\\`, "|", `\|`, "<", "&lt;", "`", "'")
 
 // mdLine puts s on one line of valid UTF-8 with no control characters.
-func mdLine(s string) string {
+func oneLine(s string) string {
 	return strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
 			return ' '
@@ -499,7 +499,7 @@ func mdLine(s string) string {
 // WriteTable prints the end-of-run summary table for a terminal.
 func WriteTable(w io.Writer, r *reports.Results) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%s  %s  (seed %d, target %s)\n", verdictWord(r.Verdict), r.Scenario, r.Seed, r.Target)
+	fmt.Fprintf(&b, "\n%s  %s  (seed %d, target %s)\n", verdictWord(r.Verdict), oneLine(r.Scenario), r.Seed, oneLine(r.Target))
 	fmt.Fprintf(&b, "%s in %.1fs (%.2f/s), %s\n\n", format.Plural(r.Requests, "request"), r.Duration, r.Throughput, format.Plural(r.SilentDrops, "silent drop"))
 	if r.GPU != nil {
 		fmt.Fprintf(&b, "%s\n\n", strings.ReplaceAll(gpuLine(r.GPU), "**", ""))
@@ -523,13 +523,13 @@ func WriteTable(w io.Writer, r *reports.Results) error {
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "ASSERTION\tRESULT\tDETAIL")
 	for _, a := range r.Assertions {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", a.Name, mark(a.State), a.Detail)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", oneLine(a.Name), mark(a.State), oneLine(a.Detail))
 	}
 	if len(r.Faults) > 0 {
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "FAULT\tTYPE\tTARGET\tVERIFIED\tRECOVERY")
 		for _, f := range r.Faults {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", f.Name, f.Type, f.Target, optBool(f.Verified), recoveryCell(f))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", oneLine(f.Name), oneLine(f.Type), oneLine(f.Target), optBool(f.Verified), recoveryCell(f))
 		}
 	}
 	if len(r.Drops) > 0 {
@@ -540,11 +540,11 @@ func WriteTable(w io.Writer, r *reports.Results) error {
 				fmt.Fprintf(tw, "… %d more in results.json\t\t\t\n", r.SilentDrops-10)
 				break
 			}
-			said := serverSaid(d.ServerDebug, 160)
+			said := oneLine(serverSaid(d.ServerDebug, 160))
 			if said == "" {
 				said = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%s\n", d.RequestID, d.Phase, d.Age, said)
+			fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%s\n", oneLine(d.RequestID), oneLine(string(d.Phase)), d.Age, said)
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -554,7 +554,7 @@ func WriteTable(w io.Writer, r *reports.Results) error {
 		b.WriteString("\n")
 	}
 	for _, s := range r.InvalidReasons {
-		fmt.Fprintf(&b, "INVALID: %s\n", s)
+		fmt.Fprintf(&b, "INVALID: %s\n", oneLine(s))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
