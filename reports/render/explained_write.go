@@ -21,7 +21,7 @@ func causesMarkdown(r *reports.Results) string {
 		}
 		b.WriteString("\n|---|---:|" + strings.Repeat("---:|", len(names)) + "\n")
 		for _, c := range sortedCauses(r.Causes) {
-			fmt.Fprintf(&b, "| %s | %d |", c, r.Causes[c])
+			fmt.Fprintf(&b, "| %s | %d |", mdEscape(c), r.Causes[c])
 			for _, w := range names {
 				fmt.Fprintf(&b, " %d |", r.ByWorkload[w].Causes[c])
 			}
@@ -33,7 +33,7 @@ func causesMarkdown(r *reports.Results) string {
 		for _, l := range r.Liveness {
 			by := "**nothing**"
 			if l.Explained() {
-				by = "fault " + l.Fault
+				by = "fault " + mdEscape(l.Fault)
 			}
 			fmt.Fprintf(&b, "| %s | %.1f | %s | %s |\n", mdEscape(l.Source), l.Down, optSeconds(l.Up, "%.1f"), by)
 		}

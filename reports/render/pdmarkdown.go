@@ -13,7 +13,7 @@ import (
 func pdMarkdown(r *reports.Results) string {
 	var b strings.Builder
 	if pd := r.PDPath; pd != nil && pd.Share != nil {
-		fmt.Fprintf(&b, "\n## PD path\n\n%s of %d ok requests went through a prefill worker (%s).", format.Pct(*pd.Share), pd.OK, pd.CounterNames())
+		fmt.Fprintf(&b, "\n## PD path\n\n%s of %d ok requests went through a prefill worker (%s).", format.Pct(*pd.Share), pd.OK, mdEscape(pd.CounterNames()))
 		if pd.Unjudged > 0 {
 			fmt.Fprintf(&b, " %s not judged (their first token came within a reading of a prefill process going dark).", format.Plural(pd.Unjudged, "ok request"))
 		}
