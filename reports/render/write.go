@@ -14,6 +14,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"unicode"
+	"unicode/utf8"
 
 	"pdsoak/ledger"
 	"pdsoak/reports"
@@ -458,9 +459,13 @@ func serverSaid(raw json.RawMessage, limit int) string {
 	return truncate(compact.String(), limit)
 }
 
+// truncate cuts s to at most n bytes, never inside a character.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n] + "…"
 }

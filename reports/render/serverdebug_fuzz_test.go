@@ -1,0 +1,33 @@
+package render
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"pdsoak/reports"
+)
+
+// FuzzServerDebug: what a server's /debug/requests answered (any bytes) is read by
+// HeldAt and summarised by serverSaid without panicking; a summary of valid UTF-8 is
+// valid UTF-8 (a cut never splits a character) and keeps to its limit.
+func FuzzServerDebug(f *testing.F) {
+	f.Add([]byte(`{"where":"decode-0: prealloc","sources":[{"process":"decode-0","entries":[{"id":"a","stage":"prealloc"}]}]}`), 10)
+	f.Add([]byte(`{"where":"ééééééééé"}`), 4)
+	f.Add([]byte(`{"id":"a","stage":"transfer","note":"日本語のテキスト"}`), 20)
+	f.Add([]byte(`nope`), 300)
+	f.Fuzz(func(t *testing.T, raw []byte, limit int) {
+		limit = 1 + (limit&0xffff)%400
+		_ = reports.HeldAt(raw)
+		_ = modelIDs(raw)
+		s := serverSaid(json.RawMessage(raw), limit)
+		body := strings.TrimSuffix(s, "…")
+		require.LessOrEqual(t, len(body), limit, "%q", s)
+		if utf8.Valid(raw) {
+			require.True(t, utf8.ValidString(s), "%q cut to %d: %q", raw, limit, s)
+		}
+	})
+}
