@@ -216,7 +216,7 @@ func (r *runner) failures(errs ...error) []string {
 	if err := r.led.Flush(); err != nil {
 		return append(why, err.Error())
 	}
-	res, err := reports.ComputeFile(filepath.Join(r.opts.OutDir, ledger.EventsFile), judge.ReportConfig(r.sc))
+	res, err := reports.ComputeFile(filepath.Join(r.opts.OutDir, ledger.EventsFile), judge.ReportConfig(r.sc).WhileRunning())
 	if err != nil {
 		return append(why, err.Error())
 	}

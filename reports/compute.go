@@ -25,6 +25,7 @@ type Builder struct {
 	mode      string
 	target    string
 	runErr    string
+	ended     bool // the ledger has its run_end
 	interrupt string
 	shard     *ledger.Shard // run_start's: a shard's ledger or a merged one
 	retries   connRetries
@@ -186,6 +187,7 @@ func (b *Builder) Add(e ledger.Event) {
 			p.Provenance = *e.Provenance
 		}
 	case ledger.EventRunEnd:
+		b.ended = true
 		if e.Error != "" {
 			b.runErr = e.Error
 		}
@@ -306,6 +308,10 @@ func (b *Builder) Add(e ledger.Event) {
 		b.unknown[e.Type]++
 	}
 }
+
+// cutShort: the ledger stops before run_end, which every run writes last, and the run
+// is not judging itself before writing it.
+func (b *Builder) cutShort() bool { return !b.ended && !b.cfg.InProgress }
 
 // runErrors splits run_end's error (errors.Join puts one per line) into readable parts,
 // leaving out what the ledger already says on its own: a failed self-check is its own
@@ -487,6 +493,9 @@ func (b *Builder) Results() *Results {
 	}
 	if b.interrupt != "" {
 		r.InvalidReasons = append(r.InvalidReasons, "interrupted before the run completed: "+Readable(b.interrupt))
+	}
+	if b.cutShort() {
+		r.InvalidReasons = append(r.InvalidReasons, "interrupted before the run completed: the ledger has no run_end (the harness was killed, or ran out of memory or disk)")
 	}
 	if b.self != nil && !b.self.Passed {
 		r.InvalidReasons = append(r.InvalidReasons, "harness self-check failed (the harness was the bottleneck): "+b.self.Detail)

@@ -121,6 +121,7 @@ func TestNotEvaluatedEverywhere(t *testing.T) {
 		fixture.Ev(ledger.EventRunStart, 0, func(e *ledger.Event) { e.Scenario = "ne" }),
 		fixture.Done("a", 1, ledger.OutcomeOK),
 		fixture.Ev(ledger.EventLeakCheck, 2, func(e *ledger.Event) { e.Detail = "metrics endpoint never answered" }),
+		fixture.Ev(ledger.EventRunEnd, 3, nil),
 	}
 	res := reports.Compute(evs, reports.Config{Assertions: []string{reports.AssertNoSilentDrops, reports.AssertNoLeaks}})
 	require.Equal(t, reports.VerdictInvalid, res.Verdict)
@@ -171,7 +172,7 @@ func TestNotEvaluatedEverywhere(t *testing.T) {
 }
 
 func TestVerdictLine(t *testing.T) {
-	pass := reports.Compute([]ledger.Event{fixture.Ev(ledger.EventRunStart, 0, func(e *ledger.Event) { e.Scenario = "v" }), fixture.Done("a", 1, ledger.OutcomeOK), fixture.Done("b", 1, ledger.OutcomeOK)}, reports.Config{})
+	pass := reports.Compute([]ledger.Event{fixture.Ev(ledger.EventRunStart, 0, func(e *ledger.Event) { e.Scenario = "v" }), fixture.Done("a", 1, ledger.OutcomeOK), fixture.Done("b", 1, ledger.OutcomeOK), fixture.Ev(ledger.EventRunEnd, 2, nil)}, reports.Config{})
 	assert.Equal(t, "PASS v: 2 requests, 0 silent drops", render.VerdictLine(pass))
 	fail := reports.Compute([]ledger.Event{fixture.Ev(ledger.EventRunStart, 0, func(e *ledger.Event) { e.Scenario = "v" }), fixture.Done("a", 1, ledger.OutcomeStalled)}, reports.Config{})
 	assert.Equal(t, "FAIL v: 1 request, 1 silent drop; failed: no_silent_drops", render.VerdictLine(fail))

@@ -2,12 +2,12 @@ package reports
 
 import "strings"
 
-// judgedOnEvidence decides an interrupted run that already holds a silent drop: the
-// evidence is definitive, so the run is FAIL rather than INVALID, as long as every
-// reason to distrust it comes from the interrupt itself (the interrupt, and what it
-// left not evaluated). The reasons then become notes. It reports whether it did so.
+// judgedOnEvidence decides an interrupted run (or one cut short: no run_end) that
+// already holds a silent drop: the evidence is definitive, so the run is FAIL rather
+// than INVALID, as long as every reason to distrust it comes from the interrupt itself
+// (the interrupt, and what it left not evaluated). The reasons then become notes. It reports whether it did so.
 func (b *Builder) judgedOnEvidence(r *Results) bool {
-	if b.interrupt == "" || r.SilentDrops == 0 {
+	if (b.interrupt == "" && !b.cutShort()) || r.SilentDrops == 0 {
 		return false
 	}
 	for _, why := range r.InvalidReasons {

@@ -45,7 +45,13 @@ func goldenResults(t *testing.T) *Results {
 
 func TestVerdicts(t *testing.T) {
 	base := []ledger.Event{ev(ledger.EventRunStart, 0, func(e *ledger.Event) { e.Scenario = "v" })}
-	with := func(evs ...ledger.Event) []ledger.Event { return append(append([]ledger.Event{}, base...), evs...) }
+	with := func(evs ...ledger.Event) []ledger.Event {
+		out := append(append([]ledger.Event{}, base...), evs...)
+		if evs[len(evs)-1].Type != ledger.EventRunEnd {
+			out = append(out, ev(ledger.EventRunEnd, 5, nil)) // a run that completed
+		}
+		return out
+	}
 	leak := func(passed *bool, detail string) ledger.Event {
 		return ev(ledger.EventLeakCheck, 2, func(e *ledger.Event) { e.Passed = passed; e.Detail = detail })
 	}
@@ -256,4 +262,43 @@ func TestUnknownEventTypeNoted(t *testing.T) {
 	r := Compute(evs, Config{})
 	require.Len(t, r.Notes, 1, "%q", r.Notes)
 	assert.Contains(t, r.Notes[0], `2 events of unknown type "mystery"`)
+}
+
+// TestLedgerWithoutRunEnd: a ledger that stops before run_end (the harness was killed,
+// ran out of memory or disk) is a run cut short: INVALID, not PASS, unless it already
+// holds a silent drop (FAIL on its evidence, as an interrupted run); a run judging its
+// own ledger before writing run_end (InProgress) is not.
+func TestLedgerWithoutRunEnd(t *testing.T) {
+	evs := func(o ledger.Outcome, end bool) []ledger.Event {
+		out := []ledger.Event{
+			fixture.Ev(ledger.EventRunStart, 0, nil),
+			fixture.Ev(ledger.EventScheduled, 0.1, func(e *ledger.Event) { e.RequestID = "a" }),
+			fixture.Done("a", 1, o),
+		}
+		if end {
+			out = append(out, fixture.Ev(ledger.EventRunEnd, 1.1, nil))
+		}
+		return out
+	}
+	tests := []struct {
+		name       string
+		outcome    ledger.Outcome
+		end        bool
+		inProgress bool
+		want       Verdict
+	}{
+		{"complete", ledger.OutcomeOK, true, false, VerdictPass},
+		{"cut short", ledger.OutcomeOK, false, false, VerdictInvalid},
+		{"cut short after a silent drop", ledger.OutcomeStalled, false, false, VerdictFail},
+		{"judged while running", ledger.OutcomeOK, false, true, VerdictPass},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Compute(evs(tt.outcome, tt.end), Config{InProgress: tt.inProgress})
+			require.Equal(t, tt.want, r.Verdict, "%q %q", r.InvalidReasons, r.Notes)
+			if tt.want == VerdictInvalid {
+				assert.Contains(t, strings.Join(r.InvalidReasons, "; "), "no run_end")
+			}
+		})
+	}
 }

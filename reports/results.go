@@ -237,6 +237,15 @@ type Config struct {
 	// ArrivalWorkloads name the workloads (trace replays) whose arrival curve, scheduled
 	// against sent, goes into Results.Arrivals.
 	ArrivalWorkloads []string
+	// InProgress: the run is judging its own ledger before writing run_end (forensics),
+	// so a ledger without run_end is not a run cut short.
+	InProgress bool
+}
+
+// WhileRunning is c for a ledger still being written (InProgress).
+func (c Config) WhileRunning() Config {
+	c.InProgress = true
+	return c
 }
 
 // RecoveryConfig: after a fault stops, the success rate (ok / all) of requests scheduled
