@@ -95,6 +95,9 @@ func TestVerdicts(t *testing.T) {
 				e.Detail = "no proof before the run ended"
 			}),
 			ev(ledger.EventRunEnd, 3, func(e *ledger.Event) { e.Interrupted = "interrupt signal received" })), Config{}, VerdictFail, ""},
+		{"a silent drop before the interrupt that no assertion judges is invalid", with(done("a", 1, ledger.OutcomeStalled),
+			ev(ledger.EventRunEnd, 3, func(e *ledger.Event) { e.Interrupted = "interrupt signal received" })),
+			Config{Assertions: []string{"count(http_error) == 0"}}, VerdictInvalid, "interrupted before the run completed"},
 		{"a fault with no proof at an uninterrupted end is invalid", with(done("a", 1, ledger.OutcomeStalled),
 			ev(ledger.EventFaultStart, 1, func(e *ledger.Event) { e.Fault = "f" }),
 			ev(ledger.EventFaultVerified, 2, func(e *ledger.Event) {
