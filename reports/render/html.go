@@ -258,16 +258,14 @@ func fmtOptSeconds(s *float64) string {
 	return format.Seconds(*s)
 }
 
+// prettyJSON indents raw as it is: decoding it would round large integers to float64
+// and sort the keys, so the page would not show what results.json holds.
 func prettyJSON(raw json.RawMessage) string {
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
+	var out bytes.Buffer
+	if json.Indent(&out, raw, "", "  ") != nil {
 		return string(raw)
 	}
-	out, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return string(raw)
-	}
-	return string(out)
+	return out.String()
 }
 
 // sortedStages lists DropStages as "stage: n", most first.
