@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -106,5 +107,40 @@ func TestTableWritesNoControlCharacters(t *testing.T) {
 	}
 	for _, l := range strings.Split(out, "\n") {
 		require.False(t, strings.HasPrefix(l, "# x: PASS") || strings.HasPrefix(l, "| forged"), "forged line %q", l)
+	}
+}
+
+// TestDropListSaysWhatItLeftOut: summary.md and the table list a few silent drops and
+// say how many more there were and how many of them results.json holds (Config.MaxDrops
+// bounds its list), also when fewer were kept than they would show.
+func TestDropListSaysWhatItLeftOut(t *testing.T) {
+	res := func(total, kept int) *reports.Results {
+		r := &reports.Results{Verdict: reports.VerdictFail, Scenario: "d", SilentDrops: total, Outcomes: map[ledger.Outcome]int{ledger.OutcomeStalled: total}}
+		for i := range kept {
+			r.Drops = append(r.Drops, reports.SilentDrop{RequestID: fmt.Sprint("r", i), Outcome: ledger.OutcomeStalled})
+		}
+		return r
+	}
+	tests := []struct {
+		name        string
+		total, kept int
+		md, table   string
+	}{
+		{"beyond what results.json keeps", 1500, 1000, "… 1450 more silent drops (results.json lists the first 1000)", "… 1490 more silent drops (results.json lists the first 1000)"},
+		{"fewer kept than shown", 30, 5, "… 25 more silent drops (results.json lists the first 5)", "… 25 more silent drops (results.json lists the first 5)"},
+		{"all shown", 3, 3, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var md, tab bytes.Buffer
+			require.NoError(t, WriteMarkdown(&md, res(tt.total, tt.kept)))
+			require.NoError(t, WriteTable(&tab, res(tt.total, tt.kept)))
+			if tt.md == "" {
+				require.NotContains(t, md.String()+tab.String(), "more silent drops")
+				return
+			}
+			require.Contains(t, md.String(), tt.md)
+			require.Contains(t, tab.String(), tt.table)
+		})
 	}
 }

@@ -363,12 +363,12 @@ func WriteMarkdown(w io.Writer, r *reports.Results) error {
 	}
 	if r.SilentDrops > 0 {
 		b.WriteString("\n## Silent drops\n\n" + diagnosisLine(r) + "| request | workload | phase | age (s) | server said |\n|---|---|---|---:|---|\n")
-		for i, d := range r.Drops {
-			if i == 50 {
-				fmt.Fprintf(&b, "\n… %d more in results.json\n", r.SilentDrops-50)
-				break
-			}
+		shown := r.Drops[:min(50, len(r.Drops))]
+		for _, d := range shown {
 			fmt.Fprintf(&b, "| %s | %s | %s | %.1f | %s |\n", mdCode(d.RequestID), mdEscape(d.Workload), mdEscape(string(d.Phase)), d.Age, debugCell(d.ServerDebug))
+		}
+		if more := moreDrops(r, len(shown)); more != "" {
+			b.WriteString("\n" + more + "\n")
 		}
 	}
 	b.WriteString(pdMarkdown(r)) // pd_path and health_lies (pdmarkdown.go)
@@ -438,6 +438,15 @@ func recoveryCell(f reports.FaultResult) string {
 		return format.Seconds(*f.TimeToRecover)
 	}
 	return "not recovered"
+}
+
+// moreDrops says how many silent drops a list of the first shown left out, and how
+// many results.json holds (Config.MaxDrops bounds them); "" when none was left out.
+func moreDrops(r *reports.Results, shown int) string {
+	if r.SilentDrops <= shown {
+		return ""
+	}
+	return fmt.Sprintf("… %d more silent drops (results.json lists the first %d)", r.SilentDrops-shown, len(r.Drops))
 }
 
 // serverSaid summarises a drop's server debug info: its "where" field when the harness
@@ -540,16 +549,15 @@ func WriteTable(w io.Writer, r *reports.Results) error {
 	if len(r.Drops) > 0 {
 		fmt.Fprintln(tw)
 		fmt.Fprintln(tw, "SILENT DROP\tPHASE\tAGE\tSERVER SAID")
-		for i, d := range r.Drops {
-			if i == 10 {
-				fmt.Fprintf(tw, "… %d more in results.json\t\t\t\n", r.SilentDrops-10)
-				break
-			}
+		for _, d := range r.Drops[:min(10, len(r.Drops))] {
 			said := oneLine(serverSaid(d.ServerDebug, 160))
 			if said == "" {
 				said = "-"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%.1fs\t%s\n", oneLine(d.RequestID), oneLine(string(d.Phase)), d.Age, said)
+		}
+		if more := moreDrops(r, min(10, len(r.Drops))); more != "" {
+			fmt.Fprintf(tw, "%s\t\t\t\n", more)
 		}
 	}
 	if err := tw.Flush(); err != nil {
