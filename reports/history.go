@@ -40,15 +40,23 @@ func NewHistoryEntry(r *Results, digest, label, dir string) HistoryEntry {
 	if r.Start.IsZero() {
 		at = time.Now().UTC()
 	}
-	return HistoryEntry{
-		Scenario: r.Scenario, Digest: digest, Label: label, Time: at, Verdict: r.Verdict, Dir: dir,
-		Figures: map[string]float64{
-			"requests": float64(r.Requests), "throughput": round(r.Throughput), "silent_drops": float64(r.SilentDrops),
-			"ok_rate":       round(rate(r.Outcomes[ledger.OutcomeOK], r.Requests)),
-			"rejected_rate": round(rate(r.Outcomes[ledger.OutcomeRejected], r.Requests)),
-			"ttft_p50":      r.TTFT.P50, "ttft_p99": r.TTFT.P99, "itl_p99": r.ITL.P99, "e2e_p50": r.E2E.P50, "e2e_p99": r.E2E.P99,
-		},
+	figs := map[string]float64{"requests": float64(r.Requests), "throughput": round(r.Throughput), "silent_drops": float64(r.SilentDrops)}
+	// Only what was measured: a percentile of no samples or a rate of no requests is
+	// not 0, and the trend page would plot it as a perfect night.
+	if r.Requests > 0 {
+		figs["ok_rate"] = round(rate(r.Outcomes[ledger.OutcomeOK], r.Requests))
+		figs["rejected_rate"] = round(rate(r.Outcomes[ledger.OutcomeRejected], r.Requests))
 	}
+	for _, p := range []struct {
+		name string
+		p    Percentiles
+		v    float64
+	}{{"ttft_p50", r.TTFT, r.TTFT.P50}, {"ttft_p99", r.TTFT, r.TTFT.P99}, {"itl_p99", r.ITL, r.ITL.P99}, {"e2e_p50", r.E2E, r.E2E.P50}, {"e2e_p99", r.E2E, r.E2E.P99}} {
+		if p.p.Count > 0 {
+			figs[p.name] = p.v
+		}
+	}
+	return HistoryEntry{Scenario: r.Scenario, Digest: digest, Label: label, Time: at, Verdict: r.Verdict, Dir: dir, Figures: figs}
 }
 
 // AppendHistory appends e to path as one JSON line. The file is opened O_APPEND and the

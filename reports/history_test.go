@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"pdsoak/ledger"
 )
 
 func TestHistoryRoundTripAndProblems(t *testing.T) {
@@ -110,4 +112,21 @@ func TestAppendHistoryAfterTornLine(t *testing.T) {
 	assert.Equal(t, "after the torn line", got[1].Label)
 	require.Len(t, problems, 1, "the torn line alone is reported")
 	assert.Equal(t, 2, problems[0].Line)
+}
+
+// TestHistoryFiguresOnlyWhatWasMeasured: a night whose requests all failed has no TTFT
+// or ITL; a night with no request has no rate and no latency. Their history lines leave
+// those figures out, so the trend page skips them rather than plot a perfect 0 s.
+func TestHistoryFiguresOnlyWhatWasMeasured(t *testing.T) {
+	allFailed := &Results{Verdict: VerdictFail, Scenario: "s", Requests: 4, Outcomes: map[ledger.Outcome]int{ledger.OutcomeHTTPError: 4},
+		E2E: Percentiles{Count: 4, P50: 0.01, P99: 0.02}}
+	e := NewHistoryEntry(allFailed, "d", "", "")
+	for _, f := range []string{"ttft_p50", "ttft_p99", "itl_p99"} {
+		assert.NotContains(t, e.Figures, f)
+	}
+	assert.Equal(t, 0.02, e.Figures["e2e_p99"])
+	assert.Equal(t, 0.0, e.Figures["ok_rate"], "a rate over 4 requests is a figure")
+
+	none := NewHistoryEntry(&Results{Verdict: VerdictInvalid, Scenario: "s", Outcomes: map[ledger.Outcome]int{}}, "d", "", "")
+	assert.Equal(t, map[string]float64{"requests": 0, "throughput": 0, "silent_drops": 0}, none.Figures)
 }
