@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"pdsoak/suggest"
 	"reflect"
 	"slices"
@@ -299,6 +300,13 @@ func (w *walker) walkScalar(n *yaml.Node, t reflect.Type, path string) {
 	case reflect.Float64, reflect.Float32:
 		if n.Kind != yaml.ScalarNode || (n.ShortTag() != "!!int" && n.ShortTag() != "!!float") {
 			w.add(n, path, "must be a number, got %s", describe(n))
+			return
+		}
+		// .nan compares false with every bound Validate checks, and .inf overflows
+		// every product: neither is ever a meaningful setting.
+		var f float64
+		if err := n.Decode(&f); err == nil && (math.IsNaN(f) || math.IsInf(f, 0)) {
+			w.add(n, path, "must be a finite number, got %s", describe(n))
 		}
 	default:
 		w.add(n, path, "unsupported field type %s", t)

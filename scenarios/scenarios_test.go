@@ -289,6 +289,17 @@ func TestParseProblems(t *testing.T) {
 			want: []string{"t.yaml:9: faults[0].for: at + for (13s) exceeds the scenario's duration (10s)"},
 		},
 		{
+			// NaN compares false with every bound, so it slipped past them all: the plan
+			// showed "NaN req/s" and ~-9223372036854775808 requests.
+			name: "NaN and infinite numbers",
+			yaml: "name: t\nworkloads:\n  - type: open_loop\n    temperature: .nan\n    pacer: {type: constant, rate: .NaN}\n  - type: trace\n    trace: {file: traces/azure-conv.csv, speedup: .inf}\n",
+			want: []string{
+				"t.yaml:4: workloads[0].temperature: must be a finite number, got \".nan\"",
+				"t.yaml:5: workloads[0].pacer.rate: must be a finite number, got \".NaN\"",
+				"t.yaml:7: workloads[1].trace.speedup: must be a finite number, got \".inf\"",
+			},
+		},
+		{
 			name: "launch without url",
 			yaml: "name: t\ntarget:\n  launch:\n    - name: sglang\n      role: router\n      command: []\nworkloads:\n  - type: agents\n",
 			want: []string{
