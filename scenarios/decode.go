@@ -225,7 +225,7 @@ func (w *walker) walk(n *yaml.Node, t reflect.Type, path string) {
 			return
 		}
 		if _, err := ParseDuration(n.Value); err != nil {
-			w.add(n, path, "invalid duration %q (want e.g. 5s, 1m30s, 250ms)", n.Value)
+			w.add(n, path, "%s", strings.TrimPrefix(err.Error(), "scenarios: "))
 		}
 		return
 	}

@@ -21,7 +21,12 @@ func (d Duration) Seconds() float64 { return time.Duration(d).Seconds() }
 
 func (d Duration) String() string { return time.Duration(d).String() }
 
-// ParseDuration parses a Go duration string; "0" is accepted without a unit.
+// MaxDuration bounds every duration of a scenario: a year is beyond any soak, and a
+// sum of a few stays far from time.Duration's overflow at 292 years.
+const MaxDuration = Duration(365 * 24 * time.Hour)
+
+// ParseDuration parses a Go duration string; "0" is accepted without a unit. A
+// duration beyond MaxDuration (either sign) is an error.
 func ParseDuration(s string) (Duration, error) {
 	s = strings.TrimSpace(s)
 	if s == "0" {
@@ -30,6 +35,9 @@ func ParseDuration(s string) (Duration, error) {
 	v, err := time.ParseDuration(s)
 	if err != nil {
 		return 0, fmt.Errorf("scenarios: invalid duration %q (want e.g. 5s, 1m30s, 250ms)", s)
+	}
+	if v > MaxDuration.D() || v < -MaxDuration.D() {
+		return 0, fmt.Errorf("scenarios: duration %q is more than a year (8760h)", s)
 	}
 	return Duration(v), nil
 }

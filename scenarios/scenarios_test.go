@@ -300,6 +300,22 @@ func TestParseProblems(t *testing.T) {
 			},
 		},
 		{
+			// Two such durations summed overflowed time.Duration: plan put the drain
+			// deadline at +-1124095h34m33.71s.
+			name: "absurd durations",
+			yaml: "name: t\nduration: 2000000h\ndrain: {timeout: 2000000h}\nworkloads:\n  - type: agents\n",
+			want: []string{
+				`t.yaml:2: duration: duration "2000000h" is more than a year (8760h)`,
+				`t.yaml:3: drain.timeout: duration "2000000h" is more than a year (8760h)`,
+			},
+		},
+		{
+			name: "absurd --duration override",
+			yaml: "name: t\nworkloads:\n  - type: agents\n",
+			opts: []Option{WithOverrides(func(sc *Scenario) { sc.Duration = Duration(2000000 * time.Hour) })},
+			want: []string{"t.yaml: duration: must be at most 8760h (a year), got 2000000h0m0s"},
+		},
+		{
 			name: "launch without url",
 			yaml: "name: t\ntarget:\n  launch:\n    - name: sglang\n      role: router\n      command: []\nworkloads:\n  - type: agents\n",
 			want: []string{
@@ -463,6 +479,9 @@ func TestDurationParse(t *testing.T) {
 		{"0", 0, true},
 		{"5", 0, false},
 		{"soon", 0, false},
+		{"8760h", 8760 * time.Hour, true},
+		{"8761h", 0, false},
+		{"-8761h", 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

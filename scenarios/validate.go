@@ -116,6 +116,8 @@ func (v *validator) check(o options) {
 	}
 	if sc.Duration <= 0 {
 		v.add("duration", "must be > 0")
+	} else if sc.Duration > MaxDuration { // --duration bypasses ParseDuration
+		v.add("duration", "must be at most 8760h (a year), got %s", sc.Duration)
 	}
 	v.checkTarget()
 	v.checkClient() // headers.go
