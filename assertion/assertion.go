@@ -2,6 +2,7 @@ package assertion
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -178,6 +179,10 @@ func ParseAssertion(s string) (Assertion, error) {
 	default:
 		return Assertion{}, fmt.Errorf("assertion: assertion %q: unknown function %q%s (want p50, p90, p95, p99, max, mean, rate or count)", s, fn, didYouMean(fn, funcList))
 	}
+	kind := map[bool]string{true: "latency", false: fn}[latencyFuncs[fn]]
+	if err := vacuous(s, kind, op, a.Value); err != nil {
+		return Assertion{}, err
+	}
 	a.Name = a.String()
 	return a, nil
 }
@@ -192,6 +197,26 @@ func (a Assertion) String() string {
 		v = time.Duration(a.Value * float64(time.Second)).String()
 	}
 	return fmt.Sprintf("%s(%s) %s %s", a.Func, a.Arg, a.Op, v)
+}
+
+// vacuous refuses a bound that every run meets (it can never fail) or none does (it
+// can never pass): kind is latency, count (never below 0) or rate (nor above 1).
+func vacuous(s, kind, op string, v float64) error {
+	hi := math.Inf(1)
+	if kind == "rate" {
+		hi = 1
+	}
+	switch {
+	case op == ">=" && v <= 0:
+		return fmt.Errorf("assertion: assertion %q: can never fail (a %s is never below 0); tighten the bound or remove it", s, kind)
+	case op == "<=" && v >= hi:
+		return fmt.Errorf("assertion: assertion %q: can never fail (a %s is never above 1); tighten the bound or remove it", s, kind)
+	case op == "<" && v <= 0:
+		return fmt.Errorf("assertion: assertion %q: can never pass (a %s is never below 0)", s, kind)
+	case op == ">" && v >= hi:
+		return fmt.Errorf("assertion: assertion %q: can never pass (a %s is never above 1)", s, kind)
+	}
+	return nil
 }
 
 func parseSeconds(v string) (float64, error) {

@@ -42,6 +42,19 @@ func TestParseAssertion(t *testing.T) {
 		{"p99(ttft < 2s", "", 0, "missing ')'"},
 		{"p99(ttft) < soon", "", 0, "not a duration"},
 		{"no_silent_drop", "", 0, "unknown assertion"},
+		// A bound every run meets can never fail; one no run meets can never pass.
+		{"rate(rejected) <= 1", "", 0, "can never fail (a rate is never above 1)"},
+		{"rate(ok) >= 0", "", 0, "can never fail (a rate is never below 0)"},
+		{"count(stalled) >= 0", "", 0, "can never fail (a count is never below 0)"},
+		{"p99(ttft) >= 0s", "", 0, "can never fail (a latency is never below 0)"},
+		{"rate(ok) > 1", "", 0, "can never pass (a rate is never above 1)"},
+		{"count(ok) < 0", "", 0, "can never pass (a count is never below 0)"},
+		{"max(e2e) < 0s", "", 0, "can never pass (a latency is never below 0)"},
+		{"explained_errors(rate <= 1)", "", 0, "can never fail (a rate is never above 1)"},
+		{"explained_errors(count < 0)", "", 0, "can never pass (a count is never below 0)"},
+		{"rate(ok) >= 0.5", "rate(ok) >= 0.5", 0.5, ""},
+		{"count(ok) > 0", "count(ok) > 0", 0, ""},
+		{"rate(stalled) <= 0", "rate(stalled) <= 0", 0, ""},
 	}
 	_, err := ParseAssertion("rate(zzzzzz) < 1")
 	assert.NotContains(t, err.Error(), "did you mean", "no hint when nothing is close")

@@ -59,6 +59,9 @@ func parseExplained(raw, s string) (Assertion, bool, error) {
 	case fn == "count" && (v < 0 || v != float64(int64(v))):
 		return Assertion{}, true, fmt.Errorf("assertion: assertion %q: a count is a whole number ≥ 0", s)
 	}
+	if err := vacuous(s, fn, op, v); err != nil {
+		return Assertion{}, true, err
+	}
 	a := Assertion{Raw: raw, Arg: fn, Op: op, Value: v}
 	a.Name = fmt.Sprintf("%s(%s %s %s)", AssertExplainedErrors, fn, op, strconv.FormatFloat(v, 'g', -1, 64))
 	return a, true, nil
