@@ -40,7 +40,13 @@ func parseMooncake(file string, data []byte) ([]Request, error) {
 		}
 		var m mooncakeLine
 		dec := json.NewDecoder(bytes.NewReader(l))
+		// A misspelt key (hash_id) would silently drop what it carries.
+		dec.DisallowUnknownFields()
 		if err := dec.Decode(&m); err != nil {
+			if key, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+				return nil, &Error{File: file, Line: n, Field: strings.Trim(key, `"`),
+					Msg: "unknown field (want timestamp, input_length, output_length, hash_ids)"}
+			}
 			return nil, &Error{File: file, Line: n, Msg: "not a JSON object: " + err.Error()}
 		}
 		if dec.More() {

@@ -57,6 +57,10 @@ func TestParseErrorsNameLineAndField(t *testing.T) {
 		{"bad json", "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1}\n{oops", Mooncake, "traces: f:2: not a JSON object"},
 		{"too many blocks", `{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_ids": [1, 2]}`, Mooncake, "traces: f:1: hash_ids: 2 blocks for 10 input tokens"},
 		{"negative ts", `{"timestamp": -5, "input_length": 10, "output_length": 1}`, Mooncake, "traces: f:1: timestamp: must be"},
+		// A misspelt hash_ids was ignored: every request got blocks of its own, and the
+		// replay's prefix reuse fell to 0 without a word.
+		{"unknown key", `{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_id": [0]}`, Mooncake,
+			`traces: f:1: hash_id: unknown field (want timestamp, input_length, output_length, hash_ids)`},
 		{"azure header", "TIMESTAMP,Context,GeneratedTokens\n", Azure, `traces: f:1: column 2 is "Context"`},
 		{"azure time", "TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,1,2\n", Azure, "traces: f:2: TIMESTAMP: not a timestamp"},
 		{"azure tokens", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.1,1,2\n2023-11-16 18:15:47.1,x,2\n", Azure, `traces: f:3: ContextTokens: not a token count: "x"`},
