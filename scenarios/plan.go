@@ -285,7 +285,14 @@ func describeWorkload(w Workload, ww WorkloadWindow) string {
 	case WorkloadTrace:
 		s = describeTrace(w)
 	}
-	s += fmt.Sprintf(", %s %s, max_tokens %d", w.Endpoint, stream, w.MaxTokens)
+	maxTokens := fmt.Sprintf("max_tokens %d", w.MaxTokens)
+	if w.Type == WorkloadTrace { // each request's own; w.MaxTokens is only the default
+		maxTokens = "max_tokens from the trace"
+		if w.Trace != nil && w.Trace.MaxTokens > 0 {
+			maxTokens += fmt.Sprintf(" (at most %d)", w.Trace.MaxTokens)
+		}
+	}
+	s += fmt.Sprintf(", %s %s, %s", w.Endpoint, stream, maxTokens)
 	if !ww.Open {
 		s += fmt.Sprintf(", ~%s", plural(ww.Requests, "request"))
 	}

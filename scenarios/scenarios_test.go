@@ -962,3 +962,36 @@ func TestPlanFaultTimeline(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceWorkloadTokens: a trace workload's lengths come from the trace. A workload
+// max_tokens or prompt_tokens other than the defaults a rendered scenario writes back
+// was accepted and ignored, and plan printed it as if it capped the requests.
+func TestTraceWorkloadTokens(t *testing.T) {
+	const head = "name: t\nduration: 10s\nworkloads:\n  - type: trace\n    trace: {file: traces/azure-conv.csv%s}\n"
+	tests := []struct {
+		name, trace, extra string
+		want               []string // problems; none: plan must show planLine
+		planLine           string
+	}{
+		{name: "max_tokens set", extra: "    max_tokens: 8\n",
+			want: []string{"t.yaml:6: workloads[0].max_tokens: does not apply to type trace: each request's comes from the trace (cap it with trace.max_tokens)"}},
+		{name: "prompt_tokens set", extra: "    prompt_tokens: 100\n",
+			want: []string{"t.yaml:6: workloads[0].prompt_tokens: does not apply to type trace: lengths come from the trace (scale them with trace.block_tokens)"}},
+		{name: "rendered defaults", extra: "    max_tokens: 16\n    prompt_tokens: 32\n", planLine: "max_tokens from the trace,"},
+		{name: "rendered cap", trace: ", max_tokens: 5", extra: "    max_tokens: 5\n", planLine: "max_tokens from the trace (at most 5),"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc, err := Parse("t.yaml", []byte(fmt.Sprintf(head, tt.trace)+tt.extra))
+			if len(tt.want) > 0 {
+				requireProblems(t, err, tt.want...)
+				return
+			}
+			require.NoError(t, err)
+			var buf bytes.Buffer
+			require.NoError(t, Plan(sc).Write(&buf))
+			assert.Contains(t, buf.String(), tt.planLine)
+			assert.NotContains(t, buf.String(), "max_tokens 16")
+		})
+	}
+}

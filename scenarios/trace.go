@@ -140,7 +140,6 @@ func describeTrace(w Workload) string {
 	case t.Speedup > 0 && t.Speedup != 1:
 		s += fmt.Sprintf(" ×%g speed", t.Speedup)
 	}
-	s += ", output lengths from the trace"
 	if t.BlockTokens > 0 && t.BlockTokens != traces.BlockTokens {
 		s += fmt.Sprintf(", %d tokens per 512-token block", t.BlockTokens)
 	}

@@ -19,9 +19,20 @@ func (v *validator) checkTrace(p string, w Workload) {
 	if v.sc.IsSet(p + ".count") {
 		v.add(p+".count", "does not apply to type trace: use trace.limit")
 	}
-	// prompt_tokens and max_tokens are left alone (a rendered scenario writes their
-	// defaults back): lengths come from the trace, capped by trace.max_tokens.
+	// Lengths come from the trace, capped by trace.max_tokens. A rendered scenario
+	// writes prompt_tokens and max_tokens back as defaulted, so those values pass; any
+	// other would be ignored while the user thinks it applies.
 	t := w.Trace
+	wantMax := DefaultMaxTokens
+	if t != nil && t.MaxTokens > 0 {
+		wantMax = t.MaxTokens // traceDefaults copied it
+	}
+	if v.sc.IsSet(p+".max_tokens") && w.MaxTokens != wantMax {
+		v.add(p+".max_tokens", "does not apply to type trace: each request's comes from the trace (cap it with trace.max_tokens)")
+	}
+	if v.sc.IsSet(p+".prompt_tokens") && w.PromptTokens != DefaultPromptTokens {
+		v.add(p+".prompt_tokens", "does not apply to type trace: lengths come from the trace (scale them with trace.block_tokens)")
+	}
 	if t == nil {
 		v.add(p+".trace", "must be set for type trace: {file: ..., format: mooncake|azure|burstgpt}")
 		return
