@@ -316,6 +316,17 @@ func TestParseProblems(t *testing.T) {
 			want: []string{"t.yaml: duration: must be at most 8760h (a year), got 2000000h0m0s"},
 		},
 		{
+			// They were ignored: the run's arrivals were not what the file said.
+			name: "pacer fields of another pacer type",
+			yaml: "name: t\nworkloads:\n  - type: open_loop\n    pacer:\n      type: constant\n      rate: 5\n      slope: 3\n      amplitude: 2\n      period: 5s\n  - type: open_loop\n    pacer: {type: sine, rate: 5, amplitude: 1, period: 4s, slope: 1}\n",
+			want: []string{
+				"t.yaml:7: workloads[0].pacer.slope: only applies to a linear pacer, not constant",
+				"t.yaml:8: workloads[0].pacer.amplitude: only applies to a sine pacer, not constant",
+				"t.yaml:9: workloads[0].pacer.period: only applies to a sine pacer, not constant",
+				"t.yaml:11: workloads[1].pacer.slope: only applies to a linear pacer, not sine",
+			},
+		},
+		{
 			name: "launch without url",
 			yaml: "name: t\ntarget:\n  launch:\n    - name: sglang\n      role: router\n      command: []\nworkloads:\n  - type: agents\n",
 			want: []string{

@@ -350,6 +350,16 @@ func (v *validator) checkPacer(p string, pc *Pacer) {
 	default:
 		v.add(p+".type", "must be constant, linear, sine or poisson, got %q", pc.Type)
 	}
+	// Another pacer type's field would be ignored: arrivals not what the file says.
+	known := slices.Contains([]string{PacerConstant, PacerLinear, PacerSine, PacerPoisson}, pc.Type)
+	for _, f := range []struct {
+		field, typ string
+		set        bool
+	}{{"slope", PacerLinear, pc.Slope != 0}, {"amplitude", PacerSine, pc.Amplitude != 0}, {"period", PacerSine, pc.Period != 0}} {
+		if known && f.set && pc.Type != f.typ {
+			v.add(p+"."+f.field, "only applies to a %s pacer, not %s", f.typ, pc.Type)
+		}
+	}
 	if pc.Rate > 100000 {
 		v.add(p+".rate", "must be ≤ 100000 requests per second")
 	}
