@@ -327,6 +327,15 @@ func TestParseProblems(t *testing.T) {
 			},
 		},
 		{
+			// The pacer stopped once the rate reached 0 (4 requests by 1.7s, then
+			// nothing for the rest of the window) and plan said ~0 requests.
+			name: "linear pacer whose rate falls to 0 in its window",
+			yaml: "name: t\nduration: 20s\nworkloads:\n  - type: open_loop\n    duration: 10s\n    pacer: {type: linear, rate: 5, slope: -3}\n  - type: open_loop\n    start: 10s\n    pacer: {type: linear, rate: 5, slope: -0.4}\n",
+			want: []string{
+				"t.yaml:6: workloads[0].pacer.slope: the rate falls to 0 req/s 1.666666666s into the workload's 10s window (rate 5 + slope -3 per second); a linear pacer stops there",
+			},
+		},
+		{
 			name: "launch without url",
 			yaml: "name: t\ntarget:\n  launch:\n    - name: sglang\n      role: router\n      command: []\nworkloads:\n  - type: agents\n",
 			want: []string{

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"pdsoak/assertion"
 	"pdsoak/suggest"
@@ -232,6 +233,7 @@ func (v *validator) checkWorkload(i int, w Workload, names map[string]bool) {
 		v.checkAgents(p, w)
 	case WorkloadOpenLoop:
 		v.checkPacer(p+".pacer", w.Pacer)
+		v.checkLinearWindow(p+".pacer", w)
 		if w.Count < 0 {
 			v.add(p+".count", "must be ≥ 0 (0: no cap)")
 		}
@@ -362,6 +364,23 @@ func (v *validator) checkPacer(p string, pc *Pacer) {
 	}
 	if pc.Rate > 100000 {
 		v.add(p+".rate", "must be ≤ 100000 requests per second")
+	}
+}
+
+// checkLinearWindow refuses a linear pacer whose rate falls to 0 before its window
+// ends: vegeta's pacer stops there, and the rest of the window sends nothing.
+func (v *validator) checkLinearWindow(p string, w Workload) {
+	pc := w.Pacer
+	if pc == nil || pc.Type != PacerLinear || pc.Slope >= 0 || pc.Rate <= 0 {
+		return
+	}
+	window := w.Duration
+	if window == 0 {
+		window = v.sc.Duration - w.Start
+	}
+	zero := time.Duration(-pc.Rate / pc.Slope * float64(time.Second))
+	if window > 0 && zero < window.D() {
+		v.add(p+".slope", "the rate falls to 0 req/s %s into the workload's %s window (rate %g + slope %g per second); a linear pacer stops there", zero, window, pc.Rate, pc.Slope)
 	}
 }
 
