@@ -143,7 +143,13 @@ func Load(nameOrPath string, opts ...Option) (*Scenario, error) {
 	file := nameOrPath
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("scenarios: read %s: %w", nameOrPath, err)
+			// A path that exists but is no readable file (a directory, no permission)
+			// is bad input, not a failure of the run.
+			msg := err.Error()
+			if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+				msg = pe.Err.Error()
+			}
+			return nil, Problems{{File: nameOrPath, Msg: "cannot read the scenario: " + msg}}
 		}
 		var ok bool
 		data, ok = Embedded(nameOrPath)

@@ -156,6 +156,9 @@ func TestExitCodes(t *testing.T) {
 			stderr: threshold + `:6: assertions[1]: assertion "p99(tftt) < 2s": p99() takes ttft, itl or e2e, not "tftt" (did you mean "ttft"?)`},
 		{name: "unknown scenario", args: []string{"validate", "no-such-scenario"}, code: 2, stderr: "harness: \"no-such-scenario\" is neither a file nor an embedded scenario"},
 		{name: "unknown scenario on run", args: []string{"run", "no-such-scenario"}, code: 2, stderr: "embedded: "},
+		// It exited 3 (an infrastructure failure) with "read DIR: read DIR: is a directory".
+		{name: "a directory is not a scenario", args: []string{"validate", dir}, code: 2,
+			stderr: dir + ": cannot read the scenario: is a directory"},
 		{name: "missing argument", args: []string{"run"}, code: 2, stderr: "harness: run needs exactly one SCENARIO"},
 		{name: "unknown flag", args: []string{"run", "smoke", "--bogus"}, code: 2, stderr: "harness: unknown flag: --bogus"},
 		{name: "bad flag value", args: []string{"run", "smoke", "--duration", "soon"}, code: 2, stderr: `harness: invalid argument "soon" for "--duration" flag: invalid duration "soon"`},
