@@ -2,6 +2,7 @@ package scenarios
 
 import (
 	"slices"
+	"strings"
 
 	"pdsoak/traces"
 )
@@ -68,7 +69,8 @@ func (v *validator) checkTrace(p string, w Workload) {
 	}
 	tr, err := v.sc.LoadTrace(t)
 	if err != nil {
-		v.add(p+".file", "%v", err)
+		// A problem names the trace's file, line and field; package names are noise.
+		v.add(p+".file", "%s", strings.ReplaceAll(strings.TrimPrefix(err.Error(), "scenarios: "), "traces: ", ""))
 		return
 	}
 	t.parsed = tr

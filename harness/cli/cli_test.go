@@ -131,6 +131,9 @@ func TestExitCodes(t *testing.T) {
 	leaks := writeFile(t, dir, "leaks.yaml", "name: leaks\nworkloads:\n  - type: agents\nassertions: [no_silent_drops, no_leaks]\n")
 	threshold := writeFile(t, dir, "threshold.yaml", "name: threshold\nworkloads:\n  - type: agents\nassertions:\n  - p95(ttft) < 2s\n  - p99(tftt) < 2s\n")
 	ok := []ledger.Outcome{ledger.OutcomeOK, ledger.OutcomeOK, ledger.OutcomeRejected}
+	writeFile(t, dir, "bad.jsonl", "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1}\n{\"timestamp\": 5, \"input_length\": -3, \"output_length\": 1}\n")
+	badTrace := writeFile(t, dir, "trace.yaml", "name: tr\nduration: 10s\nworkloads:\n  - type: trace\n    trace:\n      file: bad.jsonl\n")
+	unknownTrace := writeFile(t, dir, "trace-unknown.yaml", "name: tr\nduration: 10s\nworkloads:\n  - type: trace\n    trace:\n      file: bad.yaml\n")
 	known := WithFaultTypes(map[string]scenarios.FaultType{"decode_crash": {Targets: scenarios.TargetProcess}})
 
 	tests := []struct {
@@ -159,6 +162,11 @@ func TestExitCodes(t *testing.T) {
 		// It exited 3 (an infrastructure failure) with "read DIR: read DIR: is a directory".
 		{name: "a directory is not a scenario", args: []string{"validate", dir}, code: 2,
 			stderr: dir + ": cannot read the scenario: is a directory"},
+		// Both said "scenarios: traces: ..." (the loop below refuses package names).
+		{name: "a bad trace line names the trace file, line and field", args: []string{"validate", badTrace}, code: 2,
+			stderr: badTrace + ":6: workloads[0].trace.file: " + filepath.Join(dir, "bad.jsonl") + ":2: input_length: must be in [0, 16777216], got -3"},
+		{name: "a trace of unknown format", args: []string{"validate", unknownTrace}, code: 2,
+			stderr: unknownTrace + ":6: workloads[0].trace.file: " + filepath.Join(dir, "bad.yaml") + ": unknown format"},
 		{name: "missing argument", args: []string{"run"}, code: 2, stderr: "harness: run needs exactly one SCENARIO"},
 		{name: "unknown flag", args: []string{"run", "smoke", "--bogus"}, code: 2, stderr: "harness: unknown flag: --bogus"},
 		{name: "bad flag value", args: []string{"run", "smoke", "--duration", "soon"}, code: 2, stderr: `harness: invalid argument "soon" for "--duration" flag: invalid duration "soon"`},

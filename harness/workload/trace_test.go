@@ -133,8 +133,8 @@ func TestTraceScenarioProblems(t *testing.T) {
 	require.NoError(t, err)
 	for _, tc := range []struct{ name, w, want string }{
 		{"no trace", "type: trace", "workloads[0].trace: must be set"},
-		{"missing file", "type: trace\n    trace: {file: nope.jsonl}", "workloads[0].trace.file: scenarios: read trace"},
-		{"bad format", fmt.Sprintf("type: trace\n    trace: {file: %q, format: mooncake}", abs), "traces: "},
+		{"missing file", "type: trace\n    trace: {file: nope.jsonl}", "workloads[0].trace.file: read trace"},
+		{"bad format", fmt.Sprintf("type: trace\n    trace: {file: %q, format: mooncake}", abs), "azure-conv.csv:1: not a JSON object"},
 		{"both rates", fmt.Sprintf("type: trace\n    trace: {file: %q, rate: 2, speedup: 3}", abs), "set rate or speedup, not both"},
 		{"wrong type", fmt.Sprintf("type: burst\n    count: 3\n    trace: {file: %q}", abs), "only applies to type trace"},
 		{"empty window", fmt.Sprintf("type: trace\n    trace: {file: %q, start: 1h}", abs), "no request of the trace falls in the workload's window"},
