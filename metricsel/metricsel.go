@@ -153,8 +153,22 @@ func ParseText(r io.Reader) (map[string]*dto.MetricFamily, error) {
 // Sum adds up the series of s's family whose labels match (counters, gauges and
 // untyped values). found is false when no series matches: the process does not export
 // that counter (yet), which is not the same as a counter at 0.
+//
+// NAME_count and NAME_sum of a histogram or summary NAME are summed as exposed (the
+// parser files them under NAME). A histogram or summary named itself has no one value:
+// it is not found.
 func (s Selector) Sum(fams map[string]*dto.MetricFamily) (sum float64, found bool) {
-	mf := fams[s.Name]
+	mf, part := fams[s.Name], ""
+	if mf == nil {
+		for _, suffix := range []string{"_count", "_sum"} {
+			if base, ok := strings.CutSuffix(s.Name, suffix); ok {
+				switch fams[base].GetType() { // nil-safe: a missing base is a COUNTER
+				case dto.MetricType_HISTOGRAM, dto.MetricType_GAUGE_HISTOGRAM, dto.MetricType_SUMMARY:
+					mf, part = fams[base], suffix
+				}
+			}
+		}
+	}
 	if mf == nil {
 		return 0, false
 	}
@@ -162,17 +176,37 @@ func (s Selector) Sum(fams map[string]*dto.MetricFamily) (sum float64, found boo
 		if !s.matches(m) {
 			continue
 		}
-		found = true
-		switch {
-		case m.Counter != nil:
-			sum += m.GetCounter().GetValue()
-		case m.Gauge != nil:
-			sum += m.GetGauge().GetValue()
-		case m.Untyped != nil:
-			sum += m.GetUntyped().GetValue()
+		v, ok := value(m, part)
+		if !ok {
+			continue
 		}
+		found = true
+		sum += v
 	}
 	return sum, found
+}
+
+// value is a series' value, or its histogram's or summary's _count or _sum (part).
+func value(m *dto.Metric, part string) (float64, bool) {
+	switch {
+	case part == "_count" && m.Histogram != nil:
+		return float64(m.GetHistogram().GetSampleCount()), true
+	case part == "_sum" && m.Histogram != nil:
+		return m.GetHistogram().GetSampleSum(), true
+	case part == "_count" && m.Summary != nil:
+		return float64(m.GetSummary().GetSampleCount()), true
+	case part == "_sum" && m.Summary != nil:
+		return m.GetSummary().GetSampleSum(), true
+	case part != "":
+		return 0, false
+	case m.Counter != nil:
+		return m.GetCounter().GetValue(), true
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue(), true
+	case m.Untyped != nil:
+		return m.GetUntyped().GetValue(), true
+	}
+	return 0, false
 }
 
 func (s Selector) matches(m *dto.Metric) bool {

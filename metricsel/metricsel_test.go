@@ -46,6 +46,15 @@ vllm:request_success_total{engine="1",finished_reason="length",model_name="m"} 3
 vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} 100
 # TYPE sglang:num_requests_total counter
 sglang:num_requests_total{model_name="m"} 42
+# TYPE sglang:e2e_request_latency_seconds histogram
+sglang:e2e_request_latency_seconds_bucket{model_name="m",le="1"} 3
+sglang:e2e_request_latency_seconds_bucket{model_name="m",le="+Inf"} 5
+sglang:e2e_request_latency_seconds_sum{model_name="m"} 4.5
+sglang:e2e_request_latency_seconds_count{model_name="m"} 5
+# TYPE vllm:ttft_seconds summary
+vllm:ttft_seconds{quantile="0.5"} 0.1
+vllm:ttft_seconds_sum 2
+vllm:ttft_seconds_count 8
 `
 
 func TestSum(t *testing.T) {
@@ -61,6 +70,15 @@ func TestSum(t *testing.T) {
 		{`vllm:request_success_total{finished_reason="remote_decode"}`, 0, false},
 		{`sglang:num_requests_total`, 42, true},
 		{`pdsoak:prefills_completed_total`, 0, false},
+		// A histogram's or summary's _count and _sum are in the exposition as written,
+		// but the parser files them under the base name: they matched nothing. The
+		// base name itself matched with no value, a silent 0.
+		{`sglang:e2e_request_latency_seconds_count`, 5, true},
+		{`sglang:e2e_request_latency_seconds_count{model_name="m"}`, 5, true},
+		{`sglang:e2e_request_latency_seconds_sum`, 4.5, true},
+		{`vllm:ttft_seconds_count`, 8, true},
+		{`sglang:e2e_request_latency_seconds`, 0, false},
+		{`vllm:ttft_seconds`, 0, false},
 	} {
 		s, err := Parse(tc.sel)
 		require.NoError(t, err)
