@@ -12,7 +12,8 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// Selector is a metric name and the labels a series must have (exact values).
+// Selector is a metric name and the labels a series must have (exact values; "" also
+// matches a series without the label, as in PromQL).
 type Selector struct {
 	Name   string
 	Labels []Label // sorted by name, names unique
@@ -211,7 +212,7 @@ func value(m *dto.Metric, part string) (float64, bool) {
 
 func (s Selector) matches(m *dto.Metric) bool {
 	for _, want := range s.Labels {
-		ok := false
+		ok := want.Value == "" // PromQL: label="" matches a series without the label
 		for _, lp := range m.GetLabel() {
 			if lp.GetName() == want.Name {
 				ok = lp.GetValue() == want.Value

@@ -79,6 +79,9 @@ func TestSum(t *testing.T) {
 		{`vllm:ttft_seconds_count`, 8, true},
 		{`sglang:e2e_request_latency_seconds`, 0, false},
 		{`vllm:ttft_seconds`, 0, false},
+		// As in PromQL, label="" matches a series without the label; it matched none.
+		{`vllm:request_success_total{engine=""}`, 0, false},
+		{`sglang:num_requests_total{engine=""}`, 42, true},
 	} {
 		s, err := Parse(tc.sel)
 		require.NoError(t, err)
