@@ -191,6 +191,9 @@ func FuzzParse(f *testing.F) {
 			require.GreaterOrEqual(t, r.Output, 0)
 			require.NotEmpty(t, r.Blocks)
 		}
+		for _, r := range tr.Window(Window{Speedup: 1e-9, Until: time.Hour}) {
+			require.GreaterOrEqual(t, r.At, time.Duration(0), "slowed down, still from zero")
+		}
 		w := tr.Window(Window{Speedup: 3, Limit: 10})
 		if len(w) > 0 && w[0].Input < 4096 {
 			require.Len(t, Prompt(w[0], 16, 1), Scaled(w[0], 16))
@@ -208,4 +211,19 @@ func TestMooncakeExcerptReuse(t *testing.T) {
 	hit, total := Reuse(tr.Requests)
 	t.Logf("reuse %d/%d = %.4f", hit, total, float64(hit)/float64(total))
 	assert.InDelta(t, 0.0593, float64(hit)/float64(total), 0.0005)
+}
+
+// TestWindowSlowdownPastTheEnd: a slowed-down arrival beyond time.Duration's range
+// overflowed to a negative time, fell inside the window and was sent at once.
+func TestWindowSlowdownPastTheEnd(t *testing.T) {
+	tr, err := Parse("f", []byte(`{"timestamp": 0, "input_length": 1, "output_length": 1}
+{"timestamp": 31536000000, "input_length": 1, "output_length": 1}
+`), Mooncake)
+	require.NoError(t, err)
+	for _, w := range []Window{{Speedup: 0.001, Until: time.Hour}, {Rate: 1e-12, Until: time.Hour}} {
+		got := tr.Window(w)
+		require.Len(t, got, 1, "%+v: %+v", w, got)
+		assert.Equal(t, time.Duration(0), got[0].At)
+	}
+	assert.Len(t, tr.Window(Window{Speedup: 0.001}), 2, "no Until: every request, the late one at the end of time")
 }

@@ -1,6 +1,7 @@
 package traces
 
 import (
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -49,7 +50,13 @@ func (t *Trace) Window(w Window) []Request {
 	}
 	if scale != 1 {
 		for i := range out {
-			out[i].At = time.Duration(float64(out[i].At) * scale)
+			// A slowed-down arrival past time.Duration's range saturates: converted, it
+			// would wrap negative and land inside the window.
+			if f := float64(out[i].At) * scale; f >= math.MaxInt64 {
+				out[i].At = math.MaxInt64
+			} else {
+				out[i].At = time.Duration(f)
+			}
 		}
 	}
 	if w.Until > 0 {
