@@ -336,6 +336,12 @@ func TestParseProblems(t *testing.T) {
 			},
 		},
 		{
+			// Nothing to judge: the run passed whatever the server did.
+			name: "empty assertions",
+			yaml: "name: t\nworkloads:\n  - type: agents\nassertions: []\n",
+			want: []string{"t.yaml:4: assertions: is empty, so the run would pass whatever happens; list at least one, or leave the key out for the defaults"},
+		},
+		{
 			name: "launch without url",
 			yaml: "name: t\ntarget:\n  launch:\n    - name: sglang\n      role: router\n      command: []\nworkloads:\n  - type: agents\n",
 			want: []string{

@@ -167,6 +167,9 @@ func orList(set []string) string {
 // evaluate: a listed assertion that cannot be judged must never read as a pass.
 func (v *validator) checkAssertions() {
 	sc := v.sc
+	if len(sc.Assertions) == 0 && sc.IsSet("assertions") {
+		v.add("assertions", "is empty, so the run would pass whatever happens; list at least one, or leave the key out for the defaults")
+	}
 	seen := map[string]bool{}
 	for i, a := range sc.Assertions {
 		p := fmt.Sprintf("assertions[%d]", i)
