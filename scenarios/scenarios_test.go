@@ -522,6 +522,25 @@ func TestDurationParse(t *testing.T) {
 	}
 }
 
+// FuzzParseDuration: any text parses or fails cleanly; a parsed duration is within
+// MaxDuration and its String parses back to it.
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"5s", "0", "1m30s", "-2h", "8760h", "8760h0m0.000000001s", "2562047h", "1e3s", ".5ms", "5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseDuration(s)
+		if err != nil {
+			return
+		}
+		require.LessOrEqual(t, d, MaxDuration)
+		require.GreaterOrEqual(t, d, -MaxDuration)
+		again, err := ParseDuration(d.String())
+		require.NoError(t, err, "String %q does not parse back", d.String())
+		require.Equal(t, d, again)
+	})
+}
+
 func TestLoad(t *testing.T) {
 	_, err := Load("smoke")
 	require.NoError(t, err, "embedded smoke")
