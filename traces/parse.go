@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +47,10 @@ func parseMooncake(file string, data []byte) ([]Request, error) {
 			if key, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 				return nil, &Error{File: file, Line: n, Field: strings.Trim(key, `"`),
 					Msg: "unknown field (want timestamp, input_length, output_length, hash_ids)"}
+			}
+			var te *json.UnmarshalTypeError
+			if errors.As(err, &te) && te.Field != "" {
+				return nil, &Error{File: file, Line: n, Field: te.Field, Msg: typeMsg(te)}
 			}
 			return nil, &Error{File: file, Line: n, Msg: "not a JSON object: " + err.Error()}
 		}
@@ -92,6 +97,22 @@ func parseMooncake(file string, data []byte) ([]Request, error) {
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// typeMsg says what a Mooncake field wants, in JSON's words rather than Go's.
+func typeMsg(te *json.UnmarshalTypeError) string {
+	want := "a number"
+	switch te.Type.Kind() {
+	case reflect.Int, reflect.Int64:
+		want = "a whole number"
+	case reflect.Slice:
+		want = "a list of block ids"
+	}
+	got := "a JSON " + te.Value
+	if v, ok := strings.CutPrefix(te.Value, "number "); ok {
+		got = v
+	}
+	return "must be " + want + ", got " + got
 }
 
 func msDuration(ms float64) (time.Duration, error) {

@@ -61,6 +61,12 @@ func TestParseErrorsNameLineAndField(t *testing.T) {
 		// replay's prefix reuse fell to 0 without a word.
 		{"unknown key", `{"timestamp": 0, "input_length": 10, "output_length": 1, "hash_id": [0]}`, Mooncake,
 			`traces: f:1: hash_id: unknown field (want timestamp, input_length, output_length, hash_ids)`},
+		// It said "not a JSON object: json: cannot unmarshal string into Go struct field
+		// mooncakeLine.input_length of type int": a Go type, and no field in its place.
+		{"wrong type", `{"timestamp": 0, "input_length": "10", "output_length": 1}`, Mooncake,
+			`traces: f:1: input_length: must be a whole number, got a JSON string`},
+		{"fractional tokens", `{"timestamp": 0, "input_length": 10.5, "output_length": 1}`, Mooncake,
+			`traces: f:1: input_length: must be a whole number, got 10.5`},
 		{"azure header", "TIMESTAMP,Context,GeneratedTokens\n", Azure, `traces: f:1: column 2 is "Context"`},
 		{"azure time", "TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,1,2\n", Azure, "traces: f:2: TIMESTAMP: not a timestamp"},
 		{"azure tokens", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.1,1,2\n2023-11-16 18:15:47.1,x,2\n", Azure, `traces: f:3: ContextTokens: not a token count: "x"`},
