@@ -366,6 +366,11 @@ func (w *walker) walkStruct(n *yaml.Node, t reflect.Type, path string) {
 		}
 		seen[k.Value] = true
 		w.record(p, k)
+		if v.Kind == yaml.ScalarNode && v.Tag == "!!null" {
+			// A key without a value is as if absent: its default applies, not the
+			// zero value ("stream:" must not turn streaming off).
+			delete(w.set, p)
+		}
 		w.walk(v, f.Type, p)
 	}
 }

@@ -1040,3 +1040,17 @@ func TestTraceWorkloadTokens(t *testing.T) {
 		})
 	}
 }
+
+// TestBareKeyTakesTheDefault: a key with no value (YAML null) is as if absent. It
+// counted as set, so the default was skipped and the zero value ran: "stream:" turned
+// streaming off, "turns:" ran sessions until the window ended, "seed:" seeded with 0.
+func TestBareKeyTakesTheDefault(t *testing.T) {
+	sc, err := Parse("t.yaml", []byte("name: t\nseed:\nworkloads:\n  - type: agents\n    stream:\n    turns:\n    agents: ~\n"))
+	require.NoError(t, err)
+	w := sc.Workloads[0]
+	assert.Equal(t, int64(DefaultSeed), sc.Seed)
+	assert.True(t, w.Stream)
+	assert.Equal(t, DefaultTurns, w.Turns)
+	assert.Equal(t, DefaultAgents, w.Agents)
+	assert.Equal(t, 5, sc.Line("workloads[0].stream"), "its line is still known")
+}
