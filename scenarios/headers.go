@@ -61,8 +61,16 @@ func headerProblems(h Headers) []string {
 		names = append(names, k)
 	}
 	sort.Strings(names)
+	first := map[string]string{} // canonical name -> the name as first written
 	for _, k := range names {
-		switch ck := http.CanonicalHeaderKey(k); {
+		ck := http.CanonicalHeaderKey(k)
+		if prev, ok := first[ck]; ok {
+			// Both would go out from a map: the one the server sees left to chance.
+			out = append(out, fmt.Sprintf("%s is given twice (%q and %q); header names ignore case", ck, prev, k))
+			continue
+		}
+		first[ck] = k
+		switch {
 		case !http1.ValidHeaderName(k):
 			out = append(out, fmt.Sprintf("%q is not a valid header name (letters, digits and !#$%%&'*+-.^_`|~)", k))
 		case contains(ownedHeaders, ck):

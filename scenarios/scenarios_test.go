@@ -342,6 +342,15 @@ func TestParseProblems(t *testing.T) {
 			want: []string{"t.yaml:4: assertions: is empty, so the run would pass whatever happens; list at least one, or leave the key out for the defaults"},
 		},
 		{
+			// Both were sent through a map: which value the server saw was left to chance.
+			name: "header given twice in different case",
+			yaml: "name: t\ntarget:\n  url: http://127.0.0.1:9\n  headers:\n    Authorization: a\n    authorization: b\nworkloads:\n  - type: agents\n    headers: {X-A: \"1\", x-a: \"2\"}\n",
+			want: []string{
+				`t.yaml:4: target.headers: Authorization is given twice ("Authorization" and "authorization"); header names ignore case`,
+				`t.yaml:9: workloads[0].headers: X-A is given twice ("X-A" and "x-a"); header names ignore case`,
+			},
+		},
+		{
 			name: "launch without url",
 			yaml: "name: t\ntarget:\n  launch:\n    - name: sglang\n      role: router\n      command: []\nworkloads:\n  - type: agents\n",
 			want: []string{
