@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"net/http"
+
 	"github.com/spf13/pflag"
 
 	"pdsoak/scenarios"
@@ -24,6 +26,11 @@ func (h headerFlag) apply(sc *scenarios.Scenario) error {
 		}
 		if sc.Target.Headers == nil {
 			sc.Target.Headers = scenarios.Headers{}
+		}
+		for k := range sc.Target.Headers { // names ignore case: replace, never add beside
+			if http.CanonicalHeaderKey(k) == http.CanonicalHeaderKey(name) {
+				delete(sc.Target.Headers, k)
+			}
 		}
 		sc.Target.Headers[name] = value
 	}

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"pdsoak/scenarios"
 )
 
 // Secrets of TestHeaderValuesNeverWritten: one from the environment, one written in the
@@ -108,4 +110,16 @@ func TestHeaderFlagUsage(t *testing.T) {
 	code, stdout, stderr := execute(t, []string{"validate", file, "--header", "Host: evil"})
 	assert.Equal(t, ExitUsage, code, "%s\n%s", stdout, stderr)
 	assert.Contains(t, stderr, "Host is set by the client itself")
+}
+
+// TestHeaderFlagReplacesAnyCase: --header replaces the file's header whatever its case.
+// It added a second key beside it, and which of the two went out was left to chance
+// (now refused as given twice).
+func TestHeaderFlagReplacesAnyCase(t *testing.T) {
+	file := writeFile(t, t.TempDir(), "h.yaml", "name: h\ntarget:\n  url: http://127.0.0.1:9\n  headers:\n    Authorization: Bearer old\nworkloads:\n  - type: burst\n    count: 1\n")
+	code, stdout, stderr := execute(t, []string{"validate", file, "--header", "authorization: Bearer new"})
+	assert.Equal(t, ExitPass, code, "%s\n%s", stdout, stderr)
+	sc := &scenarios.Scenario{Target: scenarios.Target{Headers: scenarios.Headers{"Authorization": "Bearer old", "X-Keep": "1"}}}
+	require.NoError(t, headerFlag{"authorization: Bearer new"}.apply(sc))
+	assert.Equal(t, scenarios.Headers{"authorization": "Bearer new", "X-Keep": "1"}, sc.Target.Headers)
 }
