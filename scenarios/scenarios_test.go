@@ -351,6 +351,17 @@ func TestParseProblems(t *testing.T) {
 			},
 		},
 		{
+			// Validated; the prompt builder's strings.Builder.Grow(n+16) overflowed and
+			// panicked, and a merely huge one ran out of memory.
+			name: "absurd token and byte counts",
+			yaml: "name: t\nworkloads:\n  - type: agents\n    prompt_tokens: 9223372036854775807\n    max_tokens: 100000000\n    tool_result_bytes: 100000000\n",
+			want: []string{
+				"t.yaml:4: workloads[0].prompt_tokens: must be ≤ 16777216",
+				"t.yaml:5: workloads[0].max_tokens: must be ≤ 16777216",
+				"t.yaml:6: workloads[0].tool_result_bytes: must be ≤ 16777216",
+			},
+		},
+		{
 			name: "launch without url",
 			yaml: "name: t\ntarget:\n  launch:\n    - name: sglang\n      role: router\n      command: []\nworkloads:\n  - type: agents\n",
 			want: []string{

@@ -59,6 +59,10 @@ func WithKnownFaults(names ...string) Option {
 	return WithFaultTypes(m)
 }
 
+// maxLength bounds token and byte counts: far beyond any model's context, it keeps a
+// typo (a few extra digits) from building prompts that exhaust memory, or overflow.
+const maxLength = 1 << 24
+
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // Validate checks the scenario (after ApplyDefaults) and reports every problem at once
@@ -222,9 +226,13 @@ func (v *validator) checkWorkload(i int, w Workload, names map[string]bool) {
 	}
 	if w.MaxTokens < 1 {
 		v.add(p+".max_tokens", "must be ≥ 1")
+	} else if w.MaxTokens > maxLength {
+		v.add(p+".max_tokens", "must be ≤ %d", maxLength)
 	}
 	if w.PromptTokens < 1 {
 		v.add(p+".prompt_tokens", "must be ≥ 1")
+	} else if w.PromptTokens > maxLength {
+		v.add(p+".prompt_tokens", "must be ≤ %d", maxLength)
 	}
 	if w.Temperature < 0 || w.Temperature > 2 {
 		v.add(p+".temperature", "must be between 0 and 2")
@@ -293,6 +301,8 @@ func (v *validator) checkAgents(p string, w Workload) {
 	}
 	if w.ToolResultBytes < 0 {
 		v.add(p+".tool_result_bytes", "must be ≥ 0")
+	} else if w.ToolResultBytes > maxLength {
+		v.add(p+".tool_result_bytes", "must be ≤ %d", maxLength)
 	}
 	if w.ToolLatency < 0 {
 		v.add(p+".tool_latency", "must be ≥ 0")
