@@ -362,6 +362,15 @@ func TestParseProblems(t *testing.T) {
 			},
 		},
 		{
+			// Said "must be > 0" of a negative one, yet took 0 as the trace's own pace.
+			name: "trace speedup or rate of 0",
+			yaml: "name: t\nworkloads:\n  - type: trace\n    trace: {file: traces/azure-conv.csv, speedup: 0}\n  - type: trace\n    trace: {file: traces/azure-conv.csv, rate: 0}\n",
+			want: []string{
+				"t.yaml:4: workloads[0].trace.speedup: must be > 0 (leave it out for the trace's own pace)",
+				"t.yaml:6: workloads[1].trace.rate: must be > 0 requests per second (leave it out for the trace's own pace)",
+			},
+		},
+		{
 			name: "launch without url",
 			yaml: "name: t\ntarget:\n  launch:\n    - name: sglang\n      role: router\n      command: []\nworkloads:\n  - type: agents\n",
 			want: []string{

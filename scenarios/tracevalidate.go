@@ -42,11 +42,12 @@ func (v *validator) checkTrace(p string, w Workload) {
 	if t.Format != "" && !slices.Contains(traces.Formats, t.Format) {
 		v.add(p+".format", "must be mooncake, azure or burstgpt (or unset: detected), got %q", t.Format)
 	}
-	if t.Speedup < 0 {
-		v.add(p+".speedup", "must be > 0")
+	// 0 would silently mean the trace's own pace: only an absent key does.
+	if t.Speedup < 0 || (t.Speedup == 0 && v.sc.IsSet(p+".speedup")) {
+		v.add(p+".speedup", "must be > 0 (leave it out for the trace's own pace)")
 	}
-	if t.Rate < 0 {
-		v.add(p+".rate", "must be > 0 requests per second")
+	if t.Rate < 0 || (t.Rate == 0 && v.sc.IsSet(p+".rate")) {
+		v.add(p+".rate", "must be > 0 requests per second (leave it out for the trace's own pace)")
 	}
 	if t.Rate > 0 && t.Speedup > 0 {
 		v.add(p+".rate", "set rate or speedup, not both")
