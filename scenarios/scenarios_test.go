@@ -371,6 +371,14 @@ func TestParseProblems(t *testing.T) {
 			},
 		},
 		{
+			// A run of the whole scenario ended "not evaluated: no itl samples" (exit 3).
+			name: "itl threshold without a streamed token gap",
+			yaml: "name: t\nworkloads:\n  - type: agents\n    stream: false\n  - type: burst\n    count: 2\n    max_tokens: 1\nassertions: [\"p99(itl) < 1s\", \"p99(ttft) < 1s\"]\n",
+			want: []string{
+				"t.yaml:8: assertions[0]: p99(itl) < 1s cannot be evaluated: no workload streams more than one token (stream: true, max_tokens ≥ 2), so there is no gap between tokens; stream one, or remove it",
+			},
+		},
+		{
 			name: "launch without url",
 			yaml: "name: t\ntarget:\n  launch:\n    - name: sglang\n      role: router\n      command: []\nworkloads:\n  - type: agents\n",
 			want: []string{

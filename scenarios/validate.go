@@ -189,6 +189,8 @@ func (v *validator) checkAssertions() {
 		switch {
 		case pa.Consistent() && !sc.hasProbe():
 			v.add(p, "%s cannot be evaluated: no workload of type probe sends the probe prompts; add one, or remove it", pa.Name)
+		case pa.Latency() && pa.Arg == "itl" && !sc.streamsGaps():
+			v.add(p, "%s cannot be evaluated: no workload streams more than one token (stream: true, max_tokens ≥ 2), so there is no gap between tokens; stream one, or remove it", pa.Name)
 		case pa.Name == assertion.AssertNoLeaks && !sc.HasMetrics():
 			v.add(p, "no_leaks cannot be evaluated: an external target has no metrics endpoint unless target.metrics_url (or --metrics-url) names one; set it, or remove no_leaks")
 		case pa.Name == assertion.AssertRecovery && len(sc.specFaults()) == 0:
@@ -395,6 +397,17 @@ func (v *validator) checkLinearWindow(p string, w Workload) {
 	if window > 0 && zero < window.D() {
 		v.add(p+".slope", "the rate falls to 0 req/s %s into the workload's %s window (rate %g + slope %g per second); a linear pacer stops there", zero, window, pc.Rate, pc.Slope)
 	}
+}
+
+// streamsGaps reports whether a workload can yield inter-token gaps (itl): only a
+// streamed answer of two tokens or more has one.
+func (sc *Scenario) streamsGaps() bool {
+	for _, w := range sc.Workloads {
+		if w.Stream && w.MaxTokens >= 2 {
+			return true
+		}
+	}
+	return false
 }
 
 // hasProbe reports whether a workload sends probe prompts (consistent_outputs).
