@@ -31,15 +31,13 @@ func TestOversizedBodyRefusedBeforeUpload(t *testing.T) {
 				require.NoError(t, srv.Shutdown(context.Background()))
 				require.NoError(t, wait())
 			}()
-			nc, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
-			require.NoError(t, err)
+			nc := guardedDial(t, strings.TrimPrefix(url, "http://"))
 			defer nc.Close()
-			require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
 			head := fmt.Sprintf("POST /v1/completions HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", limit+1)
 			if expect {
 				head += "Expect: 100-continue\r\n"
 			}
-			_, err = nc.Write([]byte(head + "\r\n"))
+			_, err := nc.Write([]byte(head + "\r\n"))
 			require.NoError(t, err)
 			resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
 			require.NoError(t, err, "no answer to the head alone")
@@ -133,11 +131,9 @@ func TestStalledBodyIs408(t *testing.T) {
 		require.NoError(t, srv.Shutdown(context.Background()))
 		require.NoError(t, wait())
 	}()
-	nc, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
-	require.NoError(t, err)
+	nc := guardedDial(t, strings.TrimPrefix(url, "http://"))
 	defer nc.Close()
-	require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
-	_, err = nc.Write([]byte("POST /v1/completions HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n{\"prompt\":"))
+	_, err := nc.Write([]byte("POST /v1/completions HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n{\"prompt\":"))
 	require.NoError(t, err)
 	resp, err := http.ReadResponse(bufio.NewReader(nc), nil)
 	require.NoError(t, err)

@@ -529,15 +529,7 @@ func TestLeanPipelinedOutliveHeaderTimeout(t *testing.T) {
 
 	// A head begun after "c" was read, cut for its read-header timeout: the reaper has
 	// swept since "c" waited past that timeout too.
-	slow, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	defer slow.Close()
-	require.NoError(t, slow.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
-	_, err = slow.Write([]byte("POST /generate HTTP/1.1\r\n"))
-	require.NoError(t, err)
-	_, err = io.ReadAll(slow)
-	var ne net.Error
-	require.False(t, errorAs(err, &ne) && ne.Timeout(), "the slow head was never cut")
+	requireSlowHeadCut(t, addr)
 
 	close(release)
 	br := bufio.NewReader(nc)

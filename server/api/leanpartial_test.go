@@ -36,10 +36,8 @@ func TestLeanPartialNextHeadSparesResponse(t *testing.T) {
 		url, srv, wait := runServer(t, h, WithLeanGenerate(), WithReadHeaderTimeout(50*time.Millisecond),
 			WithReadTimeout(50*time.Millisecond))
 		addr := strings.TrimPrefix(url, "http://")
-		nc, err := net.Dial("tcp", addr)
-		require.NoError(t, err)
-		require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
-		_, err = nc.Write([]byte(genReq("hold", okBody)))
+		nc := guardedDial(t, addr)
+		_, err := nc.Write([]byte(genReq("hold", okBody)))
 		require.NoError(t, err)
 		<-f.started
 		br := bufio.NewReader(nc)
@@ -60,15 +58,7 @@ func TestLeanPartialNextHeadSparesResponse(t *testing.T) {
 
 		// A head begun later, cut for its read-header timeout: the reaper has swept since
 		// the partial request waited past its timeouts too.
-		slow, err := net.Dial("tcp", addr)
-		require.NoError(t, err)
-		require.NoError(t, slow.SetDeadline(time.Now().Add(time.Minute))) // a hang guard
-		_, err = slow.Write([]byte("POST /generate HTTP/1.1\r\n"))
-		require.NoError(t, err)
-		_, err = io.ReadAll(slow)
-		var ne net.Error
-		require.False(t, errorAs(err, &ne) && ne.Timeout(), "the slow head was never cut")
-		slow.Close()
+		requireSlowHeadCut(t, addr)
 
 		close(release)
 		b, err := io.ReadAll(resp.Body)
@@ -80,4 +70,28 @@ func TestLeanPartialNextHeadSparesResponse(t *testing.T) {
 		require.NoError(t, wait())
 		f.wg.Wait()
 	}
+}
+
+// guardedDial connects to addr with a one-minute guard on every read and write, so a
+// server that never answers fails the test instead of hanging it.
+func guardedDial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { nc.Close() })
+	require.NoError(t, nc.SetDeadline(time.Now().Add(time.Minute)))
+	return nc
+}
+
+// requireSlowHeadCut begins a head on a new connection and waits for the server to cut
+// it for its read-header timeout: proof that the reaper has swept since then.
+func requireSlowHeadCut(t *testing.T, addr string) {
+	t.Helper()
+	slow := guardedDial(t, addr)
+	_, err := slow.Write([]byte("POST /generate HTTP/1.1\r\n"))
+	require.NoError(t, err)
+	_, err = io.ReadAll(slow)
+	var ne net.Error
+	require.False(t, errorAs(err, &ne) && ne.Timeout(), "the slow head was never cut")
+	slow.Close()
 }
