@@ -21,4 +21,11 @@ const (
 	// ContentionTickLag: how late the sampler's own ticker fired, in seconds: the
 	// harness's scheduling lag as the Go runtime saw it.
 	ContentionTickLag = "contention_tick_lag"
+	// ContentionRunDelay: how long, on average, one of the harness's threads that became
+	// runnable waited for a CPU before it ran, in seconds (Linux schedstat: run-queue
+	// wait over timeslices, summed over the process's threads). A request's latency is a
+	// chain of such wake-ups, in the harness and in a target on the same machine, so a
+	// machine that delays each one by a millisecond moves every percentile; one tick per
+	// window (the tick lag) cannot see that.
+	ContentionRunDelay = "contention_run_delay"
 )

@@ -43,6 +43,20 @@ func TestContentionInconclusive(t *testing.T) {
 	lag.Results.Contention.Metrics[ledger.ContentionTickLag] = reports.ContentionStat{P90: 0.2}
 	c = reports.Compare(base, lag, "d", "d", reports.CompareOptions{})
 	assert.Contains(t, c.VerdictText(), "harness tick lag p90 200ms (bound 50ms)")
+
+	// The case make test-stress found: both runs under the pressure bound, yet every
+	// wake-up waited for a CPU, and the same server's TTFT p50 grew 5.4%. The harness
+	// threads' wait per wake-up names it.
+	busy := reports.Contended(base, 0.08)
+	busy.Results.Contention.Metrics[ledger.ContentionRunDelay] = reports.ContentionStat{Mean: 0.000129, Max: 0.000132}
+	c = reports.Compare(base, busy, "d", "d", reports.CompareOptions{})
+	assert.True(t, c.Inconclusive())
+	assert.Contains(t, c.VerdictText(), "NEW was contended: harness threads' wait for a CPU (mean per wake-up) 129µs (bound 100µs)")
+	assert.Contains(t, busy.Results.Contention.Summary(), "wait for a CPU per wake-up mean 129µs, max 132µs")
+	busy.Results.Contention.Metrics[ledger.ContentionRunDelay] = reports.ContentionStat{Mean: 0.000033}
+	assert.False(t, reports.Compare(base, busy, "d", "d", reports.CompareOptions{}).Inconclusive(), "a quiet machine's 33µs")
+	c = reports.Compare(base, busy, "d", "d", reports.CompareOptions{Contention: reports.ContentionBounds{RunDelay: 0.00003}})
+	assert.Contains(t, c.VerdictText(), "33µs (bound 30µs)")
 }
 
 // TestContentionFromLedger: contention samples in a ledger become Results.Contention.

@@ -79,7 +79,7 @@ func parseFraction(s string) (float64, error) {
 func (a *app) compareCommand() *cobra.Command {
 	var tolerance, outDir, maxPressure string
 	var force, ignoreContention bool
-	var minLatency, maxTickLag, maxSendLag time.Duration
+	var minLatency, maxTickLag, maxSendLag, maxRunDelay time.Duration
 	cmd := &cobra.Command{
 		Use:   "compare BASE [BASE...] NEW",
 		Short: "Compare a run with one or more runs of the same scenario (output directories); exit 1 on a regression",
@@ -135,11 +135,19 @@ Exit codes: 0 no regression, 1 regression, 2 not comparable or bad usage, 3 inco
 				}
 				opts.MinLatencyChange = minLatency.Seconds()
 			}
+			for _, f := range []struct {
+				name string
+				v    time.Duration
+			}{{"max-run-delay", maxRunDelay}, {"max-tick-lag", maxTickLag}, {"max-send-lag", maxSendLag}} {
+				if f.v <= 0 {
+					return usageError("--%s: must be positive, got %s", f.name, f.v)
+				}
+			}
 			p, err := parseFraction(maxPressure)
 			if err != nil || p > 1 {
 				return usageError("--max-cpu-pressure: want a share such as 40%%, got %q", maxPressure)
 			}
-			opts.Contention = reports.ContentionBounds{CPUPressure: p, TickLag: maxTickLag.Seconds(), SendLag: maxSendLag.Seconds()}
+			opts.Contention = reports.ContentionBounds{CPUPressure: p, TickLag: maxTickLag.Seconds(), SendLag: maxSendLag.Seconds(), RunDelay: maxRunDelay.Seconds()}
 			var runs []loadedRun
 			for _, dir := range args {
 				r, err := loadRun(dir)
@@ -254,6 +262,7 @@ Exit codes: 0 no regression, 1 regression, 2 not comparable or bad usage, 3 inco
 	cmd.Flags().BoolVar(&force, "force", false, "compare runs of different scenarios or provenance anyway (says so in the outputs)")
 	cmd.Flags().StringVar(&maxPressure, "max-cpu-pressure", fmt.Sprintf("%g%%", 100*reports.DefaultBoundCPUPressure), "a run whose mean CPU pressure (share of time a task waited for a CPU) exceeds this is too contended to judge")
 	cmd.Flags().DurationVar(&maxTickLag, "max-tick-lag", time.Duration(reports.DefaultBoundTickLag*float64(time.Second)), "a run whose harness tick lag p90 exceeds this is too contended to judge")
+	cmd.Flags().DurationVar(&maxRunDelay, "max-run-delay", time.Duration(reports.DefaultBoundRunDelay*float64(time.Second)), "a run whose harness threads waited longer than this for a CPU per wake-up (mean) is too contended to judge")
 	cmd.Flags().DurationVar(&maxSendLag, "max-send-lag", time.Duration(reports.DefaultBoundSendLag*float64(time.Second)), "a run whose send lag (p90 over its windows of each window's p99) exceeds this is too contended to judge")
 	cmd.Flags().BoolVar(&ignoreContention, "ignore-contention", false, "judge even when a run was contended (says so)")
 	return cmd

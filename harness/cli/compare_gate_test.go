@@ -135,6 +135,26 @@ func TestCompareGateExitCodes(t *testing.T) {
 	assert.Equal(t, ExitNoRegression, code)
 	assert.Contains(t, stdout, "--ignore-contention")
 
+	// Under the pressure bound, but every harness thread waited 300 µs for a CPU per
+	// wake-up: contended too; --max-run-delay loosens that bound alone.
+	waited := copyRun(t, nw, filepath.Join(dir, "waited"))
+	samples = samples[:0]
+	for i := range 10 {
+		samples = append(samples, ledger.Event{Time: start.Add(time.Duration(2*i+2) * time.Second), Type: ledger.EventSample,
+			Source: ledger.ContentionSource, Metrics: map[string]float64{ledger.ContentionCPUPressure: 0.1, ledger.ContentionRunDelay: 0.0003}})
+	}
+	editLedger(t, waited, nil, samples...)
+	code, stdout, stderr = execute(t, []string{"compare", base, waited, "--out", out})
+	require.Equal(t, ExitInconclusive, code, "%s\n%s", stdout, stderr)
+	assert.Contains(t, stdout, "NEW was contended: harness threads' wait for a CPU (mean per wake-up) 300µs (bound 100µs)")
+	code, _, _ = execute(t, []string{"compare", base, waited, "--max-run-delay", "1ms", "--out", out})
+	assert.Equal(t, ExitNoRegression, code, "under a looser bound")
+	for _, flag := range []string{"--max-run-delay", "--max-tick-lag", "--max-send-lag"} {
+		code, _, stderr = execute(t, []string{"compare", base, waited, flag, "0s", "--out", out})
+		assert.Equal(t, ExitUsage, code, flag)
+		assert.Contains(t, stderr, flag+": must be positive", flag)
+	}
+
 	other := copyRun(t, nw, filepath.Join(dir, "other-backend"))
 	data := readFile(t, filepath.Join(other, ResolvedFile))
 	require.Contains(t, data, `"backend": "simtime"`)

@@ -77,6 +77,17 @@ drain:
 assertions: [no_silent_drops, valid_responses]
 `
 
+// contentionLines are compare.md's lines on each run's contention, for a failure message.
+func contentionLines(t *testing.T, md string) string {
+	var out []string
+	for _, l := range strings.Split(readFile(t, md), "\n") {
+		if strings.Contains(l, " contention: ") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // TestCompareEndToEnd runs the real harness four times against real HTTP servers and
 // compares the runs: the same server twice (0), a server 4× slower (1), another scenario
 // (2, and with --force 0 or 1 saying so).
@@ -116,7 +127,9 @@ func TestCompareEndToEnd(t *testing.T) {
 		// Real runs on a shared machine: a busy one makes the answer inconclusive (3),
 		// never a regression.
 		code, stdout, stderr := execute(t, []string{"compare", base, again})
-		require.Contains(t, []int{ExitNoRegression, ExitInconclusive}, code, "%s\n%s", stdout, stderr)
+		contention := contentionLines(t, filepath.Join(again, "compare-vs-base", reports.CompareMarkdownFile))
+		t.Log(contention)
+		require.Contains(t, []int{ExitNoRegression, ExitInconclusive}, code, "%s\n%s\n%s", stdout, stderr, contention)
 		if code == ExitNoRegression {
 			assert.Contains(t, stdout, "no regression")
 		} else {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,10 +79,36 @@ func FuzzParsePressure(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) { _, _ = ParsePressure(strings.NewReader(s)) })
 }
 
+func TestParseSchedstat(t *testing.T) {
+	st, err := ParseSchedstat(strings.NewReader("123456789 2345678 910\n"))
+	if err != nil || st != (Schedstat{RunDelay: 2345678, Slices: 910}) {
+		t.Fatalf("got %+v, %v", st, err)
+	}
+	for _, bad := range []string{"", "1 2", "1 2 3 4", "1 -2 3", "a b c", "1 2 18446744073709551616"} {
+		if _, err := ParseSchedstat(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func FuzzParseSchedstat(f *testing.F) {
+	f.Add("123456789 2345678 910\n")
+	f.Add("0 0 0")
+	f.Add("1 2")
+	f.Fuzz(func(t *testing.T, s string) {
+		st, err := ParseSchedstat(strings.NewReader(s))
+		if err != nil && st != (Schedstat{}) {
+			t.Fatalf("%q: error %v with a value %+v", s, err, st)
+		}
+	})
+}
+
 func TestWindow(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	prev := Reading{At: t0, Pressure: 1_000_000, HasPressure: true, Stat: Stat{Total: 1000, Steal: 10}, HasStat: true, CPU: time.Second}
-	cur := Reading{At: t0.Add(2 * time.Second), Pressure: 1_500_000, HasPressure: true, Stat: Stat{Total: 1400, Steal: 50, ProcsRunning: 5}, HasStat: true, CPU: 2 * time.Second}
+	prev := Reading{At: t0, Pressure: 1_000_000, HasPressure: true, Stat: Stat{Total: 1000, Steal: 10}, HasStat: true, CPU: time.Second,
+		Sched: Schedstat{RunDelay: 5_000_000, Slices: 1000}, HasSched: true}
+	cur := Reading{At: t0.Add(2 * time.Second), Pressure: 1_500_000, HasPressure: true, Stat: Stat{Total: 1400, Steal: 50, ProcsRunning: 5}, HasStat: true, CPU: 2 * time.Second,
+		Sched: Schedstat{RunDelay: 9_000_000, Slices: 1100}, HasSched: true}
 	m := Window(prev, cur, 2, 30*time.Millisecond)
 	want := map[string]float64{
 		ledger.ContentionCPUPressure: 0.25, // 0.5 s of 2 s
@@ -89,6 +116,7 @@ func TestWindow(t *testing.T) {
 		ledger.ContentionRunQueue:    2.5,
 		ledger.ContentionHarnessCPU:  0.5,
 		ledger.ContentionTickLag:     0.03,
+		ledger.ContentionRunDelay:    40e-6, // 4 ms waited over 100 timeslices
 	}
 	for k, v := range want {
 		if got, ok := m[k]; !ok || got < v-1e-9 || got > v+1e-9 {
@@ -98,12 +126,20 @@ func TestWindow(t *testing.T) {
 	// No PSI, and a counter that went backwards: left out, not negative.
 	cur.HasPressure = false
 	cur.Stat.Steal = 5
+	cur.Sched.RunDelay = 1 // a thread with a long wait exited
 	m = Window(prev, cur, 2, -time.Second)
 	if _, ok := m[ledger.ContentionCPUPressure]; ok {
 		t.Error("pressure without PSI")
 	}
 	if _, ok := m[ledger.ContentionSteal]; ok {
 		t.Error("steal from a counter that went backwards")
+	}
+	if _, ok := m[ledger.ContentionRunDelay]; ok {
+		t.Error("run delay from a sum that went backwards")
+	}
+	cur.Sched = prev.Sched // no timeslice ran: nothing to divide by
+	if _, ok := Window(prev, cur, 2, 0)[ledger.ContentionRunDelay]; ok {
+		t.Error("run delay without a timeslice")
 	}
 	if m[ledger.ContentionTickLag] != 0 {
 		t.Error("negative lag not clamped")
@@ -117,7 +153,18 @@ func TestSamplerRun(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "pressure"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	for _, tid := range []string{"10", "11"} {
+		if err := os.MkdirAll(filepath.Join(dir, "self", "task", tid), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	write := func(n int) {
+		for _, tid := range []string{"10", "11"} { // each thread: 50 µs waited per timeslice
+			sched := strconv.Itoa(n*1_000_000) + " " + strconv.Itoa(n*500_000) + " " + strconv.Itoa(n*10) + "\n"
+			if err := os.WriteFile(filepath.Join(dir, "self", "task", tid, "schedstat"), []byte(sched), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 		psi := "some avg10=0 avg60=0 avg300=0 total=" + strconv.Itoa(n*100_000) + "\nfull total=0\n"
 		stat := "cpu " + strconv.Itoa(n*100) + " 0 0 " + strconv.Itoa(n*100) + " 0 0 0 " + strconv.Itoa(n*10) + " 0 0\nprocs_running 3\n"
 		if err := os.WriteFile(filepath.Join(dir, "pressure", "cpu"), []byte(psi), 0o644); err != nil {
@@ -150,7 +197,7 @@ func TestSamplerRun(t *testing.T) {
 		if e.Type != ledger.EventSample || e.Source != ledger.ContentionSource {
 			t.Fatalf("event %+v", e)
 		}
-		for _, k := range []string{ledger.ContentionCPUPressure, ledger.ContentionSteal, ledger.ContentionRunQueue, ledger.ContentionHarnessCPU, ledger.ContentionTickLag} {
+		for _, k := range []string{ledger.ContentionCPUPressure, ledger.ContentionSteal, ledger.ContentionRunQueue, ledger.ContentionHarnessCPU, ledger.ContentionTickLag, ledger.ContentionRunDelay} {
 			if _, ok := e.Metrics[k]; !ok {
 				t.Fatalf("sample lacks %s: %v", k, e.Metrics)
 			}
@@ -158,5 +205,49 @@ func TestSamplerRun(t *testing.T) {
 		if e.Metrics[ledger.ContentionRunQueue] != 1.5 {
 			t.Errorf("run queue %v, want 3 tasks / 2 CPUs", e.Metrics[ledger.ContentionRunQueue])
 		}
+		if d := e.Metrics[ledger.ContentionRunDelay]; d < 50e-6-1e-12 || d > 50e-6+1e-12 {
+			t.Errorf("run delay %v, want 50µs per timeslice summed over both threads", d)
+		}
 	}
+}
+
+// TestRunDelaySeesBusyThreads reads the real /proc: while this process runs three
+// spinning OS threads per CPU, each of its threads waits for a CPU about a timeslice
+// every time it becomes runnable, far above what compare tolerates (100 µs); a machine
+// that does this to the harness moves every latency the run measures.
+func TestRunDelaySeesBusyThreads(t *testing.T) {
+	s := New(func(ledger.Event) {})
+	before := s.Read()
+	if !before.HasSched {
+		t.Skip("no /proc/self/task/*/schedstat on this kernel: the metric is left out")
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 3 * runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread() // a thread of its own, as a busy neighbour's would be
+			defer runtime.UnlockOSThread()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	after := s.Read()
+	d, ok := Window(before, after, runtime.NumCPU(), 0)[ledger.ContentionRunDelay]
+	if !ok {
+		t.Fatalf("no run delay from %+v → %+v", before.Sched, after.Sched)
+	}
+	if d < 100e-6 {
+		t.Errorf("run delay %v per timeslice with %d spinning threads on %d CPUs, want well above 100µs", time.Duration(d*1e9), 3*runtime.NumCPU(), runtime.NumCPU())
+	}
+	t.Logf("run delay %v per timeslice", time.Duration(d*1e9))
 }

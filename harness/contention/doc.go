@@ -5,7 +5,9 @@
 // Every window (the run's sample interval) the Sampler reads /proc/pressure/cpu (the
 // share of time some runnable task waited for a CPU, where the kernel has PSI),
 // /proc/stat (the steal share of all CPUs' time and the runnable tasks per CPU), the
-// harness's own CPU time (getrusage) and how late its own ticker fired, and emits one
+// harness's own CPU time (getrusage), how late its own ticker fired, and how long its
+// threads waited for a CPU each time they became runnable (/proc/self/task/*/schedstat:
+// the one figure that sees a machine delaying every wake-up a little), and emits one
 // ledger sample event with Source ledger.ContentionSource and the
 // ledger.Contention* metrics. Parsing is pure (ParsePressure, ParseStat) and the
 // window's figures are a pure function of two readings (Window); the Sampler is the

@@ -91,3 +91,32 @@ func ParseStat(r io.Reader) (Stat, error) {
 	}
 	return st, nil
 }
+
+// Schedstat is what a window needs from a thread's /proc/<pid>/task/<tid>/schedstat:
+// the time it spent runnable but waiting for a CPU (nanoseconds) and the timeslices it
+// ran. Their ratio over a window is the mean wait per wake-up.
+type Schedstat struct {
+	RunDelay, Slices uint64
+}
+
+// ParseSchedstat reads schedstat text: three numbers, the time run on a CPU, the time
+// waited on a run queue (both nanoseconds) and the timeslices run.
+//
+//	123456789 2345678 910
+func ParseSchedstat(r io.Reader) (Schedstat, error) {
+	b, err := io.ReadAll(io.LimitReader(r, 4<<10))
+	if err != nil {
+		return Schedstat{}, fmt.Errorf("contention: schedstat: %w", err)
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) != 3 {
+		return Schedstat{}, fmt.Errorf("contention: schedstat: %d fields, want 3 (run time, run-queue wait, timeslices)", len(fields))
+	}
+	var v [3]uint64
+	for i, f := range fields {
+		if v[i], err = strconv.ParseUint(f, 10, 64); err != nil {
+			return Schedstat{}, fmt.Errorf("contention: schedstat field %d: %w", i+1, err)
+		}
+	}
+	return Schedstat{RunDelay: v[1], Slices: v[2]}, nil
+}

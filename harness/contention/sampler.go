@@ -26,6 +26,9 @@ type Reading struct {
 	HasStat     bool
 	// CPU is the harness process's user + system time so far.
 	CPU time.Duration
+	// Sched sums the harness's threads' schedstat (HasSched: the kernel has it).
+	Sched    Schedstat
+	HasSched bool
 }
 
 // Window is the contention between two readings, as a sample's metrics (pure). cpus is
@@ -45,6 +48,9 @@ func Window(prev, cur Reading, cpus int, lag time.Duration) map[string]float64 {
 	}
 	if cur.HasStat && cpus > 0 {
 		m[ledger.ContentionRunQueue] = float64(cur.Stat.ProcsRunning) / float64(cpus)
+	}
+	if prev.HasSched && cur.HasSched && cur.Sched.Slices > prev.Sched.Slices && cur.Sched.RunDelay >= prev.Sched.RunDelay {
+		m[ledger.ContentionRunDelay] = float64(cur.Sched.RunDelay-prev.Sched.RunDelay) / float64(cur.Sched.Slices-prev.Sched.Slices) / 1e9
 	}
 	if cur.CPU >= prev.CPU {
 		m[ledger.ContentionHarnessCPU] = (cur.CPU - prev.CPU).Seconds() / wall.Seconds()
@@ -108,7 +114,34 @@ func (s *Sampler) Read() Reading {
 			r.Stat, r.HasStat = st, true
 		}
 	}
+	r.Sched, r.HasSched = s.readSched()
 	return r
+}
+
+// readSched sums schedstat over the harness's threads. A thread that exits between the
+// listing and the read is skipped; one that exited within the window takes its share
+// with it, and a sum that went backwards leaves the window's figure out (Window).
+func (s *Sampler) readSched() (Schedstat, bool) {
+	paths, err := filepath.Glob(filepath.Join(s.procRoot, "self", "task", "*", "schedstat"))
+	if err != nil || len(paths) == 0 {
+		return Schedstat{}, false
+	}
+	var sum Schedstat
+	read := 0
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		st, err := ParseSchedstat(bytes.NewReader(data))
+		if err != nil {
+			return Schedstat{}, false
+		}
+		sum.RunDelay += st.RunDelay
+		sum.Slices += st.Slices
+		read++
+	}
+	return sum, read > 0
 }
 
 // Run samples every interval until ctx ends, then emits the last, partial window, and

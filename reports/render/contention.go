@@ -17,6 +17,8 @@ func contentionChart(metric string) (title, unit string, ok bool) {
 		return "Machine contention: the harness's own CPU use", "CPUs", true
 	case ledger.ContentionTickLag:
 		return "Machine contention: harness tick lag", "seconds", true
+	case ledger.ContentionRunDelay:
+		return "Machine contention: the harness threads' wait for a CPU per wake-up", "seconds", true
 	}
 	return "", "", false
 }
