@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,7 +222,7 @@ func TestRunDelaySeesBusyThreads(t *testing.T) {
 	if !before.HasSched {
 		t.Skip("no /proc/self/task/*/schedstat on this kernel: the metric is left out")
 	}
-	stop := make(chan struct{})
+	var stop atomic.Bool
 	var wg sync.WaitGroup
 	for range 3 * runtime.NumCPU() {
 		wg.Add(1)
@@ -229,17 +230,12 @@ func TestRunDelaySeesBusyThreads(t *testing.T) {
 			defer wg.Done()
 			runtime.LockOSThread() // a thread of its own, as a busy neighbour's would be
 			defer runtime.UnlockOSThread()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for !stop.Load() { // spin: the point is to keep a CPU busy
 			}
 		}()
 	}
 	time.Sleep(500 * time.Millisecond)
-	close(stop)
+	stop.Store(true)
 	wg.Wait()
 	after := s.Read()
 	d, ok := Window(before, after, runtime.NumCPU(), 0)[ledger.ContentionRunDelay]
