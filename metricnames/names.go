@@ -15,7 +15,9 @@ const (
 	PrefillBootstrap = "sglang:num_prefill_prealloc_queue_reqs"
 	// PrefillInflight: prefill requests sending KV to decode.
 	PrefillInflight = "sglang:num_prefill_inflight_queue_reqs"
-	// Retracted: decode requests whose KV was taken back.
+	// Retracted: in SGLang, requests retracted since the previous stats log (an event
+	// count the idle refresh re-publishes unchanged, so not a held request); in the
+	// reference server, decode requests whose KV is taken back now.
 	Retracted = "sglang:num_retracted_reqs"
 	// BootstrapQueue: the bootstrap queue under the name some SGLang versions use.
 	BootstrapQueue = "sglang:num_bootstrap_queue_reqs"
@@ -61,14 +63,16 @@ const (
 )
 
 // LeakGauges are the gauges that must return to 0 once load has drained: running and
-// queued requests, SGLang's PD queues and vLLM's running, waiting and swapped.
+// queued requests, SGLang's PD queues and vLLM's running, waiting and swapped. Not
+// Retracted: a drained SGLang keeps reporting its last interval's retractions.
 var LeakGauges = []string{
-	Running, Queue, DecodePrealloc, DecodeTransfer, PrefillBootstrap, PrefillInflight, Retracted, BootstrapQueue,
+	Running, Queue, DecodePrealloc, DecodeTransfer, PrefillBootstrap, PrefillInflight, BootstrapQueue,
 	VLLMRunning, VLLMWaiting, VLLMSwapped, RadixLockedNodes,
 }
 
-// UsageGauges are recorded in periodic samples besides the leak gauges.
-var UsageGauges = []string{TokenUsage, GenThroughput, VLLMGPUCacheUsage, VLLMKVCacheUsage, CacheHitRate}
+// UsageGauges are recorded in periodic samples besides the leak gauges (Retracted too,
+// which the leak check leaves out).
+var UsageGauges = []string{TokenUsage, GenThroughput, VLLMGPUCacheUsage, VLLMKVCacheUsage, CacheHitRate, Retracted}
 
 // PrefillsCompleted is the reference prefill worker's counter of prompts whose KV
 // reached decode (the proof that disaggregation happened).

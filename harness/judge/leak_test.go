@@ -2,10 +2,12 @@ package judge
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // JudgeLeaks (the simulator's leak check) judges what the sources said last exactly as
@@ -84,4 +86,41 @@ func TestJudgeLeaks(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sglangIdleDecode is an SGLang PD decode worker's /metrics once drained, after a
+// retraction in its last stats interval (sgl-project/sglang, collector.py at 00ae9c15
+// and scheduler_metrics_mixin.py): sglang:num_retracted_reqs is set from
+// self.num_retracted_reqs, the requests retracted since the previous stats log, which is
+// then reset to 0; the idle refresh (check_memory, every 30 s) sets the queue gauges
+// from the queues again but re-publishes the last num_retracted_reqs as it was. Every
+// queue is empty; the 2 is history, not a request held.
+const sglangIdleDecode = `# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{engine_type="unified",model_name="default",pp_rank="0",tp_rank="0"} 0.0
+# HELP sglang:num_queue_reqs The number of requests in the waiting queue.
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{engine_type="unified",model_name="default",pp_rank="0",tp_rank="0"} 0.0
+# HELP sglang:num_decode_prealloc_queue_reqs The number of requests in the decode prealloc queue.
+# TYPE sglang:num_decode_prealloc_queue_reqs gauge
+sglang:num_decode_prealloc_queue_reqs{engine_type="unified",model_name="default",pp_rank="0",tp_rank="0"} 0.0
+# HELP sglang:num_decode_transfer_queue_reqs The number of requests in the decode transfer queue.
+# TYPE sglang:num_decode_transfer_queue_reqs gauge
+sglang:num_decode_transfer_queue_reqs{engine_type="unified",model_name="default",pp_rank="0",tp_rank="0"} 0.0
+# HELP sglang:num_retracted_reqs The number of retracted requests.
+# TYPE sglang:num_retracted_reqs gauge
+sglang:num_retracted_reqs{engine_type="unified",model_name="default",pp_rank="0",tp_rank="0"} 2.0
+# HELP sglang:num_retracted_requests_total Total number of retracted requests.
+# TYPE sglang:num_retracted_requests_total counter
+sglang:num_retracted_requests_total{engine_type="unified",model_name="default",pp_rank="0",tp_rank="0"} 7.0
+`
+
+// TestJudgeLeaksSGLangRetractedIsNotHeld: a drained SGLang decode passes the leak check
+// although its last interval retracted requests.
+func TestJudgeLeaksSGLangRetractedIsNotHeld(t *testing.T) {
+	m, err := ParseMetrics(strings.NewReader(sglangIdleDecode))
+	require.NoError(t, err)
+	v := JudgeLeaks([]string{"decode"}, []map[string]float64{m}, []error{nil}, time.Second)
+	assert.True(t, v.Passed, v.Detail)
+	assert.True(t, v.Evaluated, v.Detail)
 }

@@ -66,7 +66,7 @@ func addSample(out map[string]float64, name string, typ dto.MetricType, m *dto.M
 
 // leakGauges are the gauges that must return to 0 once load has drained: running and
 // queued requests, SGLang's PD queues (prefill bootstrap and inflight, decode prealloc
-// and transfer, retracted) and vLLM's running, waiting and swapped.
+// and transfer) and vLLM's running, waiting and swapped.
 var leakGauges = metricnames.LeakGauges
 
 // IsLeakGauge reports whether a metric name is a running/queued gauge checked by the
