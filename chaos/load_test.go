@@ -52,3 +52,34 @@ func TestSaturationWaitProof(t *testing.T) {
 		})
 	}
 }
+
+// TestSaturationGaugeProof: a queue gauge above zero on the target process proves
+// queue_saturation under the names real servers export, not only the reference
+// server's: SGLang's prefill bootstrap queue as sglang:num_prefill_bootstrap_queue_reqs
+// (sgl-project/sglang python/sglang/srt/observability/metrics_collector.py, which
+// renamed sglang:num_prefill_prealloc_queue_reqs) and vLLM's waiting queue
+// (vllm:num_requests_waiting). Without it a burst whose streams prove nothing (not
+// streamed, or capped) leaves the fault unverified and the run invalid.
+func TestSaturationGaugeProof(t *testing.T) {
+	for _, gauge := range []string{
+		"sglang:num_queue_reqs", "sglang:num_prefill_prealloc_queue_reqs",
+		"sglang:num_prefill_bootstrap_queue_reqs", "vllm:num_requests_waiting",
+	} {
+		t.Run(gauge, func(t *testing.T) {
+			e := newFakeEnv(t)
+			e.members["prefill"] = []string{"prefill"}
+			e.scrape["prefill"] = map[string]float64{gauge: 0}
+			f, err := New(spec("queue_saturation", "prefill", map[string]any{"requests": 12, "concurrency": 3}))
+			require.NoError(t, err)
+			ctx := context.Background()
+			require.NoError(t, f.Apply(ctx, e))
+			e.lastRun().set(RunStats{Sent: 3})
+			require.Error(t, f.Verify(ctx, e), "an empty queue proves nothing")
+			e.mu.Lock()
+			e.scrape["prefill"] = map[string]float64{gauge: 5}
+			e.mu.Unlock()
+			assert.NoError(t, f.Verify(ctx, e))
+			require.NoError(t, f.Revert(ctx, e))
+		})
+	}
+}

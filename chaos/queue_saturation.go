@@ -8,7 +8,7 @@ import (
 // queue_saturation sends a burst of concurrent requests to fill the queues. Strict
 // semantics must refuse the excess at admission (429/503 with Retry-After); sglang
 // semantics lets it sit in the PD queues. Verified by explicit refusals, a queue gauge of
-// the target process above zero, or, for a burst sent at once, a stream of it served to
+// the target process above zero (SGLang's or vLLM's), or, for a burst sent at once, a stream of it served to
 // its end while another still waited for its first token (RunStats.QueuedBehind).
 func init() {
 	Register(Type{
@@ -30,6 +30,7 @@ func init() {
 			}
 			return &burstFault{base: b, burst: burst, waitIsEnough: true, gauges: []string{
 				metricnames.Queue, metricnames.DecodePrealloc, metricnames.DecodeTransfer, metricnames.PrefillBootstrap,
+				metricnames.BootstrapQueue, metricnames.VLLMWaiting,
 			}}, nil
 		},
 	})

@@ -19,8 +19,9 @@ const (
 	// count the idle refresh re-publishes unchanged, so not a held request); in the
 	// reference server, decode requests whose KV is taken back now.
 	Retracted = "sglang:num_retracted_reqs"
-	// BootstrapQueue: the bootstrap queue under the name some SGLang versions use.
-	BootstrapQueue = "sglang:num_bootstrap_queue_reqs"
+	// BootstrapQueue: the prefill bootstrap queue under the name newer SGLang exports
+	// (python/sglang/srt/observability/metrics_collector.py renamed PrefillBootstrap).
+	BootstrapQueue = "sglang:num_prefill_bootstrap_queue_reqs"
 	// TokenUsage: the fraction of the KV pool in use.
 	TokenUsage = "sglang:token_usage"
 	// GenThroughput: generated tokens per second.
