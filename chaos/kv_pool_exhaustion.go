@@ -9,7 +9,7 @@ import (
 // pool of the target (decode) runs out — the incident's trigger, without waiting for
 // agent contexts to grow. A load burst rather than a failpoint, so that the real
 // allocator, retraction and prealloc queue are exercised. Verified by
-// sglang:token_usage ≥ min_usage, a prealloc queue or retracted count above zero on the
+// sglang:token_usage (vLLM: vllm:kv_cache_usage_perc) ≥ min_usage, a prealloc queue or retracted count above zero on the
 // target process, or explicit refusals.
 func init() {
 	Register(Type{
@@ -17,7 +17,7 @@ func init() {
 		Doc:     "burst of long prompts that exhausts the target's KV pool",
 		Targets: scenarios.TargetProcess | scenarios.TargetWorkload,
 		Params: []string{"requests=64", "concurrency=0: in flight at once (0: all)",
-			"prompt_tokens=2048", "max_tokens=512", "min_usage=0.9: sglang:token_usage that proves exhaustion"},
+			"prompt_tokens=2048", "max_tokens=512", "min_usage=0.9: sglang:token_usage (vllm:kv_cache_usage_perc) that proves exhaustion"},
 		New: func(spec scenarios.Fault) (Fault, error) {
 			b, p := newBase(spec)
 			burst := Burst{

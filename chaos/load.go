@@ -16,7 +16,7 @@ type burstFault struct {
 	*base
 	burst Burst
 	// gauges are metric names whose value above a threshold proves the fault; usage is
-	// the threshold for sglang:token_usage (0: not checked).
+	// the threshold for the KV pool's usage, a fraction (usageGauges; 0: not checked).
 	gauges []string
 	usage  float64
 	// waitIsEnough accepts a request of the burst seen waiting behind another as proof
@@ -25,6 +25,11 @@ type burstFault struct {
 
 	run Run
 }
+
+// usageGauges are the KV pool's usage as a fraction of 1 under SGLang's name and
+// vLLM's (vllm:kv_cache_usage_perc, "1 means 100 percent usage"; gpu_cache_usage_perc
+// before it).
+var usageGauges = []string{metricnames.TokenUsage, metricnames.VLLMKVCacheUsage, metricnames.VLLMGPUCacheUsage}
 
 func (f *burstFault) Apply(ctx context.Context, env Env) error {
 	if _, err := f.members(env); err != nil {
@@ -53,8 +58,10 @@ func (f *burstFault) Verify(ctx context.Context, env Env) error {
 		if err != nil {
 			continue // a workload target or no metrics: other evidence must do
 		}
-		if u := samples[metricnames.TokenUsage]; f.usage > 0 && u >= f.usage {
-			seen = append(seen, fmt.Sprintf("%s %s=%.2f", m, metricnames.TokenUsage, u))
+		for _, g := range usageGauges {
+			if u := samples[g]; f.usage > 0 && u >= f.usage {
+				seen = append(seen, fmt.Sprintf("%s %s=%.2f", m, g, u))
+			}
 		}
 		for _, g := range f.gauges {
 			if samples[g] > 0 {

@@ -83,3 +83,28 @@ func TestSaturationGaugeProof(t *testing.T) {
 		})
 	}
 }
+
+// TestExhaustionUsageProof: kv_pool_exhaustion is proved by the KV pool's usage at or
+// above min_usage under SGLang's name and vLLM's (vllm:kv_cache_usage_perc, a fraction:
+// "1 means 100 percent usage", vllm/v1/metrics/loggers.py; vllm:gpu_cache_usage_perc
+// before it), and not below it.
+func TestExhaustionUsageProof(t *testing.T) {
+	for _, gauge := range []string{"sglang:token_usage", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"} {
+		t.Run(gauge, func(t *testing.T) {
+			e := newFakeEnv(t)
+			e.members["decode"] = []string{"decode"}
+			e.scrape["decode"] = map[string]float64{gauge: 0.85}
+			f, err := New(spec("kv_pool_exhaustion", "decode", map[string]any{"min_usage": 0.9}))
+			require.NoError(t, err)
+			ctx := context.Background()
+			require.NoError(t, f.Apply(ctx, e))
+			e.lastRun().set(RunStats{Sent: 64, Done: 10})
+			require.Error(t, f.Verify(ctx, e), "usage below min_usage proves nothing")
+			e.mu.Lock()
+			e.scrape["decode"] = map[string]float64{gauge: 0.97}
+			e.mu.Unlock()
+			assert.NoError(t, f.Verify(ctx, e))
+			require.NoError(t, f.Revert(ctx, e))
+		})
+	}
+}
