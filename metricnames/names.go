@@ -71,6 +71,10 @@ var LeakGauges = []string{
 	VLLMRunning, VLLMWaiting, VLLMSwapped, RadixLockedNodes,
 }
 
+// PoolUsageGauges are a KV pool's usage as a fraction of 1, one series per DP rank
+// (SGLang) or engine (vLLM): the pool's figure is the fullest series, never their sum.
+var PoolUsageGauges = []string{TokenUsage, VLLMKVCacheUsage, VLLMGPUCacheUsage}
+
 // UsageGauges are recorded in periodic samples besides the leak gauges (Retracted too,
 // which the leak check leaves out).
 var UsageGauges = []string{TokenUsage, GenThroughput, VLLMGPUCacheUsage, VLLMKVCacheUsage, CacheHitRate, Retracted}

@@ -19,7 +19,8 @@ const metricsNames = model.UTF8Validation
 
 // ParseMetrics reads Prometheus text exposition (through prometheus/common's expfmt)
 // and returns the sum of every sample per series name: label sets are summed, so a
-// gauge per queue per worker adds up to the queue's total. Histogram and summary
+// gauge per queue per worker adds up to the queue's total; a pool's usage fraction
+// (metricnames.PoolUsageGauges) is its largest series instead. Histogram and summary
 // series keep their suffixed names (_bucket, _sum, _count; a summary's quantiles add
 // up under its own name). Malformed input is an error naming its line.
 func ParseMetrics(r io.Reader) (map[string]float64, error) {
@@ -30,6 +31,16 @@ func ParseMetrics(r io.Reader) (map[string]float64, error) {
 	}
 	out := map[string]float64{}
 	for name, mf := range fams {
+		if typ := mf.GetType(); slices.Contains(metricnames.PoolUsageGauges, name) &&
+			(typ == dto.MetricType_GAUGE || typ == dto.MetricType_UNTYPED) {
+			for i, m := range mf.GetMetric() {
+				v := m.GetGauge().GetValue() + m.GetUntyped().GetValue() // one of them is set
+				if i == 0 || v > out[name] {
+					out[name] = v
+				}
+			}
+			continue
+		}
 		for _, m := range mf.GetMetric() {
 			addSample(out, name, mf.GetType(), m)
 		}

@@ -25,6 +25,19 @@ sglang:num_running_reqs{model_name="ref",engine="prefill"} 1
 			want: map[string]float64{"sglang:num_running_reqs": 4},
 		},
 		{
+			// SGLang with --enable-dp-attention exports one series per dp_rank, vLLM one
+			// per engine: a pool's usage is the fullest one's, not the sum.
+			name: "usage fractions are the largest series",
+			in: `# TYPE sglang:token_usage gauge
+sglang:token_usage{dp_rank="0",engine_type="unified",model_name="m",pp_rank="0",tp_rank="0"} 0.5
+sglang:token_usage{dp_rank="1",engine_type="unified",model_name="m",pp_rank="0",tp_rank="0"} 0.625
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.75
+vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.5
+`,
+			want: map[string]float64{"sglang:token_usage": 0.625, "vllm:kv_cache_usage_perc": 0.75},
+		},
+		{
 			name: "timestamp, quoted label, untyped bucket",
 			in: `sglang:num_queue_reqs 0 1700000000000
 vllm:num_requests_waiting{model_name="a \"quoted\" } name"} 2.5
