@@ -22,7 +22,7 @@ func TestEntryHealthFollowsTheLaunchedEntry(t *testing.T) {
 		pack, proc, url string
 	}{
 		{"vllm-pd.yaml", "proxy", "http://127.0.0.1:8192/healthcheck"},
-		{"sglang-pd.yaml", "router", "http://127.0.0.1:30000/health"},
+		{"sglang-pd.yaml", "router", "http://127.0.0.1:30000/readiness"}, // SGLang router: /health is liveness
 		// target.url is the client->server proxy: health goes the way requests go.
 		{"sglang-colocated.yaml", "server", "http://127.0.0.1:40000/health"},
 	} {

@@ -612,3 +612,34 @@ func TestUnknownFieldsTolerated(t *testing.T) {
 		}
 	}
 }
+
+// TestRouterReadinessAndLiveness: the router answers the real SGLang router's probe
+// names, /readiness as truthfully as /health (a pack waits on it for the router to have
+// workers) and /liveness 200 whatever its workers' state; a worker has neither, as
+// SGLang's workers do not.
+func TestRouterReadinessAndLiveness(t *testing.T) {
+	f := &fakeGen{script: textScript("x", "stop")}
+	srv, h := startServer(t, f, WithRole("router"))
+	for _, path := range []string{"/readiness", "/liveness", "/health"} {
+		if r := do(t, "GET", srv.URL+path, "", nil); r.status != 200 {
+			t.Fatalf("%s: %d %s", path, r.status, r.body)
+		}
+	}
+	f.set(func() { f.healthy = fmt.Errorf("router: no healthy decode worker") })
+	for path, want := range map[string]int{"/readiness": 503, "/health": 503, "/liveness": 200} {
+		if r := do(t, "GET", srv.URL+path, "", nil); r.status != want {
+			t.Errorf("no workers: %s: %d, want %d (%s)", path, r.status, want, r.body)
+		}
+	}
+	h.Drain()
+	if r := do(t, "GET", srv.URL+"/liveness", "", nil); r.status != 503 {
+		t.Errorf("draining: /liveness %d, want 503", r.status)
+	}
+
+	worker, _ := startServer(t, &fakeGen{script: textScript("x", "stop")}, WithRole("decode"))
+	for _, path := range []string{"/readiness", "/liveness"} {
+		if r := do(t, "GET", worker.URL+path, "", nil); r.status != 404 {
+			t.Errorf("worker %s: %d, want 404", path, r.status)
+		}
+	}
+}

@@ -200,6 +200,14 @@ func New(g gen.Generator, opts ...Option) *Handler {
 		"/debug/requests":      {get, h.serveDebugRequests},
 		"/server_info":         {get, h.serveServerInfo},
 	}
+	if h.role == "router" {
+		// SGLang's router (sgl-model-gateway) answers /health and /liveness whatever its
+		// workers' state and /readiness only once it has healthy workers; this router's
+		// /health already tells the truth, /readiness is the same answer under the name a
+		// pack written for the real router waits on.
+		h.routes["/readiness"] = route{get, h.serveHealth}
+		h.routes["/liveness"] = route{get, h.serveLiveness}
+	}
 	return h
 }
 
@@ -444,6 +452,16 @@ func (h *Handler) serveHealth(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, &apiError{status: HealthStatus(err), kind: gen.ErrorKind(gen.ErrUnavailable),
 			code: "unhealthy", msg: err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "role": h.role})
+}
+
+// serveLiveness answers that the process serves HTTP: 200 while it is not shutting down.
+func (h *Handler) serveLiveness(w http.ResponseWriter, r *http.Request) {
+	if h.draining.Load() {
+		writeError(w, &apiError{status: http.StatusServiceUnavailable, kind: gen.ErrorKind(gen.ErrUnavailable),
+			code: "unhealthy", msg: "server is shutting down"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "role": h.role})
