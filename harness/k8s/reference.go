@@ -123,19 +123,25 @@ func (o ReferenceOptions) deployment(name, component string, args []string, port
 	labels := referenceLabels(name, component)
 	selector := map[string]string{LabelName: AppName, LabelInstance: name}
 	tmpVol, tmpMount := tmpVolume()
-	health := func(period, failures int32) *corev1.Probe {
+	health := func(path string, period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
-			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("http")}},
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("http")}},
 			PeriodSeconds:    period,
 			TimeoutSeconds:   2,
 			FailureThreshold: failures,
 		}
 	}
-	readiness := health(2, 3)
-	// Liveness is lenient: /health also fails while a worker is wedged or (router) while
-	// its workers are down, which is what a soak is there to observe, not to hide by a
-	// restart; only a process that stays unhealthy for minutes is restarted.
-	liveness := health(10, 18)
+	readiness := health("/health", 2, 3)
+	// Liveness is lenient: a worker's /health also fails while it is wedged, which is
+	// what a soak is there to observe, not to hide by a restart; only a worker that stays
+	// unhealthy for minutes is restarted. The router's /liveness fails only while it
+	// shuts down: workers down for longer (a decode's model reload) must not restart the
+	// router in front of them.
+	livePath := "/health"
+	if component == "router" {
+		livePath = "/liveness"
+	}
+	liveness := health(livePath, 10, 18)
 	liveness.InitialDelaySeconds = 10
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
