@@ -114,15 +114,16 @@ func (s *Sampler) Read() Reading {
 			r.Stat, r.HasStat = st, true
 		}
 	}
-	r.Sched, r.HasSched = s.readSched()
+	r.Sched, r.HasSched = ReadSchedstat(s.procRoot)
 	return r
 }
 
-// readSched sums schedstat over the harness's threads. A thread that exits between the
-// listing and the read is skipped; one that exited within the window takes its share
-// with it, and a sum that went backwards leaves the window's figure out (Window).
-func (s *Sampler) readSched() (Schedstat, bool) {
-	paths, err := filepath.Glob(filepath.Join(s.procRoot, "self", "task", "*", "schedstat"))
+// ReadSchedstat sums schedstat over this process's threads under procRoot ("/proc"),
+// and false where the kernel has none. A thread that exits between the listing and the
+// read is skipped; one that exited within a window takes its share with it, and a sum
+// that went backwards leaves the window's figure out (Window).
+func ReadSchedstat(procRoot string) (Schedstat, bool) {
+	paths, err := filepath.Glob(filepath.Join(procRoot, "self", "task", "*", "schedstat"))
 	if err != nil || len(paths) == 0 {
 		return Schedstat{}, false
 	}
