@@ -14,9 +14,11 @@
 //   - signals to supervised processes: prefill_crash, decode_crash, process_kill
 //     (SIGKILL, restart on revert), process_pause (SIGSTOP/SIGCONT), process_restart;
 //     verified from /proc/<pid>/stat;
-//   - load: queue_saturation, kv_pool_exhaustion (bursts; verified by refusals or the
-//     target's queue/KV gauges, and queue_saturation also by a stream of a burst sent at
-//     once served to its end while another waited for its first token) and client_disconnect (client cancels after k tokens;
+//   - load: queue_saturation, kv_pool_exhaustion (bursts; verified by refusals, by the
+//     target's waiting-queue gauge or KV usage and retractions, and queue_saturation
+//     also by a stream of a burst sent at once served to its end while another waited
+//     for its first token; never by the PD queues every request passes through,
+//     metricnames.TransitQueues) and client_disconnect (client cancels after k tokens;
 //     verified by the cancel count).
 //
 // A fault that does not take effect within the verify timeout fails the run with

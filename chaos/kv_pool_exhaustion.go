@@ -9,8 +9,9 @@ import (
 // pool of the target (decode) runs out — the incident's trigger, without waiting for
 // agent contexts to grow. A load burst rather than a failpoint, so that the real
 // allocator, retraction and prealloc queue are exercised. Verified by
-// sglang:token_usage (vLLM: vllm:kv_cache_usage_perc) ≥ min_usage, a prealloc queue or retracted count above zero on the
-// target process, or explicit refusals.
+// sglang:token_usage (vLLM: vllm:kv_cache_usage_perc) ≥ min_usage, a retracted count
+// above zero on the target process, or explicit refusals. Not by the prealloc queue:
+// every PD request waits in it for its bootstrap handshake, with the pool empty or not.
 func init() {
 	Register(Type{
 		Name:    "kv_pool_exhaustion",
@@ -30,9 +31,7 @@ func init() {
 			if err := p.done(); err != nil {
 				return nil, err
 			}
-			return &burstFault{base: b, burst: burst, usage: usage, gauges: []string{
-				metricnames.DecodePrealloc, metricnames.Retracted,
-			}}, nil
+			return &burstFault{base: b, burst: burst, usage: usage, gauges: []string{metricnames.Retracted}}, nil
 		},
 	})
 }

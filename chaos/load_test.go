@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"pdsoak/metricnames"
 )
 
 // TestSaturationWaitProof: queue_saturation's proof from the client is a stream of a
@@ -53,18 +55,13 @@ func TestSaturationWaitProof(t *testing.T) {
 	}
 }
 
-// TestSaturationGaugeProof: a queue gauge above zero on the target process proves
-// queue_saturation under the names real servers export, not only the reference
-// server's: SGLang's prefill bootstrap queue as sglang:num_prefill_bootstrap_queue_reqs
-// (sgl-project/sglang python/sglang/srt/observability/metrics_collector.py, which
-// renamed sglang:num_prefill_prealloc_queue_reqs) and vLLM's waiting queue
-// (vllm:num_requests_waiting). Without it a burst whose streams prove nothing (not
-// streamed, or capped) leaves the fault unverified and the run invalid.
+// TestSaturationGaugeProof: a waiting-queue gauge above zero on the target process
+// proves queue_saturation under the names real servers export, not only the reference
+// server's: SGLang's sglang:num_queue_reqs and vLLM's vllm:num_requests_waiting. Without
+// it a burst whose streams prove nothing (not streamed, or capped) leaves the fault
+// unverified and the run invalid.
 func TestSaturationGaugeProof(t *testing.T) {
-	for _, gauge := range []string{
-		"sglang:num_queue_reqs", "sglang:num_prefill_prealloc_queue_reqs",
-		"sglang:num_prefill_bootstrap_queue_reqs", "vllm:num_requests_waiting",
-	} {
+	for _, gauge := range []string{"sglang:num_queue_reqs", "vllm:num_requests_waiting"} {
 		t.Run(gauge, func(t *testing.T) {
 			e := newFakeEnv(t)
 			e.members["prefill"] = []string{"prefill"}
@@ -81,6 +78,30 @@ func TestSaturationGaugeProof(t *testing.T) {
 			assert.NoError(t, f.Verify(ctx, e))
 			require.NoError(t, f.Revert(ctx, e))
 		})
+	}
+}
+
+// TestTransitQueuesProveNothing: SGLang's PD queues that every disaggregated request
+// passes through (prefill bootstrap, inflight, decode prealloc and transfer) are above
+// zero under any load, the pool empty or not, so neither queue_saturation nor
+// kv_pool_exhaustion is proved by them. Both were, before: a burst of a few requests on
+// an idle SGLang showed the bootstrap queue at 1 and the prealloc queue at 1.
+func TestTransitQueuesProveNothing(t *testing.T) {
+	for _, fault := range []string{"queue_saturation", "kv_pool_exhaustion"} {
+		for _, gauge := range metricnames.TransitQueues {
+			t.Run(fault+"/"+gauge, func(t *testing.T) {
+				e := newFakeEnv(t)
+				e.members["decode"] = []string{"decode"}
+				e.scrape["decode"] = map[string]float64{gauge: 3, "sglang:token_usage": 0.3}
+				f, err := New(spec(fault, "decode", map[string]any{"requests": 12, "concurrency": 3}))
+				require.NoError(t, err)
+				ctx := context.Background()
+				require.NoError(t, f.Apply(ctx, e))
+				e.lastRun().set(RunStats{Sent: 3})
+				require.Error(t, f.Verify(ctx, e), "%s=3 shows traffic, not pressure", gauge)
+				require.NoError(t, f.Revert(ctx, e))
+			})
+		}
 	}
 }
 

@@ -7,9 +7,10 @@ import (
 
 // queue_saturation sends a burst of concurrent requests to fill the queues. Strict
 // semantics must refuse the excess at admission (429/503 with Retry-After); sglang
-// semantics lets it sit in the PD queues. Verified by explicit refusals, a queue gauge of
-// the target process above zero (SGLang's or vLLM's), or, for a burst sent at once, a stream of it served to
-// its end while another still waited for its first token (RunStats.QueuedBehind).
+// semantics lets it sit in the PD queues. Verified by explicit refusals, a waiting-queue
+// gauge of the target process above zero (sglang:num_queue_reqs, vllm:num_requests_waiting),
+// or, for a burst sent at once, a stream of it served to its end while another still
+// waited for its first token (RunStats.QueuedBehind).
 func init() {
 	Register(Type{
 		Name:    "queue_saturation",
@@ -28,9 +29,11 @@ func init() {
 			if err := p.done(); err != nil {
 				return nil, err
 			}
+			// Only waiting queues: every PD request passes through the bootstrap,
+			// prealloc and transfer queues on its way (metricnames.TransitQueues), so
+			// those are above zero under any load and prove nothing.
 			return &burstFault{base: b, burst: burst, waitIsEnough: true, gauges: []string{
-				metricnames.Queue, metricnames.DecodePrealloc, metricnames.DecodeTransfer, metricnames.PrefillBootstrap,
-				metricnames.BootstrapQueue, metricnames.VLLMWaiting,
+				metricnames.Queue, metricnames.VLLMWaiting,
 			}}, nil
 		},
 	})

@@ -63,6 +63,11 @@ const (
 	RouterWorkerUp     = "pdsoak_router_worker_healthy"
 )
 
+// TransitQueues are SGLang's PD queues every disaggregated request passes through on
+// its way (bootstrap handshake, KV preallocation, KV transfer), loaded or not: above
+// zero they show traffic, not pressure, so no fault is proved by them.
+var TransitQueues = []string{PrefillBootstrap, BootstrapQueue, PrefillInflight, DecodePrealloc, DecodeTransfer}
+
 // LeakGauges are the gauges that must return to 0 once load has drained: running and
 // queued requests, SGLang's PD queues and vLLM's running, waiting and swapped. Not
 // Retracted: a drained SGLang keeps reporting its last interval's retractions.
