@@ -10,7 +10,7 @@ import (
 // agent contexts to grow. A load burst rather than a failpoint, so that the real
 // allocator, retraction and prealloc queue are exercised. Verified by
 // sglang:token_usage (vLLM: vllm:kv_cache_usage_perc) ≥ min_usage, a retracted count
-// above zero on the target process, or explicit refusals. Not by the prealloc queue:
+// above zero and changed since Apply on the target process, or explicit refusals. Not by the prealloc queue:
 // every PD request waits in it for its bootstrap handshake, with the pool empty or not.
 func init() {
 	Register(Type{

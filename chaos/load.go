@@ -24,7 +24,15 @@ type burstFault struct {
 	waitIsEnough bool
 
 	run Run
+	// before holds, per member, the value at Apply of each gauge in changedOnly.
+	before map[string]map[string]float64
 }
+
+// changedOnly are gauges that prove a fault only where their value changed since
+// Apply: SGLang's sglang:num_retracted_reqs counts retractions of the last stats
+// interval and a drained server keeps re-publishing it, so a retraction an hour ago
+// still reads above zero.
+var changedOnly = map[string]bool{metricnames.Retracted: true}
 
 // usageGauges are the KV pool's usage as a fraction of 1 under SGLang's name and
 // vLLM's (vllm:kv_cache_usage_perc, "1 means 100 percent usage"; gpu_cache_usage_perc
@@ -32,8 +40,15 @@ type burstFault struct {
 var usageGauges = []string{metricnames.TokenUsage, metricnames.VLLMKVCacheUsage, metricnames.VLLMGPUCacheUsage}
 
 func (f *burstFault) Apply(ctx context.Context, env Env) error {
-	if _, err := f.members(env); err != nil {
+	members, err := f.members(env)
+	if err != nil {
 		return err
+	}
+	f.before = map[string]map[string]float64{}
+	for _, m := range members {
+		if samples, err := env.Scrape(ctx, m); err == nil {
+			f.before[m] = samples
+		}
 	}
 	r, err := env.Load(context.WithoutCancel(ctx), f.spec.Target, f.burst)
 	if err != nil {
@@ -64,7 +79,8 @@ func (f *burstFault) Verify(ctx context.Context, env Env) error {
 			}
 		}
 		for _, g := range f.gauges {
-			if samples[g] > 0 {
+			was, had := f.before[m][g]
+			if samples[g] > 0 && (!changedOnly[g] || !had || samples[g] != was) {
 				seen = append(seen, fmt.Sprintf("%s %s=%g", m, g, samples[g]))
 			}
 		}

@@ -129,3 +129,25 @@ func TestExhaustionUsageProof(t *testing.T) {
 		})
 	}
 }
+
+// TestRetractionProofNeedsAChange: sglang:num_retracted_reqs counts the retractions of
+// SGLang's last stats interval and a drained server re-publishes it unchanged, so a
+// value above zero that was already there at Apply (a retraction long before the burst)
+// does not prove kv_pool_exhaustion; a new value does.
+func TestRetractionProofNeedsAChange(t *testing.T) {
+	e := newFakeEnv(t)
+	e.members["decode"] = []string{"decode"}
+	e.scrape["decode"] = map[string]float64{"sglang:num_retracted_reqs": 2, "sglang:token_usage": 0.1}
+	f, err := New(spec("kv_pool_exhaustion", "decode", nil))
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, f.Apply(ctx, e))
+	e.lastRun().set(RunStats{Sent: 64, Done: 3})
+	require.Error(t, f.Verify(ctx, e), "a stale retraction count proves nothing")
+	e.mu.Lock()
+	e.scrape["decode"] = map[string]float64{"sglang:num_retracted_reqs": 5, "sglang:token_usage": 0.1}
+	e.mu.Unlock()
+	require.NoError(t, f.Verify(ctx, e))
+	assert.Contains(t, f.(Evidencer).Evidence(), "sglang:num_retracted_reqs=5")
+	require.NoError(t, f.Revert(ctx, e))
+}
