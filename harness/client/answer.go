@@ -99,7 +99,10 @@ func (a *Answer) Event(typ, data string) Step {
 	a.rcv.pieces++
 	a.token()
 	a.text.WriteString(content)
-	if k := a.req.CancelAfterTokens; k > 0 && a.res.Chunks >= k {
+	// The k-th token with the finish_reason is an answer whose end has come: only [DONE]
+	// (and usage) is left, so the client reads on rather than calling a whole answer
+	// its own cancel (max_tokens == k made every such request "cancelled").
+	if k := a.req.CancelAfterTokens; k > 0 && a.res.Chunks >= k && !a.rcv.finished {
 		a.facts, a.why = Facts{ClientAbort: true, Phase: ledger.PhaseMidStream, Headers: true, Status: a.res.Status}, ErrClientCancel
 		return Step{Token: true, Cancel: true, End: true}
 	}

@@ -448,6 +448,22 @@ func TestCancelled(t *testing.T) {
 		assert.Equal(t, ledger.OutcomeCancelled, res.Outcome, res.Err)
 		assert.Equal(t, 2, res.Chunks)
 	})
+	t.Run("the k-th token ends the stream", func(t *testing.T) {
+		f := newFake(t, func(f *fake, w http.ResponseWriter, r *http.Request) {
+			fl := sseHeaders(w)
+			writeTokens(w, fl, 1)
+			fmt.Fprint(w, chatChunk("t1 ", "length"))
+			fmt.Fprint(w, `data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2}}`+"\n\n")
+			fmt.Fprint(w, "data: [DONE]\n\n")
+		})
+		c, _ := New(f.srv.URL)
+		defer c.CloseIdleConnections()
+		res := c.Do(context.Background(), &Request{ID: "k", Model: "ref", Stream: true, CancelAfterTokens: 2,
+			Deadlines: dl}, nil)
+		assert.Equal(t, ledger.OutcomeOK, res.Outcome, res.Err)
+		assert.Equal(t, 2, res.Chunks)
+		assert.Equal(t, "length", res.FinishReason)
+	})
 	t.Run("already cancelled", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
