@@ -13,7 +13,14 @@
 //     live byte counters (traffic crossed the toxic) or by a refused dial (partition);
 //   - signals to supervised processes: prefill_crash, decode_crash, process_kill
 //     (SIGKILL, restart on revert), process_pause (SIGSTOP/SIGCONT), process_restart;
-//     verified from /proc/<pid>/stat;
+//     verified from /proc/<pid>/stat and, for a kill or a pause of a process whose HTTP
+//     server is known (Process.URL), by probing that server: a kill needs it to refuse
+//     connections or fail the request, a pause needs a GET to get no response within
+//     ServerProbeTimeout (a stopped process's kernel still accepts connections, so only
+//     a response counts). The pid alone is not proof: a server launched through a
+//     wrapper (a script, `uv run`, a forking launcher) keeps serving when only the
+//     wrapper is signalled. With no URL the proof is /proc's alone, and the evidence says
+//     the server was not probed;
 //   - load: queue_saturation, kv_pool_exhaustion (bursts; verified by refusals, by the
 //     target's waiting-queue gauge or KV usage and retractions, and queue_saturation
 //     also by a stream of a burst sent at once served to its end while another waited
@@ -43,6 +50,6 @@
 // Those rules live once, in Sequencer: a state machine that acts through a Runtime
 // (clock, timers, the calls, events). Timeline.Run is its driver on goroutines and the
 // wall clock; the simulator (package sim) drives the same Sequencer on its event loop,
-// and runs the same faults against a simulated Env (ProcStater for process states, a
-// Link that is a Dialer for a partition's proof).
+// and runs the same faults against a simulated Env (ProcStater for process states,
+// ServerProber for its servers' answers, a Link that is a Dialer for a partition's proof).
 package chaos

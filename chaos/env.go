@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"syscall"
+	"time"
 
 	"pdsoak/chaos/netproxy"
 	"pdsoak/ledger"
@@ -48,7 +49,10 @@ type Process struct {
 	Name string
 	Role string // router, prefill, decode, colocated
 	PID  int
-	URL  string // base URL of its HTTP server
+	// URL is the base URL of its HTTP server; empty when unknown. The kill and pause
+	// proofs probe it (ServerProber): the signalled pid may be a wrapper whose child is
+	// the server.
+	URL string
 }
 
 // Failpoints is a process's failpoint admin API; *failpoint.Client implements it.
@@ -141,6 +145,9 @@ type FuncEnv struct {
 	EmitFunc       func(ev ledger.Event)
 	// ProcStateFunc reads a process's state (ProcStater); nil: /proc.
 	ProcStateFunc func(pid int) (supervisor.State, error)
+	// ProbeServerFunc probes a process's HTTP server (ServerProber); nil: the network
+	// (ProbeServer).
+	ProbeServerFunc func(ctx context.Context, p Process, timeout time.Duration) error
 }
 
 var _ Env = (*FuncEnv)(nil)
@@ -246,4 +253,12 @@ func (e *FuncEnv) ProcState(pid int) (supervisor.State, error) {
 		return ProcState(pid)
 	}
 	return e.ProcStateFunc(pid)
+}
+
+// ProbeServer implements ServerProber.
+func (e *FuncEnv) ProbeServer(ctx context.Context, p Process, timeout time.Duration) error {
+	if e.ProbeServerFunc == nil {
+		return ProbeServer(ctx, p, timeout)
+	}
+	return e.ProbeServerFunc(ctx, p, timeout)
 }

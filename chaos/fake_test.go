@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,13 @@ import (
 	"pdsoak/server/failpoint"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(serveEnv) != "" {
+		serveForTest() // the test binary re-executed as a child HTTP server (server_test.go)
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 

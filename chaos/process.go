@@ -13,14 +13,18 @@ import (
 	"pdsoak/supervisor"
 )
 
-// killFault SIGKILLs every member process and proves it from /proc (the pid is gone or a
-// zombie). Revert restarts them unless restart is false.
+// killFault SIGKILLs every member process and proves it twice: from /proc (the pid is
+// gone or a zombie) and, when the process has a URL, by its HTTP server no longer
+// answering (a refused connection or a failed request). The pid alone proves nothing
+// about a server launched through a wrapper (a shell script, `uv run`, a launcher that
+// forks): the wrapper dies while its child keeps serving. Revert restarts them unless
+// restart is false.
 type killFault struct {
 	*base
 	roles   []string
 	restart bool
 
-	killed map[string]int
+	killed map[string]Process
 	order  []string
 }
 
@@ -67,31 +71,46 @@ func (f *killFault) Apply(_ context.Context, env Env) error {
 	if err != nil {
 		return err
 	}
-	f.killed = map[string]int{}
+	f.killed = map[string]Process{}
 	for _, p := range procs {
 		if err := env.Signal(p.Name, syscall.SIGKILL); err != nil {
 			return f.wrap(err, "SIGKILL %s (pid %d)", p.Name, p.PID)
 		}
-		f.killed[p.Name] = p.PID
+		f.killed[p.Name] = p
 		f.order = append(f.order, p.Name)
 	}
 	return nil
 }
 
-func (f *killFault) Verify(_ context.Context, env Env) error {
-	var dead []string
-	for _, m := range f.order {
-		pid := f.killed[m]
-		ok, st, err := alive(env, pid)
+func (f *killFault) Verify(ctx context.Context, env Env) error {
+	procs := make([]Process, len(f.order))
+	dead := make([]string, len(f.order))
+	for i, m := range f.order {
+		p := f.killed[m]
+		ok, st, err := alive(env, p.PID)
 		if err != nil {
 			return f.wrap(err, "state of %s", m)
 		}
 		if ok {
-			return f.errorf("%s (pid %d) is still alive after SIGKILL (state %s)", m, pid, st)
+			return f.errorf("%s (pid %d) is still alive after SIGKILL (state %s)", m, p.PID, st)
 		}
-		dead = append(dead, fmt.Sprintf("%s pid %d", m, pid))
+		procs[i], dead[i] = p, fmt.Sprintf("pid %d gone", p.PID)
+		if st == supervisor.StateZombie {
+			dead[i] = fmt.Sprintf("pid %d a zombie", p.PID)
+		}
 	}
-	f.evidence = "killed, gone from /proc or zombie: " + strings.Join(dead, ", ")
+	probes, err := probeServers(ctx, env, procs)
+	if err != nil {
+		return f.wrap(err, "probe the killed processes' servers")
+	}
+	for i, pr := range probes {
+		if pr.answered {
+			return f.errorf("%s: %s, but %s: the server is another process (a wrapper's child?) that SIGKILL did not reach",
+				f.order[i], dead[i], pr.says())
+		}
+		dead[i] = fmt.Sprintf("%s: %s; %s", f.order[i], dead[i], pr.says())
+	}
+	f.evidence = "killed: " + strings.Join(dead, "; ")
 	return nil
 }
 
@@ -109,11 +128,13 @@ func (f *killFault) Revert(ctx context.Context, env Env) error {
 	return errors.Join(errs...)
 }
 
-// pauseFault SIGSTOPs every member and proves state T in /proc; revert SIGCONTs them and
-// waits (bounded) until they leave state T.
+// pauseFault SIGSTOPs every member and proves it twice: state T in /proc and, when the
+// process has a URL, its HTTP server silent (a GET gets no response within
+// ServerProbeTimeout; a dial proves nothing, since a stopped process's kernel still
+// accepts connections). Revert SIGCONTs them and waits (bounded) until they leave state T.
 type pauseFault struct {
 	*base
-	stopped map[string]int
+	stopped map[string]Process
 	order   []string
 }
 
@@ -124,38 +145,50 @@ func (f *pauseFault) Apply(_ context.Context, env Env) error {
 	if err != nil {
 		return err
 	}
-	f.stopped = map[string]int{}
+	f.stopped = map[string]Process{}
 	for _, p := range procs {
 		if err := env.Signal(p.Name, syscall.SIGSTOP); err != nil {
 			return f.wrap(err, "SIGSTOP %s (pid %d)", p.Name, p.PID)
 		}
-		f.stopped[p.Name] = p.PID
+		f.stopped[p.Name] = p
 		f.order = append(f.order, p.Name)
 	}
 	return nil
 }
 
-func (f *pauseFault) Verify(_ context.Context, env Env) error {
-	var out []string
-	for _, m := range f.order {
-		pid := f.stopped[m]
-		st, err := envProcState(env, pid)
+func (f *pauseFault) Verify(ctx context.Context, env Env) error {
+	procs := make([]Process, len(f.order))
+	for i, m := range f.order {
+		p := f.stopped[m]
+		st, err := envProcState(env, p.PID)
 		if err != nil {
 			return f.wrap(err, "state of %s", m)
 		}
 		if !stoppedState(st) {
-			return f.errorf("%s (pid %d) is in state %s, not stopped", m, pid, st)
+			return f.errorf("%s (pid %d) is in state %s, not stopped", m, p.PID, st)
 		}
-		out = append(out, fmt.Sprintf("%s pid %d", m, pid))
+		procs[i] = p
 	}
-	f.evidence = "stopped (state T in /proc): " + strings.Join(out, ", ")
+	probes, err := probeServers(ctx, env, procs)
+	if err != nil {
+		return f.wrap(err, "probe the stopped processes' servers")
+	}
+	out := make([]string, len(f.order))
+	for i, pr := range probes {
+		if pr.answered {
+			return f.errorf("%s: pid %d in state T, but %s: the server is another process (a wrapper's child?) that SIGSTOP did not reach",
+				f.order[i], procs[i].PID, pr.says())
+		}
+		out[i] = fmt.Sprintf("%s: pid %d in state T; %s", f.order[i], procs[i].PID, pr.says())
+	}
+	f.evidence = "stopped: " + strings.Join(out, "; ")
 	return nil
 }
 
 func (f *pauseFault) Revert(ctx context.Context, env Env) error {
 	var errs []error
 	for _, m := range f.order {
-		pid := f.stopped[m]
+		pid := f.stopped[m].PID
 		if err := env.Signal(m, syscall.SIGCONT); err != nil {
 			errs = append(errs, f.wrap(err, "SIGCONT %s", m))
 			continue

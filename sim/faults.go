@@ -24,6 +24,8 @@ import (
 //	            SIGSTOP/SIGCONT: nothing runs, events wait; peers' KV heartbeats time out
 //	Restart     kill, then start again after RestartDelay
 //	ProcState   the model's process (pids are incarnations: a restart is a new pid)
+//	ProbeServer the process's HTTP server as the liveness probes find it: a dead one
+//	            refuses, a paused one is silent, a running one answers
 //	Failpoints  the failpoint's terms, evaluated by failpoint.Fire where the real
 //	            process evaluates them (see worker.go, link_kv.go)
 //	Link        toxics on the link's connections (latency ± jitter, bandwidth,
@@ -121,6 +123,7 @@ func (t *topo) Fault(f scenarios.Fault) (func(), error) {
 func (t *topo) FaultEnv(env *chaos.FuncEnv) {
 	env.ProcessFunc = t.process
 	env.ProcStateFunc = t.procState
+	env.ProbeServerFunc = t.probeServer
 	env.SignalFunc = t.signal
 	env.RestartFunc = func(_ context.Context, name string) error {
 		if _, err := t.process(name); err != nil {
@@ -181,6 +184,23 @@ func (t *topo) procState(pid int) (supervisor.State, error) {
 		}
 	}
 	return supervisor.StateGone, fmt.Errorf("%w: pid %d", chaos.ErrNoProcess, pid)
+}
+
+// probeServer is the model's answer to a probe of a process's HTTP server, as the
+// liveness probes get it: a dead process (or a router still in its first round of
+// checks) refuses, a paused one sends nothing, a running one answers.
+func (t *topo) probeServer(_ context.Context, p chaos.Process, _ time.Duration) error {
+	alive, paused := t.HealthState(p.Name)
+	switch {
+	case !alive:
+		return fmt.Errorf("sim: %s is down: %w", p.Name, chaos.ErrRefused)
+	case paused:
+		return fmt.Errorf("sim: %s is paused: %w", p.Name, chaos.ErrNoResponse)
+	}
+	if _, err := t.HealthAnswer(p.Name); err != nil {
+		return fmt.Errorf("sim: %s: %w: %w", p.Name, chaos.ErrRefused, err)
+	}
+	return nil
 }
 
 func (t *topo) signal(name string, sig syscall.Signal) error {

@@ -51,7 +51,7 @@ assertions: [no_silent_drops]
 		// Polls at +0, +20ms, +40ms, +80ms, +160ms, +320ms: the first after the 500ms
 		// restart is at 620ms.
 		"bounce": {1620 * time.Millisecond, "restarted: prefill-0 pid"},
-		"freeze": {4 * time.Second, "stopped (state T in /proc): decode-0 pid"},
+		"freeze": {4 * time.Second, "stopped: decode-0: pid"},
 		"cut":    {7 * time.Second, "links router->decode-0 down: dialling their proxies is refused"},
 		// chaos's own proof: traffic crossed the toxic (the poll at +20ms saw it).
 		"slow": {9020 * time.Millisecond, "latency toxic map[jitter:0 latency:20] on router->prefill-0; traffic through it: router->prefill-0: +"},
