@@ -24,8 +24,9 @@ type killFault struct {
 	roles   []string
 	restart bool
 
-	killed map[string]Process
-	order  []string
+	killed   map[string]Process
+	order    []string
+	unprobed map[string]string // answeringBefore's reasons
 }
 
 func newKillType(name, doc string, roles []string) Type {
@@ -66,12 +67,12 @@ func (b *base) processes(env Env, roles []string) ([]Process, error) {
 	return out, nil
 }
 
-func (f *killFault) Apply(_ context.Context, env Env) error {
+func (f *killFault) Apply(ctx context.Context, env Env) error {
 	procs, err := f.processes(env, f.roles)
 	if err != nil {
 		return err
 	}
-	f.killed = map[string]Process{}
+	f.killed, f.unprobed = map[string]Process{}, answeringBefore(ctx, env, procs)
 	for _, p := range procs {
 		if err := env.Signal(p.Name, syscall.SIGKILL); err != nil {
 			return f.wrap(err, "SIGKILL %s (pid %d)", p.Name, p.PID)
@@ -106,9 +107,9 @@ func (f *killFault) Verify(ctx context.Context, env Env) error {
 	for i, pr := range probes {
 		if pr.answered {
 			return f.errorf("%s: %s, but %s: the server is another process (a wrapper's child?) that SIGKILL did not reach",
-				f.order[i], dead[i], pr.says())
+				f.order[i], dead[i], pr.says(""))
 		}
-		dead[i] = fmt.Sprintf("%s: %s; %s", f.order[i], dead[i], pr.says())
+		dead[i] = fmt.Sprintf("%s: %s; %s", f.order[i], dead[i], pr.says(f.unprobed[f.order[i]]))
 	}
 	f.evidence = "killed: " + strings.Join(dead, "; ")
 	return nil
@@ -134,18 +135,19 @@ func (f *killFault) Revert(ctx context.Context, env Env) error {
 // accepts connections). Revert SIGCONTs them and waits (bounded) until they leave state T.
 type pauseFault struct {
 	*base
-	stopped map[string]Process
-	order   []string
+	stopped  map[string]Process
+	order    []string
+	unprobed map[string]string // answeringBefore's reasons
 }
 
 func stoppedState(st supervisor.State) bool { return st == supervisor.StateStopped }
 
-func (f *pauseFault) Apply(_ context.Context, env Env) error {
+func (f *pauseFault) Apply(ctx context.Context, env Env) error {
 	procs, err := f.processes(env, nil)
 	if err != nil {
 		return err
 	}
-	f.stopped = map[string]Process{}
+	f.stopped, f.unprobed = map[string]Process{}, answeringBefore(ctx, env, procs)
 	for _, p := range procs {
 		if err := env.Signal(p.Name, syscall.SIGSTOP); err != nil {
 			return f.wrap(err, "SIGSTOP %s (pid %d)", p.Name, p.PID)
@@ -177,9 +179,9 @@ func (f *pauseFault) Verify(ctx context.Context, env Env) error {
 	for i, pr := range probes {
 		if pr.answered {
 			return f.errorf("%s: pid %d in state T, but %s: the server is another process (a wrapper's child?) that SIGSTOP did not reach",
-				f.order[i], procs[i].PID, pr.says())
+				f.order[i], procs[i].PID, pr.says(""))
 		}
-		out[i] = fmt.Sprintf("%s: pid %d in state T; %s", f.order[i], procs[i].PID, pr.says())
+		out[i] = fmt.Sprintf("%s: pid %d in state T; %s", f.order[i], procs[i].PID, pr.says(f.unprobed[f.order[i]]))
 	}
 	f.evidence = "stopped: " + strings.Join(out, "; ")
 	return nil

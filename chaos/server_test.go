@@ -149,6 +149,25 @@ func TestKillProofNeedsTheServerGone(t *testing.T) {
 		assert.Regexp(t, regexp.QuoteMeta(w.url)+" (refuses connections|closes connections without a response)", ev)
 		require.NoError(t, f.Revert(ctx, env))
 	})
+	t.Run("a URL that answered nothing before: /proc alone, and the evidence says so", func(t *testing.T) {
+		// A wrong port in health_url refuses before the kill and after: the refusal
+		// proves nothing about the kill, so it is not offered as proof.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		dead := "http://" + ln.Addr().String()
+		require.NoError(t, ln.Close())
+		w2 := startWrapped(t)
+		env := pidEnv(Process{Name: "server", Role: "decode", PID: w2.server, URL: dead})
+		f, err := New(spec("decode_crash", "server", map[string]any{"restart": false}))
+		require.NoError(t, err)
+		require.NoError(t, f.Apply(ctx, env))
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.NoError(c, f.Verify(ctx, env))
+		}, 10*time.Second, 20*time.Millisecond)
+		ev := f.(Evidencer).Evidence()
+		assert.Contains(t, ev, "server not probed ("+dead+" gave no answer before the signal)")
+		assert.NotContains(t, ev, "refuses connections")
+	})
 	t.Run("no URL: /proc alone, and the evidence says so", func(t *testing.T) {
 		e := newFakeEnv(t)
 		e.startProc("router", "router")

@@ -82,6 +82,25 @@ func envProbeServer(ctx context.Context, env Env, p Process) error {
 	return ProbeServer(ctx, p, ServerProbeTimeout)
 }
 
+// answeringBefore probes procs' servers before their signal. A refusal or silence after
+// the signal proves it only for a server that answered before: a URL that points at
+// nothing (a wrong port in health_url) refuses either way. Those that did not answer get
+// their URL cleared, so the proof is /proc's alone, and unprobed says why.
+func answeringBefore(ctx context.Context, env Env, procs []Process) (unprobed map[string]string) {
+	unprobed = map[string]string{}
+	probes, _ := probeServers(ctx, env, procs)
+	for i := range procs {
+		switch {
+		case procs[i].URL == "":
+			unprobed[procs[i].Name] = "server not probed (no URL)"
+		case probes == nil || !probes[i].answered:
+			unprobed[procs[i].Name] = fmt.Sprintf("server not probed (%s gave no answer before the signal)", procs[i].URL)
+			procs[i].URL = ""
+		}
+	}
+	return unprobed
+}
+
 // serverProbe is what one probe of a member's server found.
 type serverProbe struct {
 	url      string
@@ -90,9 +109,11 @@ type serverProbe struct {
 	err      error // why not (answered false): wraps ErrRefused or ErrNoResponse
 }
 
-// says is the probe in evidence words.
-func (s serverProbe) says() string {
+// says is the probe in evidence words; unprobed is why a skipped one was not probed.
+func (s serverProbe) says(unprobed string) string {
 	switch {
+	case s.skipped && unprobed != "":
+		return unprobed
 	case s.skipped:
 		return "server not probed (no URL)"
 	case s.answered:
