@@ -14,7 +14,9 @@ import (
 )
 
 // toxicFault adds toxics to every member link and proves them by the link's live byte
-// counters: the toxic is in place and traffic crossed the link since Apply.
+// counters: the toxics are in place, and bytes of each toxified stream (upstream bytes
+// for an upstream toxic, downstream bytes for a downstream one) crossed a member link
+// after its toxics were added.
 type toxicFault struct {
 	*base
 	toxic   netproxy.Toxic // Name and Stream are filled per stream
@@ -133,6 +135,14 @@ func (f *toxicFault) Apply(_ context.Context, env Env) error {
 	return nil
 }
 
+// streamBytes is how many bytes of stream entered the link between was and now.
+func streamBytes(stream string, was, now netproxy.Counters) int64 {
+	if stream == netproxy.Upstream {
+		return now.UpBytes - was.UpBytes
+	}
+	return now.DownBytes - was.DownBytes
+}
+
 func (f *toxicFault) Verify(_ context.Context, _ Env) error {
 	var moved []string
 	for _, m := range f.order {
@@ -146,17 +156,30 @@ func (f *toxicFault) Verify(_ context.Context, _ Env) error {
 				return f.errorf("toxic %s is missing from link %s", n, m)
 			}
 		}
+		// Only bytes of a toxic's own stream prove it: a toxic acts on the chunks of its
+		// direction, so traffic the other way never met it. New connections (Conns) do not
+		// count either: a connection that carries no bytes through the toxic was neither
+		// delayed, throttled, sliced nor cut (reset_peer too waits for a chunk), and one
+		// opened and closed at once (a dial probe) escapes a timeout's delay.
 		now, was := k.Counters(), f.before[m]
-		if now.UpBytes > was.UpBytes || now.DownBytes > was.DownBytes || now.Conns > was.Conns {
-			moved = append(moved, fmt.Sprintf("%s: +%dB up +%dB down +%d conns", m,
-				now.UpBytes-was.UpBytes, now.DownBytes-was.DownBytes, now.Conns-was.Conns))
+		var got []string
+		for _, s := range f.streams {
+			if n := streamBytes(s, was, now); n > 0 {
+				got = append(got, fmt.Sprintf("+%dB %s", n, s))
+			}
+		}
+		if len(got) == len(f.streams) {
+			moved = append(moved, m+": "+strings.Join(got, " "))
 		}
 	}
+	stream := strings.Join(f.streams, " and ")
 	if len(moved) == 0 {
-		return f.errorf("%s toxic in place on %s, but no traffic has crossed it yet", f.toxic.Type, strings.Join(f.order, ","))
+		return f.errorf("%s toxic in place on %s, but no %s bytes have crossed it since it was added",
+			f.toxic.Type, strings.Join(f.order, ","), stream)
 	}
 	sort.Strings(moved)
-	f.evidence = fmt.Sprintf("%s toxic %v on %s; traffic through it: %s", f.toxic.Type, f.toxic.Attributes, strings.Join(f.order, ","), strings.Join(moved, "; "))
+	f.evidence = fmt.Sprintf("%s toxic %v on %s; %s bytes through it since it was added: %s",
+		f.toxic.Type, f.toxic.Attributes, strings.Join(f.order, ","), stream, strings.Join(moved, "; "))
 	return nil
 }
 

@@ -53,8 +53,9 @@ assertions: [no_silent_drops]
 		"bounce": {1620 * time.Millisecond, "restarted: prefill-0 pid"},
 		"freeze": {4 * time.Second, "stopped: decode-0: pid"},
 		"cut":    {7 * time.Second, "links router->decode-0 down: dialling their proxies is refused"},
-		// chaos's own proof: traffic crossed the toxic (the poll at +20ms saw it).
-		"slow": {9020 * time.Millisecond, "latency toxic map[jitter:0 latency:20] on router->prefill-0; traffic through it: router->prefill-0: +"},
+		// chaos's own proof: bytes of the toxic's stream (downstream, the default) crossed
+		// it after it was added (the poll at +20ms saw them).
+		"slow": {9020 * time.Millisecond, "latency toxic map[jitter:0 latency:20] on router->prefill-0; downstream bytes through it since it was added: router->prefill-0: +"},
 	} {
 		ev, ok := verified[name]
 		require.True(t, ok, "%s never verified", name)
