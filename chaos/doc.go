@@ -11,8 +11,8 @@
 //   - a TCP fault proxy on each link (chaos/netproxy over toxiproxy): network_latency,
 //     bandwidth_limit, connection_reset, network_toxic, network_partition; verified by
 //     live byte counters (bytes of the toxic's own stream, upstream or downstream,
-//     crossed it; new connections and the other direction's bytes do not count) or by
-//     a refused dial (partition);
+//     crossed it after it was added; new connections and the other direction's bytes
+//     do not count) or by a refused dial (partition);
 //   - signals to supervised processes: prefill_crash, decode_crash, process_kill
 //     (SIGKILL, restart on revert), process_pause (SIGSTOP/SIGCONT), process_restart;
 //     verified from /proc/<pid>/stat and, for a kill or a pause of a process whose HTTP

@@ -24,8 +24,10 @@ type toxicFault struct {
 
 	applied map[string]Link
 	names   map[string][]string
-	before  map[string]netproxy.Counters
-	order   []string
+	// before is each link's counters read after its last toxic was added: bytes counted
+	// earlier entered the link before the toxic was there to act on them.
+	before map[string]netproxy.Counters
+	order  []string
 }
 
 // streamsParam reads stream: upstream, downstream or both.
@@ -122,7 +124,6 @@ func (f *toxicFault) Apply(_ context.Context, env Env) error {
 		k := links[m]
 		f.applied[m] = k
 		f.order = append(f.order, m)
-		f.before[m] = k.Counters()
 		for _, s := range f.streams {
 			t := f.toxic
 			t.Name, t.Stream = f.toxicName(s), s
@@ -131,6 +132,11 @@ func (f *toxicFault) Apply(_ context.Context, env Env) error {
 			}
 			f.names[m] = append(f.names[m], t.Name)
 		}
+		// The baseline comes after the link's last AddToxic (which re-plumbs open
+		// connections before it returns): every byte counted from here on enters the
+		// link's chain with the toxics in it. Read before, it would let bytes that
+		// crossed while the toxics were being added prove them.
+		f.before[m] = k.Counters()
 	}
 	return nil
 }

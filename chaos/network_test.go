@@ -201,6 +201,39 @@ func (k *countedLink) Up() error                   { return nil }
 func (k *countedLink) IsUp() bool                  { return true }
 func (k *countedLink) Counters() netproxy.Counters { return k.c }
 
+// TestToxicBaselineAfterAddToxic: bytes that crossed before the toxic was in place (here:
+// while AddToxic ran) must not prove it; the baseline is read after the link's last
+// AddToxic. A live proxy's window between the two is too short to hit on purpose, so the
+// fake link opens it deterministically.
+func TestToxicBaselineAfterAddToxic(t *testing.T) {
+	for _, stream := range []string{netproxy.Upstream, netproxy.Downstream, "both"} {
+		t.Run(stream, func(t *testing.T) {
+			k := &countedLink{during: netproxy.Counters{UpBytes: 100, DownBytes: 100, Conns: 1}}
+			env := &FuncEnv{LinkFunc: func(string) (Link, error) { return k, nil }}
+			f, err := New(spec("network_latency", k.Name(), map[string]any{"stream": stream}))
+			require.NoError(t, err)
+			ctx := context.Background()
+			require.NoError(t, f.Apply(ctx, env))
+			err = f.Verify(ctx, env)
+			require.Error(t, err, "bytes counted while the toxic was being added proved it")
+			require.Contains(t, err.Error(), "since it was added")
+
+			k.c.UpBytes += 7
+			k.c.DownBytes += 9
+			require.NoError(t, f.Verify(ctx, env))
+			ev := f.(Evidencer).Evidence()
+			if stream != netproxy.Downstream {
+				require.Contains(t, ev, "+7B upstream")
+			}
+			if stream != netproxy.Upstream {
+				require.Contains(t, ev, "+9B downstream")
+			}
+			require.NoError(t, f.Revert(ctx, env))
+			require.Empty(t, k.toxics)
+		})
+	}
+}
+
 // TestToxicProofBothStreams: a fault on both streams adds two toxics; bytes one way prove
 // only one of them, so the link counts once both directions carried bytes.
 func TestToxicProofBothStreams(t *testing.T) {

@@ -23,8 +23,8 @@
 //	cfg.Links = links.Hook                      // launcher.Config
 //	...
 //	k, _ := links.Link("router->decode-0")
-//	before := k.Counters()
 //	_ = k.AddToxic(netproxy.Toxic{Type: netproxy.ToxicLatency, Attributes: map[string]any{"latency": 500}})
+//	before := k.Counters() // after AddToxic: earlier bytes never met the toxic
 //	... traffic ...
 //	moved := k.Counters().DownBytes > before.DownBytes
 //	_ = k.RemoveToxic(ctx, "latency_downstream")
