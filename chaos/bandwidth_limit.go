@@ -8,7 +8,7 @@ func init() {
 	Register(newToxicType("bandwidth_limit",
 		"cap a link's bandwidth through its fault proxy",
 		netproxy.ToxicBandwidth,
-		[]string{"rate=64: KB/s", "stream=downstream: upstream, downstream or both", "toxicity=1"},
+		[]string{"rate=64: KB/s", "stream=downstream: upstream, downstream or both", "toxicity=1: share of connections affected, in (0, 1]"},
 		func(p *params) (map[string]any, []string) {
 			rate := p.Int("rate", 64, 1, 1<<30)
 			return map[string]any{"rate": rate}, streamsParam(p, netproxy.Downstream)

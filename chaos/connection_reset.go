@@ -12,7 +12,7 @@ func init() {
 	Register(newToxicType("connection_reset",
 		"reset connections on a link (TCP RST) through its fault proxy",
 		netproxy.ToxicResetPeer,
-		[]string{"after=0: delay before the reset", "stream=upstream: upstream, downstream or both", "toxicity=1"},
+		[]string{"after=0: delay before the reset", "stream=upstream: upstream, downstream or both", "toxicity=1: share of connections affected, in (0, 1]"},
 		func(p *params) (map[string]any, []string) {
 			after := p.Duration("after", 0*time.Millisecond)
 			return map[string]any{"timeout": ms(after)}, streamsParam(p, netproxy.Upstream)

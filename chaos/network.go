@@ -44,6 +44,22 @@ func streamsParam(p *params, def string) []string {
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
 
+// toxicityParam reads toxicity, the share of new connections that get the toxic, in
+// (0, 1]. 0 is refused: a toxic on no connection acts on nothing, yet the link's bytes
+// would still prove it (and netproxy reads a toxicity of 0 as its default, 1).
+func toxicityParam(p *params) float32 {
+	v, ok := p.get("toxicity")
+	if !ok {
+		return 1
+	}
+	f, ok := number(v)
+	if !ok || !(f <= 1 && float32(f) > 0) { // NaN fails too; float32: what the proxy receives
+		p.fail("toxicity", "must be a share of connections in (0, 1], got %v (0 puts the toxic on none)", v)
+		return 1
+	}
+	return float32(f)
+}
+
 // newToxicType registers a catalogue type over one toxic. build reads the params into
 // the toxic's attributes and returns the streams it applies to.
 func newToxicType(name, doc, toxic string, paramDocs []string, build func(p *params) (map[string]any, []string)) Type {
@@ -51,13 +67,13 @@ func newToxicType(name, doc, toxic string, paramDocs []string, build func(p *par
 		Name: name, Doc: doc, Targets: scenarios.TargetLink, Params: paramDocs,
 		New: func(spec scenarios.Fault) (Fault, error) {
 			b, p := newBase(spec)
-			toxicity := p.Float("toxicity", 1, 0, 1)
+			toxicity := toxicityParam(p)
 			attrs, streams := build(p)
 			if err := p.done(); err != nil {
 				return nil, err
 			}
 			return &toxicFault{base: b, streams: streams,
-				toxic: netproxy.Toxic{Type: toxic, Toxicity: float32(toxicity), Attributes: attrs}}, nil
+				toxic: netproxy.Toxic{Type: toxic, Toxicity: toxicity, Attributes: attrs}}, nil
 		},
 	}
 }
@@ -67,13 +83,13 @@ func init() {
 		Name:    "network_toxic",
 		Doc:     "add any toxiproxy toxic (latency, bandwidth, timeout, reset_peer, slicer, limit_data, slow_close) to links",
 		Targets: scenarios.TargetLink,
-		Params:  []string{"toxic: toxic type", "stream=downstream: upstream, downstream or both", "toxicity=1: share of connections affected", "other keys: the toxic's attributes (numbers)"},
+		Params:  []string{"toxic: toxic type", "stream=downstream: upstream, downstream or both", "toxicity=1: share of connections affected, in (0, 1]", "other keys: the toxic's attributes (numbers)"},
 		New: func(spec scenarios.Fault) (Fault, error) {
 			b, p := newBase(spec)
 			typ := p.String("toxic", "", netproxy.ToxicLatency, netproxy.ToxicBandwidth, netproxy.ToxicTimeout,
 				netproxy.ToxicResetPeer, netproxy.ToxicSlicer, netproxy.ToxicLimitData, netproxy.ToxicSlowClose)
 			streams := streamsParam(p, netproxy.Downstream)
-			toxicity := p.Float("toxicity", 1, 0, 1)
+			toxicity := toxicityParam(p)
 			attrs := p.Rest()
 			for k, v := range attrs {
 				f, ok := number(v)
@@ -89,7 +105,7 @@ func init() {
 				return nil, errors.New("params.toxic: must be set")
 			}
 			return &toxicFault{base: b, streams: streams,
-				toxic: netproxy.Toxic{Type: typ, Toxicity: float32(toxicity), Attributes: attrs}}, nil
+				toxic: netproxy.Toxic{Type: typ, Toxicity: toxicity, Attributes: attrs}}, nil
 		},
 	})
 }

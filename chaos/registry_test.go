@@ -35,6 +35,12 @@ func TestValidateSpec(t *testing.T) {
 		{"generic failpoint no name", scenarios.Fault{Name: "a", Type: "failpoint", Target: "decode-0", Params: map[string]any{"terms": "pause"}}, "params.name"},
 		{"network_toxic unknown toxic", scenarios.Fault{Name: "a", Type: "network_toxic", Target: "router->decode-0", Params: map[string]any{"toxic": "fire"}}, "params.toxic"},
 		{"network_toxic bad attribute", scenarios.Fault{Name: "a", Type: "network_toxic", Target: "router->decode-0", Params: map[string]any{"toxic": "latency", "latency": "x"}}, "params.latency"},
+		{"toxicity 0", scenarios.Fault{Name: "a", Type: "network_latency", Target: "router->decode-0", Params: map[string]any{"toxicity": 0}}, "params.toxicity: must be a share of connections in (0, 1], got 0 (0 puts the toxic on none)"},
+		{"network_toxic toxicity 0", scenarios.Fault{Name: "a", Type: "network_toxic", Target: "router->decode-0", Params: map[string]any{"toxic": "latency", "toxicity": 0.0}}, "params.toxicity: must be a share of connections in (0, 1]"},
+		{"toxicity too small for the proxy", scenarios.Fault{Name: "a", Type: "connection_reset", Target: "router->decode-0", Params: map[string]any{"toxicity": 1e-50}}, "params.toxicity: must be"},
+		{"toxicity above 1", scenarios.Fault{Name: "a", Type: "bandwidth_limit", Target: "router->decode-0", Params: map[string]any{"toxicity": 1.5}}, "params.toxicity: must be a share of connections in (0, 1], got 1.5"},
+		{"toxicity NaN", scenarios.Fault{Name: "a", Type: "network_latency", Target: "router->decode-0", Params: map[string]any{"toxicity": "NaN"}}, "params.toxicity: must be a share of connections in (0, 1], got NaN"},
+		{"valid toxicity", scenarios.Fault{Name: "a", Type: "network_latency", Target: "router->decode-0", Params: map[string]any{"toxicity": 0.5}}, ""},
 		{"disconnect nothing", scenarios.Fault{Name: "a", Type: "client_disconnect", Target: "client", Params: map[string]any{"fraction": 0}}, "cancels nothing"},
 		{"negative at", scenarios.Fault{Name: "a", Type: "decode_crash", Target: "decode-0", At: -1}, "at and for"},
 	}
