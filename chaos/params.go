@@ -171,6 +171,14 @@ func (p *params) done() error {
 }
 
 func number(v any) (float64, bool) {
+	f, ok := anyNumber(v)
+	// NaN compares false with every bound, so a range check would let it through
+	// (min_usage: .nan made kv_pool_exhaustion unprovable); ±Inf is no count or share.
+	return f, ok && !math.IsNaN(f) && !math.IsInf(f, 0)
+}
+
+// anyNumber is v as a float64, whatever numeric type (or numeric string) it holds.
+func anyNumber(v any) (float64, bool) {
 	switch x := v.(type) {
 	case int:
 		return float64(x), true

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -40,6 +41,9 @@ func TestValidateSpec(t *testing.T) {
 		{"toxicity too small for the proxy", scenarios.Fault{Name: "a", Type: "connection_reset", Target: "router->decode-0", Params: map[string]any{"toxicity": 1e-50}}, "params.toxicity: must be"},
 		{"toxicity above 1", scenarios.Fault{Name: "a", Type: "bandwidth_limit", Target: "router->decode-0", Params: map[string]any{"toxicity": 1.5}}, "params.toxicity: must be a share of connections in (0, 1], got 1.5"},
 		{"toxicity NaN", scenarios.Fault{Name: "a", Type: "network_latency", Target: "router->decode-0", Params: map[string]any{"toxicity": "NaN"}}, "params.toxicity: must be a share of connections in (0, 1], got NaN"},
+		{"min_usage NaN", scenarios.Fault{Name: "a", Type: "kv_pool_exhaustion", Target: "decode-0", Params: map[string]any{"min_usage": math.NaN()}}, "params.min_usage: must be a number, got NaN"},
+		{"probability .nan as text", scenarios.Fault{Name: "a", Type: "kv_transfer_drop", Target: "prefill-0", Params: map[string]any{"probability": "nan"}}, "params.probability: must be a number, got nan"},
+		{"toxic attribute Inf", scenarios.Fault{Name: "a", Type: "network_toxic", Target: "router->decode-0", Params: map[string]any{"toxic": "latency", "latency": math.Inf(1)}}, "params.latency: toxic attributes must be non-negative numbers"},
 		{"valid toxicity", scenarios.Fault{Name: "a", Type: "network_latency", Target: "router->decode-0", Params: map[string]any{"toxicity": 0.5}}, ""},
 		{"disconnect nothing", scenarios.Fault{Name: "a", Type: "client_disconnect", Target: "client", Params: map[string]any{"fraction": 0}}, "cancels nothing"},
 		{"negative at", scenarios.Fault{Name: "a", Type: "decode_crash", Target: "decode-0", At: -1}, "at and for"},
