@@ -214,6 +214,20 @@ func TestPauseProofNeedsTheServerSilent(t *testing.T) {
 		require.NoError(t, f.Revert(ctx, env))
 		assert.NoError(t, ProbeServer(ctx, Process{Name: "server", URL: w.url}, 5*time.Second), "answers after the revert")
 	})
+	t.Run("a pause shorter than the probe", func(t *testing.T) {
+		// process_pause for 1s gives Verify less than ServerProbeTimeout: the probe ends
+		// before the Verify's deadline and its silence is the proof. It outlived the
+		// deadline before, and the fault could never be proved.
+		f, err := New(spec("process_pause", "server", nil))
+		require.NoError(t, err)
+		require.NoError(t, f.Apply(ctx, env))
+		waitPid(t, w.server, stopped)
+		vctx, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
+		defer cancel()
+		require.NoError(t, f.Verify(vctx, env))
+		assert.Regexp(t, regexp.QuoteMeta(w.url)+` gives no response within [2-6]\d\dms`, f.(Evidencer).Evidence())
+		require.NoError(t, f.Revert(ctx, env))
+	})
 }
 
 // TestProbeServer: an answer (any status) is nil; a closed port is ErrRefused; a

@@ -74,12 +74,28 @@ func ProbeServer(ctx context.Context, p Process, timeout time.Duration) error {
 	return fmt.Errorf("chaos: probe %s: %w", root, err)
 }
 
-// envProbeServer probes p's server as env knows it (ServerProber), else over the network.
-func envProbeServer(ctx context.Context, env Env, p Process) error {
-	if sp, ok := env.(ServerProber); ok {
-		return sp.ProbeServer(ctx, p, ServerProbeTimeout)
+// minServerProbe is the shortest probe a Verify near its deadline still makes: a live
+// server on loopback answers GET / in well under it.
+const minServerProbe = 200 * time.Millisecond
+
+// probeTimeout is ServerProbeTimeout, cut to end before ctx's deadline (less a margin
+// for the verdict to get back), but not below minServerProbe. Without the cut a pause
+// shorter than the probe (process_pause for 1s) could never be proved: each probe
+// outlived the Verify's deadline and proved nothing.
+func probeTimeout(ctx context.Context) time.Duration {
+	d := ServerProbeTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, max(time.Until(dl)-minServerProbe/4, minServerProbe))
 	}
-	return ProbeServer(ctx, p, ServerProbeTimeout)
+	return d
+}
+
+// envProbeServer probes p's server as env knows it (ServerProber), else over the network.
+func envProbeServer(ctx context.Context, env Env, p Process, timeout time.Duration) error {
+	if sp, ok := env.(ServerProber); ok {
+		return sp.ProbeServer(ctx, p, timeout)
+	}
+	return ProbeServer(ctx, p, timeout)
 }
 
 // answeringBefore probes procs' servers before their signal. A refusal or silence after
@@ -104,9 +120,10 @@ func answeringBefore(ctx context.Context, env Env, procs []Process) (unprobed ma
 // serverProbe is what one probe of a member's server found.
 type serverProbe struct {
 	url      string
-	skipped  bool  // no URL: the server was not probed
-	answered bool  // a response came back
-	err      error // why not (answered false): wraps ErrRefused or ErrNoResponse
+	skipped  bool          // no URL: the server was not probed
+	answered bool          // a response came back
+	err      error         // why not (answered false): wraps ErrRefused or ErrNoResponse
+	within   time.Duration // the probe's timeout
 }
 
 // says is the probe in evidence words; unprobed is why a skipped one was not probed.
@@ -123,7 +140,7 @@ func (s serverProbe) says(unprobed string) string {
 	}
 	var ne net.Error
 	if errors.As(s.err, &ne) && ne.Timeout() {
-		return fmt.Sprintf("%s gives no response within %s", s.url, ServerProbeTimeout)
+		return fmt.Sprintf("%s gives no response within %s", s.url, s.within.Round(time.Millisecond))
 	}
 	if errors.Is(s.err, syscall.ECONNRESET) || errors.Is(s.err, io.EOF) || errors.Is(s.err, io.ErrUnexpectedEOF) {
 		return s.url + " closes connections without a response"
@@ -136,15 +153,16 @@ func (s serverProbe) says(unprobed string) string {
 func probeServers(ctx context.Context, env Env, procs []Process) ([]serverProbe, error) {
 	out := make([]serverProbe, len(procs))
 	errs := make([]error, len(procs))
+	timeout := probeTimeout(ctx)
 	var wg sync.WaitGroup
 	for i, p := range procs {
-		out[i].url = p.URL
+		out[i].url, out[i].within = p.URL, timeout
 		if p.URL == "" {
 			out[i].skipped = true
 			continue
 		}
 		wg.Go(func() {
-			err := envProbeServer(ctx, env, p)
+			err := envProbeServer(ctx, env, p, timeout)
 			switch {
 			case err == nil:
 				out[i].answered = true
