@@ -72,7 +72,7 @@ func (r *runner) readCounter(ctx context.Context, c scenarios.PDCounter, url str
 	}
 	v, found := c.Selector.Sum(fams)
 	if !found {
-		return 0, fmt.Errorf("harness: %s does not export %s", c.Process, c.Selector)
+		return 0, fmt.Errorf("%w: %s does not export %s", phases.ErrCounterAbsent, c.Process, c.Selector)
 	}
 	return v, nil
 }

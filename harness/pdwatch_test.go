@@ -2,7 +2,9 @@ package harness
 
 import (
 	"context"
+	"io"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -10,7 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"pdsoak/harness/phases"
 	"pdsoak/ledger"
+	"pdsoak/metricsel"
 	"pdsoak/reports"
 	"pdsoak/scenarios"
 	"pdsoak/server/api"
@@ -81,4 +85,24 @@ func TestTruthfulHealth(t *testing.T) {
 			assert.Contains(t, a.Detail, "HTTP 503")
 		})
 	}
+}
+
+// A labelled counter that has not been incremented yet (prometheus_client exposes its
+// HELP and TYPE and no sample) is read as absent, which reports counts as 0 before the
+// series first appears; an unreachable process is not.
+func TestReadCounterAbsentSeries(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "# HELP sglang:num_requests_total Number of requests processed.\n# TYPE sglang:num_requests_total counter\n")
+	}))
+	defer srv.Close()
+	sel, err := metricsel.Parse("sglang:num_requests_total")
+	require.NoError(t, err)
+	c := scenarios.PDCounter{Process: "prefill", Selector: sel}
+	r := &runner{opts: Options{ScrapeTimeout: time.Second}, hc: srv.Client()}
+	_, err = r.readCounter(context.Background(), c, srv.URL)
+	require.Error(t, err)
+	assert.Equal(t, ledger.PDCounterAbsent, phases.PDCounterEvent(c, 0, err).Cause, err.Error())
+	_, err = r.readCounter(context.Background(), c, deadURL(t))
+	require.Error(t, err)
+	assert.Empty(t, phases.PDCounterEvent(c, 0, err).Cause, err.Error())
 }

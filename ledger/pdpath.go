@@ -12,4 +12,9 @@ const (
 	// process, URL the probed address, Status the HTTP status (0: no answer, Error
 	// says why). The truthful_health assertion compares it with the requests' outcomes.
 	EventHealth EventType = "health"
+
+	// PDCounterAbsent is the Cause of a pd_counter event whose process answered its
+	// /metrics without any series of the selector: a labelled counter has none until
+	// its first increment, so before the first reading that finds one it reads 0.
+	PDCounterAbsent = "absent"
 )

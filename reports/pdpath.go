@@ -78,10 +78,11 @@ type PDWindowShare struct {
 
 // pdScrape is one pd_counter event of a process.
 type pdScrape struct {
-	at  time.Time
-	v   float64
-	ok  bool
-	err string
+	at     time.Time
+	v      float64
+	ok     bool
+	absent bool // the process answered without the series (ledger.PDCounterAbsent)
+	err    string
 }
 
 // pdAcc accumulates pd_counter events and ok requests' first-token times.
@@ -98,7 +99,7 @@ func (p *pdAcc) add(e ledger.Event) {
 		if p.procs == nil {
 			p.procs, p.counter = map[string][]pdScrape{}, map[string]string{}
 		}
-		sc := pdScrape{at: e.Time, err: e.Error}
+		sc := pdScrape{at: e.Time, err: e.Error, absent: e.Error != "" && e.Cause == ledger.PDCounterAbsent}
 		for name, v := range e.Metrics { // one selector per process
 			sc.v, sc.ok, p.counter[e.Source] = v, e.Error == "", name
 		}
@@ -147,6 +148,20 @@ func (p *pdAcc) result(start time.Time, minShare float64) *PDPathResult {
 	for _, n := range names {
 		scr := p.procs[n]
 		sort.SliceStable(scr, func(i, j int) bool { return scr[i].at.Before(scr[j].at) })
+		// A labelled counter has no series until its first increment: the readings
+		// that found none before the first that found one read 0 (a process that
+		// never shows the series stays unread: a typo is not a share of 0). One that
+		// vanishes later is a failed reading (a restart, judged as any).
+		for i := range scr {
+			if scr[i].ok {
+				for j := range scr[:i] {
+					if scr[j].absent {
+						scr[j].ok, scr[j].v = true, 0
+					}
+				}
+				break
+			}
+		}
 		pp := PDProcess{Process: n, Counter: p.counter[n]}
 		var prev, before *pdScrape // the last good reading and the one before it
 		for i := range scr {

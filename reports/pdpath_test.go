@@ -190,3 +190,34 @@ func TestTruthfulHealth(t *testing.T) {
 	r = Compute(healthLedger(true)[:1], Config{Assertions: []string{"truthful_health"}})
 	assert.Equal(t, StateNotEvaluated, r.Assertions[0].State)
 }
+
+// A labelled counter (SGLang's sglang:num_requests_total, any prometheus_client
+// Counter with labelnames) has no series until its first increment: the reading at
+// load start finds none. Those readings are 0, not failed ones: otherwise the first
+// good reading became the baseline and the prefills before it were never counted
+// (every request went through prefill, yet 95% and FAIL). A counter never seen at all
+// stays not evaluated (a typo in the selector is not a share of 0).
+func TestPDPathCounterAbsentAtStart(t *testing.T) {
+	evs := pdLedger(time.Hour, false)
+	const sel = "pdsoak:prefills_completed_total"
+	evs[1] = ledger.Event{Time: evs[1].Time, Type: ledger.EventPDCounter, Source: "prefill-0",
+		Error: "harness: no such series: prefill-0 does not export " + sel, Detail: sel, Cause: ledger.PDCounterAbsent}
+	r := Compute(evs, Config{Assertions: []string{"pd_path"}})
+	a := r.Assertions[0]
+	assert.Equal(t, StatePass, a.State, a.Detail)
+	require.NotNil(t, r.PDPath.Share)
+	assert.Equal(t, 1.0, *r.PDPath.Share)
+	assert.Equal(t, 200.0, r.PDPath.Prefills)
+
+	// Absent in every reading: not evaluated, naming why.
+	var never []ledger.Event
+	for _, e := range evs {
+		if e.Type == ledger.EventPDCounter {
+			e = ledger.Event{Time: e.Time, Type: e.Type, Source: e.Source, Error: evs[1].Error, Detail: sel, Cause: ledger.PDCounterAbsent}
+		}
+		never = append(never, e)
+	}
+	r = Compute(never, Config{Assertions: []string{"pd_path"}})
+	assert.Equal(t, StateNotEvaluated, r.Assertions[0].State, r.Assertions[0].Detail)
+	assert.Contains(t, r.Assertions[0].Detail, "does not export")
+}

@@ -2,6 +2,7 @@ package phases
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -84,13 +85,21 @@ func WatchPD(clk Clock, counters []scenarios.PDCounter, read func(ctx context.Co
 	}
 }
 
+// ErrCounterAbsent marks a reading whose process answered without any series of the
+// selector (its event's Cause is ledger.PDCounterAbsent): a labelled counter has none
+// until its first increment.
+var ErrCounterAbsent = errors.New("harness: no such series")
+
 // PDCounterEvent is the pd_counter event of one reading of c: its value, or the error
 // that says it could not be read (reports then counts no prefill for it since its last
-// reading).
+// reading) or found no series (ErrCounterAbsent).
 func PDCounterEvent(c scenarios.PDCounter, v float64, err error) ledger.Event {
 	ev := ledger.Event{Type: ledger.EventPDCounter, Source: c.Process, Detail: c.Selector.String()}
 	if err != nil {
 		ev.Error = err.Error()
+		if errors.Is(err, ErrCounterAbsent) {
+			ev.Cause = ledger.PDCounterAbsent
+		}
 	} else {
 		ev.Metrics = map[string]float64{c.Selector.String(): v}
 	}

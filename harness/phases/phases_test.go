@@ -165,6 +165,10 @@ func TestWatchPD(t *testing.T) {
 	ev = PDCounterEvent(counters[0], 0, errors.New("down"))
 	assert.Equal(t, "down", ev.Error)
 	assert.Nil(t, ev.Metrics)
+	assert.Empty(t, ev.Cause)
+	ev = PDCounterEvent(counters[0], 0, fmt.Errorf("%w: prefill-0 does not export x", ErrCounterAbsent))
+	assert.Equal(t, ledger.PDCounterAbsent, ev.Cause, "a process without the series is told apart from one that cannot be read")
+	assert.Nil(t, ev.Metrics)
 }
 
 func TestDrain(t *testing.T) {
