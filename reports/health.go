@@ -48,14 +48,22 @@ type healthProbe struct {
 type healthReq struct {
 	at     time.Time
 	failed bool
-	why    string
+	// refused: an explicit 503 refusal (ledger.OutcomeRejected), a failure only in a
+	// window in which no request got a token: overload shed at admission (I2) while the
+	// admitted requests stream is the server working, and /health's 200 the truth.
+	refused bool
+	why     string
 }
+
+// tokenSpan is when a request received tokens: its first to its last.
+type tokenSpan struct{ from, to time.Time }
 
 // healthAcc collects health probes and every request's fate by its scheduled time.
 type healthAcc struct {
 	probes map[string][]healthProbe
 	urls   map[string]string
 	reqs   []healthReq
+	tokens []tokenSpan
 }
 
 func (h *healthAcc) probe(e ledger.Event) {
@@ -78,8 +86,27 @@ func (h *healthAcc) request(e ledger.Event, o ledger.Outcome, scheduled time.Tim
 	case o.SilentDrop() && e.TTFT == 0:
 		why = "no first token"
 	}
-	h.reqs = append(h.reqs, healthReq{at: scheduled, failed: why != "", why: why})
+	h.reqs = append(h.reqs, healthReq{at: scheduled, failed: why != "", refused: why != "" && o == ledger.OutcomeRejected, why: why})
+	// Tokens: from the first to the last (first + the inter-token gaps; an ok answer's
+	// end), so a stream that stalled counts only up to its last token.
+	sent := e.Time.Add(-secs(e.E2E))
+	switch {
+	case e.TTFT > 0:
+		first, last := sent.Add(secs(e.TTFT)), e.Time
+		if o != ledger.OutcomeOK {
+			var gaps float64
+			for _, g := range e.ITL {
+				gaps += g
+			}
+			last = first.Add(secs(gaps))
+		}
+		h.tokens = append(h.tokens, tokenSpan{first, last})
+	case o == ledger.OutcomeOK:
+		h.tokens = append(h.tokens, tokenSpan{e.Time, e.Time})
+	}
 }
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // lies finds the health_lies windows of every probed source.
 func (h *healthAcc) lies(start time.Time) []HealthLie {
@@ -92,6 +119,32 @@ func (h *healthAcc) lies(start time.Time) []HealthLie {
 		reqs, failed int
 		why          map[string]int
 	}
+	// Windows in which some request got a token (a difference array over the span of
+	// the requests' windows).
+	lo, hi := 0, -1
+	for i, r := range h.reqs {
+		if j := idx(r.at); i == 0 || j < lo {
+			lo = j
+		}
+		if j := idx(r.at); j > hi {
+			hi = j
+		}
+	}
+	progress := func(int) bool { return false }
+	if hi >= lo && hi-lo < 1<<22 {
+		diff := make([]int, hi-lo+2)
+		for _, s := range h.tokens {
+			a, b := max(idx(s.from), lo), min(idx(s.to), hi)
+			if a <= b {
+				diff[a-lo]++
+				diff[b-lo+1]--
+			}
+		}
+		for i := 1; i < len(diff); i++ {
+			diff[i] += diff[i-1]
+		}
+		progress = func(i int) bool { return i >= lo && i <= hi && diff[i-lo] > 0 }
+	}
 	wins := map[int]*win{}
 	for _, r := range h.reqs {
 		i := idx(r.at)
@@ -99,7 +152,7 @@ func (h *healthAcc) lies(start time.Time) []HealthLie {
 			wins[i] = &win{why: map[string]int{}}
 		}
 		wins[i].reqs++
-		if r.failed {
+		if r.failed && (!r.refused || !progress(i)) {
 			wins[i].failed++
 			wins[i].why[r.why]++
 		}

@@ -221,3 +221,40 @@ func TestPDPathCounterAbsentAtStart(t *testing.T) {
 	assert.Equal(t, StateNotEvaluated, r.Assertions[0].State, r.Assertions[0].Detail)
 	assert.Contains(t, r.Assertions[0].Detail, "does not export")
 }
+
+// Overload refused explicitly (I2: 503 at admission) while the admitted requests keep
+// streaming is not a health lie: the server is working, only full, and a 200 from
+// /health is the truth. Refusals count against /health only in a window in which no
+// request got a token (the dead-backend 503s of healthLedger).
+func TestTruthfulHealthOverloadRefusals(t *testing.T) {
+	evs := healthLedger(false)
+	t0 := evs[0].Time
+	// Four long streams admitted at 5 s, tokens every 100 ms until 14 s.
+	for k := 0; k < 4; k++ {
+		sched := t0.Add(5*time.Second + time.Duration(k)*time.Millisecond)
+		itl := make([]float64, 89)
+		for i := range itl {
+			itl[i] = 0.1
+		}
+		evs = append(evs, ledger.Event{Time: sched.Add(9 * time.Second), Type: ledger.EventDone, RequestID: fmt.Sprint("long", k),
+			Scheduled: &sched, Outcome: ledger.OutcomeOK, Status: 200, TTFT: 0.1, E2E: 9, ITL: itl})
+	}
+	r := Compute(evs, Config{Assertions: []string{"truthful_health"}})
+	a := r.Assertions[0]
+	assert.Equal(t, StatePass, a.State, a.Detail)
+	assert.Empty(t, r.HealthLies)
+
+	// The same streams stalled at 7 s (their last token; classified stalled at 14 s):
+	// from 8 s nothing progresses, and the 200s while every request is refused lie.
+	for i := range evs {
+		if e := &evs[i]; e.Type == ledger.EventDone && len(e.ITL) > 0 {
+			e.Outcome, e.ITL = ledger.OutcomeStalled, e.ITL[:19]
+		}
+	}
+	r = Compute(evs, Config{Assertions: []string{"truthful_health"}})
+	a = r.Assertions[0]
+	require.Equal(t, StateFail, a.State, a.Detail)
+	require.Len(t, r.HealthLies, 1)
+	assert.Equal(t, 8.0, r.HealthLies[0].Start)
+	assert.Equal(t, 12.0, r.HealthLies[0].End)
+}
