@@ -20,9 +20,10 @@
 //     connections or fail the request, a pause needs a GET to get no response within
 //     ServerProbeTimeout, or what is left of the Verify's deadline (a stopped process's
 //     kernel still accepts connections, so only a response counts). The pid alone is
-//     not proof: a server launched through a wrapper (a script, `uv run`, a forking
-//     launcher) keeps serving when only the wrapper is signalled. With no URL the proof
-//     is /proc's alone, and the evidence says the server was not probed;
+//     not proof: the server may run outside the signalled process group (`docker run`'s
+//     container, a launcher that calls setsid) and keep serving. With no URL, or one that
+//     gave no answer before the signal, the proof is /proc's alone, and the evidence says
+//     the server was not probed;
 //   - load: queue_saturation, kv_pool_exhaustion (bursts; verified by refusals, by the
 //     target's waiting-queue gauge or KV usage and retractions, and queue_saturation
 //     also by a stream of a burst sent at once served to its end while another waited

@@ -50,8 +50,8 @@ type Process struct {
 	Role string // router, prefill, decode, colocated
 	PID  int
 	// URL is the base URL of its HTTP server; empty when unknown. The kill and pause
-	// proofs probe it (ServerProber): the signalled pid may be a wrapper whose child is
-	// the server.
+	// proofs probe it (ServerProber): the server may run outside the signalled pid's
+	// process group (a container, a setsid launcher).
 	URL string
 }
 

@@ -16,9 +16,9 @@ import (
 // killFault SIGKILLs every member process and proves it twice: from /proc (the pid is
 // gone or a zombie) and, when the process has a URL, by its HTTP server no longer
 // answering (a refused connection or a failed request). The pid alone proves nothing
-// about a server launched through a wrapper (a shell script, `uv run`, a launcher that
-// forks): the wrapper dies while its child keeps serving. Revert restarts them unless
-// restart is false.
+// about a server outside the signalled process group (`docker run`'s container, a
+// launcher that calls setsid): the launcher dies while the server keeps serving. Revert
+// restarts them unless restart is false.
 type killFault struct {
 	*base
 	roles   []string
@@ -106,7 +106,7 @@ func (f *killFault) Verify(ctx context.Context, env Env) error {
 	}
 	for i, pr := range probes {
 		if pr.answered {
-			return f.errorf("%s: %s, but %s: the server is another process (a wrapper's child?) that SIGKILL did not reach",
+			return f.errorf("%s: %s, but %s: the server is another process that SIGKILL did not reach (outside the process group: a container, a setsid launcher?)",
 				f.order[i], dead[i], pr.says(""))
 		}
 		dead[i] = fmt.Sprintf("%s: %s; %s", f.order[i], dead[i], pr.says(f.unprobed[f.order[i]]))
@@ -178,7 +178,7 @@ func (f *pauseFault) Verify(ctx context.Context, env Env) error {
 	out := make([]string, len(f.order))
 	for i, pr := range probes {
 		if pr.answered {
-			return f.errorf("%s: pid %d in state T, but %s: the server is another process (a wrapper's child?) that SIGSTOP did not reach",
+			return f.errorf("%s: pid %d in state T, but %s: the server is another process that SIGSTOP did not reach (outside the process group: a container, a setsid launcher?)",
 				f.order[i], procs[i].PID, pr.says(""))
 		}
 		out[i] = fmt.Sprintf("%s: pid %d in state T; %s", f.order[i], procs[i].PID, pr.says(f.unprobed[f.order[i]]))
