@@ -7,14 +7,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"pdsoak/chaos"
 	"pdsoak/harness/judge"
 	"pdsoak/ledger"
 	"pdsoak/reports"
@@ -247,4 +250,61 @@ assertions: [no_silent_drops]
 	res := reports.Compute(evs, judge.ReportConfig(sc))
 	assert.Equal(t, reports.VerdictFail, res.Verdict)
 	assert.Contains(t, strings.Join(res.Notes, "\n")+fmt.Sprint(res.Liveness), "did not come back")
+}
+
+// TestLaunchedServerOutsideTheGroupIsNotProvedKilled: the supervisor signals the launched
+// command's process group, but a server can run outside it (docker run's container, a
+// launcher that calls setsid). Here `setsid -w` forks the server into a session of its own
+// and waits: SIGKILL to the group kills setsid while the server keeps answering at its
+// health_url. The kill is then not proved and the run fails as unverified; /proc alone
+// (setsid's pid gone) "proved" it.
+func TestLaunchedServerOutsideTheGroupIsNotProvedKilled(t *testing.T) {
+	bin := fakepd(t)
+	port := freePort(t)
+	t.Cleanup(func() { killServing(t, bin, port) })
+	yaml := fmt.Sprintf(`
+name: outside-the-group
+duration: 5s
+target:
+  url: http://127.0.0.1:%[1]d
+  launch:
+    - name: server
+      role: colocated
+      command: [setsid, -w, %[2]q, colocated, --port, "%[1]d"]
+      health_url: http://127.0.0.1:%[1]d/health
+      start_timeout: 20s
+workloads:
+  - {name: ol, type: open_loop, pacer: {type: constant, rate: 10}}
+faults:
+  - {name: crash, type: process_kill, target: server, at: 1s, for: 2s, params: {restart: false}}
+deadlines: {connect: 2s, first_token: 3s, stall: 2s, total: 5s}
+drain: {timeout: 10s, leak_timeout: 5s}
+self_check: {max_lag: 30s}
+assertions: [no_silent_drops]
+`, port, bin)
+	dir := t.TempDir()
+	err := Run(context.Background(), parseScenario(t, yaml), Options{OutDir: dir})
+	require.ErrorIs(t, err, chaos.ErrNotVerified)
+	assert.Contains(t, err.Error(), fmt.Sprintf("http://127.0.0.1:%d still answers", port))
+	verified := eventsOf(readLedger(t, dir), ledger.EventFaultVerified)
+	require.Len(t, verified, 1)
+	require.NotNil(t, verified[0].Passed)
+	assert.False(t, *verified[0].Passed, "a kill that missed the server was proved: %+v", verified[0])
+}
+
+// killServing SIGKILLs the processes running bin with --port port: the server the
+// harness's supervisor could not reach.
+func killServing(t *testing.T, bin string, port int) {
+	ents, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	want := bin + "\x00colocated\x00--port\x00" + strconv.Itoa(port) + "\x00"
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.HasPrefix(string(b), want) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
