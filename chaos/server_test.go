@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"pdsoak/scenarios"
 	"pdsoak/supervisor"
 )
 
@@ -136,12 +137,7 @@ func TestKillProofNeedsTheServerGone(t *testing.T) {
 		require.NoError(t, f.Revert(ctx, env))
 	})
 	t.Run("server killed", func(t *testing.T) {
-		f, err := New(spec("decode_crash", "server", map[string]any{"restart": false}))
-		require.NoError(t, err)
-		require.NoError(t, f.Apply(ctx, env))
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			assert.NoError(c, f.Verify(ctx, env))
-		}, 10*time.Second, 20*time.Millisecond)
+		f := applyAndVerify(t, spec("decode_crash", "server", map[string]any{"restart": false}), env)
 		ev := f.(Evidencer).Evidence()
 		assert.Contains(t, ev, fmt.Sprintf("server: pid %d ", w.server))
 		// Refused, or reset when the probe came while the other threads of a zombie
@@ -158,12 +154,7 @@ func TestKillProofNeedsTheServerGone(t *testing.T) {
 		require.NoError(t, ln.Close())
 		w2 := startWrapped(t)
 		env := pidEnv(Process{Name: "server", Role: "decode", PID: w2.server, URL: dead})
-		f, err := New(spec("decode_crash", "server", map[string]any{"restart": false}))
-		require.NoError(t, err)
-		require.NoError(t, f.Apply(ctx, env))
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			assert.NoError(c, f.Verify(ctx, env))
-		}, 10*time.Second, 20*time.Millisecond)
+		f := applyAndVerify(t, spec("decode_crash", "server", map[string]any{"restart": false}), env)
 		ev := f.(Evidencer).Evidence()
 		assert.Contains(t, ev, "server not probed ("+dead+" gave no answer before the signal)")
 		assert.NotContains(t, ev, "refuses connections")
@@ -171,12 +162,7 @@ func TestKillProofNeedsTheServerGone(t *testing.T) {
 	t.Run("no URL: /proc alone, and the evidence says so", func(t *testing.T) {
 		e := newFakeEnv(t)
 		e.startProc("router", "router")
-		f, err := New(spec("process_kill", "router", map[string]any{"restart": false}))
-		require.NoError(t, err)
-		require.NoError(t, f.Apply(ctx, e))
-		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			assert.NoError(c, f.Verify(ctx, e))
-		}, 10*time.Second, 20*time.Millisecond)
+		f := applyAndVerify(t, spec("process_kill", "router", map[string]any{"restart": false}), e)
 		assert.Contains(t, f.(Evidencer).Evidence(), "server not probed (no URL)")
 	})
 }
@@ -270,4 +256,17 @@ func TestProbeServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// applyAndVerify applies the fault sp on env and polls Verify until it passes, as the
+// timeline does (bounded).
+func applyAndVerify(t *testing.T, sp scenarios.Fault, env Env) Fault {
+	t.Helper()
+	f, err := New(sp)
+	require.NoError(t, err)
+	require.NoError(t, f.Apply(context.Background(), env))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NoError(c, f.Verify(context.Background(), env))
+	}, 10*time.Second, 20*time.Millisecond)
+	return f
 }
