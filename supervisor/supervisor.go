@@ -47,6 +47,11 @@ var ErrNotReaped = errors.New("supervisor: not reaped after SIGKILL")
 // ErrExited is returned by WaitHealthy when the process exits before it is healthy.
 var ErrExited = errors.New("supervisor: process exited")
 
+// ErrOutlived: the health URL still answers once the process group is gone, so the
+// server runs outside the group (docker run's container, a launcher that calls setsid)
+// and a restart would only start a second copy beside it.
+var ErrOutlived = errors.New("supervisor: the server outlived its process group")
+
 // Exit describes how one run of a process ended.
 type Exit struct {
 	PID int
@@ -390,20 +395,29 @@ func (p *Process) exitedErr() error {
 }
 
 func (p *Process) check(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.cfg.healthURL, nil)
+	status, err := p.get(ctx)
 	if err != nil {
 		return err
+	}
+	if status != http.StatusOK {
+		return fmt.Errorf("status %d", status)
+	}
+	return nil
+}
+
+// get sends one GET of the health URL: the status of any answer.
+func (p *Process) get(ctx context.Context) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.cfg.healthURL, nil)
+	if err != nil {
+		return 0, err
 	}
 	resp, err := p.cfg.client.Do(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %d", resp.StatusCode)
-	}
-	return nil
+	return resp.StatusCode, nil
 }
 
 // Signal sends sig to the process group. SIGKILL, SIGTERM and SIGINT mark the exit
@@ -484,10 +498,21 @@ func (p *Process) Stop(ctx context.Context) error {
 }
 
 // Restart stops the process if it runs, waits for the restart limiter, starts the
-// same argv again and waits for health.
+// same argv again and waits for health. A health URL that still answers once the group
+// is stopped fails it with ErrOutlived: the new run's health wait would otherwise be
+// answered by the old server, and the restart look done while nothing restarted.
 func (p *Process) Restart(ctx context.Context) error {
 	if err := p.Stop(ctx); err != nil {
 		return err
+	}
+	if p.cfg.healthURL != "" {
+		// One look, bounded: a refused connection is the expected answer.
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		status, err := p.get(cctx)
+		cancel()
+		if err == nil {
+			return fmt.Errorf("%w: %s stopped, but %s still answers (status %d)", ErrOutlived, p.name, p.cfg.healthURL, status)
+		}
 	}
 	if err := p.lim.Wait(ctx); err != nil {
 		return fmt.Errorf("supervisor: restart %s: %w", p.name, err)

@@ -219,6 +219,42 @@ func TestRestartSameArgv(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(string(out), "child serve started"), "RunLog is the current run only")
 }
 
+// TestRestartRefusesAServerOutsideTheGroup: `setsid -w` forks the server into a session
+// of its own, so stopping the group stops setsid and leaves the server answering. The
+// restart's health wait would then be answered by the old server; it fails with
+// ErrOutlived instead.
+func TestRestartRefusesAServerOutsideTheGroup(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Fatalf("setsid (util-linux) is needed: %v", err)
+	}
+	port := freePort(t)
+	argv, env := self(t, "serve", strconv.Itoa(port))
+	t.Cleanup(func() { killCmdline(argv) })
+	p, err := Start("detached", append([]string{"setsid", "-w"}, argv...), env,
+		WithLog(filepath.Join(t.TempDir(), "serve.log")), WithHealthURL(fmt.Sprintf("http://127.0.0.1:%d/health", port)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Stop(context.Background()) })
+	require.NoError(t, p.WaitHealthy(context.Background()))
+	err = p.Restart(context.Background())
+	require.ErrorIs(t, err, ErrOutlived)
+	assert.Contains(t, err.Error(), fmt.Sprintf("http://127.0.0.1:%d/health still answers", port))
+}
+
+// killCmdline SIGKILLs the processes whose command line is argv.
+func killCmdline(argv []string) {
+	want := strings.Join(argv, "\x00") + "\x00"
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && string(b) == want {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
 func TestRestartLimited(t *testing.T) {
 	p := serve(t, WithRestartLimit(time.Hour, 1))
 	require.NoError(t, p.Restart(context.Background()))
