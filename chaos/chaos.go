@@ -19,8 +19,8 @@ type Fault interface {
 	// Apply injects the fault.
 	Apply(ctx context.Context, env Env) error
 	// Verify proves the fault took effect (failpoint hits, /proc state and the process's
-	// server probed, proxy counters, load statistics). It returns an error while there is no proof yet; the timeline
-	// polls it.
+	// server probed, proxy counters, load statistics). It returns an error while there
+	// is no proof yet; the timeline polls it.
 	Verify(ctx context.Context, env Env) error
 	// Revert undoes the fault.
 	Revert(ctx context.Context, env Env) error

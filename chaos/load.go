@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -45,9 +46,11 @@ func (f *burstFault) Apply(ctx context.Context, env Env) error {
 		return err
 	}
 	f.before = map[string]map[string]float64{}
-	for _, m := range members {
-		if samples, err := env.Scrape(ctx, m); err == nil {
-			f.before[m] = samples
+	if slices.ContainsFunc(f.gauges, func(g string) bool { return changedOnly[g] }) {
+		for _, m := range members {
+			if samples, err := env.Scrape(ctx, m); err == nil {
+				f.before[m] = samples
+			}
 		}
 	}
 	r, err := env.Load(context.WithoutCancel(ctx), f.spec.Target, f.burst)

@@ -100,16 +100,9 @@ func (f *killFault) Verify(ctx context.Context, env Env) error {
 			dead[i] = fmt.Sprintf("pid %d a zombie", p.PID)
 		}
 	}
-	probes, err := probeServers(ctx, env, procs)
+	dead, err := f.serversSilent(ctx, env, procs, dead, f.unprobed, "SIGKILL")
 	if err != nil {
-		return f.wrap(err, "probe the killed processes' servers")
-	}
-	for i, pr := range probes {
-		if pr.answered {
-			return f.errorf("%s: %s, but %s: the server is another process that SIGKILL did not reach (outside the process group: a container, a setsid launcher?)",
-				f.order[i], dead[i], pr.says(""))
-		}
-		dead[i] = fmt.Sprintf("%s: %s; %s", f.order[i], dead[i], pr.says(f.unprobed[f.order[i]]))
+		return err
 	}
 	f.evidence = "killed: " + strings.Join(dead, "; ")
 	return nil
@@ -140,6 +133,26 @@ type pauseFault struct {
 	unprobed map[string]string // answeringBefore's reasons
 }
 
+// serversSilent probes procs' servers after sig: an error when one still answers (the
+// signal missed the server), else each process's evidence, "NAME: STATE; PROBE"
+// (states[i] is what /proc showed; unprobed says why a server was not probed).
+func (b *base) serversSilent(ctx context.Context, env Env, procs []Process, states []string, unprobed map[string]string, sig string) ([]string, error) {
+	probes, err := probeServers(ctx, env, procs)
+	if err != nil {
+		return nil, b.wrap(err, "probe the servers after %s", sig)
+	}
+	out := make([]string, len(procs))
+	for i, pr := range probes {
+		name := procs[i].Name
+		if pr.answered {
+			return nil, b.errorf("%s: %s, but %s: the server is another process that %s did not reach (outside the process group: a container, a setsid launcher?)",
+				name, states[i], pr.says(""), sig)
+		}
+		out[i] = fmt.Sprintf("%s: %s; %s", name, states[i], pr.says(unprobed[name]))
+	}
+	return out, nil
+}
+
 func stoppedState(st supervisor.State) bool { return st == supervisor.StateStopped }
 
 func (f *pauseFault) Apply(ctx context.Context, env Env) error {
@@ -159,7 +172,7 @@ func (f *pauseFault) Apply(ctx context.Context, env Env) error {
 }
 
 func (f *pauseFault) Verify(ctx context.Context, env Env) error {
-	procs := make([]Process, len(f.order))
+	procs, states := make([]Process, len(f.order)), make([]string, len(f.order))
 	for i, m := range f.order {
 		p := f.stopped[m]
 		st, err := envProcState(env, p.PID)
@@ -169,19 +182,11 @@ func (f *pauseFault) Verify(ctx context.Context, env Env) error {
 		if !stoppedState(st) {
 			return f.errorf("%s (pid %d) is in state %s, not stopped", m, p.PID, st)
 		}
-		procs[i] = p
+		procs[i], states[i] = p, fmt.Sprintf("pid %d in state T", p.PID)
 	}
-	probes, err := probeServers(ctx, env, procs)
+	out, err := f.serversSilent(ctx, env, procs, states, f.unprobed, "SIGSTOP")
 	if err != nil {
-		return f.wrap(err, "probe the stopped processes' servers")
-	}
-	out := make([]string, len(f.order))
-	for i, pr := range probes {
-		if pr.answered {
-			return f.errorf("%s: pid %d in state T, but %s: the server is another process that SIGSTOP did not reach (outside the process group: a container, a setsid launcher?)",
-				f.order[i], procs[i].PID, pr.says(""))
-		}
-		out[i] = fmt.Sprintf("%s: pid %d in state T; %s", f.order[i], procs[i].PID, pr.says(f.unprobed[f.order[i]]))
+		return err
 	}
 	f.evidence = "stopped: " + strings.Join(out, "; ")
 	return nil

@@ -126,13 +126,12 @@ type serverProbe struct {
 	within   time.Duration // the probe's timeout
 }
 
-// says is the probe in evidence words; unprobed is why a skipped one was not probed.
+// says is the probe in evidence words; unprobed is why a skipped one was not probed
+// (answeringBefore's reason).
 func (s serverProbe) says(unprobed string) string {
 	switch {
-	case s.skipped && unprobed != "":
-		return unprobed
 	case s.skipped:
-		return "server not probed (no URL)"
+		return unprobed
 	case s.answered:
 		return s.url + " still answers"
 	case errors.Is(s.err, ErrRefused):

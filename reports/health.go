@@ -121,14 +121,9 @@ func (h *healthAcc) lies(start time.Time) []HealthLie {
 	}
 	// Windows in which some request got a token (a difference array over the span of
 	// the requests' windows).
-	lo, hi := 0, -1
-	for i, r := range h.reqs {
-		if j := idx(r.at); i == 0 || j < lo {
-			lo = j
-		}
-		if j := idx(r.at); j > hi {
-			hi = j
-		}
+	lo, hi := math.MaxInt, math.MinInt
+	for _, r := range h.reqs {
+		lo, hi = min(lo, idx(r.at)), max(hi, idx(r.at))
 	}
 	progress := func(int) bool { return false }
 	if hi >= lo && hi-lo < 1<<22 {

@@ -3,6 +3,7 @@ package reports
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -152,14 +153,11 @@ func (p *pdAcc) result(start time.Time, minShare float64) *PDPathResult {
 		// that found none before the first that found one read 0 (a process that
 		// never shows the series stays unread: a typo is not a share of 0). One that
 		// vanishes later is a failed reading (a restart, judged as any).
-		for i := range scr {
-			if scr[i].ok {
-				for j := range scr[:i] {
-					if scr[j].absent {
-						scr[j].ok, scr[j].v = true, 0
-					}
+		if first := slices.IndexFunc(scr, func(s pdScrape) bool { return s.ok }); first > 0 {
+			for j := range scr[:first] {
+				if scr[j].absent {
+					scr[j].ok, scr[j].v = true, 0
 				}
-				break
 			}
 		}
 		pp := PDProcess{Process: n, Counter: p.counter[n]}
