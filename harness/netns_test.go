@@ -52,7 +52,9 @@ func watchNetns(prefix string, names []string, stop <-chan struct{}) *nsObservat
 					for _, pid := range strings.Fields(string(out)) {
 						link, lerr := os.Readlink(filepath.Join("/proc", pid, "ns", "net"))
 						cmd, cerr := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
-						if lerr == nil && cerr == nil {
+						// A process exiting at teardown (a zombie) has an empty command
+						// line: it must not overwrite what the run showed.
+						if lerr == nil && cerr == nil && len(cmd) > 0 {
 							o.mu.Lock()
 							o.netInode[name], o.cmdline[name] = link, strings.ReplaceAll(string(cmd), "\x00", " ")
 							o.mu.Unlock()
